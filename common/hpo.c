@@ -1,0 +1,116 @@
+/* hpo.c - error names, logging, clocks and checked allocation (see hpo.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "hpo.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int hpo_log_level = HPO_LOG_INFO;
+
+static const struct {
+    int rc;
+    const char *name;
+    const char *text;
+} errors[] = {
+    {HPO_OK, "ok", "success"},
+    {HPO_ENOMEM, "out_of_memory", "out of memory"},
+    {HPO_EINVAL, "invalid_argument", "invalid argument"},
+    {HPO_ENOTFOUND, "not_found", "not found"},
+    {HPO_ECONFLICT, "conflict", "conflicts with the current state"},
+    {HPO_EIO, "io_error", "input/output error"},
+    {HPO_ESTORAGE, "storage_error", "storage error"},
+    {HPO_ESHAPE, "shape_error", "tensor shapes do not fit"},
+    {HPO_EDIVERGED, "diverged", "training diverged (NaN or Inf)"},
+    {HPO_ETIMEOUT, "timeout", "timed out"},
+    {HPO_ECANCELLED, "cancelled", "cancelled"},
+    {HPO_EUNSUPPORTED, "unsupported", "not supported here"},
+    {HPO_EEXHAUSTED, "exhausted", "search space or budget exhausted"},
+    {HPO_ETOOLARGE, "too_large", "over a size limit"},
+    {HPO_EFORMAT, "bad_format", "malformed file"},
+    {HPO_EINTERNAL, "internal_error", "internal error"},
+};
+
+const char *hpo_strerror(int rc) {
+    for (size_t i = 0; i < HPO_ARRAY_LEN(errors); i++)
+        if (errors[i].rc == rc) return errors[i].text;
+    return "unknown error";
+}
+
+const char *hpo_errname(int rc) {
+    for (size_t i = 0; i < HPO_ARRAY_LEN(errors); i++)
+        if (errors[i].rc == rc) return errors[i].name;
+    return "unknown_error";
+}
+
+int hpo_fail(hpo_error *err, int rc, const char *field, const char *fmt, ...) {
+    if (!err) return rc;
+    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void hpo_error_prefix(hpo_error *err, const char *prefix) {
+    if (!err || !prefix || !*prefix) return;
+    char tmp[sizeof err->field];
+    if (err->field[0])
+        snprintf(tmp, sizeof tmp, "%s.%s", prefix, err->field);
+    else
+        snprintf(tmp, sizeof tmp, "%s", prefix);
+    memcpy(err->field, tmp, sizeof tmp);
+}
+
+int hpo_log_level_parse(const char *name) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++)
+        if (name && strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
+void hpo_log(int level, const char *fmt, ...) {
+    static const char *tags[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+    if (level < hpo_log_level) return;
+    char line[2048];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, ts.tv_nsec / 1000000, tags[level < 0 ? 0 : level > 3 ? 3 : level]);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line); /* one call: lines from threads do not interleave */
+}
+
+double hpo_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double hpo_monotonic(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *check(void *p) {
+    if (!p) {
+        fputs("hpo: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+void *hpo_xmalloc(size_t n) { return check(malloc(n ? n : 1)); }
+void *hpo_xcalloc(size_t n, size_t size) { return check(calloc(n ? n : 1, size ? size : 1)); }
+void *hpo_xrealloc(void *p, size_t n) { return check(realloc(p, n ? n : 1)); }
+char *hpo_strdup(const char *s) { return s ? check(strdup(s)) : NULL; }

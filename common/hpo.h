@@ -1,0 +1,81 @@
+/*
+ * hpo.h - the few things every part of hpo shares: error codes, the error
+ * detail that names a field, logging, and a monotonic/wall clock.
+ *
+ * Design notes
+ * - One error type for the whole project: functions return 0 on success or a
+ *   negative HPO_E* code; hpo_strerror() names it. Out-params are written only
+ *   on success. Where a caller needs to tell a user *what* was wrong (a JSON
+ *   field, a shape), the function also fills an hpo_error: a dotted field path
+ *   ("space.lr.low") and a human sentence. The api layer maps the code to an
+ *   HTTP status and the hpo_error to {"error": {"code","message","field"}}.
+ * - Logging is a single global level and one line per message on stderr,
+ *   with a timestamp; hpo_log is thread-safe (one fprintf per line).
+ * - Nothing here allocates except hpo_strdup/hpo_xmalloc, which abort on
+ *   out-of-memory: the only place the project aborts besides CUDA_CHECK.
+ */
+#ifndef HPO_H
+#define HPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HPO_VERSION "0.1.0"
+
+enum {
+    HPO_OK = 0,
+    HPO_ENOMEM = -1,      /* out of memory */
+    HPO_EINVAL = -2,      /* invalid argument or input; hpo_error says which */
+    HPO_ENOTFOUND = -3,   /* no such study, trial, dataset, ... */
+    HPO_ECONFLICT = -4,   /* state does not allow it (tell twice, ...) */
+    HPO_EIO = -5,         /* file or socket I/O failed */
+    HPO_ESTORAGE = -6,    /* the database failed */
+    HPO_ESHAPE = -7,      /* tensor shapes do not fit */
+    HPO_EDIVERGED = -8,   /* training produced NaN/Inf */
+    HPO_ETIMEOUT = -9,    /* a deadline passed */
+    HPO_ECANCELLED = -10, /* stopped on request */
+    HPO_EUNSUPPORTED = -11, /* valid but not available here (no GPU, ...) */
+    HPO_EEXHAUSTED = -12, /* nothing left to suggest (grid done, budget used) */
+    HPO_ETOOLARGE = -13,  /* over a size limit */
+    HPO_EFORMAT = -14,    /* a file is malformed */
+    HPO_EINTERNAL = -15,  /* a bug: should not happen */
+};
+
+const char *hpo_strerror(int rc);
+/* A stable machine-readable name for an error code ("invalid_argument"). */
+const char *hpo_errname(int rc);
+
+typedef struct hpo_error {
+    char field[128];   /* dotted path of the offending input, "" if none */
+    char message[384]; /* one sentence for a person */
+} hpo_error;
+
+/* Fill err (if not NULL) and return rc, so callers can `return hpo_fail(...)`. */
+int hpo_fail(hpo_error *err, int rc, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Prefix err->field with "prefix." (or set it to prefix if empty). */
+void hpo_error_prefix(hpo_error *err, const char *prefix);
+
+/* ---- logging ---- */
+enum { HPO_LOG_DEBUG = 0, HPO_LOG_INFO = 1, HPO_LOG_WARN = 2, HPO_LOG_ERROR = 3 };
+extern int hpo_log_level;
+int hpo_log_level_parse(const char *name); /* -1 if unknown */
+void hpo_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define HPO_DEBUG(...) do { if (hpo_log_level <= HPO_LOG_DEBUG) hpo_log(HPO_LOG_DEBUG, __VA_ARGS__); } while (0)
+#define HPO_INFO(...) hpo_log(HPO_LOG_INFO, __VA_ARGS__)
+#define HPO_WARN(...) hpo_log(HPO_LOG_WARN, __VA_ARGS__)
+#define HPO_ERROR(...) hpo_log(HPO_LOG_ERROR, __VA_ARGS__)
+
+/* ---- time ---- */
+double hpo_now(void);       /* wall clock, seconds since the epoch */
+double hpo_monotonic(void); /* monotonic seconds, for durations */
+
+/* ---- memory that cannot fail ---- */
+void *hpo_xmalloc(size_t n);
+void *hpo_xcalloc(size_t n, size_t size);
+void *hpo_xrealloc(void *p, size_t n);
+char *hpo_strdup(const char *s); /* NULL stays NULL */
+
+#define HPO_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,171 @@
+/*
+ * storage.h - the only code that touches persistent state: studies, trials,
+ * their parameters, intermediate values, results and events, in SQLite.
+ *
+ * Design notes
+ * - One file, <data-dir>/hpo.db, in WAL mode. The schema is created and
+ *   migrated from a versioned list of SQL scripts (PRAGMA user_version);
+ *   opening an older database applies the missing steps in one transaction.
+ * - Durability. Every mutating call is one transaction that has committed
+ *   when the call returns; the API acknowledges only after that. In WAL mode
+ *   a committed transaction is in the WAL file (the OS page cache) before
+ *   COMMIT returns, so a kill -9 of hpod at any moment loses nothing
+ *   acknowledged. synchronous=NORMAL (the default, STO_SYNC_NORMAL) does not
+ *   fsync on every commit, so a power cut or kernel crash may roll back the
+ *   last transactions; STO_SYNC_FULL (hpod --sync full) fsyncs the WAL at
+ *   every commit and survives power loss too, at the cost of one fsync per
+ *   call. We chose NORMAL by default: the promise hpod makes is against
+ *   process crashes, and NORMAL is the setting SQLite documents as safe
+ *   against corruption in WAL mode.
+ * - Every statement is prepared once, with bound parameters; no SQL is
+ *   built from client text.
+ * - Threading: an sto_db may be used from any number of threads; calls are
+ *   serialised by a mutex around one connection (SQLite's own writers are
+ *   serialised anyway, and the statements are short).
+ * - Ownership: structs returned through out-params own their strings; free
+ *   them with the matching _clear / _list_free. Out-params are written only
+ *   on success. Errors: HPO_ENOTFOUND for unknown ids, HPO_ECONFLICT when
+ *   the state forbids the change (tell twice, report after the end),
+ *   HPO_ESTORAGE when SQLite fails (logged with sqlite3_errmsg).
+ * - JSON columns (spec, params, data) are stored as text, exactly as given;
+ *   storage does not parse them.
+ */
+#ifndef HPO_STORAGE_H
+#define HPO_STORAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hpo.h"
+
+typedef struct sto_db sto_db;
+
+typedef enum { STO_SYNC_NORMAL = 0, STO_SYNC_FULL = 1 } sto_sync;
+
+/* Opens (creating and migrating) the database file at path. ":memory:" works
+ * for tests. */
+int sto_open(const char *path, sto_sync sync, sto_db **out);
+void sto_close(sto_db *db);
+/* The schema version this build migrates to (== PRAGMA user_version after open). */
+int sto_schema_version(void);
+
+/* ---- studies ---- */
+typedef enum {
+    STO_STUDY_RUNNING = 0,
+    STO_STUDY_PAUSED,
+    STO_STUDY_COMPLETE,
+    STO_STUDY_CANCELLED,
+    STO_STUDY_N_STATES
+} sto_study_state;
+
+typedef struct sto_study {
+    int64_t id;
+    char *name;
+    char *spec; /* the validated study definition, JSON text */
+    sto_study_state state;
+    double created, updated; /* wall-clock seconds */
+} sto_study;
+
+int sto_study_create(sto_db *db, const char *name, const char *spec, int64_t *id_out);
+int sto_study_get(sto_db *db, int64_t id, sto_study *out);
+void sto_study_clear(sto_study *s);
+/* All studies, newest first. */
+int sto_study_list(sto_db *db, sto_study **out, size_t *n_out);
+void sto_study_list_free(sto_study *list, size_t n);
+/* Deletes a study with its trials, intermediate values and events. */
+int sto_study_delete(sto_db *db, int64_t id);
+int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state);
+const char *sto_study_state_name(sto_study_state s);
+
+/* ---- trials ---- */
+typedef enum {
+    STO_TRIAL_RUNNING = 0,
+    STO_TRIAL_COMPLETE,
+    STO_TRIAL_PRUNED,
+    STO_TRIAL_FAILED,
+    STO_TRIAL_CANCELLED,
+    STO_TRIAL_QUEUED,
+    STO_TRIAL_N_STATES
+} sto_trial_state;
+
+const char *sto_trial_state_name(sto_trial_state s);
+int sto_trial_state_parse(const char *name); /* -1 if unknown */
+
+typedef struct sto_trial {
+    int64_t id, study_id;
+    int64_t number;            /* 0, 1, 2, ... within the study */
+    sto_trial_state state;
+    char *params;              /* JSON object text */
+    double value;              /* objective (mean over executions); NaN when none */
+    double value_std;          /* std over executions; NaN when n < 2 */
+    int value_n;               /* number of executions behind value; 0 when none */
+    int64_t last_step;         /* highest reported step, -1 when none */
+    double last_value;         /* value at last_step; NaN when none */
+    double created, started, finished; /* wall clock; finished 0 while not finished */
+    double lease_expires;      /* wall clock; 0 = no lease */
+    char *error;               /* why it failed; NULL otherwise */
+} sto_trial;
+
+void sto_trial_clear(sto_trial *t);
+void sto_trial_list_free(sto_trial *list, size_t n);
+
+/* Creates a running trial with the next number of the study (atomically:
+ * concurrent callers get distinct numbers). */
+int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
+                     int64_t *trial_id_out, int64_t *number_out);
+int sto_trial_get(sto_db *db, int64_t trial_id, sto_trial *out);
+
+typedef struct sto_trial_filter {
+    int state;        /* a sto_trial_state, or -1 for all */
+    int order;        /* STO_ORDER_* */
+    int descending;   /* 0 ascending, 1 descending */
+    int64_t limit;    /* <= 0: no limit */
+    int64_t offset;
+} sto_trial_filter;
+enum { STO_ORDER_NUMBER = 0, STO_ORDER_VALUE = 1 };
+/* Trials of a study; with STO_ORDER_VALUE trials without a value come last. */
+int sto_trial_list(sto_db *db, int64_t study_id, const sto_trial_filter *f, sto_trial **out,
+                   size_t *n_out);
+/* counts[s] = number of trials in state s; study_id < 0 counts all studies. */
+int sto_trial_counts(sto_db *db, int64_t study_id, int64_t counts[STO_TRIAL_N_STATES]);
+
+/* Records an intermediate value (replacing one at the same step) and extends
+ * the lease. HPO_ECONFLICT unless the trial is running. */
+int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
+                     double lease_expires);
+/* Intermediate values of a trial, ordered by step. */
+int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
+                            double **values_out, size_t *n_out);
+/* Calls fn for every intermediate value of every trial of a study (ordered by
+ * trial number, then step): used to rebuild a tuner's history at start-up. */
+int sto_study_intermediates(sto_db *db, int64_t study_id,
+                            void (*fn)(void *ctx, int64_t number, int64_t step, double value),
+                            void *ctx);
+
+/* Ends a running trial: state COMPLETE (with value, std, n), PRUNED (value
+ * may be NaN: the last intermediate is then kept as value), FAILED or
+ * CANCELLED (error text may be NULL). HPO_ECONFLICT unless running. */
+int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
+                     double value_std, int value_n, const char *error);
+
+/* Fails every running trial whose lease expired before now, with the error
+ * "lease expired". Returns the affected trials (caller frees the list) so the
+ * caller can update tuner state. */
+int sto_trials_expire(sto_db *db, double now, sto_trial **out, size_t *n_out);
+
+/* ---- events (the study's progress stream; ids increase) ---- */
+typedef struct sto_event {
+    int64_t id, study_id, trial_id; /* trial_id 0 when none */
+    char *type;                     /* "trial_started", "trial_complete", ... */
+    char *data;                     /* JSON text */
+    double created;
+} sto_event;
+
+int sto_event_append(sto_db *db, int64_t study_id, int64_t trial_id, const char *type,
+                     const char *data, int64_t *id_out);
+/* Events of a study with id > after_id, oldest first, at most limit. */
+int sto_event_list(sto_db *db, int64_t study_id, int64_t after_id, int64_t limit,
+                   sto_event **out, size_t *n_out);
+void sto_event_list_free(sto_event *list, size_t n);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * internal.h - what the algorithms of tuners/ share behind tuners.h: the
+ * history a tun_study keeps and the signature every sampler and pruner has.
+ *
+ * Design notes
+ * - Trials are kept in an array indexed by trial number (numbers are dense,
+ *   0, 1, 2, ... in a study); rec->present says whether a number is known.
+ * - Values are stored in the minimisation sign: a maximised study's values
+ *   are negated by study.c before any algorithm sees them. Intermediate
+ *   values likewise.
+ * - Samplers get the study read-only and a generator already derived from
+ *   (seed, number), and write a full configuration into x (NaN for inactive
+ *   parameters). They must be deterministic given those.
+ */
+#ifndef HPO_TUNERS_INTERNAL_H
+#define HPO_TUNERS_INTERNAL_H
+
+#include "rng.h"
+#include "tuners.h"
+
+typedef struct tun_trial_rec {
+    int present;
+    int64_t number;
+    tun_trial_state state;
+    double *x;            /* space->n values */
+    double value;         /* minimisation sign; NaN unless COMPLETE */
+    int64_t *steps;       /* intermediate values, ordered by step */
+    double *step_values;  /* minimisation sign */
+    int n_steps, cap_steps;
+} tun_trial_rec;
+
+struct tun_study {
+    const tun_space *space;
+    tun_config cfg;
+    int maximize;
+    tun_trial_rec *trials; /* indexed by number */
+    int64_t cap;           /* allocated slots */
+    int64_t n_present;
+};
+
+/* Samplers (one file each). */
+int tun_random_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+int tun_grid_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+int tun_tpe_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+
+/* Pruners: whether trial rec, which has just reported (step, value), stops. */
+int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune);
+
+#endif

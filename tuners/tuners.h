@@ -1,0 +1,136 @@
+/*
+ * tuners.h - search spaces and the algorithms that search them: random,
+ * grid, TPE, Gaussian-process Bayesian optimisation, and the multi-fidelity
+ * pruners (median, ASHA, Hyperband). Pure C: no I/O, no clocks, no globals.
+ *
+ * Design notes
+ * - A configuration is a vector x of doubles, one per parameter of the space,
+ *   in the space's order (parents before children): int -> its value, float
+ *   -> its value, choice -> the index of the value, bool -> 0 or 1, and NaN
+ *   for a conditional parameter that is inactive. JSON (jansson) is only the
+ *   edge: tun_space_parse reads a definition, tun_space_to_json /
+ *   tun_space_from_json convert a configuration.
+ * - Determinism: a tun_study's suggestion for trial number k depends only on
+ *   the config's seed, k and the history it has been told (tun_study_add /
+ *   _report / _finish), never on the order of calls or on time. Randomness
+ *   comes from hpo_rng_derive(seed, k, ...). So a restarted hpod that replays
+ *   the stored history suggests exactly what it would have suggested.
+ * - Directions: the study is told whether to maximise; internally every
+ *   algorithm minimises (values are negated on the way in).
+ * - Threading: a tun_study is not thread-safe; its owner (the api's per-study
+ *   lock, or the scheduler thread) serialises calls. tun_space is immutable
+ *   after parsing and may be shared.
+ * - Ownership: a tun_study borrows its tun_space, which must outlive it.
+ */
+#ifndef HPO_TUNERS_H
+#define HPO_TUNERS_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "hpo.h"
+
+/* ---- search space ---- */
+typedef enum { TUN_INT = 0, TUN_FLOAT, TUN_CHOICE, TUN_BOOL } tun_param_type;
+
+typedef struct tun_param {
+    char *name;
+    tun_param_type type;
+    double low, high; /* int, float: inclusive bounds */
+    double step;      /* int: >= 1 (default 1); float: 0 = continuous */
+    int log;          /* sample on a log scale (low > 0) */
+    json_t *choices;  /* TUN_CHOICE: the array of values (strings, numbers, booleans) */
+    int n_choices;    /* TUN_CHOICE: its length; TUN_BOOL: 2 */
+    int parent;       /* index of the parameter this one is conditional on, -1 if none */
+    double *parent_values; /* encoded parent values that make this one active */
+    int n_parent_values;
+} tun_param;
+
+typedef struct tun_space {
+    int n;
+    tun_param *params; /* parents before their children */
+} tun_space;
+
+/* Parses and validates a "space" object. Errors name the field, e.g.
+ * "space.lr.low", with HPO_EINVAL. */
+int tun_space_parse(const json_t *space, tun_space **out, hpo_error *err);
+void tun_space_free(tun_space *s);
+int tun_space_index(const tun_space *s, const char *name); /* -1 if absent */
+/* Whether parameter i is active in x (its parent chain takes allowed values). */
+int tun_space_is_active(const tun_space *s, const double *x, int i);
+/* Draws a random configuration (inactive parameters NaN). */
+struct hpo_rng;
+void tun_space_sample(const tun_space *s, struct hpo_rng *rng, double *x);
+/* Snaps a value of parameter i to its domain (bounds, step, integer). */
+double tun_space_snap(const tun_space *s, int i, double v);
+/* {"name": value, ...} for the active parameters of x; a new reference. */
+json_t *tun_space_to_json(const tun_space *s, const double *x);
+/* The inverse; errors name "params.<name>". */
+int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo_error *err);
+
+/* ---- algorithms ---- */
+typedef enum { TUN_RANDOM = 0, TUN_GRID, TUN_TPE, TUN_BAYESIAN } tun_algorithm;
+typedef enum { TUN_PRUNER_NONE = 0, TUN_PRUNER_MEDIAN, TUN_PRUNER_ASHA, TUN_PRUNER_HYPERBAND } tun_pruner_kind;
+typedef enum { TUN_ACQ_LOG_EI = 0, TUN_ACQ_UCB } tun_acquisition;
+
+typedef struct tun_pruner_config {
+    tun_pruner_kind kind;
+    double eta;           /* asha, hyperband: reduction factor (default 3) */
+    int64_t min_resource; /* asha, hyperband: first rung (steps/epochs, default 1) */
+    int64_t max_resource; /* hyperband: R (default: the study's max epochs, or 81) */
+    int64_t warmup_steps; /* median: steps before pruning starts (default 0) */
+    int n_startup_trials; /* median: finished trials before pruning (default 5) */
+} tun_pruner_config;
+
+typedef struct tun_config {
+    tun_algorithm algorithm;
+    uint64_t seed;
+    int n_startup_trials;     /* tpe, bayesian: random trials first (default 10) */
+    /* tpe */
+    int tpe_n_candidates;     /* default 24 */
+    double tpe_gamma;         /* fraction of "good" trials, default 0.1..0.25 rule */
+    /* bayesian */
+    tun_acquisition acquisition;
+    double ucb_beta;          /* default 2.0 */
+    tun_pruner_config pruner;
+} tun_config;
+
+/* Parses a "tuner" object (field names "tuner.algorithm", "tuner.pruner.eta").
+ * A NULL tuner gives the defaults (random, seed 0, no pruner). */
+int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *out,
+                     hpo_error *err);
+const char *tun_algorithm_name(tun_algorithm a);
+
+typedef enum {
+    TUN_TRIAL_RUNNING = 0,
+    TUN_TRIAL_COMPLETE,
+    TUN_TRIAL_PRUNED,
+    TUN_TRIAL_FAILED,
+} tun_trial_state;
+
+typedef struct tun_study tun_study;
+
+int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, tun_study **out);
+void tun_study_free(tun_study *t);
+/* Suggests the configuration of trial `number` into x (space->n doubles).
+ * Pending (running) trials are taken into account so parallel askers do not
+ * get duplicates. HPO_EEXHAUSTED when a grid has nothing left. The caller
+ * then records the trial with tun_study_add. */
+int tun_study_suggest(tun_study *t, int64_t number, double *x);
+/* Adds a trial to the history (a new suggestion, or one replayed from storage). */
+int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state state,
+                  double value);
+/* Records an intermediate value; *prune (may be NULL) tells whether the
+ * pruner stops the trial here. HPO_ENOTFOUND for an unknown number. */
+int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune);
+/* Ends a trial (COMPLETE with value; PRUNED keeps its intermediate values). */
+int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value);
+
+/* ---- statistics over executions (noise) ---- */
+/* Mean and sample std (NaN when n < 2) of v[0..n). */
+void tun_mean_std(const double *v, int n, double *mean, double *std);
+/* Two-sided p-value of Welch's t-test that two means differ, from their
+ * means, stds and counts; NaN when either n < 2. */
+double tun_welch_p(double m1, double s1, int n1, double m2, double s2, int n2);
+
+#endif
