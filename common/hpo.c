@@ -57,12 +57,12 @@ int hpo_fail(hpo_error *err, int rc, const char *field, const char *fmt, ...) {
 
 void hpo_error_prefix(hpo_error *err, const char *prefix) {
     if (!err || !prefix || !*prefix) return;
-    char tmp[sizeof err->field];
+    char tmp[2 * sizeof err->field + 2];
     if (err->field[0])
         snprintf(tmp, sizeof tmp, "%s.%s", prefix, err->field);
     else
         snprintf(tmp, sizeof tmp, "%s", prefix);
-    memcpy(err->field, tmp, sizeof tmp);
+    snprintf(err->field, sizeof err->field, "%.*s", (int)sizeof err->field - 1, tmp);
 }
 
 int hpo_log_level_parse(const char *name) {
