@@ -1,0 +1,362 @@
+/* db.c - the connection: open, pragmas, schema migrations, the prepared
+ * statement cache and transaction helpers (see storage.h, db_internal.h). */
+#include "db_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- schema ----------------------------------------------------------------
+ * migrations[i] brings a database from user_version i to i + 1. Append only:
+ * a released step is never edited, a change is a new step. All missing steps
+ * run in one BEGIN IMMEDIATE transaction together with the user_version
+ * update, so a database is always at exactly one version.
+ *
+ * Conventions: NULL in a REAL column means "no value" (NaN in C); times are
+ * wall-clock seconds (REAL); states are the integer values of the sto_*_state
+ * enums, which are therefore append-only too. */
+static const char *const migrations[] = {
+    /* 0 -> 1: tables. Every foreign key is the first column of a primary
+     * key or unique index, so cascades and "by parent" lookups are indexed. */
+    "CREATE TABLE studies ("
+    "  id      INTEGER PRIMARY KEY,"
+    "  name    TEXT NOT NULL,"
+    "  spec    TEXT NOT NULL,"
+    "  state   INTEGER NOT NULL DEFAULT 0,"
+    "  created REAL NOT NULL,"
+    "  updated REAL NOT NULL"
+    ");"
+    "CREATE TABLE trials ("
+    "  id            INTEGER PRIMARY KEY,"
+    "  study_id      INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,"
+    "  number        INTEGER NOT NULL,"
+    "  state         INTEGER NOT NULL,"
+    "  params        TEXT NOT NULL,"
+    "  value         REAL,"
+    "  value_std     REAL,"
+    "  value_n       INTEGER NOT NULL DEFAULT 0,"
+    "  last_step     INTEGER NOT NULL DEFAULT -1,"
+    "  last_value    REAL,"
+    "  created       REAL NOT NULL,"
+    "  started       REAL NOT NULL DEFAULT 0,"
+    "  finished      REAL NOT NULL DEFAULT 0,"
+    "  lease_expires REAL NOT NULL DEFAULT 0,"
+    "  error         TEXT,"
+    "  UNIQUE (study_id, number)"
+    ");"
+    "CREATE TABLE intermediates ("
+    "  trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,"
+    "  step     INTEGER NOT NULL,"
+    "  value    REAL,"
+    "  PRIMARY KEY (trial_id, step)"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE events ("
+    "  id       INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  study_id INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,"
+    "  trial_id INTEGER,"
+    "  type     TEXT NOT NULL,"
+    "  data     TEXT NOT NULL,"
+    "  created  REAL NOT NULL"
+    ");"
+    "CREATE INDEX events_study_id ON events (study_id, id);",
+
+    /* 1 -> 2: indexes for the hot queries: counts and state filters, best
+     * values, and the lease scan (a partial index holding only running trials
+     * with a lease, so the periodic expiry scan reads nothing else; the
+     * expire statement repeats its WHERE terms literally so it can be used). */
+    "CREATE INDEX trials_study_state ON trials (study_id, state);"
+    "CREATE INDEX trials_study_value ON trials (study_id, value);"
+    "CREATE INDEX trials_lease ON trials (lease_expires)"
+    "  WHERE state = 0 AND lease_expires > 0;",
+};
+
+int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
+
+/* ---- statements ------------------------------------------------------------
+ * Indexed by STO_Q_*; prepared once at open with SQLITE_PREPARE_PERSISTENT.
+ * Trial states in SQL: 0 running, 2 pruned, 3 failed (sto_trial_state). */
+#define TRIAL_LIST(filter, order)                                                      \
+    "SELECT " STO_TRIAL_COLS " FROM trials WHERE study_id = ?1" filter " ORDER BY " order \
+    " LIMIT ?3 OFFSET ?4"
+#define BY_STATE " AND state = ?2"
+
+static const char *const stmt_sql[STO_Q_N] = {
+    [STO_Q_BEGIN] = "BEGIN IMMEDIATE",
+    [STO_Q_COMMIT] = "COMMIT",
+    [STO_Q_ROLLBACK] = "ROLLBACK",
+
+    [STO_Q_STUDY_INSERT] =
+        "INSERT INTO studies (name, spec, state, created, updated) VALUES (?1, ?2, 0, ?3, ?3)",
+    [STO_Q_STUDY_GET] =
+        "SELECT id, name, spec, state, created, updated FROM studies WHERE id = ?1",
+    [STO_Q_STUDY_EXISTS] = "SELECT 1 FROM studies WHERE id = ?1",
+    [STO_Q_STUDY_LIST] =
+        "SELECT id, name, spec, state, created, updated FROM studies ORDER BY id DESC",
+    [STO_Q_STUDY_DELETE] = "DELETE FROM studies WHERE id = ?1",
+    [STO_Q_STUDY_SET_STATE] = "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1",
+
+    /* The next number is read and used inside one statement of one IMMEDIATE
+     * transaction, through the (study_id, number) unique index. */
+    [STO_Q_TRIAL_INSERT] =
+        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
+        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 0, ?2, ?3, ?3, ?4"
+        " FROM trials WHERE study_id = ?1"
+        " RETURNING id, number",
+    [STO_Q_TRIAL_GET] = "SELECT " STO_TRIAL_COLS " FROM trials WHERE id = ?1",
+    [STO_Q_TRIAL_STATE] = "SELECT state FROM trials WHERE id = ?1",
+    [STO_Q_TRIAL_LIST + 0] = TRIAL_LIST("", "number ASC"),
+    [STO_Q_TRIAL_LIST + 1] = TRIAL_LIST("", "number DESC"),
+    [STO_Q_TRIAL_LIST + 2] = TRIAL_LIST("", "value ASC NULLS LAST, number ASC"),
+    [STO_Q_TRIAL_LIST + 3] = TRIAL_LIST("", "value DESC NULLS LAST, number ASC"),
+    [STO_Q_TRIAL_LIST + 4] = TRIAL_LIST(BY_STATE, "number ASC"),
+    [STO_Q_TRIAL_LIST + 5] = TRIAL_LIST(BY_STATE, "number DESC"),
+    [STO_Q_TRIAL_LIST + 6] = TRIAL_LIST(BY_STATE, "value ASC NULLS LAST, number ASC"),
+    [STO_Q_TRIAL_LIST + 7] = TRIAL_LIST(BY_STATE, "value DESC NULLS LAST, number ASC"),
+    [STO_Q_TRIAL_COUNTS_STUDY] =
+        "SELECT state, COUNT(*) FROM trials WHERE study_id = ?1 GROUP BY state",
+    [STO_Q_TRIAL_COUNTS_ALL] = "SELECT state, COUNT(*) FROM trials GROUP BY state",
+    /* Right-hand sides see the old row: last_value follows the highest step. */
+    [STO_Q_TRIAL_REPORT] =
+        "UPDATE trials SET"
+        " last_value = CASE WHEN ?2 >= last_step THEN ?3 ELSE last_value END,"
+        " last_step = MAX(last_step, ?2),"
+        " lease_expires = CASE WHEN ?4 > 0 THEN ?4 ELSE lease_expires END"
+        " WHERE id = ?1 AND state = 0",
+    [STO_Q_INTERMEDIATE_PUT] =
+        "INSERT INTO intermediates (trial_id, step, value) VALUES (?1, ?2, ?3)"
+        " ON CONFLICT (trial_id, step) DO UPDATE SET value = excluded.value",
+    [STO_Q_INTERMEDIATES_TRIAL] =
+        "SELECT step, value FROM intermediates WHERE trial_id = ?1 ORDER BY step",
+    [STO_Q_INTERMEDIATES_STUDY] =
+        "SELECT t.number, i.step, i.value FROM trials t JOIN intermediates i"
+        " ON i.trial_id = t.id WHERE t.study_id = ?1 ORDER BY t.number, i.step",
+    /* ?2 state, ?3 value (NULL = NaN), ?4 std, ?5 n, ?6 error, ?7 now.
+     * A pruned trial without a value keeps its last intermediate value. */
+    [STO_Q_TRIAL_FINISH] =
+        "UPDATE trials SET state = ?2,"
+        " value = CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END,"
+        " value_std = ?4,"
+        " value_n = CASE WHEN (CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END)"
+        "   IS NULL THEN 0 WHEN ?5 < 1 THEN 1 ELSE ?5 END,"
+        " error = ?6, finished = ?7, lease_expires = 0"
+        " WHERE id = ?1 AND state = 0",
+    [STO_Q_TRIAL_EXPIRE] =
+        "UPDATE trials SET state = 3, error = 'lease expired', finished = ?1"
+        " WHERE state = 0 AND lease_expires > 0 AND lease_expires < ?1"
+        " RETURNING " STO_TRIAL_COLS,
+
+    [STO_Q_EVENT_INSERT] =
+        "INSERT INTO events (study_id, trial_id, type, data, created)"
+        " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [STO_Q_EVENT_LIST] =
+        "SELECT id, study_id, trial_id, type, data, created FROM events"
+        " WHERE study_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+};
+
+/* ---- helpers shared by the layer ---- */
+
+void sto_db_lock(sto_db *db) { pthread_mutex_lock(&db->mu); }
+void sto_db_unlock(sto_db *db) { pthread_mutex_unlock(&db->mu); }
+
+int sto_db_error(sto_db *db, const char *what) {
+    HPO_ERROR("storage: %s: %s (%d)", what, sqlite3_errmsg(db->conn),
+              sqlite3_extended_errcode(db->conn));
+    return HPO_ESTORAGE;
+}
+
+int sto_db_is_fk_error(sto_db *db) {
+    return sqlite3_extended_errcode(db->conn) == SQLITE_CONSTRAINT_FOREIGNKEY;
+}
+
+static int run_simple(sto_db *db, int q, const char *what) {
+    sqlite3_stmt *s = db->q[q];
+    int src = sqlite3_step(s);
+    int rc = src == SQLITE_DONE ? 0 : sto_db_error(db, what);
+    sto_db_done(s);
+    return rc;
+}
+
+int sto_db_begin(sto_db *db) { return run_simple(db, STO_Q_BEGIN, "begin"); }
+
+int sto_db_commit(sto_db *db) { return run_simple(db, STO_Q_COMMIT, "commit"); }
+
+void sto_db_rollback(sto_db *db) {
+    if (sqlite3_get_autocommit(db->conn)) return; /* no transaction open */
+    run_simple(db, STO_Q_ROLLBACK, "rollback");
+}
+
+int sto_db_exists(sto_db *db, int q, int64_t id) {
+    sqlite3_stmt *s = db->q[q];
+    sqlite3_bind_int64(s, 1, id);
+    int src = sqlite3_step(s);
+    int rc = src == SQLITE_ROW ? 0 : src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "exists");
+    sto_db_done(s);
+    return rc;
+}
+
+void sto_db_read_trial(sqlite3_stmt *s, sto_trial *t) {
+    memset(t, 0, sizeof *t);
+    t->id = sqlite3_column_int64(s, 0);
+    t->study_id = sqlite3_column_int64(s, 1);
+    t->number = sqlite3_column_int64(s, 2);
+    t->state = (sto_trial_state)sqlite3_column_int(s, 3);
+    t->params = sto_col_text(s, 4);
+    t->value = sto_col_real(s, 5);
+    t->value_std = sto_col_real(s, 6);
+    t->value_n = sqlite3_column_int(s, 7);
+    t->last_step = sqlite3_column_int64(s, 8);
+    t->last_value = sto_col_real(s, 9);
+    t->created = sqlite3_column_double(s, 10);
+    t->started = sqlite3_column_double(s, 11);
+    t->finished = sqlite3_column_double(s, 12);
+    t->lease_expires = sqlite3_column_double(s, 13);
+    t->error = sto_col_text(s, 14);
+}
+
+/* ---- open / migrate / close ---- */
+
+static int exec(sto_db *db, const char *sql, const char *what) {
+    char *msg = NULL;
+    if (sqlite3_exec(db->conn, sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
+    HPO_ERROR("storage: %s: %s", what, msg ? msg : sqlite3_errmsg(db->conn));
+    sqlite3_free(msg);
+    return HPO_ESTORAGE;
+}
+
+/* The single-value result of a pragma, as integer or (if text_out) text. */
+static int pragma_get(sto_db *db, const char *sql, int64_t *int_out, char *text_out,
+                      size_t text_cap) {
+    sqlite3_stmt *s = NULL;
+    int rc = HPO_ESTORAGE;
+    if (sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL) != SQLITE_OK) {
+        rc = sto_db_error(db, sql);
+        goto fail;
+    }
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        rc = sto_db_error(db, sql);
+        goto fail;
+    }
+    if (int_out) *int_out = sqlite3_column_int64(s, 0);
+    if (text_out) {
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        snprintf(text_out, text_cap, "%s", t ? t : "");
+    }
+    rc = 0;
+fail:
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int migrate(sto_db *db, const char *path, int target) {
+    int rc = exec(db, "BEGIN IMMEDIATE", "migrate: begin");
+    if (rc) return rc;
+    int64_t version = 0;
+    rc = pragma_get(db, "PRAGMA user_version", &version, NULL, 0);
+    if (rc) goto fail;
+    if (version > sto_schema_version()) {
+        HPO_ERROR("storage: %s has schema version %lld, newer than this build's %d; "
+                  "refusing to open it",
+                  path, (long long)version, sto_schema_version());
+        rc = HPO_ESTORAGE;
+        goto fail;
+    }
+    for (int64_t v = version; v < target; v++) {
+        rc = exec(db, migrations[v], "migrate");
+        if (rc) goto fail;
+    }
+    if (version < target) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d", target);
+        rc = exec(db, sql, "migrate: user_version");
+        if (rc) goto fail;
+    }
+    rc = exec(db, "COMMIT", "migrate: commit");
+    if (rc) goto fail;
+    if (version < target)
+        HPO_INFO("storage: %s migrated from schema version %lld to %d", path, (long long)version,
+                 target);
+    return 0;
+fail:
+    if (!sqlite3_get_autocommit(db->conn)) exec(db, "ROLLBACK", "migrate: rollback");
+    return rc;
+}
+
+static int configure(sto_db *db, const char *path, sto_sync sync) {
+    int rc;
+    sqlite3_extended_result_codes(db->conn, 1);
+    if (sqlite3_busy_timeout(db->conn, 5000) != SQLITE_OK) return sto_db_error(db, "busy_timeout");
+    char mode[32];
+    rc = pragma_get(db, "PRAGMA journal_mode = WAL", NULL, mode, sizeof mode);
+    if (rc) return rc;
+    /* An in-memory database answers "memory": WAL only applies to files. */
+    if (strcmp(mode, "wal") != 0 && strcmp(path, ":memory:") != 0) {
+        HPO_ERROR("storage: %s: cannot enable WAL (journal_mode is %s)", path, mode);
+        return HPO_ESTORAGE;
+    }
+    rc = exec(db, sync == STO_SYNC_FULL ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
+              "synchronous");
+    if (rc) return rc;
+    rc = exec(db, "PRAGMA foreign_keys = ON", "foreign_keys");
+    if (rc) return rc;
+    int64_t fk = 0;
+    rc = pragma_get(db, "PRAGMA foreign_keys", &fk, NULL, 0);
+    if (rc) return rc;
+    if (fk != 1) {
+        HPO_ERROR("storage: this SQLite has no foreign key support");
+        return HPO_ESTORAGE;
+    }
+    return 0;
+}
+
+static void db_free(sto_db *db) {
+    for (int i = 0; i < STO_Q_N; i++) sqlite3_finalize(db->q[i]);
+    if (db->conn && sqlite3_close(db->conn) != SQLITE_OK)
+        HPO_ERROR("storage: close: %s", sqlite3_errmsg(db->conn));
+    pthread_mutex_destroy(&db->mu);
+    free(db);
+}
+
+int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db **out) {
+    if (!path || !out || target_version < 1 || target_version > sto_schema_version())
+        return HPO_EINVAL;
+    if (!sqlite3_threadsafe()) {
+        HPO_ERROR("storage: SQLite was built without thread support");
+        return HPO_ESTORAGE;
+    }
+    int rc;
+    sto_db *db = hpo_xcalloc(1, sizeof *db);
+    pthread_mutex_init(&db->mu, NULL);
+    /* NOMUTEX: db->mu serialises every use of the connection. */
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path, &db->conn, flags, NULL) != SQLITE_OK) {
+        HPO_ERROR("storage: cannot open %s: %s", path,
+                  db->conn ? sqlite3_errmsg(db->conn) : "out of memory");
+        rc = HPO_ESTORAGE;
+        goto fail;
+    }
+    rc = configure(db, path, sync);
+    if (rc) goto fail;
+    rc = migrate(db, path, target_version);
+    if (rc) goto fail;
+    for (int i = 0; i < STO_Q_N; i++) {
+        if (sqlite3_prepare_v3(db->conn, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->q[i],
+                               NULL) != SQLITE_OK) {
+            HPO_ERROR("storage: prepare #%d: %s", i, sqlite3_errmsg(db->conn));
+            rc = HPO_ESTORAGE;
+            goto fail;
+        }
+    }
+    *out = db;
+    return 0;
+fail:
+    db_free(db);
+    return rc;
+}
+
+int sto_open(const char *path, sto_sync sync, sto_db **out) {
+    return sto_db_open_at(path, sync, sto_schema_version(), out);
+}
+
+void sto_close(sto_db *db) {
+    if (db) db_free(db);
+}

@@ -1,0 +1,123 @@
+/*
+ * db_internal.h - what the files of storage/ share and nothing outside uses
+ * (tests excepted): the connection struct, the prepared-statement cache, the
+ * transaction helpers and the NaN<->NULL column conventions.
+ *
+ * Design notes
+ * - db.c owns the connection: it opens it, sets the pragmas, runs the
+ *   migrations and prepares every statement of the layer once, into
+ *   db->q[STO_Q_*]. The SQL of every statement lives in one table in db.c so
+ *   the schema and all queries against it can be read (and reviewed for
+ *   index use) in one place; studies.c, trials.c and events.c only bind,
+ *   step and read columns.
+ * - Locking discipline: a public function takes db->mu with sto_db_lock()
+ *   before touching any statement and releases it before returning. A
+ *   mutating function runs sto_db_begin() (BEGIN IMMEDIATE) ... sto_db_commit()
+ *   under the lock; on any error it calls sto_db_rollback(), which is a no-op
+ *   outside a transaction. Because one connection is shared, a statement
+ *   must be reset (sto_db_done) before the lock is released, or the next
+ *   caller would find it mid-step.
+ * - Columns: NaN is stored as NULL (SQLite turns a NaN REAL into NULL anyway,
+ *   we make it explicit) and NULL is read back as NaN; text columns are
+ *   copied with hpo_strdup (NULL stays NULL).
+ * - sto_db_open_at() opens a database migrated only up to a given version:
+ *   tests use it to build an "old" database and check that sto_open
+ *   migrates it.
+ */
+#ifndef HPO_STORAGE_DB_INTERNAL_H
+#define HPO_STORAGE_DB_INTERNAL_H
+
+#include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "storage.h"
+
+/* The statements of the layer; the SQL text is in db.c (stmt_sql[]). */
+enum {
+    STO_Q_BEGIN = 0,
+    STO_Q_COMMIT,
+    STO_Q_ROLLBACK,
+
+    STO_Q_STUDY_INSERT,
+    STO_Q_STUDY_GET,
+    STO_Q_STUDY_EXISTS,
+    STO_Q_STUDY_LIST,
+    STO_Q_STUDY_DELETE,
+    STO_Q_STUDY_SET_STATE,
+
+    STO_Q_TRIAL_INSERT,
+    STO_Q_TRIAL_GET,
+    STO_Q_TRIAL_STATE,
+    /* 8 list variants: + 4 * (state filter) + 2 * (order by value) + (descending) */
+    STO_Q_TRIAL_LIST,
+    STO_Q_TRIAL_LIST_LAST = STO_Q_TRIAL_LIST + 7,
+    STO_Q_TRIAL_COUNTS_STUDY,
+    STO_Q_TRIAL_COUNTS_ALL,
+    STO_Q_TRIAL_REPORT,
+    STO_Q_INTERMEDIATE_PUT,
+    STO_Q_INTERMEDIATES_TRIAL,
+    STO_Q_INTERMEDIATES_STUDY,
+    STO_Q_TRIAL_FINISH,
+    STO_Q_TRIAL_EXPIRE,
+
+    STO_Q_EVENT_INSERT,
+    STO_Q_EVENT_LIST,
+
+    STO_Q_N
+};
+
+/* Column list of a trial row, in the order sto_db_read_trial() reads it. */
+#define STO_TRIAL_COLS                                                                 \
+    "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
+    "last_value, created, started, finished, lease_expires, error"
+
+struct sto_db {
+    sqlite3 *conn;
+    pthread_mutex_t mu;
+    sqlite3_stmt *q[STO_Q_N];
+};
+
+/* Opens and migrates to target_version (1 .. sto_schema_version()). */
+int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db **out);
+
+void sto_db_lock(sto_db *db);
+void sto_db_unlock(sto_db *db);
+/* BEGIN IMMEDIATE / COMMIT; 0 or HPO_ESTORAGE. */
+int sto_db_begin(sto_db *db);
+int sto_db_commit(sto_db *db);
+/* Rolls back the open transaction, if any. */
+void sto_db_rollback(sto_db *db);
+/* Logs "storage: <what>: <sqlite3 message>" and returns HPO_ESTORAGE. */
+int sto_db_error(sto_db *db, const char *what);
+/* The SQLite extended code is a foreign-key failure (a parent row is missing). */
+int sto_db_is_fk_error(sto_db *db);
+/* 0 if a row with that id exists (q is an "exists" statement with ?1 = id),
+ * HPO_ENOTFOUND if not, HPO_ESTORAGE on failure. */
+int sto_db_exists(sto_db *db, int q, int64_t id);
+/* Fills t from the current row of a statement selecting STO_TRIAL_COLS. */
+void sto_db_read_trial(sqlite3_stmt *s, sto_trial *t);
+
+/* Resets a statement and clears its bindings, ready for the next caller. */
+static inline void sto_db_done(sqlite3_stmt *s) {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+}
+
+static inline int sto_bind_real(sqlite3_stmt *s, int i, double v) {
+    return isnan(v) ? sqlite3_bind_null(s, i) : sqlite3_bind_double(s, i, v);
+}
+
+static inline int sto_bind_text(sqlite3_stmt *s, int i, const char *v) {
+    return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+}
+
+static inline double sto_col_real(sqlite3_stmt *s, int i) {
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
+}
+
+static inline char *sto_col_text(sqlite3_stmt *s, int i) {
+    return hpo_strdup((const char *)sqlite3_column_text(s, i));
+}
+
+#endif

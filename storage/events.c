@@ -1,0 +1,88 @@
+/* events.c - a study's progress stream: append and read after an id
+ * (see storage.h). Ids come from AUTOINCREMENT, so they only ever grow, even
+ * across deletes: a client resuming with after_id never sees an id twice. */
+#include "db_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sto_event_list_free(sto_event *list, size_t n) {
+    if (!list) return;
+    for (size_t i = 0; i < n; i++) {
+        free(list[i].type);
+        free(list[i].data);
+    }
+    free(list);
+}
+
+int sto_event_append(sto_db *db, int64_t study_id, int64_t trial_id, const char *type,
+                     const char *data, int64_t *id_out) {
+    if (!db || !type) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_EVENT_INSERT];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_int64(s, 1, study_id);
+    if (trial_id > 0)
+        sqlite3_bind_int64(s, 2, trial_id);
+    else
+        sqlite3_bind_null(s, 2);
+    sto_bind_text(s, 3, type);
+    sto_bind_text(s, 4, data ? data : "{}");
+    sqlite3_bind_double(s, 5, hpo_now());
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "event append");
+        goto fail;
+    }
+    sto_db_done(s);
+    int64_t id = sqlite3_last_insert_rowid(db->conn);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    if (id_out) *id_out = id;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_event_list(sto_db *db, int64_t study_id, int64_t after_id, int64_t limit,
+                   sto_event **out, size_t *n_out) {
+    if (!db || !out || !n_out) return HPO_EINVAL;
+    sto_event *list = NULL;
+    size_t n = 0, cap = 0;
+    int src;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_EVENT_LIST];
+    int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
+    if (rc) goto done;
+    sqlite3_bind_int64(s, 1, study_id);
+    sqlite3_bind_int64(s, 2, after_id);
+    sqlite3_bind_int64(s, 3, limit > 0 ? limit : -1);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            list = hpo_xrealloc(list, cap * sizeof *list);
+        }
+        sto_event *e = &list[n++];
+        e->id = sqlite3_column_int64(s, 0);
+        e->study_id = sqlite3_column_int64(s, 1);
+        e->trial_id = sqlite3_column_int64(s, 2); /* NULL reads as 0 */
+        e->type = sto_col_text(s, 3);
+        e->data = sto_col_text(s, 4);
+        e->created = sqlite3_column_double(s, 5);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, "event list");
+done:
+    sto_db_done(s);
+    sto_db_unlock(db);
+    if (rc) {
+        sto_event_list_free(list, n);
+        return rc;
+    }
+    *out = list;
+    *n_out = n;
+    return 0;
+}

@@ -1,0 +1,152 @@
+/* studies.c - studies: create, read, list, state changes and cascading
+ * delete (see storage.h). */
+#include "db_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const study_state_names[STO_STUDY_N_STATES] = {
+    [STO_STUDY_RUNNING] = "running",
+    [STO_STUDY_PAUSED] = "paused",
+    [STO_STUDY_COMPLETE] = "complete",
+    [STO_STUDY_CANCELLED] = "cancelled",
+};
+
+const char *sto_study_state_name(sto_study_state s) {
+    return (unsigned)s < STO_STUDY_N_STATES ? study_state_names[s] : "unknown";
+}
+
+static void read_study(sqlite3_stmt *s, sto_study *st) {
+    memset(st, 0, sizeof *st);
+    st->id = sqlite3_column_int64(s, 0);
+    st->name = sto_col_text(s, 1);
+    st->spec = sto_col_text(s, 2);
+    st->state = (sto_study_state)sqlite3_column_int(s, 3);
+    st->created = sqlite3_column_double(s, 4);
+    st->updated = sqlite3_column_double(s, 5);
+}
+
+void sto_study_clear(sto_study *s) {
+    if (!s) return;
+    free(s->name);
+    free(s->spec);
+    memset(s, 0, sizeof *s);
+}
+
+void sto_study_list_free(sto_study *list, size_t n) {
+    if (!list) return;
+    for (size_t i = 0; i < n; i++) sto_study_clear(&list[i]);
+    free(list);
+}
+
+int sto_study_create(sto_db *db, const char *name, const char *spec, int64_t *id_out) {
+    if (!db || !name || !spec) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_STUDY_INSERT];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sto_bind_text(s, 1, name);
+    sto_bind_text(s, 2, spec);
+    sqlite3_bind_double(s, 3, hpo_now());
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_error(db, "study create");
+        goto fail;
+    }
+    sto_db_done(s);
+    int64_t id = sqlite3_last_insert_rowid(db->conn);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    if (id_out) *id_out = id;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_study_get(sto_db *db, int64_t id, sto_study *out) {
+    if (!db || !out) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_STUDY_GET];
+    sqlite3_bind_int64(s, 1, id);
+    int rc = 0;
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        read_study(s, out);
+    else
+        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "study get");
+    sto_db_done(s);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_study_list(sto_db *db, sto_study **out, size_t *n_out) {
+    if (!db || !out || !n_out) return HPO_EINVAL;
+    sto_study *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0, src;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_STUDY_LIST];
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            list = hpo_xrealloc(list, cap * sizeof *list);
+        }
+        read_study(s, &list[n++]);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, "study list");
+    sto_db_done(s);
+    sto_db_unlock(db);
+    if (rc) goto fail;
+    *out = list;
+    *n_out = n;
+    return 0;
+fail:
+    sto_study_list_free(list, n);
+    return rc;
+}
+
+/* Runs a one-statement mutation on a study (?1 = id, then the extras) in its
+ * own transaction; HPO_ENOTFOUND when it changed no row. */
+static int study_mutate(sto_db *db, int q, int64_t id, int state, const char *what) {
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[q];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_int64(s, 1, id);
+    if (state >= 0) {
+        sqlite3_bind_int(s, 2, state);
+        sqlite3_bind_double(s, 3, hpo_now());
+    }
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_error(db, what);
+        goto fail;
+    }
+    sto_db_done(s);
+    if (sqlite3_changes(db->conn) == 0) {
+        rc = HPO_ENOTFOUND;
+        goto fail;
+    }
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_study_delete(sto_db *db, int64_t id) {
+    if (!db) return HPO_EINVAL;
+    /* Trials, their intermediate values and the events go by ON DELETE CASCADE. */
+    return study_mutate(db, STO_Q_STUDY_DELETE, id, -1, "study delete");
+}
+
+int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state) {
+    if (!db || (unsigned)state >= STO_STUDY_N_STATES) return HPO_EINVAL;
+    return study_mutate(db, STO_Q_STUDY_SET_STATE, id, (int)state, "study set state");
+}

@@ -1,0 +1,336 @@
+/* trials.c - trials: numbering, listing, intermediate values, finishing and
+ * lease expiry (see storage.h). */
+#include "db_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const trial_state_names[STO_TRIAL_N_STATES] = {
+    [STO_TRIAL_RUNNING] = "running",     [STO_TRIAL_COMPLETE] = "complete",
+    [STO_TRIAL_PRUNED] = "pruned",       [STO_TRIAL_FAILED] = "failed",
+    [STO_TRIAL_CANCELLED] = "cancelled", [STO_TRIAL_QUEUED] = "queued",
+};
+
+const char *sto_trial_state_name(sto_trial_state s) {
+    return (unsigned)s < STO_TRIAL_N_STATES ? trial_state_names[s] : "unknown";
+}
+
+int sto_trial_state_parse(const char *name) {
+    for (int i = 0; name && i < STO_TRIAL_N_STATES; i++)
+        if (strcmp(name, trial_state_names[i]) == 0) return i;
+    return -1;
+}
+
+void sto_trial_clear(sto_trial *t) {
+    if (!t) return;
+    free(t->params);
+    free(t->error);
+    memset(t, 0, sizeof *t);
+}
+
+void sto_trial_list_free(sto_trial *list, size_t n) {
+    if (!list) return;
+    for (size_t i = 0; i < n; i++) sto_trial_clear(&list[i]);
+    free(list);
+}
+
+/* Steps s to the end, appending every row (STO_TRIAL_COLS) to a new list.
+ * The statement is left for the caller to reset. */
+static int collect_trials(sto_db *db, sqlite3_stmt *s, const char *what, sto_trial **out,
+                          size_t *n_out) {
+    sto_trial *list = NULL;
+    size_t n = 0, cap = 0;
+    int src;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            list = hpo_xrealloc(list, cap * sizeof *list);
+        }
+        sto_db_read_trial(s, &list[n++]);
+    }
+    if (src != SQLITE_DONE) {
+        sto_trial_list_free(list, n);
+        return sto_db_error(db, what);
+    }
+    *out = list;
+    *n_out = n;
+    return 0;
+}
+
+int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
+                     int64_t *trial_id_out, int64_t *number_out) {
+    if (!db) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_INSERT];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_int64(s, 1, study_id);
+    sto_bind_text(s, 2, params ? params : "{}");
+    sqlite3_bind_double(s, 3, hpo_now());
+    sqlite3_bind_double(s, 4, lease_expires > 0 ? lease_expires : 0);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "trial create");
+        goto fail;
+    }
+    int64_t id = sqlite3_column_int64(s, 0), number = sqlite3_column_int64(s, 1);
+    if (sqlite3_step(s) != SQLITE_DONE) { /* RETURNING: finish the statement */
+        rc = sto_db_error(db, "trial create");
+        goto fail;
+    }
+    sto_db_done(s);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    if (trial_id_out) *trial_id_out = id;
+    if (number_out) *number_out = number;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_get(sto_db *db, int64_t trial_id, sto_trial *out) {
+    if (!db || !out) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_GET];
+    sqlite3_bind_int64(s, 1, trial_id);
+    int rc = 0;
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        sto_db_read_trial(s, out);
+    else
+        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "trial get");
+    sto_db_done(s);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_list(sto_db *db, int64_t study_id, const sto_trial_filter *f, sto_trial **out,
+                   size_t *n_out) {
+    static const sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
+    if (!db || !out || !n_out) return HPO_EINVAL;
+    if (!f) f = &all;
+    if (f->state < -1 || f->state >= STO_TRIAL_N_STATES ||
+        (f->order != STO_ORDER_NUMBER && f->order != STO_ORDER_VALUE) || f->offset < 0)
+        return HPO_EINVAL;
+    int variant = (f->state >= 0) * 4 + (f->order == STO_ORDER_VALUE) * 2 + (f->descending != 0);
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_LIST + variant];
+    int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
+    if (rc) goto done;
+    sqlite3_bind_int64(s, 1, study_id);
+    if (f->state >= 0) sqlite3_bind_int(s, 2, f->state);
+    sqlite3_bind_int64(s, 3, f->limit > 0 ? f->limit : -1); /* LIMIT -1: none */
+    sqlite3_bind_int64(s, 4, f->offset);
+    rc = collect_trials(db, s, "trial list", out, n_out);
+done:
+    sto_db_done(s);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_counts(sto_db *db, int64_t study_id, int64_t counts[STO_TRIAL_N_STATES]) {
+    if (!db || !counts) return HPO_EINVAL;
+    int64_t c[STO_TRIAL_N_STATES] = {0};
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[study_id < 0 ? STO_Q_TRIAL_COUNTS_ALL : STO_Q_TRIAL_COUNTS_STUDY];
+    int rc = 0, src;
+    if (study_id >= 0) {
+        rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
+        if (rc) goto done;
+        sqlite3_bind_int64(s, 1, study_id);
+    }
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        int state = sqlite3_column_int(s, 0);
+        if (state >= 0 && state < STO_TRIAL_N_STATES) c[state] = sqlite3_column_int64(s, 1);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, "trial counts");
+done:
+    sto_db_done(s);
+    sto_db_unlock(db);
+    if (rc == 0) memcpy(counts, c, sizeof c);
+    return rc;
+}
+
+/* After an UPDATE ... WHERE id = ? AND state = running changed nothing: was
+ * the trial missing (HPO_ENOTFOUND) or not running (HPO_ECONFLICT)? */
+static int not_running_reason(sto_db *db, int64_t trial_id) {
+    int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
+    return rc == 0 ? HPO_ECONFLICT : rc;
+}
+
+int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
+                     double lease_expires) {
+    if (!db || step < 0) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *up = db->q[STO_Q_TRIAL_REPORT], *put = db->q[STO_Q_INTERMEDIATE_PUT];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_int64(up, 1, trial_id);
+    sqlite3_bind_int64(up, 2, step);
+    sto_bind_real(up, 3, value);
+    sqlite3_bind_double(up, 4, lease_expires);
+    if (sqlite3_step(up) != SQLITE_DONE) {
+        rc = sto_db_error(db, "trial report");
+        goto fail;
+    }
+    if (sqlite3_changes(db->conn) == 0) {
+        rc = not_running_reason(db, trial_id);
+        goto fail;
+    }
+    sqlite3_bind_int64(put, 1, trial_id);
+    sqlite3_bind_int64(put, 2, step);
+    sto_bind_real(put, 3, value);
+    if (sqlite3_step(put) != SQLITE_DONE) {
+        rc = sto_db_error(db, "trial report: intermediate");
+        goto fail;
+    }
+    sto_db_done(up);
+    sto_db_done(put);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    return 0;
+fail:
+    sto_db_done(up);
+    sto_db_done(put);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
+                            double **values_out, size_t *n_out) {
+    if (!db || !steps_out || !values_out || !n_out) return HPO_EINVAL;
+    int64_t *steps = NULL;
+    double *values = NULL;
+    size_t n = 0, cap = 0;
+    int src;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_INTERMEDIATES_TRIAL];
+    int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
+    if (rc) goto done;
+    sqlite3_bind_int64(s, 1, trial_id);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            steps = hpo_xrealloc(steps, cap * sizeof *steps);
+            values = hpo_xrealloc(values, cap * sizeof *values);
+        }
+        steps[n] = sqlite3_column_int64(s, 0);
+        values[n++] = sto_col_real(s, 1);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, "trial intermediates");
+done:
+    sto_db_done(s);
+    sto_db_unlock(db);
+    if (rc) {
+        free(steps);
+        free(values);
+        return rc;
+    }
+    *steps_out = steps;
+    *values_out = values;
+    *n_out = n;
+    return 0;
+}
+
+int sto_study_intermediates(sto_db *db, int64_t study_id,
+                            void (*fn)(void *ctx, int64_t number, int64_t step, double value),
+                            void *ctx) {
+    if (!db || !fn) return HPO_EINVAL;
+    /* Rows are copied out under the lock and fn is called after it is
+     * released, so fn may itself call into storage. */
+    struct row {
+        int64_t number, step;
+        double value;
+    } *rows = NULL;
+    size_t n = 0, cap = 0;
+    int src;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_INTERMEDIATES_STUDY];
+    int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
+    if (rc) goto done;
+    sqlite3_bind_int64(s, 1, study_id);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            rows = hpo_xrealloc(rows, cap * sizeof *rows);
+        }
+        rows[n].number = sqlite3_column_int64(s, 0);
+        rows[n].step = sqlite3_column_int64(s, 1);
+        rows[n++].value = sto_col_real(s, 2);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, "study intermediates");
+done:
+    sto_db_done(s);
+    sto_db_unlock(db);
+    for (size_t i = 0; rc == 0 && i < n; i++) fn(ctx, rows[i].number, rows[i].step, rows[i].value);
+    free(rows);
+    return rc;
+}
+
+int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
+                     double value_std, int value_n, const char *error) {
+    if (!db || (state != STO_TRIAL_COMPLETE && state != STO_TRIAL_PRUNED &&
+                state != STO_TRIAL_FAILED && state != STO_TRIAL_CANCELLED))
+        return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_FINISH];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_int64(s, 1, trial_id);
+    sqlite3_bind_int(s, 2, (int)state);
+    sto_bind_real(s, 3, value);
+    sto_bind_real(s, 4, value_std);
+    sqlite3_bind_int(s, 5, value_n);
+    sto_bind_text(s, 6, error);
+    sqlite3_bind_double(s, 7, hpo_now());
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_error(db, "trial finish");
+        goto fail;
+    }
+    if (sqlite3_changes(db->conn) == 0) {
+        rc = not_running_reason(db, trial_id);
+        goto fail;
+    }
+    sto_db_done(s);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trials_expire(sto_db *db, double now, sto_trial **out, size_t *n_out) {
+    if (!db || !out || !n_out) return HPO_EINVAL;
+    sto_trial *list = NULL;
+    size_t n = 0;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_EXPIRE];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_double(s, 1, now);
+    rc = collect_trials(db, s, "trials expire", &list, &n);
+    if (rc) goto fail;
+    sto_db_done(s);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    if (n) HPO_INFO("storage: %zu trial(s) failed: lease expired", n);
+    *out = list;
+    *n_out = n;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    sto_trial_list_free(list, n);
+    return rc;
+}
