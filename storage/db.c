@@ -272,7 +272,9 @@ static int migrate(sto_db *db, const char *path, int target) {
     }
     rc = exec(db, "COMMIT", "migrate: commit");
     if (rc) goto fail;
-    if (version < target)
+    if (version == 0)
+        HPO_DEBUG("storage: %s: created schema version %d", path, target);
+    else if (version < target)
         HPO_INFO("storage: %s migrated from schema version %lld to %d", path, (long long)version,
                  target);
     return 0;
@@ -358,5 +360,9 @@ int sto_open(const char *path, sto_sync sync, sto_db **out) {
 }
 
 void sto_close(sto_db *db) {
-    if (db) db_free(db);
+    if (!db) return;
+    /* Lets SQLite refresh its planner statistics where they are stale
+     * (cheap; recommended before closing a long-lived connection). */
+    sqlite3_exec(db->conn, "PRAGMA optimize", NULL, NULL, NULL);
+    db_free(db);
 }

@@ -1,0 +1,214 @@
+/* test_migrations.c - storage schema: a fresh database reaches
+ * sto_schema_version(), reopening keeps data, an old database (first
+ * migration only) is migrated with its data, a newer one is refused, and the
+ * hot queries use their indexes (EXPLAIN QUERY PLAN). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "db_internal.h"
+#include "storage.h"
+#include "storage/sto_testutil.h"
+
+/* A raw connection's single integer answer. */
+static int64_t raw_int(sqlite3 *c, const char *sql) {
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_prepare_v2(c, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+static int has_object(sqlite3 *c, const char *type, const char *name) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM sqlite_master WHERE type = '%s' AND name = '%s'",
+             type, name);
+    return (int)raw_int(c, sql);
+}
+
+static const char *const tables[] = {"studies", "trials", "intermediates", "events"};
+static const char *const indexes[] = {"events_study_id", "trials_study_state",
+                                      "trials_study_value", "trials_lease"};
+
+/* Data written through the API, checked after each reopen. */
+struct fixture {
+    int64_t study, trial, pruned, event;
+};
+
+static void write_data(sto_db *db, struct fixture *f) {
+    assert_int_equal(sto_study_create(db, "kept", "{\"spec\":true}", &f->study), 0);
+    assert_int_equal(sto_trial_create(db, f->study, "{\"a\":1}", 0, &f->trial, NULL), 0);
+    assert_int_equal(sto_trial_report(db, f->trial, 0, 0.25, 0), 0);
+    assert_int_equal(sto_trial_finish(db, f->trial, STO_TRIAL_COMPLETE, 0.75, 0.05, 2, NULL), 0);
+    assert_int_equal(sto_trial_create(db, f->study, "{\"a\":2}", 0, &f->pruned, NULL), 0);
+    assert_int_equal(sto_trial_report(db, f->pruned, 3, 0.125, 0), 0);
+    assert_int_equal(sto_trial_finish(db, f->pruned, STO_TRIAL_PRUNED, NAN, NAN, 0, NULL), 0);
+    assert_int_equal(sto_event_append(db, f->study, f->trial, "trial_complete", "{\"v\":0.75}",
+                                      &f->event),
+                     0);
+}
+
+static void check_data(sto_db *db, const struct fixture *f, int64_t next_number) {
+    sto_study s;
+    assert_int_equal(sto_study_get(db, f->study, &s), 0);
+    assert_string_equal(s.name, "kept");
+    assert_string_equal(s.spec, "{\"spec\":true}");
+    sto_study_clear(&s);
+    sto_trial t;
+    assert_int_equal(sto_trial_get(db, f->trial, &t), 0);
+    assert_int_equal(t.number, 0);
+    assert_int_equal(t.state, STO_TRIAL_COMPLETE);
+    assert_true(t.value == 0.75 && t.value_std == 0.05 && t.value_n == 2);
+    assert_string_equal(t.params, "{\"a\":1}");
+    sto_trial_clear(&t);
+    assert_int_equal(sto_trial_get(db, f->pruned, &t), 0);
+    assert_int_equal(t.number, 1);
+    assert_int_equal(t.state, STO_TRIAL_PRUNED);
+    assert_true(t.value == 0.125);
+    assert_int_equal(t.last_step, 3);
+    sto_trial_clear(&t);
+    sto_event *ev;
+    size_t n;
+    assert_int_equal(sto_event_list(db, f->study, 0, 0, &ev, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ev[0].id, f->event);
+    assert_string_equal(ev[0].data, "{\"v\":0.75}");
+    sto_event_list_free(ev, n);
+    /* Numbering continues after a reopen. */
+    int64_t id, number;
+    assert_int_equal(sto_trial_create(db, f->study, "{}", 0, &id, &number), 0);
+    assert_int_equal(number, next_number);
+    assert_int_equal(sto_trial_finish(db, id, STO_TRIAL_CANCELLED, NAN, NAN, 0, NULL), 0);
+    assert_int_equal(sto_study_set_state(db, f->study, STO_STUDY_RUNNING), 0);
+}
+
+static void test_fresh_and_reopen(void **state) {
+    (void)state;
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    assert_true(sto_schema_version() >= 2);
+    sto_db *db = NULL;
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+    for (size_t i = 0; i < HPO_ARRAY_LEN(tables); i++)
+        assert_int_equal(has_object(db->conn, "table", tables[i]), 1);
+    for (size_t i = 0; i < HPO_ARRAY_LEN(indexes); i++)
+        assert_int_equal(has_object(db->conn, "index", indexes[i]), 1);
+    struct fixture f;
+    write_data(db, &f);
+    sto_close(db);
+
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(sto_open(tmp.db, round ? STO_SYNC_FULL : STO_SYNC_NORMAL, &db), 0);
+        assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+        check_data(db, &f, 2 + round); /* each round adds one cancelled trial */
+        int64_t c[STO_TRIAL_N_STATES];
+        assert_int_equal(sto_trial_counts(db, f.study, c), 0);
+        assert_int_equal(c[STO_TRIAL_CANCELLED], 1 + round);
+        assert_int_equal(c[STO_TRIAL_COMPLETE], 1);
+        assert_int_equal(c[STO_TRIAL_PRUNED], 1);
+        sto_close(db);
+    }
+    sto_tmp_close(&tmp);
+}
+
+static void test_old_version_is_migrated(void **state) {
+    (void)state;
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    sto_db *db = NULL;
+    assert_int_equal(sto_db_open_at(tmp.db, STO_SYNC_NORMAL, 0, &db), HPO_EINVAL);
+    assert_int_equal(sto_db_open_at(tmp.db, STO_SYNC_NORMAL, sto_schema_version() + 1, &db),
+                     HPO_EINVAL);
+    /* Version 1 only: the tables, without the query indexes of step 2. */
+    assert_int_equal(sto_db_open_at(tmp.db, STO_SYNC_NORMAL, 1, &db), 0);
+    struct fixture f;
+    write_data(db, &f);
+    sto_close(db);
+
+    sqlite3 *raw = NULL;
+    assert_int_equal(sqlite3_open(tmp.db, &raw), SQLITE_OK);
+    assert_int_equal(raw_int(raw, "PRAGMA user_version"), 1);
+    assert_int_equal(has_object(raw, "table", "trials"), 1);
+    assert_int_equal(has_object(raw, "index", "trials_lease"), 0);
+    assert_int_equal(has_object(raw, "index", "trials_study_state"), 0);
+    sqlite3_close(raw);
+
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+    for (size_t i = 0; i < HPO_ARRAY_LEN(indexes); i++)
+        assert_int_equal(has_object(db->conn, "index", indexes[i]), 1);
+    check_data(db, &f, 2);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_integrity_check"
+                                       " WHERE integrity_check <> 'ok'"),
+                     0);
+    sto_close(db);
+    sto_tmp_close(&tmp);
+}
+
+static void test_newer_version_is_refused(void **state) {
+    (void)state;
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    sqlite3 *raw = NULL;
+    assert_int_equal(sqlite3_open(tmp.db, &raw), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(raw, "CREATE TABLE future (x); PRAGMA user_version = 99",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(raw);
+    sto_db *db = (sto_db *)&tmp;
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), HPO_ESTORAGE);
+    assert_ptr_equal(db, (sto_db *)&tmp);
+    assert_int_equal(sqlite3_open(tmp.db, &raw), SQLITE_OK);
+    assert_int_equal(raw_int(raw, "PRAGMA user_version"), 99); /* untouched */
+    assert_int_equal(has_object(raw, "table", "studies"), 0);
+    sqlite3_close(raw);
+    sto_tmp_close(&tmp);
+}
+
+/* The plan of one cached statement names the index it should use. */
+static void assert_plan_uses(sto_db *db, int q, const char *index) {
+    char sql[2048];
+    snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", sqlite3_sql(db->q[q]));
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL), SQLITE_OK);
+    char plan[1024] = "";
+    int found = 0;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        const char *detail = (const char *)sqlite3_column_text(s, 3);
+        strncat(plan, detail, sizeof plan - strlen(plan) - 2);
+        strcat(plan, ";");
+        if (strstr(detail, index)) found = 1;
+    }
+    sqlite3_finalize(s);
+    if (!found) fail_msg("statement %d does not use %s: %s", q, index, plan);
+}
+
+static void test_query_plans(void **state) {
+    (void)state;
+    sto_db *db = NULL;
+    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_plan_uses(db, STO_Q_TRIAL_EXPIRE, "trials_lease");
+    assert_plan_uses(db, STO_Q_TRIAL_COUNTS_STUDY, "trials_study_state");
+    assert_plan_uses(db, STO_Q_EVENT_LIST, "events_study_id");
+    assert_plan_uses(db, STO_Q_TRIAL_INSERT, "sqlite_autoindex_trials_1"); /* (study, number) */
+    assert_plan_uses(db, STO_Q_TRIAL_LIST + 0, "sqlite_autoindex_trials_1");
+    assert_plan_uses(db, STO_Q_INTERMEDIATES_TRIAL, "PRIMARY KEY");
+    sto_close(db);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fresh_and_reopen),
+        cmocka_unit_test(test_old_version_is_migrated),
+        cmocka_unit_test(test_newer_version_is_refused),
+        cmocka_unit_test(test_query_plans),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

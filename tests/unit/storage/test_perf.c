@@ -1,0 +1,152 @@
+/* test_perf.c - storage: latency of the ask/tell hot path on a real file.
+ *
+ * Single thread: N trials each created, reported once and finished (each a
+ * committed transaction), timed per call, for synchronous NORMAL and FULL;
+ * prints mean / p50 / p99 / max in microseconds. Then 4 threads doing the
+ * same round trips on one study: round trips per second.
+ * Asserts the budget the API needs (>1000 ask+tell round trips/s with 4
+ * clients): with NORMAL every call must average under 500 us and the 4-thread
+ * rate must exceed 1000 round trips/s. FULL is printed, not asserted (it is
+ * the disk's fsync latency). HPO_STO_BENCH_N=<n> changes N (default 10000
+ * for NORMAL, N/5 for FULL). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage.h"
+#include "storage/sto_testutil.h"
+
+enum { CALL_CREATE, CALL_REPORT, CALL_FINISH, N_CALLS };
+static const char *const call_names[N_CALLS] = {"create", "report", "finish"};
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t bench_n(void) {
+    const char *env = getenv("HPO_STO_BENCH_N");
+    long n = env ? strtol(env, NULL, 10) : 10000;
+    return n > 0 ? (size_t)n : 10000;
+}
+
+/* Returns the largest mean per-call latency (us) of the three calls. */
+static double single_thread(const char *path, sto_sync sync, size_t n) {
+    sto_db *db = NULL;
+    assert_int_equal(sto_open(path, sync, &db), 0);
+    int64_t study;
+    assert_int_equal(sto_study_create(db, "bench", "{\"space\":{}}", &study), 0);
+    double *lat[N_CALLS];
+    for (int c = 0; c < N_CALLS; c++) lat[c] = hpo_xmalloc(n * sizeof(double));
+    const char *params = "{\"lr\":0.0031622776601683794,\"units\":128,\"optimizer\":\"adam\"}";
+    double t_all = hpo_monotonic();
+    for (size_t i = 0; i < n; i++) {
+        int64_t id;
+        double t0 = hpo_monotonic();
+        assert_int_equal(sto_trial_create(db, study, params, hpo_now() + 60, &id, NULL), 0);
+        double t1 = hpo_monotonic();
+        assert_int_equal(sto_trial_report(db, id, 0, 0.5, hpo_now() + 60), 0);
+        double t2 = hpo_monotonic();
+        assert_int_equal(sto_trial_finish(db, id, STO_TRIAL_COMPLETE, 0.9, NAN, 1, NULL), 0);
+        double t3 = hpo_monotonic();
+        lat[CALL_CREATE][i] = (t1 - t0) * 1e6;
+        lat[CALL_REPORT][i] = (t2 - t1) * 1e6;
+        lat[CALL_FINISH][i] = (t3 - t2) * 1e6;
+    }
+    t_all = hpo_monotonic() - t_all;
+    double worst_mean = 0;
+    print_message("%s, %zu trials, %.0f round trips/s single-threaded:\n",
+                  sync == STO_SYNC_FULL ? "synchronous=FULL" : "synchronous=NORMAL", n,
+                  (double)n / t_all);
+    for (int c = 0; c < N_CALLS; c++) {
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) sum += lat[c][i];
+        qsort(lat[c], n, sizeof(double), cmp_double);
+        double mean = sum / (double)n;
+        print_message("  %-6s mean %7.1f us  p50 %7.1f  p99 %7.1f  max %8.1f\n", call_names[c],
+                      mean, lat[c][n / 2], lat[c][n * 99 / 100], lat[c][n - 1]);
+        if (mean > worst_mean) worst_mean = mean;
+        free(lat[c]);
+    }
+    int64_t counts[STO_TRIAL_N_STATES];
+    assert_int_equal(sto_trial_counts(db, study, counts), 0);
+    assert_int_equal(counts[STO_TRIAL_COMPLETE], (int64_t)n);
+    sto_close(db);
+    return worst_mean;
+}
+
+struct client {
+    sto_db *db;
+    int64_t study;
+    size_t n;
+    int failures;
+};
+
+static void *client_main(void *arg) {
+    struct client *c = arg;
+    for (size_t i = 0; i < c->n; i++) {
+        int64_t id;
+        if (sto_trial_create(c->db, c->study, "{\"x\":1}", hpo_now() + 60, &id, NULL) ||
+            sto_trial_report(c->db, id, 0, 0.5, hpo_now() + 60) ||
+            sto_trial_finish(c->db, id, STO_TRIAL_COMPLETE, 0.9, NAN, 1, NULL))
+            c->failures++;
+    }
+    return NULL;
+}
+
+static double four_threads(const char *path, size_t per_thread) {
+    sto_db *db = NULL;
+    assert_int_equal(sto_open(path, STO_SYNC_NORMAL, &db), 0);
+    int64_t study;
+    assert_int_equal(sto_study_create(db, "bench4", "{}", &study), 0);
+    struct client cl[4];
+    pthread_t th[4];
+    double t0 = hpo_monotonic();
+    for (int i = 0; i < 4; i++) {
+        cl[i] = (struct client){db, study, per_thread, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &cl[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    double dt = hpo_monotonic() - t0;
+    for (int i = 0; i < 4; i++) assert_int_equal(cl[i].failures, 0);
+    int64_t counts[STO_TRIAL_N_STATES];
+    assert_int_equal(sto_trial_counts(db, study, counts), 0);
+    assert_int_equal(counts[STO_TRIAL_COMPLETE], (int64_t)(4 * per_thread));
+    sto_close(db);
+    double rate = (double)(4 * per_thread) / dt;
+    print_message("4 threads, synchronous=NORMAL: %zu round trips (create+report+finish) in "
+                  "%.2f s = %.0f round trips/s\n",
+                  4 * per_thread, dt, rate);
+    return rate;
+}
+
+static void test_hot_path_latency(void **state) {
+    (void)state;
+    size_t n = bench_n();
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    double worst = single_thread(tmp.db, STO_SYNC_NORMAL, n);
+    sto_tmp_close(&tmp);
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    single_thread(tmp.db, STO_SYNC_FULL, n / 5 > 0 ? n / 5 : 1);
+    sto_tmp_close(&tmp);
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    double rate = four_threads(tmp.db, n / 4 > 0 ? n / 4 : 1);
+    sto_tmp_close(&tmp);
+    if (worst >= 500) fail_msg("NORMAL: a call averages %.1f us, budget 500 us", worst);
+    if (rate <= 1000) fail_msg("4 threads: %.0f round trips/s, need > 1000", rate);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hot_path_latency),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
