@@ -38,6 +38,22 @@ struct tun_study {
     int64_t n_present;
 };
 
+/* The values of a discrete parameter (int, stepped float, choice, bool) are
+ * numbered k = 0 .. n-1 in increasing order (space.c). A continuous float has
+ * n = 0. value_at(k) is the encoded value (the int, the float low + k*step
+ * kept within [low, high], the choice index, 0/1); index_of is its inverse
+ * (-1 when v is not a value; a stepped float matches within 1e-9 relative). */
+int64_t tun_param_n_values(const tun_param *p);
+double tun_param_value_at(const tun_param *p, int64_t k);
+int64_t tun_param_index_of(const tun_param *p, double v);
+
+/* Upper bound on trial numbers a study accepts (the history is dense). */
+#define TUN_MAX_TRIAL_NUMBER 10000000
+
+/* Grid size (conditions respected); saturates at TUN_GRID_MAX + 1. */
+#define TUN_GRID_MAX 1000000
+uint64_t tun_grid_size(const tun_space *s);
+
 /* Samplers (one file each). */
 int tun_random_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_grid_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);

@@ -75,11 +75,12 @@ typedef enum { TUN_ACQ_LOG_EI = 0, TUN_ACQ_UCB } tun_acquisition;
 
 typedef struct tun_pruner_config {
     tun_pruner_kind kind;
-    double eta;           /* asha, hyperband: reduction factor (default 3) */
+    double eta;           /* asha, hyperband: reduction factor >= 2 (default 3) */
     int64_t min_resource; /* asha, hyperband: first rung (steps/epochs, default 1) */
-    int64_t max_resource; /* hyperband: R (default: the study's max epochs, or 81) */
+    int64_t max_resource; /* hyperband: R; 0 = not given: the caller puts the study's
+                           * max epochs here, and the pruner uses 81 if it stays 0 */
     int64_t warmup_steps; /* median: steps before pruning starts (default 0) */
-    int n_startup_trials; /* median: finished trials before pruning (default 5) */
+    int n_startup_trials; /* median: COMPLETE trials before pruning (default 5) */
 } tun_pruner_config;
 
 typedef struct tun_config {
@@ -88,7 +89,8 @@ typedef struct tun_config {
     int n_startup_trials;     /* tpe, bayesian: random trials first (default 10) */
     /* tpe */
     int tpe_n_candidates;     /* default 24 */
-    double tpe_gamma;         /* fraction of "good" trials, default 0.1..0.25 rule */
+    double tpe_gamma;         /* fraction of "good" trials in (0, 1); 0 (the default)
+                               * = Optuna's rule min(ceil(0.1 n), 25) trials */
     /* bayesian */
     tun_acquisition acquisition;
     double ucb_beta;          /* default 2.0 */
@@ -96,9 +98,25 @@ typedef struct tun_config {
 } tun_config;
 
 /* Parses a "tuner" object (field names "tuner.algorithm", "tuner.pruner.eta").
- * A NULL tuner gives the defaults (random, seed 0, no pruner). */
+ * A NULL tuner gives the defaults (random, seed 0, no pruner).
+ *
+ * Keys (all optional): "algorithm": "random" | "grid" | "tpe" | "bayesian"
+ * (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10);
+ * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
+ * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
+ * "pruner": {"algorithm": "none" | "median" | "asha" | "hyperband" (required),
+ * "eta" >= 2 (3), "min_resource" or its alias "min_epochs" int >= 1 (1),
+ * "max_resource" or "max_epochs" int >= min_resource (0: unset),
+ * "warmup_steps" int >= 0 (0), "n_startup_trials" int >= 0 (5)}.
+ * Read by other layers and only checked here: "max_trials",
+ * "executions_per_trial", "parallel_trials" (ints >= 1), "max_seconds",
+ * "trial_timeout", "lease_seconds" (numbers > 0). Unknown keys are errors
+ * ("tuner.<key>"). With "grid", every float needs a step (error "space.<name>")
+ * and the grid may hold at most 10^6 points (error "space"). */
 int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *out,
                      hpo_error *err);
+/* The defaults above (random, no pruner). */
+void tun_config_default(tun_config *cfg);
 const char *tun_algorithm_name(tun_algorithm a);
 
 typedef enum {
@@ -112,19 +130,45 @@ typedef struct tun_study tun_study;
 
 int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, tun_study **out);
 void tun_study_free(tun_study *t);
-/* Suggests the configuration of trial `number` into x (space->n doubles).
- * Pending (running) trials are taken into account so parallel askers do not
- * get duplicates. HPO_EEXHAUSTED when a grid has nothing left. The caller
- * then records the trial with tun_study_add. */
+/* Suggests the configuration of trial `number` (0 <= number < 10^7; numbers
+ * are dense) into x (space->n doubles). Pending (running) trials are taken
+ * into account so parallel askers do not get duplicates. HPO_EEXHAUSTED when
+ * a grid has nothing left; HPO_ETOOLARGE for a grid over 10^6 points. The
+ * caller then records the trial with tun_study_add. */
 int tun_study_suggest(tun_study *t, int64_t number, double *x);
-/* Adds a trial to the history (a new suggestion, or one replayed from storage). */
+/* Adds a trial to the history (a new suggestion, or one replayed from storage).
+ * HPO_ECONFLICT if the number is already known; HPO_EINVAL for a COMPLETE
+ * trial whose value is not finite. To replay a trial with intermediate
+ * values: add it RUNNING, report its steps, then finish it (or add it
+ * finished, then report: reports to a finished trial are recorded and never
+ * prune). */
 int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state state,
                   double value);
-/* Records an intermediate value; *prune (may be NULL) tells whether the
- * pruner stops the trial here. HPO_ENOTFOUND for an unknown number. */
+/* Records an intermediate value (a repeated step replaces the earlier value);
+ * *prune (may be NULL) tells whether the pruner stops the trial here; only a
+ * RUNNING trial is ever pruned. HPO_ENOTFOUND for an unknown number. */
 int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune);
-/* Ends a trial (COMPLETE with value; PRUNED keeps its intermediate values). */
+/* Ends a RUNNING trial (HPO_ECONFLICT otherwise): COMPLETE with a finite
+ * value; PRUNED and FAILED keep their intermediate values, value ignored. */
 int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value);
+
+/* ---- Hyperband's brackets (Li et al. 2018), for synchronous schedulers ---- */
+#define TUN_HB_MAX_ROUNDS 32
+typedef struct tun_hb_bracket {
+    int s;        /* the paper's s: s_max for the most exploratory bracket, 0 last */
+    int n_rounds; /* s + 1 successive-halving rounds */
+    int64_t n[TUN_HB_MAX_ROUNDS]; /* configurations in round i: floor(n_0 / eta^i) */
+    int64_t r[TUN_HB_MAX_ROUNDS]; /* resource each gets in round i */
+} tun_hb_bracket;
+/* Fills out[0 .. s_max] (out[b] has s = s_max - b, the order of Optuna's
+ * bracket ids) with s_max = floor(log_eta(max_r / min_r)),
+ * n_0 = ceil((s_max + 1) / (s + 1) * eta^s), r_i = min_r * eta^(s_max - s + i)
+ * and the last round r_s = max_r. eta=3, 1..81: 81@1 27@3 9@9 3@27 1@81 |
+ * 34@3 11@9 3@27 1@81 | 15@9 5@27 1@81 | 8@27 2@81 | 5@81. Returns the number
+ * of brackets, HPO_EINVAL for eta <= 1, min_r < 1 or max_r < min_r, and
+ * HPO_ETOOLARGE when more than max_out (or TUN_HB_MAX_ROUNDS) are needed. */
+int tun_hyperband_brackets(double eta, int64_t min_r, int64_t max_r, tun_hb_bracket *out,
+                           int max_out);
 
 /* ---- statistics over executions (noise) ---- */
 /* Mean and sample std (NaN when n < 2) of v[0..n). */

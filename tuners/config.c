@@ -1,0 +1,233 @@
+/*
+ * config.c - the "tuner" block of a study: which algorithm, its seed and
+ * options, the pruner, and the budget keys that other layers read (checked
+ * here so that every error in the block names its field the same way).
+ * Defaults and the accepted keys are listed in tuners.h.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_INT_OPTION 1000000000LL
+
+static const char *const algorithm_names[] = {"random", "grid", "tpe", "bayesian"};
+
+const char *tun_algorithm_name(tun_algorithm a) {
+    if ((unsigned)a < HPO_ARRAY_LEN(algorithm_names)) return algorithm_names[a];
+    return "unknown";
+}
+
+void tun_config_default(tun_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->algorithm = TUN_RANDOM;
+    cfg->seed = 0;
+    cfg->n_startup_trials = 10;
+    cfg->tpe_n_candidates = 24;
+    cfg->tpe_gamma = 0;
+    cfg->acquisition = TUN_ACQ_LOG_EI;
+    cfg->ucb_beta = 2.0;
+    cfg->pruner.kind = TUN_PRUNER_NONE;
+    cfg->pruner.eta = 3;
+    cfg->pruner.min_resource = 1;
+    cfg->pruner.max_resource = 0;
+    cfg->pruner.warmup_steps = 0;
+    cfg->pruner.n_startup_trials = 5;
+}
+
+/* An integer in [lo, hi] (an integral real is accepted). */
+static int get_int(const json_t *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
+                   hpo_error *err) {
+    double d;
+    if (json_is_integer(v)) {
+        d = (double)json_integer_value(v);
+    } else if (json_is_real(v) && isfinite(json_real_value(v)) &&
+               json_real_value(v) == floor(json_real_value(v))) {
+        d = json_real_value(v);
+    } else {
+        return hpo_fail(err, HPO_EINVAL, field, "must be an integer");
+    }
+    if (d < (double)lo || d > (double)hi)
+        return hpo_fail(err, HPO_EINVAL, field, "must be between %lld and %lld", (long long)lo,
+                        (long long)hi);
+    *out = json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)d;
+    return 0;
+}
+
+/* A finite number > lo (or >= lo when closed). */
+static int get_num(const json_t *v, const char *field, double lo, int closed, double *out,
+                   hpo_error *err) {
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return hpo_fail(err, HPO_EINVAL, field, "must be a finite number");
+    double d = json_number_value(v);
+    if (closed ? d < lo : d <= lo)
+        return hpo_fail(err, HPO_EINVAL, field, "must be %s %g", closed ? ">=" : ">", lo);
+    *out = d;
+    return 0;
+}
+
+static int get_enum(const json_t *v, const char *field, const char *const *names, int n, int *out,
+                    hpo_error *err) {
+    if (!json_is_string(v)) return hpo_fail(err, HPO_EINVAL, field, "must be a string");
+    for (int i = 0; i < n; i++)
+        if (strcmp(json_string_value(v), names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    char list[128] = "";
+    for (int i = 0; i < n; i++) {
+        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+    }
+    return hpo_fail(err, HPO_EINVAL, field, "must be one of: %s", list);
+}
+
+static int unknown_key(const char *prefix, const char *key, hpo_error *err) {
+    int rc = hpo_fail(err, HPO_EINVAL, NULL, "unknown key");
+    if (err) snprintf(err->field, sizeof err->field, "%s.%.80s", prefix, key);
+    return rc;
+}
+
+static int parse_pruner(const json_t *pj, tun_pruner_config *pc, hpo_error *err) {
+    static const char *const kinds[] = {"none", "median", "asha", "hyperband"};
+    const char *key;
+    json_t *v;
+    int64_t i;
+    int rc, have_min = 0, have_max = 0;
+    char field[128];
+
+    if (!json_is_object(pj))
+        return hpo_fail(err, HPO_EINVAL, "tuner.pruner", "must be an object with an \"algorithm\"");
+    v = json_object_get(pj, "algorithm");
+    if (!v) return hpo_fail(err, HPO_EINVAL, "tuner.pruner.algorithm", "is required");
+    int kind;
+    if ((rc = get_enum(v, "tuner.pruner.algorithm", kinds, 4, &kind, err))) return rc;
+    pc->kind = (tun_pruner_kind)kind; /* the enum follows the order of kinds[] */
+
+    json_object_foreach((json_t *)pj, key, v) {
+        snprintf(field, sizeof field, "tuner.pruner.%.80s", key);
+        if (strcmp(key, "algorithm") == 0) {
+            continue;
+        } else if (strcmp(key, "eta") == 0) {
+            if ((rc = get_num(v, field, 2, 1, &pc->eta, err))) return rc;
+            if (pc->eta > 1000) return hpo_fail(err, HPO_EINVAL, field, "must be at most 1000");
+        } else if (strcmp(key, "min_resource") == 0 || strcmp(key, "min_epochs") == 0) {
+            if (have_min++)
+                return hpo_fail(err, HPO_EINVAL, field,
+                                "give min_resource or min_epochs, not both");
+            if ((rc = get_int(v, field, 1, MAX_INT_OPTION, &i, err))) return rc;
+            pc->min_resource = i;
+        } else if (strcmp(key, "max_resource") == 0 || strcmp(key, "max_epochs") == 0) {
+            if (have_max++)
+                return hpo_fail(err, HPO_EINVAL, field,
+                                "give max_resource or max_epochs, not both");
+            if ((rc = get_int(v, field, 1, MAX_INT_OPTION, &i, err))) return rc;
+            pc->max_resource = i;
+        } else if (strcmp(key, "warmup_steps") == 0) {
+            if ((rc = get_int(v, field, 0, MAX_INT_OPTION, &i, err))) return rc;
+            pc->warmup_steps = i;
+        } else if (strcmp(key, "n_startup_trials") == 0) {
+            if ((rc = get_int(v, field, 0, MAX_INT_OPTION, &i, err))) return rc;
+            pc->n_startup_trials = (int)i;
+        } else {
+            return unknown_key("tuner.pruner", key, err);
+        }
+    }
+    if (pc->max_resource > 0 && pc->max_resource < pc->min_resource) {
+        const char *f = json_object_get(pj, "max_epochs") ? "tuner.pruner.max_epochs"
+                                                          : "tuner.pruner.max_resource";
+        return hpo_fail(err, HPO_EINVAL, f, "must be at least the minimum resource (%lld)",
+                        (long long)pc->min_resource);
+    }
+    if (pc->kind == TUN_PRUNER_HYPERBAND && pc->max_resource > 0) {
+        tun_hb_bracket br[TUN_HB_MAX_ROUNDS];
+        rc = tun_hyperband_brackets(pc->eta, pc->min_resource, pc->max_resource, br,
+                                    TUN_HB_MAX_ROUNDS);
+        if (rc < 0)
+            return hpo_fail(err, HPO_EINVAL, "tuner.pruner",
+                            "max_resource / min_resource needs more than %d Hyperband rounds",
+                            TUN_HB_MAX_ROUNDS);
+    }
+    return 0;
+}
+
+static int check_grid(const tun_space *space, hpo_error *err) {
+    for (int k = 0; k < space->n; k++) {
+        const tun_param *p = &space->params[k];
+        if (p->type == TUN_FLOAT && p->step <= 0) {
+            int rc = hpo_fail(err, HPO_EINVAL, NULL,
+                              "grid search needs a \"step\" for every float parameter; '%s' has "
+                              "none",
+                              p->name);
+            if (err) snprintf(err->field, sizeof err->field, "space.%s", p->name);
+            return rc;
+        }
+    }
+    uint64_t size = tun_grid_size(space);
+    if (size > TUN_GRID_MAX)
+        return hpo_fail(err, HPO_EINVAL, "space",
+                        "the grid has more than %d points; use coarser steps or fewer values",
+                        TUN_GRID_MAX);
+    return 0;
+}
+
+int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *out,
+                     hpo_error *err) {
+    static const char *const acqs[] = {"ei", "ucb"};
+    tun_config cfg;
+    const char *key;
+    json_t *v;
+    int64_t i;
+    double d;
+    int rc, e;
+    char field[128];
+
+    tun_config_default(&cfg);
+    if (!tuner || json_is_null(tuner)) goto done;
+    if (!json_is_object(tuner)) return hpo_fail(err, HPO_EINVAL, "tuner", "must be an object");
+
+    json_object_foreach((json_t *)tuner, key, v) {
+        snprintf(field, sizeof field, "tuner.%.80s", key);
+        if (strcmp(key, "algorithm") == 0) {
+            if ((rc = get_enum(v, field, algorithm_names, 4, &e, err))) return rc;
+            cfg.algorithm = (tun_algorithm)e;
+        } else if (strcmp(key, "seed") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0)
+                return hpo_fail(err, HPO_EINVAL, field, "must be an integer >= 0");
+            cfg.seed = (uint64_t)json_integer_value(v);
+        } else if (strcmp(key, "n_startup_trials") == 0) {
+            if ((rc = get_int(v, field, 0, MAX_INT_OPTION, &i, err))) return rc;
+            cfg.n_startup_trials = (int)i;
+        } else if (strcmp(key, "acquisition") == 0) {
+            if ((rc = get_enum(v, field, acqs, 2, &e, err))) return rc;
+            cfg.acquisition = e ? TUN_ACQ_UCB : TUN_ACQ_LOG_EI;
+        } else if (strcmp(key, "ucb_beta") == 0) {
+            if ((rc = get_num(v, field, 0, 0, &cfg.ucb_beta, err))) return rc;
+        } else if (strcmp(key, "n_ei_candidates") == 0) {
+            if ((rc = get_int(v, field, 1, 10000, &i, err))) return rc;
+            cfg.tpe_n_candidates = (int)i;
+        } else if (strcmp(key, "gamma") == 0) {
+            if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
+            if (d >= 1) return hpo_fail(err, HPO_EINVAL, field, "must be in (0, 1)");
+            cfg.tpe_gamma = d;
+        } else if (strcmp(key, "pruner") == 0) {
+            if (json_is_null(v)) continue;
+            if ((rc = parse_pruner(v, &cfg.pruner, err))) return rc;
+        } else if (strcmp(key, "max_trials") == 0 || strcmp(key, "executions_per_trial") == 0 ||
+                   strcmp(key, "parallel_trials") == 0) {
+            if ((rc = get_int(v, field, 1, MAX_INT_OPTION, &i, err))) return rc;
+        } else if (strcmp(key, "max_seconds") == 0 || strcmp(key, "trial_timeout") == 0 ||
+                   strcmp(key, "lease_seconds") == 0) {
+            if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
+        } else {
+            return unknown_key("tuner", key, err);
+        }
+    }
+done:
+    if (cfg.algorithm == TUN_GRID) {
+        if (!space) return hpo_fail(err, HPO_EINVAL, "space", "grid search needs a space");
+        if ((rc = check_grid(space, err))) return rc;
+    }
+    *out = cfg;
+    return 0;
+}

@@ -1,0 +1,213 @@
+/*
+ * pruners.c - whether a running trial that just reported (step, value)
+ * should stop: Optuna's median rule, asynchronous successive halving (ASHA)
+ * and Hyperband (brackets of ASHA), all computed from the history alone.
+ *
+ * Design notes
+ * - Stateless: Optuna keeps per-trial "rung" attributes; here a trial's value
+ *   at a rung is its intermediate value at the first reported step >= the
+ *   rung's step, and a rung is judged at the report that first reaches it.
+ *   With steps reported in increasing order (epochs) this is the same
+ *   decision Optuna makes, and a history replayed after a restart gives the
+ *   same answers. (One difference: a trial that skips several rungs in one
+ *   report and fails the first one keeps values at the skipped rungs, which
+ *   Optuna would not record.)
+ * - Median (Optuna's MedianPruner = 50th percentile): no pruning before
+ *   warmup_steps, nor before n_startup_trials trials are COMPLETE; then prune
+ *   when the trial's best intermediate value so far is worse than the median
+ *   (linear interpolation, NaNs ignored) of the COMPLETE trials' values at
+ *   this very step. No such values: continue. A NaN best: prune.
+ * - ASHA (Optuna's SuccessiveHalvingPruner, min_early_stopping_rate r0):
+ *   rungs at min_resource * eta^(r0 + k). Reaching a rung, the trial
+ *   continues iff its value is <= the (floor(m / eta))-th smallest (at least
+ *   the first) of the m values recorded at that rung by every present trial
+ *   (any state), itself included. A NaN value prunes.
+ * - Hyperband (Optuna's HyperbandPruner): brackets from tun_hyperband_brackets;
+ *   trial k goes to bracket b with probability n_b / sum(n) by a hash of
+ *   (seed, k); bracket b runs ASHA with r0 = b, against its own trials only.
+ * - Values are in the minimisation sign (study.c negates for maximise).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DEFAULT_MAX_RESOURCE 81
+
+/* ---- Hyperband's bracket table (Li et al. 2018, Algorithm 1) ---- */
+
+static double ipow(double b, int e) {
+    double r = 1;
+    for (int i = 0; i < e; i++) r *= b;
+    return r;
+}
+
+int tun_hyperband_brackets(double eta, int64_t min_r, int64_t max_r, tun_hb_bracket *out,
+                           int max_out) {
+    if (!out || !isfinite(eta) || eta <= 1 || min_r < 1 || max_r < min_r) return HPO_EINVAL;
+    int s_max = 0;
+    while ((double)min_r * ipow(eta, s_max + 1) <= (double)max_r * (1 + 1e-12)) s_max++;
+    if (s_max + 1 > TUN_HB_MAX_ROUNDS || s_max + 1 > max_out) return HPO_ETOOLARGE;
+    for (int b = 0; b <= s_max; b++) {
+        int s = s_max - b;
+        tun_hb_bracket *br = &out[b];
+        memset(br, 0, sizeof *br);
+        br->s = s;
+        br->n_rounds = s + 1;
+        double n = ceil((double)(s_max + 1) * ipow(eta, s) / (double)(s + 1) - 1e-9);
+        for (int i = 0; i <= s; i++) {
+            br->n[i] = (int64_t)floor(n / ipow(eta, i) + 1e-9);
+            if (br->n[i] < 1) br->n[i] = 1;
+            br->r[i] = (int64_t)llround((double)min_r * ipow(eta, s_max - s + i));
+        }
+        br->r[s] = max_r; /* the last round trains to the full budget */
+    }
+    return s_max + 1;
+}
+
+/* ---- helpers ---- */
+
+/* Index of the first reported step >= s, or -1. */
+static int first_at_or_after(const tun_trial_rec *r, int64_t s) {
+    int lo = 0, hi = r->n_steps;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (r->steps[mid] < s)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->n_steps ? lo : -1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t rung_step(const tun_pruner_config *pc, int e) {
+    double v = (double)pc->min_resource * ipow(pc->eta, e);
+    if (v > 9e15) return INT64_MAX;
+    return (int64_t)ceil(v - 1e-9);
+}
+
+static int64_t hb_max_resource(const tun_pruner_config *pc) {
+    int64_t m = pc->max_resource > 0 ? pc->max_resource : DEFAULT_MAX_RESOURCE;
+    return m < pc->min_resource ? pc->min_resource : m;
+}
+
+/* Hyperband bracket of trial `number`; n_brackets when there is no table. */
+static int hb_bracket_of(const tun_study *t, int64_t number) {
+    tun_hb_bracket br[TUN_HB_MAX_ROUNDS];
+    const tun_pruner_config *pc = &t->cfg.pruner;
+    int nb = tun_hyperband_brackets(pc->eta, pc->min_resource, hb_max_resource(pc), br,
+                                    TUN_HB_MAX_ROUNDS);
+    if (nb <= 1) return 0;
+    uint64_t total = 0;
+    for (int b = 0; b < nb; b++) total += (uint64_t)br[b].n[0];
+    hpo_rng rng;
+    hpo_rng_derive(&rng, t->cfg.seed, (uint64_t)number, 2);
+    uint64_t h = hpo_rng_below(&rng, total);
+    for (int b = 0; b < nb; b++) {
+        if (h < (uint64_t)br[b].n[0]) return b;
+        h -= (uint64_t)br[b].n[0];
+    }
+    return nb - 1;
+}
+
+/* ---- ASHA within a bracket (bracket -1: every trial competes) ---- */
+
+static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int r0,
+                       int bracket, int *prune) {
+    const tun_pruner_config *pc = &t->cfg.pruner;
+    double *vals = NULL;
+    int rc = 0;
+    *prune = 0;
+    for (int k = 0;; k++) {
+        int64_t rs = rung_step(pc, r0 + k);
+        if (rs > step) break;
+        int first = first_at_or_after(rec, rs);
+        if (first < 0 || rec->steps[first] != step) continue; /* judged at an earlier report */
+        double value = rec->step_values[first];
+        if (isnan(value)) {
+            *prune = 1;
+            break;
+        }
+        if (!vals) vals = hpo_xmalloc((size_t)(t->n_present + 1) * sizeof *vals);
+        int m = 0;
+        vals[m++] = value;
+        for (int64_t j = 0; j < t->cap; j++) {
+            const tun_trial_rec *o = &t->trials[j];
+            if (!o->present || o == rec) continue;
+            if (bracket >= 0 && hb_bracket_of(t, o->number) != bracket) continue;
+            int f = first_at_or_after(o, rs);
+            if (f < 0 || isnan(o->step_values[f])) continue;
+            vals[m++] = o->step_values[f];
+        }
+        qsort(vals, (size_t)m, sizeof *vals, cmp_double);
+        int idx = (int)floor((double)m / pc->eta) - 1;
+        if (idx < 0) idx = 0;
+        if (value > vals[idx]) {
+            *prune = 1;
+            break;
+        }
+    }
+    free(vals);
+    return rc;
+}
+
+/* ---- median ---- */
+
+static int median_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune) {
+    const tun_pruner_config *pc = &t->cfg.pruner;
+    *prune = 0;
+    if (step < pc->warmup_steps) return 0;
+    int64_t n_complete = 0;
+    for (int64_t j = 0; j < t->cap; j++)
+        if (t->trials[j].present && t->trials[j].state == TUN_TRIAL_COMPLETE) n_complete++;
+    if (n_complete == 0 || n_complete < pc->n_startup_trials) return 0;
+
+    double best = NAN;
+    for (int i = 0; i < rec->n_steps && rec->steps[i] <= step; i++)
+        if (!isnan(rec->step_values[i]) && (isnan(best) || rec->step_values[i] < best))
+            best = rec->step_values[i];
+    if (isnan(best)) {
+        *prune = 1;
+        return 0;
+    }
+    double *vals = hpo_xmalloc((size_t)n_complete * sizeof *vals);
+    int m = 0;
+    for (int64_t j = 0; j < t->cap; j++) {
+        const tun_trial_rec *o = &t->trials[j];
+        if (!o->present || o->state != TUN_TRIAL_COMPLETE) continue;
+        int f = first_at_or_after(o, step);
+        if (f < 0 || o->steps[f] != step || isnan(o->step_values[f])) continue;
+        vals[m++] = o->step_values[f];
+    }
+    if (m > 0) {
+        qsort(vals, (size_t)m, sizeof *vals, cmp_double);
+        double pos = 0.5 * (m - 1);
+        int lo = (int)floor(pos), hi = (int)ceil(pos);
+        double median = vals[lo] + (vals[hi] - vals[lo]) * (pos - lo);
+        *prune = best > median;
+    }
+    free(vals);
+    return 0;
+}
+
+int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune) {
+    switch (t->cfg.pruner.kind) {
+    case TUN_PRUNER_NONE: *prune = 0; return 0;
+    case TUN_PRUNER_MEDIAN: return median_decide(t, rec, step, prune);
+    case TUN_PRUNER_ASHA:
+        if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
+        return asha_decide(t, rec, step, 0, -1, prune);
+    case TUN_PRUNER_HYPERBAND: {
+        if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
+        int b = hb_bracket_of(t, rec->number);
+        return asha_decide(t, rec, step, b, b, prune);
+    }
+    }
+    return HPO_EINVAL;
+}

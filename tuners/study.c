@@ -1,0 +1,141 @@
+/*
+ * study.c - a tuner's view of a study: the trial history (indexed by trial
+ * number), the sign convention (every algorithm minimises) and the dispatch
+ * to the sampler and the pruner the config names.
+ *
+ * Every suggestion draws from hpo_rng_derive(seed, number, 0), so it depends
+ * only on the seed, the number and the history, never on call order.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, tun_study **out) {
+    if (!space || !cfg || !out || space->n <= 0) return HPO_EINVAL;
+    tun_study *t = hpo_xcalloc(1, sizeof *t);
+    t->space = space;
+    t->cfg = *cfg;
+    t->maximize = maximize ? 1 : 0;
+    *out = t;
+    return 0;
+}
+
+void tun_study_free(tun_study *t) {
+    if (!t) return;
+    for (int64_t i = 0; i < t->cap; i++) {
+        tun_trial_rec *r = &t->trials[i];
+        free(r->x);
+        free(r->steps);
+        free(r->step_values);
+    }
+    free(t->trials);
+    free(t);
+}
+
+static tun_trial_rec *find(const tun_study *t, int64_t number) {
+    if (number < 0 || number >= t->cap || !t->trials[number].present) return NULL;
+    return &t->trials[number];
+}
+
+static double to_min(const tun_study *t, double v) { return t->maximize ? -v : v; }
+
+int tun_study_suggest(tun_study *t, int64_t number, double *x) {
+    double tmp[64];
+    hpo_rng rng;
+    int rc;
+    if (!t || !x || number < 0 || number >= TUN_MAX_TRIAL_NUMBER) return HPO_EINVAL;
+    if (t->space->n > (int)HPO_ARRAY_LEN(tmp)) return HPO_EINTERNAL;
+    hpo_rng_derive(&rng, t->cfg.seed, (uint64_t)number, 0);
+    switch (t->cfg.algorithm) {
+    case TUN_RANDOM: rc = tun_random_suggest(t, number, &rng, tmp); break;
+    case TUN_GRID: rc = tun_grid_suggest(t, number, &rng, tmp); break;
+    case TUN_TPE: rc = tun_tpe_suggest(t, number, &rng, tmp); break;
+    case TUN_BAYESIAN: rc = tun_gp_suggest(t, number, &rng, tmp); break;
+    default: return HPO_EINVAL;
+    }
+    if (rc) return rc;
+    memcpy(x, tmp, (size_t)t->space->n * sizeof *x);
+    return 0;
+}
+
+static int finished_state(tun_trial_state s) {
+    return s == TUN_TRIAL_COMPLETE || s == TUN_TRIAL_PRUNED || s == TUN_TRIAL_FAILED;
+}
+
+int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state state,
+                  double value) {
+    if (!t || !x || number < 0 || number >= TUN_MAX_TRIAL_NUMBER) return HPO_EINVAL;
+    if (state != TUN_TRIAL_RUNNING && !finished_state(state)) return HPO_EINVAL;
+    if (state == TUN_TRIAL_COMPLETE && !isfinite(value)) return HPO_EINVAL;
+    if (number < t->cap && t->trials[number].present) return HPO_ECONFLICT;
+    if (number >= t->cap) {
+        int64_t cap = t->cap ? t->cap : 16;
+        while (cap <= number) cap *= 2;
+        if (cap > TUN_MAX_TRIAL_NUMBER) cap = TUN_MAX_TRIAL_NUMBER;
+        t->trials = hpo_xrealloc(t->trials, (size_t)cap * sizeof *t->trials);
+        memset(t->trials + t->cap, 0, (size_t)(cap - t->cap) * sizeof *t->trials);
+        t->cap = cap;
+    }
+    tun_trial_rec *r = &t->trials[number];
+    memset(r, 0, sizeof *r);
+    r->present = 1;
+    r->number = number;
+    r->state = state;
+    r->x = hpo_xmalloc((size_t)t->space->n * sizeof *r->x);
+    memcpy(r->x, x, (size_t)t->space->n * sizeof *r->x);
+    r->value = state == TUN_TRIAL_COMPLETE ? to_min(t, value) : NAN;
+    t->n_present++;
+    return 0;
+}
+
+int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune) {
+    if (!t || step < 0) return HPO_EINVAL;
+    tun_trial_rec *r = find(t, number);
+    if (!r) return HPO_ENOTFOUND;
+    double v = to_min(t, value);
+    /* keep steps sorted; a repeated step replaces its value */
+    int lo = 0, hi = r->n_steps;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (r->steps[mid] < step)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < r->n_steps && r->steps[lo] == step) {
+        r->step_values[lo] = v;
+    } else {
+        if (r->n_steps == r->cap_steps) {
+            r->cap_steps = r->cap_steps ? 2 * r->cap_steps : 16;
+            r->steps = hpo_xrealloc(r->steps, (size_t)r->cap_steps * sizeof *r->steps);
+            r->step_values =
+                hpo_xrealloc(r->step_values, (size_t)r->cap_steps * sizeof *r->step_values);
+        }
+        memmove(r->steps + lo + 1, r->steps + lo, (size_t)(r->n_steps - lo) * sizeof *r->steps);
+        memmove(r->step_values + lo + 1, r->step_values + lo,
+                (size_t)(r->n_steps - lo) * sizeof *r->step_values);
+        r->steps[lo] = step;
+        r->step_values[lo] = v;
+        r->n_steps++;
+    }
+    int p = 0;
+    if (r->state == TUN_TRIAL_RUNNING) {
+        int rc = tun_pruner_decide(t, r, step, &p);
+        if (rc) return rc;
+    }
+    if (prune) *prune = p;
+    return 0;
+}
+
+int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value) {
+    if (!t || !finished_state(state)) return HPO_EINVAL;
+    tun_trial_rec *r = find(t, number);
+    if (!r) return HPO_ENOTFOUND;
+    if (r->state != TUN_TRIAL_RUNNING) return HPO_ECONFLICT;
+    if (state == TUN_TRIAL_COMPLETE && !isfinite(value)) return HPO_EINVAL;
+    r->state = state;
+    r->value = state == TUN_TRIAL_COMPLETE ? to_min(t, value) : NAN;
+    return 0;
+}
