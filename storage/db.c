@@ -298,6 +298,9 @@ static int configure(sto_db *db, const char *path, sto_sync sync) {
     rc = exec(db, sync == STO_SYNC_FULL ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
               "synchronous");
     if (rc) return rc;
+    /* After a burst the WAL file is truncated back to 64 MiB at checkpoints. */
+    rc = exec(db, "PRAGMA journal_size_limit = 67108864", "journal_size_limit");
+    if (rc) return rc;
     rc = exec(db, "PRAGMA foreign_keys = ON", "foreign_keys");
     if (rc) return rc;
     int64_t fk = 0;
@@ -341,6 +344,11 @@ int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db *
     rc = migrate(db, path, target_version);
     if (rc) goto fail;
     for (int i = 0; i < STO_Q_N; i++) {
+        if (!stmt_sql[i]) { /* a STO_Q_* added without its SQL */
+            HPO_ERROR("storage: statement #%d has no SQL", i);
+            rc = HPO_EINTERNAL;
+            goto fail;
+        }
         if (sqlite3_prepare_v3(db->conn, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->q[i],
                                NULL) != SQLITE_OK) {
             HPO_ERROR("storage: prepare #%d: %s", i, sqlite3_errmsg(db->conn));
