@@ -35,7 +35,7 @@
  *   cache with all SQL), studies.c, trials.c, events.c; db_internal.h is
  *   shared by them and by the tests. Measured on the dev VM (2 vCPU, ext4),
  *   tests/unit/storage/test_perf: create/report/finish ~20-45 us mean each
- *   with NORMAL, ~0.3 ms with FULL; ~10,000 ask+report+tell round trips/s
+ *   with NORMAL, ~0.2-0.35 ms with FULL (fsync); ~10,000 ask+report+tell round trips/s
  *   from 4 threads. test_durability kill -9s a writer at random moments and
  *   finds every acknowledged finish.
  */
