@@ -1,0 +1,227 @@
+/* test_gp.c - the GP math of tuners/gp_model.c against naive references and
+ * finite differences, and the "bayesian" sampler through tun_study. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gp_model.h"
+#include "rng.h"
+
+static void random_data(hpo_rng *r, int n, int d, double *X, double *y) {
+    for (int i = 0; i < n; i++) {
+        double s = 0.0;
+        for (int k = 0; k < d; k++) {
+            X[i * d + k] = hpo_rng_uniform(r);
+            s += sin(3.0 * X[i * d + k] + k);
+        }
+        y[i] = s + 0.01 * hpo_rng_normal(r);
+    }
+}
+
+/* Naive Matern-5/2, written from the formula. */
+static double naive_k(int d, const double *theta, const double *a, const double *b) {
+    double r2 = 0.0;
+    for (int k = 0; k < d; k++) r2 += pow((a[k] - b[k]) / exp(theta[k]), 2);
+    double r = sqrt(r2);
+    return exp(theta[d]) * (1 + sqrt(5.0) * r + 5.0 * r2 / 3.0) * exp(-sqrt(5.0) * r);
+}
+
+static void test_kernel_matrix(void **state) {
+    (void)state;
+    enum { N = 17, D = 3 };
+    hpo_rng r;
+    hpo_rng_seed(&r, 1);
+    double X[N * D], y[N], K[N * N], theta[D + 2] = {log(0.3), log(0.7), log(1.9), log(1.7), -5};
+    random_data(&r, N, D, X, y);
+    tun_gp_kernel_matrix(N, D, X, theta, K);
+    double maxd = 0.0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double ref = naive_k(D, theta, X + i * D, X + j * D);
+            maxd = fmax(maxd, fabs(K[j * N + i] - ref));
+            assert_true(fabs(tun_gp_kernel(D, theta, X + i * D, X + j * D) - ref) < 1e-13);
+        }
+    printf("kernel matrix vs naive: max abs diff %.3g\n", maxd);
+    assert_true(maxd < 1e-13);
+}
+
+static void test_lml_gradient(void **state) {
+    (void)state;
+    enum { N = 30, D = 4 };
+    hpo_rng r;
+    hpo_rng_seed(&r, 2);
+    double X[N * D], y[N];
+    random_data(&r, N, D, X, y);
+    tun_gp_standardise(y, N, NULL, NULL);
+    tun_gp gp;
+    assert_int_equal(tun_gp_init(&gp, N, D, X, y), 0);
+    double theta[D + 2] = {log(0.4), log(0.9), log(0.2), log(2.0), log(1.3), log(1e-2)};
+    for (int prior = 0; prior <= 1; prior++) {
+        double v, g[D + 2], maxrel = 0.0;
+        assert_int_equal(tun_gp_lml(&gp, theta, prior, &v, g), 0);
+        for (int k = 0; k < D + 2; k++) {
+            double h = 1e-5, tp[D + 2], tm[D + 2], vp, vm;
+            memcpy(tp, theta, sizeof tp);
+            memcpy(tm, theta, sizeof tm);
+            tp[k] += h;
+            tm[k] -= h;
+            assert_int_equal(tun_gp_lml(&gp, tp, prior, &vp, NULL), 0);
+            assert_int_equal(tun_gp_lml(&gp, tm, prior, &vm, NULL), 0);
+            double fd = (vp - vm) / (2 * h);
+            double rel = fabs(fd - g[k]) / fmax(1e-3, fabs(fd));
+            maxrel = fmax(maxrel, rel);
+        }
+        printf("lml gradient (prior %d) vs central differences: max rel err %.3g\n", prior, maxrel);
+        assert_true(maxrel < 1e-5);
+    }
+    tun_gp_close(&gp);
+}
+
+/* Naive log EI where it is accurate: integrate directly. */
+static double naive_log_ei(double mu, double var, double best) {
+    double s = sqrt(var), z = (best - mu) / s;
+    double ei = s * (exp(-0.5 * z * z) / sqrt(2 * M_PI) + z * 0.5 * erfc(-z / sqrt(2.0)));
+    return log(ei);
+}
+
+static void test_log_ei(void **state) {
+    (void)state;
+    double maxd = 0.0;
+    for (double z = -5.0; z <= 5.0; z += 0.01) {
+        double a = tun_log_ei(-z * 0.7, 0.49, 0.0, NULL, NULL);
+        double b = naive_log_ei(-z * 0.7, 0.49, 0.0);
+        maxd = fmax(maxd, fabs(a - b) / fmax(1.0, fabs(b)));
+    }
+    printf("logEI vs naive log(EI) on z in [-5,5]: max rel diff %.3g\n", maxd);
+    assert_true(maxd < 1e-9);
+    /* where naive underflows, logEI stays finite, decreasing, close to the asymptote */
+    double prev = 0.0;
+    for (double z = -10.0; z >= -1e10; z *= 1.7) {
+        double d;
+        double v = tun_log_h(z, &d);
+        assert_true(isfinite(v) && isfinite(d));
+        assert_true(v < prev);
+        prev = v;
+        double asym = -0.5 * z * z - 0.5 * log(2 * M_PI) - 2.0 * log(-z);
+        assert_true(fabs(v - asym) <= fabs(asym) * 1e-2 + 3.0 / (z * z));
+    }
+    assert_true(isinf(naive_log_ei(50.0, 1.0, 0.0)));
+    assert_true(isfinite(tun_log_ei(50.0, 1.0, 0.0, NULL, NULL)));
+    printf("log h(-40) = %.10g (naive: %g)\n", tun_log_h(-40.0, NULL), naive_log_ei(40.0, 1.0, 0.0));
+    /* derivative of log h vs central differences, across the branches */
+    double maxrel = 0.0;
+    for (double z = -60.0; z < 8.0; z += 0.37) {
+        double d, h = 1e-6 * fmax(1.0, fabs(z));
+        tun_log_h(z, &d);
+        double fd = (tun_log_h(z + h, NULL) - tun_log_h(z - h, NULL)) / (2 * h);
+        maxrel = fmax(maxrel, fabs(fd - d) / fmax(1e-6, fabs(fd)));
+    }
+    printf("d log h / dz vs central differences: max rel err %.3g\n", maxrel);
+    assert_true(maxrel < 1e-5);
+}
+
+static void test_acquisition_gradient(void **state) {
+    (void)state;
+    enum { N = 25, D = 3 };
+    hpo_rng r;
+    hpo_rng_seed(&r, 3);
+    double X[N * D], y[N];
+    random_data(&r, N, D, X, y);
+    tun_gp_standardise(y, N, NULL, NULL);
+    tun_gp gp;
+    assert_int_equal(tun_gp_init(&gp, N, D, X, y), 0);
+    double theta[D + 2] = {log(0.3), log(0.5), log(0.8), 0.2, log(1e-3)};
+    assert_int_equal(tun_gp_set_theta(&gp, theta), 0);
+    double maxrel_mu = 0, maxrel_var = 0, maxrel_ei = 0;
+    for (int t = 0; t < 20; t++) {
+        double x[D], dmu[D], dvar[D], mu, var;
+        for (int k = 0; k < D; k++) x[k] = hpo_rng_uniform(&r);
+        tun_gp_predict(&gp, x, &mu, &var, dmu, dvar);
+        double dm, dv;
+        tun_log_ei(mu, var, gp.y_best, &dm, &dv);
+        for (int k = 0; k < D; k++) {
+            double h = 1e-6, xp[D], xm[D], mp, vp, mm, vm;
+            memcpy(xp, x, sizeof xp);
+            memcpy(xm, x, sizeof xm);
+            xp[k] += h;
+            xm[k] -= h;
+            tun_gp_predict(&gp, xp, &mp, &vp, NULL, NULL);
+            tun_gp_predict(&gp, xm, &mm, &vm, NULL, NULL);
+            double fmu = (mp - mm) / (2 * h), fvar = (vp - vm) / (2 * h);
+            double fei = (tun_log_ei(mp, vp, gp.y_best, NULL, NULL) -
+                          tun_log_ei(mm, vm, gp.y_best, NULL, NULL)) / (2 * h);
+            double aei = dm * dmu[k] + dv * dvar[k];
+            maxrel_mu = fmax(maxrel_mu, fabs(fmu - dmu[k]) / fmax(1e-3, fabs(fmu)));
+            maxrel_var = fmax(maxrel_var, fabs(fvar - dvar[k]) / fmax(1e-3, fabs(fvar)));
+            maxrel_ei = fmax(maxrel_ei, fabs(fei - aei) / fmax(1e-3, fabs(fei)));
+        }
+    }
+    printf("posterior/logEI input gradients vs central differences: max rel err mu %.3g var %.3g "
+           "logEI %.3g\n", maxrel_mu, maxrel_var, maxrel_ei);
+    assert_true(maxrel_mu < 1e-5 && maxrel_var < 1e-4 && maxrel_ei < 1e-4);
+    /* batch prediction agrees with the single one */
+    double Xs[5 * D], mb[5], vb[5];
+    for (int i = 0; i < 5 * D; i++) Xs[i] = hpo_rng_uniform(&r);
+    assert_int_equal(tun_gp_predict_batch(&gp, 5, Xs, mb, vb), 0);
+    for (int i = 0; i < 5; i++) {
+        double m, v;
+        tun_gp_predict(&gp, Xs + i * D, &m, &v, NULL, NULL);
+        assert_true(fabs(m - mb[i]) < 1e-10 && fabs(v - vb[i]) < 1e-10);
+    }
+    tun_gp_close(&gp);
+}
+
+static void test_interpolates(void **state) {
+    (void)state;
+    enum { N = 20, D = 2 };
+    hpo_rng r;
+    hpo_rng_seed(&r, 4);
+    double X[N * D], y[N];
+    for (int i = 0; i < N; i++) {
+        X[i * D] = hpo_rng_uniform(&r);
+        X[i * D + 1] = hpo_rng_uniform(&r);
+        y[i] = sin(4 * X[i * D]) + cos(3 * X[i * D + 1]);
+    }
+    tun_gp_standardise(y, N, NULL, NULL);
+    tun_gp gp;
+    assert_int_equal(tun_gp_init(&gp, N, D, X, y), 0);
+    hpo_rng fr;
+    hpo_rng_seed(&fr, 9);
+    assert_int_equal(tun_gp_fit(&gp, &fr, 2, 200), 0);
+    printf("fitted: ls %.3g %.3g s2 %.3g noise %.3g\n", exp(gp.theta[0]), exp(gp.theta[1]),
+           exp(gp.theta[2]), exp(gp.theta[3]));
+    double maxd = 0.0, maxv = 0.0;
+    for (int i = 0; i < N; i++) {
+        double m, v;
+        tun_gp_predict(&gp, X + i * D, &m, &v, NULL, NULL);
+        maxd = fmax(maxd, fabs(m - y[i]));
+        maxv = fmax(maxv, v);
+    }
+    printf("noiseless data: max |mu - y| %.3g, max var %.3g at the data\n", maxd, maxv);
+    assert_true(maxd < 1e-2 && maxv < 1e-2);
+    /* a kriging believer fantasy keeps the mean and shrinks the variance */
+    double xp[D] = {0.5, 0.5}, m0, v0, m1, v1;
+    tun_gp_predict(&gp, xp, &m0, &v0, NULL, NULL);
+    assert_int_equal(tun_gp_condition(&gp, 1, xp), 0);
+    tun_gp_predict(&gp, xp, &m1, &v1, NULL, NULL);
+    printf("fantasy at (0.5,0.5): mean %.6g -> %.6g, var %.3g -> %.3g\n", m0, m1, v0, v1);
+    assert_true(fabs(m0 - m1) < 1e-6 && v1 < 0.1 * v0 + 1e-5);
+    tun_gp_close(&gp);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_matrix),
+        cmocka_unit_test(test_lml_gradient),
+        cmocka_unit_test(test_log_ei),
+        cmocka_unit_test(test_acquisition_gradient),
+        cmocka_unit_test(test_interpolates),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,449 @@
+/*
+ * gp.c - the "bayesian" sampler: Gaussian-process BO (tun_gp_suggest).
+ *
+ * A configuration is encoded into the unit cube: a float or int takes one
+ * column, (v - low) / (high - low) or its log version (ints and stepped
+ * floats over [low - step/2, high + step/2], so every value owns an equal
+ * slice); a choice or bool takes one one-hot column per value. An inactive
+ * conditional parameter is encoded at 0.5 (numeric) or all-zero (one-hot),
+ * so trials that share a branch are close and the others are not.
+ *
+ * Each suggestion: the first n_startup_trials (complete + pruned) are random;
+ * then a GP (gp_model.c) is fitted to the complete trials, values
+ * standardised; pruned trials enter with the worst complete value; pending
+ * (running) trials are fantasised at the posterior mean (kriging believer).
+ * The acquisition (log EI, or UCB when cfg.acquisition says so) is evaluated
+ * on random configurations and on Gaussian perturbations of the best trials;
+ * the best few start L-BFGS runs (NLopt, analytic gradient) over the numeric
+ * columns of their active parameters; the winner is decoded and snapped. A
+ * decoded point equal to an earlier trial gives way to the next candidate.
+ * Everything depends only on the rng (derived from seed and number) and the
+ * history.
+ */
+#include <math.h>
+#include <nlopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_model.h"
+#include "internal.h"
+
+#define N_RANDOM_CANDIDATES 1000
+#define N_TOP_PERTURBED 5
+#define N_PERTURB_EACH 100
+#define N_LOCAL_STARTS 4
+#define LOCAL_MAX_EVAL 40
+#define FIT_RESTARTS 2
+#define FIT_MAX_EVAL 60
+#define MAX_GP_POINTS 600 /* past this, the best and the most recent trials are kept */
+
+/* ---- unit-cube encoding ------------------------------------------------ */
+
+typedef struct encoding {
+    int d;      /* columns */
+    int *col;   /* first column of parameter i */
+    double *lo, *hi; /* numeric: the encoded range (log-scaled where asked) */
+} encoding;
+
+static int is_numeric(const tun_param *p) { return p->type == TUN_INT || p->type == TUN_FLOAT; }
+
+static int encoding_init(encoding *e, const tun_space *s) {
+    e->col = malloc((size_t)s->n * sizeof(int));
+    e->lo = malloc((size_t)s->n * sizeof(double));
+    e->hi = malloc((size_t)s->n * sizeof(double));
+    if (!e->col || !e->lo || !e->hi) {
+        free(e->col);
+        free(e->lo);
+        free(e->hi);
+        return HPO_ENOMEM;
+    }
+    int d = 0;
+    for (int i = 0; i < s->n; i++) {
+        const tun_param *p = &s->params[i];
+        e->col[i] = d;
+        if (is_numeric(p)) {
+            double half = p->step > 0 ? 0.5 * p->step : 0.0;
+            double lo = p->low - half, hi = p->high + half;
+            if (p->log) {
+                lo = log(lo > 0 ? lo : p->low);
+                hi = log(hi);
+            }
+            e->lo[i] = lo;
+            e->hi[i] = hi > lo ? hi : lo + 1.0;
+            d += 1;
+        } else {
+            e->lo[i] = e->hi[i] = 0.0;
+            d += p->type == TUN_BOOL ? 2 : p->n_choices;
+        }
+    }
+    e->d = d;
+    return 0;
+}
+
+static void encoding_close(encoding *e) {
+    free(e->col);
+    free(e->lo);
+    free(e->hi);
+}
+
+static void encode(const encoding *e, const tun_space *s, const double *x, double *u) {
+    for (int i = 0; i < s->n; i++) {
+        const tun_param *p = &s->params[i];
+        double *c = u + e->col[i];
+        if (is_numeric(p)) {
+            if (isnan(x[i])) {
+                c[0] = 0.5;
+            } else {
+                double v = p->log ? log(x[i]) : x[i];
+                double t = (v - e->lo[i]) / (e->hi[i] - e->lo[i]);
+                c[0] = t < 0 ? 0 : t > 1 ? 1 : t;
+            }
+        } else {
+            int k = p->type == TUN_BOOL ? 2 : p->n_choices;
+            for (int j = 0; j < k; j++) c[j] = 0.0;
+            if (!isnan(x[i]) && x[i] >= 0 && x[i] < k) c[(int)x[i]] = 1.0;
+        }
+    }
+}
+
+static void decode(const encoding *e, const tun_space *s, const double *u, double *x) {
+    for (int i = 0; i < s->n; i++) {
+        const tun_param *p = &s->params[i];
+        if (!tun_space_is_active(s, x, i)) {
+            x[i] = NAN;
+            continue;
+        }
+        const double *c = u + e->col[i];
+        if (is_numeric(p)) {
+            double v = e->lo[i] + c[0] * (e->hi[i] - e->lo[i]);
+            x[i] = tun_space_snap(s, i, p->log ? exp(v) : v);
+        } else {
+            int k = p->type == TUN_BOOL ? 2 : p->n_choices, best = 0;
+            for (int j = 1; j < k; j++)
+                if (c[j] > c[best]) best = j;
+            x[i] = (double)best;
+        }
+    }
+}
+
+/* ---- history ----------------------------------------------------------- */
+
+typedef struct history {
+    int n_obs, n_pending;
+    double *U;      /* (n_obs + n_pending) x d: observations, then pending */
+    double *y;      /* n_obs values (minimisation sign) */
+} history;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Complete trials with their values, pruned ones with the worst complete
+ * value, then the running ones. At most MAX_GP_POINTS observations: past
+ * that, the best half and the most recent half. */
+static int collect(const tun_study *t, const encoding *e, history *h) {
+    int64_t n_c = 0, n_p = 0, n_r = 0;
+    double worst = -INFINITY;
+    for (int64_t i = 0; i < t->cap; i++) {
+        const tun_trial_rec *r = &t->trials[i];
+        if (!r->present) continue;
+        if (r->state == TUN_TRIAL_COMPLETE) {
+            n_c++;
+            if (r->value > worst) worst = r->value;
+        } else if (r->state == TUN_TRIAL_PRUNED) {
+            n_p++;
+        } else if (r->state == TUN_TRIAL_RUNNING) {
+            n_r++;
+        }
+    }
+    int64_t n_obs = n_c > 0 ? n_c + n_p : 0;
+    double cut = INFINITY; /* values below cut kept among the oldest when capping */
+    int64_t keep_recent = n_obs;
+    if (n_obs > MAX_GP_POINTS) {
+        double *v = malloc((size_t)n_c * sizeof(double));
+        if (!v) return HPO_ENOMEM;
+        int64_t k = 0;
+        for (int64_t i = 0; i < t->cap; i++)
+            if (t->trials[i].present && t->trials[i].state == TUN_TRIAL_COMPLETE)
+                v[k++] = t->trials[i].value;
+        qsort(v, (size_t)n_c, sizeof(double), cmp_double);
+        cut = v[MAX_GP_POINTS / 2 - 1];
+        free(v);
+        keep_recent = MAX_GP_POINTS / 2;
+    }
+    int d = e->d, cap = (int)(n_obs < MAX_GP_POINTS ? n_obs : MAX_GP_POINTS) + (int)n_r;
+    h->U = malloc((size_t)(cap > 0 ? cap : 1) * d * sizeof(double));
+    h->y = malloc((size_t)(cap > 0 ? cap : 1) * sizeof(double));
+    if (!h->U || !h->y) {
+        free(h->U);
+        free(h->y);
+        return HPO_ENOMEM;
+    }
+    int m = 0;
+    int64_t seen = 0;
+    for (int64_t i = 0; i < t->cap && n_obs > 0; i++) {
+        const tun_trial_rec *r = &t->trials[i];
+        if (!r->present || (r->state != TUN_TRIAL_COMPLETE && r->state != TUN_TRIAL_PRUNED))
+            continue;
+        double v = r->state == TUN_TRIAL_COMPLETE ? r->value : worst;
+        int recent = seen++ >= n_obs - keep_recent;
+        if (!recent && !(v <= cut)) continue;
+        if (m >= cap - n_r) break;
+        encode(e, t->space, r->x, h->U + (size_t)m * d);
+        h->y[m++] = v;
+    }
+    h->n_obs = m;
+    h->n_pending = 0;
+    for (int64_t i = 0; i < t->cap; i++) {
+        const tun_trial_rec *r = &t->trials[i];
+        if (!r->present || r->state != TUN_TRIAL_RUNNING || m >= cap) continue;
+        encode(e, t->space, r->x, h->U + (size_t)m * d);
+        m++;
+        h->n_pending++;
+    }
+    return 0;
+}
+
+/* ---- output warping ---------------------------------------------------- */
+
+#ifndef GP_WARP
+#define GP_WARP 1
+#endif
+#ifndef GP_WARP_C
+#define GP_WARP_C 1.0
+#endif
+
+/* y -> log(y - min + delta), delta = GP_WARP_C * (median - min): monotone, so
+ * the minimiser is unchanged, and it tames heavy upper tails (Rosenbrock's
+ * 1e6 corners) that would otherwise set the GP's scale. */
+static void warp_values(double *y, int n) {
+    if (!GP_WARP || n < 3) return;
+    double *v = malloc((size_t)n * sizeof(double));
+    if (!v) return;
+    memcpy(v, y, (size_t)n * sizeof(double));
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    double lo = v[0], med = v[n / 2], delta = GP_WARP_C * (med - lo);
+    free(v);
+    if (!(delta > 0)) return;
+    for (int i = 0; i < n; i++) y[i] = log(y[i] - lo + delta);
+}
+
+/* ---- acquisition ------------------------------------------------------- */
+
+typedef struct acq_ctx {
+    const tun_gp *gp;
+    tun_acquisition kind;
+    double sqrt_beta;
+    double *u;       /* full point; free columns overwritten */
+    const int *free_cols;
+    int n_free;
+    double *dmu, *dvar;
+} acq_ctx;
+
+static double acquisition(const acq_ctx *c, double mu, double var, double *dmu, double *dvar) {
+    if (c->kind == TUN_ACQ_UCB) {
+        double s = sqrt(var);
+        if (dmu) *dmu = -1.0;
+        if (dvar) *dvar = c->sqrt_beta * 0.5 / s;
+        return -mu + c->sqrt_beta * s;
+    }
+    return tun_log_ei(mu, var, c->gp->y_best, dmu, dvar);
+}
+
+static double local_objective(unsigned n, const double *z, double *grad, void *data) {
+    acq_ctx *c = data;
+    for (unsigned j = 0; j < n; j++) c->u[c->free_cols[j]] = z[j];
+    double mu, var, am, av;
+    tun_gp_predict(c->gp, c->u, &mu, &var, grad ? c->dmu : NULL, grad ? c->dvar : NULL);
+    double v = acquisition(c, mu, var, &am, &av);
+    if (grad)
+        for (unsigned j = 0; j < n; j++) {
+            int k = c->free_cols[j];
+            grad[j] = am * c->dmu[k] + av * c->dvar[k];
+        }
+    return isfinite(v) ? v : -1e300;
+}
+
+/* Local L-BFGS over the numeric columns of the active parameters of u (in
+ * place); returns the acquisition reached. */
+static double local_opt(acq_ctx *c, const encoding *e, const tun_space *s, double *u,
+                        double start_value) {
+    int d = e->d, nf = 0;
+    int free_cols[d];
+    double x[s->n > 0 ? s->n : 1];
+    decode(e, s, u, x);
+    for (int i = 0; i < s->n; i++)
+        if (is_numeric(&s->params[i]) && !isnan(x[i])) free_cols[nf++] = e->col[i];
+    if (nf == 0) return start_value;
+    double z[nf], lb[nf], ub[nf];
+    for (int j = 0; j < nf; j++) {
+        z[j] = u[free_cols[j]];
+        lb[j] = 0.0;
+        ub[j] = 1.0;
+    }
+    double work[2 * d];
+    c->u = u;
+    c->free_cols = free_cols;
+    c->n_free = nf;
+    c->dmu = work;
+    c->dvar = work + d;
+    nlopt_opt opt = nlopt_create(NLOPT_LD_LBFGS, (unsigned)nf);
+    if (!opt) return start_value;
+    nlopt_set_lower_bounds(opt, lb);
+    nlopt_set_upper_bounds(opt, ub);
+    nlopt_set_maxeval(opt, LOCAL_MAX_EVAL);
+    nlopt_set_ftol_abs(opt, 1e-9);
+    nlopt_set_xtol_rel(opt, 1e-6);
+    nlopt_set_max_objective(opt, local_objective, c);
+    double z0[nf], v = -INFINITY;
+    memcpy(z0, z, sizeof z0);
+    nlopt_result res = nlopt_optimize(opt, z, &v);
+    nlopt_destroy(opt);
+    if ((res < 0 && res != NLOPT_ROUNDOFF_LIMITED) || !(v > start_value)) {
+        for (int j = 0; j < nf; j++) u[free_cols[j]] = z0[j];
+        return start_value;
+    }
+    for (int j = 0; j < nf; j++) u[free_cols[j]] = z[j];
+    return v;
+}
+
+/* ---- the sampler ------------------------------------------------------- */
+
+static int same_config(const tun_space *s, const double *a, const double *b) {
+    for (int i = 0; i < s->n; i++) {
+        if (isnan(a[i]) != isnan(b[i])) return 0;
+        if (!isnan(a[i]) && a[i] != b[i]) return 0;
+    }
+    return 1;
+}
+
+static int already_tried(const tun_study *t, const double *x) {
+    for (int64_t i = 0; i < t->cap; i++)
+        if (t->trials[i].present && same_config(t->space, t->trials[i].x, x)) return 1;
+    return 0;
+}
+
+typedef struct cand {
+    double acq;
+    int idx;
+} cand;
+
+static int cmp_cand(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->acq != y->acq) return x->acq < y->acq ? 1 : -1; /* descending */
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) {
+    const tun_space *s = t->space;
+    int64_t n_done = 0, n_complete = 0;
+    for (int64_t i = 0; i < t->cap; i++) {
+        const tun_trial_rec *r = &t->trials[i];
+        if (!r->present) continue;
+        if (r->state == TUN_TRIAL_COMPLETE) n_complete++;
+        if (r->state == TUN_TRIAL_COMPLETE || r->state == TUN_TRIAL_PRUNED) n_done++;
+    }
+    int n_startup = t->cfg.n_startup_trials > 0 ? t->cfg.n_startup_trials : 1;
+    if (n_done < n_startup || n_complete < 2) {
+        tun_space_sample(s, rng, x);
+        return 0;
+    }
+
+    int rc = 0;
+    encoding e;
+    history h = {0};
+    tun_gp gp;
+    int gp_ready = 0;
+    double *C = NULL, *mu = NULL, *var = NULL, *xs = NULL;
+    cand *cands = NULL;
+    if ((rc = encoding_init(&e, s)) < 0) return rc;
+    int d = e.d;
+    if ((rc = collect(t, &e, &h)) < 0) goto fail_enc;
+    double *y = h.y;
+    warp_values(y, h.n_obs);
+    tun_gp_standardise(y, h.n_obs, NULL, NULL);
+    if ((rc = tun_gp_init(&gp, h.n_obs, d, h.U, y)) < 0) goto fail;
+    gp_ready = 1;
+    if ((rc = tun_gp_fit(&gp, rng, FIT_RESTARTS, FIT_MAX_EVAL)) < 0) goto fail;
+    if (h.n_pending > 0 &&
+        (rc = tun_gp_condition(&gp, h.n_pending, h.U + (size_t)h.n_obs * d)) < 0)
+        goto fail;
+
+    /* candidates: random configurations, then perturbations of the best */
+    int n_top = h.n_obs < N_TOP_PERTURBED ? h.n_obs : N_TOP_PERTURBED;
+    int m = N_RANDOM_CANDIDATES + n_top * N_PERTURB_EACH;
+    C = malloc((size_t)m * d * sizeof(double));
+    mu = malloc((size_t)m * sizeof(double));
+    var = malloc((size_t)m * sizeof(double));
+    cands = malloc((size_t)m * sizeof(cand));
+    xs = malloc((size_t)s->n * sizeof(double));
+    if (!C || !mu || !var || !cands || !xs) {
+        rc = HPO_ENOMEM;
+        goto fail;
+    }
+    for (int j = 0; j < N_RANDOM_CANDIDATES; j++) {
+        tun_space_sample(s, rng, xs);
+        encode(&e, s, xs, C + (size_t)j * d);
+    }
+    {
+        int order[h.n_obs];
+        for (int i = 0; i < h.n_obs; i++) order[i] = i;
+        for (int a = 0; a < n_top; a++) /* partial selection sort: the n_top best */
+            for (int b = a + 1; b < h.n_obs; b++)
+                if (y[order[b]] < y[order[a]]) {
+                    int tmp = order[a];
+                    order[a] = order[b];
+                    order[b] = tmp;
+                }
+        static const double sigmas[] = {0.005, 0.02, 0.05, 0.15};
+        int j = N_RANDOM_CANDIDATES;
+        for (int a = 0; a < n_top; a++) {
+            const double *base = h.U + (size_t)order[a] * d;
+            double xb[s->n];
+            decode(&e, s, base, xb);
+            for (int k = 0; k < N_PERTURB_EACH; k++, j++) {
+                double *c = C + (size_t)j * d, sg = sigmas[k % HPO_ARRAY_LEN(sigmas)];
+                memcpy(c, base, (size_t)d * sizeof(double));
+                for (int i = 0; i < s->n; i++) {
+                    if (!is_numeric(&s->params[i]) || isnan(xb[i])) continue;
+                    double v = c[e.col[i]] + sg * hpo_rng_normal(rng);
+                    c[e.col[i]] = v < 0 ? 0 : v > 1 ? 1 : v;
+                }
+            }
+        }
+    }
+    if ((rc = tun_gp_predict_batch(&gp, m, C, mu, var)) < 0) goto fail;
+    acq_ctx ctx = {&gp, t->cfg.acquisition, sqrt(t->cfg.ucb_beta > 0 ? t->cfg.ucb_beta : 2.0),
+                   NULL, NULL, 0, NULL, NULL};
+    for (int j = 0; j < m; j++) {
+        cands[j].acq = acquisition(&ctx, mu[j], var[j], NULL, NULL);
+        if (!isfinite(cands[j].acq)) cands[j].acq = -1e300;
+        cands[j].idx = j;
+    }
+    qsort(cands, (size_t)m, sizeof(cand), cmp_cand);
+    /* local optimisation of the best few */
+    int n_local = m < N_LOCAL_STARTS ? m : N_LOCAL_STARTS;
+    for (int a = 0; a < n_local; a++)
+        cands[a].acq = local_opt(&ctx, &e, s, C + (size_t)cands[a].idx * d, cands[a].acq);
+    qsort(cands, (size_t)n_local, sizeof(cand), cmp_cand);
+    int found = 0;
+    for (int a = 0; a < m && !found; a++) {
+        decode(&e, s, C + (size_t)cands[a].idx * d, xs);
+        if (!already_tried(t, xs)) found = 1;
+    }
+    if (!found) tun_space_sample(s, rng, xs);
+    memcpy(x, xs, (size_t)s->n * sizeof(double));
+fail:
+    free(C);
+    free(mu);
+    free(var);
+    free(cands);
+    free(xs);
+    if (gp_ready) tun_gp_close(&gp);
+    free(h.U);
+    free(h.y);
+fail_enc:
+    encoding_close(&e);
+    return rc;
+}

@@ -1,0 +1,99 @@
+/*
+ * gp_model.h - the Gaussian-process math behind the "bayesian" tuner: a
+ * Matern-5/2 ARD kernel on the unit cube, its log marginal likelihood with an
+ * analytic gradient, hyperparameter fitting with NLopt, the posterior with
+ * input gradients, and numerically stable log expected improvement.
+ *
+ * Design notes
+ * - Works on raw arrays (X: n x d row-major, inputs in [0,1]^d; y: n values
+ *   to minimise, standardised by the caller or by tun_gp_init), so it is
+ *   testable without a search space. tuners/gp.c does the encoding of a
+ *   tun_space, the candidates and the decoding.
+ * - Hyperparameters theta (d + 2 doubles) are all logs: theta[k] = log
+ *   lengthscale of input k, theta[d] = log output scale (kernel variance),
+ *   theta[d+1] = log noise variance. k(x, x') = s2 * m52(r) with
+ *   r^2 = sum_k ((x_k - x'_k) / l_k)^2 and m52(r) = (1 + sqrt5 r + 5/3 r^2)
+ *   exp(-sqrt5 r); the covariance of the observations is K + noise I.
+ * - The fit maximises log marginal likelihood + a log prior (the priors of
+ *   Optuna 4's GPSampler: -(0.1/lam + 0.1 lam) on each inverse squared
+ *   lengthscale lam = l^-2, Gamma(2, 1) on s2, Gamma(1.1, 30) on the noise),
+ *   with NLopt's L-BFGS in log-parameter space from a default start and a
+ *   few random ones inside the bounds. Cholesky factorisations and solves
+ *   are LAPACK's (dpotrf/dpotrs/dpotri/dtrtrs), column-major.
+ * - Pending trials are handled by the caller with tun_gp_condition
+ *   (kriging believer): the points are added with the posterior mean as
+ *   their value, keeping the hyperparameters; the mean is unchanged and the
+ *   variance shrinks there.
+ * - Not thread-safe; a tun_gp owns all its arrays (_init/_close).
+ *   Deterministic: the only randomness is the rng passed to tun_gp_fit.
+ */
+#ifndef HPO_TUNERS_GP_MODEL_H
+#define HPO_TUNERS_GP_MODEL_H
+
+#include "hpo.h"
+#include "rng.h"
+
+/* Bounds of the log hyperparameters. */
+#define TUN_GP_LOG_LS_MIN (-4.6)    /* lengthscale 0.01 */
+#define TUN_GP_LOG_LS_MAX (4.6)     /* 100 */
+#define TUN_GP_LOG_S2_MIN (-6.9)    /* 0.001 */
+#define TUN_GP_LOG_S2_MAX (4.6)     /* 100 */
+#define TUN_GP_LOG_NOISE_MIN (-13.8) /* 1e-6 */
+#define TUN_GP_LOG_NOISE_MAX (0.0)  /* 1 */
+
+typedef struct tun_gp {
+    int n, d;
+    int n_data;      /* the first n_data rows are observations, the rest fantasies */
+    double *X;       /* n x d row-major, in [0,1]^d */
+    double *y;       /* n values (standardised units) */
+    double *theta;   /* d + 2 log hyperparameters */
+    double *L;       /* n x n column-major lower Cholesky of K + noise I */
+    double *alpha;   /* (K + noise I)^-1 y */
+    double y_best;   /* min of y over the observations (not fantasies) */
+} tun_gp;
+
+/* Copies X and y (n >= 1); y is used as given (see tun_gp_standardise).
+ * theta starts at the default (lengthscales 0.5, s2 1, noise 1e-4). */
+int tun_gp_init(tun_gp *gp, int n, int d, const double *X, const double *y);
+void tun_gp_close(tun_gp *gp);
+
+/* Standardises v[0..n) in place to mean 0 and std 1 (std 1 when constant). */
+void tun_gp_standardise(double *v, int n, double *mean, double *std);
+
+/* m52 kernel of one pair of points under theta (noise excluded). */
+double tun_gp_kernel(int d, const double *theta, const double *a, const double *b);
+/* The n x n kernel matrix (noise excluded), column-major (symmetric). */
+void tun_gp_kernel_matrix(int n, int d, const double *X, const double *theta, double *K);
+
+/* Log marginal likelihood of (X, y) under theta, plus the log prior when
+ * with_prior; grad (may be NULL) gets d/dtheta. HPO_EINVAL when K + noise I
+ * is not positive definite even with jitter. */
+int tun_gp_lml(const tun_gp *gp, const double *theta, int with_prior, double *lml,
+               double *grad);
+
+/* Maximises lml + prior over theta from the current theta and n_restarts
+ * random starts (each at most max_eval evaluations); leaves the best theta
+ * factorised (tun_gp_set_theta). */
+int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval);
+/* Sets theta and computes L and alpha. */
+int tun_gp_set_theta(tun_gp *gp, const double *theta);
+
+/* Kriging believer: adds m points (m x d) with their posterior means as
+ * values, keeps theta, refactorises. y_best is unchanged. */
+int tun_gp_condition(tun_gp *gp, int m, const double *Xp);
+
+/* Posterior mean and latent variance at x; dmu and dvar (d doubles each,
+ * may be NULL) get their gradients with respect to x. */
+void tun_gp_predict(const tun_gp *gp, const double *x, double *mu, double *var, double *dmu,
+                    double *dvar);
+/* The same for m points at once (Xs m x d row-major); no gradients. */
+int tun_gp_predict_batch(const tun_gp *gp, int m, const double *Xs, double *mu, double *var);
+
+/* log h(z), h(z) = phi(z) + z Phi(z), accurate for every finite z (Ament et
+ * al. 2023); *dlogh (may be NULL) gets its derivative Phi(z)/h(z). */
+double tun_log_h(double z, double *dlogh);
+/* log EI for minimisation: log E[max(best - f, 0)], f ~ N(mu, var);
+ * gradients with respect to mu and var into dmu, dvar (may be NULL). */
+double tun_log_ei(double mu, double var, double best, double *dmu, double *dvar);
+
+#endif
