@@ -77,5 +77,9 @@ void eng_fp16_to_f32_n_ref(const eng_fp16 *src, float *dst, size_t n);
  * "scalar" for bf16 and fp16 respectively (for logs). */
 const char *eng_bf16_impl(void);
 const char *eng_fp16_impl(void);
+/* Tests only: force a lower path ("scalar", "f16c", "avx512f",
+ * "avx512bf16"; NULL restores automatic choice). Returns -1 if the CPU
+ * cannot run it. Not thread-safe with respect to concurrent conversions. */
+int eng_bf16_force_impl(const char *name);
 
 #endif

@@ -7,18 +7,22 @@
  *   its Prescott (SSE3) kernels: 14 GFLOP/s instead of ~120 with SkylakeX.
  *   OpenBLAS picks its kernel from OPENBLAS_CORETYPE when the library is
  *   loaded, before main(), so setting the variable inside main() is too late.
- *   eng_blas_select() therefore re-executes the program once:
- *     if OPENBLAS_CORETYPE is unset, the env marker HPO_BLAS_REEXEC is unset,
- *     openblas_get_corename() names a generic kernel (Prescott, Core2,
- *     Penryn, Dunnington, Nehalem, Atom, Katmai, Coppermine, Northwood,
- *     Banias, unknown) and the CPU supports AVX-512 (-> "SkylakeX") or AVX2
- *     (-> "Haswell"), it sets OPENBLAS_CORETYPE, HPO_BLAS_REEXEC=1 and, when
- *     unset, OPENBLAS_NUM_THREADS=1 (workers choose their own count with
- *     openblas_set_num_threads) and OMP_WAIT_POLICY=PASSIVE (spin-waiting
- *     OpenMP threads of oneDNN fight OpenBLAS on a 2-core machine: 2x in
- *     baselines.md), then execv("/proc/self/exe", argv).
- *   If execv fails the process continues on the slow kernel with a warning.
- *   HPO_BLAS_SELECT=0 in the environment disables the whole mechanism.
+ *   eng_blas_select() therefore re-executes the program once
+ *   (execv("/proc/self/exe", argv)) when either
+ *   a) OPENBLAS_CORETYPE is unset, openblas_get_corename() names a generic
+ *      kernel (Prescott, Core2, Penryn, Dunnington, Nehalem, Atom, Katmai,
+ *      Coppermine, Northwood, Banias, Generic, unknown, Opteron, Barcelona)
+ *      and the CPU supports AVX-512 (-> OPENBLAS_CORETYPE=SkylakeX) or AVX2
+ *      (-> Haswell); or
+ *   b) OMP_WAIT_POLICY is unset: libgomp also reads it at load time, and
+ *      spin-waiting OpenMP threads (oneDNN) fight OpenBLAS's threads on a
+ *      2-core machine (2x slower in baselines.md), so it becomes PASSIVE.
+ *   The re-exec also sets OPENBLAS_NUM_THREADS=1 when unset (a worker sets
+ *   its slot's count with openblas_set_num_threads) and the marker
+ *   HPO_BLAS_REEXEC=1, which stops any second re-exec. If execv fails the
+ *   process continues as it is, with a warning.
+ *   HPO_BLAS_SELECT=0 disables the mechanism (debuggers, valgrind);
+ *   HPO_BLAS_SELECT=force re-executes even when nothing needs fixing (tests).
  * - Call it first thing in main(), before threads exist and before anything
  *   else has side effects (opened files, printed output): the process image
  *   is replaced. argv must be main()'s argv (NULL-terminated).
