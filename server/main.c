@@ -1,9 +1,153 @@
-/* main.c - hpod entry point (being written). */
+/* main.c - hpod: flags, configuration, start-up and shutdown.
+ *
+ *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--token T] [--sync normal|full]
+ *        [--http-threads N] [--max-body BYTES] [--log-level debug|info|warn|error]
+ *   hpod --help | --version
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
-#include "hpo.h"
+#include "http.h"
+#include "scheduler.h"
 
-int main(void) {
-    printf("hpod %s\n", HPO_VERSION);
+typedef struct config {
+    srv_http_options http;
+    const char *data_dir;
+    sto_sync sync;
+} config;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hpod [options]        run the hyperparameter-search service\n"
+            "\n"
+            "  --port N            TCP port (default 8080; 0 picks a free one)\n"
+            "  --bind ADDR         IPv4 address to listen on (default 127.0.0.1)\n"
+            "  --data-dir DIR      where the SQLite database lives (default ./hpo-data)\n"
+            "  --token T           require 'Authorization: Bearer T' on mutating calls\n"
+            "                      (default: $HPO_TOKEN; none if unset)\n"
+            "  --sync MODE         normal (default): durable against process crashes;\n"
+            "                      full: fsync every commit, durable against power loss\n"
+            "  --http-threads N    HTTP worker threads (default 4)\n"
+            "  --max-body BYTES    largest accepted request body (default 1048576)\n"
+            "  --log-level L       debug, info (default), warn or error\n"
+            "  --help, --version\n");
+}
+
+static int parse_uint(const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "hpod: %s must be an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
+        return -1;
+    }
+    *out = v;
     return 0;
+}
+
+/* 0 to run, 1 to exit successfully (help/version), -1 on a bad flag. */
+static int parse_flags(int argc, char **argv, config *cfg) {
+    enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION };
+    static const struct option opts[] = {
+        {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
+        {"data-dir", required_argument, 0, O_DATA},   {"token", required_argument, 0, O_TOKEN},
+        {"sync", required_argument, 0, O_SYNC},       {"http-threads", required_argument, 0, O_THREADS},
+        {"max-body", required_argument, 0, O_MAXBODY}, {"log-level", required_argument, 0, O_LOG},
+        {"help", no_argument, 0, O_HELP},             {"version", no_argument, 0, O_VERSION},
+        {0, 0, 0, 0}};
+    long v;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_PORT:
+            if (parse_uint("--port", optarg, 0, 65535, &v)) return -1;
+            cfg->http.port = (int)v;
+            break;
+        case O_BIND: cfg->http.bind = optarg; break;
+        case O_DATA: cfg->data_dir = optarg; break;
+        case O_TOKEN: cfg->http.token = optarg; break;
+        case O_SYNC:
+            if (strcmp(optarg, "normal") == 0)
+                cfg->sync = STO_SYNC_NORMAL;
+            else if (strcmp(optarg, "full") == 0)
+                cfg->sync = STO_SYNC_FULL;
+            else {
+                fprintf(stderr, "hpod: --sync must be normal or full\n");
+                return -1;
+            }
+            break;
+        case O_THREADS:
+            if (parse_uint("--http-threads", optarg, 1, 256, &v)) return -1;
+            cfg->http.threads = (unsigned)v;
+            break;
+        case O_MAXBODY:
+            if (parse_uint("--max-body", optarg, 1024, 1L << 30, &v)) return -1;
+            cfg->http.max_body = (size_t)v;
+            break;
+        case O_LOG:
+            if ((hpo_log_level = hpo_log_level_parse(optarg)) < 0) {
+                fprintf(stderr, "hpod: --log-level must be debug, info, warn or error\n");
+                return -1;
+            }
+            break;
+        case O_HELP: usage(stdout); return 1;
+        case O_VERSION: printf("hpod %s\n", HPO_VERSION); return 1;
+        default: usage(stderr); return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "hpod: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    config cfg = {.http = {.bind = "127.0.0.1", .port = 8080}, .data_dir = "./hpo-data"};
+    cfg.http.token = getenv("HPO_TOKEN");
+    int rc = parse_flags(argc, argv, &cfg);
+    if (rc) return rc > 0 ? 0 : 2;
+
+    if (mkdir(cfg.data_dir, 0755) && errno != EEXIST) {
+        fprintf(stderr, "hpod: cannot create --data-dir %s: %s\n", cfg.data_dir, strerror(errno));
+        return 1;
+    }
+    char db_path[PATH_MAX];
+    snprintf(db_path, sizeof db_path, "%s/hpo.db", cfg.data_dir);
+    sto_db *db = NULL;
+    api_ctx *api = NULL;
+    srv_http *http = NULL;
+    srv_scheduler *sched = NULL;
+    hpo_error err = {{0}, {0}};
+    int exit_code = 1;
+    if ((rc = sto_open(db_path, cfg.sync, &db))) {
+        fprintf(stderr, "hpod: cannot open the database %s: %s\n", db_path, hpo_strerror(rc));
+        goto done;
+    }
+    if ((rc = api_ctx_new(db, NULL, &api))) goto done;
+    if ((rc = srv_scheduler_new(api, &sched))) goto done;
+    if ((rc = srv_http_start(api, &cfg.http, &http, &err))) {
+        fprintf(stderr, "hpod: %s\n", err.message);
+        goto done;
+    }
+    HPO_INFO("hpod %s listening on http://%s:%d (data %s, sync %s, auth %s)", HPO_VERSION,
+             cfg.http.bind, srv_http_port(http), db_path, cfg.sync == STO_SYNC_FULL ? "full" : "normal",
+             cfg.http.token && *cfg.http.token ? "bearer token" : "none");
+    printf("hpod listening on http://%s:%d\n", cfg.http.bind, srv_http_port(http));
+    fflush(stdout);
+    srv_scheduler_run(sched);
+    exit_code = 0;
+done:
+    srv_http_stop(http); /* first: no request may reach a freed api */
+    srv_scheduler_free(sched);
+    api_ctx_free(api);
+    sto_close(db);
+    if (exit_code == 0) HPO_INFO("hpod stopped");
+    return exit_code;
 }

@@ -1,0 +1,99 @@
+/*
+ * api.h - the REST API of hpod, independent of the HTTP library: a request
+ * (method, path, query, headers of interest, body) goes in, a response
+ * (status, content type, body) comes out. server/http.c adapts
+ * libmicrohttpd to this; the unit tests call api_handle directly.
+ *
+ * Design notes
+ * - Routing is a static table (api_route_at) of method + path pattern with
+ *   integer {id} segments; every route is in api/openapi.yaml and a test
+ *   checks the two agree. A route's name ("studies.ask") labels metrics.
+ * - Errors are JSON {"error": {"code", "message", "field"}} with a 4xx
+ *   status for anything a client did wrong, 5xx only for our failures.
+ * - State: the api owns an api_ctx: the storage handle, the in-memory tuner
+ *   state of studies that were used since start (loaded lazily from
+ *   storage by replaying their history, so a restarted hpod suggests what
+ *   the old one would have), and the metrics.
+ * - Threading: api_handle is called concurrently from the HTTP threads.
+ *   Each study's tuner state has its own mutex; ask, report and tell for one
+ *   study are serialised by it (they also write storage under it, so the
+ *   trial numbers storage assigns match the tuner's), different studies run
+ *   in parallel. The cache itself has a mutex held only for lookups.
+ * - Leases: an asked trial of an external study holds a lease of the
+ *   study's "lease_seconds" (default 600). Every report renews it; tell ends
+ *   it. api_expire_leases (called every second by the server) fails the
+ *   trials whose lease expired, with error "lease expired", and tells the
+ *   tuner; a late tell then gets 409. The lease is stored, so the rule holds
+ *   across restarts: a trial asked before a crash and never told is failed
+ *   once its lease runs out.
+ */
+#ifndef HPO_API_H
+#define HPO_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hpo.h"
+#include "storage.h"
+
+typedef struct api_ctx api_ctx;
+
+typedef struct api_request {
+    const char *method; /* "GET", "POST", ... */
+    const char *path;   /* without the query string */
+    /* Looks up a query argument (NULL if absent); arg is passed back. */
+    const char *(*query)(void *arg, const char *key);
+    void *query_arg;
+    const char *body; /* may be NULL when body_len == 0; not NUL-terminated */
+    size_t body_len;
+    const char *last_event_id; /* Last-Event-ID header, or NULL */
+} api_request;
+
+typedef struct api_response {
+    int status;
+    const char *content_type; /* static string */
+    char *body;               /* malloc'd, owned by the response */
+    size_t body_len;
+    const char *route;        /* route name for logs and metrics (static) */
+} api_response;
+
+typedef struct api_options {
+    double default_lease_seconds; /* default 600 */
+} api_options;
+
+int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out);
+void api_ctx_free(api_ctx *ctx);
+sto_db *api_ctx_db(api_ctx *ctx); /* borrowed */
+
+/* Handles one request; always fills resp (free with api_response_clear). */
+void api_handle(api_ctx *ctx, const api_request *req, api_response *resp);
+void api_response_clear(api_response *resp);
+
+/* Fills resp with a JSON error {"error": {...}} for rc/err. */
+void api_error_response(api_response *resp, int status, const char *code, const char *message,
+                        const char *field);
+
+/* Records a finished request in the metrics (the server calls this after
+ * sending, so errors produced by the HTTP layer are counted too). */
+void api_metrics_observe_request(api_ctx *ctx, const char *route, int status);
+
+/* Fails trials whose lease expired; returns how many (or a negative code). */
+int api_expire_leases(api_ctx *ctx, double now);
+
+/* The route table, for the server's 405 handling and the openapi test. */
+typedef struct api_route {
+    const char *method;
+    const char *pattern; /* "/api/v1/studies/{id}/ask" */
+    const char *name;    /* "studies.ask" */
+} api_route;
+size_t api_route_count(void);
+/* The name of the route method+path resolves to ("unmatched" if none): the
+ * label of requests the server answers itself (401, 413). */
+const char *api_route_name(const char *method, const char *path);
+const api_route *api_route_at(size_t i);
+
+/* The OpenAPI contract embedded at build time. */
+extern const unsigned char api_openapi_yaml[];
+extern const unsigned long api_openapi_yaml_len;
+
+#endif

@@ -1,0 +1,101 @@
+/* json_map.c - JSON views of stored studies and trials. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Parses stored JSON text; stored text was validated, so failure is a bug
+ * that must still not crash a response: it shows as null. */
+static json_t *stored_json(const char *text) {
+    if (!text) return json_null();
+    json_t *j = json_loads(text, 0, NULL);
+    return j ? j : json_null();
+}
+
+json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db) {
+    json_t *j = json_object();
+    json_object_set_new(j, "id", json_integer(t->id));
+    json_object_set_new(j, "trial_id", json_integer(t->id));
+    json_object_set_new(j, "study_id", json_integer(t->study_id));
+    json_object_set_new(j, "number", json_integer(t->number));
+    json_object_set_new(j, "state", json_string(sto_trial_state_name(t->state)));
+    json_object_set_new(j, "params", stored_json(t->params));
+    json_object_set_new(j, "value", api_json_real(t->value));
+    json_object_set_new(j, "value_std", api_json_real(t->value_std));
+    json_object_set_new(j, "value_n", json_integer(t->value_n));
+    json_object_set_new(j, "last_step", t->last_step >= 0 ? json_integer(t->last_step) : json_null());
+    json_object_set_new(j, "created", api_json_real(t->created));
+    json_object_set_new(j, "started", api_json_real(t->started));
+    json_object_set_new(j, "finished", t->finished > 0 ? json_real(t->finished) : json_null());
+    json_object_set_new(j, "lease_expires",
+                        t->lease_expires > 0 ? json_real(t->lease_expires) : json_null());
+    json_object_set_new(j, "error", t->error ? json_string(t->error) : json_null());
+    if (with_intermediates) {
+        int64_t *steps = NULL;
+        double *values = NULL;
+        size_t n = 0;
+        json_t *arr = json_array();
+        if (sto_trial_intermediates(db, t->id, &steps, &values, &n) == 0) {
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, json_pack("{s:I, s:o}", "step", (json_int_t)steps[i],
+                                                     "value", api_json_real(values[i])));
+            free(steps);
+            free(values);
+        }
+        json_object_set_new(j, "intermediate", arr);
+    }
+    return j;
+}
+
+json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
+    json_t *spec = stored_json(s->spec);
+    json_t *j = json_object();
+    json_object_set_new(j, "id", json_integer(s->id));
+    json_object_set_new(j, "name", json_string(s->name));
+    json_object_set_new(j, "state", json_string(sto_study_state_name(s->state)));
+    json_t *objective = json_object_get(spec, "objective");
+    const char *dir = json_string_value(json_object_get(objective, "direction"));
+    int maximize = dir && strcmp(dir, "maximize") == 0;
+    json_object_set_new(j, "direction", json_string(maximize ? "maximize" : "minimize"));
+    json_object_set_new(j, "kind", json_string(json_object_get(spec, "model") ? "embedded" : "external"));
+    json_t *tuner = json_object_get(spec, "tuner");
+    const char *alg = json_string_value(json_object_get(tuner, "algorithm"));
+    json_object_set_new(j, "algorithm", json_string(alg ? alg : "random"));
+    json_t *mt = json_object_get(tuner, "max_trials");
+    json_object_set_new(j, "max_trials", mt ? json_incref(mt) : json_null());
+    json_object_set_new(j, "created", json_real(s->created));
+    json_object_set_new(j, "updated", json_real(s->updated));
+
+    int64_t counts[STO_TRIAL_N_STATES] = {0};
+    json_t *by_state = json_object();
+    int64_t total = 0;
+    if (sto_trial_counts(ctx->db, s->id, counts) == 0) {
+        for (int st = 0; st < STO_TRIAL_N_STATES; st++) {
+            json_object_set_new(by_state, sto_trial_state_name(st), json_integer(counts[st]));
+            total += counts[st];
+        }
+    }
+    json_object_set_new(j, "n_trials", json_integer(total));
+    json_object_set_new(j, "trials_by_state", by_state);
+
+    sto_trial_filter best = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_VALUE,
+                             .descending = maximize, .limit = 1};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    json_t *best_json = json_null();
+    if (sto_trial_list(ctx->db, s->id, &best, &t, &n) == 0) {
+        if (n == 1 && isfinite(t[0].value)) {
+            json_decref(best_json);
+            best_json = json_pack("{s:I, s:I, s:o, s:o}", "trial_id", (json_int_t)t[0].id,
+                                  "number", (json_int_t)t[0].number, "value",
+                                  api_json_real(t[0].value), "params", stored_json(t[0].params));
+        }
+        sto_trial_list_free(t, n);
+    }
+    json_object_set_new(j, "best", best_json);
+    if (full)
+        json_object_set(j, "definition", spec);
+    json_decref(spec);
+    return j;
+}

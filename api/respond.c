@@ -1,0 +1,115 @@
+/* respond.c - JSON responses, the error model, body and query parsing. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void api_reply_json(api_response *resp, int status, json_t *json) {
+    char *text = json ? json_dumps(json, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(json);
+    if (!text) {
+        resp->status = 500;
+        resp->content_type = "application/json";
+        resp->body = hpo_strdup("{\"error\":{\"code\":\"internal_error\",\"message\":\"could not encode the response\",\"field\":\"\"}}");
+        resp->body_len = strlen(resp->body);
+        return;
+    }
+    resp->status = status;
+    resp->content_type = "application/json";
+    resp->body = text;
+    resp->body_len = strlen(text);
+}
+
+void api_reply_text(api_response *resp, int status, const char *content_type, const char *text,
+                    size_t len) {
+    resp->status = status;
+    resp->content_type = content_type;
+    resp->body = hpo_xmalloc(len + 1);
+    memcpy(resp->body, text, len);
+    resp->body[len] = '\0';
+    resp->body_len = len;
+}
+
+void api_error_response(api_response *resp, int status, const char *code, const char *message,
+                        const char *field) {
+    json_t *e = json_pack("{s:{s:s, s:s, s:s}}", "error", "code", code, "message", message,
+                          "field", field ? field : "");
+    api_reply_json(resp, status, e);
+}
+
+void api_fail(api_response *resp, int status, const char *code, const char *field,
+              const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_error_response(resp, status, code, msg, field);
+}
+
+int api_status_for_rc(int rc) {
+    switch (rc) {
+    case HPO_EINVAL:
+    case HPO_ESHAPE:
+    case HPO_EFORMAT: return 400;
+    case HPO_ENOTFOUND: return 404;
+    case HPO_ECONFLICT:
+    case HPO_EEXHAUSTED: return 409;
+    case HPO_ETOOLARGE: return 413;
+    case HPO_EUNSUPPORTED: return 501;
+    default: return 500;
+    }
+}
+
+void api_fail_rc(api_response *resp, int rc, const hpo_error *err) {
+    int status = api_status_for_rc(rc);
+    const char *message = err && err->message[0] ? err->message : hpo_strerror(rc);
+    if (status >= 500) HPO_ERROR("request failed: %s (%s)", message, hpo_strerror(rc));
+    api_error_response(resp, status, hpo_errname(rc), message, err ? err->field : "");
+}
+
+json_t *api_body_object(const api_request *req, api_response *resp) {
+    if (req->body_len == 0) {
+        api_fail(resp, 400, "invalid_json", "", "the request needs a JSON object body");
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j) {
+        api_fail(resp, 400, "invalid_json", "", "invalid JSON at line %d, column %d: %s",
+                 jerr.line, jerr.column, jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        api_fail(resp, 400, "invalid_json", "", "the body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+int api_query_int(const api_request *req, api_response *resp, const char *key, int64_t def,
+                  int64_t lo, int64_t hi, int64_t *out) {
+    const char *v = req->query ? req->query(req->query_arg, key) : NULL;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        api_fail(resp, 400, "invalid_argument", key,
+                 "query argument %s must be an integer in [%lld, %lld]", key, (long long)lo,
+                 (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+json_t *api_json_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }

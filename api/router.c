@@ -1,0 +1,85 @@
+/* router.c - the route table and api_handle: method + path -> handler. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const struct {
+    api_route route;
+    api_handler handler;
+} table[] = {
+    {{"GET", "/healthz", "healthz"}, api_h_healthz},
+    {{"GET", "/metrics", "metrics"}, api_h_metrics},
+    {{"GET", "/api/v1/openapi.yaml", "openapi"}, api_h_openapi},
+    {{"POST", "/api/v1/studies", "studies.create"}, api_h_study_create},
+    {{"GET", "/api/v1/studies", "studies.list"}, api_h_study_list},
+    {{"GET", "/api/v1/studies/{id}", "studies.get"}, api_h_study_get},
+    {{"DELETE", "/api/v1/studies/{id}", "studies.delete"}, api_h_study_delete},
+    {{"GET", "/api/v1/studies/{id}/trials", "studies.trials"}, api_h_study_trials},
+    {{"GET", "/api/v1/studies/{id}/best", "studies.best"}, api_h_study_best},
+    {{"POST", "/api/v1/studies/{id}/ask", "studies.ask"}, api_h_study_ask},
+    {{"GET", "/api/v1/trials/{id}", "trials.get"}, api_h_trial_get},
+    {{"POST", "/api/v1/trials/{id}/report", "trials.report"}, api_h_trial_report},
+    {{"POST", "/api/v1/trials/{id}/tell", "trials.tell"}, api_h_trial_tell},
+};
+
+size_t api_route_count(void) { return HPO_ARRAY_LEN(table); }
+
+const api_route *api_route_at(size_t i) { return i < HPO_ARRAY_LEN(table) ? &table[i].route : NULL; }
+
+/* Matches path against pattern; {id} matches a positive decimal integer
+ * (at most 18 digits) stored in *id. */
+static int match(const char *pattern, const char *path, int64_t *id) {
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (strncmp(p, "{id}", 4) == 0) {
+            if (*s < '0' || *s > '9') return 0;
+            int64_t v = 0;
+            int digits = 0;
+            while (*s >= '0' && *s <= '9') {
+                if (++digits > 18) return 0;
+                v = v * 10 + (*s++ - '0');
+            }
+            *id = v;
+            p += 4;
+            continue;
+        }
+        if (*p++ != *s++) return 0;
+    }
+    return *p == '\0' && *s == '\0';
+}
+
+const char *api_route_name(const char *method, const char *path) {
+    for (size_t i = 0; i < HPO_ARRAY_LEN(table); i++) {
+        int64_t id;
+        if (strcmp(table[i].route.method, method) == 0 && match(table[i].route.pattern, path, &id))
+            return table[i].route.name;
+    }
+    return "unmatched";
+}
+
+void api_handle(api_ctx *ctx, const api_request *req, api_response *resp) {
+    memset(resp, 0, sizeof *resp);
+    int path_known = 0;
+    for (size_t i = 0; i < HPO_ARRAY_LEN(table); i++) {
+        int64_t id = 0;
+        if (!match(table[i].route.pattern, req->path, &id)) continue;
+        path_known = 1;
+        if (strcmp(table[i].route.method, req->method) != 0) continue;
+        resp->route = table[i].route.name;
+        table[i].handler(ctx, req, id, resp);
+        return;
+    }
+    resp->route = "unmatched";
+    if (path_known)
+        api_fail(resp, 405, "method_not_allowed", "", "method %s is not allowed on %s",
+                 req->method, req->path);
+    else
+        api_fail(resp, 404, "not_found", "", "no route for %s %s", req->method, req->path);
+}
+
+void api_response_clear(api_response *resp) {
+    free(resp->body);
+    resp->body = NULL;
+    resp->body_len = 0;
+}

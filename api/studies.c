@@ -1,0 +1,193 @@
+/* studies.c - /api/v1/studies handlers: create, list, get, delete, the
+ * trials of a study and its best trials. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    json_t *def = api_body_object(req, resp);
+    if (!def) return;
+    api_study_def d;
+    hpo_error err = {{0}, {0}};
+    int rc = api_study_def_parse(def, ctx->opt.default_lease_seconds, &d, &err);
+    if (rc) {
+        api_fail_rc(resp, rc, &err);
+        json_decref(def);
+        return;
+    }
+    char *spec = json_dumps(def, JSON_COMPACT);
+    int64_t study_id = 0;
+    rc = spec ? sto_study_create(ctx->db, d.name, spec, &study_id) : HPO_ENOMEM;
+    free(spec);
+    api_study_def_close(&d);
+    json_decref(def);
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+        return;
+    }
+    sto_study s;
+    if (sto_study_get(ctx->db, study_id, &s) == 0) {
+        api_reply_json(resp, 201, api_study_json(ctx, &s, 0));
+        sto_study_clear(&s);
+    } else {
+        api_reply_json(resp, 201, json_pack("{s:I}", "id", (json_int_t)study_id));
+    }
+}
+
+void api_h_study_list(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    sto_study *list = NULL;
+    size_t n = 0;
+    int rc = sto_study_list(ctx->db, &list, &n);
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, api_study_json(ctx, &list[i], 0));
+    sto_study_list_free(list, n);
+    api_reply_json(resp, 200, json_pack("{s:o}", "studies", arr));
+}
+
+void api_h_study_get(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    sto_study s;
+    int rc = sto_study_get(ctx->db, id, &s);
+    if (rc) {
+        hpo_error err;
+        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
+        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        return;
+    }
+    api_reply_json(resp, 200, api_study_json(ctx, &s, 1));
+    sto_study_clear(&s);
+}
+
+void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    /* Hold the study's lock while deleting, so no ask/tell of it is half-way. */
+    api_study *st = NULL;
+    int rc = api_study_acquire(ctx, id, &st);
+    if (rc == 0) pthread_mutex_lock(&st->lock);
+    if (rc == 0 || rc != HPO_ENOTFOUND) rc = sto_study_delete(ctx->db, id);
+    if (st) {
+        pthread_mutex_unlock(&st->lock);
+        api_study_release(ctx, st);
+    }
+    api_study_forget(ctx, id);
+    if (rc) {
+        hpo_error err;
+        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
+        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        return;
+    }
+    api_reply_text(resp, 204, "application/json", "", 0);
+}
+
+/* 404 for a study id that does not exist; 0 if it exists. */
+static int study_must_exist(api_ctx *ctx, int64_t id, sto_study *s, api_response *resp) {
+    int rc = sto_study_get(ctx->db, id, s);
+    if (rc == 0) return 0;
+    hpo_error err;
+    hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
+    api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+    return -1;
+}
+
+static int study_maximizes(const sto_study *s) {
+    json_t *spec = json_loads(s->spec, 0, NULL);
+    const char *dir = json_string_value(json_object_get(json_object_get(spec, "objective"), "direction"));
+    int maximize = dir && strcmp(dir, "maximize") == 0;
+    json_decref(spec);
+    return maximize;
+}
+
+void api_h_study_trials(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    sto_study s;
+    if (study_must_exist(ctx, id, &s, resp)) return;
+    sto_trial_filter f = {.state = -1, .order = STO_ORDER_NUMBER};
+    int64_t limit, offset;
+    const char *state = req->query ? req->query(req->query_arg, "state") : NULL;
+    const char *order = req->query ? req->query(req->query_arg, "order") : NULL;
+    const char *desc = req->query ? req->query(req->query_arg, "desc") : NULL;
+    if (state && (f.state = sto_trial_state_parse(state)) < 0) {
+        api_fail(resp, 400, "invalid_argument", "state",
+                 "state must be one of running, complete, pruned, failed, cancelled, queued");
+        goto done;
+    }
+    if (order && strcmp(order, "number") == 0)
+        f.order = STO_ORDER_NUMBER;
+    else if (order && strcmp(order, "value") == 0)
+        f.order = STO_ORDER_VALUE;
+    else if (order) {
+        api_fail(resp, 400, "invalid_argument", "order", "order must be \"number\" or \"value\"");
+        goto done;
+    }
+    if (desc && strcmp(desc, "true") && strcmp(desc, "false") && strcmp(desc, "1") && strcmp(desc, "0")) {
+        api_fail(resp, 400, "invalid_argument", "desc", "desc must be true or false");
+        goto done;
+    }
+    f.descending = desc && (strcmp(desc, "true") == 0 || strcmp(desc, "1") == 0);
+    if (api_query_int(req, resp, "limit", 100, 1, 100000, &limit)) goto done;
+    if (api_query_int(req, resp, "offset", 0, 0, INT64_C(1) << 40, &offset)) goto done;
+    f.limit = limit;
+    f.offset = offset;
+    sto_trial *trials = NULL;
+    size_t n = 0;
+    int64_t counts[STO_TRIAL_N_STATES] = {0};
+    int rc = sto_trial_list(ctx->db, id, &f, &trials, &n);
+    if (rc == 0) rc = sto_trial_counts(ctx->db, id, counts);
+    if (rc) {
+        sto_trial_list_free(trials, n);
+        api_fail_rc(resp, rc, NULL);
+        goto done;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < STO_TRIAL_N_STATES; i++)
+        if (f.state < 0 || f.state == i) total += counts[i];
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, api_trial_json(&trials[i], 0, NULL));
+    sto_trial_list_free(trials, n);
+    api_reply_json(resp, 200, json_pack("{s:o, s:I, s:I, s:I}", "trials", arr, "total",
+                                        (json_int_t)total, "limit", (json_int_t)limit, "offset",
+                                        (json_int_t)offset));
+done:
+    sto_study_clear(&s);
+}
+
+void api_h_study_best(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    sto_study s;
+    if (study_must_exist(ctx, id, &s, resp)) return;
+    int64_t top_n;
+    if (api_query_int(req, resp, "top_n", 1, 1, 1000, &top_n)) goto done;
+    int maximize = study_maximizes(&s);
+    sto_trial_filter f = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_VALUE,
+                          .descending = maximize, .limit = top_n};
+    sto_trial *trials = NULL;
+    size_t n = 0;
+    int rc = sto_trial_list(ctx->db, id, &f, &trials, &n);
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+        goto done;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *params = json_loads(trials[i].params, 0, NULL);
+        json_array_append_new(
+            arr, json_pack("{s:I, s:I, s:o, s:o, s:o, s:i}", "trial_id", (json_int_t)trials[i].id,
+                           "number", (json_int_t)trials[i].number, "params",
+                           params ? params : json_null(), "value", api_json_real(trials[i].value),
+                           "value_std", api_json_real(trials[i].value_std), "value_n",
+                           trials[i].value_n));
+    }
+    /* Is #1 really better than #2? Welch's t-test over their executions. */
+    double p = NAN;
+    if (n >= 2)
+        p = tun_welch_p(trials[0].value, trials[0].value_std, trials[0].value_n, trials[1].value,
+                        trials[1].value_std, trials[1].value_n);
+    sto_trial_list_free(trials, n);
+    api_reply_json(resp, 200, json_pack("{s:o, s:s, s:o}", "trials", arr, "direction",
+                                        maximize ? "maximize" : "minimize", "p_value_top2",
+                                        api_json_real(p)));
+done:
+    sto_study_clear(&s);
+}

@@ -1,0 +1,172 @@
+/* study_cache.c - per-study tuner state, loaded lazily by replaying the
+ * stored history (see api.h for the locking rules). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct api_cache {
+    pthread_mutex_t lock;
+    api_study **items;
+    size_t n, cap;
+} api_cache;
+
+int api_cache_init(api_ctx *ctx) {
+    api_cache *c = hpo_xcalloc(1, sizeof *c);
+    pthread_mutex_init(&c->lock, NULL);
+    ctx->cache = c;
+    return 0;
+}
+
+static void study_free(api_study *st) {
+    if (!st) return;
+    tun_study_free(st->tuner);
+    api_study_def_close(&st->def);
+    json_decref(st->spec);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+void api_cache_close(api_ctx *ctx) {
+    api_cache *c = ctx->cache;
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) study_free(c->items[i]);
+    free(c->items);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    ctx->cache = NULL;
+}
+
+tun_trial_state api_tun_state(sto_trial_state s) {
+    switch (s) {
+    case STO_TRIAL_COMPLETE: return TUN_TRIAL_COMPLETE;
+    case STO_TRIAL_PRUNED: return TUN_TRIAL_PRUNED;
+    case STO_TRIAL_FAILED:
+    case STO_TRIAL_CANCELLED: return TUN_TRIAL_FAILED;
+    default: return TUN_TRIAL_RUNNING;
+    }
+}
+
+typedef struct replay {
+    tun_study *tuner;
+} replay;
+
+static void replay_intermediate(void *arg, int64_t number, int64_t step, double value) {
+    replay *r = arg;
+    tun_study_report(r->tuner, number, step, value, NULL);
+}
+
+/* Builds the tuner state of study id from storage. */
+static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
+    sto_study s;
+    memset(&s, 0, sizeof s);
+    sto_trial *trials = NULL;
+    size_t n = 0;
+    double *x = NULL;
+    hpo_error err = {{0}, {0}};
+    api_study *st = hpo_xcalloc(1, sizeof *st);
+    pthread_mutex_init(&st->lock, NULL);
+    st->id = id;
+    int rc = sto_study_get(ctx->db, id, &s);
+    if (rc) goto fail;
+    json_error_t jerr;
+    st->spec = json_loads(s.spec, 0, &jerr);
+    if (!st->spec) {
+        HPO_ERROR("study %lld: stored definition is not JSON: %s", (long long)id, jerr.text);
+        rc = HPO_EINTERNAL;
+        goto fail;
+    }
+    if ((rc = api_study_def_parse(st->spec, ctx->opt.default_lease_seconds, &st->def, &err))) {
+        HPO_ERROR("study %lld: stored definition no longer valid: %s (%s)", (long long)id,
+                  err.message, err.field);
+        goto fail;
+    }
+    if ((rc = tun_study_new(st->def.space, &st->def.tuner, st->def.maximize, &st->tuner)))
+        goto fail;
+    sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
+    if ((rc = sto_trial_list(ctx->db, id, &all, &trials, &n))) goto fail;
+    x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        json_t *params = json_loads(trials[i].params, 0, &jerr);
+        rc = params ? tun_space_from_json(st->def.space, params, x, &err) : HPO_EINTERNAL;
+        json_decref(params);
+        if (rc) {
+            HPO_ERROR("study %lld trial %lld: stored params unreadable", (long long)id,
+                      (long long)trials[i].number);
+            goto fail;
+        }
+        if ((rc = tun_study_add(st->tuner, trials[i].number, x, TUN_TRIAL_RUNNING, NAN))) goto fail;
+        if (trials[i].number + 1 > st->next_number) st->next_number = trials[i].number + 1;
+    }
+    replay r = {st->tuner};
+    if ((rc = sto_study_intermediates(ctx->db, id, replay_intermediate, &r))) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        tun_trial_state ts = api_tun_state(trials[i].state);
+        if (ts == TUN_TRIAL_RUNNING) continue;
+        if ((rc = tun_study_finish(st->tuner, trials[i].number, ts, trials[i].value))) goto fail;
+    }
+    free(x);
+    sto_trial_list_free(trials, n);
+    sto_study_clear(&s);
+    *out = st;
+    return 0;
+fail:
+    free(x);
+    sto_trial_list_free(trials, n);
+    sto_study_clear(&s);
+    study_free(st);
+    return rc;
+}
+
+int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out) {
+    api_cache *c = ctx->cache;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->items[i]->id == id) {
+            c->items[i]->refs++;
+            *out = c->items[i];
+            pthread_mutex_unlock(&c->lock);
+            return 0;
+        }
+    }
+    /* Loading under the cache lock keeps two threads from loading the same
+     * study; it happens once per study per process. */
+    api_study *st = NULL;
+    int rc = study_load(ctx, id, &st);
+    if (rc == 0) {
+        if (c->n == c->cap) {
+            c->cap = c->cap ? 2 * c->cap : 16;
+            c->items = hpo_xrealloc(c->items, c->cap * sizeof *c->items);
+        }
+        st->refs = 2; /* the cache's and the caller's */
+        c->items[c->n++] = st;
+        *out = st;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+void api_study_release(api_ctx *ctx, api_study *st) {
+    if (!st) return;
+    api_cache *c = ctx->cache;
+    pthread_mutex_lock(&c->lock);
+    int last = --st->refs == 0;
+    pthread_mutex_unlock(&c->lock);
+    if (last) study_free(st);
+}
+
+void api_study_forget(api_ctx *ctx, int64_t id) {
+    api_cache *c = ctx->cache;
+    api_study *st = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->items[i]->id == id) {
+            st = c->items[i];
+            c->items[i] = c->items[--c->n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (st) api_study_release(ctx, st);
+}

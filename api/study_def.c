@@ -1,0 +1,115 @@
+/* study_def.c - validation of a study definition (POST /api/v1/studies). */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *top_keys[] = {"name", "description", "objective", "space",
+                                 "tuner", "model", "dataset", "training"};
+
+static int known(const char *key, const char **keys, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(key, keys[i]) == 0) return 1;
+    return 0;
+}
+
+static int parse_name(const json_t *def, const char **name, hpo_error *err) {
+    const json_t *j = json_object_get(def, "name");
+    if (!j) {
+        *name = "study";
+        return 0;
+    }
+    if (!json_is_string(j)) return hpo_fail(err, HPO_EINVAL, "name", "name must be a string");
+    const char *s = json_string_value(j);
+    size_t len = json_string_length(j);
+    if (len == 0 || len > 128)
+        return hpo_fail(err, HPO_EINVAL, "name", "name must have 1 to 128 characters");
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return hpo_fail(err, HPO_EINVAL, "name", "name must not contain control characters");
+    *name = s;
+    return 0;
+}
+
+static int parse_objective(const json_t *def, api_study_def *d, hpo_error *err) {
+    static const char *keys[] = {"direction", "metric"};
+    const json_t *obj = json_object_get(def, "objective");
+    d->maximize = 0;
+    d->metric = NULL;
+    if (!obj) return 0;
+    if (!json_is_object(obj))
+        return hpo_fail(err, HPO_EINVAL, "objective", "objective must be an object");
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        if (!known(key, keys, HPO_ARRAY_LEN(keys)))
+            return hpo_fail(err, HPO_EINVAL, "objective", "unknown key \"%.64s\" in objective", key);
+    }
+    const json_t *dir = json_object_get(obj, "direction");
+    if (dir) {
+        const char *s = json_string_value(dir);
+        if (s && strcmp(s, "minimize") == 0)
+            d->maximize = 0;
+        else if (s && strcmp(s, "maximize") == 0)
+            d->maximize = 1;
+        else
+            return hpo_fail(err, HPO_EINVAL, "objective.direction",
+                            "direction must be \"minimize\" or \"maximize\"");
+    }
+    const json_t *metric = json_object_get(obj, "metric");
+    if (metric) {
+        if (!json_is_string(metric) || json_string_length(metric) == 0)
+            return hpo_fail(err, HPO_EINVAL, "objective.metric", "metric must be a non-empty string");
+        d->metric = json_string_value(metric);
+    }
+    return 0;
+}
+
+int api_study_def_parse(const json_t *def, double default_lease, api_study_def *out,
+                        hpo_error *err) {
+    api_study_def d;
+    memset(&d, 0, sizeof d);
+    int rc;
+    if (!json_is_object(def)) return hpo_fail(err, HPO_EINVAL, "", "a study must be a JSON object");
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)def, key, v) {
+        if (!known(key, top_keys, HPO_ARRAY_LEN(top_keys)))
+            return hpo_fail(err, HPO_EINVAL, "", "unknown key \"%.64s\" in the study definition", key);
+    }
+    if ((rc = parse_name(def, &d.name, err))) return rc;
+    const json_t *desc = json_object_get(def, "description");
+    if (desc && !json_is_string(desc))
+        return hpo_fail(err, HPO_EINVAL, "description", "description must be a string");
+    if ((rc = parse_objective(def, &d, err))) return rc;
+
+    const json_t *space = json_object_get(def, "space");
+    if (!space) return hpo_fail(err, HPO_EINVAL, "space", "a study needs a \"space\" object");
+    if ((rc = tun_space_parse(space, &d.space, err))) return rc;
+
+    const json_t *tuner = json_object_get(def, "tuner");
+    if ((rc = tun_config_parse(tuner, d.space, &d.tuner, err))) goto fail;
+    /* tun_config_parse validated the types of the keys read here. */
+    const json_t *mt = tuner ? json_object_get(tuner, "max_trials") : NULL;
+    d.max_trials = mt ? json_integer_value(mt) : 0;
+    const json_t *lease = tuner ? json_object_get(tuner, "lease_seconds") : NULL;
+    d.lease_seconds = lease ? json_number_value(lease) : default_lease;
+
+    d.embedded = json_object_get(def, "model") != NULL;
+    if (d.embedded || json_object_get(def, "dataset") || json_object_get(def, "training")) {
+        rc = hpo_fail(err, HPO_EUNSUPPORTED, "model",
+                      "embedded studies (model, dataset, training) are not available in this "
+                      "version of hpod; omit them to run an external ask/tell study");
+        goto fail;
+    }
+    *out = d;
+    return 0;
+fail:
+    tun_space_free(d.space);
+    return rc;
+}
+
+void api_study_def_close(api_study_def *d) {
+    tun_space_free(d->space);
+    d->space = NULL;
+}

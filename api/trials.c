@@ -1,0 +1,297 @@
+/* trials.c - ask/tell: POST /studies/{id}/ask, /trials/{id}/report and
+ * /trials/{id}/tell, and GET /trials/{id}. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int unknown_keys(const json_t *body, const char **keys, size_t n, api_response *resp) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)body, key, v) {
+        size_t i = 0;
+        while (i < n && strcmp(key, keys[i]) != 0) i++;
+        if (i == n) {
+            api_fail(resp, 400, "invalid_argument", key, "unknown key \"%.64s\"", key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    double t0 = hpo_monotonic();
+    if (req->body_len > 0) { /* an optional, empty object: room for options */
+        json_t *body = api_body_object(req, resp);
+        if (!body) return;
+        int bad = unknown_keys(body, NULL, 0, resp);
+        json_decref(body);
+        if (bad) return;
+    }
+    api_study *st = NULL;
+    int rc = api_study_acquire(ctx, id, &st);
+    if (rc) {
+        hpo_error err;
+        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
+        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        return;
+    }
+    double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
+    pthread_mutex_lock(&st->lock);
+    int64_t number = st->next_number, trial_id = 0;
+    json_t *params = NULL;
+    double lease = hpo_now() + st->def.lease_seconds;
+    if (st->def.max_trials > 0 && number >= st->def.max_trials) {
+        api_fail(resp, 409, "exhausted", "tuner.max_trials",
+                 "the study has reached max_trials (%lld trials asked)", (long long)number);
+        goto unlock;
+    }
+    rc = tun_study_suggest(st->tuner, number, x);
+    if (rc == HPO_EEXHAUSTED) {
+        api_fail(resp, 409, "exhausted", "space", "the search space is exhausted (every grid point was asked)");
+        goto unlock;
+    }
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+        goto unlock;
+    }
+    params = tun_space_to_json(st->def.space, x);
+    char *text = json_dumps(params, JSON_COMPACT);
+    int64_t stored_number = 0;
+    rc = sto_trial_create(ctx->db, id, text, lease, &trial_id, &stored_number);
+    free(text);
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+        goto unlock;
+    }
+    if (stored_number != number)
+        HPO_WARN("study %lld: storage numbered the trial %lld, the tuner expected %lld", (long long)id,
+                 (long long)stored_number, (long long)number);
+    number = stored_number;
+    st->next_number = number + 1;
+    tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
+    api_reply_json(resp, 200, json_pack("{s:I, s:I, s:I, s:O, s:f}", "trial_id", (json_int_t)trial_id,
+                                        "study_id", (json_int_t)id, "number", (json_int_t)number,
+                                        "params", params, "lease_expires", lease));
+unlock:
+    pthread_mutex_unlock(&st->lock);
+    json_decref(params);
+    free(x);
+    api_study_release(ctx, st);
+    api_metrics_observe_op(ctx, API_OP_ASK, hpo_monotonic() - t0);
+}
+
+/* Looks up a trial and its study (with a reference); on failure fills resp. */
+static int trial_and_study(api_ctx *ctx, int64_t trial_id, sto_trial *t, api_study **st,
+                           api_response *resp) {
+    int rc = sto_trial_get(ctx->db, trial_id, t);
+    if (rc == 0) {
+        rc = api_study_acquire(ctx, t->study_id, st);
+        if (rc) sto_trial_clear(t);
+    }
+    if (rc) {
+        hpo_error err;
+        hpo_fail(&err, rc, "id", "trial %lld does not exist", (long long)trial_id);
+        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+    }
+    return rc;
+}
+
+static int not_running(const sto_trial *t, api_response *resp) {
+    if (t->state == STO_TRIAL_RUNNING) return 0;
+    api_fail(resp, 409, "conflict", "id", "trial %lld is already %s", (long long)t->id,
+             sto_trial_state_name(t->state));
+    return 1;
+}
+
+void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    double t0 = hpo_monotonic();
+    static const char *keys[] = {"step", "value"};
+    json_t *body = api_body_object(req, resp);
+    if (!body) return;
+    if (unknown_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    json_t *jstep = json_object_get(body, "step"), *jvalue = json_object_get(body, "value");
+    if (!json_is_integer(jstep) || json_integer_value(jstep) < 0) {
+        api_fail(resp, 400, "invalid_argument", "step", "step must be an integer >= 0");
+        goto out;
+    }
+    if (!json_is_number(jvalue)) {
+        api_fail(resp, 400, "invalid_argument", "value", "value must be a number");
+        goto out;
+    }
+    int64_t step = json_integer_value(jstep);
+    double value = json_number_value(jvalue);
+    sto_trial t;
+    api_study *st;
+    if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
+    pthread_mutex_lock(&st->lock);
+    /* Re-read under the lock: the state may have changed since. */
+    sto_trial_clear(&t);
+    int rc = sto_trial_get(ctx->db, id, &t);
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+    } else if (!not_running(&t, resp)) {
+        rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
+        int prune = 0;
+        if (rc == 0) rc = tun_study_report(st->tuner, t.number, step, value, &prune);
+        if (rc)
+            api_fail_rc(resp, rc, NULL);
+        else
+            api_reply_json(resp, 200, json_pack("{s:b}", "prune", prune));
+    }
+    pthread_mutex_unlock(&st->lock);
+    sto_trial_clear(&t);
+    api_study_release(ctx, st);
+out:
+    json_decref(body);
+    api_metrics_observe_op(ctx, API_OP_REPORT, hpo_monotonic() - t0);
+}
+
+/* Reads the outcome of a tell: state, value (mean of "values" when given),
+ * std and n, and an error text. */
+static int parse_tell(const json_t *body, sto_trial_state *state, double *value, double *std,
+                      int *n, const char **error, api_response *resp) {
+    static const char *keys[] = {"value", "values", "state", "error"};
+    if (unknown_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) return -1;
+    const json_t *jstate = json_object_get(body, "state");
+    const json_t *jvalue = json_object_get(body, "value");
+    const json_t *jvalues = json_object_get(body, "values");
+    const json_t *jerror = json_object_get(body, "error");
+    *state = STO_TRIAL_COMPLETE;
+    if (jstate) {
+        const char *s = json_string_value(jstate);
+        if (s && strcmp(s, "complete") == 0)
+            *state = STO_TRIAL_COMPLETE;
+        else if (s && strcmp(s, "pruned") == 0)
+            *state = STO_TRIAL_PRUNED;
+        else if (s && strcmp(s, "failed") == 0)
+            *state = STO_TRIAL_FAILED;
+        else {
+            api_fail(resp, 400, "invalid_argument", "state",
+                     "state must be \"complete\", \"pruned\" or \"failed\"");
+            return -1;
+        }
+    }
+    if (jerror && !json_is_string(jerror)) {
+        api_fail(resp, 400, "invalid_argument", "error", "error must be a string");
+        return -1;
+    }
+    *error = json_string_value(jerror);
+    if (jvalue && jvalues) {
+        api_fail(resp, 400, "invalid_argument", "values", "give either value or values, not both");
+        return -1;
+    }
+    *value = NAN;
+    *std = NAN;
+    *n = 0;
+    if (jvalue) {
+        if (!json_is_number(jvalue)) {
+            api_fail(resp, 400, "invalid_argument", "value", "value must be a number");
+            return -1;
+        }
+        *value = json_number_value(jvalue);
+        *n = 1;
+    } else if (jvalues) {
+        size_t len = json_array_size(jvalues);
+        if (!json_is_array(jvalues) || len == 0 || len > 1000) {
+            api_fail(resp, 400, "invalid_argument", "values",
+                     "values must be an array of 1 to 1000 numbers (one per execution)");
+            return -1;
+        }
+        double v[1000];
+        for (size_t i = 0; i < len; i++) {
+            const json_t *e = json_array_get(jvalues, i);
+            if (!json_is_number(e)) {
+                api_fail(resp, 400, "invalid_argument", "values", "values[%zu] must be a number", i);
+                return -1;
+            }
+            v[i] = json_number_value(e);
+        }
+        tun_mean_std(v, (int)len, value, std);
+        *n = (int)len;
+    }
+    if (*state == STO_TRIAL_COMPLETE && *n == 0) {
+        api_fail(resp, 400, "invalid_argument", "value",
+                 "a complete trial needs a value (or values, one per execution)");
+        return -1;
+    }
+    if (*state == STO_TRIAL_FAILED && *n > 0) {
+        api_fail(resp, 400, "invalid_argument", "value", "a failed trial has no value");
+        return -1;
+    }
+    return 0;
+}
+
+void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    double t0 = hpo_monotonic();
+    json_t *body = api_body_object(req, resp);
+    if (!body) return;
+    sto_trial_state state;
+    double value, std;
+    int n;
+    const char *error;
+    if (parse_tell(body, &state, &value, &std, &n, &error, resp)) goto out;
+    sto_trial t;
+    api_study *st;
+    if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
+    pthread_mutex_lock(&st->lock);
+    sto_trial_clear(&t);
+    int rc = sto_trial_get(ctx->db, id, &t);
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+    } else if (!not_running(&t, resp)) {
+        rc = sto_trial_finish(ctx->db, id, state, value, std, n, error);
+        if (rc == 0) {
+            /* Storage keeps the last intermediate as a pruned trial's value. */
+            if (state == STO_TRIAL_PRUNED && n == 0) value = t.last_value;
+            rc = tun_study_finish(st->tuner, t.number, api_tun_state(state), value);
+        }
+        if (rc)
+            api_fail_rc(resp, rc, NULL);
+        else
+            api_reply_json(resp, 200, json_pack("{s:I, s:I, s:s, s:o}", "trial_id", (json_int_t)id,
+                                                "number", (json_int_t)t.number, "state",
+                                                sto_trial_state_name(state), "value",
+                                                api_json_real(value)));
+    }
+    pthread_mutex_unlock(&st->lock);
+    sto_trial_clear(&t);
+    api_study_release(ctx, st);
+out:
+    json_decref(body);
+    api_metrics_observe_op(ctx, API_OP_TELL, hpo_monotonic() - t0);
+}
+
+void api_h_trial_get(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    sto_trial t;
+    int rc = sto_trial_get(ctx->db, id, &t);
+    if (rc) {
+        hpo_error err;
+        hpo_fail(&err, rc, "id", "trial %lld does not exist", (long long)id);
+        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        return;
+    }
+    api_reply_json(resp, 200, api_trial_json(&t, 1, ctx->db));
+    sto_trial_clear(&t);
+}
+
+int api_expire_leases(api_ctx *ctx, double now) {
+    sto_trial *expired = NULL;
+    size_t n = 0;
+    int rc = sto_trials_expire(ctx->db, now, &expired, &n);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++) {
+        HPO_INFO("trial %lld (study %lld, number %lld) failed: lease expired",
+                 (long long)expired[i].id, (long long)expired[i].study_id,
+                 (long long)expired[i].number);
+        api_study *st;
+        if (api_study_acquire(ctx, expired[i].study_id, &st)) continue;
+        pthread_mutex_lock(&st->lock);
+        tun_study_finish(st->tuner, expired[i].number, TUN_TRIAL_FAILED, NAN);
+        pthread_mutex_unlock(&st->lock);
+        api_study_release(ctx, st);
+    }
+    sto_trial_list_free(expired, n);
+    return (int)n;
+}

@@ -1,0 +1,124 @@
+"""Test harness: runs a real hpod on 127.0.0.1 and talks to it over HTTP.
+
+Standard library only. Every test gets a fresh data directory; hpod is
+started with --port 0 and the port is read from its first stdout line.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--hpod", required=True, help="path to the hpod binary")
+    return p.parse_args()
+
+
+class Hpod:
+    def __init__(self, binary, data_dir=None, args=()):
+        self.binary = binary
+        self.own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="hpo-test-")
+        self.args = list(args)
+        self.proc = None
+        self.port = None
+        self.log_path = os.path.join(self.data_dir, "hpod.log")
+
+    def start(self, timeout=20):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", "0", "--data-dir", self.data_dir] + self.args,
+            stdout=subprocess.PIPE, stderr=log)
+        log.close()
+        deadline = time.time() + timeout
+        line = b""
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if line or self.proc.poll() is not None:
+                break
+        if not line.startswith(b"hpod listening on http://"):
+            raise RuntimeError("hpod did not start: %r\n%s" % (line, self.log_tail()))
+        self.port = int(line.strip().rsplit(b":", 1)[1])
+        self.url = "http://127.0.0.1:%d" % self.port
+        return self
+
+    def log_tail(self, n=30):
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"".join(f.readlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.proc.stdout.close()
+
+    def stop(self):
+        """SIGTERM and wait: a graceful shutdown must exit 0."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            rc = self.proc.wait(timeout=20)
+            self.proc.stdout.close()
+            return rc
+        return self.proc.returncode if self.proc else 0
+
+    def cleanup(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def request(self, method, path, body=None, raw=None, headers=None, timeout=30):
+        """Returns (status, parsed JSON or text or None)."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                status, text, ctype = r.status, r.read(), r.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as e:
+            status, text, ctype = e.code, e.read(), e.headers.get("Content-Type", "")
+        if not text:
+            return status, None
+        if ctype.startswith("application/json"):
+            return status, json.loads(text)
+        return status, text.decode()
+
+    def ok(self, method, path, body=None, expect=(200, 201, 204)):
+        status, out = self.request(method, path, body)
+        if status not in expect:
+            raise AssertionError("%s %s -> %d %s" % (method, path, status, out))
+        return out
+
+
+class Checks:
+    """Counts checks and prints the plain closing line ctest output shows."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL:", what, flush=True)
+        return cond
+
+    def finish(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.exit(1 if self.failed else 0)

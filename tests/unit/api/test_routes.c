@@ -1,0 +1,96 @@
+/* test_routes.c - every route of the router is in api/openapi.yaml (the
+ * embedded copy hpod serves) and every operation of the file is routed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+typedef struct op {
+    char method[8];
+    char path[512];
+} op;
+
+/* Reads "paths:" of the YAML: a path is a 2-space-indented key starting
+ * with '/', a method a 4-space-indented get/post/put/patch/delete key. */
+static size_t openapi_ops(op *ops, size_t max) {
+    const char *s = (const char *)api_openapi_yaml, *end = s + api_openapi_yaml_len;
+    int in_paths = 0;
+    char path[512] = "";
+    size_t n = 0;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t len = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)(len < 511 ? len : 511), s);
+        s += len + 1;
+        if (line[0] && line[0] != ' ' && line[0] != '#') {
+            in_paths = strncmp(line, "paths:", 6) == 0;
+            continue;
+        }
+        if (!in_paths) continue;
+        if (strncmp(line, "  /", 3) == 0) {
+            char *colon = strrchr(line, ':');
+            assert_non_null(colon);
+            *colon = '\0';
+            snprintf(path, sizeof path, "%s", line + 2);
+            continue;
+        }
+        static const char *methods[] = {"get", "post", "put", "patch", "delete"};
+        for (size_t m = 0; m < 5; m++) {
+            size_t ml = strlen(methods[m]);
+            if (strncmp(line, "    ", 4) == 0 && line[4] != ' ' && strncmp(line + 4, methods[m], ml) == 0 &&
+                line[4 + ml] == ':') {
+                assert_true(n < max);
+                for (size_t k = 0; k <= ml; k++) ops[n].method[k] = (char)toupper((unsigned char)methods[m][k]);
+                snprintf(ops[n].path, sizeof ops[n].path, "%s", path);
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+static void test_router_matches_openapi(void **state) {
+    op ops[256];
+    size_t n = openapi_ops(ops, 256);
+    printf("openapi.yaml: %zu operations, router: %zu routes\n", n, api_route_count());
+    assert_true(n >= 13);
+    for (size_t i = 0; i < api_route_count(); i++) {
+        const api_route *r = api_route_at(i);
+        int found = 0;
+        for (size_t k = 0; k < n; k++)
+            found |= strcmp(ops[k].method, r->method) == 0 && strcmp(ops[k].path, r->pattern) == 0;
+        if (!found) fprintf(stderr, "route %s %s is missing from openapi.yaml\n", r->method, r->pattern);
+        assert_true(found);
+    }
+    for (size_t k = 0; k < n; k++) {
+        int found = 0;
+        for (size_t i = 0; i < api_route_count(); i++) {
+            const api_route *r = api_route_at(i);
+            found |= strcmp(ops[k].method, r->method) == 0 && strcmp(ops[k].path, r->pattern) == 0;
+        }
+        if (!found) fprintf(stderr, "openapi.yaml has %s %s, which is not routed\n", ops[k].method, ops[k].path);
+        assert_true(found);
+    }
+}
+
+static void test_route_names_unique(void **state) {
+    for (size_t i = 0; i < api_route_count(); i++)
+        for (size_t k = i + 1; k < api_route_count(); k++)
+            assert_string_not_equal(api_route_at(i)->name, api_route_at(k)->name);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_router_matches_openapi),
+        cmocka_unit_test(test_route_names_unique),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
