@@ -27,6 +27,7 @@ typedef struct tun_trial_rec {
     int64_t *steps;       /* intermediate values, ordered by step */
     double *step_values;  /* minimisation sign */
     int n_steps, cap_steps;
+    int prune_said;       /* the pruner stopped it once: later reports answer prune too */
 } tun_trial_rec;
 
 struct tun_study {
@@ -59,6 +60,11 @@ int tun_random_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double 
 int tun_grid_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_tpe_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+
+/* Hyperband: the bracket (0 = most aggressive, as tun_hyperband_brackets'
+ * out[]) of trial `number`, drawn from (seed, number) with probability
+ * n_b / sum(n) (pruners.c). */
+int tun_hyperband_bracket_of(const tun_study *t, int64_t number);
 
 /* Pruners: whether trial rec, which has just reported (step, value), stops. */
 int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune);

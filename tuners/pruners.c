@@ -97,8 +97,7 @@ static int64_t hb_max_resource(const tun_pruner_config *pc) {
     return m < pc->min_resource ? pc->min_resource : m;
 }
 
-/* Hyperband bracket of trial `number`; n_brackets when there is no table. */
-static int hb_bracket_of(const tun_study *t, int64_t number) {
+int tun_hyperband_bracket_of(const tun_study *t, int64_t number) {
     tun_hb_bracket br[TUN_HB_MAX_ROUNDS];
     const tun_pruner_config *pc = &t->cfg.pruner;
     int nb = tun_hyperband_brackets(pc->eta, pc->min_resource, hb_max_resource(pc), br,
@@ -140,7 +139,7 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
         for (int64_t j = 0; j < t->cap; j++) {
             const tun_trial_rec *o = &t->trials[j];
             if (!o->present || o == rec) continue;
-            if (bracket >= 0 && hb_bracket_of(t, o->number) != bracket) continue;
+            if (bracket >= 0 && tun_hyperband_bracket_of(t, o->number) != bracket) continue;
             int f = first_at_or_after(o, rs);
             if (f < 0 || isnan(o->step_values[f])) continue;
             vals[m++] = o->step_values[f];
@@ -205,7 +204,7 @@ int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step
         return asha_decide(t, rec, step, 0, -1, prune);
     case TUN_PRUNER_HYPERBAND: {
         if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
-        int b = hb_bracket_of(t, rec->number);
+        int b = tun_hyperband_bracket_of(t, rec->number);
         return asha_decide(t, rec, step, b, b, prune);
     }
     }

@@ -95,7 +95,7 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
     tun_trial_rec *r = find(t, number);
     if (!r) return HPO_ENOTFOUND;
     double v = to_min(t, value);
-    /* keep steps sorted; a repeated step replaces its value */
+    /* keep steps sorted */
     int lo = 0, hi = r->n_steps;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
@@ -105,27 +105,29 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
             hi = mid;
     }
     if (lo < r->n_steps && r->steps[lo] == step) {
-        r->step_values[lo] = v;
-    } else {
-        if (r->n_steps == r->cap_steps) {
-            r->cap_steps = r->cap_steps ? 2 * r->cap_steps : 16;
-            r->steps = hpo_xrealloc(r->steps, (size_t)r->cap_steps * sizeof *r->steps);
-            r->step_values =
-                hpo_xrealloc(r->step_values, (size_t)r->cap_steps * sizeof *r->step_values);
-        }
-        memmove(r->steps + lo + 1, r->steps + lo, (size_t)(r->n_steps - lo) * sizeof *r->steps);
-        memmove(r->step_values + lo + 1, r->step_values + lo,
-                (size_t)(r->n_steps - lo) * sizeof *r->step_values);
-        r->steps[lo] = step;
-        r->step_values[lo] = v;
-        r->n_steps++;
+        /* a repeated step keeps its first value and its first answer, as in
+         * Optuna: a resumed worker re-reporting an epoch is not judged twice */
+        if (prune) *prune = r->prune_said;
+        return 0;
     }
-    int p = 0;
-    if (r->state == TUN_TRIAL_RUNNING) {
+    if (r->n_steps == r->cap_steps) {
+        r->cap_steps = r->cap_steps ? 2 * r->cap_steps : 16;
+        r->steps = hpo_xrealloc(r->steps, (size_t)r->cap_steps * sizeof *r->steps);
+        r->step_values = hpo_xrealloc(r->step_values, (size_t)r->cap_steps * sizeof *r->step_values);
+    }
+    memmove(r->steps + lo + 1, r->steps + lo, (size_t)(r->n_steps - lo) * sizeof *r->steps);
+    memmove(r->step_values + lo + 1, r->step_values + lo,
+            (size_t)(r->n_steps - lo) * sizeof *r->step_values);
+    r->steps[lo] = step;
+    r->step_values[lo] = v;
+    r->n_steps++;
+    if (r->state == TUN_TRIAL_RUNNING && !r->prune_said) {
+        int p = 0;
         int rc = tun_pruner_decide(t, r, step, &p);
         if (rc) return rc;
+        r->prune_said = p;
     }
-    if (prune) *prune = p;
+    if (prune) *prune = r->state == TUN_TRIAL_RUNNING && r->prune_said;
     return 0;
 }
 

@@ -144,9 +144,11 @@ int tun_study_suggest(tun_study *t, int64_t number, double *x);
  * prune). */
 int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state state,
                   double value);
-/* Records an intermediate value (a repeated step replaces the earlier value);
- * *prune (may be NULL) tells whether the pruner stops the trial here; only a
- * RUNNING trial is ever pruned. HPO_ENOTFOUND for an unknown number. */
+/* Records an intermediate value; *prune (may be NULL) tells whether the
+ * pruner stops the trial here. Only a RUNNING trial is ever pruned, and once
+ * told to stop it is told so at every later report. A repeated step keeps
+ * its first value and answer (as Optuna does). HPO_ENOTFOUND for an unknown
+ * number, HPO_EINVAL for step < 0. */
 int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune);
 /* Ends a RUNNING trial (HPO_ECONFLICT otherwise): COMPLETE with a finite
  * value; PRUNED and FAILED keep their intermediate values, value ignored. */

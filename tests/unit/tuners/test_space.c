@@ -359,7 +359,10 @@ static void test_from_json_errors(void **state) {
     json_object_set_new(j, "depth", json_null());
     assert_int_equal(tun_space_from_json(s, j, x, &err), 0);
     json_decref(j);
-    assert_int_equal(tun_space_from_json(s, json_array(), x, &err), HPO_EINVAL);
+    json_t *arr = json_array();
+    assert_int_equal(tun_space_from_json(s, arr, x, &err), HPO_EINVAL);
+    assert_string_equal(err.field, "params");
+    json_decref(arr);
     json_decref(ok);
     tun_space_free(s);
 }

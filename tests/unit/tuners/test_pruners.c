@@ -1,0 +1,370 @@
+/* tuners: Hyperband's bracket table, and the pruning decisions of the median
+ * rule, ASHA and Hyperband on scripted sequences of reports. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tuners.h"
+
+static tun_space *one_param_space(void) {
+    json_t *j = json_loads("{\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 1}}", 0, NULL);
+    tun_space *s = NULL;
+    assert_int_equal(tun_space_parse(j, &s, NULL), 0);
+    json_decref(j);
+    return s;
+}
+
+static tun_study *pruned_study(const tun_space *s, tun_pruner_kind kind, int maximize) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = kind;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, maximize, &t), 0);
+    return t;
+}
+
+static void start(tun_study *t, int64_t number) {
+    double x = 0.5;
+    assert_int_equal(tun_study_add(t, number, &x, TUN_TRIAL_RUNNING, 0), 0);
+}
+
+/* Reports and checks the decision; sign -1 flips the value for maximising. */
+static void expect(tun_study *t, int64_t number, int64_t step, double value, int want, int line) {
+    int prune = -1;
+    int rc = tun_study_report(t, number, step, value, &prune);
+    if (rc || prune != want)
+        fail_msg("line %d: trial %lld step %lld value %g: rc %d prune %d, expected %d", line,
+                 (long long)number, (long long)step, value, rc, prune, want);
+}
+#define EXPECT(t, n, step, v, want) expect(t, n, step, v, want, __LINE__)
+
+/* ---- Hyperband table ---- */
+
+static void test_hyperband_table_paper(void **state) {
+    (void)state;
+    tun_hb_bracket br[TUN_HB_MAX_ROUNDS];
+    /* Li et al. 2018, Table 1: eta = 3, R = 81 */
+    static const int64_t want_n[5][5] = {
+        {81, 27, 9, 3, 1}, {34, 11, 3, 1}, {15, 5, 1}, {8, 2}, {5}};
+    static const int64_t want_r[5][5] = {
+        {1, 3, 9, 27, 81}, {3, 9, 27, 81}, {9, 27, 81}, {27, 81}, {81}};
+    int nb = tun_hyperband_brackets(3, 1, 81, br, TUN_HB_MAX_ROUNDS);
+    assert_int_equal(nb, 5);
+    for (int b = 0; b < 5; b++) {
+        assert_int_equal(br[b].s, 4 - b);
+        assert_int_equal(br[b].n_rounds, 5 - b);
+        for (int i = 0; i < br[b].n_rounds; i++) {
+            if (br[b].n[i] != want_n[b][i] || br[b].r[i] != want_r[b][i])
+                fail_msg("bracket s=%d round %d: %lld@%lld, expected %lld@%lld", br[b].s, i,
+                         (long long)br[b].n[i], (long long)br[b].r[i], (long long)want_n[b][i],
+                         (long long)want_r[b][i]);
+        }
+    }
+    /* in units: min 2 epochs, max 162 scales r, keeps n */
+    assert_int_equal(tun_hyperband_brackets(3, 2, 162, br, TUN_HB_MAX_ROUNDS), 5);
+    assert_true(br[0].r[0] == 2 && br[0].r[4] == 162 && br[1].n[0] == 34 && br[1].r[0] == 6);
+    /* eta = 2, R = 8: s_max 3; n = ceil(4 * 2^s / (s+1)) = 8, 6, 4, 4 */
+    assert_int_equal(tun_hyperband_brackets(2, 1, 8, br, TUN_HB_MAX_ROUNDS), 4);
+    assert_true(br[0].n[0] == 8 && br[0].n[3] == 1 && br[0].r[3] == 8);
+    assert_true(br[1].n[0] == 6 && br[1].n[1] == 3 && br[1].n[2] == 1 && br[1].r[0] == 2);
+    assert_true(br[2].n[0] == 4 && br[2].r[0] == 4 && br[3].n[0] == 4 && br[3].r[0] == 8);
+    /* R not a power of eta: the last round still trains to R */
+    assert_int_equal(tun_hyperband_brackets(3, 1, 100, br, TUN_HB_MAX_ROUNDS), 5);
+    assert_true(br[0].r[3] == 27 && br[0].r[4] == 100 && br[4].r[0] == 100);
+    /* one bracket when R < eta * min */
+    assert_int_equal(tun_hyperband_brackets(3, 5, 10, br, TUN_HB_MAX_ROUNDS), 1);
+    assert_true(br[0].n[0] == 1 && br[0].r[0] == 10);
+    /* errors */
+    assert_int_equal(tun_hyperband_brackets(1, 1, 81, br, 5), HPO_EINVAL);
+    assert_int_equal(tun_hyperband_brackets(3, 0, 81, br, 5), HPO_EINVAL);
+    assert_int_equal(tun_hyperband_brackets(3, 9, 3, br, 5), HPO_EINVAL);
+    assert_int_equal(tun_hyperband_brackets(3, 1, 81, br, 4), HPO_ETOOLARGE);
+    assert_int_equal(tun_hyperband_brackets(2, 1, INT64_C(1) << 40, br, TUN_HB_MAX_ROUNDS),
+                     HPO_ETOOLARGE);
+}
+
+/* ---- ASHA ---- */
+
+static void asha_script(int maximize) {
+    tun_space *s = one_param_space();
+    tun_study *t = pruned_study(s, TUN_PRUNER_ASHA, maximize);
+    double sg = maximize ? -1 : 1; /* the same race, seen from the other side */
+    /* eta 3, min 1: rungs at steps 1, 3, 9 */
+    for (int k = 0; k < 9; k++) start(t, k);
+    /* rung 0 (step 1): continue iff value <= the floor(m/3)-th smallest (>= 1st) */
+    EXPECT(t, 0, 1, sg * 0.50, 0); /* [.5] */
+    EXPECT(t, 1, 1, sg * 0.70, 1); /* [.5 .7] keep 1 */
+    EXPECT(t, 2, 1, sg * 0.30, 0); /* [.3 .5 .7] keep 1 */
+    EXPECT(t, 3, 1, sg * 0.40, 1);
+    EXPECT(t, 4, 1, sg * 0.20, 0);
+    EXPECT(t, 5, 1, sg * 0.35, 1); /* m=6 keep 2: [.2 .3 ...] */
+    EXPECT(t, 6, 1, sg * 0.25, 0); /* m=7 keep 2: [.2 .25 ...] */
+    assert_int_equal(tun_study_finish(t, 1, TUN_TRIAL_PRUNED, 0), 0);
+    assert_int_equal(tun_study_finish(t, 3, TUN_TRIAL_PRUNED, 0), 0);
+    /* between rungs nothing is judged, however bad */
+    EXPECT(t, 0, 2, sg * 9.0, 0);
+    /* rung 1 (step 3) */
+    EXPECT(t, 0, 3, sg * 0.45, 0); /* [.45] */
+    EXPECT(t, 2, 2, sg * 0.20, 0);
+    EXPECT(t, 2, 3, sg * 0.10, 0); /* [.1 .45] keep 1: .1 */
+    EXPECT(t, 4, 3, sg * 0.50, 1); /* [.1 .45 .5] keep 1 */
+    EXPECT(t, 6, 3, sg * 0.05, 0);
+    /* a repeated report keeps the first value (.45) and answer */
+    EXPECT(t, 0, 3, sg * 0.99, 0);
+    EXPECT(t, 4, 3, sg * 0.01, 1);
+    /* trial 7 jumps straight to step 4: rungs 0 and 1 are judged in one report;
+     * rung 0 (m=8, keep 2 -> .22): .22 passes; rung 1 ([.05 .1 .22 .45 .5], keep 1) fails */
+    EXPECT(t, 7, 4, sg * 0.22, 1);
+    /* NaN prunes at a rung */
+    EXPECT(t, 8, 1, NAN, 1);
+    /* a finished trial still counts: trial 2 completes, trial 6 races at rung 2 */
+    assert_int_equal(tun_study_report(t, 2, 9, sg * 0.01, NULL), 0);
+    assert_int_equal(tun_study_finish(t, 2, TUN_TRIAL_COMPLETE, sg * 0.01), 0);
+    EXPECT(t, 6, 9, sg * 0.02, 1); /* [.01 .02] keep 1 */
+    EXPECT(t, 0, 9, sg * 0.005, 0);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+static void test_asha_minimise(void **state) { (void)state; asha_script(0); }
+static void test_asha_maximise(void **state) { (void)state; asha_script(1); }
+
+static void test_asha_eta_and_min_resource(void **state) {
+    (void)state;
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = TUN_PRUNER_ASHA;
+    cfg.pruner.eta = 2;
+    cfg.pruner.min_resource = 2; /* rungs at 2, 4, 8 */
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    for (int k = 0; k < 4; k++) start(t, k);
+    EXPECT(t, 0, 1, 5.0, 0); /* before the first rung */
+    EXPECT(t, 0, 2, 0.4, 0);
+    EXPECT(t, 1, 2, 0.6, 1); /* m=2, keep 1 */
+    EXPECT(t, 2, 2, 0.5, 1); /* m=3, keep floor(3/2)=1 -> .4; .5 > .4 */
+    EXPECT(t, 3, 2, 0.3, 0); /* m=4, keep 2 -> [.3 .4] */
+    EXPECT(t, 0, 4, 0.35, 0); /* rung 1 alone */
+    EXPECT(t, 3, 4, 0.36, 1); /* [.35 .36] keep 1 */
+    EXPECT(t, 3, 5, 0.01, 1); /* once told to stop, always told */
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+/* ---- median ---- */
+
+static void complete_curve(tun_study *t, int64_t number, const double *v, int n) {
+    start(t, number);
+    for (int i = 0; i < n; i++) assert_int_equal(tun_study_report(t, number, i, v[i], NULL), 0);
+    assert_int_equal(tun_study_finish(t, number, TUN_TRIAL_COMPLETE, v[n - 1]), 0);
+}
+
+static void test_median_rule(void **state) {
+    (void)state;
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = TUN_PRUNER_MEDIAN;
+    cfg.pruner.n_startup_trials = 2;
+    cfg.pruner.warmup_steps = 1;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    static const double c0[] = {1.0, 0.8, 0.6, 0.5}, c1[] = {1.2, 0.9, 0.7, 0.6},
+                        c2[] = {0.9, 0.7, 0.5, 0.4};
+    complete_curve(t, 0, c0, 4);
+    /* one COMPLETE trial < n_startup_trials: never prune */
+    start(t, 1);
+    EXPECT(t, 1, 1, 50.0, 0);
+    assert_int_equal(tun_study_finish(t, 1, TUN_TRIAL_FAILED, 0), 0);
+    /* a PRUNED trial does not count toward startup nor toward the median */
+    start(t, 2);
+    EXPECT(t, 2, 1, -100.0, 0);
+    assert_int_equal(tun_study_finish(t, 2, TUN_TRIAL_PRUNED, 0), 0);
+    complete_curve(t, 3, c1, 4);
+    complete_curve(t, 4, c2, 4);
+    /* medians at steps 1, 2: .8 and .6 */
+    start(t, 5);
+    EXPECT(t, 5, 0, 5.0, 0);  /* warmup: step 0 < 1 */
+    EXPECT(t, 5, 1, 0.75, 0); /* best .75 <= .8 */
+    EXPECT(t, 5, 2, 0.65, 1); /* best .65 > .6 */
+    start(t, 6);
+    EXPECT(t, 6, 1, 0.85, 1);
+    start(t, 7);
+    EXPECT(t, 7, 1, 0.8, 0);  /* equal to the median: not worse */
+    EXPECT(t, 7, 2, 0.9, 1);  /* best so far .8 > .6 */
+    start(t, 8);
+    EXPECT(t, 8, 1, 0.5, 0);
+    EXPECT(t, 8, 2, 0.99, 0); /* worse now, but its best (.5) beats .6: Optuna's rule */
+    EXPECT(t, 8, 17, 9.0, 0); /* no COMPLETE trial reported step 17 */
+    start(t, 9);
+    EXPECT(t, 9, 1, NAN, 1);
+    /* an even count interpolates: add a 4th curve, step-1 values .7 .8 .9 1.0 -> .85 */
+    static const double c3[] = {1.0, 1.0, 1.0, 1.0};
+    complete_curve(t, 10, c3, 4);
+    start(t, 11);
+    EXPECT(t, 11, 1, 0.85, 0);
+    start(t, 12);
+    EXPECT(t, 12, 1, 0.851, 1);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+/* ---- Hyperband ---- */
+
+static void test_hyperband_brackets_assignment(void **state) {
+    (void)state;
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = TUN_PRUNER_HYPERBAND;
+    cfg.pruner.max_resource = 81;
+    cfg.seed = 4;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    /* in proportion to n_0: 81 34 15 8 5 of 143 */
+    static const double share[5] = {81, 34, 15, 8, 5};
+    int count[5] = {0};
+    enum { N = 143 * 200 };
+    for (int k = 0; k < N; k++) {
+        int b = tun_hyperband_bracket_of(t, k);
+        assert_true(b >= 0 && b < 5);
+        assert_int_equal(b, tun_hyperband_bracket_of(t, k)); /* deterministic */
+        count[b]++;
+    }
+    for (int b = 0; b < 5; b++) {
+        double p = share[b] / 143, e = N * p, sd = sqrt(N * p * (1 - p));
+        printf("bracket %d: %d trials, expected %.0f\n", b, count[b], e);
+        assert_true(fabs(count[b] - e) < 5 * sd);
+    }
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+static void test_hyperband_brackets_do_not_compete(void **state) {
+    (void)state;
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = TUN_PRUNER_HYPERBAND;
+    cfg.pruner.max_resource = 81;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    /* pick trial numbers of brackets 0 and 1 */
+    int64_t b0[4], b1[3];
+    int n0 = 0, n1 = 0;
+    for (int64_t k = 0; n0 < 4 || n1 < 3; k++) {
+        int b = tun_hyperband_bracket_of(t, k);
+        if (b == 0 && n0 < 4) b0[n0++] = k;
+        if (b == 1 && n1 < 3) b1[n1++] = k;
+    }
+    for (int i = 0; i < 4; i++) start(t, b0[i]);
+    for (int i = 0; i < 3; i++) start(t, b1[i]);
+    /* bracket 0: rungs at 1, 3, 9, 27; bracket 1: rungs at 3, 9, 27 */
+    EXPECT(t, b0[0], 1, 0.1, 0);
+    EXPECT(t, b0[1], 1, 0.9, 1);  /* [.1 .9] */
+    EXPECT(t, b1[0], 1, 0.95, 0); /* no rung at 1 in bracket 1, and never vs bracket 0 */
+    EXPECT(t, b0[0], 3, 0.05, 0);
+    EXPECT(t, b1[0], 3, 0.95, 0); /* alone in bracket 1's first rung, though worse than .05 */
+    EXPECT(t, b1[1], 3, 0.99, 1); /* [.95 .99] */
+    EXPECT(t, b1[2], 3, 0.90, 0); /* [.9 .95 .99] keep 1 */
+    /* bracket 0 trial first reporting at step 3: rung 0 [.1 .9 2] fails */
+    EXPECT(t, b0[2], 3, 2.0, 1);
+    EXPECT(t, b0[3], 1, 0.05, 0);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+/* ---- the pruner block of the config ---- */
+
+static void test_pruner_config(void **state) {
+    (void)state;
+    tun_config cfg;
+    hpo_error err = {0};
+    json_t *j = json_loads("{\"algorithm\": \"tpe\", \"seed\": 9, \"max_trials\": 60,"
+                           " \"executions_per_trial\": 2, \"parallel_trials\": 2,"
+                           " \"max_seconds\": 3600, \"trial_timeout\": 600.5, \"lease_seconds\": 30,"
+                           " \"n_startup_trials\": 4, \"acquisition\": \"ucb\","
+                           " \"pruner\": {\"algorithm\": \"hyperband\", \"eta\": 3,"
+                           "             \"min_epochs\": 1, \"max_epochs\": 27}}",
+                           0, NULL);
+    assert_int_equal(tun_config_parse(j, NULL, &cfg, &err), 0);
+    assert_int_equal(cfg.algorithm, TUN_TPE);
+    assert_int_equal(cfg.seed, 9);
+    assert_int_equal(cfg.n_startup_trials, 4);
+    assert_int_equal(cfg.acquisition, TUN_ACQ_UCB);
+    assert_int_equal(cfg.pruner.kind, TUN_PRUNER_HYPERBAND);
+    assert_true(cfg.pruner.eta == 3 && cfg.pruner.min_resource == 1 && cfg.pruner.max_resource == 27);
+    json_decref(j);
+    assert_int_equal(tun_config_parse(NULL, NULL, &cfg, &err), 0);
+    assert_int_equal(cfg.algorithm, TUN_RANDOM);
+    assert_int_equal(cfg.pruner.kind, TUN_PRUNER_NONE);
+    assert_int_equal(cfg.pruner.n_startup_trials, 5);
+    assert_string_equal(tun_algorithm_name(TUN_BAYESIAN), "bayesian");
+
+    static const struct { const char *json, *field; } bad[] = {
+        {"{\"algorithm\": \"annealing\"}", "tuner.algorithm"},
+        {"{\"algorithm\": 1}", "tuner.algorithm"},
+        {"{\"seed\": -1}", "tuner.seed"},
+        {"{\"seed\": 1.5}", "tuner.seed"},
+        {"{\"max_trials\": 0}", "tuner.max_trials"},
+        {"{\"executions_per_trial\": \"2\"}", "tuner.executions_per_trial"},
+        {"{\"parallel_trials\": 1.5}", "tuner.parallel_trials"},
+        {"{\"max_seconds\": 0}", "tuner.max_seconds"},
+        {"{\"trial_timeout\": -3}", "tuner.trial_timeout"},
+        {"{\"lease_seconds\": null}", "tuner.lease_seconds"},
+        {"{\"n_startup_trials\": -1}", "tuner.n_startup_trials"},
+        {"{\"acquisition\": \"pi\"}", "tuner.acquisition"},
+        {"{\"gamma\": 1.5}", "tuner.gamma"},
+        {"{\"colour\": 1}", "tuner.colour"},
+        {"[]", "tuner"},
+        {"{\"pruner\": \"asha\"}", "tuner.pruner"},
+        {"{\"pruner\": {}}", "tuner.pruner.algorithm"},
+        {"{\"pruner\": {\"algorithm\": \"percentile\"}}", "tuner.pruner.algorithm"},
+        {"{\"pruner\": {\"algorithm\": \"asha\", \"eta\": 1}}", "tuner.pruner.eta"},
+        {"{\"pruner\": {\"algorithm\": \"asha\", \"min_epochs\": 0}}", "tuner.pruner.min_epochs"},
+        {"{\"pruner\": {\"algorithm\": \"asha\", \"min_epochs\": 2, \"min_resource\": 2}}",
+         "tuner.pruner.min_resource"},
+        {"{\"pruner\": {\"algorithm\": \"hyperband\", \"min_resource\": 9, \"max_resource\": 3}}",
+         "tuner.pruner.max_resource"},
+        {"{\"pruner\": {\"algorithm\": \"median\", \"warmup_steps\": -1}}",
+         "tuner.pruner.warmup_steps"},
+        {"{\"pruner\": {\"algorithm\": \"median\", \"n_startup_trials\": \"5\"}}",
+         "tuner.pruner.n_startup_trials"},
+        {"{\"pruner\": {\"algorithm\": \"median\", \"patience\": 3}}", "tuner.pruner.patience"},
+    };
+    for (size_t i = 0; i < HPO_ARRAY_LEN(bad); i++) {
+        j = json_loads(bad[i].json, JSON_DECODE_ANY, NULL);
+        tun_config before;
+        memset(&before, 0x5a, sizeof before);
+        cfg = before;
+        memset(&err, 0, sizeof err);
+        int rc = tun_config_parse(j, NULL, &cfg, &err);
+        if (rc != HPO_EINVAL || strcmp(err.field, bad[i].field) != 0)
+            fail_msg("case %zu %s: rc %d field '%s', expected '%s'", i, bad[i].json, rc,
+                     err.field, bad[i].field);
+        assert_memory_equal(&cfg, &before, sizeof cfg); /* untouched */
+        json_decref(j);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hyperband_table_paper),
+        cmocka_unit_test(test_asha_minimise),
+        cmocka_unit_test(test_asha_maximise),
+        cmocka_unit_test(test_asha_eta_and_min_resource),
+        cmocka_unit_test(test_median_rule),
+        cmocka_unit_test(test_hyperband_brackets_assignment),
+        cmocka_unit_test(test_hyperband_brackets_do_not_compete),
+        cmocka_unit_test(test_pruner_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
