@@ -1,0 +1,232 @@
+/* idx.c - the IDX format of MNIST / Fashion-MNIST, gzipped or plain (zlib's
+ * gzread passes plain files through). See data.h.
+ *
+ * Format: magic 0x00 0x00 <type> <ndim>, then ndim big-endian u32 sizes,
+ * then the data, big-endian, C order. Types: 0x08 ubyte, 0x09 sbyte,
+ * 0x0B i16, 0x0C i32, 0x0D f32, 0x0E f64. Images of type ubyte stay U8
+ * (x_scale 1/255); other types are converted to f32 (x_scale 1). Labels
+ * must be an integer type of rank 1. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "data.h"
+
+#define IDX_MAX_BYTES ((size_t)16 << 30)
+
+typedef struct idx_head {
+    int type;
+    int ndim;
+    uint32_t dims[8];
+    size_t count; /* product of dims */
+    size_t esize;
+} idx_head;
+
+static size_t type_size(int t) {
+    switch (t) {
+    case 0x08: case 0x09: return 1;
+    case 0x0B: return 2;
+    case 0x0C: case 0x0D: return 4;
+    case 0x0E: return 8;
+    }
+    return 0;
+}
+
+/* Read exactly n bytes; returns bytes read or -1 on a zlib error. */
+static long long read_n(gzFile g, void *p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        unsigned chunk = n - got > (1u << 30) ? (1u << 30) : (unsigned)(n - got);
+        int k = gzread(g, (char *)p + got, chunk);
+        if (k < 0) return -1;
+        if (k == 0) break;
+        got += (size_t)k;
+    }
+    return (long long)got;
+}
+
+static int zfail(gzFile g, const char *path, hpo_error *err) {
+    int zerr = 0;
+    const char *m = gzerror(g, &zerr);
+    return hpo_fail(err, HPO_EFORMAT, "path", "%s: cannot decompress: %s", path,
+                    m ? m : "zlib error");
+}
+
+static int read_head(gzFile g, const char *path, idx_head *h, hpo_error *err) {
+    unsigned char m[4];
+    long long k = read_n(g, m, 4);
+    if (k < 0) return zfail(g, path, err);
+    if (k < 4) return hpo_fail(err, HPO_EFORMAT, "path", "%s: file too short for an IDX header",
+                               path);
+    if (m[0] != 0 || m[1] != 0)
+        return hpo_fail(err, HPO_EFORMAT, "path",
+                        "%s: bad IDX magic %02x %02x (expected 00 00): not an IDX file", path,
+                        m[0], m[1]);
+    h->type = m[2];
+    h->esize = type_size(m[2]);
+    if (!h->esize)
+        return hpo_fail(err, HPO_EFORMAT, "path", "%s: unknown IDX data type 0x%02x", path, m[2]);
+    h->ndim = m[3];
+    if (h->ndim < 1 || h->ndim > 8)
+        return hpo_fail(err, HPO_EFORMAT, "path", "%s: IDX rank %d not in 1..8", path, h->ndim);
+    unsigned char d[32];
+    k = read_n(g, d, 4 * (size_t)h->ndim);
+    if (k < 0) return zfail(g, path, err);
+    if (k < 4 * h->ndim)
+        return hpo_fail(err, HPO_EFORMAT, "path", "%s: truncated IDX header (%d dims)", path,
+                        h->ndim);
+    h->count = 1;
+    for (int i = 0; i < h->ndim; i++) {
+        h->dims[i] = (uint32_t)d[4 * i] << 24 | (uint32_t)d[4 * i + 1] << 16 |
+                     (uint32_t)d[4 * i + 2] << 8 | d[4 * i + 3];
+        if (h->dims[i] == 0)
+            return hpo_fail(err, HPO_EFORMAT, "path", "%s: IDX dimension %d is 0", path, i);
+        if (__builtin_mul_overflow(h->count, (size_t)h->dims[i], &h->count) ||
+            h->count > IDX_MAX_BYTES / h->esize)
+            return hpo_fail(err, HPO_ETOOLARGE, "path", "%s: IDX data over 16 GB", path);
+    }
+    return 0;
+}
+
+/* Read the body (count elements) into raw; checks that nothing follows. */
+static int read_body(gzFile g, const char *path, const idx_head *h, void *raw, hpo_error *err) {
+    size_t nb = h->count * h->esize;
+    long long k = read_n(g, raw, nb);
+    if (k < 0) return zfail(g, path, err);
+    if ((size_t)k < nb)
+        return hpo_fail(err, HPO_EFORMAT, "path",
+                        "%s: truncated IDX file: header promises %zu data bytes, found %lld",
+                        path, nb, k);
+    unsigned char extra;
+    k = read_n(g, &extra, 1);
+    if (k < 0) return zfail(g, path, err);
+    if (k > 0)
+        return hpo_fail(err, HPO_EFORMAT, "path",
+                        "%s: trailing bytes after the %zu data bytes the IDX header declares",
+                        path, nb);
+    return 0;
+}
+
+/* Big-endian element i of raw as double. */
+static double elem(const idx_head *h, const unsigned char *raw, size_t i) {
+    const unsigned char *p = raw + i * h->esize;
+    uint64_t u = 0;
+    for (size_t b = 0; b < h->esize; b++) u = u << 8 | p[b];
+    switch (h->type) {
+    case 0x08: return (double)(uint8_t)u;
+    case 0x09: return (double)(int8_t)u;
+    case 0x0B: return (double)(int16_t)u;
+    case 0x0C: return (double)(int32_t)u;
+    case 0x0D: {
+        uint32_t v = (uint32_t)u;
+        float f;
+        memcpy(&f, &v, 4);
+        return f;
+    }
+    default: {
+        double f;
+        memcpy(&f, &u, 8);
+        return f;
+    }
+    }
+}
+
+static gzFile open_gz(const char *path, hpo_error *err, int *rc) {
+    gzFile g = gzopen(path, "rb");
+    if (!g) {
+        int e = errno;
+        *rc = hpo_fail(err, e == ENOENT ? HPO_ENOTFOUND : HPO_EIO, "path", "cannot open %s: %s",
+                       path, e ? strerror(e) : "zlib error");
+        return NULL;
+    }
+    gzbuffer(g, 1 << 17);
+    return g;
+}
+
+int eng_load_idx(const char *images_path, const char *labels_path, eng_dataset **out,
+                 hpo_error *err) {
+    int rc = 0;
+    gzFile gx = NULL, gy = NULL;
+    idx_head hx, hy;
+    unsigned char *rawy = NULL, *rawx = NULL;
+    eng_dataset *ds = NULL;
+    if (!images_path || !labels_path)
+        return hpo_fail(err, HPO_EINVAL, "path", "IDX needs an images and a labels file");
+    if (!(gx = open_gz(images_path, err, &rc))) goto fail;
+    if (!(gy = open_gz(labels_path, err, &rc))) goto fail;
+    if ((rc = read_head(gx, images_path, &hx, err)) < 0) goto fail;
+    if ((rc = read_head(gy, labels_path, &hy, err)) < 0) goto fail;
+    if (hx.ndim < 2 || hx.ndim > ENG_DATA_MAX_RANK) {
+        rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: images have rank %d, expected 2..%d",
+                      images_path, hx.ndim, ENG_DATA_MAX_RANK);
+        goto fail;
+    }
+    if (hy.ndim != 1 || hy.type == 0x0D || hy.type == 0x0E) {
+        rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: labels must be integers of rank 1",
+                      labels_path);
+        goto fail;
+    }
+    if (hy.dims[0] != hx.dims[0]) {
+        rc = hpo_fail(err, HPO_EFORMAT, "path", "%s has %u images but %s has %u labels",
+                      images_path, hx.dims[0], labels_path, hy.dims[0]);
+        goto fail;
+    }
+    int64_t shape[ENG_DATA_MAX_RANK];
+    int rank = hx.ndim - 1;
+    for (int i = 0; i < rank; i++) shape[i] = hx.dims[i + 1];
+    if (hx.ndim == 3) shape[rank++] = 1; /* (n, H, W) images -> NHWC with C = 1 */
+    int u8 = hx.type == 0x08;
+    rc = eng_dataset_new(images_path, hx.dims[0], rank, shape, u8 ? ENG_DATA_U8 : ENG_DATA_F32,
+                         ENG_DATA_Y_CLASS, 1, &ds);
+    if (rc < 0) {
+        rc = hpo_fail(err, rc, "path", "%s: cannot allocate %zu samples", images_path,
+                      (size_t)hx.dims[0]);
+        goto fail;
+    }
+    if (u8) {
+        if ((rc = read_body(gx, images_path, &hx, ds->x, err)) < 0) goto fail;
+        ds->x_scale = 1.0f / 255.0f;
+    } else {
+        rawx = malloc(hx.count * hx.esize);
+        if (!rawx) {
+            rc = hpo_fail(err, HPO_ENOMEM, "path", "out of memory");
+            goto fail;
+        }
+        if ((rc = read_body(gx, images_path, &hx, rawx, err)) < 0) goto fail;
+        float *x = ds->x;
+        for (size_t i = 0; i < hx.count; i++) x[i] = (float)elem(&hx, rawx, i);
+    }
+    rawy = malloc(hy.count * hy.esize);
+    if (!rawy) {
+        rc = hpo_fail(err, HPO_ENOMEM, "path", "out of memory");
+        goto fail;
+    }
+    if ((rc = read_body(gy, labels_path, &hy, rawy, err)) < 0) goto fail;
+    int maxl = -1;
+    for (size_t i = 0; i < hy.count; i++) {
+        double v = elem(&hy, rawy, i);
+        if (v < 0 || v > 1e6) {
+            rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: label %zu is %g, not a class number",
+                          labels_path, i, v);
+            goto fail;
+        }
+        ds->y_class[i] = (int32_t)v;
+        if (ds->y_class[i] > maxl) maxl = ds->y_class[i];
+    }
+    ds->n_classes = maxl + 1;
+    free(rawx);
+    free(rawy);
+    gzclose(gx);
+    gzclose(gy);
+    *out = ds;
+    return 0;
+fail:
+    free(rawx);
+    free(rawy);
+    eng_dataset_unref(ds);
+    if (gx) gzclose(gx);
+    if (gy) gzclose(gy);
+    return rc;
+}

@@ -1,0 +1,528 @@
+/* test_data.c - dataset loaders (IDX plain and gzipped, CSV, NPY), their
+ * error messages, Fashion-MNIST, the cache under concurrent use, splits,
+ * shuffle determinism, and the prefetching batcher against synchronous
+ * gathering. Test files are written into a temporary directory. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "bf16.h"
+#include "data.h"
+#include "rng.h"
+
+static char dir[256];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/hpo_data_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    eng_dataset_cache_clear();
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *p(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static void write_bytes(const char *path, const void *b, size_t n, int gz) {
+    if (gz) {
+        gzFile g = gzopen(path, "wb");
+        assert_non_null(g);
+        assert_int_equal(gzwrite(g, b, (unsigned)n), (int)n);
+        gzclose(g);
+    } else {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(b, 1, n, f), n);
+        fclose(f);
+    }
+}
+
+/* IDX ubyte file of the given dims; extra/missing bytes to break it. */
+static void write_idx(const char *path, int type, int ndim, const uint32_t *dims,
+                      const uint8_t *data, long delta, int gz) {
+    uint8_t buf[8192];
+    size_t n = 4, count = 1;
+    buf[0] = 0, buf[1] = 0, buf[2] = (uint8_t)type, buf[3] = (uint8_t)ndim;
+    for (int i = 0; i < ndim; i++) {
+        buf[n++] = (uint8_t)(dims[i] >> 24), buf[n++] = (uint8_t)(dims[i] >> 16);
+        buf[n++] = (uint8_t)(dims[i] >> 8), buf[n++] = (uint8_t)dims[i];
+        count *= dims[i];
+    }
+    memcpy(buf + n, data, count);
+    n += count;
+    write_bytes(path, buf, (size_t)((long)n + delta), gz);
+}
+
+static void expect_err(int rc, int want, const hpo_error *err, const char *needle) {
+    printf("  -> %s: %s\n", hpo_errname(rc), err->message);
+    assert_int_equal(rc, want);
+    if (needle) assert_non_null(strstr(err->message, needle));
+}
+
+static void test_idx(void **state) {
+    (void)state;
+    uint8_t img[5 * 3 * 2], lab[5] = {0, 3, 1, 2, 3};
+    for (int i = 0; i < 30; i++) img[i] = (uint8_t)(i * 8);
+    uint32_t di[3] = {5, 3, 2}, dl[1] = {5};
+    for (int gz = 0; gz < 2; gz++) {
+        write_idx(p("i"), 0x08, 3, di, img, 0, gz);
+        write_idx(p("l"), 0x08, 1, dl, lab, 0, !gz);
+        eng_dataset *ds;
+        hpo_error err = {0};
+        assert_int_equal(eng_load_idx(p("i"), p("l"), &ds, &err), 0);
+        assert_int_equal(ds->n, 5);
+        assert_int_equal(ds->rank, 3);
+        assert_int_equal(ds->shape[0], 3);
+        assert_int_equal(ds->shape[1], 2);
+        assert_int_equal(ds->shape[2], 1);
+        assert_int_equal(ds->sample_size, 6);
+        assert_int_equal(ds->x_type, ENG_DATA_U8);
+        assert_int_equal(ds->n_classes, 4);
+        assert_memory_equal(ds->x, img, 30);
+        assert_int_equal(ds->y_class[1], 3);
+        eng_dataset_unref(ds);
+    }
+    eng_dataset *ds = (eng_dataset *)0x1;
+    hpo_error err = {0};
+    write_idx(p("l"), 0x08, 1, dl, lab, 0, 1);
+    printf(" bad magic\n");
+    uint8_t junk[40] = {0x1f, 0x00, 0x08, 0x03};
+    write_bytes(p("i"), junk, sizeof junk, 0);
+    expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "magic");
+    printf(" bad type\n");
+    write_idx(p("i"), 0x07, 3, di, img, 0, 0);
+    expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "type");
+    printf(" truncated data (gz)\n");
+    write_idx(p("i"), 0x08, 3, di, img, -7, 1);
+    expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "truncated");
+    printf(" truncated header\n");
+    write_idx(p("i"), 0x08, 3, di, img, -30 - 5, 0);
+    expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "truncated");
+    printf(" trailing bytes\n");
+    uint8_t big[40] = {0};
+    memcpy(big, img, 30);
+    write_idx(p("i"), 0x08, 3, di, big, 3, 0);
+    expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "trailing");
+    printf(" count mismatch\n");
+    uint32_t d4[3] = {4, 3, 2};
+    write_idx(p("i"), 0x08, 3, d4, img, 0, 0);
+    expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "labels");
+    printf(" zero dimension\n");
+    uint32_t d0[3] = {5, 0, 2};
+    write_idx(p("i"), 0x08, 3, d0, img, 0, 0);
+    expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "0");
+    printf(" missing file\n");
+    expect_err(eng_load_idx(p("nope"), p("l"), &ds, &err), HPO_ENOTFOUND, &err, NULL);
+    printf(" corrupt gzip stream\n");
+    write_idx(p("i"), 0x08, 3, di, img, 0, 1);
+    FILE *f = fopen(p("i"), "r+b");
+    fseek(f, 12, SEEK_SET);
+    fputc(0x55, f), fputc(0xaa, f), fputc(0x55, f);
+    fclose(f);
+    int rc = eng_load_idx(p("i"), p("l"), &ds, &err);
+    printf("  -> %s: %s\n", hpo_errname(rc), err.message);
+    assert_true(rc == HPO_EFORMAT);
+    assert_ptr_equal(ds, (eng_dataset *)0x1); /* never written on failure */
+}
+
+static void write_text(const char *path, const char *s) { write_bytes(path, s, strlen(s), 0); }
+
+static void test_csv(void **state) {
+    (void)state;
+    eng_dataset *ds;
+    hpo_error err = {0};
+    write_text(p("a.csv"), "x1, x2 ,\"label\",x3\r\n1,2,0,3\r\n\r\n4.5,-5e-1,2,6\n7,8,1,inf\n");
+    assert_int_equal(eng_load_csv(p("a.csv"), "label", 1, &ds, &err), 0);
+    assert_int_equal(ds->n, 3);
+    assert_int_equal(ds->sample_size, 3);
+    assert_int_equal(ds->n_classes, 3);
+    const float *x = ds->x;
+    assert_true(x[3] == 4.5f && x[4] == -0.5f && x[5] == 6.f && isinf(x[8]));
+    assert_int_equal(ds->y_class[1], 2);
+    eng_dataset_unref(ds);
+    assert_int_equal(eng_load_csv(p("a.csv"), "x3", 0, &ds, &err), 0); /* regression */
+    assert_int_equal(ds->y_type, ENG_DATA_Y_TARGET);
+    assert_true(ds->y_target[1] == 6.f);
+    eng_dataset_unref(ds);
+
+    ds = (eng_dataset *)0x1;
+    printf(" short row\n");
+    write_text(p("b.csv"), "a,b,y\n1,2,0\n3,4\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 3");
+    printf(" non-numeric field\n");
+    write_text(p("b.csv"), "a,b,y\n1,2,0\n\n3,abc,1\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 4, column 2");
+    printf(" empty field\n");
+    write_text(p("b.csv"), "a,b,y\n1,,0\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 2");
+    printf(" fractional class label\n");
+    write_text(p("b.csv"), "a,b,y\n1,2,0.5\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 2");
+    printf(" missing label column\n");
+    write_text(p("b.csv"), "a,b,y\n1,2,0\n");
+    expect_err(eng_load_csv(p("b.csv"), "target", 1, &ds, &err), HPO_EFORMAT, &err, "target");
+    printf(" no rows\n");
+    write_text(p("b.csv"), "a,b,y\n\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "no data");
+    printf(" empty file\n");
+    write_text(p("b.csv"), "");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "empty");
+    assert_ptr_equal(ds, (eng_dataset *)0x1);
+}
+
+static void test_npy(void **state) {
+    (void)state;
+    hpo_error err = {0};
+    int64_t sx[3] = {4, 2, 3}, sy[1] = {4};
+    const char *descrs[] = {"|u1", "<f4", "<f8", "<i4", "<i8"};
+    for (size_t d = 0; d < 5; d++) {
+        unsigned char raw[24 * 8];
+        for (int i = 0; i < 24; i++) {
+            double v = i * 3 + 1;
+            switch (d) {
+            case 0: raw[i] = (uint8_t)v; break;
+            case 1: { float f = (float)v; memcpy(raw + 4 * i, &f, 4); break; }
+            case 2: memcpy(raw + 8 * i, &v, 8); break;
+            case 3: { int32_t k = (int32_t)v; memcpy(raw + 4 * i, &k, 4); break; }
+            case 4: { int64_t k = (int64_t)v; memcpy(raw + 8 * i, &k, 8); break; }
+            }
+        }
+        assert_int_equal(eng_npy_write(p("x.npy"), descrs[d], 3, sx, raw, &err), 0);
+        /* labels in the same dtype family: integers -> classes, floats -> targets */
+        unsigned char ry[4 * 8];
+        for (int i = 0; i < 4; i++) {
+            double v = i % 3;
+            switch (d) {
+            case 0: ry[i] = (uint8_t)v; break;
+            case 1: { float f = (float)v; memcpy(ry + 4 * i, &f, 4); break; }
+            case 2: memcpy(ry + 8 * i, &v, 8); break;
+            case 3: { int32_t k = (int32_t)v; memcpy(ry + 4 * i, &k, 4); break; }
+            case 4: { int64_t k = (int64_t)v; memcpy(ry + 8 * i, &k, 8); break; }
+            }
+        }
+        assert_int_equal(eng_npy_write(p("y.npy"), descrs[d], 1, sy, ry, &err), 0);
+        eng_dataset *ds;
+        assert_int_equal(eng_load_npy(p("x.npy"), p("y.npy"), 1, &ds, &err), 0);
+        assert_int_equal(ds->n, 4);
+        assert_int_equal(ds->rank, 2);
+        assert_int_equal(ds->shape[1], 3);
+        for (int i = 0; i < 24; i++) {
+            double v = ds->x_type == ENG_DATA_U8 ? ((uint8_t *)ds->x)[i] : ((float *)ds->x)[i];
+            assert_true(v == i * 3 + 1);
+        }
+        int yfloat = d == 1 || d == 2;
+        assert_int_equal(ds->y_type, yfloat ? ENG_DATA_Y_TARGET : ENG_DATA_Y_CLASS);
+        for (int i = 0; i < 4; i++) {
+            if (yfloat) assert_true(ds->y_target[i] == i % 3);
+            else assert_int_equal(ds->y_class[i], i % 3);
+        }
+        if (d == 0) assert_true(fabsf(ds->x_scale - 1.0f / 255) < 1e-9f);
+        eng_dataset_unref(ds);
+        /* eng_npy_read round trip */
+        void *data;
+        int rank;
+        int64_t shape[8];
+        assert_int_equal(eng_npy_read(p("x.npy"), 0, &data, &rank, shape, &err), 0);
+        assert_int_equal(rank, 3);
+        assert_true(shape[0] == 4 && shape[1] == 2 && shape[2] == 3);
+        assert_true(((float *)data)[23] == 70.f);
+        free(data);
+        printf("  npy %s round trip ok\n", descrs[d]);
+    }
+    /* a v2.0 header and python-style spacing */
+    {
+        const char *h = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+        size_t hl = strlen(h) + 1;
+        unsigned char pre[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, (unsigned char)hl, 0, 0, 0};
+        float v[2] = {1.5f, -2.f};
+        FILE *f = fopen(p("v2.npy"), "wb");
+        fwrite(pre, 1, 12, f), fwrite(h, 1, hl - 1, f), fputc('\n', f), fwrite(v, 4, 2, f);
+        fclose(f);
+        void *data;
+        int rank;
+        int64_t shape[8];
+        assert_int_equal(eng_npy_read(p("v2.npy"), 0, &data, &rank, shape, &err), 0);
+        assert_true(rank == 1 && shape[0] == 2 && ((float *)data)[1] == -2.f);
+        free(data);
+    }
+    /* errors */
+    eng_dataset *ds = (eng_dataset *)0x1;
+    int64_t s5[1] = {5};
+    int32_t y5[5] = {0};
+    assert_int_equal(eng_npy_write(p("y5.npy"), "<i4", 1, s5, y5, &err), 0);
+    printf(" label count mismatch\n");
+    expect_err(eng_load_npy(p("x.npy"), p("y5.npy"), 0, &ds, &err), HPO_EFORMAT, &err, "match");
+    printf(" big-endian dtype\n");
+    {
+        const char *h = "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n";
+        unsigned char be[128] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)strlen(h), 0};
+        memcpy(be + 10, h, strlen(h));
+        write_bytes(p("be.npy"), be, 10 + strlen(h) + 8, 0);
+    }
+    expect_err(eng_load_npy(p("be.npy"), p("y5.npy"), 0, &ds, &err), HPO_EFORMAT, &err, ">f4");
+    printf(" truncated data\n");
+    assert_int_equal(truncate(p("x.npy"), 128 + 20), 0);
+    expect_err(eng_load_npy(p("x.npy"), p("y.npy"), 0, &ds, &err), HPO_EFORMAT, &err, "truncated");
+    printf(" not npy\n");
+    write_text(p("no.npy"), "hello world, this is not numpy");
+    expect_err(eng_load_npy(p("no.npy"), p("y.npy"), 0, &ds, &err), HPO_EFORMAT, &err, "magic");
+    assert_ptr_equal(ds, (eng_dataset *)0x1);
+}
+
+static int have_fmnist(void) {
+    const char *d = getenv("HPO_FASHION_MNIST_DIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte.gz",
+             d ? d : "/usr/share/datasets/fashion-mnist");
+    return access(path, R_OK) == 0;
+}
+
+static void *cache_thread(void *arg) {
+    eng_dataset **out = arg;
+    hpo_error err = {0};
+    if (eng_dataset_cache_get("fashion-mnist", "test", out, &err) < 0) *out = NULL;
+    return NULL;
+}
+
+static void test_fashion_mnist_and_cache(void **state) {
+    (void)state;
+    if (!have_fmnist()) {
+        printf("  Fashion-MNIST files not installed: skipped\n");
+        skip();
+    }
+    hpo_error err = {0};
+    eng_dataset *tr, *te[4];
+    double t0 = hpo_monotonic();
+    assert_int_equal(eng_dataset_cache_get("fashion-mnist", "train", &tr, &err), 0);
+    double t1 = hpo_monotonic();
+    /* four threads ask for the test set at once: loaded once, same object */
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, cache_thread, &te[i]);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) assert_ptr_equal(te[i], te[0]);
+    printf("  fashion-mnist train loaded in %.3f s (gz IDX -> uint8), test %.3f s\n", t1 - t0,
+           hpo_monotonic() - t1);
+    assert_int_equal(tr->n, 60000);
+    assert_int_equal(te[0]->n, 10000);
+    assert_int_equal(tr->sample_size, 784);
+    assert_int_equal(tr->n_classes, 10);
+    int counts[10] = {0};
+    for (size_t i = 0; i < tr->n; i++) {
+        assert_true(tr->y_class[i] >= 0 && tr->y_class[i] < 10);
+        counts[tr->y_class[i]]++;
+    }
+    for (int c = 0; c < 10; c++) assert_int_equal(counts[c], 6000);
+    for (size_t i = 0; i < te[0]->n; i++) assert_true(te[0]->y_class[i] >= 0 && te[0]->y_class[i] < 10);
+    assert_int_equal(eng_dataset_cache_size(), 2);
+    eng_dataset *again;
+    assert_int_equal(eng_dataset_cache_get("fashion-mnist", "train", &again, &err), 0);
+    assert_ptr_equal(again, tr);
+    assert_int_equal(tr->refcount_, 3); /* cache + tr + again */
+    eng_dataset_unref(again);
+    for (int i = 0; i < 4; i++) eng_dataset_unref(te[i]);
+    /* clearing the cache leaves our reference alive */
+    eng_dataset_cache_clear();
+    assert_int_equal(eng_dataset_cache_size(), 0);
+    assert_int_equal(tr->refcount_, 1);
+    assert_int_equal(tr->y_class[59999] >= 0, 1);
+    eng_dataset_unref(tr);
+    assert_int_equal(eng_dataset_cache_get("mnist-digits", NULL, &again, &err), HPO_ENOTFOUND);
+}
+
+/* A synthetic classification dataset: x[i][k] = (i * 7 + k) % 256, y = i % 10. */
+static eng_dataset *synth(size_t n, int ss) {
+    int64_t shape[1] = {ss};
+    eng_dataset *ds;
+    assert_int_equal(eng_dataset_new("synth", n, 1, shape, ENG_DATA_U8, ENG_DATA_Y_CLASS, 1, &ds), 0);
+    for (size_t i = 0; i < n; i++) {
+        for (int k = 0; k < ss; k++) ((uint8_t *)ds->x)[i * (size_t)ss + (size_t)k] = (uint8_t)((i * 7 + (size_t)k) % 256);
+        ds->y_class[i] = (int32_t)(i % 10);
+    }
+    ds->x_scale = 1.0f / 255;
+    ds->n_classes = 10;
+    return ds;
+}
+
+static void test_splits(void **state) {
+    (void)state;
+    eng_dataset *ds = synth(1000, 4);
+    hpo_error err = {0};
+    eng_split tr, va;
+    eng_split_spec sp = {.val_count = 100};
+    assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), 0);
+    assert_int_equal(tr.n, 900);
+    assert_int_equal(va.n, 100);
+    assert_int_equal(tr.idx[899], 899);
+    assert_int_equal(va.idx[0], 900); /* Keras: validation = the tail */
+    eng_split all;
+    assert_int_equal(eng_split_concat(&tr, &va, &all), 0);
+    assert_int_equal(all.n, 1000);
+    eng_split_close(&all);
+    eng_split_close(&tr), eng_split_close(&va);
+    sp = (eng_split_spec){.val_fraction = 0.2, .limit = 50, .val_limit = 30};
+    assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), 0);
+    assert_int_equal(tr.n, 50);
+    assert_int_equal(va.n, 30);
+    assert_int_equal(va.idx[0], 800);
+    eng_split_close(&tr), eng_split_close(&va);
+    /* seeded shuffle: deterministic, disjoint, covers everything */
+    sp = (eng_split_spec){.val_count = 300, .mode = ENG_SPLIT_SHUFFLE, .seed = 5};
+    eng_split tr2, va2;
+    assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), 0);
+    assert_int_equal(eng_split_make(ds, &sp, &tr2, &va2, &err), 0);
+    assert_memory_equal(tr.idx, tr2.idx, tr.n * 4);
+    assert_memory_equal(va.idx, va2.idx, va.n * 4);
+    char seen[1000] = {0};
+    for (size_t i = 0; i < tr.n; i++) seen[tr.idx[i]]++;
+    for (size_t i = 0; i < va.n; i++) seen[va.idx[i]]++;
+    for (int i = 0; i < 1000; i++) assert_int_equal(seen[i], 1);
+    int identity = 1;
+    for (size_t i = 0; i < tr.n; i++) identity &= tr.idx[i] == i;
+    assert_false(identity);
+    eng_split_close(&tr), eng_split_close(&va), eng_split_close(&tr2), eng_split_close(&va2);
+    sp = (eng_split_spec){.val_count = 1000};
+    assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), HPO_EINVAL);
+    sp = (eng_split_spec){.val_fraction = 1.5};
+    assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), HPO_EINVAL);
+    assert_int_equal(ds->refcount_, 1); /* every split released its reference */
+    eng_dataset_unref(ds);
+}
+
+/* Collect one epoch of a batcher: x as f32 or bf16 bytes, labels. */
+static size_t run_epoch(eng_batcher *b, uint64_t epoch, unsigned char *x, int32_t *y, size_t xe,
+                        size_t ss) {
+    assert_int_equal(eng_batcher_start_epoch(b, epoch), 0);
+    eng_batch bt;
+    size_t rows = 0, k = 0;
+    int rc;
+    while ((rc = eng_batcher_next(b, &bt)) == 1) {
+        assert_int_equal(bt.index, k++);
+        memcpy(x + rows * ss * xe, bt.x, bt.n * ss * xe);
+        memcpy(y + rows, bt.y_class, bt.n * 4);
+        rows += bt.n;
+        if ((k & 3) == 0) usleep(100); /* let the producer run ahead */
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(eng_batcher_next(b, &bt), 0); /* stays at the end */
+    return rows;
+}
+
+static void test_batcher(void **state) {
+    (void)state;
+    enum { N = 1003, SS = 17, BS = 64 };
+    eng_dataset *ds = synth(N, SS);
+    eng_split all;
+    hpo_error err = {0};
+    assert_int_equal(eng_split_all(ds, &all), 0);
+    for (int xt = 0; xt < 2; xt++) {
+        size_t xe = xt ? 2 : 4;
+        unsigned char *xa = malloc(N * SS * xe), *xb = malloc(N * SS * xe),
+                      *xs = malloc(N * SS * xe);
+        int32_t *ya = malloc(N * 4), *yb = malloc(N * 4), *ys = malloc(N * 4);
+        eng_batcher_opts o = {.batch_size = BS, .shuffle = 1, .seed = 11, .x_type = xt};
+        eng_batcher *sync, *pre;
+        assert_int_equal(eng_batcher_new(&all, &o, &sync, &err), 0);
+        o.prefetch = 1;
+        assert_int_equal(eng_batcher_new(&all, &o, &pre, &err), 0);
+        assert_int_equal(eng_batcher_n_batches(pre), (N + BS - 1) / BS);
+        for (uint64_t e = 0; e < 3; e++) {
+            assert_int_equal(run_epoch(sync, e, xa, ya, xe, SS), N);
+            assert_int_equal(run_epoch(pre, e, xb, yb, xe, SS), N);
+            assert_memory_equal(xa, xb, N * SS * xe); /* prefetch == synchronous */
+            assert_memory_equal(ya, yb, N * 4);
+            /* and both equal eng_split_gather over the permuted split */
+            eng_split perm = all;
+            hpo_rng r;
+            uint32_t *idx = malloc(N * 4);
+            memcpy(idx, all.idx, N * 4);
+            hpo_rng_derive(&r, 11, e, 0);
+            hpo_rng_shuffle_u32(&r, idx, N);
+            perm.idx = idx;
+            assert_int_equal(eng_split_gather(&perm, 0, N, (eng_batch_xtype)xt, xs, ys, NULL), 0);
+            assert_memory_equal(xa, xs, N * SS * xe);
+            assert_memory_equal(ya, ys, N * 4);
+            free(idx);
+            /* labels match the rows the x came from */
+            for (int i = 0; i < N; i++) {
+                float x0 = xt ? eng_bf16_to_f32(((uint16_t *)xa)[i * SS]) : ((float *)xa)[i * SS];
+                int row = -1;
+                for (int c = 0; c < N && row < 0; c++)
+                    if (ya[i] == c % 10 && fabsf(x0 - (float)((c * 7) % 256) / 255) < 4e-3f &&
+                        ((c * 7) % 256) == (int)lrintf(x0 * 255)) row = c;
+                assert_true(row >= 0);
+            }
+        }
+        /* the same epoch number gives the same order; different epochs differ */
+        run_epoch(pre, 1, xa, ya, xe, SS);
+        run_epoch(pre, 1, xb, yb, xe, SS);
+        assert_memory_equal(ya, yb, N * 4);
+        run_epoch(pre, 2, xb, yb, xe, SS);
+        assert_true(memcmp(ya, yb, N * 4) != 0);
+        /* abandon an epoch halfway, start another: no stale batch */
+        assert_int_equal(eng_batcher_start_epoch(pre, 0), 0);
+        eng_batch bt;
+        for (int i = 0; i < 5; i++) assert_int_equal(eng_batcher_next(pre, &bt), 1);
+        assert_int_equal(run_epoch(pre, 1, xb, yb, xe, SS), N);
+        assert_memory_equal(ya, yb, N * 4);
+        /* next_into copies */
+        assert_int_equal(eng_batcher_start_epoch(pre, 1), 0);
+        size_t n;
+        assert_int_equal(eng_batcher_next_into(pre, xb, yb, NULL, &n), 1);
+        assert_int_equal(n, BS);
+        assert_memory_equal(yb, ya, BS * 4);
+        eng_batcher_free(sync);
+        eng_batcher_free(pre); /* mid-epoch: joins the producer cleanly */
+        free(xa), free(xb), free(xs), free(ya), free(yb), free(ys);
+    }
+    /* drop_last, no shuffle */
+    eng_batcher_opts o = {.batch_size = 100, .drop_last = 1, .prefetch = 1};
+    eng_batcher *b;
+    assert_int_equal(eng_batcher_new(&all, &o, &b, &err), 0);
+    assert_int_equal(eng_batcher_n_batches(b), 10);
+    assert_int_equal(eng_batcher_start_epoch(b, 0), 0);
+    eng_batch bt;
+    size_t cnt = 0;
+    while (eng_batcher_next(b, &bt) == 1) {
+        assert_int_equal(bt.n, 100);
+        assert_int_equal(bt.y_class[0], (int)((bt.index * 100) % 10));
+        assert_true(((const float *)bt.x)[1] == (float)((bt.index * 100 * 7 + 1) % 256) * (1.0f / 255));
+        cnt++;
+    }
+    assert_int_equal(cnt, 10);
+    eng_batcher_free(b);
+    eng_split_close(&all);
+    assert_int_equal(ds->refcount_, 1);
+    eng_dataset_unref(ds);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idx),
+        cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_npy),
+        cmocka_unit_test(test_fashion_mnist_and_cache),
+        cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_batcher),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
