@@ -181,7 +181,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    const char *hpod = "build/hpod", *sync = "normal";
+    const char *hpod = getenv("HPO_HPOD") ? getenv("HPO_HPOD") : "build/hpod", *sync = "normal";
     const char *script = "tests/bench/optuna_asktell.py";
     int threads = 4, per_thread = 2500, optuna_trials = 400, repeats = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
