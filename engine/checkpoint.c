@@ -1,0 +1,127 @@
+/* checkpoint.c - training checkpoints as safetensors files: weights,
+ * optimiser state, batch-norm statistics, RNG state and the loop's state in
+ * the metadata (see train.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "train.h"
+
+static int add_f32(eng_st_writer *w, const char *name, const float *data, size_t n, hpo_error *err) {
+    int64_t shape[1] = {(int64_t)n};
+    return eng_st_writer_add(w, name, ENG_ST_F32, 1, shape, data, err);
+}
+
+static int meta_num(eng_st_writer *w, const char *key, double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.17g", v);
+    return eng_st_writer_meta(w, key, buf);
+}
+
+int eng_checkpoint_save(const eng_model *m, const eng_train_state *st, const char *path, hpo_error *err) {
+    eng_st_writer *w = eng_st_writer_new();
+    int rc;
+    if (!w) return HPO_ENOMEM;
+    int64_t rshape[1] = {4};
+    if ((rc = add_f32(w, "params", m->params, m->nparams, err))) goto fail;
+    if ((rc = add_f32(w, "opt_state", m->opt_state, m->nstate, err))) goto fail;
+    if ((rc = add_f32(w, "bn_stats", m->stats, m->nstats, err))) goto fail;
+    if (st->best_params && (rc = add_f32(w, "best_params", st->best_params, m->nparams, err))) goto fail;
+    if ((rc = eng_st_writer_add(w, "rng", ENG_ST_U64, 1, rshape, m->rng.s, err))) goto fail;
+    if ((rc = meta_num(w, "epoch", st->epoch)) || (rc = meta_num(w, "step", (double)st->step)) ||
+        (rc = meta_num(w, "loss_scale", st->loss_scale)) || (rc = meta_num(w, "good_steps", (double)st->good_steps)) ||
+        (rc = meta_num(w, "best", st->best)) || (rc = meta_num(w, "best_epoch", st->best_epoch)) ||
+        (rc = meta_num(w, "wait", st->wait)) || (rc = meta_num(w, "nparams", (double)m->nparams)) ||
+        (rc = eng_st_writer_meta(w, "format", "hpo-checkpoint-1")) ||
+        (rc = eng_st_writer_meta(w, "optimizer", eng_opt_name(m->opt.kind))))
+        goto fail;
+    rc = eng_st_write_file(w, path, err);
+fail:
+    eng_st_writer_free(w);
+    return rc;
+}
+
+static int get_f32(const eng_st_file *f, const char *name, float *dst, size_t n, const char *path, hpo_error *err) {
+    const eng_st_tensor *t = eng_st_find(f, name);
+    if (!t || t->dtype != ENG_ST_F32 || t->nbytes != n * sizeof(float))
+        return hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: tensor \"%s\" is missing or has the wrong size for this model",
+                        path, name);
+    memcpy(dst, t->data, t->nbytes);
+    return 0;
+}
+
+static int get_meta(const eng_st_file *f, const char *key, double *v, const char *path, hpo_error *err) {
+    const char *s = eng_st_meta(f, key);
+    char *end = NULL;
+    if (s) *v = strtod(s, &end);
+    if (!s || end == s)
+        return hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: metadata \"%s\" is missing or not a number", path, key);
+    return 0;
+}
+
+int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_params, int *has_best,
+                        hpo_error *err) {
+    eng_st_file *f = NULL;
+    int rc = eng_st_read_file(path, &f, err);
+    if (rc) return rc;
+    eng_train_state s;
+    memset(&s, 0, sizeof s);
+    double ep = 0, step = 0, ls = 1, gs = 0, best = 0, be = 0, wait = 0, np = 0;
+    const char *fmt = eng_st_meta(f, "format");
+    if (!fmt || strcmp(fmt, "hpo-checkpoint-1")) {
+        rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s is not an hpo checkpoint", path);
+        goto out;
+    }
+    if ((rc = get_meta(f, "epoch", &ep, path, err)) || (rc = get_meta(f, "step", &step, path, err)) ||
+        (rc = get_meta(f, "loss_scale", &ls, path, err)) || (rc = get_meta(f, "good_steps", &gs, path, err)) ||
+        (rc = get_meta(f, "best", &best, path, err)) || (rc = get_meta(f, "best_epoch", &be, path, err)) ||
+        (rc = get_meta(f, "wait", &wait, path, err)) || (rc = get_meta(f, "nparams", &np, path, err)))
+        goto out;
+    if ((size_t)np != m->nparams) {
+        rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s has %.0f parameters, the model %zu", path, np, m->nparams);
+        goto out;
+    }
+    const eng_st_tensor *r = eng_st_find(f, "rng");
+    if (!r || r->dtype != ENG_ST_U64 || r->nbytes != sizeof m->rng.s) {
+        rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: tensor \"rng\" is missing or malformed", path);
+        goto out;
+    }
+    /* read everything into the model only after all checks that can fail */
+    float *p = eng_alloc((m->nparams + 1) * sizeof(float)), *o = eng_alloc((m->nstate + 1) * sizeof(float)),
+          *b = eng_alloc((m->nstats + 1) * sizeof(float));
+    if ((rc = get_f32(f, "params", p, m->nparams, path, err)) || (rc = get_f32(f, "opt_state", o, m->nstate, path, err)) ||
+        (rc = get_f32(f, "bn_stats", b, m->nstats, path, err))) {
+        free(p);
+        free(o);
+        free(b);
+        goto out;
+    }
+    int hb = eng_st_find(f, "best_params") != NULL;
+    if (hb && best_params && (rc = get_f32(f, "best_params", best_params, m->nparams, path, err))) {
+        free(p);
+        free(o);
+        free(b);
+        goto out;
+    }
+    memcpy(m->params, p, m->nparams * sizeof(float));
+    memcpy(m->opt_state, o, m->nstate * sizeof(float));
+    memcpy(m->stats, b, m->nstats * sizeof(float));
+    memcpy(m->rng.s, r->data, sizeof m->rng.s);
+    free(p);
+    free(o);
+    free(b);
+    m->shadow_dirty = 1;
+    s.epoch = (int)ep;
+    s.step = (long)step;
+    s.loss_scale = ls;
+    s.good_steps = (long)gs;
+    s.best = best;
+    s.best_epoch = (int)be;
+    s.wait = (int)wait;
+    *st = s;
+    if (has_best) *has_best = hb;
+out:
+    eng_st_file_free(f);
+    return rc;
+}

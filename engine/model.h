@@ -1,0 +1,133 @@
+/*
+ * model.h - a sequential model built from a JSON template, with residual
+ * blocks; forward/backward over its layers; parameters, gradients,
+ * optimiser state and batch-norm statistics in one block each.
+ *
+ * Design notes
+ * - Template (jansson): {"layers": [{"dense": {"units": "$units",
+ *   "activation": "relu"}}, {"conv2d": {"filters": 32, "kernel": 3,
+ *   "padding": "same", "stride": 1}}, {"maxpool2d": {"pool": 2}},
+ *   {"global_avg_pool": {}}, {"flatten": {}}, {"dropout": {"rate": 0.2}},
+ *   {"batchnorm": {"momentum": 0.99, "epsilon": 0.001}},
+ *   {"residual": {"layers": [...], "activation": "relu"}},
+ *   {"augment": {"translate": 2, "flip": true}}, {"activation": "gelu"}],
+ *   "loss": "...", "optimizer": {...}, "schedule": {...}}. Any number may be
+ *   a string "$name", resolved from the trial's params object; a missing
+ *   reference, a bad value or an impossible shape returns HPO_EINVAL or
+ *   HPO_ESHAPE with hpo_error.field naming it
+ *   ("model.layers[3].conv2d.kernel"). "precision": "fp32" on a dense or
+ *   conv2d layer keeps it in f32 under mixed precision.
+ * - Shapes are per sample: NHWC images {h, w, c} or vectors {n}. dense acts on
+ *   the last axis (a flatten is free in NHWC); conv2d/pools need images.
+ * - The final activation is fused into the loss (loss.h): the model's output
+ *   during training is logits for softmax (always with cross-entropy) and
+ *   sigmoid (with binary cross-entropy). eng_model_predict applies it.
+ * - residual: y = act(F(x) + P(x)) where F is the block's layers and P the
+ *   identity when shapes agree, else a projection: dense (vectors) or a 1x1
+ *   conv with stride H_in / H_out (images), so "residual or not" can be a
+ *   hyperparameter of the same template.
+ * - Memory: activations and per-layer scratch are allocated once for a batch
+ *   capacity (eng_model_reserve) and reused; a smaller last batch uses the
+ *   same buffers. Parameters etc. are the one-block-per-kind of llm.c.
+ * - Precision: fp32; mixed_bf16 (bf16 copies of weights, refreshed once per
+ *   step, and of each layer input; GEMM/conv in bf16 with f32 accumulation;
+ *   everything else f32); mixed_fp16 (weights, activations and gradients
+ *   rounded to IEEE half values, f32 compute on them, f32 master weights;
+ *   loss scaling is done by the training loop).
+ * Threading: a model is used by one thread at a time.
+ */
+#ifndef ENG_MODEL_H
+#define ENG_MODEL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "hpo.h"
+#include "loss.h"
+#include "optim.h"
+#include "rng.h"
+
+typedef enum eng_precision { ENG_PREC_FP32 = 0, ENG_PREC_BF16, ENG_PREC_FP16 } eng_precision;
+int eng_precision_parse(const char *name); /* "fp32", "mixed_bf16", "mixed_fp16"; -1 unknown */
+const char *eng_precision_name(int p);
+
+typedef enum eng_layer_kind {
+    ENG_L_DENSE = 0, ENG_L_CONV2D, ENG_L_MAXPOOL, ENG_L_GAP, ENG_L_FLATTEN, ENG_L_DROPOUT,
+    ENG_L_BATCHNORM, ENG_L_RESIDUAL, ENG_L_AUGMENT, ENG_L_ACT,
+} eng_layer_kind;
+
+typedef struct eng_layer eng_layer;
+struct eng_layer {
+    int kind, act, fp32_only;
+    char path[96];                   /* "layers[2].residual.layers[0]" */
+    int in_rank, in_shape[3], out_rank, out_shape[3];
+    size_t in_size, out_size;        /* per sample */
+    size_t w_off, nw, b_off, nb;     /* into the parameter block (gamma/beta for BN) */
+    size_t stat_off;                 /* BN running mean [C] then var [C] in the stats block */
+    int units, filters, kh, kw, sh, sw, padding;
+    int ph, pw, psh, psw;
+    float rate, momentum, eps;
+    int translate, flip;
+    eng_layer *sub;                  /* residual block */
+    int nsub;
+    eng_layer *proj;                 /* residual projection or NULL */
+    /* per-batch state, set by reserve / forward */
+    const float *x;                  /* borrowed input of the last forward */
+    const float *yo;                 /* output of the last forward (y, or x for identities) */
+    float *z, *y, *dx, *dcopy, *mask, *xhat, *invstd;
+    uint16_t *xb, *d16;
+    int32_t *arg;
+    int y_alias;                     /* y is x (identity in this mode) */
+};
+
+typedef struct eng_model {
+    eng_layer *layers;
+    int nlayers;
+    int in_rank, in_shape[3];
+    size_t in_size;
+    int out_dim, final_act, loss;
+    eng_optim_config opt;
+    eng_schedule sched;
+    size_t nparams, nstate, nstats;
+    float *params, *grads, *opt_state, *stats;
+    float *params_h;      /* fp16-rounded shadow (mixed_fp16) */
+    uint16_t *params_b16; /* bf16 shadow (mixed_bf16) */
+    int shadow_dirty;
+    int precision;
+    int cap;              /* batch capacity of the buffers */
+    float *input, *dlogits;
+    const eng_backend *be;
+    hpo_rng rng;          /* dropout and augmentation */
+    double flops_per_sample; /* forward+backward GEMM/conv FLOPs */
+} eng_model;
+
+/* Build from a template and a trial's params (NULL: no references allowed).
+ * in_shape: per-sample input shape (rank 1 or 3). n_classes > 0 checks the
+ * output width for cross-entropy. Parameters initialised from seed (Glorot
+ * uniform weights, zero biases). */
+int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,
+                  uint64_t seed, eng_model **out, hpo_error *err);
+void eng_model_free(eng_model *m);
+
+/* Allocate activations for batches of up to cap samples in this precision. */
+int eng_model_reserve(eng_model *m, int cap, int precision);
+
+/* Forward pass on m->input[B * in_size] (filled by the caller); train != 0
+ * enables dropout, batch statistics and augmentation. *out = logits
+ * [B][out_dim] (borrowed). */
+int eng_model_forward(eng_model *m, int B, int train, const float **out);
+/* Backward from m->dlogits[B][out_dim]; fills m->grads. */
+int eng_model_backward(eng_model *m, int B);
+/* Mark the weights changed (refresh the bf16/fp16 shadows before the next forward). */
+static inline void eng_model_params_changed(eng_model *m) { m->shadow_dirty = 1; }
+
+/* Probabilities (the fused final activation applied) for x[B * in_size]
+ * into probs[B * out_dim]; eval mode. */
+int eng_model_predict(eng_model *m, const float *x, int B, float *probs);
+
+/* Total parameter count and a one-line summary for logs. */
+void eng_model_summary(const eng_model *m, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,355 @@
+/* model_run.c - buffers, forward and backward passes and prediction of a
+ * model, in fp32, mixed_bf16 and mixed_fp16 (see model.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bf16.h"
+#include "model.h"
+#include "ops.h"
+#include "tensor.h"
+
+/* ---- buffers ---- */
+
+static float *fbuf(size_t n) { return eng_alloc((n ? n : 1) * sizeof(float)); }
+
+static void free_bufs(eng_layer *l) {
+    if (l->z != l->y) free(l->z);
+    free(l->y);
+    free(l->dx);
+    free(l->dcopy);
+    free(l->mask);
+    free(l->xhat);
+    free(l->invstd);
+    free(l->xb);
+    free(l->d16);
+    free(l->arg);
+    l->z = l->y = l->dx = l->dcopy = l->mask = l->xhat = l->invstd = NULL;
+    l->xb = l->d16 = NULL;
+    l->arg = NULL;
+    l->y_alias = 0;
+}
+
+static int uses_bf16(const eng_model *m, const eng_layer *l) {
+    return m->precision == ENG_PREC_BF16 && !l->fp32_only && (l->kind == ENG_L_DENSE || l->kind == ENG_L_CONV2D);
+}
+
+static void reserve_list(eng_model *m, eng_layer *ls, int n, size_t cap);
+
+static void reserve_layer(eng_model *m, eng_layer *l, size_t cap) {
+    size_t in = cap * l->in_size, out = cap * l->out_size;
+    free_bufs(l);
+    switch (l->kind) {
+    case ENG_L_DENSE:
+    case ENG_L_CONV2D:
+        l->y = fbuf(out);
+        l->z = eng_act_needs_z(l->act) ? fbuf(out) : l->y;
+        l->dx = fbuf(in);
+        if (uses_bf16(m, l)) {
+            l->xb = eng_alloc(in * sizeof(uint16_t) + 64);
+            l->d16 = eng_alloc(out * sizeof(uint16_t) + 64);
+        }
+        break;
+    case ENG_L_MAXPOOL:
+        l->y = fbuf(out);
+        l->arg = eng_alloc(out * sizeof(int32_t) + 64);
+        l->dx = fbuf(in);
+        break;
+    case ENG_L_GAP:
+        l->y = fbuf(out);
+        l->dx = fbuf(in);
+        break;
+    case ENG_L_FLATTEN:
+        l->y_alias = 1;
+        break;
+    case ENG_L_DROPOUT:
+        l->y = fbuf(out);
+        l->mask = fbuf(out);
+        break;
+    case ENG_L_BATCHNORM:
+        l->y = fbuf(out);
+        l->xhat = fbuf(out);
+        l->invstd = fbuf((size_t)l->out_shape[l->out_rank - 1]);
+        break;
+    case ENG_L_AUGMENT:
+        l->y = fbuf(out);
+        l->arg = eng_alloc(cap * 3 * sizeof(int32_t) + 64);
+        l->dx = fbuf(in);
+        break;
+    case ENG_L_ACT:
+        if (l->act == ENG_ACT_NONE) l->y_alias = 1;
+        else l->y = fbuf(out);
+        break;
+    case ENG_L_RESIDUAL:
+        l->z = fbuf(out);
+        l->y = l->act == ENG_ACT_NONE ? l->z : fbuf(out);
+        l->dcopy = fbuf(out);
+        l->dx = fbuf(in);
+        reserve_list(m, l->sub, l->nsub, cap);
+        if (l->proj) reserve_layer(m, l->proj, cap);
+        break;
+    }
+}
+
+static void reserve_list(eng_model *m, eng_layer *ls, int n, size_t cap) {
+    for (int i = 0; i < n; i++) reserve_layer(m, &ls[i], cap);
+}
+
+int eng_model_reserve(eng_model *m, int cap, int precision) {
+    if (cap < 1 || precision < 0 || precision > ENG_PREC_FP16) return HPO_EINVAL;
+    if (cap == m->cap && precision == m->precision && m->input) return HPO_OK;
+    m->precision = precision;
+    m->cap = cap;
+    reserve_list(m, m->layers, m->nlayers, (size_t)cap);
+    free(m->input);
+    free(m->dlogits);
+    m->input = fbuf((size_t)cap * m->in_size);
+    m->dlogits = fbuf((size_t)cap * m->out_dim);
+    free(m->params_b16);
+    free(m->params_h);
+    m->params_b16 = NULL;
+    m->params_h = NULL;
+    if (precision == ENG_PREC_BF16) m->params_b16 = eng_alloc((m->nparams + 1) * sizeof(uint16_t));
+    if (precision == ENG_PREC_FP16) m->params_h = fbuf(m->nparams);
+    m->shadow_dirty = 1;
+    return HPO_OK;
+}
+
+/* ---- forward ---- */
+
+static int fp16_on(const eng_model *m, const eng_layer *l) { return m->precision == ENG_PREC_FP16 && !l->fp32_only; }
+
+/* the f32 parameters a layer computes with (the rounded shadow under fp16) */
+static const float *cparams(const eng_model *m, const eng_layer *l) {
+    return fp16_on(m, l) ? m->params_h : m->params;
+}
+
+static void conv_shape(const eng_layer *l, int B, eng_conv2d_shape *s) {
+    (void)eng_conv2d_shape_init(s, B, l->in_shape[0], l->in_shape[1], l->in_shape[2], l->kh, l->kw, l->filters, l->sh,
+                                l->sw, l->padding);
+}
+
+static int forward_list(eng_model *m, eng_layer *ls, int n, const float *x, int B, int train, const float **out);
+
+static int forward_layer(eng_model *m, eng_layer *l, const float *x, int B, int train) {
+    const eng_backend *be = m->be;
+    const float *P = cparams(m, l);
+    size_t rows = (size_t)B * l->in_size / (size_t)l->in_shape[l->in_rank - 1];
+    int C = l->in_shape[l->in_rank - 1], rc = 0;
+    l->x = x;
+    l->yo = l->y;
+    switch (l->kind) {
+    case ENG_L_DENSE:
+        if (uses_bf16(m, l)) {
+            eng_f32_to_bf16_n(x, l->xb, rows * C);
+            rc = eng_dense_forward_bf16(be, l->xb, m->params_b16 + l->w_off, m->params + l->b_off, l->z, l->y, (int)rows,
+                                        C, l->units, l->act);
+        } else {
+            eng_dense_forward(be, x, P + l->w_off, P + l->b_off, l->z, l->y, (int)rows, C, l->units, l->act);
+        }
+        break;
+    case ENG_L_CONV2D: {
+        eng_conv2d_shape s;
+        conv_shape(l, B, &s);
+        if (uses_bf16(m, l)) {
+            eng_f32_to_bf16_n(x, l->xb, (size_t)B * l->in_size);
+            rc = eng_conv2d_forward(be, &s, ENG_BF16, l->xb, m->params_b16 + l->w_off, m->params + l->b_off, l->z, l->y,
+                                    l->act);
+        } else {
+            rc = eng_conv2d_forward(be, &s, ENG_F32, x, P + l->w_off, P + l->b_off, l->z, l->y, l->act);
+        }
+        break;
+    }
+    case ENG_L_MAXPOOL:
+        eng_maxpool2d_forward(x, l->y, l->arg, B, l->in_shape[0], l->in_shape[1], C, l->ph, l->pw, l->psh, l->psw,
+                              l->out_shape[0], l->out_shape[1]);
+        break;
+    case ENG_L_GAP:
+        eng_gap_forward(x, l->y, B, l->in_shape[0] * l->in_shape[1], C);
+        break;
+    case ENG_L_FLATTEN:
+        l->yo = x;
+        return 0;
+    case ENG_L_DROPOUT:
+        if (!train || l->rate == 0.0f) {
+            l->yo = x;
+            return 0;
+        }
+        eng_dropout_forward(x, l->y, l->mask, (size_t)B * l->in_size, l->rate, &m->rng);
+        break;
+    case ENG_L_BATCHNORM:
+        if (train)
+            eng_batchnorm_forward_train(x, l->y, P + l->w_off, P + l->b_off, m->stats + l->stat_off,
+                                        m->stats + l->stat_off + C, l->momentum, l->eps, l->xhat, l->invstd, rows, C);
+        else
+            eng_batchnorm_forward_eval(x, l->y, P + l->w_off, P + l->b_off, m->stats + l->stat_off,
+                                       m->stats + l->stat_off + C, l->eps, rows, C);
+        break;
+    case ENG_L_AUGMENT:
+        if (!train || (!l->translate && !l->flip)) {
+            l->yo = x;
+            return 0;
+        }
+        eng_augment_forward(x, l->y, l->arg, B, l->in_shape[0], l->in_shape[1], C, l->translate, l->flip, &m->rng);
+        break;
+    case ENG_L_ACT:
+        if (l->act == ENG_ACT_NONE) {
+            l->yo = x;
+            return 0;
+        }
+        eng_act_forward(l->act, x, l->y, rows, (size_t)C);
+        break;
+    case ENG_L_RESIDUAL: {
+        const float *fy, *py = x;
+        if ((rc = forward_list(m, l->sub, l->nsub, x, B, train, &fy))) return rc;
+        if (l->proj) {
+            if ((rc = forward_layer(m, l->proj, x, B, train))) return rc;
+            py = l->proj->yo;
+        }
+        eng_add_forward(fy, py, l->z, (size_t)B * l->out_size);
+        if (l->act != ENG_ACT_NONE)
+            eng_act_forward(l->act, l->z, l->y, (size_t)B * l->out_size / l->out_shape[l->out_rank - 1],
+                            (size_t)l->out_shape[l->out_rank - 1]);
+        break;
+    }
+    }
+    if (rc == 0 && fp16_on(m, l)) eng_round_fp16_n(l->y, (size_t)B * l->out_size);
+    return rc;
+}
+
+static int forward_list(eng_model *m, eng_layer *ls, int n, const float *x, int B, int train, const float **out) {
+    for (int i = 0; i < n; i++) {
+        int rc = forward_layer(m, &ls[i], x, B, train);
+        if (rc) return rc;
+        x = ls[i].yo;
+    }
+    *out = x;
+    return 0;
+}
+
+static void refresh_shadows(eng_model *m) {
+    if (!m->shadow_dirty) return;
+    if (m->precision == ENG_PREC_BF16) eng_f32_to_bf16_n(m->params, m->params_b16, m->nparams);
+    if (m->precision == ENG_PREC_FP16) {
+        memcpy(m->params_h, m->params, m->nparams * sizeof(float));
+        eng_round_fp16_n(m->params_h, m->nparams);
+    }
+    m->shadow_dirty = 0;
+}
+
+int eng_model_forward(eng_model *m, int B, int train, const float **out) {
+    if (B < 1 || B > m->cap) return HPO_EINVAL;
+    refresh_shadows(m);
+    if (m->precision == ENG_PREC_FP16) eng_round_fp16_n(m->input, (size_t)B * m->in_size);
+    return forward_list(m, m->layers, m->nlayers, m->input, B, train, out);
+}
+
+/* ---- backward ---- */
+
+static int backward_list(eng_model *m, eng_layer *ls, int n, float *d, int B, int need_dx, float **dx_out);
+
+/* d: gradient of the layer's output (clobbered). *dx_out: gradient of its
+ * input (l->dx or d itself), NULL when !need_dx. */
+static int backward_layer(eng_model *m, eng_layer *l, float *d, int B, int need_dx, float **dx_out) {
+    const eng_backend *be = m->be;
+    const float *P = cparams(m, l);
+    float *G = m->grads, *dx = need_dx ? l->dx : NULL;
+    size_t rows = (size_t)B * l->in_size / (size_t)l->in_shape[l->in_rank - 1];
+    int C = l->in_shape[l->in_rank - 1], rc = 0;
+    switch (l->kind) {
+    case ENG_L_DENSE:
+        if (uses_bf16(m, l))
+            rc = eng_dense_backward_bf16(be, l->xb, m->params_b16 + l->w_off, l->z, l->yo, d, l->d16, dx, G + l->w_off,
+                                         G + l->b_off, (int)rows, C, l->units, l->act);
+        else
+            eng_dense_backward(be, l->x, P + l->w_off, l->z, l->yo, d, dx, G + l->w_off, G + l->b_off, (int)rows, C,
+                               l->units, l->act);
+        break;
+    case ENG_L_CONV2D: {
+        eng_conv2d_shape s;
+        conv_shape(l, B, &s);
+        if (uses_bf16(m, l))
+            rc = eng_conv2d_backward(be, &s, ENG_BF16, l->xb, m->params_b16 + l->w_off, l->z, l->yo, d, l->d16, dx,
+                                     G + l->w_off, G + l->b_off, l->act);
+        else
+            rc = eng_conv2d_backward(be, &s, ENG_F32, l->x, P + l->w_off, l->z, l->yo, d, NULL, dx, G + l->w_off,
+                                     G + l->b_off, l->act);
+        break;
+    }
+    case ENG_L_MAXPOOL:
+        if (dx)
+            eng_maxpool2d_backward(d, l->arg, dx, B, l->in_shape[0], l->in_shape[1], C, l->out_shape[0],
+                                   l->out_shape[1]);
+        break;
+    case ENG_L_GAP:
+        if (dx) eng_gap_backward(d, dx, B, l->in_shape[0] * l->in_shape[1], C);
+        break;
+    case ENG_L_FLATTEN:
+        dx = need_dx ? d : NULL;
+        break;
+    case ENG_L_DROPOUT:
+        if (need_dx && l->yo != l->x) eng_dropout_backward(d, l->mask, d, (size_t)B * l->in_size);
+        dx = need_dx ? d : NULL;
+        break;
+    case ENG_L_BATCHNORM:
+        eng_batchnorm_backward(d, l->xhat, l->invstd, P + l->w_off, d, G + l->w_off, G + l->b_off, rows, C);
+        dx = need_dx ? d : NULL;
+        break;
+    case ENG_L_AUGMENT:
+        if (dx) {
+            if (l->yo == l->x) dx = d;
+            else eng_augment_backward(d, l->arg, dx, B, l->in_shape[0], l->in_shape[1], C);
+        }
+        break;
+    case ENG_L_ACT:
+        if (need_dx) eng_act_backward(l->act, l->x, l->yo, d, rows, (size_t)C);
+        dx = need_dx ? d : NULL;
+        break;
+    case ENG_L_RESIDUAL: {
+        size_t no = (size_t)B * l->out_size;
+        int Co = l->out_shape[l->out_rank - 1];
+        if (l->act != ENG_ACT_NONE) eng_act_backward(l->act, l->z, l->y, d, no / Co, (size_t)Co);
+        memcpy(l->dcopy, d, no * sizeof *d);
+        float *ds = NULL, *dp = l->dcopy;
+        if ((rc = backward_list(m, l->sub, l->nsub, d, B, need_dx, &ds))) return rc;
+        if (l->proj && (rc = backward_layer(m, l->proj, l->dcopy, B, need_dx, &dp))) return rc;
+        if (dx) eng_add_forward(ds, dp, dx, (size_t)B * l->in_size);
+        break;
+    }
+    }
+    if (rc == 0 && dx && m->precision == ENG_PREC_FP16) eng_round_fp16_n(dx, (size_t)B * l->in_size);
+    *dx_out = dx;
+    return rc;
+}
+
+static int backward_list(eng_model *m, eng_layer *ls, int n, float *d, int B, int need_dx, float **dx_out) {
+    for (int i = n - 1; i >= 0; i--) {
+        float *dx = NULL;
+        int rc = backward_layer(m, &ls[i], d, B, i > 0 || need_dx, &dx);
+        if (rc) return rc;
+        d = dx;
+    }
+    *dx_out = d;
+    return 0;
+}
+
+int eng_model_backward(eng_model *m, int B) {
+    if (B < 1 || B > m->cap) return HPO_EINVAL;
+    if (m->precision == ENG_PREC_FP16) eng_round_fp16_n(m->dlogits, (size_t)B * m->out_dim);
+    float *dx = NULL;
+    int rc = backward_list(m, m->layers, m->nlayers, m->dlogits, B, 0, &dx);
+    if (rc == 0 && m->precision == ENG_PREC_FP16) eng_round_fp16_n(m->grads, m->nparams);
+    return rc;
+}
+
+int eng_model_predict(eng_model *m, const float *x, int B, float *probs) {
+    if (m->cap < 1) return HPO_EINVAL;
+    for (int s = 0; s < B; s += m->cap) {
+        int n = B - s < m->cap ? B - s : m->cap;
+        const float *out;
+        memcpy(m->input, x + (size_t)s * m->in_size, (size_t)n * m->in_size * sizeof(float));
+        int rc = eng_model_forward(m, n, 0, &out);
+        if (rc) return rc;
+        eng_act_forward(m->final_act, out, probs + (size_t)s * m->out_dim, (size_t)n, (size_t)m->out_dim);
+    }
+    return 0;
+}

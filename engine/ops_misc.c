@@ -1,0 +1,294 @@
+/* ops_misc.c - pooling, dropout, batch normalisation, augmentation and the
+ * residual add (see ops.h). */
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+
+/* ---- maxpool2d ---- */
+
+void eng_maxpool2d_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int ph,
+                           int pw, int sh, int sw, int OH, int OW) {
+    for (int n = 0; n < N; n++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                float *yo = y + (((size_t)n * OH + oh) * OW + ow) * C;
+                int32_t *ao = arg + (((size_t)n * OH + oh) * OW + ow) * C;
+                size_t base = (((size_t)n * H + (size_t)oh * sh) * W + (size_t)ow * sw) * C;
+                /* first window element initialises, the rest compare: contiguous in C */
+                for (int c = 0; c < C; c++) {
+                    yo[c] = x[base + c];
+                    ao[c] = (int32_t)(base + c - (size_t)n * H * W * C);
+                }
+                for (int i = 0; i < ph; i++)
+                    for (int j = 0; j < pw; j++) {
+                        if (!i && !j) continue;
+                        size_t off = base + ((size_t)i * W + j) * C;
+                        const float *xi = x + off;
+                        for (int c = 0; c < C; c++)
+                            if (xi[c] > yo[c]) {
+                                yo[c] = xi[c];
+                                ao[c] = (int32_t)(off + c - (size_t)n * H * W * C);
+                            }
+                    }
+            }
+}
+
+void eng_maxpool2d_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C,
+                            int OH, int OW) {
+    size_t per_in = (size_t)H * W * C, per_out = (size_t)OH * OW * C;
+    memset(dx, 0, (size_t)N * per_in * sizeof *dx);
+    for (int n = 0; n < N; n++) {
+        float *dxn = dx + (size_t)n * per_in;
+        const float *dyn = dy + (size_t)n * per_out;
+        const int32_t *an = arg + (size_t)n * per_out;
+        for (size_t i = 0; i < per_out; i++) dxn[an[i]] += dyn[i];
+    }
+}
+
+void eng_maxpool2d_forward_ref(const float *x, float *y, int N, int H, int W, int C, int ph, int pw, int sh,
+                               int sw, int OH, int OW) {
+    for (int n = 0; n < N; n++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++)
+                for (int c = 0; c < C; c++) {
+                    float m = -INFINITY;
+                    for (int i = 0; i < ph; i++)
+                        for (int j = 0; j < pw; j++) {
+                            float v = x[(((size_t)n * H + oh * sh + i) * W + ow * sw + j) * C + c];
+                            if (v > m) m = v;
+                        }
+                    y[(((size_t)n * OH + oh) * OW + ow) * C + c] = m;
+                }
+}
+
+void eng_maxpool2d_backward_ref(const float *x, const float *dy, float *dx, int N, int H, int W, int C, int ph,
+                                int pw, int sh, int sw, int OH, int OW) {
+    memset(dx, 0, (size_t)N * H * W * C * sizeof *dx);
+    for (int n = 0; n < N; n++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++)
+                for (int c = 0; c < C; c++) {
+                    float m = -INFINITY;
+                    size_t best = 0;
+                    for (int i = 0; i < ph; i++)
+                        for (int j = 0; j < pw; j++) {
+                            size_t off = (((size_t)n * H + oh * sh + i) * W + ow * sw + j) * C + c;
+                            if (x[off] > m) { /* first maximum wins, like the fast path */
+                                m = x[off];
+                                best = off;
+                            }
+                        }
+                    dx[best] += dy[(((size_t)n * OH + oh) * OW + ow) * C + c];
+                }
+}
+
+/* ---- global average pooling ---- */
+
+void eng_gap_forward(const float *x, float *y, int N, int HW, int C) {
+    float inv = 1.0f / (float)HW;
+    for (int n = 0; n < N; n++) {
+        float *yn = y + (size_t)n * C;
+        memset(yn, 0, (size_t)C * sizeof *yn);
+        for (int p = 0; p < HW; p++) {
+            const float *xp = x + ((size_t)n * HW + p) * C;
+            for (int c = 0; c < C; c++) yn[c] += xp[c];
+        }
+        for (int c = 0; c < C; c++) yn[c] *= inv;
+    }
+}
+
+void eng_gap_backward(const float *dy, float *dx, int N, int HW, int C) {
+    float inv = 1.0f / (float)HW;
+    for (int n = 0; n < N; n++)
+        for (int p = 0; p < HW; p++) {
+            float *dxp = dx + ((size_t)n * HW + p) * C;
+            const float *dyn = dy + (size_t)n * C;
+            for (int c = 0; c < C; c++) dxp[c] = dyn[c] * inv;
+        }
+}
+
+void eng_gap_forward_ref(const float *x, float *y, int N, int HW, int C) {
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int p = 0; p < HW; p++) s += x[((size_t)n * HW + p) * C + c];
+            y[(size_t)n * C + c] = (float)(s / HW);
+        }
+}
+
+void eng_gap_backward_ref(const float *dy, float *dx, int N, int HW, int C) {
+    for (int n = 0; n < N; n++)
+        for (int p = 0; p < HW; p++)
+            for (int c = 0; c < C; c++) dx[((size_t)n * HW + p) * C + c] = (float)((double)dy[(size_t)n * C + c] / HW);
+}
+
+/* ---- dropout ---- */
+
+void eng_dropout_forward(const float *x, float *y, float *mask, size_t n, float rate, hpo_rng *rng) {
+    float keep = 1.0f - rate, scale = rate < 1.0f ? 1.0f / keep : 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        mask[i] = hpo_rng_uniform_f(rng) < keep ? scale : 0.0f;
+        y[i] = x[i] * mask[i];
+    }
+}
+
+void eng_dropout_backward(const float *dy, const float *mask, float *dx, size_t n) {
+    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * mask[i];
+}
+
+/* ---- batch normalisation ---- */
+
+void eng_batchnorm_forward_train(const float *x, float *y, const float *gamma, const float *beta,
+                                 float *run_mean, float *run_var, float momentum, float eps, float *xhat,
+                                 float *invstd, size_t M, int C) {
+    /* two passes in double per channel accumulator: mean, then variance */
+    double mean[C], var[C];
+    for (int c = 0; c < C; c++) mean[c] = var[c] = 0;
+    for (size_t m = 0; m < M; m++)
+        for (int c = 0; c < C; c++) mean[c] += x[m * C + c];
+    for (int c = 0; c < C; c++) mean[c] /= (double)M;
+    for (size_t m = 0; m < M; m++)
+        for (int c = 0; c < C; c++) {
+            double t = x[m * C + c] - mean[c];
+            var[c] += t * t;
+        }
+    float mu[C];
+    for (int c = 0; c < C; c++) {
+        double v = var[c] / (double)M;
+        invstd[c] = (float)(1.0 / sqrt(v + eps));
+        mu[c] = (float)mean[c];
+        double unbiased = M > 1 ? var[c] / (double)(M - 1) : v;
+        run_mean[c] = momentum * run_mean[c] + (1.0f - momentum) * (float)mean[c];
+        run_var[c] = momentum * run_var[c] + (1.0f - momentum) * (float)unbiased;
+    }
+    for (size_t m = 0; m < M; m++)
+        for (int c = 0; c < C; c++) {
+            float h = (x[m * C + c] - mu[c]) * invstd[c];
+            xhat[m * C + c] = h;
+            y[m * C + c] = gamma[c] * h + beta[c];
+        }
+}
+
+void eng_batchnorm_forward_eval(const float *x, float *y, const float *gamma, const float *beta,
+                                const float *run_mean, const float *run_var, float eps, size_t M, int C) {
+    float a[C], b[C];
+    for (int c = 0; c < C; c++) {
+        a[c] = gamma[c] / sqrtf(run_var[c] + eps);
+        b[c] = beta[c] - run_mean[c] * a[c];
+    }
+    for (size_t m = 0; m < M; m++)
+        for (int c = 0; c < C; c++) y[m * C + c] = x[m * C + c] * a[c] + b[c];
+}
+
+void eng_batchnorm_backward(const float *dy, const float *xhat, const float *invstd, const float *gamma,
+                            float *dx, float *dgamma, float *dbeta, size_t M, int C) {
+    double sg[C], sb[C];
+    for (int c = 0; c < C; c++) sg[c] = sb[c] = 0;
+    for (size_t m = 0; m < M; m++)
+        for (int c = 0; c < C; c++) {
+            sb[c] += dy[m * C + c];
+            sg[c] += (double)dy[m * C + c] * xhat[m * C + c];
+        }
+    float k1[C], k2[C], k3[C];
+    for (int c = 0; c < C; c++) {
+        dgamma[c] = (float)sg[c];
+        dbeta[c] = (float)sb[c];
+        /* dx = gamma*invstd/M * (M*dy - sum(dy) - xhat*sum(dy*xhat)) */
+        k1[c] = gamma[c] * invstd[c];
+        k2[c] = (float)(sb[c] / (double)M);
+        k3[c] = (float)(sg[c] / (double)M);
+    }
+    for (size_t m = 0; m < M; m++)
+        for (int c = 0; c < C; c++)
+            dx[m * C + c] = k1[c] * (dy[m * C + c] - k2[c] - xhat[m * C + c] * k3[c]);
+}
+
+void eng_batchnorm_forward_train_ref(const float *x, float *y, const float *gamma, const float *beta,
+                                     float eps, size_t M, int C) {
+    for (int c = 0; c < C; c++) {
+        double s = 0, v = 0;
+        for (size_t m = 0; m < M; m++) s += x[m * C + c];
+        s /= (double)M;
+        for (size_t m = 0; m < M; m++) v += (x[m * C + c] - s) * (x[m * C + c] - s);
+        v /= (double)M;
+        for (size_t m = 0; m < M; m++) y[m * C + c] = (float)(gamma[c] * (x[m * C + c] - s) / sqrt(v + eps) + beta[c]);
+    }
+}
+
+void eng_batchnorm_backward_ref(const float *x, const float *dy, const float *gamma, float eps, float *dx,
+                                float *dgamma, float *dbeta, size_t M, int C) {
+    for (int c = 0; c < C; c++) {
+        double mu = 0, v = 0;
+        for (size_t m = 0; m < M; m++) mu += x[m * C + c];
+        mu /= (double)M;
+        for (size_t m = 0; m < M; m++) v += (x[m * C + c] - mu) * (x[m * C + c] - mu);
+        v /= (double)M;
+        double is = 1 / sqrt(v + eps), sdy = 0, sdyx = 0;
+        for (size_t m = 0; m < M; m++) {
+            double h = (x[m * C + c] - mu) * is;
+            sdy += dy[m * C + c];
+            sdyx += dy[m * C + c] * h;
+        }
+        dgamma[c] = (float)sdyx;
+        dbeta[c] = (float)sdy;
+        for (size_t m = 0; m < M; m++) {
+            double h = (x[m * C + c] - mu) * is;
+            dx[m * C + c] = (float)(gamma[c] * is / M * (M * dy[m * C + c] - sdy - h * sdyx));
+        }
+    }
+}
+
+/* ---- augmentation ---- */
+
+/* The output pixel (i, j) reads input (i - ty, jj) with jj = j - tx, mirrored
+ * if flipped; one-to-one where in range, so backward is the transpose. */
+void eng_augment_apply_ref(const float *x, float *y, const int32_t *params, int N, int H, int W, int C) {
+    for (int n = 0; n < N; n++) {
+        int ty = params[3 * n], tx = params[3 * n + 1], fl = params[3 * n + 2];
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < W; j++) {
+                int si = i - ty, sj = j - tx;
+                if (fl) sj = W - 1 - sj;
+                float *yo = y + (((size_t)n * H + i) * W + j) * C;
+                if (si < 0 || si >= H || sj < 0 || sj >= W) {
+                    memset(yo, 0, (size_t)C * sizeof *yo);
+                    continue;
+                }
+                memcpy(yo, x + (((size_t)n * H + si) * W + sj) * C, (size_t)C * sizeof *yo);
+            }
+    }
+}
+
+void eng_augment_forward(const float *x, float *y, int32_t *params, int N, int H, int W, int C, int k,
+                         int flip, hpo_rng *rng) {
+    for (int n = 0; n < N; n++) {
+        int fl = flip ? (int)(hpo_rng_u64(rng) >> 63) : 0;
+        int ty = k > 0 ? (int)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
+        int tx = k > 0 ? (int)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
+        params[3 * n] = ty;
+        params[3 * n + 1] = tx;
+        params[3 * n + 2] = fl;
+    }
+    eng_augment_apply_ref(x, y, params, N, H, W, C);
+}
+
+void eng_augment_backward(const float *dy, const int32_t *params, float *dx, int N, int H, int W, int C) {
+    memset(dx, 0, (size_t)N * H * W * C * sizeof *dx);
+    for (int n = 0; n < N; n++) {
+        int ty = params[3 * n], tx = params[3 * n + 1], fl = params[3 * n + 2];
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < W; j++) {
+                int si = i - ty, sj = j - tx;
+                if (fl) sj = W - 1 - sj;
+                if (si < 0 || si >= H || sj < 0 || sj >= W) continue;
+                const float *g = dy + (((size_t)n * H + i) * W + j) * C;
+                float *o = dx + (((size_t)n * H + si) * W + sj) * C;
+                for (int c = 0; c < C; c++) o[c] += g[c];
+            }
+    }
+}
+
+void eng_add_forward(const float *a, const float *b, float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}

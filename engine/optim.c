@@ -1,0 +1,203 @@
+/* optim.c - optimiser updates, clipping and learning-rate schedules (see optim.h). */
+#include "optim.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "hpo.h"
+
+static const char *opt_names[] = {"sgd", "rmsprop", "adam", "adamw"};
+
+int eng_opt_parse(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < (int)HPO_ARRAY_LEN(opt_names); i++)
+        if (!strcmp(name, opt_names[i])) return i;
+    return -1;
+}
+
+const char *eng_opt_name(int kind) {
+    return kind >= 0 && kind < (int)HPO_ARRAY_LEN(opt_names) ? opt_names[kind] : "?";
+}
+
+void eng_optim_defaults(eng_optim_config *c, int kind) {
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->lr = kind == ENG_OPT_SGD ? 1e-2f : 1e-3f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.999f;
+    c->rho = 0.9f;
+    c->eps = 1e-7f;
+    c->weight_decay = kind == ENG_OPT_ADAMW ? 0.004f : 0.0f;
+}
+
+size_t eng_optim_state_floats(const eng_optim_config *c) {
+    switch (c->kind) {
+    case ENG_OPT_SGD: return c->momentum != 0.0f ? 1 : 0;
+    case ENG_OPT_RMSPROP: return c->momentum != 0.0f ? 2 : 1;
+    default: return 2;
+    }
+}
+
+void eng_optim_step_ref(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
+                        size_t n) {
+    float mu = c->momentum, wd = c->weight_decay;
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        if (wd != 0.0f && c->kind != ENG_OPT_ADAMW) gi += wd * p[i];
+        switch (c->kind) {
+        case ENG_OPT_SGD:
+            if (mu != 0.0f) {
+                state[i] = mu * state[i] + gi;
+                p[i] -= lr * (c->nesterov ? gi + mu * state[i] : state[i]);
+            } else {
+                p[i] -= lr * gi;
+            }
+            break;
+        case ENG_OPT_RMSPROP: {
+            float *s = state, *b = state + n;
+            s[i] = c->rho * s[i] + (1.0f - c->rho) * gi * gi;
+            float u = gi / (sqrtf(s[i]) + c->eps);
+            if (mu != 0.0f) {
+                b[i] = mu * b[i] + u;
+                u = b[i];
+            }
+            p[i] -= lr * u;
+            break;
+        }
+        default: {
+            float *m = state, *v = state + n;
+            if (c->kind == ENG_OPT_ADAMW && wd != 0.0f) p[i] -= lr * wd * p[i];
+            m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * gi;
+            v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * gi * gi;
+            double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+            float mh = (float)(m[i] / bc1), vh = (float)(v[i] / bc2);
+            p[i] -= lr * mh / (sqrtf(vh) + c->eps);
+            break;
+        }
+        }
+    }
+}
+
+/* Adam/AdamW with bias correction folded into two scalars:
+ * p -= a * m / (sqrt(v) + e) with a = lr / bc1, e = eps * sqrt(bc2), after
+ * scaling numerator and denominator by sqrt(bc2). */
+__attribute__((target("avx512f"))) static void adam_avx512(float *p, const float *g, float *m, float *v, size_t n,
+                                                           float b1, float b2, float a, float e, float decay,
+                                                           float l2) {
+    __m512 vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2), c1 = _mm512_set1_ps(1.0f - b1),
+           c2 = _mm512_set1_ps(1.0f - b2), va = _mm512_set1_ps(a), ve = _mm512_set1_ps(e),
+           vdec = _mm512_set1_ps(decay), vl2 = _mm512_set1_ps(l2);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 pi = _mm512_loadu_ps(p + i);
+        __m512 gi = _mm512_fmadd_ps(vl2, pi, _mm512_loadu_ps(g + i));
+        __m512 mi = _mm512_fmadd_ps(vb1, _mm512_loadu_ps(m + i), _mm512_mul_ps(c1, gi));
+        __m512 vi = _mm512_fmadd_ps(vb2, _mm512_loadu_ps(v + i), _mm512_mul_ps(c2, _mm512_mul_ps(gi, gi)));
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        __m512 den = _mm512_add_ps(_mm512_sqrt_ps(vi), ve);
+        pi = _mm512_mul_ps(pi, vdec);
+        pi = _mm512_sub_ps(pi, _mm512_div_ps(_mm512_mul_ps(va, mi), den));
+        _mm512_storeu_ps(p + i, pi);
+    }
+    for (; i < n; i++) {
+        float gi = g[i] + l2 * p[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * gi;
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        p[i] = p[i] * decay - a * m[i] / (sqrtf(v[i]) + e);
+    }
+}
+
+static void adam_scalar(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float a,
+                        float e, float decay, float l2) {
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] + l2 * p[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * gi;
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        p[i] = p[i] * decay - a * m[i] / (sqrtf(v[i]) + e);
+    }
+}
+
+void eng_optim_step(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n) {
+    if (c->kind == ENG_OPT_ADAM || c->kind == ENG_OPT_ADAMW) {
+        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+        float a = (float)(lr * sqrt(bc2) / bc1), e = (float)(c->eps * sqrt(bc2));
+        float decay = c->kind == ENG_OPT_ADAMW ? 1.0f - lr * c->weight_decay : 1.0f;
+        float l2 = c->kind == ENG_OPT_ADAM ? c->weight_decay : 0.0f;
+        static int avx = -1;
+        if (avx < 0) avx = __builtin_cpu_supports("avx512f");
+        if (avx)
+            adam_avx512(p, g, state, state + n, n, c->beta1, c->beta2, a, e, decay, l2);
+        else
+            adam_scalar(p, g, state, state + n, n, c->beta1, c->beta2, a, e, decay, l2);
+        return;
+    }
+    eng_optim_step_ref(c, lr, t, p, g, state, n);
+}
+
+double eng_grad_unscale_norm(float *g, size_t n, float unscale, int *finite) {
+    double s = 0;
+    float chk = 0.0f;
+    if (unscale != 1.0f)
+        for (size_t i = 0; i < n; i++) g[i] *= unscale;
+    /* 8 partial sums in f32 blocks, folded into double per block of 4096 */
+    for (size_t i0 = 0; i0 < n; i0 += 4096) {
+        size_t i1 = i0 + 4096 < n ? i0 + 4096 : n;
+        float acc = 0.0f;
+        for (size_t i = i0; i < i1; i++) {
+            acc += g[i] * g[i];
+            chk += g[i] - g[i]; /* NaN if any element is NaN or Inf */
+        }
+        s += acc;
+    }
+    if (finite) *finite = chk == 0.0f && isfinite(s);
+    return sqrt(s);
+}
+
+void eng_grad_clip(float *g, size_t n, double norm, float clipnorm) {
+    if (clipnorm <= 0.0f || !(norm > clipnorm)) return;
+    float k = (float)(clipnorm / norm);
+    for (size_t i = 0; i < n; i++) g[i] *= k;
+}
+
+static const char *sched_names[] = {"constant", "step", "piecewise", "exponential", "cosine"};
+
+int eng_sched_parse(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < (int)HPO_ARRAY_LEN(sched_names); i++)
+        if (!strcmp(name, sched_names[i])) return i;
+    return -1;
+}
+
+double eng_schedule_lr(const eng_schedule *s, double base_lr, long step, long steps_per_epoch, long total_steps) {
+    if (steps_per_epoch < 1) steps_per_epoch = 1;
+    double epoch = (double)step / (double)steps_per_epoch, lr = base_lr;
+    switch (s->kind) {
+    case ENG_SCHED_STEP:
+        if (s->step_epochs > 0) lr = base_lr * pow(s->gamma, floor(floor(epoch + 1e-9) / s->step_epochs));
+        break;
+    case ENG_SCHED_PIECEWISE: {
+        int i = 0;
+        while (i < s->n_bounds && epoch >= s->bounds[i] - 1e-9) i++;
+        lr = s->values[i];
+        break;
+    }
+    case ENG_SCHED_EXPONENTIAL: {
+        double ds = s->decay_steps > 0 ? s->decay_steps : (double)steps_per_epoch;
+        lr = base_lr * pow(s->decay_rate, (double)step / ds);
+        break;
+    }
+    case ENG_SCHED_COSINE: {
+        double T = s->cosine_steps > 0 ? s->cosine_steps : (double)(total_steps > 0 ? total_steps : 1);
+        double tt = (double)step < T ? (double)step : T;
+        lr = base_lr * (s->alpha + (1.0 - s->alpha) * 0.5 * (1.0 + cos(M_PI * tt / T)));
+        break;
+    }
+    default:
+        break;
+    }
+    double w = s->warmup_steps > 0 ? s->warmup_steps : s->warmup_epochs * (double)steps_per_epoch;
+    if (w > 0 && (double)step < w) lr *= ((double)step + 1.0) / w;
+    return lr;
+}

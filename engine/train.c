@@ -1,0 +1,271 @@
+/* train.c - the training loop, evaluation, early stopping, loss scaling
+ * (see train.h). */
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ops.h"
+#include "tensor.h"
+
+void eng_train_opts_init(eng_train_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->epochs = 10;
+    o->batch_size = 128;
+    o->threads = 0;
+    o->precision = ENG_PREC_FP32;
+    o->patience = -1;
+    o->monitor = "val_loss";
+    o->prefetch = 1;
+}
+
+typedef struct targets {
+    int32_t *labels;
+    float *values;
+} targets;
+
+static int check_data(const eng_model *m, const eng_split *s, hpo_error *err) {
+    const eng_dataset *ds = s->ds;
+    if (ds->sample_size != m->in_size)
+        return hpo_fail(err, HPO_ESHAPE, "dataset", "samples of %s have %zu values, the model expects %zu", ds->name,
+                        ds->sample_size, m->in_size);
+    if (ds->y_type == ENG_DATA_Y_TARGET && ds->y_dim != (size_t)m->out_dim)
+        return hpo_fail(err, HPO_ESHAPE, "dataset", "targets of %s have %zu values, the model outputs %d", ds->name,
+                        ds->y_dim, m->out_dim);
+    if (ds->y_type == ENG_DATA_Y_TARGET && m->loss == ENG_LOSS_SCCE)
+        return hpo_fail(err, HPO_EINVAL, "model.loss", "sparse_categorical_crossentropy needs class labels; %s has targets",
+                        ds->name);
+    return 0;
+}
+
+static void targets_alloc(targets *t, const eng_split *s, int bs) {
+    t->labels = NULL;
+    t->values = NULL;
+    if (s->ds->y_type == ENG_DATA_Y_CLASS) t->labels = eng_alloc((size_t)bs * sizeof(int32_t));
+    else t->values = eng_alloc((size_t)bs * s->ds->y_dim * sizeof(float));
+}
+
+static void targets_free(targets *t) {
+    free(t->labels);
+    free(t->values);
+}
+
+int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *out, hpo_error *err) {
+    eng_batcher *b = NULL;
+    targets t = {0};
+    eng_metric_sums sums;
+    int rc;
+    memset(&sums, 0, sizeof sums);
+    if (batch_size < 1) batch_size = 256;
+    if (m->cap < 1 && (rc = eng_model_reserve(m, batch_size, m->precision))) return rc;
+    if (batch_size > m->cap) batch_size = m->cap;
+    if ((rc = check_data(m, s, err))) return rc;
+    eng_batcher_opts bo = {.batch_size = (size_t)batch_size, .shuffle = 0, .x_type = ENG_BATCH_F32};
+    if ((rc = eng_batcher_new(s, &bo, &b, err))) return rc;
+    targets_alloc(&t, s, batch_size);
+    if ((rc = eng_batcher_start_epoch(b, 0)) < 0) goto fail;
+    for (;;) {
+        size_t n = 0;
+        rc = eng_batcher_next_into(b, m->input, t.labels, t.values, &n);
+        if (rc < 0) goto fail;
+        if (rc == 0) break;
+        const float *logits;
+        if ((rc = eng_model_forward(m, (int)n, 0, &logits))) goto fail;
+        eng_loss_compute(m->loss, m->final_act, logits, t.labels, t.values, (int)n, m->out_dim, 1.0f, NULL, &sums);
+    }
+    eng_metrics_from_sums(&sums, out);
+    rc = 0;
+fail:
+    targets_free(&t);
+    eng_batcher_free(b);
+    return rc;
+}
+
+static int monitor_mode(const char *name, int mode) {
+    if (mode) return mode < 0 ? -1 : 1;
+    return strstr(name, "acc") ? 1 : -1;
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
+              eng_train_result *res, hpo_error *err) {
+    unsigned mxcsr = eng_set_ftz_daz();
+    eng_batcher *b = NULL;
+    targets t = {0};
+    float *best_params = NULL;
+    char ckpt[1024] = "";
+    eng_train_result r;
+    eng_train_state st;
+    int rc, bs = o->batch_size;
+    memset(&r, 0, sizeof r);
+    memset(&st, 0, sizeof st);
+    if (bs < 1 || o->epochs < 0 || o->precision < 0 || o->precision > ENG_PREC_FP16) {
+        rc = hpo_fail(err, HPO_EINVAL, "training", "batch_size must be >= 1 and epochs >= 0");
+        goto fail;
+    }
+    if (o->precision == ENG_PREC_BF16 && !m->be->gemm_bf16) {
+        rc = hpo_fail(err, HPO_EUNSUPPORTED, "training.precision", "mixed_bf16 is not available on this backend");
+        goto fail;
+    }
+    if ((rc = check_data(m, train, err)) || (val && (rc = check_data(m, val, err)))) goto fail;
+    if (o->threads > 0) m->be->set_threads(o->threads);
+    if ((rc = eng_model_reserve(m, bs, o->precision))) goto fail;
+    eng_batcher_opts bo = {.batch_size = (size_t)bs, .shuffle = 1, .seed = o->seed, .drop_last = 0,
+                           .x_type = ENG_BATCH_F32, .prefetch = o->prefetch};
+    if ((rc = eng_batcher_new(train, &bo, &b, err))) goto fail;
+    targets_alloc(&t, train, bs);
+    const char *monitor = o->monitor ? o->monitor : "val_loss";
+    int use_val = val && val->n > 0;
+    if (!strncmp(monitor, "val_", 4) && !use_val) monitor += 4; /* no validation: monitor the training metric */
+    int mode = monitor_mode(monitor, o->mode);
+    eng_metrics probe = {0};
+    double dummy;
+    if (eng_metric_get(&probe, monitor, &dummy) < 0) {
+        rc = hpo_fail(err, HPO_EINVAL, "training.early_stopping.monitor", "unknown metric \"%s\"", monitor);
+        goto fail;
+    }
+    long spe = (long)eng_batcher_n_batches(b), total = spe * o->epochs;
+    st.loss_scale = o->precision == ENG_PREC_FP16 ? 32768.0 : 1.0;
+    st.best = mode < 0 ? INFINITY : -INFINITY;
+    if (o->restore_best) best_params = eng_alloc((m->nparams + 1) * sizeof(float));
+    if (o->checkpoint_dir) {
+        mkdir(o->checkpoint_dir, 0755);
+        snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint_dir,
+                 o->checkpoint_name ? o->checkpoint_name : "checkpoint.safetensors");
+        if (o->resume && file_exists(ckpt)) {
+            int hb = 0;
+            if ((rc = eng_checkpoint_load(m, ckpt, &st, best_params, &hb, err))) goto fail;
+            if (!hb && best_params) memcpy(best_params, m->params, m->nparams * sizeof(float));
+            r.start_epoch = st.epoch;
+            HPO_INFO("engine: resumed %s at epoch %d (step %ld)", ckpt, st.epoch, st.step);
+        }
+    }
+    double t_all = hpo_monotonic(), sps_sum = 0;
+    int stop = 0;
+    r.epochs_run = st.epoch;
+    for (int epoch = st.epoch; epoch < o->epochs && !stop; epoch++) {
+        eng_metric_sums sums;
+        memset(&sums, 0, sizeof sums);
+        long skipped = 0;
+        double lr = m->opt.lr, t0 = hpo_monotonic();
+        if ((rc = eng_batcher_start_epoch(b, (uint64_t)epoch)) < 0) goto fail;
+        for (;;) {
+            size_t n = 0;
+            rc = eng_batcher_next_into(b, m->input, t.labels, t.values, &n);
+            if (rc < 0) goto fail;
+            if (rc == 0) break;
+            const float *logits;
+            if ((rc = eng_model_forward(m, (int)n, 1, &logits))) goto fail;
+            double loss = eng_loss_compute(m->loss, m->final_act, logits, t.labels, t.values, (int)n, m->out_dim,
+                                           (float)st.loss_scale, m->dlogits, &sums);
+            if (!isfinite(loss)) {
+                eng_metrics_from_sums(&sums, &r.train);
+                rc = hpo_fail(err, HPO_EDIVERGED, "training", "loss became %s at epoch %d, step %ld",
+                              isnan(loss) ? "NaN" : "Inf", epoch + 1, st.step);
+                goto fail;
+            }
+            if ((rc = eng_model_backward(m, (int)n))) goto fail;
+            lr = eng_schedule_lr(&m->sched, m->opt.lr, st.step, spe, total);
+            if (o->precision == ENG_PREC_FP16 || m->opt.clipnorm > 0) {
+                int finite = 1;
+                double norm = eng_grad_unscale_norm(m->grads, m->nparams, (float)(1.0 / st.loss_scale), &finite);
+                if (!finite) {
+                    if (o->precision != ENG_PREC_FP16) {
+                        rc = hpo_fail(err, HPO_EDIVERGED, "training", "gradients became NaN/Inf at epoch %d", epoch + 1);
+                        goto fail;
+                    }
+                    st.loss_scale *= 0.5;
+                    st.good_steps = 0;
+                    skipped++;
+                    if (st.loss_scale < 0x1p-24) {
+                        rc = hpo_fail(err, HPO_EDIVERGED, "training", "loss scale underflow at epoch %d", epoch + 1);
+                        goto fail;
+                    }
+                    continue;
+                }
+                eng_grad_clip(m->grads, m->nparams, norm, m->opt.clipnorm);
+            }
+            eng_optim_step(&m->opt, (float)lr, st.step + 1, m->params, m->grads, m->opt_state, m->nparams);
+            st.step++;
+            eng_model_params_changed(m);
+            if (o->precision == ENG_PREC_FP16 && ++st.good_steps >= 2000) {
+                st.loss_scale *= 2.0;
+                st.good_steps = 0;
+            }
+        }
+        double secs = hpo_monotonic() - t0;
+        eng_epoch_report rep;
+        memset(&rep, 0, sizeof rep);
+        rep.epoch = epoch + 1;
+        rep.epochs = o->epochs;
+        eng_metrics_from_sums(&sums, &rep.train);
+        rep.seconds = secs;
+        rep.samples_per_s = secs > 0 ? (double)sums.n / secs : 0;
+        rep.lr = lr;
+        rep.loss_scale = st.loss_scale;
+        rep.skipped_steps = skipped;
+        sps_sum += rep.samples_per_s;
+        if (use_val) {
+            if ((rc = eng_evaluate(m, val, bs, &rep.val, err))) goto fail;
+            rep.has_val = 1;
+        }
+        double v = 0;
+        eng_metric_get(!strncmp(monitor, "val_", 4) ? &rep.val : &rep.train, monitor, &v);
+        int improved = isfinite(v) && (mode < 0 ? v < st.best - o->min_delta : v > st.best + o->min_delta);
+        if (improved) {
+            st.best = v;
+            st.best_epoch = epoch + 1;
+            st.wait = 0;
+            if (best_params) memcpy(best_params, m->params, m->nparams * sizeof(float));
+        } else {
+            st.wait++;
+        }
+        rep.is_best = improved;
+        st.epoch = epoch + 1;
+        r.epochs_run = epoch + 1;
+        r.train = rep.train;
+        r.val = rep.val;
+        r.has_val = rep.has_val;
+        if (ckpt[0]) {
+            st.best_params = best_params;
+            if ((rc = eng_checkpoint_save(m, &st, ckpt, err))) goto fail;
+            rep.checkpoint = ckpt;
+        }
+        if (o->patience >= 0 && st.wait > o->patience) {
+            r.stopped_early = 1;
+            stop = 1;
+        }
+        if (o->on_epoch && o->on_epoch(&rep, o->user)) {
+            r.stopped_by_callback = 1;
+            stop = 1;
+        }
+    }
+    if (best_params && st.best_epoch > 0 && st.best_epoch != r.epochs_run) {
+        memcpy(m->params, best_params, m->nparams * sizeof(float));
+        eng_model_params_changed(m);
+        r.restored_best = 1;
+    }
+    r.best_epoch = st.best_epoch;
+    r.best_value = st.best;
+    r.seconds = hpo_monotonic() - t_all;
+    r.samples_per_s = r.epochs_run > r.start_epoch ? sps_sum / (r.epochs_run - r.start_epoch) : 0;
+    rc = 0;
+fail:
+    if (rc == HPO_EDIVERGED || rc == 0) {
+        r.best_epoch = st.best_epoch;
+        r.best_value = st.best;
+        if (res) *res = r; /* divergence is data: the result is filled */
+    }
+    free(best_params);
+    targets_free(&t);
+    eng_batcher_free(b);
+    eng_restore_mxcsr(mxcsr);
+    return rc;
+}

@@ -1,0 +1,118 @@
+/*
+ * train.h - the training loop: epochs over a training split, validation
+ * every epoch, early stopping, a per-epoch callback that may stop training,
+ * checkpoints with exact resume, mixed precision with loss scaling.
+ *
+ * Design notes
+ * - Determinism: for a seed and one thread a run is bit-reproducible. Epoch
+ *   e's batch order comes from the batcher (hpo_rng_derive(seed, e, 0)); the
+ *   model's dropout/augmentation generator is part of the checkpoint. With
+ *   OpenBLAS/oneDNN on one thread the kernels are deterministic too.
+ * - Checkpoint (eng_checkpoint_save/load): one safetensors file per run,
+ *   rewritten atomically after every epoch: tensors "params", "opt_state",
+ *   "bn_stats", "best_params" (when restore_best_weights is on), "rng" (U64
+ *   [4]); metadata: epoch, step, loss_scale, good_steps, early-stopping state
+ *   (best, best_epoch, wait), precision and parameter counts, which must
+ *   match on load (HPO_EFORMAT otherwise). Resuming epoch E from it and
+ *   training on gives the weights of an uninterrupted run, bit for bit.
+ * - Divergence: a NaN/Inf training loss returns HPO_EDIVERGED with the result
+ *   filled (epochs completed, last metrics): a normal, recorded outcome.
+ * - mixed_fp16: dynamic loss scaling. The loss gradient is multiplied by the
+ *   scale (2^15 at start); when any gradient is Inf/NaN the step is skipped
+ *   and the scale halved; after 2000 good steps it doubles. The scale falling
+ *   below 2^-24 counts as divergence.
+ * - Threads: eng_train sets OpenBLAS/oneDNN threads (backend set_threads)
+ *   and FTZ/DAZ in the calling thread's MXCSR for the duration of the call
+ *   (restored on return).
+ * - The callback runs on the training thread after each epoch (after the
+ *   checkpoint is written); returning nonzero stops training
+ *   (result->stopped_by_callback), e.g. a pruner's decision.
+ */
+#ifndef ENG_TRAIN_H
+#define ENG_TRAIN_H
+
+#include <stdint.h>
+
+#include "data.h"
+#include "hpo.h"
+#include "loss.h"
+#include "model.h"
+
+typedef struct eng_epoch_report {
+    int epoch;           /* 1-based */
+    int epochs;          /* planned */
+    eng_metrics train, val;
+    int has_val;
+    double seconds;      /* training part of the epoch (no validation) */
+    double samples_per_s;
+    double lr;           /* learning rate of the last step */
+    double loss_scale;   /* mixed_fp16; 1 otherwise */
+    long skipped_steps;  /* mixed_fp16 overflow skips this epoch */
+    int is_best;         /* early-stopping monitor improved */
+    const char *checkpoint; /* path written this epoch, or NULL */
+} eng_epoch_report;
+
+/* Return nonzero to stop training after this epoch. */
+typedef int (*eng_epoch_fn)(const eng_epoch_report *r, void *user);
+
+typedef struct eng_train_opts {
+    int epochs;
+    int batch_size;
+    int threads;            /* <= 0: leave the thread settings alone */
+    uint64_t seed;
+    int precision;          /* eng_precision */
+    /* early stopping (off when patience < 0) */
+    int patience;
+    const char *monitor;    /* "val_loss" (default), "val_accuracy", "loss", ... */
+    int mode;               /* -1 min, +1 max, 0 auto from the name */
+    double min_delta;
+    int restore_best;
+    /* checkpoints: a file in this directory, written every epoch; NULL: none */
+    const char *checkpoint_dir;
+    const char *checkpoint_name; /* default "checkpoint.safetensors" */
+    int resume;             /* start from the checkpoint if one exists */
+    int prefetch;           /* background batch gathering */
+    eng_epoch_fn on_epoch;
+    void *user;
+} eng_train_opts;
+
+void eng_train_opts_init(eng_train_opts *o); /* defaults: 10 epochs, batch 128, ... */
+
+typedef struct eng_train_result {
+    int epochs_run;         /* epochs completed (including resumed ones) */
+    int start_epoch;        /* 0, or the epoch resumed from */
+    int best_epoch;         /* 1-based epoch of the best monitor value, 0 if none */
+    double best_value;
+    eng_metrics train, val; /* of the last epoch */
+    int has_val;
+    int stopped_early, stopped_by_callback, restored_best;
+    double seconds;
+    double samples_per_s;   /* mean over epochs */
+} eng_train_result;
+
+/* Train m on train (val may be NULL). m's buffers are reserved here. */
+int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
+              eng_train_result *res, hpo_error *err);
+
+/* Metrics of m on a split (eval mode: no dropout, running BN statistics). */
+int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *out, hpo_error *err);
+
+/* ---- checkpoints (checkpoint.c) ---- */
+typedef struct eng_train_state {
+    int epoch;          /* epochs completed */
+    long step;          /* optimiser steps taken */
+    double loss_scale;
+    long good_steps;
+    double best;        /* early-stopping best value */
+    int best_epoch, wait;
+    const float *best_params; /* NULL: none saved */
+} eng_train_state;
+
+int eng_checkpoint_save(const eng_model *m, const eng_train_state *st, const char *path, hpo_error *err);
+/* Loads params, optimiser state, BN statistics and RNG into m (shapes must
+ * match) and fills st; best_params (may be NULL) receives the saved best
+ * weights when present (*has_best = 1). */
+int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_params, int *has_best,
+                        hpo_error *err);
+
+#endif
