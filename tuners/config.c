@@ -35,22 +35,16 @@ void tun_config_default(tun_config *cfg) {
     cfg->pruner.n_startup_trials = 5;
 }
 
-/* An integer in [lo, hi] (an integral real is accepted). */
+/* A JSON integer in [lo, hi]. Strict (60.0 is refused) because other layers
+ * read the pass-through keys with json_integer_value. */
 static int get_int(const json_t *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
                    hpo_error *err) {
-    double d;
-    if (json_is_integer(v)) {
-        d = (double)json_integer_value(v);
-    } else if (json_is_real(v) && isfinite(json_real_value(v)) &&
-               json_real_value(v) == floor(json_real_value(v))) {
-        d = json_real_value(v);
-    } else {
-        return hpo_fail(err, HPO_EINVAL, field, "must be an integer");
-    }
-    if (d < (double)lo || d > (double)hi)
+    if (!json_is_integer(v)) return hpo_fail(err, HPO_EINVAL, field, "must be an integer");
+    json_int_t i = json_integer_value(v);
+    if (i < lo || i > hi)
         return hpo_fail(err, HPO_EINVAL, field, "must be between %lld and %lld", (long long)lo,
                         (long long)hi);
-    *out = json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)d;
+    *out = (int64_t)i;
     return 0;
 }
 

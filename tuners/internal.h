@@ -28,6 +28,7 @@ typedef struct tun_trial_rec {
     double *step_values;  /* minimisation sign */
     int n_steps, cap_steps;
     int prune_said;       /* the pruner stopped it once: later reports answer prune too */
+    int bracket;          /* hyperband: its bracket (tun_hyperband_bracket_of), else 0 */
 } tun_trial_rec;
 
 struct tun_study {

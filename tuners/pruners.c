@@ -81,9 +81,32 @@ static int first_at_or_after(const tun_trial_rec *r, int64_t s) {
     return lo < r->n_steps ? lo : -1;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+/* The k-th smallest of v[0..n) (0-based), rearranging v so that v[0..k) <=
+ * v[k] <= v[k+1..n) (Hoare's selection; values are not NaN). */
+static double select_kth(double *v, int n, int k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) {
+                double tmp = v[i];
+                v[i] = v[j];
+                v[j] = tmp;
+                i++;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
 }
 
 static int64_t rung_step(const tun_pruner_config *pc, int e) {
@@ -117,11 +140,12 @@ int tun_hyperband_bracket_of(const tun_study *t, int64_t number) {
 
 /* ---- ASHA within a bracket (bracket -1: every trial competes) ---- */
 
+/* "value <= the k-th smallest of the m rung values (itself included)" holds
+ * exactly when fewer than k of them are strictly smaller: a count, O(m),
+ * instead of a sort. */
 static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int r0,
                        int bracket, int *prune) {
     const tun_pruner_config *pc = &t->cfg.pruner;
-    double *vals = NULL;
-    int rc = 0;
     *prune = 0;
     for (int k = 0;; k++) {
         int64_t rs = rung_step(pc, r0 + k);
@@ -131,29 +155,26 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
         double value = rec->step_values[first];
         if (isnan(value)) {
             *prune = 1;
-            break;
+            return 0;
         }
-        if (!vals) vals = hpo_xmalloc((size_t)(t->n_present + 1) * sizeof *vals);
-        int m = 0;
-        vals[m++] = value;
+        int64_t m = 1, smaller = 0;
         for (int64_t j = 0; j < t->cap; j++) {
             const tun_trial_rec *o = &t->trials[j];
             if (!o->present || o == rec) continue;
-            if (bracket >= 0 && tun_hyperband_bracket_of(t, o->number) != bracket) continue;
+            if (bracket >= 0 && o->bracket != bracket) continue;
             int f = first_at_or_after(o, rs);
             if (f < 0 || isnan(o->step_values[f])) continue;
-            vals[m++] = o->step_values[f];
+            m++;
+            if (o->step_values[f] < value) smaller++;
         }
-        qsort(vals, (size_t)m, sizeof *vals, cmp_double);
-        int idx = (int)floor((double)m / pc->eta) - 1;
-        if (idx < 0) idx = 0;
-        if (value > vals[idx]) {
+        int64_t keep = (int64_t)floor((double)m / pc->eta);
+        if (keep < 1) keep = 1;
+        if (smaller >= keep) {
             *prune = 1;
-            break;
+            return 0;
         }
     }
-    free(vals);
-    return rc;
+    return 0;
 }
 
 /* ---- median ---- */
@@ -185,10 +206,15 @@ static int median_decide(const tun_study *t, const tun_trial_rec *rec, int64_t s
         vals[m++] = o->step_values[f];
     }
     if (m > 0) {
-        qsort(vals, (size_t)m, sizeof *vals, cmp_double);
-        double pos = 0.5 * (m - 1);
-        int lo = (int)floor(pos), hi = (int)ceil(pos);
-        double median = vals[lo] + (vals[hi] - vals[lo]) * (pos - lo);
+        /* the 50th percentile with linear interpolation (numpy's default) */
+        int lo = (m - 1) / 2, hi = m / 2;
+        double a = select_kth(vals, m, lo), b = a;
+        if (hi != lo) { /* the next order statistic: the least of the upper part */
+            b = vals[hi];
+            for (int i = hi + 1; i < m; i++)
+                if (vals[i] < b) b = vals[i];
+        }
+        double median = a + (b - a) * 0.5 * (hi - lo);
         *prune = best > median;
     }
     free(vals);
@@ -204,7 +230,7 @@ int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step
         return asha_decide(t, rec, step, 0, -1, prune);
     case TUN_PRUNER_HYPERBAND: {
         if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
-        int b = tun_hyperband_bracket_of(t, rec->number);
+        int b = rec->bracket;
         return asha_decide(t, rec, step, b, b, prune);
     }
     }

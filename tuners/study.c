@@ -86,6 +86,7 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
     r->x = hpo_xmalloc((size_t)t->space->n * sizeof *r->x);
     memcpy(r->x, x, (size_t)t->space->n * sizeof *r->x);
     r->value = state == TUN_TRIAL_COMPLETE ? to_min(t, value) : NAN;
+    r->bracket = t->cfg.pruner.kind == TUN_PRUNER_HYPERBAND ? tun_hyperband_bracket_of(t, number) : 0;
     t->n_present++;
     return 0;
 }
@@ -121,7 +122,8 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
     r->steps[lo] = step;
     r->step_values[lo] = v;
     r->n_steps++;
-    if (r->state == TUN_TRIAL_RUNNING && !r->prune_said) {
+    /* without *prune (a replay) nobody asks: skip the O(trials) decision */
+    if (prune && r->state == TUN_TRIAL_RUNNING && !r->prune_said) {
         int p = 0;
         int rc = tun_pruner_decide(t, r, step, &p);
         if (rc) return rc;

@@ -147,8 +147,9 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
 /* Records an intermediate value; *prune (may be NULL) tells whether the
  * pruner stops the trial here. Only a RUNNING trial is ever pruned, and once
  * told to stop it is told so at every later report. A repeated step keeps
- * its first value and answer (as Optuna does). HPO_ENOTFOUND for an unknown
- * number, HPO_EINVAL for step < 0. */
+ * its first value and answer (as Optuna does). With prune NULL (replaying a
+ * stored history) the value is recorded and the pruner is not consulted.
+ * HPO_ENOTFOUND for an unknown number, HPO_EINVAL for step < 0. */
 int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune);
 /* Ends a RUNNING trial (HPO_ECONFLICT otherwise): COMPLETE with a finite
  * value; PRUNED and FAILED keep their intermediate values, value ignored. */

@@ -282,6 +282,167 @@ static void test_hyperband_brackets_do_not_compete(void **state) {
     tun_space_free(s);
 }
 
+/* ---- the fast decisions against a naive reference on random histories ---- */
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* value of trial rec at the first step >= s, or NaN */
+static double at_or_after(const tun_trial_rec *r, int64_t s) {
+    for (int i = 0; i < r->n_steps; i++)
+        if (r->steps[i] >= s) return r->step_values[i];
+    return NAN;
+}
+
+static int naive_asha(const tun_study *t, int64_t number, int64_t step, double v) {
+    /* the state before the report: rec without this step */
+    const tun_trial_rec *rec = &t->trials[number];
+    double vals[4096];
+    for (int k = 0;; k++) {
+        int64_t rs = (int64_t)llround(pow(3, k));
+        if (rs > step) return 0;
+        int reached_before = 0;
+        for (int i = 0; i < rec->n_steps; i++)
+            if (rec->steps[i] >= rs) reached_before = 1;
+        if (reached_before) continue;
+        if (isnan(v)) return 1;
+        int m = 0;
+        vals[m++] = v;
+        for (int64_t j = 0; j < t->cap; j++) {
+            if (!t->trials[j].present || j == number) continue;
+            double o = at_or_after(&t->trials[j], rs);
+            if (!isnan(o)) vals[m++] = o;
+        }
+        qsort(vals, (size_t)m, sizeof *vals, cmp_d);
+        int idx = m / 3 - 1;
+        if (idx < 0) idx = 0;
+        if (v > vals[idx]) return 1;
+    }
+}
+
+static int naive_median(const tun_study *t, int64_t number, int64_t step, double v) {
+    const tun_trial_rec *rec = &t->trials[number];
+    int complete = 0;
+    double vals[4096];
+    for (int64_t j = 0; j < t->cap; j++)
+        if (t->trials[j].present && t->trials[j].state == TUN_TRIAL_COMPLETE) complete++;
+    if (complete < 2 || step < 1) return 0;
+    double best = v;
+    for (int i = 0; i < rec->n_steps; i++)
+        if (rec->steps[i] <= step && (isnan(best) || rec->step_values[i] < best))
+            best = rec->step_values[i];
+    if (isnan(best)) return 1;
+    int m = 0;
+    for (int64_t j = 0; j < t->cap; j++) {
+        const tun_trial_rec *o = &t->trials[j];
+        if (!o->present || o->state != TUN_TRIAL_COMPLETE) continue;
+        for (int i = 0; i < o->n_steps; i++)
+            if (o->steps[i] == step && !isnan(o->step_values[i])) vals[m++] = o->step_values[i];
+    }
+    if (m == 0) return 0;
+    qsort(vals, (size_t)m, sizeof *vals, cmp_d);
+    double pos = 0.5 * (m - 1), lo = floor(pos), hi = ceil(pos);
+    double med = vals[(int)lo] + (vals[(int)hi] - vals[(int)lo]) * (pos - lo);
+    return best > med;
+}
+
+static void random_race(tun_pruner_kind kind, uint64_t seed) {
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = kind;
+    cfg.pruner.n_startup_trials = 2;
+    cfg.pruner.warmup_steps = 1;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    hpo_rng rng;
+    hpo_rng_seed(&rng, seed);
+    enum { TRIALS = 150 };
+    int64_t next_step[TRIALS];
+    int alive[TRIALS], started = 0, decisions = 0, prunes = 0;
+    for (int e = 0; e < 3000; e++) {
+        /* start a trial, or let a random live one report its next step */
+        int k, n_alive = 0, live[TRIALS];
+        for (int i = 0; i < started; i++)
+            if (alive[i]) live[n_alive++] = i;
+        if (started < TRIALS && (n_alive < 3 || hpo_rng_uniform(&rng) < 0.1)) {
+            k = started++;
+            start(t, k);
+            alive[k] = 1;
+            next_step[k] = (int64_t)hpo_rng_below(&rng, 3); /* some start late */
+        } else if (n_alive > 0) {
+            k = live[hpo_rng_below(&rng, (uint64_t)n_alive)];
+        } else {
+            break;
+        }
+        int64_t step = next_step[k];
+        next_step[k] += 1 + (int64_t)(hpo_rng_uniform(&rng) < 0.2); /* some skip a step */
+        double v = hpo_rng_uniform(&rng) < 0.01 ? NAN : hpo_rng_uniform(&rng) + 1.0 / (1 + step);
+        int want = kind == TUN_PRUNER_ASHA ? naive_asha(t, k, step, v) : naive_median(t, k, step, v);
+        int got = -1;
+        assert_int_equal(tun_study_report(t, k, step, v, &got), 0);
+        if (got != want)
+            fail_msg("seed %llu event %d: trial %d step %lld value %g: got %d, naive %d",
+                     (unsigned long long)seed, e, k, (long long)step, v, got, want);
+        decisions++;
+        if (got) {
+            prunes++;
+            alive[k] = 0;
+            assert_int_equal(tun_study_finish(t, k, TUN_TRIAL_PRUNED, 0), 0);
+        } else if (step >= 30 || hpo_rng_uniform(&rng) < 0.03) {
+            alive[k] = 0;
+            assert_int_equal(tun_study_finish(t, k, TUN_TRIAL_COMPLETE, v == v ? v : 1), 0);
+        }
+    }
+    printf("%s seed %llu: %d decisions, %d prunes\n", kind == TUN_PRUNER_ASHA ? "asha" : "median", (unsigned long long)seed, decisions, prunes);
+    assert_true(decisions > 300 && prunes > 20 && prunes < decisions);
+
+    /* a study rebuilt from the history, as hpod does at start (add RUNNING,
+     * report without asking, finish), answers new reports as the live one */
+    tun_study *r = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &r), 0);
+    for (int64_t j = 0; j < t->cap; j++) {
+        const tun_trial_rec *o = &t->trials[j];
+        if (!o->present) continue;
+        assert_int_equal(tun_study_add(r, j, o->x, TUN_TRIAL_RUNNING, NAN), 0);
+        for (int i = 0; i < o->n_steps; i++)
+            assert_int_equal(tun_study_report(r, j, o->steps[i], o->step_values[i], NULL), 0);
+        if (o->state != TUN_TRIAL_RUNNING)
+            assert_int_equal(tun_study_finish(r, j, o->state, o->value), 0);
+    }
+    int same_answers = 0;
+    for (int k = 0; k < 40; k++) {
+        int64_t num = TRIALS + k;
+        start(t, num);
+        double x = 0.5;
+        assert_int_equal(tun_study_add(r, num, &x, TUN_TRIAL_RUNNING, NAN), 0);
+        for (int64_t step = 0; step < 12; step++) {
+            double v = hpo_rng_uniform(&rng) + 1.0 / (1 + step);
+            int a = -1, b = -2;
+            assert_int_equal(tun_study_report(t, num, step, v, &a), 0);
+            assert_int_equal(tun_study_report(r, num, step, v, &b), 0);
+            assert_int_equal(a, b);
+            same_answers++;
+        }
+    }
+    assert_int_equal(same_answers, 480);
+    tun_study_free(r);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+static void test_asha_matches_naive(void **state) {
+    (void)state;
+    for (uint64_t seed = 1; seed <= 10; seed++) random_race(TUN_PRUNER_ASHA, seed);
+}
+
+static void test_median_matches_naive(void **state) {
+    (void)state;
+    for (uint64_t seed = 1; seed <= 10; seed++) random_race(TUN_PRUNER_MEDIAN, seed);
+}
+
 /* ---- the pruner block of the config ---- */
 
 static void test_pruner_config(void **state) {
@@ -315,6 +476,7 @@ static void test_pruner_config(void **state) {
         {"{\"seed\": -1}", "tuner.seed"},
         {"{\"seed\": 1.5}", "tuner.seed"},
         {"{\"max_trials\": 0}", "tuner.max_trials"},
+        {"{\"max_trials\": 60.0}", "tuner.max_trials"}, /* read as an integer elsewhere */
         {"{\"executions_per_trial\": \"2\"}", "tuner.executions_per_trial"},
         {"{\"parallel_trials\": 1.5}", "tuner.parallel_trials"},
         {"{\"max_seconds\": 0}", "tuner.max_seconds"},
@@ -364,6 +526,8 @@ int main(void) {
         cmocka_unit_test(test_median_rule),
         cmocka_unit_test(test_hyperband_brackets_assignment),
         cmocka_unit_test(test_hyperband_brackets_do_not_compete),
+        cmocka_unit_test(test_asha_matches_naive),
+        cmocka_unit_test(test_median_matches_naive),
         cmocka_unit_test(test_pruner_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
