@@ -59,6 +59,8 @@ typedef struct api_response {
 
 typedef struct api_options {
     double default_lease_seconds; /* default 600 */
+    const char *data_dir;         /* where uploads and checkpoints live (default ".") */
+    uint64_t max_upload_bytes;    /* largest dataset upload (default 1 GiB) */
 } api_options;
 
 int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out);
@@ -76,6 +78,25 @@ void api_error_response(api_response *resp, int status, const char *code, const 
 /* Records a finished request in the metrics (the server calls this after
  * sending, so errors produced by the HTTP layer are counted too). */
 void api_metrics_observe_request(api_ctx *ctx, const char *route, int status);
+
+/* ---- streamed uploads (POST /api/v1/datasets, multipart/form-data) ----
+ * The server parses the multipart body (libmicrohttpd's post processor) and
+ * feeds every piece here as it arrives, so a large file never sits in
+ * memory: text fields are collected, file fields are written to a temporary
+ * folder under the data dir. finish validates the files, stores the dataset
+ * and fills the response; abort (connection lost) removes the temporary
+ * files. Exactly one of finish/abort is called. */
+typedef struct api_upload api_upload;
+/* 1 if method+path is an upload route. */
+int api_is_upload(const char *method, const char *path);
+/* 0 and *out, or an error response in resp (e.g. no data dir). */
+int api_upload_begin(api_ctx *ctx, api_upload **out, api_response *resp);
+/* A piece of field `key` (filename NULL for a text field) at offset off.
+ * 0, or a negative code after which the upload is failed (finish reports it). */
+int api_upload_part(api_upload *u, const char *key, const char *filename, const char *data,
+                    uint64_t off, size_t size);
+void api_upload_finish(api_ctx *ctx, api_upload *u, api_response *resp);
+void api_upload_abort(api_upload *u);
 
 /* Fails trials whose lease expired; returns how many (or a negative code). */
 int api_expire_leases(api_ctx *ctx, double now);

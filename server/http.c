@@ -22,7 +22,18 @@ typedef struct request_state {
     char *body;
     size_t len, cap;
     int too_large;
+    /* streamed uploads */
+    api_upload *upload;
+    struct MHD_PostProcessor *pp;
 } request_state;
+
+static enum MHD_Result on_upload_piece(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *filename, const char *content_type,
+                                       const char *transfer_encoding, const char *data, uint64_t off,
+                                       size_t size) {
+    request_state *rs = cls;
+    return api_upload_part(rs->upload, key, filename, data, off, size) == 0 ? MHD_YES : MHD_NO;
+}
 
 static const char *query_arg(void *arg, const char *key) {
     return MHD_lookup_connection_value((struct MHD_Connection *)arg, MHD_GET_ARGUMENT_KIND, key);
@@ -80,6 +91,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!authorized(h, c, method))
             return reply_error(h, c, method, url, rs, 401, "unauthorized",
                                "this call needs the header Authorization: Bearer <token>");
+        if (api_is_upload(method, url)) {
+            api_response resp = {0};
+            if (api_upload_begin(h->api, &rs->upload, &resp)) {
+                resp.route = api_route_name(method, url);
+                return send_response(h, c, method, url, &resp, rs);
+            }
+            rs->pp = MHD_create_post_processor(c, 64 * 1024, on_upload_piece, rs);
+            if (!rs->pp) {
+                api_upload_abort(rs->upload);
+                rs->upload = NULL;
+                return reply_error(h, c, method, url, rs, 400, "invalid_argument",
+                                   "an upload must be a multipart/form-data body");
+            }
+            return MHD_YES;
+        }
         /* A body over the limit is read and dropped, so the client gets a
          * clean 413 instead of a reset; one far over it is refused at once. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -89,6 +115,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                "the request body is over the size limit");
         rs->too_large = announced > h->max_body;
         return MHD_YES;
+    }
+    if (rs->upload) { /* streamed: every piece goes to the api as it arrives */
+        if (*upload_data_size) {
+            rs->len += *upload_data_size;
+            /* after a refused piece the api has failed the upload; the rest
+             * is read and dropped so the client still gets the answer */
+            MHD_post_process(rs->pp, upload_data, *upload_data_size);
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        MHD_destroy_post_processor(rs->pp);
+        rs->pp = NULL;
+        api_upload *u = rs->upload;
+        rs->upload = NULL;
+        api_response resp = {0};
+        api_upload_finish(h->api, u, &resp);
+        resp.route = api_route_name(method, url);
+        return send_response(h, c, method, url, &resp, rs);
     }
     if (*upload_data_size) { /* a piece of the body */
         size_t n = *upload_data_size;
@@ -128,6 +172,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     request_state *rs = *con_cls;
     if (!rs) return;
+    if (rs->pp) MHD_destroy_post_processor(rs->pp);
+    if (rs->upload) api_upload_abort(rs->upload); /* the client went away */
     free(rs->body);
     free(rs);
     *con_cls = NULL;

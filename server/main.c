@@ -130,7 +130,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hpod: cannot open the database %s: %s\n", db_path, hpo_strerror(rc));
         goto done;
     }
-    if ((rc = api_ctx_new(db, NULL, &api))) goto done;
+    api_options api_opt = {.data_dir = cfg.data_dir};
+    if ((rc = api_ctx_new(db, &api_opt, &api))) goto done;
     if ((rc = srv_scheduler_new(api, &sched))) goto done;
     if ((rc = srv_http_start(api, &cfg.http, &http, &err))) {
         fprintf(stderr, "hpod: %s\n", err.message);

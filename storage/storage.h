@@ -115,6 +115,10 @@ typedef struct sto_trial {
     double created, started, finished; /* wall clock; finished 0 while not finished */
     double lease_expires;      /* wall clock; 0 = no lease */
     char *error;               /* why it failed; NULL otherwise */
+    /* embedded studies (schema v3) */
+    int64_t best_epoch;        /* 1-based epoch of the best mean objective; 0 if none */
+    char *slot;                /* worker slot that last ran it ("cpu:0"); NULL if none */
+    double train_seconds;      /* training time over all its runs */
 } sto_trial;
 
 void sto_trial_clear(sto_trial *t);
@@ -176,6 +180,59 @@ int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double
  * caller can update tuner state. They keep lease_expires (when it ran out);
  * finished = now. */
 int sto_trials_expire(sto_db *db, double now, sto_trial **out, size_t *n_out);
+
+/* ---- embedded trials: queueing, per-epoch curves (schema v3) ----
+ * A trial of an embedded study is created running by the scheduler (with
+ * lease 0: workers, not leases, keep it alive). When hpod restarts, or a
+ * study is paused, its running trials go back to QUEUED and are resumed
+ * later from their checkpoints; sto_trial_start marks one running again. */
+
+/* running -> queued. HPO_ECONFLICT unless running. */
+int sto_trial_requeue(sto_db *db, int64_t trial_id);
+/* Every running trial of a study -> queued (crash recovery); *n_out (may be
+ * NULL) gets how many. */
+int sto_trials_requeue_running(sto_db *db, int64_t study_id, int64_t *n_out);
+/* queued (or running) -> running on a slot; sets started the first time.
+ * HPO_ECONFLICT if the trial is finished. */
+int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot);
+/* Records the best epoch and adds to the training time of a trial. */
+int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, double add_seconds);
+
+/* Per-epoch metrics of one execution of a trial (a learning curve point):
+ * metrics is a JSON object text ({"loss":..,"val_loss":..,"val_accuracy":..,
+ * "seconds":..}); replaces an existing (trial, execution, epoch). */
+int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics);
+typedef struct sto_epoch {
+    int execution;
+    int64_t epoch;
+    char *metrics; /* JSON text */
+} sto_epoch;
+/* Curves of a trial ordered by execution, then epoch. */
+int sto_trial_epochs(sto_db *db, int64_t trial_id, sto_epoch **out, size_t *n_out);
+void sto_epoch_list_free(sto_epoch *list, size_t n);
+
+/* ---- datasets uploaded to hpod (schema v3) ---- */
+typedef struct sto_dataset {
+    int64_t id;
+    char *name;     /* unique */
+    char *format;   /* "csv" | "idx" | "npy" */
+    char *path;     /* file under the data dir (JSON array text of paths for
+                       formats with two files, e.g. ["x.npy","y.npy"]) */
+    char *meta;     /* JSON text: shape, n_classes, label column, ... */
+    int64_t n_rows;
+    int64_t bytes;
+    double created;
+} sto_dataset;
+
+/* HPO_ECONFLICT if the name is taken. */
+int sto_dataset_create(sto_db *db, const char *name, const char *format, const char *path,
+                       const char *meta, int64_t n_rows, int64_t bytes, int64_t *id_out);
+int sto_dataset_get(sto_db *db, int64_t id, sto_dataset *out);
+int sto_dataset_get_by_name(sto_db *db, const char *name, sto_dataset *out);
+int sto_dataset_list(sto_db *db, sto_dataset **out, size_t *n_out);
+int sto_dataset_delete(sto_db *db, int64_t id);
+void sto_dataset_clear(sto_dataset *d);
+void sto_dataset_list_free(sto_dataset *list, size_t n);
 
 /* ---- events (the study's progress stream; ids increase) ---- */
 typedef struct sto_event {
