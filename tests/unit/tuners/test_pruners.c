@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "optuna_golden.h"
 #include "tuners.h"
 
 static tun_space *one_param_space(void) {
@@ -443,6 +444,49 @@ static void test_median_matches_naive(void **state) {
     for (uint64_t seed = 1; seed <= 10; seed++) random_race(TUN_PRUNER_MEDIAN, seed);
 }
 
+/* ---- Optuna's own decisions (optuna_golden.py) ---- */
+
+static void replay_golden(const golden_event *ev, size_t n, tun_pruner_kind kind, int maximize,
+                          const char *name) {
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = kind;
+    cfg.pruner.n_startup_trials = 2;
+    cfg.pruner.warmup_steps = 1;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, maximize, &t), 0);
+    int prunes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const golden_event *e = &ev[i];
+        if (e->trial >= t->cap || !t->trials[e->trial].present) start(t, e->trial);
+        int prune = -1;
+        assert_int_equal(tun_study_report(t, e->trial, e->step, e->value, &prune), 0);
+        if (prune != e->prune)
+            fail_msg("%s event %zu: trial %d step %d value %g: prune %d, Optuna %d", name, i,
+                     e->trial, e->step, e->value, prune, e->prune);
+        prunes += prune;
+        if (e->finish == 1)
+            assert_int_equal(tun_study_finish(t, e->trial, TUN_TRIAL_COMPLETE, e->value), 0);
+        if (e->finish == 2)
+            assert_int_equal(tun_study_finish(t, e->trial, TUN_TRIAL_PRUNED, NAN), 0);
+    }
+    printf("%s: %zu reports, %d pruned, all as Optuna decided\n", name, n, prunes);
+    assert_true(prunes > 5 && n > 100);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+#define GOLDEN(arr, kind, max) replay_golden(arr, HPO_ARRAY_LEN(arr), kind, max, #arr)
+
+static void test_same_decisions_as_optuna(void **state) {
+    (void)state;
+    GOLDEN(golden_median_minimize, TUN_PRUNER_MEDIAN, 0);
+    GOLDEN(golden_median_maximize, TUN_PRUNER_MEDIAN, 1);
+    GOLDEN(golden_asha_minimize, TUN_PRUNER_ASHA, 0);
+    GOLDEN(golden_asha_maximize, TUN_PRUNER_ASHA, 1);
+}
+
 /* ---- the pruner block of the config ---- */
 
 static void test_pruner_config(void **state) {
@@ -528,6 +572,7 @@ int main(void) {
         cmocka_unit_test(test_hyperband_brackets_do_not_compete),
         cmocka_unit_test(test_asha_matches_naive),
         cmocka_unit_test(test_median_matches_naive),
+        cmocka_unit_test(test_same_decisions_as_optuna),
         cmocka_unit_test(test_pruner_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
