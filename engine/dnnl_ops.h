@@ -49,6 +49,12 @@ int eng_dnnl_has_bf16(void);
 void eng_dnnl_thread_cleanup(void);
 /* Cache statistics of the calling thread (hits, misses), for tests/logs. */
 void eng_dnnl_cache_stats(uint64_t *hits, uint64_t *misses);
+/* oneDNN's implementation name of the calling thread's most recently used
+ * primitive ("brg:avx512_core_amx", "gemm:jit", ...), for logs and benches.
+ * Borrowed; "" if none. Weights-layout choice for convolutions: plain HWIO
+ * by default, oneDNN's preferred layout with a reorder per call when the
+ * environment has HPO_DNNL_CONV_WEIGHTS=any (read once). */
+const char *eng_dnnl_last_impl(void);
 
 /* ---- GEMM ----
  * C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C + bias[N] (bias
