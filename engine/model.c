@@ -480,7 +480,7 @@ static int parse_optimizer(ctx *c, const json_t *o, eng_optim_config *oc) {
     if (!o) return 0;
     double lr = 0, mom = 0, wd = 0, clip = 0, b1 = 0, b2 = 0, eps = 0, rho = 0;
     int nest = 0;
-    if ((rc = get_num(c, o, "learning_rate", p, oc->lr, 0.0, 100.0, &lr))) return rc;
+    if ((rc = get_num(c, o, "learning_rate", p, oc->lr, 0.0, 1e9, &lr))) return rc;
     if ((rc = get_num(c, o, "momentum", p, 0.0, 0.0, 0.9999, &mom))) return rc;
     if ((rc = get_bool(c, o, "nesterov", p, 0, &nest))) return rc;
     if ((rc = get_num(c, o, "weight_decay", p, oc->weight_decay, 0.0, 10.0, &wd))) return rc;

@@ -238,7 +238,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             if ((rc = eng_checkpoint_save(m, &st, ckpt, err))) goto fail;
             rep.checkpoint = ckpt;
         }
-        if (o->patience >= 0 && st.wait > o->patience) {
+        if (o->patience >= 0 && st.wait >= (o->patience > 0 ? o->patience : 1)) {
             r.stopped_early = 1;
             stop = 1;
         }

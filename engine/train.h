@@ -61,7 +61,8 @@ typedef struct eng_train_opts {
     int threads;            /* <= 0: leave the thread settings alone */
     uint64_t seed;
     int precision;          /* eng_precision */
-    /* early stopping (off when patience < 0) */
+    /* early stopping (off when patience < 0): stop after `patience` epochs
+     * without improvement (Keras; 0 acts as 1) */
     int patience;
     const char *monitor;    /* "val_loss" (default), "val_accuracy", "loss", ... */
     int mode;               /* -1 min, +1 max, 0 auto from the name */

@@ -1,0 +1,347 @@
+/* test_model.c - model templates (references, field-named errors, shapes,
+ * residual projections), optimisers against their scalar reference,
+ * learning-rate schedules, checkpoint/resume bit-identity, divergence as
+ * data, mixed_fp16 loss scaling and the early-stopping/callback plumbing. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "data.h"
+#include "model.h"
+#include "optim.h"
+#include "train.h"
+
+static json_t *J(const char *s) {
+    json_error_t e;
+    json_t *j = json_loads(s, 0, &e);
+    if (!j) fprintf(stderr, "bad test JSON: %s\n", e.text);
+    assert_non_null(j);
+    return j;
+}
+
+/* Build tmpl with params; expect rc and (if field) that exact field. */
+static void expect_build(const char *tmpl, const char *params, int rank, int h, int w, int c, int rc, const char *field) {
+    json_t *t = J(tmpl), *p = params ? J(params) : NULL;
+    int shape[3] = {h, w, c};
+    eng_model *m = NULL;
+    hpo_error err;
+    memset(&err, 0, sizeof err);
+    int got = eng_model_new(t, p, rank, shape, 10, 1, &m, &err);
+    printf("  %-60.60s -> %s %s: %s\n", tmpl, hpo_errname(got), err.field, err.message);
+    assert_int_equal(got, rc);
+    if (field) assert_string_equal(err.field, field);
+    if (rc == 0) assert_non_null(m);
+    else assert_null(m);
+    eng_model_free(m);
+    json_decref(t);
+    json_decref(p);
+}
+
+static void test_template_errors(void **state) {
+    (void)state;
+    const char *mlp = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":\"$units\",\"activation\":\"relu\"}},"
+                      "{\"dropout\":{\"rate\":\"$dropout\"}},{\"dense\":{\"units\":10,\"activation\":\"softmax\"}}],"
+                      "\"optimizer\":{\"name\":\"$optimizer\",\"learning_rate\":\"$lr\",\"momentum\":\"$momentum\"}}";
+    expect_build(mlp, "{\"units\":32,\"dropout\":0.1,\"optimizer\":\"sgd\",\"lr\":0.1,\"momentum\":0.9}", 3, 28, 28, 1, 0, NULL);
+    expect_build(mlp, "{\"units\":32,\"dropout\":0.1,\"optimizer\":\"adam\",\"lr\":0.1}", 3, 28, 28, 1, HPO_EINVAL,
+                 "model.optimizer.momentum");
+    expect_build(mlp, "{\"dropout\":0.1,\"optimizer\":\"adam\",\"lr\":0.1,\"momentum\":0}", 3, 28, 28, 1, HPO_EINVAL,
+                 "model.layers[1].dense.units");
+    expect_build(mlp, "{\"units\":\"many\",\"dropout\":0.1,\"optimizer\":\"adam\",\"lr\":0.1,\"momentum\":0}", 3, 28, 28, 1,
+                 HPO_EINVAL, "model.layers[1].dense.units");
+    expect_build(mlp, "{\"units\":16.5,\"dropout\":0.1,\"optimizer\":\"adam\",\"lr\":0.1,\"momentum\":0}", 3, 28, 28, 1,
+                 HPO_EINVAL, "model.layers[1].dense.units");
+    expect_build(mlp, "{\"units\":16,\"dropout\":1.5,\"optimizer\":\"adam\",\"lr\":0.1,\"momentum\":0}", 3, 28, 28, 1,
+                 HPO_EINVAL, "model.layers[2].dropout.rate");
+    expect_build(mlp, "{\"units\":16,\"dropout\":0.5,\"optimizer\":\"lion\",\"lr\":0.1,\"momentum\":0}", 3, 28, 28, 1,
+                 HPO_EINVAL, "model.optimizer.name");
+    expect_build("{\"layers\":[{\"conv2d\":{\"filters\":8,\"kernel\":3}},{\"maxpool2d\":{\"pool\":2}},{\"conv2d\":"
+                 "{\"filters\":8,\"kernel\":3}},{\"conv2d\":{\"filters\":8,\"kernel\":\"$k\"}},{\"flatten\":{}},{\"dense\":{\"units\":10}}]}",
+                 "{\"k\":12}", 3, 28, 28, 1, HPO_ESHAPE, "model.layers[3].conv2d.kernel");
+    expect_build("{\"layers\":[{\"maxpool2d\":{\"pool\":4}},{\"maxpool2d\":{\"pool\":4}},{\"maxpool2d\":{\"pool\":4}},"
+                 "{\"flatten\":{}},{\"dense\":{\"units\":10}}]}",
+                 NULL, 3, 28, 28, 1, HPO_ESHAPE, "model.layers[2].maxpool2d.pool");
+    expect_build("{\"layers\":[{\"conv2d\":{\"filters\":8,\"kernel\":3,\"padding\":\"full\"}}]}", NULL, 3, 28, 28, 1,
+                 HPO_EINVAL, "model.layers[0].conv2d.padding");
+    expect_build("{\"layers\":[{\"dense\":{\"units\":10,\"activation\":\"swish\"}}]}", NULL, 1, 784, 0, 0, HPO_EINVAL,
+                 "model.layers[0].dense.activation");
+    expect_build("{\"layers\":[{\"dense\":{\"units\":10}},{\"lstm\":{}}]}", NULL, 1, 784, 0, 0, HPO_EINVAL,
+                 "model.layers[1]");
+    expect_build("{\"layers\":[{\"conv2d\":{\"filters\":4,\"kernel\":3}}]}", NULL, 1, 784, 0, 0, HPO_ESHAPE,
+                 "model.layers[0].conv2d");
+    expect_build("{\"layers\":[{\"dense\":{\"units\":7}}]}", NULL, 1, 784, 0, 0, HPO_ESHAPE, "model.layers[0]");
+    expect_build("{\"layers\":[{\"dense\":{\"units\":10}}],\"loss\":\"hinge\"}", NULL, 1, 784, 0, 0, HPO_EINVAL, "model.loss");
+    expect_build("{\"layers\":[{\"residual\":{\"layers\":[]}}]}", NULL, 1, 784, 0, 0, HPO_EINVAL,
+                 "model.layers[0].residual.layers");
+    expect_build("{\"layers\":[{\"residual\":{\"layers\":[{\"dense\":{\"units\":\"$u\"}}]}},{\"dense\":{\"units\":10}}]}",
+                 "{}", 1, 784, 0, 0, HPO_EINVAL, "model.layers[0].residual.layers[0].dense.units");
+    expect_build("{\"layers\":[{\"dense\":{\"units\":10,\"precision\":\"fp8\"}}]}", NULL, 1, 784, 0, 0, HPO_EINVAL,
+                 "model.layers[0].dense.precision");
+    expect_build("{\"layers\":[{\"dense\":{\"units\":10}}],\"schedule\":{\"name\":\"cosine\",\"warmup_epochs\":\"$w\"}}",
+                 "{\"w\":-1}", 1, 784, 0, 0, HPO_EINVAL, "model.schedule.warmup_epochs");
+    expect_build("[1,2]", NULL, 1, 784, 0, 0, HPO_EINVAL, "model");
+    /* residual or not as a hyperparameter: both shapes build (identity / projections) */
+    expect_build("{\"layers\":[{\"conv2d\":{\"filters\":8,\"kernel\":3,\"padding\":\"same\"}},{\"residual\":{\"layers\":"
+                 "[{\"conv2d\":{\"filters\":16,\"kernel\":3,\"padding\":\"same\",\"stride\":2,\"activation\":\"relu\"}},"
+                 "{\"batchnorm\":{}}],\"activation\":\"relu\"}},{\"global_avg_pool\":{}},{\"dense\":{\"units\":10}}]}",
+                 NULL, 3, 28, 28, 1, 0, NULL);
+}
+
+static void test_optimizers_vs_ref(void **state) {
+    (void)state;
+    const int kinds[] = {ENG_OPT_SGD, ENG_OPT_SGD, ENG_OPT_RMSPROP, ENG_OPT_RMSPROP, ENG_OPT_ADAM, ENG_OPT_ADAMW};
+    size_t n = 1000 + 3;
+    for (size_t k = 0; k < HPO_ARRAY_LEN(kinds); k++) {
+        eng_optim_config c;
+        eng_optim_defaults(&c, kinds[k]);
+        c.momentum = (k == 1 || k == 3) ? 0.9f : 0.0f;
+        c.nesterov = k == 1;
+        c.weight_decay = k >= 4 ? 0.01f : 0.001f;
+        size_t ns = eng_optim_state_floats(&c) * n;
+        float *p1 = malloc(n * 4), *p2 = malloc(n * 4), *g = malloc(n * 4), *g2 = malloc(n * 4);
+        float *s1 = calloc(ns + 1, 4), *s2 = calloc(ns + 1, 4);
+        hpo_rng r;
+        hpo_rng_seed(&r, k);
+        for (size_t i = 0; i < n; i++) p1[i] = p2[i] = hpo_rng_uniform_f(&r) - 0.5f;
+        double md = 0;
+        for (long t = 1; t <= 20; t++) {
+            for (size_t i = 0; i < n; i++) g[i] = g2[i] = hpo_rng_uniform_f(&r) - 0.5f;
+            eng_optim_step(&c, 0.01f, t, p1, g, s1, n);
+            eng_optim_step_ref(&c, 0.01f, t, p2, g2, s2, n);
+        }
+        for (size_t i = 0; i < n; i++) md = fmax(md, fabs((double)p1[i] - p2[i]));
+        printf("  optimizer %-8s momentum %.1f nesterov %d: max |fast - ref| after 20 steps %.3g\n", eng_opt_name(c.kind),
+               c.momentum, c.nesterov, md);
+        assert_true(md < 1e-5);
+        free(p1), free(p2), free(g), free(g2), free(s1), free(s2);
+    }
+    /* clipping */
+    float g[4] = {3, 4, 0, 0};
+    int fin = 0;
+    double nrm = eng_grad_unscale_norm(g, 4, 1.0f, &fin);
+    assert_true(fin && fabs(nrm - 5) < 1e-6);
+    eng_grad_clip(g, 4, nrm, 1.0f);
+    assert_true(fabsf(g[0] - 0.6f) < 1e-6f && fabsf(g[1] - 0.8f) < 1e-6f);
+    g[2] = INFINITY;
+    eng_grad_unscale_norm(g, 4, 1.0f, &fin);
+    assert_false(fin);
+}
+
+static void test_schedules(void **state) {
+    (void)state;
+    eng_schedule s;
+    memset(&s, 0, sizeof s);
+    assert_true(fabs(eng_schedule_lr(&s, 0.1, 500, 100, 1000) - 0.1) < 1e-12);
+    s.kind = ENG_SCHED_STEP;
+    s.step_epochs = 2;
+    s.gamma = 0.5;
+    assert_true(fabs(eng_schedule_lr(&s, 0.1, 199, 100, 1000) - 0.1) < 1e-12);
+    assert_true(fabs(eng_schedule_lr(&s, 0.1, 200, 100, 1000) - 0.05) < 1e-12);
+    assert_true(fabs(eng_schedule_lr(&s, 0.1, 450, 100, 1000) - 0.025) < 1e-12);
+    s.kind = ENG_SCHED_PIECEWISE;
+    s.n_bounds = 2;
+    s.bounds[0] = 1;
+    s.bounds[1] = 3;
+    s.values[0] = 1;
+    s.values[1] = 0.5;
+    s.values[2] = 0.1;
+    assert_true(eng_schedule_lr(&s, 9, 99, 100, 0) == 1 && eng_schedule_lr(&s, 9, 100, 100, 0) == 0.5 &&
+                eng_schedule_lr(&s, 9, 300, 100, 0) == 0.1);
+    s.kind = ENG_SCHED_EXPONENTIAL;
+    s.decay_rate = 0.5;
+    s.decay_steps = 100;
+    assert_true(fabs(eng_schedule_lr(&s, 1, 200, 100, 0) - 0.25) < 1e-12);
+    s.kind = ENG_SCHED_COSINE;
+    s.alpha = 0;
+    assert_true(fabs(eng_schedule_lr(&s, 1, 0, 100, 1000) - 1) < 1e-12);
+    assert_true(fabs(eng_schedule_lr(&s, 1, 500, 100, 1000) - 0.5) < 1e-12);
+    assert_true(fabs(eng_schedule_lr(&s, 1, 1000, 100, 1000)) < 1e-12);
+    s.warmup_steps = 10;
+    assert_true(fabs(eng_schedule_lr(&s, 1, 4, 100, 1000) - 0.5 * (1 + cos(M_PI * 4 / 1000)) * 0.5) < 1e-12);
+    printf("  step, piecewise, exponential, cosine and warm-up rates match their formulas\n");
+}
+
+/* ---- training on a small synthetic image set ---- */
+
+static eng_dataset *synth(size_t n, uint64_t seed) {
+    int64_t shape[3] = {8, 8, 1};
+    eng_dataset *ds = NULL;
+    assert_int_equal(eng_dataset_new("synthetic", n, 3, shape, ENG_DATA_U8, ENG_DATA_Y_CLASS, 1, &ds), 0);
+    ds->x_scale = 1.0f / 255.0f;
+    ds->n_classes = 4;
+    hpo_rng r;
+    hpo_rng_seed(&r, seed);
+    uint8_t *x = ds->x;
+    for (size_t i = 0; i < n; i++) {
+        int cls = (int)hpo_rng_below(&r, 4);
+        ds->y_class[i] = cls;
+        for (int p = 0; p < 64; p++) {
+            int bright = (p / 8 < 4) == (cls & 1) && (p % 8 < 4) == ((cls >> 1) & 1);
+            x[i * 64 + p] = (uint8_t)(hpo_rng_below(&r, 120) + (bright ? 120 : 0));
+        }
+    }
+    return ds;
+}
+
+static const char *small_cnn =
+    "{\"layers\":[{\"augment\":{\"translate\":1,\"flip\":false}},{\"conv2d\":{\"filters\":4,\"kernel\":3,\"padding\":\"same\","
+    "\"activation\":\"relu\"}},{\"batchnorm\":{}},{\"maxpool2d\":{\"pool\":2}},{\"flatten\":{}},{\"dropout\":{\"rate\":0.2}},"
+    "{\"dense\":{\"units\":16,\"activation\":\"relu\"}},{\"dense\":{\"units\":4,\"activation\":\"softmax\"}}],"
+    "\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.003},\"schedule\":{\"name\":\"cosine\",\"warmup_epochs\":1,\"cosine_steps\":200}}";
+
+static eng_model *small_model(const char *tmpl) {
+    json_t *t = J(tmpl);
+    int shape[3] = {8, 8, 1};
+    eng_model *m = NULL;
+    hpo_error err;
+    int rc = eng_model_new(t, NULL, 3, shape, 4, 42, &m, &err);
+    if (rc) printf("%s %s\n", err.field, err.message);
+    assert_int_equal(rc, 0);
+    json_decref(t);
+    return m;
+}
+
+static int count_cb(const eng_epoch_report *r, void *user) {
+    (*(int *)user)++;
+    return r->epoch >= 2 && *(int *)user < 0; /* never: counts only */
+}
+
+static void test_checkpoint_resume_bit_identical(void **state) {
+    (void)state;
+    eng_dataset *ds = synth(600, 3);
+    eng_split tr, va;
+    eng_split_spec spec = {.val_count = 100};
+    hpo_error err;
+    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
+    char d1[] = "/tmp/hpo_ckptA_XXXXXX", d2[] = "/tmp/hpo_ckptB_XXXXXX";
+    assert_non_null(mkdtemp(d1));
+    assert_non_null(mkdtemp(d2));
+    eng_train_opts o;
+    eng_train_opts_init(&o);
+    o.batch_size = 32;
+    o.threads = 1;
+    o.seed = 7;
+    o.epochs = 6;
+    o.patience = 100;
+    o.restore_best = 1;
+    int calls = 0;
+    o.on_epoch = count_cb;
+    o.user = &calls;
+    /* straight 6 epochs */
+    eng_model *a = small_model(small_cnn);
+    eng_train_result ra;
+    o.checkpoint_dir = d1;
+    o.restore_best = 0;
+    assert_int_equal(eng_train(a, &tr, &va, &o, &ra, &err), 0);
+    assert_int_equal(ra.epochs_run, 6);
+    assert_int_equal(calls, 6);
+    /* 3 epochs, a fresh model object resumes to 6 */
+    eng_model *b = small_model(small_cnn);
+    eng_train_result rb;
+    o.checkpoint_dir = d2;
+    o.epochs = 3;
+    assert_int_equal(eng_train(b, &tr, &va, &o, &rb, &err), 0);
+    eng_model_free(b);
+    eng_model *c = small_model(small_cnn);
+    o.epochs = 6;
+    o.resume = 1;
+    assert_int_equal(eng_train(c, &tr, &va, &o, &rb, &err), 0);
+    assert_int_equal(rb.start_epoch, 3);
+    assert_int_equal(rb.epochs_run, 6);
+    int same_p = !memcmp(a->params, c->params, a->nparams * 4), same_s = !memcmp(a->opt_state, c->opt_state, a->nstate * 4),
+        same_b = !memcmp(a->stats, c->stats, a->nstats * 4);
+    size_t ndiff = 0;
+    for (size_t i = 0; i < a->nparams; i++) ndiff += a->params[i] != c->params[i];
+    printf("  6 straight epochs vs 3 + resume to 6: params %s (%zu of %zu differ), optimiser state %s, BN stats %s; "
+           "val_acc %.3f vs %.3f\n",
+           same_p ? "bit-identical" : "DIFFER", ndiff, a->nparams, same_s ? "identical" : "DIFFER",
+           same_b ? "identical" : "DIFFER", ra.val.accuracy, rb.val.accuracy);
+    assert_true(same_p && same_s && same_b);
+    assert_true(ra.val.accuracy > 0.5); /* it learned something */
+    eng_model_free(a);
+    eng_model_free(c);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", d1, d2);
+    assert_int_equal(system(cmd), 0);
+    eng_split_close(&tr);
+    eng_split_close(&va);
+    eng_dataset_unref(ds);
+}
+
+static int stop_at_2(const eng_epoch_report *r, void *user) {
+    (void)user;
+    return r->epoch >= 2;
+}
+
+static void test_divergence_stop_and_fp16(void **state) {
+    (void)state;
+    eng_dataset *ds = synth(400, 5);
+    eng_split tr;
+    hpo_error err;
+    assert_int_equal(eng_split_all(ds, &tr), 0);
+    eng_train_opts o;
+    eng_train_opts_init(&o);
+    o.batch_size = 50;
+    o.threads = 1;
+    o.epochs = 5;
+    /* divergence is data */
+    eng_model *m = small_model("{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":32,\"activation\":\"tanh\"}},"
+                               "{\"dense\":{\"units\":4}}],\"loss\":\"mse\",\"optimizer\":{\"name\":\"sgd\",\"learning_rate\":100}}");
+    eng_train_result r;
+    memset(&r, 0, sizeof r);
+    int rc = eng_train(m, &tr, NULL, &o, &r, &err);
+    printf("  mse, sgd lr 100: %s (%s), epochs completed %d\n", hpo_errname(rc), err.message, r.epochs_run);
+    assert_int_equal(rc, HPO_EDIVERGED);
+    eng_model_free(m);
+    /* the callback stops training */
+    m = small_model(small_cnn);
+    o.on_epoch = stop_at_2;
+    assert_int_equal(eng_train(m, &tr, NULL, &o, &r, &err), 0);
+    assert_int_equal(r.epochs_run, 2);
+    assert_true(r.stopped_by_callback);
+    eng_model_free(m);
+    /* mixed_fp16: trains and halves the scale on overflow (a huge initial
+     * gradient scale overflows fp16 at once: 2^15 * large logits grads) */
+    o.on_epoch = NULL;
+    o.precision = ENG_PREC_FP16;
+    o.epochs = 4;
+    m = small_model(small_cnn);
+    assert_int_equal(eng_train(m, &tr, NULL, &o, &r, &err), 0);
+    printf("  mixed_fp16: train acc %.3f loss %.3f after 4 epochs\n", r.train.accuracy, r.train.loss);
+    assert_true(r.train.accuracy > 0.5);
+    eng_model_free(m);
+    /* early stopping with a patience of 0 on a metric that cannot improve */
+    o.precision = ENG_PREC_FP32;
+    o.patience = 0;
+    o.monitor = "loss";
+    o.min_delta = 1e9;
+    o.epochs = 5;
+    m = small_model(small_cnn);
+    assert_int_equal(eng_train(m, &tr, NULL, &o, &r, &err), 0);
+    printf("  early stopping (patience 0, min_delta huge): stopped after %d epochs, best epoch %d\n", r.epochs_run,
+           r.best_epoch);
+    assert_true(r.stopped_early);
+    assert_int_equal(r.epochs_run, 2); /* Keras: the first epoch sets the best, the second does not improve */
+    assert_int_equal(r.best_epoch, 1);
+    eng_model_free(m);
+    eng_split_close(&tr);
+    eng_dataset_unref(ds);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_template_errors),
+        cmocka_unit_test(test_optimizers_vs_ref),
+        cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_checkpoint_resume_bit_identical),
+        cmocka_unit_test(test_divergence_stop_and_fp16),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
