@@ -51,8 +51,24 @@ typedef struct tun_space {
     tun_param *params; /* parents before their children */
 } tun_space;
 
-/* Parses and validates a "space" object. Errors name the field, e.g.
- * "space.lr.low", with HPO_EINVAL. */
+/* Parses and validates a "space" object: {"<name>": spec, ...}, 1 to 64
+ * parameters, names of 1 to 64 characters [A-Za-z0-9_.-]. Specs:
+ *   {"type": "int", "low", "high" (integers, |x| <= 2^53), "step" (>= 1,
+ *    default 1; values low + k*step <= high), "log" (needs low >= 1, step 1)}
+ *   {"type": "float", "low", "high", "step" (> 0, optional; values
+ *    low + k*step <= high), "log" (needs low > 0, no step)}
+ *   {"type": "choice", "values": [1 to 4096 distinct strings, numbers or
+ *    booleans; 1 and 1.0 are the same value, true and 1 are not]}
+ *   {"type": "bool"}
+ * and optionally "condition": {"<parent>": [allowed values]} with exactly one
+ * parent, a choice, bool or int parameter of the space, and values of it;
+ * the parameter is active only when its parent is active and takes one of
+ * them. Parameters are reordered parents first (otherwise in JSON order);
+ * cycles and self-references are refused. Unknown keys are refused. Errors
+ * are HPO_EINVAL with the field, e.g. "space.lr.low" (low > high),
+ * "space.lr.log", "space.units.step", "space.opt.values", "space.x.type",
+ * "space.x.<unknown key>", "space.m.condition", "space.<bad name>", "space".
+ * *out is written only on success. */
 int tun_space_parse(const json_t *space, tun_space **out, hpo_error *err);
 void tun_space_free(tun_space *s);
 int tun_space_index(const tun_space *s, const char *name); /* -1 if absent */
@@ -61,11 +77,19 @@ int tun_space_is_active(const tun_space *s, const double *x, int i);
 /* Draws a random configuration (inactive parameters NaN). */
 struct hpo_rng;
 void tun_space_sample(const tun_space *s, struct hpo_rng *rng, double *x);
-/* Snaps a value of parameter i to its domain (bounds, step, integer). */
+/* Snaps a value of parameter i to its domain (bounds, step, integer; a
+ * choice or bool to the nearest index). NaN stays NaN. */
 double tun_space_snap(const tun_space *s, int i, double v);
-/* {"name": value, ...} for the active parameters of x; a new reference. */
+/* {"name": value, ...} for the active parameters of x; a new reference.
+ * ints are JSON integers, floats reals, choices the original JSON value,
+ * bools true/false; inactive (or NaN) parameters are absent. */
 json_t *tun_space_to_json(const tun_space *s, const double *x);
-/* The inverse; errors name "params.<name>". */
+/* The inverse: every active parameter must be present with a valid value
+ * (ints integral and on the step, floats within bounds and, if stepped, on a
+ * step within 1e-9 relative, choices equal to a value, bools booleans); an
+ * inactive one must be absent or null; unknown names are refused. Errors
+ * name "params.<name>" ("params" when not an object); x is written only on
+ * success. */
 int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo_error *err);
 
 /* ---- algorithms ---- */
@@ -179,5 +203,18 @@ void tun_mean_std(const double *v, int n, double *mean, double *std);
 /* Two-sided p-value of Welch's t-test that two means differ, from their
  * means, stds and counts; NaN when either n < 2. */
 double tun_welch_p(double m1, double s1, int n1, double m2, double s2, int n2);
+
+/* ---- hyperparameter importance (importance.c) ---- */
+/* How much each parameter of s matters for the objective, from n >= 2
+ * finished trials: X holds n configurations (rows of s->n doubles, NaN for
+ * an inactive parameter), y their values. Permutation importance on the
+ * out-of-bag trials of a 64-tree random forest (each tree on a bootstrap of
+ * at most 1,024 trials): the rise of the squared prediction error when a
+ * parameter's column is shuffled. out[0 .. s->n) is >= 0 and sums to 1, or
+ * is all 0 when y is constant. Deterministic given seed; independent of the
+ * direction (importance of -y is that of y). HPO_EINVAL for n < 2 or a
+ * non-finite y. */
+int tun_importance(const tun_space *s, const double *X, const double *y, size_t n, uint64_t seed,
+                   double *out);
 
 #endif
