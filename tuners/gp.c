@@ -28,6 +28,13 @@
 #include "gp_model.h"
 #include "internal.h"
 
+#ifdef GP_PROFILE
+#include <stdio.h>
+#define PROF(name) fprintf(stderr, "  %-8s %.2f ms\n", name, 1e3 * (hpo_monotonic() - prof_t0)), prof_t0 = hpo_monotonic()
+#else
+#define PROF(name) ((void)0)
+#endif
+
 #define N_RANDOM_CANDIDATES 1000
 #define N_TOP_PERTURBED 5
 #define N_PERTURB_EACH 100
@@ -35,6 +42,7 @@
 #define LOCAL_MAX_EVAL 40
 #define FIT_RESTARTS 2
 #define FIT_MAX_EVAL 60
+#define FIT_MAX_POINTS 100 /* hyperparameters are fitted on at most this many */
 #define MAX_GP_POINTS 600 /* past this, the best and the most recent trials are kept */
 
 /* ---- unit-cube encoding ------------------------------------------------ */
@@ -229,6 +237,66 @@ static void warp_values(double *y, int n) {
     for (int i = 0; i < n; i++) y[i] = log(y[i] - lo + delta);
 }
 
+/* ---- hyperparameters ------------------------------------------------- */
+
+/* Fits theta by maximum a posteriori on at most FIT_MAX_POINTS of the
+ * observations (the best half of them, then an even spread of the rest in
+ * trial order): the fit costs O(n^3) per evaluation and a few hundred
+ * points pin the lengthscales no better than a hundred. The posterior then
+ * uses every observation with that theta. */
+static int fit_hyperparameters(tun_gp *gp, hpo_rng *rng) {
+    int n = gp->n, d = gp->d, rc;
+    if (n <= FIT_MAX_POINTS) return tun_gp_fit(gp, rng, FIT_RESTARTS, FIT_MAX_EVAL);
+    int *order = malloc((size_t)n * sizeof(int));
+    char *take = calloc((size_t)n, 1);
+    double *Xs = malloc((size_t)FIT_MAX_POINTS * d * sizeof(double));
+    double *ys = malloc((size_t)FIT_MAX_POINTS * sizeof(double));
+    tun_gp sub;
+    int sub_ready = 0;
+    if (!order || !take || !Xs || !ys) {
+        rc = HPO_ENOMEM;
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) order[i] = i;
+    int n_best = FIT_MAX_POINTS / 2;
+    for (int a = 0; a < n_best; a++) /* partial selection sort */
+        for (int b = a + 1; b < n; b++)
+            if (gp->y[order[b]] < gp->y[order[a]] ||
+                (gp->y[order[b]] == gp->y[order[a]] && order[b] < order[a])) {
+                int t = order[a];
+                order[a] = order[b];
+                order[b] = t;
+            }
+    for (int a = 0; a < n_best; a++) take[order[a]] = 1;
+    int rest = n - n_best, want = FIT_MAX_POINTS - n_best, seen = 0, got = 0;
+    for (int i = 0; i < n && got < want; i++) {
+        if (take[i]) continue;
+        /* the rest, evenly: take when the running quota crosses an integer */
+        if ((long)(seen + 1) * want / rest > got) {
+            take[i] = 1;
+            got++;
+        }
+        seen++;
+    }
+    int m = 0;
+    for (int i = 0; i < n && m < FIT_MAX_POINTS; i++)
+        if (take[i]) {
+            memcpy(Xs + (size_t)m * d, gp->X + (size_t)i * d, (size_t)d * sizeof(double));
+            ys[m++] = gp->y[i];
+        }
+    if ((rc = tun_gp_init(&sub, m, d, Xs, ys)) < 0) goto fail;
+    sub_ready = 1;
+    if ((rc = tun_gp_fit(&sub, rng, FIT_RESTARTS, FIT_MAX_EVAL)) < 0) goto fail;
+    rc = tun_gp_set_theta(gp, sub.theta);
+fail:
+    if (sub_ready) tun_gp_close(&sub);
+    free(order);
+    free(take);
+    free(Xs);
+    free(ys);
+    return rc;
+}
+
 /* ---- acquisition ------------------------------------------------------- */
 
 typedef struct acq_ctx {
@@ -357,6 +425,9 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     int gp_ready = 0;
     double *C = NULL, *mu = NULL, *var = NULL, *xs = NULL;
     cand *cands = NULL;
+#ifdef GP_PROFILE
+    double prof_t0 = hpo_monotonic();
+#endif
     if ((rc = encoding_init(&e, s)) < 0) return rc;
     int d = e.d;
     if ((rc = collect(t, &e, &h)) < 0) goto fail_enc;
@@ -365,7 +436,9 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     tun_gp_standardise(y, h.n_obs, NULL, NULL);
     if ((rc = tun_gp_init(&gp, h.n_obs, d, h.U, y)) < 0) goto fail;
     gp_ready = 1;
-    if ((rc = tun_gp_fit(&gp, rng, FIT_RESTARTS, FIT_MAX_EVAL)) < 0) goto fail;
+    PROF("collect");
+    if ((rc = fit_hyperparameters(&gp, rng)) < 0) goto fail;
+    PROF("fit");
     if (h.n_pending > 0 &&
         (rc = tun_gp_condition(&gp, h.n_pending, h.U + (size_t)h.n_obs * d)) < 0)
         goto fail;
@@ -413,7 +486,9 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
             }
         }
     }
+    PROF("cands");
     if ((rc = tun_gp_predict_batch(&gp, m, C, mu, var)) < 0) goto fail;
+    PROF("batch");
     acq_ctx ctx = {&gp, t->cfg.acquisition, sqrt(t->cfg.ucb_beta > 0 ? t->cfg.ucb_beta : 2.0),
                    NULL, NULL, 0, NULL, NULL};
     for (int j = 0; j < m; j++) {
@@ -426,6 +501,7 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     int n_local = m < N_LOCAL_STARTS ? m : N_LOCAL_STARTS;
     for (int a = 0; a < n_local; a++)
         cands[a].acq = local_opt(&ctx, &e, s, C + (size_t)cands[a].idx * d, cands[a].acq);
+    PROF("local");
     qsort(cands, (size_t)n_local, sizeof(cand), cmp_cand);
     int found = 0;
     for (int a = 0; a < m && !found; a++) {

@@ -11,6 +11,9 @@
 
 #define SQRT5 2.23606797749978969640
 #define LOG_2PI 1.83787706640934548356
+#ifndef GP_NOISE_RATE
+#define GP_NOISE_RATE 30.0
+#endif
 
 /* ---- kernel ------------------------------------------------------------ */
 
@@ -130,10 +133,10 @@ static double log_prior(int d, const double *theta, double *grad) {
     }
     double s2 = exp(theta[d]), nv = exp(theta[d + 1]);
     lp += (2.0 - 1.0) * theta[d] - 1.0 * s2; /* Gamma(2, 1) */
-    lp += (1.1 - 1.0) * theta[d + 1] - 30.0 * nv; /* Gamma(1.1, 30) */
+    lp += (1.1 - 1.0) * theta[d + 1] - GP_NOISE_RATE * nv; /* Gamma(1.1, 30) */
     if (grad) {
         grad[d] += 1.0 - s2;
-        grad[d + 1] += 0.1 - 30.0 * nv;
+        grad[d + 1] += 0.1 - GP_NOISE_RATE * nv;
     }
     return lp;
 }

@@ -163,7 +163,10 @@ static int kernels_build(kernels *k, domain dom, const double *z, int n, int mul
     double low = dom.low, high = dom.high, range = high - low;
     for (int i = 0; i < n; i++) k->mu[i] = z[i];
     k->mu[n] = 0.5 * (low + high);
-    if (multivariate) {
+#ifndef TPE_MV_NEIGHBOUR_BW
+#define TPE_MV_NEIGHBOUR_BW 1
+#endif
+    if (multivariate && !TPE_MV_NEIGHBOUR_BW) {
         double sg = TPE_SIGMA0 * pow(n > 1 ? n : 1, -1.0 / (d_joint + 4)) * range;
         for (int i = 0; i < n; i++) k->sigma[i] = sg;
     } else {
@@ -207,7 +210,10 @@ static double kernel_logpdf(const kernels *k, int i, double z) {
         return log(m > 1e-300 ? m : 1e-300) - k->logz[i];
     }
     double t = (z - mu) / s;
-    return -0.5 * t * t - LOG_SQRT_2PI - log(s) - k->logz[i];
+#ifndef TPE_SIGMA_WEIGHTED
+#define TPE_SIGMA_WEIGHTED 1
+#endif
+    return -0.5 * t * t - LOG_SQRT_2PI - (TPE_SIGMA_WEIGHTED ? 0.0 : log(s)) - k->logz[i];
 }
 
 /* A draw from kernel i, in internal units (category index for choices). */
@@ -482,3 +488,25 @@ int tun_tpe_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x)
     }
     return 0;
 }
+#ifdef TPE_DEBUG
+#include <stdio.h>
+void tpe_debug_grid(const tun_study *t);
+void tpe_debug_grid(const tun_study *t) {
+    int p0 = 0;
+    ranked *below, *above;
+    int nb, na;
+    mixture l, g;
+    split_trials(t, &p0, 1, &below, &nb, &above, &na);
+    mixture_build(&l, t->space, &p0, 1, below, nb, 0);
+    mixture_build(&g, t->space, &p0, 1, above, na, 0);
+    double buf[1000];
+    for (int i = 0; i <= 40; i++) {
+        double z = -10 + 0.5 * i;
+        printf("%.1f %.3f ", z, mixture_logpdf(&l, 1, &z, buf) - mixture_logpdf(&g, 1, &z, buf));
+    }
+    printf("\ngsig"); for (int i = 0; i < g.n; i++) printf(" %.3f@%.2f/%.3f", g.k[0].sigma[i], g.k[0].mu[i], exp(g.logw[i]));
+    printf("\nsig");
+    for (int i = 0; i < l.n; i++) printf(" %g@%g", l.k[0].sigma[i], l.k[0].mu[i]);
+    printf("\n");
+}
+#endif

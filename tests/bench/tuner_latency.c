@@ -1,0 +1,146 @@
+/*
+ * tuner_latency.c - how long one suggestion takes, through tun_study_suggest.
+ *
+ * - "bayesian": 10 float dimensions (two on a log scale), a history of 200
+ *   finished trials (random configurations, a smooth multimodal objective),
+ *   then --reps suggestions for the next trial numbers (the history does not
+ *   change, so each one refits the GP and maximises the acquisition anew);
+ *   once more with 4 of the trials still running (kriging believer).
+ * - "tpe": a mixed 8-parameter space (floats, a log float, ints, a stepped
+ *   int, a choice, a bool and a float conditional on the choice), a history
+ *   of 1,000 finished trials, --reps suggestions.
+ * Prints median and p95 milliseconds per suggestion (wall clock). BLAS
+ * threads are whatever the environment says: run with OPENBLAS_NUM_THREADS=1
+ * (the GP's matrices are at most a few hundred rows).
+ *
+ *   bench_tuner_latency [--reps 30] [--gp-trials 200] [--tpe-trials 1000]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpo.h"
+#include "rng.h"
+#include "tuners.h"
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof(double), cmp_d);
+    double pos = q * (n - 1);
+    int i = (int)floor(pos);
+    if (i >= n - 1) return v[n - 1];
+    return v[i] + (pos - i) * (v[i + 1] - v[i]);
+}
+
+/* any numeric value of an active parameter, NaN ignored */
+static double objective(const tun_space *s, const double *x) {
+    double f = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        if (isnan(x[i])) continue;
+        const tun_param *p = &s->params[i];
+        double u = p->type == TUN_CHOICE || p->type == TUN_BOOL
+                       ? x[i] / (p->n_choices > 1 ? p->n_choices - 1 : 1)
+                       : (x[i] - p->low) / (p->high - p->low);
+        f += sin(5.0 * u + i) + (u - 0.3) * (u - 0.3);
+    }
+    return f;
+}
+
+static int measure(const char *label, const char *space_json, tun_algorithm algo,
+                   int n_hist, int n_pending, int reps) {
+    json_error_t jerr;
+    json_t *js = json_loads(space_json, 0, &jerr);
+    tun_space *s = NULL;
+    tun_study *st = NULL;
+    hpo_error err = {{0}, {0}};
+    double *ms = calloc((size_t)reps, sizeof(double));
+    int rc = js ? tun_space_parse(js, &s, &err) : HPO_EINVAL;
+    json_decref(js);
+    if (rc < 0 || !ms) {
+        fprintf(stderr, "%s: space: %s %s\n", label, err.field, err.message);
+        free(ms);
+        return rc < 0 ? rc : HPO_ENOMEM;
+    }
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = algo;
+    cfg.seed = 1;
+    if ((rc = tun_study_new(s, &cfg, 0, &st)) < 0) goto fail;
+    double x[64];
+    hpo_rng r;
+    hpo_rng_seed(&r, 42);
+    for (int k = 0; k < n_hist + n_pending; k++) {
+        tun_space_sample(s, &r, x);
+        int running = k >= n_hist;
+        if ((rc = tun_study_add(st, k, x, running ? TUN_TRIAL_RUNNING : TUN_TRIAL_COMPLETE,
+                                objective(s, x))) < 0)
+            goto fail;
+    }
+    for (int k = 0; k < reps; k++) {
+        double t0 = hpo_monotonic();
+        if ((rc = tun_study_suggest(st, n_hist + n_pending + k, x)) < 0) goto fail;
+        ms[k] = 1e3 * (hpo_monotonic() - t0);
+    }
+    double med = quantile(ms, reps, 0.5), p95 = quantile(ms, reps, 0.95);
+    printf("  %-44s median %8.2f ms   p95 %8.2f ms   (%d suggestions)\n", label, med, p95, reps);
+fail:
+    if (rc < 0) fprintf(stderr, "%s: %s\n", label, hpo_strerror(rc));
+    tun_study_free(st);
+    tun_space_free(s);
+    free(ms);
+    return rc;
+}
+
+static const char *gp_space =
+    "{\"a\":{\"type\":\"float\",\"low\":0,\"high\":1},"
+    "\"b\":{\"type\":\"float\",\"low\":-5,\"high\":5},"
+    "\"c\":{\"type\":\"float\",\"low\":1e-5,\"high\":1,\"log\":true},"
+    "\"d\":{\"type\":\"float\",\"low\":0,\"high\":10},"
+    "\"e\":{\"type\":\"float\",\"low\":1,\"high\":1000,\"log\":true},"
+    "\"f\":{\"type\":\"float\",\"low\":0,\"high\":1},"
+    "\"g\":{\"type\":\"float\",\"low\":0,\"high\":1},"
+    "\"h\":{\"type\":\"float\",\"low\":-1,\"high\":1},"
+    "\"i\":{\"type\":\"float\",\"low\":0,\"high\":100},"
+    "\"j\":{\"type\":\"float\",\"low\":0,\"high\":1}}";
+
+static const char *tpe_space =
+    "{\"lr\":{\"type\":\"float\",\"low\":1e-5,\"high\":1e-1,\"log\":true},"
+    "\"dropout\":{\"type\":\"float\",\"low\":0,\"high\":0.5},"
+    "\"wd\":{\"type\":\"float\",\"low\":0,\"high\":0.1},"
+    "\"layers\":{\"type\":\"int\",\"low\":1,\"high\":6},"
+    "\"units\":{\"type\":\"int\",\"low\":16,\"high\":512,\"step\":16},"
+    "\"opt\":{\"type\":\"choice\",\"values\":[\"sgd\",\"adam\",\"rmsprop\",\"adagrad\"]},"
+    "\"bn\":{\"type\":\"bool\"},"
+    "\"momentum\":{\"type\":\"float\",\"low\":0,\"high\":0.99,"
+    "\"condition\":{\"opt\":[\"sgd\"]}}}";
+
+int main(int argc, char **argv) {
+    int reps = 30, gp_trials = 200, tpe_trials = 1000;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gp-trials") && i + 1 < argc) gp_trials = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tpe-trials") && i + 1 < argc) tpe_trials = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--reps N] [--gp-trials N] [--tpe-trials N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1) reps = 1;
+    const char *bt = getenv("OPENBLAS_NUM_THREADS");
+    printf("suggestion latency (OPENBLAS_NUM_THREADS=%s)\n", bt ? bt : "unset");
+    char label[96];
+    snprintf(label, sizeof label, "bayesian, 10 dims, %d finished", gp_trials);
+    if (measure(label, gp_space, TUN_BAYESIAN, gp_trials, 0, reps) < 0) return 1;
+    snprintf(label, sizeof label, "bayesian, 10 dims, %d finished + 4 running", gp_trials);
+    if (measure(label, gp_space, TUN_BAYESIAN, gp_trials, 4, reps) < 0) return 1;
+    snprintf(label, sizeof label, "tpe, 8 mixed params, %d finished", tpe_trials);
+    if (measure(label, tpe_space, TUN_TPE, tpe_trials, 0, reps) < 0) return 1;
+    snprintf(label, sizeof label, "tpe, 8 mixed params, %d finished + 4 running", tpe_trials);
+    if (measure(label, tpe_space, TUN_TPE, tpe_trials, 4, reps) < 0) return 1;
+    return 0;
+}
