@@ -210,7 +210,9 @@ double tun_welch_p(double m1, double s1, int n1, double m2, double s2, int n2);
  * an inactive parameter), y their values. Permutation importance on the
  * out-of-bag trials of a 64-tree random forest (each tree on a bootstrap of
  * at most 1,024 trials): the rise of the squared prediction error when a
- * parameter's column is shuffled. out[0 .. s->n) is >= 0 and sums to 1, or
+ * parameter's column is shuffled (a parent with the parameters conditional
+ * on it, a child only among the trials where it is active). out[0 .. s->n)
+ * is >= 0 and sums to 1, or
  * is all 0 when y is constant. Deterministic given seed; independent of the
  * direction (importance of -y is that of y). HPO_EINVAL for n < 2 or a
  * non-finite y. */
