@@ -68,6 +68,35 @@ static const char *const migrations[] = {
     "CREATE INDEX trials_study_value ON trials (study_id, value);"
     "CREATE INDEX trials_lease ON trials (lease_expires)"
     "  WHERE state = 0 AND lease_expires > 0;",
+
+    /* 2 -> 3: embedded training. Trials get the best epoch, the worker slot
+     * that last ran them and their accumulated training time; epochs holds a
+     * learning curve point per (trial, execution, epoch) as JSON text;
+     * datasets are the files uploaded to hpod (path relative to the data
+     * dir, or a JSON array of paths; meta is JSON text); their ids are
+     * AUTOINCREMENT so a study naming a deleted dataset by id never finds a
+     * newer one, and a folder named after an id is never reused. ADD COLUMN with a
+     * constant default does not rewrite the table, so this is instant. */
+    "ALTER TABLE trials ADD COLUMN best_epoch INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE trials ADD COLUMN slot TEXT;"
+    "ALTER TABLE trials ADD COLUMN train_seconds REAL NOT NULL DEFAULT 0;"
+    "CREATE TABLE epochs ("
+    "  trial_id  INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,"
+    "  execution INTEGER NOT NULL,"
+    "  epoch     INTEGER NOT NULL,"
+    "  metrics   TEXT NOT NULL,"
+    "  PRIMARY KEY (trial_id, execution, epoch)"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE datasets ("
+    "  id      INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  name    TEXT NOT NULL UNIQUE,"
+    "  format  TEXT NOT NULL,"
+    "  path    TEXT NOT NULL,"
+    "  meta    TEXT NOT NULL,"
+    "  n_rows  INTEGER NOT NULL,"
+    "  bytes   INTEGER NOT NULL,"
+    "  created REAL NOT NULL"
+    ");",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -79,6 +108,7 @@ int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
     "SELECT " STO_TRIAL_COLS " FROM trials WHERE study_id = ?1" filter " ORDER BY " order \
     " LIMIT ?3 OFFSET ?4"
 #define BY_STATE " AND state = ?2"
+#define DATASET_COLS "id, name, format, path, meta, n_rows, bytes, created"
 
 static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -139,11 +169,38 @@ static const char *const stmt_sql[STO_Q_N] = {
         " value_n = CASE WHEN (CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END)"
         "   IS NULL THEN 0 WHEN ?5 < 1 THEN 1 ELSE ?5 END,"
         " error = ?6, finished = ?7, lease_expires = 0"
-        " WHERE id = ?1 AND state = 0",
+        " WHERE id = ?1 AND (state = 0 OR (state = 5 AND ?2 IN (3, 4)))",
     [STO_Q_TRIAL_EXPIRE] =
         "UPDATE trials SET state = 3, error = 'lease expired', finished = ?1"
         " WHERE state = 0 AND lease_expires > 0 AND lease_expires < ?1"
         " RETURNING " STO_TRIAL_COLS,
+    /* Queueing (state 5 = queued): a requeued trial drops its lease. */
+    [STO_Q_TRIAL_REQUEUE] =
+        "UPDATE trials SET state = 5, lease_expires = 0 WHERE id = ?1 AND state = 0",
+    [STO_Q_TRIALS_REQUEUE_RUNNING] =
+        "UPDATE trials SET state = 5, lease_expires = 0 WHERE study_id = ?1 AND state = 0",
+    /* ?2 slot, ?3 now; started is kept once set. */
+    [STO_Q_TRIAL_START] =
+        "UPDATE trials SET state = 0, slot = ?2,"
+        " started = CASE WHEN started > 0 THEN started ELSE ?3 END"
+        " WHERE id = ?1 AND state IN (0, 5)",
+    /* ?2 best epoch (< 0 keeps it), ?3 seconds to add. */
+    [STO_Q_TRIAL_SET_TRAINING] =
+        "UPDATE trials SET best_epoch = CASE WHEN ?2 >= 0 THEN ?2 ELSE best_epoch END,"
+        " train_seconds = train_seconds + ?3 WHERE id = ?1",
+    [STO_Q_EPOCH_PUT] =
+        "INSERT INTO epochs (trial_id, execution, epoch, metrics) VALUES (?1, ?2, ?3, ?4)"
+        " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = excluded.metrics",
+    [STO_Q_EPOCHS_TRIAL] =
+        "SELECT execution, epoch, metrics FROM epochs WHERE trial_id = ?1"
+        " ORDER BY execution, epoch",
+    [STO_Q_DATASET_INSERT] =
+        "INSERT INTO datasets (name, format, path, meta, n_rows, bytes, created)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [STO_Q_DATASET_GET] = "SELECT " DATASET_COLS " FROM datasets WHERE id = ?1",
+    [STO_Q_DATASET_GET_BY_NAME] = "SELECT " DATASET_COLS " FROM datasets WHERE name = ?1",
+    [STO_Q_DATASET_LIST] = "SELECT " DATASET_COLS " FROM datasets ORDER BY id",
+    [STO_Q_DATASET_DELETE] = "DELETE FROM datasets WHERE id = ?1",
 
     [STO_Q_EVENT_INSERT] =
         "INSERT INTO events (study_id, trial_id, type, data, created)"
@@ -211,6 +268,14 @@ void sto_db_read_trial(sqlite3_stmt *s, sto_trial *t) {
     t->finished = sqlite3_column_double(s, 12);
     t->lease_expires = sqlite3_column_double(s, 13);
     t->error = sto_col_text(s, 14);
+    t->best_epoch = sqlite3_column_int64(s, 15);
+    t->slot = sto_col_text(s, 16);
+    t->train_seconds = sqlite3_column_double(s, 17);
+}
+
+int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
+    int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
+    return rc == 0 ? HPO_ECONFLICT : rc;
 }
 
 /* ---- open / migrate / close ---- */
@@ -351,6 +416,13 @@ int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db *
         }
         if (sqlite3_prepare_v3(db->conn, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->q[i],
                                NULL) != SQLITE_OK) {
+            if (target_version < sto_schema_version()) {
+                /* An old schema (tests only): statements about columns or
+                 * tables of later steps stay NULL, see db_internal.h. */
+                HPO_DEBUG("storage: v%d: statement #%d left out: %s", target_version, i,
+                          sqlite3_errmsg(db->conn));
+                continue;
+            }
             HPO_ERROR("storage: prepare #%d: %s", i, sqlite3_errmsg(db->conn));
             rc = HPO_ESTORAGE;
             goto fail;

@@ -22,7 +22,10 @@
  *   copied with hpo_strdup (NULL stays NULL).
  * - sto_db_open_at() opens a database migrated only up to a given version:
  *   tests use it to build an "old" database and check that sto_open
- *   migrates it.
+ *   migrates it. Statements that do not prepare against that old schema
+ *   (they name later columns or tables: every read of a trial row since
+ *   v3) are left NULL, so such a handle supports only the calls the tests
+ *   use to write old data: study/trial create, report, finish, events.
  */
 #ifndef HPO_STORAGE_DB_INTERNAL_H
 #define HPO_STORAGE_DB_INTERNAL_H
@@ -60,6 +63,18 @@ enum {
     STO_Q_INTERMEDIATES_STUDY,
     STO_Q_TRIAL_FINISH,
     STO_Q_TRIAL_EXPIRE,
+    /* schema v3: queueing, training facts, per-epoch curves, datasets */
+    STO_Q_TRIAL_REQUEUE,
+    STO_Q_TRIALS_REQUEUE_RUNNING,
+    STO_Q_TRIAL_START,
+    STO_Q_TRIAL_SET_TRAINING,
+    STO_Q_EPOCH_PUT,
+    STO_Q_EPOCHS_TRIAL,
+    STO_Q_DATASET_INSERT,
+    STO_Q_DATASET_GET,
+    STO_Q_DATASET_GET_BY_NAME,
+    STO_Q_DATASET_LIST,
+    STO_Q_DATASET_DELETE,
 
     STO_Q_EVENT_INSERT,
     STO_Q_EVENT_LIST,
@@ -70,7 +85,8 @@ enum {
 /* Column list of a trial row, in the order sto_db_read_trial() reads it. */
 #define STO_TRIAL_COLS                                                                 \
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
-    "last_value, created, started, finished, lease_expires, error"
+    "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
+    "train_seconds"
 
 struct sto_db {
     sqlite3 *conn;
@@ -97,6 +113,9 @@ int sto_db_is_fk_error(sto_db *db);
 int sto_db_exists(sto_db *db, int q, int64_t id);
 /* Fills t from the current row of a statement selecting STO_TRIAL_COLS. */
 void sto_db_read_trial(sqlite3_stmt *s, sto_trial *t);
+/* After an UPDATE ... WHERE id = ? AND state ... changed nothing: was the
+ * trial missing (HPO_ENOTFOUND) or in the wrong state (HPO_ECONFLICT)? */
+int sto_db_trial_conflict(sto_db *db, int64_t trial_id);
 
 /* Resets a statement and clears its bindings, ready for the next caller. */
 static inline void sto_db_done(sqlite3_stmt *s) {

@@ -32,7 +32,8 @@
  * - NaN is stored as NULL and read back as NaN (value, value_std,
  *   last_value, intermediate values).
  * - Implementation: db.c (connection, pragmas, migrations, the statement
- *   cache with all SQL), studies.c, trials.c, events.c; db_internal.h is
+ *   cache with all SQL), studies.c, trials.c, training.c (queueing,
+ *   epochs), datasets.c, events.c; db_internal.h is
  *   shared by them and by the tests. Measured on the dev VM (2 vCPU, ext4),
  *   tests/unit/storage/test_perf: create/report/finish ~20-45 us mean each
  *   with NORMAL, ~0.2-0.35 ms with FULL (fsync); ~10,000 ask+report+tell round trips/s
@@ -169,8 +170,9 @@ int sto_study_intermediates(sto_db *db, int64_t study_id,
 
 /* Ends a running trial: state COMPLETE (with value, std, n), PRUNED (value
  * may be NaN: the last intermediate is then kept as value), FAILED or
- * CANCELLED (error text may be NULL). HPO_ECONFLICT unless running,
- * HPO_EINVAL for any other state. value_n is stored as 0 when the final
+ * CANCELLED (error text may be NULL). A queued trial (schema v3) may be
+ * ended FAILED or CANCELLED (a study cancelled while paused); otherwise
+ * HPO_ECONFLICT unless running, HPO_EINVAL for any other state. value_n is stored as 0 when the final
  * value is NaN and at least 1 otherwise; the lease is cleared. */
 int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
                      double value_std, int value_n, const char *error);
@@ -195,19 +197,24 @@ int sto_trials_requeue_running(sto_db *db, int64_t study_id, int64_t *n_out);
 /* queued (or running) -> running on a slot; sets started the first time.
  * HPO_ECONFLICT if the trial is finished. */
 int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot);
-/* Records the best epoch and adds to the training time of a trial. */
+/* Records the best epoch (best_epoch < 0 keeps the stored one) and adds
+ * add_seconds (>= 0, else HPO_EINVAL) to the training time of a trial, in
+ * any state. HPO_ENOTFOUND for an unknown trial. */
 int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, double add_seconds);
 
 /* Per-epoch metrics of one execution of a trial (a learning curve point):
  * metrics is a JSON object text ({"loss":..,"val_loss":..,"val_accuracy":..,
- * "seconds":..}); replaces an existing (trial, execution, epoch). */
+ * "seconds":..}); replaces an existing (trial, execution, epoch). NULL is
+ * stored as "{}"; execution and epoch must be >= 0 (HPO_EINVAL); any state;
+ * HPO_ENOTFOUND for an unknown trial. Deleted with the trial (cascade). */
 int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics);
 typedef struct sto_epoch {
     int execution;
     int64_t epoch;
     char *metrics; /* JSON text */
 } sto_epoch;
-/* Curves of a trial ordered by execution, then epoch. */
+/* Curves of a trial ordered by execution, then epoch (the caller frees the
+ * list with sto_epoch_list_free). HPO_ENOTFOUND for an unknown trial. */
 int sto_trial_epochs(sto_db *db, int64_t trial_id, sto_epoch **out, size_t *n_out);
 void sto_epoch_list_free(sto_epoch *list, size_t n);
 
@@ -224,7 +231,10 @@ typedef struct sto_dataset {
     double created;
 } sto_dataset;
 
-/* HPO_ECONFLICT if the name is taken. */
+/* name, format and path are required (HPO_EINVAL); meta NULL is stored as
+ * "{}". HPO_ECONFLICT if the name is taken. get/get_by_name/delete:
+ * HPO_ENOTFOUND when there is no such dataset. list: oldest first (by id).
+ * Storage only records the paths; the caller owns the files. */
 int sto_dataset_create(sto_db *db, const char *name, const char *format, const char *path,
                        const char *meta, int64_t n_rows, int64_t bytes, int64_t *id_out);
 int sto_dataset_get(sto_db *db, int64_t id, sto_dataset *out);

@@ -25,6 +25,7 @@ void sto_trial_clear(sto_trial *t) {
     if (!t) return;
     free(t->params);
     free(t->error);
+    free(t->slot);
     memset(t, 0, sizeof *t);
 }
 
@@ -154,13 +155,6 @@ done:
     return rc;
 }
 
-/* After an UPDATE ... WHERE id = ? AND state = running changed nothing: was
- * the trial missing (HPO_ENOTFOUND) or not running (HPO_ECONFLICT)? */
-static int not_running_reason(sto_db *db, int64_t trial_id) {
-    int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
-    return rc == 0 ? HPO_ECONFLICT : rc;
-}
-
 int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires) {
     if (!db || step < 0) return HPO_EINVAL;
@@ -177,7 +171,7 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
         goto fail;
     }
     if (sqlite3_changes(db->conn) == 0) {
-        rc = not_running_reason(db, trial_id);
+        rc = sto_db_trial_conflict(db, trial_id);
         goto fail;
     }
     sqlite3_bind_int64(put, 1, trial_id);
@@ -293,7 +287,7 @@ int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double
         goto fail;
     }
     if (sqlite3_changes(db->conn) == 0) {
-        rc = not_running_reason(db, trial_id);
+        rc = sto_db_trial_conflict(db, trial_id);
         goto fail;
     }
     sto_db_done(s);

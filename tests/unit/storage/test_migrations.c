@@ -1,7 +1,8 @@
 /* test_migrations.c - storage schema: a fresh database reaches
  * sto_schema_version(), reopening keeps data, an old database (first
- * migration only) is migrated with its data, a newer one is refused, and the
- * hot queries use their indexes (EXPLAIN QUERY PLAN). */
+ * migration only, or v2 before the embedded-training step) is migrated with
+ * its data, a newer one is refused, and the hot queries use their indexes
+ * (EXPLAIN QUERY PLAN). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +33,8 @@ static int has_object(sqlite3 *c, const char *type, const char *name) {
     return (int)raw_int(c, sql);
 }
 
-static const char *const tables[] = {"studies", "trials", "intermediates", "events"};
+static const char *const tables[] = {"studies", "trials",   "intermediates",
+                                     "events",  "epochs",   "datasets"};
 static const char *const indexes[] = {"events_study_id", "trials_study_state",
                                       "trials_study_value", "trials_lease"};
 
@@ -152,6 +154,77 @@ static void test_old_version_is_migrated(void **state) {
     sto_tmp_close(&tmp);
 }
 
+/* v2 -> v3: trials gain best_epoch/slot/train_seconds (defaults for old
+ * rows), epochs and datasets appear, and the new calls work on old rows. */
+static void test_v2_is_migrated_to_v3(void **state) {
+    (void)state;
+    assert_true(sto_schema_version() >= 3);
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    sto_db *db = NULL;
+    assert_int_equal(sto_db_open_at(tmp.db, STO_SYNC_NORMAL, 2, &db), 0);
+    struct fixture f;
+    write_data(db, &f);
+    int64_t running;
+    assert_int_equal(sto_trial_create(db, f.study, "{\"a\":3}", 0, &running, NULL), 0);
+    sto_close(db);
+
+    sqlite3 *raw = NULL;
+    assert_int_equal(sqlite3_open(tmp.db, &raw), SQLITE_OK);
+    assert_int_equal(raw_int(raw, "PRAGMA user_version"), 2);
+    assert_int_equal(has_object(raw, "table", "epochs"), 0);
+    assert_int_equal(has_object(raw, "table", "datasets"), 0);
+    assert_int_equal(raw_int(raw, "SELECT COUNT(*) FROM pragma_table_info('trials')"
+                                  " WHERE name = 'best_epoch'"),
+                     0);
+    sqlite3_close(raw);
+
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+    for (size_t i = 0; i < HPO_ARRAY_LEN(tables); i++)
+        assert_int_equal(has_object(db->conn, "table", tables[i]), 1);
+    for (size_t i = 0; i < HPO_ARRAY_LEN(indexes); i++)
+        assert_int_equal(has_object(db->conn, "index", indexes[i]), 1);
+    /* Old rows read with the defaults of the new columns. */
+    sto_trial t;
+    assert_int_equal(sto_trial_get(db, f.trial, &t), 0);
+    assert_int_equal(t.best_epoch, 0);
+    assert_null(t.slot);
+    assert_true(t.train_seconds == 0);
+    sto_trial_clear(&t);
+    check_data(db, &f, 3);
+    /* The v3 calls on a trial written at v2. */
+    assert_int_equal(sto_trials_requeue_running(db, f.study, NULL), 0);
+    assert_int_equal(sto_trial_start(db, running, "cpu:1"), 0);
+    assert_int_equal(sto_trial_set_training(db, running, 2, 0.5), 0);
+    assert_int_equal(sto_epoch_put(db, running, 0, 1, "{\"loss\":1}"), 0);
+    assert_int_equal(sto_trial_get(db, running, &t), 0);
+    assert_int_equal(t.state, STO_TRIAL_RUNNING);
+    assert_string_equal(t.slot, "cpu:1");
+    assert_int_equal(t.best_epoch, 2);
+    sto_trial_clear(&t);
+    int64_t ds;
+    assert_int_equal(sto_dataset_create(db, "d", "csv", "p", "{}", 1, 2, &ds), 0);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_integrity_check"
+                                       " WHERE integrity_check <> 'ok'"),
+                     0);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_foreign_key_check"), 0);
+    sto_close(db);
+    /* Reopening a v3 database runs no step and keeps everything. */
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
+    sto_dataset d;
+    assert_int_equal(sto_dataset_get(db, ds, &d), 0);
+    assert_string_equal(d.name, "d");
+    sto_dataset_clear(&d);
+    sto_epoch *e;
+    size_t n;
+    assert_int_equal(sto_trial_epochs(db, running, &e, &n), 0);
+    assert_int_equal(n, 1);
+    sto_epoch_list_free(e, n);
+    sto_close(db);
+    sto_tmp_close(&tmp);
+}
+
 static void test_newer_version_is_refused(void **state) {
     (void)state;
     sto_tmp tmp;
@@ -200,6 +273,9 @@ static void test_query_plans(void **state) {
     assert_plan_uses(db, STO_Q_TRIAL_INSERT, "sqlite_autoindex_trials_1"); /* (study, number) */
     assert_plan_uses(db, STO_Q_TRIAL_LIST + 0, "sqlite_autoindex_trials_1");
     assert_plan_uses(db, STO_Q_INTERMEDIATES_TRIAL, "PRIMARY KEY");
+    assert_plan_uses(db, STO_Q_EPOCHS_TRIAL, "PRIMARY KEY");
+    assert_plan_uses(db, STO_Q_TRIALS_REQUEUE_RUNNING, "trials_study_state");
+    assert_plan_uses(db, STO_Q_DATASET_GET_BY_NAME, "sqlite_autoindex_datasets_1");
     sto_close(db);
 }
 
@@ -207,6 +283,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fresh_and_reopen),
         cmocka_unit_test(test_old_version_is_migrated),
+        cmocka_unit_test(test_v2_is_migrated_to_v3),
         cmocka_unit_test(test_newer_version_is_refused),
         cmocka_unit_test(test_query_plans),
     };

@@ -1,0 +1,155 @@
+/* datasets.c - datasets uploaded to hpod (schema v3): a row per dataset
+ * with its format, file path(s) relative to the data dir, and meta JSON
+ * (see storage.h). The files themselves are the api's business: storage
+ * records where they are and never opens them. Names are unique (a UNIQUE
+ * constraint: a duplicate is HPO_ECONFLICT, decided atomically by SQLite). */
+#include "db_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void read_dataset(sqlite3_stmt *s, sto_dataset *d) {
+    memset(d, 0, sizeof *d);
+    d->id = sqlite3_column_int64(s, 0);
+    d->name = sto_col_text(s, 1);
+    d->format = sto_col_text(s, 2);
+    d->path = sto_col_text(s, 3);
+    d->meta = sto_col_text(s, 4);
+    d->n_rows = sqlite3_column_int64(s, 5);
+    d->bytes = sqlite3_column_int64(s, 6);
+    d->created = sqlite3_column_double(s, 7);
+}
+
+void sto_dataset_clear(sto_dataset *d) {
+    if (!d) return;
+    free(d->name);
+    free(d->format);
+    free(d->path);
+    free(d->meta);
+    memset(d, 0, sizeof *d);
+}
+
+void sto_dataset_list_free(sto_dataset *list, size_t n) {
+    if (!list) return;
+    for (size_t i = 0; i < n; i++) sto_dataset_clear(&list[i]);
+    free(list);
+}
+
+int sto_dataset_create(sto_db *db, const char *name, const char *format, const char *path,
+                       const char *meta, int64_t n_rows, int64_t bytes, int64_t *id_out) {
+    if (!db || !name || !*name || !format || !path) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_DATASET_INSERT];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sto_bind_text(s, 1, name);
+    sto_bind_text(s, 2, format);
+    sto_bind_text(s, 3, path);
+    sto_bind_text(s, 4, meta ? meta : "{}");
+    sqlite3_bind_int64(s, 5, n_rows);
+    sqlite3_bind_int64(s, 6, bytes);
+    sqlite3_bind_double(s, 7, hpo_now());
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sqlite3_extended_errcode(db->conn) == SQLITE_CONSTRAINT_UNIQUE
+                 ? HPO_ECONFLICT
+                 : sto_db_error(db, "dataset create");
+        goto fail;
+    }
+    sto_db_done(s);
+    int64_t id = sqlite3_last_insert_rowid(db->conn);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    if (id_out) *id_out = id;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+/* One row of a get statement already bound; HPO_ENOTFOUND when none. */
+static int get_one(sto_db *db, sqlite3_stmt *s, sto_dataset *out) {
+    int rc = 0;
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        read_dataset(s, out);
+    else
+        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "dataset get");
+    sto_db_done(s);
+    return rc;
+}
+
+int sto_dataset_get(sto_db *db, int64_t id, sto_dataset *out) {
+    if (!db || !out) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_DATASET_GET];
+    sqlite3_bind_int64(s, 1, id);
+    int rc = get_one(db, s, out);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_dataset_get_by_name(sto_db *db, const char *name, sto_dataset *out) {
+    if (!db || !name || !out) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_DATASET_GET_BY_NAME];
+    sto_bind_text(s, 1, name);
+    int rc = get_one(db, s, out);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_dataset_list(sto_db *db, sto_dataset **out, size_t *n_out) {
+    if (!db || !out || !n_out) return HPO_EINVAL;
+    sto_dataset *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0, src;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_DATASET_LIST];
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            list = hpo_xrealloc(list, cap * sizeof *list);
+        }
+        read_dataset(s, &list[n++]);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, "dataset list");
+    sto_db_done(s);
+    sto_db_unlock(db);
+    if (rc) {
+        sto_dataset_list_free(list, n);
+        return rc;
+    }
+    *out = list;
+    *n_out = n;
+    return 0;
+}
+
+int sto_dataset_delete(sto_db *db, int64_t id) {
+    if (!db) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_DATASET_DELETE];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_int64(s, 1, id);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_error(db, "dataset delete");
+        goto fail;
+    }
+    sto_db_done(s);
+    if (sqlite3_changes(db->conn) == 0) {
+        rc = HPO_ENOTFOUND;
+        goto fail;
+    }
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}

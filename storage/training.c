@@ -1,0 +1,167 @@
+/* training.c - embedded trials (schema v3): queueing (requeue, start on a
+ * slot), training facts (best epoch, training time) and the per-epoch
+ * learning curves of every execution (see storage.h).
+ *
+ * State rules live in the WHERE clauses of the statements (db.c): a call
+ * that changes no row was either about an unknown trial (HPO_ENOTFOUND) or
+ * one in the wrong state (HPO_ECONFLICT), told apart afterwards by
+ * sto_db_trial_conflict() inside the same transaction. */
+#include "db_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Steps a one-row UPDATE on a trial (already bound) in its own transaction;
+ * no changed row -> sto_db_trial_conflict() (or HPO_ENOTFOUND if
+ * conflict_possible is 0). */
+static int trial_update(sto_db *db, sqlite3_stmt *s, int64_t trial_id, int conflict_possible,
+                        const char *what) {
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_error(db, what);
+        goto fail;
+    }
+    sto_db_done(s);
+    if (sqlite3_changes(db->conn) == 0) {
+        rc = conflict_possible ? sto_db_trial_conflict(db, trial_id) : HPO_ENOTFOUND;
+        goto fail;
+    }
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    return rc;
+}
+
+int sto_trial_requeue(sto_db *db, int64_t trial_id) {
+    if (!db) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_REQUEUE];
+    sqlite3_bind_int64(s, 1, trial_id);
+    int rc = trial_update(db, s, trial_id, 1, "trial requeue");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trials_requeue_running(sto_db *db, int64_t study_id, int64_t *n_out) {
+    if (!db) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIALS_REQUEUE_RUNNING];
+    int64_t n = 0;
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
+    if (rc) goto fail;
+    sqlite3_bind_int64(s, 1, study_id);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_error(db, "trials requeue running");
+        goto fail;
+    }
+    n = sqlite3_changes(db->conn);
+    sto_db_done(s);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    if (n) HPO_INFO("storage: study %lld: %lld running trial(s) requeued", (long long)study_id,
+                    (long long)n);
+    if (n_out) *n_out = n;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot) {
+    if (!db) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_START];
+    sqlite3_bind_int64(s, 1, trial_id);
+    sto_bind_text(s, 2, slot);
+    sqlite3_bind_double(s, 3, hpo_now());
+    int rc = trial_update(db, s, trial_id, 1, "trial start");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, double add_seconds) {
+    if (!db || !(add_seconds >= 0)) return HPO_EINVAL; /* also refuses NaN */
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_SET_TRAINING];
+    sqlite3_bind_int64(s, 1, trial_id);
+    sqlite3_bind_int64(s, 2, best_epoch);
+    sqlite3_bind_double(s, 3, add_seconds);
+    int rc = trial_update(db, s, trial_id, 0, "trial set training");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
+                  const char *metrics) {
+    if (!db || execution < 0 || epoch < 0) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_EPOCH_PUT];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_int64(s, 1, trial_id);
+    sqlite3_bind_int(s, 2, execution);
+    sqlite3_bind_int64(s, 3, epoch);
+    sto_bind_text(s, 4, metrics ? metrics : "{}");
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "epoch put");
+        goto fail;
+    }
+    sto_db_done(s);
+    rc = sto_db_commit(db);
+    if (rc) goto fail;
+    sto_db_unlock(db);
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+void sto_epoch_list_free(sto_epoch *list, size_t n) {
+    if (!list) return;
+    for (size_t i = 0; i < n; i++) free(list[i].metrics);
+    free(list);
+}
+
+int sto_trial_epochs(sto_db *db, int64_t trial_id, sto_epoch **out, size_t *n_out) {
+    if (!db || !out || !n_out) return HPO_EINVAL;
+    sto_epoch *list = NULL;
+    size_t n = 0, cap = 0;
+    int src;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_EPOCHS_TRIAL];
+    int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
+    if (rc) goto done;
+    sqlite3_bind_int64(s, 1, trial_id);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            list = hpo_xrealloc(list, cap * sizeof *list);
+        }
+        sto_epoch *e = &list[n++];
+        e->execution = sqlite3_column_int(s, 0);
+        e->epoch = sqlite3_column_int64(s, 1);
+        e->metrics = sto_col_text(s, 2);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, "trial epochs");
+done:
+    sto_db_done(s);
+    sto_db_unlock(db);
+    if (rc) {
+        sto_epoch_list_free(list, n);
+        return rc;
+    }
+    *out = list;
+    *n_out = n;
+    return 0;
+}
