@@ -15,8 +15,12 @@
  *   row-major matrices with leading dimensions (passed to oneDNN as strided
  *   memory descriptors), NHWC activations, conv weights HWIO
  *   ([KH][KW][Cin][Cout], the TensorFlow/Keras layout). The primitives are
- *   created with these plain formats ("any" plus reorders was measured and
- *   did not pay at the engine's shapes; see the bench tests/bench/kernels.c).
+ *   created with these plain formats for activations. Conv weights stay
+ *   HWIO in the caller's buffer, but for most ops oneDNN gets them in its
+ *   own blocked layout through a cached reorder (user <-> blocked) on every
+ *   call: measured, it pays (e.g. bf16 forward of the CNN's first layer 3.2
+ *   vs 37.8 ms; see weights_any() in dnnl_ops.c and tests/bench/kernels.c).
+ *   HPO_DNNL_CONV_WEIGHTS=plain|any in the environment forces one choice.
  * - Mixed precision: bf16 variants take bf16 (uint16_t bit patterns) inputs
  *   and weights and write f32 outputs and gradients, accumulating in f32
  *   (AMX tiles on CPUs with AMX-BF16, AVX512-BF16 otherwise).
@@ -51,9 +55,7 @@ void eng_dnnl_thread_cleanup(void);
 void eng_dnnl_cache_stats(uint64_t *hits, uint64_t *misses);
 /* oneDNN's implementation name of the calling thread's most recently used
  * primitive ("brg:avx512_core_amx", "gemm:jit", ...), for logs and benches.
- * Borrowed; "" if none. Weights-layout choice for convolutions: plain HWIO
- * by default, oneDNN's preferred layout with a reorder per call when the
- * environment has HPO_DNNL_CONV_WEIGHTS=any (read once). */
+ * Borrowed; "" if none. */
 const char *eng_dnnl_last_impl(void);
 
 /* ---- GEMM ----
