@@ -12,6 +12,7 @@
 
 #include "gp_model.h"
 #include "rng.h"
+#include "tuners/sampler_util.h"
 
 static void random_data(hpo_rng *r, int n, int d, double *X, double *y) {
     for (int i = 0; i < n; i++) {
@@ -215,6 +216,88 @@ static void test_interpolates(void **state) {
     tun_gp_close(&gp);
 }
 
+/* ---- the sampler through tun_study ---------------------------------- */
+
+static tun_study *new_gp_study(const tun_space *s, uint64_t seed, tun_acquisition acq) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = TUN_BAYESIAN;
+    cfg.seed = seed;
+    cfg.acquisition = acq;
+    tun_study *st = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &st), 0);
+    return st;
+}
+
+static void gp_run(tun_study *st, const tun_space *s, int from, int n, double *last) {
+    double x[16];
+    for (int k = from; k < from + n; k++) {
+        assert_int_equal(tun_study_suggest(st, k, x), 0);
+        assert_true(config_valid(s, x));
+        assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
+        assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_COMPLETE, mixed_objective(s, x)), 0);
+        if (last) memcpy(last, x, (size_t)s->n * sizeof(double));
+    }
+}
+
+static void test_sampler_mixed(void **state) {
+    (void)state;
+    tun_space *s = parse_space(MIXED_SPACE);
+    assert_non_null(s);
+    for (int acq = TUN_ACQ_LOG_EI; acq <= TUN_ACQ_UCB; acq++) {
+        tun_study *a = new_gp_study(s, 4, (tun_acquisition)acq);
+        tun_study *b = new_gp_study(s, 4, (tun_acquisition)acq);
+        double la[16], lb[16], x1[16], x2[16];
+        /* 25 trials: every suggestion has exactly its active parameters, on the domain */
+        gp_run(a, s, 0, 25, la);
+        gp_run(b, s, 0, 25, lb);
+        assert_true(same_bits(la, lb, s->n));
+        /* same seed, history and number: the same suggestion, whatever came before */
+        assert_int_equal(tun_study_suggest(a, 25, x1), 0);
+        assert_int_equal(tun_study_suggest(a, 26, x2), 0);
+        assert_int_equal(tun_study_suggest(b, 25, x2), 0);
+        assert_true(same_bits(x1, x2, s->n));
+        tun_study_free(a);
+        tun_study_free(b);
+    }
+    tun_space_free(s);
+}
+
+static void test_sampler_pending(void **state) {
+    (void)state;
+    /* Branin-like 2-D problem: with 4 trials running, the 4 suggestions are
+     * distinct and apart (kriging believer), and the best so far is good */
+    tun_space *s = parse_space("{\"a\":{\"type\":\"float\",\"low\":-5,\"high\":10},"
+                               "\"b\":{\"type\":\"float\",\"low\":0,\"high\":15}}");
+    assert_non_null(s);
+    tun_study *st = new_gp_study(s, 2, TUN_ACQ_LOG_EI);
+    double x[2], best = INFINITY;
+    int ia = tun_space_index(s, "a"), ib = tun_space_index(s, "b");
+    for (int k = 0; k < 30; k++) {
+        assert_int_equal(tun_study_suggest(st, k, x), 0);
+        double u = x[ib] - 5.1 / (4 * M_PI * M_PI) * x[ia] * x[ia] + 5 / M_PI * x[ia] - 6;
+        double f = u * u + 10 * (1 - 1 / (8 * M_PI)) * cos(x[ia]) + 10;
+        best = fmin(best, f);
+        assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_COMPLETE, f), 0);
+    }
+    printf("Branin after 30 trials: best %.4f (optimum 0.3979)\n", best);
+    assert_true(best < 0.45);
+    double p[4][2];
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(tun_study_suggest(st, 30 + k, p[k]), 0);
+        assert_true(config_valid(s, p[k]));
+        assert_int_equal(tun_study_add(st, 30 + k, p[k], TUN_TRIAL_RUNNING, 0.0), 0);
+    }
+    double mind = INFINITY;
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++)
+            mind = fmin(mind, hypot((p[i][0] - p[j][0]) / 15, (p[i][1] - p[j][1]) / 15));
+    printf("4 suggestions with pending trials: min distance %.3g of the unit square\n", mind);
+    assert_true(mind > 1e-3);
+    tun_study_free(st);
+    tun_space_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_matrix),
@@ -222,6 +305,8 @@ int main(void) {
         cmocka_unit_test(test_log_ei),
         cmocka_unit_test(test_acquisition_gradient),
         cmocka_unit_test(test_interpolates),
+        cmocka_unit_test(test_sampler_mixed),
+        cmocka_unit_test(test_sampler_pending),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
