@@ -54,8 +54,9 @@ static int json_to_num(const json_t *v, double *out) {
 static int value_equal(const json_t *a, const json_t *b) {
     if (json_is_number(a) && json_is_number(b))
         return json_number_value(a) == json_number_value(b);
-    if (json_is_string(a) && json_is_string(b))
-        return strcmp(json_string_value(a), json_string_value(b)) == 0;
+    if (json_is_string(a) && json_is_string(b)) /* length-aware: "\u0000" is allowed */
+        return json_string_length(a) == json_string_length(b) &&
+               memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
     if (json_is_boolean(a) && json_is_boolean(b))
         return json_is_true(a) == json_is_true(b);
     return 0;

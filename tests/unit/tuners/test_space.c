@@ -16,7 +16,7 @@
 
 static tun_space *parse_ok(const char *text) {
     json_error_t je;
-    json_t *j = json_loads(text, 0, &je);
+    json_t *j = json_loads(text, JSON_ALLOW_NUL, &je);
     if (!j) fail_msg("bad test JSON: %s: %s", text, je.text);
     tun_space *s = NULL;
     hpo_error err = {0};
@@ -387,6 +387,14 @@ static void test_numeric_choice_values(void **state) {
     x[0] = 3;
     j = tun_space_to_json(s, x);
     assert_true(json_is_true(json_object_get(j, "k")));
+    json_decref(j);
+    tun_space_free(s);
+    /* strings with an embedded NUL are distinct values */
+    s = parse_ok("{\"k\": {\"type\": \"choice\", \"values\": [\"a\", \"a\\u0000b\"]}}");
+    assert_int_equal(s->params[0].n_choices, 2);
+    j = json_loads("{\"k\": \"a\\u0000b\"}", JSON_ALLOW_NUL, NULL);
+    assert_int_equal(tun_space_from_json(s, j, x, &err), 0);
+    assert_true(x[0] == 1);
     json_decref(j);
     tun_space_free(s);
 }
