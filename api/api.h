@@ -55,6 +55,7 @@ typedef struct api_response {
     char *body;               /* malloc'd, owned by the response */
     size_t body_len;
     const char *route;        /* route name for logs and metrics (static) */
+    const char *cache_control; /* Cache-Control (static string); NULL: "no-store" */
 } api_response;
 
 typedef struct api_options {

@@ -119,5 +119,8 @@ void api_h_study_ask(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_get(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_report(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_tell(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_importance(api_ctx *, const api_request *, int64_t, api_response *); /* importance.c */
+void api_h_static_index(api_ctx *, const api_request *, int64_t, api_response *);     /* static.c */
+void api_h_static_asset(api_ctx *, const api_request *, int64_t, api_response *);
 
 #endif

@@ -21,6 +21,9 @@ static const struct {
     {{"GET", "/api/v1/trials/{id}", "trials.get"}, api_h_trial_get},
     {{"POST", "/api/v1/trials/{id}/report", "trials.report"}, api_h_trial_report},
     {{"POST", "/api/v1/trials/{id}/tell", "trials.tell"}, api_h_trial_tell},
+    {{"GET", "/api/v1/studies/{id}/importance", "studies.importance"}, api_h_study_importance},
+    {{"GET", "/", "static.index"}, api_h_static_index},
+    {{"GET", "/assets/{file}", "static.asset"}, api_h_static_asset},
 };
 
 size_t api_route_count(void) { return HPO_ARRAY_LEN(table); }
@@ -28,7 +31,8 @@ size_t api_route_count(void) { return HPO_ARRAY_LEN(table); }
 const api_route *api_route_at(size_t i) { return i < HPO_ARRAY_LEN(table) ? &table[i].route : NULL; }
 
 /* Matches path against pattern; {id} matches a positive decimal integer
- * (at most 18 digits) stored in *id. */
+ * (at most 18 digits) stored in *id; {file} one file name of [A-Za-z0-9._-]
+ * not starting with '.' (the handler reads it from the path). */
 static int match(const char *pattern, const char *path, int64_t *id) {
     const char *p = pattern, *s = path;
     while (*p && *s) {
@@ -42,6 +46,16 @@ static int match(const char *pattern, const char *path, int64_t *id) {
             }
             *id = v;
             p += 4;
+            continue;
+        }
+        if (strncmp(p, "{file}", 6) == 0) {
+            if (*s == '.') return 0;
+            const char *start = s;
+            while ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                   *s == '.' || *s == '_' || *s == '-')
+                s++;
+            if (s == start) return 0;
+            p += 6;
             continue;
         }
         if (*p++ != *s++) return 0;

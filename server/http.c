@@ -59,7 +59,7 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
     resp->body = NULL; /* owned by r now */
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type ? resp->content_type
                                                                                 : "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
     if (resp->status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);

@@ -1,0 +1,143 @@
+"""Studies for the dashboard and CLI tests, made through the real API:
+a finished study with learning curves and pruned trials, a running one with
+trials still open, and a large one (10,000 trials) made quickly over
+persistent connections from several threads."""
+import http.client
+import json
+import math
+import random
+import threading
+
+SPACE = {
+    "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+    "units": {"type": "int", "low": 16, "high": 512, "step": 16},
+    "optimizer": {"type": "choice", "values": ["adam", "sgd", "rmsprop"]},
+    "momentum": {"type": "float", "low": 0.0, "high": 0.99, "condition": {"optimizer": ["sgd"]}},
+    "dropout": {"type": "float", "low": 0.0, "high": 0.5},
+}
+
+
+def final_loss(p):
+    """Validation loss: lr matters most (best near 3e-3), units a little,
+    dropout not at all."""
+    x = math.log10(p["lr"]) + 2.5
+    base = 0.25 + 0.6 * x * x + 0.05 * (1 - p["units"] / 512)
+    if p["optimizer"] == "sgd":
+        base += 0.1 * (1 - p.get("momentum", 0))
+    return base
+
+
+def curve(p, epoch):
+    """Decreasing towards final_loss, noisy-free so pruning is reproducible."""
+    return final_loss(p) + 1.5 / (epoch + 1)
+
+
+class Client:
+    """One persistent HTTP/1.1 connection to hpod."""
+
+    def __init__(self, port, token=None):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Content-Type": "application/json"}
+        if token:
+            self.headers["Authorization"] = "Bearer " + token
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        self.conn.request(method, path, body=data, headers=self.headers)
+        r = self.conn.getresponse()
+        text = r.read()
+        out = json.loads(text) if text else None
+        if r.status >= 300:
+            raise AssertionError("%s %s -> %d %s" % (method, path, r.status, out))
+        return out
+
+    def close(self):
+        self.conn.close()
+
+
+def train(cl, sid, epochs, tell=True):
+    """Asks one trial and trains it for up to `epochs` epochs with reports;
+    returns (trial, state)."""
+    t = cl.call("POST", "/api/v1/studies/%d/ask" % sid)
+    p = t["params"]
+    for epoch in range(epochs):
+        if cl.call("POST", "/api/v1/trials/%d/report" % t["trial_id"],
+                   {"step": epoch, "value": curve(p, epoch)})["prune"]:
+            if tell:
+                cl.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"state": "pruned"})
+            return t, "pruned"
+    if tell:
+        cl.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": final_loss(p)})
+    return t, "complete" if tell else "running"
+
+
+def finished_study(port, n=60, epochs=10, name="fmnist-mlp (finished)"):
+    cl = Client(port)
+    sid = cl.call("POST", "/api/v1/studies", {
+        "name": name, "objective": {"direction": "minimize", "metric": "val_loss"}, "space": SPACE,
+        "tuner": {"algorithm": "tpe", "seed": 7, "max_trials": n, "n_startup_trials": 10,
+                  "pruner": {"algorithm": "median", "n_startup_trials": 5, "warmup_steps": 2}}})["id"]
+    states = {"complete": 0, "pruned": 0, "failed": 0}
+    for i in range(n):
+        if i % 20 == 19:  # a few failures (diverged) for the table's state filter
+            t = cl.call("POST", "/api/v1/studies/%d/ask" % sid)
+            cl.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"state": "failed", "error": "loss is NaN"})
+            states["failed"] += 1
+            continue
+        _, st = train(cl, sid, epochs)
+        states[st] += 1
+    cl.close()
+    return sid, states
+
+
+def running_study(port, done=12, open_=3, max_trials=40, epochs=8):
+    cl = Client(port)
+    sid = cl.call("POST", "/api/v1/studies", {
+        "name": "resnet-ish (running)", "objective": {"direction": "minimize"}, "space": SPACE,
+        "tuner": {"algorithm": "random", "seed": 3, "max_trials": max_trials,
+                  "pruner": {"algorithm": "median", "n_startup_trials": 3}}})["id"]
+    for _ in range(done):
+        train(cl, sid, epochs)
+    running = []
+    for k in range(open_):
+        t, _ = train(cl, sid, 2 + k, tell=False)
+        running.append(t)
+    cl.close()
+    return sid, running
+
+
+def big_study(port, n=10000, threads=4):
+    """n trials told with a value (every 10th pruned after a few steps)."""
+    cl = Client(port)
+    sid = cl.call("POST", "/api/v1/studies", {
+        "name": "big (10k trials)", "objective": {"direction": "minimize"}, "space": SPACE,
+        "tuner": {"algorithm": "random", "seed": 1, "max_trials": n}})["id"]
+    cl.close()
+    errors = []
+
+    def work(k):
+        c = Client(port)
+        try:
+            for i in range(k, n, threads):
+                t = c.call("POST", "/api/v1/studies/%d/ask" % sid)
+                if i % 10 == 3:
+                    for step in range(3):
+                        c.call("POST", "/api/v1/trials/%d/report" % t["trial_id"],
+                               {"step": step, "value": curve(t["params"], step)})
+                    c.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"state": "pruned"})
+                else:
+                    c.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"],
+                           {"value": final_loss(t["params"]) + random.Random(i).gauss(0, 0.01)})
+        except Exception as e:  # noqa: BLE001 - reported by the caller
+            errors.append(e)
+        finally:
+            c.close()
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sid

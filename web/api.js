@@ -1,0 +1,125 @@
+/* api.js - the dashboard's only contact with hpod: JSON reads of the REST
+ * API and the "feeds" that tell pages when something changed.
+ *
+ * Feeds poll today (every few seconds, paused while the tab is hidden). When
+ * hpod grows its event stream (GET /api/v1/studies/{id}/events, SSE), only
+ * StudyFeed.start changes: an EventSource whose messages call this.refresh()
+ * replaces the timer. Pages only ever see feed.on(fn) with fresh data.
+ */
+"use strict";
+
+const Api = {
+  async get(path) {
+    const r = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+    const text = await r.text();
+    let body = null;
+    try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
+    if (!r.ok) {
+      const msg = body && body.error ? body.error.message : `${r.status} ${r.statusText}`;
+      const err = new Error(msg);
+      err.status = r.status;
+      throw err;
+    }
+    return body;
+  },
+  health() { return Api.get("/healthz"); },
+  studies() { return Api.get("/api/v1/studies").then((b) => b.studies); },
+  study(id) { return Api.get(`/api/v1/studies/${id}`); },
+  /* q: {state, order: "number"|"value", desc, limit, offset} */
+  trials(id, q = {}) {
+    const p = new URLSearchParams();
+    for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== null && v !== "") p.set(k, String(v));
+    return Api.get(`/api/v1/studies/${id}/trials?${p}`);
+  },
+  trial(id) { return Api.get(`/api/v1/trials/${id}`); },
+  importance(id) { return Api.get(`/api/v1/studies/${id}/importance`); },
+};
+
+/* Calls fn(data) with the value of load() now and whenever its signature
+ * changes. One feed per page; stop() when leaving it. */
+class Feed {
+  constructor(load, signature, intervalMs = 3000) {
+    this.load = load;
+    this.signature = signature;
+    this.interval = intervalMs;
+    this.fns = [];
+    this.last = undefined;
+    this.timer = null;
+    this.stopped = false;
+    this.busy = false;
+    this.onVisibility = () => { if (!document.hidden) this.refresh(); };
+  }
+  on(fn) { this.fns.push(fn); return this; }
+  start() {
+    document.addEventListener("visibilitychange", this.onVisibility);
+    this.refresh();
+    return this;
+  }
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    document.removeEventListener("visibilitychange", this.onVisibility);
+  }
+  async refresh() {
+    if (this.stopped || this.busy) return;
+    clearTimeout(this.timer);
+    this.busy = true;
+    try {
+      const data = await this.load();
+      const sig = this.signature(data);
+      if (!this.stopped && sig !== this.last) {
+        this.last = sig;
+        for (const fn of this.fns) await fn(data);
+      }
+      Live.ok();
+    } catch (e) {
+      Live.error(e);
+    } finally {
+      this.busy = false;
+      if (!this.stopped && !document.hidden) this.timer = setTimeout(() => this.refresh(), this.interval);
+    }
+  }
+}
+
+/* A study changes when a trial is asked, reported on or finished: its
+ * "updated" time and counts say so. */
+function studyFeed(id, intervalMs) {
+  return new Feed(() => Api.study(id),
+    (s) => `${s.updated}|${s.state}|${JSON.stringify(s.trials_by_state)}`, intervalMs);
+}
+
+function studiesFeed(intervalMs) {
+  return new Feed(() => Api.studies(),
+    (list) => list.map((s) => `${s.id}:${s.updated}:${s.n_trials}:${s.state}`).join(","), intervalMs);
+}
+
+/* All trials of a study, kept up to date cheaply: trials are numbered
+ * densely from 0 and only the unfinished ones change, so a refresh asks for
+ * the tail from the first unfinished number on (order=number, offset). */
+class TrialStore {
+  constructor(studyId) {
+    this.studyId = studyId;
+    this.byNumber = [];
+  }
+  static finished(t) { return t.state !== "running" && t.state !== "queued"; }
+  async refresh() {
+    let from = 0;
+    while (from < this.byNumber.length && TrialStore.finished(this.byNumber[from])) from++;
+    const got = await Api.trials(this.studyId, { order: "number", offset: from, limit: 100000 });
+    for (const t of got.trials) this.byNumber[t.number] = t;
+    this.byNumber.length = Math.max(this.byNumber.length, from + got.trials.length);
+    return this.byNumber;
+  }
+}
+
+/* The "live" badge in the header. */
+const Live = {
+  ok() {
+    const el = document.getElementById("live");
+    if (el) { el.className = "live"; el.textContent = "live"; el.title = "updated " + new Date().toLocaleTimeString(); }
+  },
+  error(e) {
+    const el = document.getElementById("live");
+    if (el) { el.className = "live down"; el.textContent = "offline"; el.title = String(e && e.message || e); }
+  },
+};

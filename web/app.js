@@ -1,0 +1,282 @@
+/* app.js - the dashboard's pages, routed by the URL hash:
+ *   #/                 studies
+ *   #/studies/{id}     a study: summary, charts, trials table
+ *   #/trials/{id}      a trial: params, timings, learning curve
+ *
+ * A page is a function(main, params) that renders and returns a cleanup
+ * (feeds stopped, charts disposed). Pages get fresh data from feeds (api.js)
+ * and never render more than one page of trials: the table asks the API for
+ * PAGE rows (limit/offset/order/state); the charts read a TrialStore.
+ * window.__hpo exposes the state the browser test checks.
+ */
+"use strict";
+
+const PAGE = 50;
+const MAX_CURVES = 12;
+const $ = (sel, root = document) => root.querySelector(sel);
+
+function h(tag, attrs = {}, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids.flat()) if (kid !== null && kid !== undefined && kid !== false) el.append(kid instanceof Node ? kid : String(kid));
+  return el;
+}
+
+function when(t) { return t ? new Date(t * 1000).toLocaleString() : "–"; }
+function dur(sec) {
+  if (sec === null || sec === undefined || !isFinite(sec) || sec < 0) return "–";
+  if (sec < 60) return `${sec.toFixed(sec < 10 ? 1 : 0)} s`;
+  if (sec < 3600) return `${Math.floor(sec / 60)} min ${Math.round(sec % 60)} s`;
+  return `${Math.floor(sec / 3600)} h ${Math.round((sec % 3600) / 60)} min`;
+}
+function finishedCount(s) {
+  const b = s.trials_by_state || {};
+  return (b.complete || 0) + (b.pruned || 0) + (b.failed || 0) + (b.cancelled || 0);
+}
+function stateBadge(state) { return h("span", { class: `badge ${state}` }, state); }
+function progress(s) {
+  const done = finishedCount(s);
+  const max = s.max_trials;
+  const pct = max ? Math.min(100, (100 * done) / max) : null;
+  return h("div", { class: "progress", title: max ? `${done} of ${max} trials finished` : `${done} trials finished (no max_trials)` },
+    h("div", { class: "bar" }, h("span", { style: `width:${pct === null ? 100 : pct}%`, class: pct === null ? "open" : "" })),
+    h("span", { class: "ptext" }, max ? `${done}/${max}` : `${done}`));
+}
+function paramsText(p) {
+  return Object.entries(p || {}).map(([k, v]) => `${k}=${fmt(v, 4)}`).join(", ");
+}
+function setCrumbs(...items) {
+  const nav = $("#crumbs");
+  nav.replaceChildren(...items.flatMap((it, i) => [i ? h("span", { class: "sep" }, "/") : null, it]));
+}
+
+/* ---------------- studies ---------------- */
+function studiesPage(main) {
+  setCrumbs(h("span", {}, "studies"));
+  const body = h("tbody");
+  main.replaceChildren(
+    h("h1", {}, "Studies"),
+    h("table", { class: "grid studies" },
+      h("thead", {}, h("tr", {}, ["id", "name", "algorithm", "kind", "state", "progress", "best", "created", "active for"].map((c) => h("th", {}, c)))),
+      body));
+  const feed = studiesFeed(5000).on((list) => {
+    window.__hpo.studies = list.length;
+    if (!list.length) {
+      body.replaceChildren(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No studies yet: POST /api/v1/studies (see the README).")));
+      return;
+    }
+    body.replaceChildren(...list.map((s) => h("tr", { class: "link", "data-study": s.id, onclick: () => { location.hash = `#/studies/${s.id}`; } },
+      h("td", {}, s.id),
+      h("td", {}, h("a", { href: `#/studies/${s.id}` }, s.name)),
+      h("td", {}, s.algorithm),
+      h("td", {}, s.kind),
+      h("td", {}, stateBadge(s.state)),
+      h("td", {}, progress(s)),
+      h("td", { class: "num", title: s.best ? paramsText(s.best.params) : "" }, s.best ? fmt(s.best.value) : "–"),
+      h("td", {}, when(s.created)),
+      h("td", {}, dur(s.updated - s.created)))));
+  }).start();
+  return () => feed.stop();
+}
+
+/* ---------------- study ---------------- */
+function studyPage(main, { id }) {
+  const t0 = performance.now();
+  const st = { id: Number(id), study: null, store: new TrialStore(Number(id)), curves: new Set(), autoCurves: true,
+    table: { order: "number", desc: true, state: "", offset: 0 }, importanceAt: -1, stopped: false };
+  window.__hpo.study = st;
+  window.__hpo.ready = false;
+  setCrumbs(h("a", { href: "#/" }, "studies"), h("span", {}, `study ${id}`));
+  const summary = h("section", { class: "summary" }, h("p", { class: "muted" }, "Loading…"));
+  const panel = (name, title, note) => h("section", { class: "panel" },
+    h("h2", {}, title, note ? h("span", { class: "note" }, note) : null), h("div", { class: `chart ${name}`, id: `chart-${name}` }));
+  const tbody = h("tbody"), thead = h("thead"), pager = h("div", { class: "pager" });
+  const stateSel = h("select", { id: "state-filter", onchange: () => { st.table.state = stateSel.value; st.table.offset = 0; loadTable(); } },
+    ...["", "running", "complete", "pruned", "failed", "cancelled", "queued"].map((s) => h("option", { value: s }, s || "all states")));
+  main.replaceChildren(
+    summary,
+    h("div", { class: "charts" },
+      panel("history", "Optimisation history", "objective per trial, best so far"),
+      panel("importance", "Hyperparameter importance", "permutation importance, random forest"),
+      panel("curves", "Learning curves", "intermediate values; tick trials in the table"),
+      panel("parallel", "Parallel coordinates", "hyperparameters against the objective")),
+    h("section", { class: "panel trials" },
+      h("h2", {}, "Trials", h("span", { class: "tools" }, stateSel)),
+      h("table", { class: "grid trials", id: "trials" }, thead, tbody), pager));
+
+  let space = {};
+  async function loadTable() {
+    const q = { order: st.table.order, desc: st.table.desc, limit: PAGE, offset: st.table.offset, state: st.table.state };
+    const page = await Api.trials(st.id, q);
+    if (st.stopped) return;
+    const names = Object.keys(space);
+    const sortable = (key, label) => {
+      const on = st.table.order === key;
+      return h("th", { class: `sort${on ? " on" : ""}`, "data-sort": key, title: "sort",
+        onclick: () => { if (on) st.table.desc = !st.table.desc; else { st.table.order = key; st.table.desc = key === "number" ? true : !!(st.study && st.study.direction === "maximize"); } st.table.offset = 0; loadTable(); } },
+      label, on ? (st.table.desc ? " ▼" : " ▲") : "");
+    };
+    thead.replaceChildren(h("tr", {}, h("th", { title: "show in the learning curves" }, "curve"), sortable("number", "#"), h("th", {}, "state"),
+      sortable("value", "value"), ...names.map((n) => h("th", {}, n)), h("th", {}, "steps"), h("th", {}, "duration")));
+    tbody.replaceChildren(...page.trials.map((t) => h("tr", { "data-trial": t.trial_id },
+      h("td", {}, h("input", { type: "checkbox", checked: st.curves.has(t.trial_id), title: "learning curve",
+        onchange: (e) => { st.autoCurves = false; if (e.target.checked) st.curves.add(t.trial_id); else st.curves.delete(t.trial_id); drawCurves(); } })),
+      h("td", {}, h("a", { href: `#/trials/${t.trial_id}` }, t.number)),
+      h("td", {}, stateBadge(t.state)),
+      h("td", { class: "num" }, fmt(t.value), t.value_n > 1 ? h("span", { class: "muted" }, ` ±${fmt(t.value_std, 2)}`) : null),
+      ...names.map((n) => h("td", { class: "num" }, t.params && n in t.params ? fmt(t.params[n], 4) : "–")),
+      h("td", { class: "num" }, t.last_step === null ? "–" : t.last_step + 1),
+      h("td", { class: "num" }, dur((t.finished || Date.now() / 1000) - t.started)))));
+    const from = page.total ? page.offset + 1 : 0, to = page.offset + page.trials.length;
+    pager.replaceChildren(
+      h("button", { disabled: page.offset <= 0, onclick: () => { st.table.offset = Math.max(0, st.table.offset - PAGE); loadTable(); } }, "‹ prev"),
+      h("span", {}, `${from}–${to} of ${page.total}`),
+      h("button", { disabled: to >= page.total, onclick: () => { st.table.offset += PAGE; loadTable(); } }, "next ›"));
+    window.__hpo.tableRows = page.trials.length;
+  }
+
+  function renderSummary(s) {
+    const b = s.trials_by_state || {};
+    summary.replaceChildren(
+      h("h1", {}, s.name, " ", stateBadge(s.state)),
+      h("dl", { class: "facts" },
+        h("dt", {}, "objective"), h("dd", {}, `${s.direction}${s.definition && s.definition.objective && s.definition.objective.metric ? " " + s.definition.objective.metric : ""}`),
+        h("dt", {}, "algorithm"), h("dd", {}, s.algorithm + (s.definition && s.definition.tuner && s.definition.tuner.pruner ? `, ${s.definition.tuner.pruner.algorithm} pruner` : "")),
+        h("dt", {}, "kind"), h("dd", {}, s.kind),
+        h("dt", {}, "progress"), h("dd", {}, progress(s)),
+        h("dt", {}, "trials"), h("dd", {}, Object.entries(b).filter(([, n]) => n).map(([k, n]) => h("span", { class: `count ${k}` }, `${n} ${k}`))),
+        h("dt", {}, "best"), h("dd", {}, s.best ? h("span", {}, h("a", { href: `#/trials/${s.best.trial_id}` }, `#${s.best.number}`), ` ${fmt(s.best.value)} `, h("span", { class: "muted" }, paramsText(s.best.params))) : "–"),
+        h("dt", {}, "created"), h("dd", {}, `${when(s.created)} · active for ${dur(s.updated - s.created)}`)));
+  }
+
+  /* The chosen trials: the ones ticked, or by default the 6 best complete
+   * and the 6 newest finished others (pruned ones show where they stopped). */
+  function defaultCurves(trials) {
+    const maximize = st.study.direction === "maximize";
+    const withSteps = trials.filter((t) => t && t.last_step !== null && t.state !== "running");
+    const best = withSteps.filter((t) => t.state === "complete").sort((a, b) => (maximize ? b.value - a.value : a.value - b.value)).slice(0, MAX_CURVES / 2);
+    const others = withSteps.filter((t) => t.state !== "complete").slice(-MAX_CURVES / 2);
+    const chosen = best.concat(others);
+    if (chosen.length < MAX_CURVES) chosen.push(...trials.filter((t) => t && t.last_step !== null && !chosen.includes(t)).slice(-(MAX_CURVES - chosen.length)));
+    return chosen.slice(0, MAX_CURVES).map((t) => t.trial_id);
+  }
+  const curveCache = new Map(); /* trial_id -> trial with intermediate (finished ones never change) */
+  async function drawCurves() {
+    const ids = [...st.curves].slice(0, MAX_CURVES);
+    const trials = await Promise.all(ids.map(async (tid) => {
+      const c = curveCache.get(tid);
+      if (c && TrialStore.finished(c)) return c;
+      const t = await Api.trial(tid).catch(() => null);
+      if (t) curveCache.set(tid, t);
+      return t;
+    }));
+    if (st.stopped) return;
+    const el = $("#chart-curves");
+    const shown = trials.filter((t) => t && t.intermediate && t.intermediate.length);
+    if (!shown.length) {
+      Charts.show("curves", el, { title: { text: "No intermediate values reported yet", left: "center", top: "middle", textStyle: { color: "#999", fontSize: 13 } }, series: [] });
+      return;
+    }
+    Charts.show("curves", el, Charts.curves(shown));
+  }
+
+  async function drawImportance(s) {
+    const done = (s.trials_by_state || {}).complete || 0;
+    if (done === st.importanceAt) return;
+    st.importanceAt = done;
+    const el = $("#chart-importance");
+    const r = await Api.importance(st.id);
+    if (st.stopped) return;
+    if (r.importance.length && r.importance[0].importance === null) {
+      Charts.show("importance", el, { title: { text: "Needs at least 2 complete trials", left: "center", top: "middle", textStyle: { color: "#999", fontSize: 13 } }, series: [] });
+      return;
+    }
+    Charts.show("importance", el, Charts.importance(r));
+  }
+
+  let lastImportance = 0;
+  const feed = studyFeed(st.id, 3000).on(async (s) => {
+    st.study = s;
+    space = (s.definition && s.definition.space) || {};
+    renderSummary(s);
+    await loadTable();
+    const trials = await st.store.refresh();
+    if (st.stopped) return;
+    const maximize = s.direction === "maximize";
+    Charts.show("history", $("#chart-history"), Charts.history(trials, maximize));
+    Charts.show("parallel", $("#chart-parallel"), Charts.parallel(space, trials, maximize));
+    if (st.autoCurves) st.curves = new Set(defaultCurves(trials));
+    /* importance: when the complete count changed, at most every 10 s */
+    const now = performance.now();
+    const slow = Promise.all([
+      drawCurves(),
+      now - lastImportance > 10000 || !window.__hpo.ready ? (lastImportance = now, drawImportance(s)) : null,
+    ]);
+    if (!window.__hpo.ready) {
+      await slow;
+      window.__hpo.ready = true;
+      window.__hpo.readyMs = performance.now() - t0;
+    }
+  }).start();
+  return () => { st.stopped = true; feed.stop(); };
+}
+
+/* ---------------- trial ---------------- */
+function trialPage(main, { id }) {
+  setCrumbs(h("a", { href: "#/" }, "studies"), h("span", {}, `trial ${id}`));
+  let stopped = false;
+  const feed = new Feed(() => Api.trial(id), (t) => `${t.state}|${t.last_step}|${t.value}`, 3000).on(async (t) => {
+    if (stopped) return;
+    setCrumbs(h("a", { href: "#/" }, "studies"), h("a", { href: `#/studies/${t.study_id}` }, `study ${t.study_id}`), h("span", {}, `trial #${t.number}`));
+    main.replaceChildren(
+      h("section", { class: "summary" },
+        h("h1", {}, `Trial #${t.number} `, stateBadge(t.state)),
+        h("dl", { class: "facts" },
+          h("dt", {}, "value"), h("dd", { class: "num" }, fmt(t.value), t.value_n > 1 ? ` ± ${fmt(t.value_std, 3)} over ${t.value_n} executions` : ""),
+          h("dt", {}, "started"), h("dd", {}, when(t.started)),
+          h("dt", {}, "finished"), h("dd", {}, t.finished ? `${when(t.finished)} (${dur(t.finished - t.started)})` : "running"),
+          t.lease_expires ? [h("dt", {}, "lease until"), h("dd", {}, when(t.lease_expires))] : null,
+          t.error ? [h("dt", {}, "error"), h("dd", { class: "error" }, t.error)] : null,
+          h("dt", {}, "steps reported"), h("dd", {}, (t.intermediate || []).length))),
+      h("div", { class: "charts one" },
+        h("section", { class: "panel" }, h("h2", {}, "Parameters"),
+          h("table", { class: "grid params", id: "params" }, h("tbody", {}, Object.entries(t.params || {}).map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", { class: "num" }, fmt(v, 6))))))),
+        h("section", { class: "panel" }, h("h2", {}, "Learning curve"), h("div", { class: "chart curves", id: "chart-trial" }))));
+    if ((t.intermediate || []).length) Charts.show("trial", $("#chart-trial"), Charts.curves([t]));
+    else $("#chart-trial").replaceChildren(h("p", { class: "muted" }, "No intermediate values reported."));
+    window.__hpo.trial = t.trial_id;
+  }).start();
+  return () => { stopped = true; feed.stop(); };
+}
+
+/* ---------------- router ---------------- */
+window.__hpo = { ready: false };
+const routes = [
+  [/^#?\/?$/, studiesPage],
+  [/^#\/studies\/(\d+)$/, (m, p) => studyPage(m, { id: p[1] })],
+  [/^#\/trials\/(\d+)$/, (m, p) => trialPage(m, { id: p[1] })],
+];
+let leave = null;
+function route() {
+  if (leave) leave();
+  leave = null;
+  Charts.disposeAll();
+  const main = $("#main");
+  const hash = location.hash || "#/";
+  for (const [re, page] of routes) {
+    const m = hash.match(re);
+    if (m) {
+      leave = page(main, m);
+      return;
+    }
+  }
+  main.replaceChildren(h("p", {}, "No such page. ", h("a", { href: "#/" }, "Studies")));
+}
+window.addEventListener("hashchange", route);
+Api.health().then((hh) => { $("#version").textContent = hh.version; }).catch(() => {});
+route();

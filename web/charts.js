@@ -1,0 +1,194 @@
+/* charts.js - ECharts options for the study page: optimisation history,
+ * learning curves, parallel coordinates, hyperparameter importance.
+ *
+ * Every chart goes through Charts.show(name, el, option), which keeps the
+ * instance in Charts.all (the browser test reads their options from there)
+ * and reuses it on updates (setOption with notMerge, no re-init). Large
+ * studies: the history scatter switches to ECharts' "large" mode, and the
+ * parallel plot draws at most PARALLEL_MAX trials (the best and a spread of
+ * the rest) with progressive rendering.
+ */
+"use strict";
+
+const STATE_COLORS = {
+  complete: "#2f6fdf", pruned: "#e8871e", failed: "#d33f49", running: "#2aa876",
+  cancelled: "#8a8f98", queued: "#b0b4bb",
+};
+const PARALLEL_MAX = 1000;
+
+function fmt(v, digits = 5) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "–";
+  if (typeof v !== "number") return String(v);
+  if (Number.isInteger(v) && Math.abs(v) < 1e9) return String(v);
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(digits - 2);
+  return String(Number(v.toPrecision(digits)));
+}
+
+const Charts = {
+  all: {},
+  available: typeof window.echarts !== "undefined",
+
+  show(name, el, option) {
+    if (!Charts.available) {
+      el.innerHTML = '<p class="muted">Charts are unavailable: this hpod was built without ECharts (run <code>npm ci</code> in web/ and rebuild).</p>';
+      return null;
+    }
+    let c = Charts.all[name];
+    if (!c || c.isDisposed() || c.getDom() !== el) {
+      if (c && !c.isDisposed()) c.dispose();
+      c = echarts.init(el, null, { renderer: "canvas" });
+      Charts.all[name] = c;
+    }
+    c.setOption(option, { notMerge: true, lazyUpdate: false });
+    return c;
+  },
+
+  disposeAll() {
+    for (const c of Object.values(Charts.all)) if (!c.isDisposed()) c.dispose();
+    Charts.all = {};
+  },
+
+  resize() { for (const c of Object.values(Charts.all)) if (!c.isDisposed()) c.resize(); },
+
+  /* Objective per trial (by state) and the best-so-far line over complete trials. */
+  history(trials, maximize) {
+    const byState = {};
+    const best = [];
+    let cur = null;
+    for (const t of trials) {
+      if (!t) continue;
+      if (t.value !== null && t.value !== undefined && (t.state === "complete" || t.state === "pruned")) {
+        (byState[t.state] = byState[t.state] || []).push([t.number, t.value, t.trial_id]);
+      }
+      if (t.state === "complete" && t.value !== null) {
+        if (cur === null || (maximize ? t.value > cur : t.value < cur)) cur = t.value;
+        best.push([t.number, cur]);
+      }
+    }
+    const large = trials.length > 2000;
+    const series = Object.entries(byState).map(([state, data]) => ({
+      name: state === "pruned" ? "pruned (last value)" : state,
+      type: "scatter", data, symbolSize: large ? 3 : 6, large, largeThreshold: 2000,
+      itemStyle: { color: STATE_COLORS[state], opacity: state === "pruned" ? 0.6 : 0.85 },
+    }));
+    series.push({
+      name: "best so far", type: "line", step: "end", data: best, showSymbol: false,
+      lineStyle: { width: 2, color: "#111" }, itemStyle: { color: "#111" }, z: 5,
+    });
+    return {
+      animation: !large,
+      grid: { left: 60, right: 20, top: 36, bottom: 40 },
+      legend: { top: 4 },
+      tooltip: { trigger: "item", formatter: (p) => `trial ${p.data[0]}<br>${p.seriesName}: ${fmt(p.data[1])}` },
+      xAxis: { type: "value", name: "trial", nameLocation: "middle", nameGap: 24, min: 0 },
+      yAxis: { type: "value", name: "objective", scale: true },
+      dataZoom: [{ type: "inside" }],
+      series,
+    };
+  },
+
+  /* Intermediate values per step of the chosen trials; a pruned trial's
+   * line is dashed and ends in a cross where it was stopped. */
+  curves(trials) {
+    const series = trials.map((t) => {
+      const data = (t.intermediate || []).map((p) => [p.step, p.value]);
+      const pruned = t.state === "pruned";
+      const s = {
+        name: `#${t.number} ${t.state}`, type: "line", data, showSymbol: data.length < 40, symbolSize: 4,
+        lineStyle: { type: pruned ? "dashed" : "solid", width: pruned ? 1.5 : 2 },
+        emphasis: { focus: "series" },
+      };
+      if (pruned && data.length) {
+        s.markPoint = {
+          symbol: "path://M0,0 L10,10 M10,0 L0,10", symbolSize: 10, silent: true,
+          itemStyle: { borderColor: STATE_COLORS.pruned, borderWidth: 2, color: "none" },
+          label: { show: false },
+          data: [{ coord: data[data.length - 1], name: "pruned" }],
+        };
+      }
+      return s;
+    });
+    return {
+      animation: false,
+      grid: { left: 60, right: 20, top: 40, bottom: 40 },
+      legend: { top: 4, type: "scroll" },
+      tooltip: { trigger: "axis" },
+      xAxis: { type: "value", name: "step", nameLocation: "middle", nameGap: 24, minInterval: 1 },
+      yAxis: { type: "value", name: "value", scale: true },
+      series,
+    };
+  },
+
+  /* One axis per parameter of the space plus the objective; lines coloured
+   * by the objective (best bright). */
+  parallel(space, trials, maximize) {
+    const names = Object.keys(space || {});
+    let done = trials.filter((t) => t && t.state === "complete" && t.value !== null);
+    const total = done.length;
+    if (done.length > PARALLEL_MAX) {
+      /* the best tenth, then an even spread of the rest */
+      const sorted = done.slice().sort((a, b) => (maximize ? b.value - a.value : a.value - b.value));
+      const top = sorted.slice(0, PARALLEL_MAX / 10);
+      const rest = sorted.slice(PARALLEL_MAX / 10);
+      const step = rest.length / (PARALLEL_MAX - top.length);
+      const spread = [];
+      for (let i = 0; i < PARALLEL_MAX - top.length; i++) spread.push(rest[Math.floor(i * step)]);
+      done = top.concat(spread);
+    }
+    const axes = names.map((n, i) => {
+      const p = space[n];
+      const ax = { dim: i, name: n, nameTextStyle: { fontSize: 11 } };
+      if (p.type === "choice" || p.type === "bool") {
+        const cats = p.type === "bool" ? ["false", "true"] : p.values.map(String);
+        if (p.condition) cats.push("inactive");
+        Object.assign(ax, { type: "category", data: cats });
+      } else {
+        Object.assign(ax, { type: p.log ? "log" : "value", min: p.low, max: p.high });
+      }
+      return ax;
+    });
+    axes.push({ dim: names.length, name: "objective", type: "value", scale: true, nameTextStyle: { fontWeight: "bold" } });
+    const data = done.map((t) => {
+      const row = names.map((n) => {
+        const p = space[n];
+        const v = t.params ? t.params[n] : undefined;
+        if (p.type === "choice" || p.type === "bool") return v === undefined ? "inactive" : String(v);
+        return v === undefined ? "-" : v;
+      });
+      row.push(t.value);
+      return row;
+    });
+    const values = done.map((t) => t.value);
+    const lo = values.length ? Math.min(...values) : 0, hi = values.length ? Math.max(...values) : 1;
+    return {
+      animation: false,
+      title: total > done.length ? { text: `${done.length} of ${total} complete trials (the best ${PARALLEL_MAX / 10} and a spread)`, textStyle: { fontSize: 11, fontWeight: "normal", color: "#666" }, right: 10, top: 0 } : undefined,
+      parallelAxis: axes,
+      parallel: { left: 50, right: 80, top: 40, bottom: 30, parallelAxisDefault: { nameLocation: "end", nameGap: 12 } },
+      visualMap: {
+        type: "continuous", dimension: names.length, min: lo, max: hi === lo ? lo + 1 : hi, calculable: true,
+        right: 0, top: "middle", itemHeight: 120, precision: 3,
+        inRange: { color: maximize ? ["#c6d4f5", "#2f6fdf", "#0b2b7a"] : ["#0b2b7a", "#2f6fdf", "#c6d4f5"] },
+      },
+      series: [{ type: "parallel", data, lineStyle: { width: 1, opacity: 0.45 }, progressive: 500, smooth: false }],
+    };
+  },
+
+  importance(result) {
+    const items = (result.importance || []).slice().reverse(); /* most important on top */
+    return {
+      animation: false,
+      grid: { left: 110, right: 40, top: 10, bottom: 30 },
+      tooltip: { trigger: "item", formatter: (p) => `${p.name}: ${(p.value * 100).toFixed(1)}%` },
+      xAxis: { type: "value", max: 1, axisLabel: { formatter: (v) => `${Math.round(v * 100)}%` } },
+      yAxis: { type: "category", data: items.map((i) => i.param) },
+      series: [{
+        type: "bar", data: items.map((i) => i.importance), itemStyle: { color: "#2f6fdf" },
+        label: { show: true, position: "right", formatter: (p) => `${(p.value * 100).toFixed(0)}%` },
+      }],
+    };
+  },
+};
+
+window.addEventListener("resize", () => Charts.resize());
