@@ -63,7 +63,11 @@ const char *eng_dnnl_last_impl(void);
  * broadcast over rows; NULL for none). Row-major: op(A) = A (M x K, lda >= K)
  * or, with transA, A^T where A is K x M (lda >= M); same for B (K x N,
  * ldb >= N, or N x K with transB, ldb >= K). C is M x N f32 with ldc >= N.
- * beta == 0 means C is write-only (NaNs in C are ignored). */
+ * beta == 0 means C is write-only (NaNs in C are ignored).
+ * alpha and beta are compile-time constants of the cached primitive (a
+ * run-time scale makes oneDNN drop its AMX/brgemm kernels: 3-8x slower), so
+ * each distinct value costs a primitive; apply a scale that changes every
+ * step (a dynamic loss scale) outside, or keep alpha = 1. */
 int eng_dnnl_gemm_f32(int transA, int transB, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta,
                       float *C, int ldc, const float *bias);

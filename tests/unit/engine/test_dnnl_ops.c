@@ -120,6 +120,20 @@ static void test_cache(void **state) {
             assert_int_equal(eng_dnnl_gemm_f32(0, 0, 1, 1, 1 + n % 8, 1, A, 8, B, 1 + n / 8, 0, C, 1, NULL), 0);
     eng_dnnl_cache_stats(&h, &m);
     printf("  after eviction rounds: %llu hits, %llu misses\n", (unsigned long long)h, (unsigned long long)m);
+    assert_int_equal(m, 1 + 2 * (ENG_DNNL_CACHE_SIZE + 8)); /* LRU: a cyclic sweep never hits */
+    /* alpha is part of the key (a constant output scale keeps the fast
+     * brgemm kernels; a run-time scale falls back to gemm:jit, 3-8x slower) */
+    eng_dnnl_thread_cleanup();
+    for (int rep = 0; rep < 2; rep++)
+        for (int i = 0; i < 4; i++) {
+            for (int j = 0; j < 64; j++) A[j] = B[j] = 1.0f;
+            assert_int_equal(eng_dnnl_gemm_f32(0, 0, 8, 8, 8, 0.5f + i, A, 8, B, 8, 0, C, 8, NULL), 0);
+            assert_true(C[9] == 8.0f * (0.5f + i));
+        }
+    eng_dnnl_cache_stats(&h, &m);
+    printf("  4 alphas twice: %llu hits, %llu misses\n", (unsigned long long)h, (unsigned long long)m);
+    assert_int_equal(m, 4);
+    assert_int_equal(h, 4);
     double t0 = hpo_monotonic();
     for (int i = 0; i < 1000; i++) eng_dnnl_gemm_f32(0, 0, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, NULL);
     double hit_us = (hpo_monotonic() - t0) * 1e3;
