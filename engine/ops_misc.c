@@ -9,29 +9,33 @@
 
 void eng_maxpool2d_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int ph,
                            int pw, int sh, int sw, int OH, int OW) {
-    for (int n = 0; n < N; n++)
+    for (int n = 0; n < N; n++) {
+        const float *xn = x + (size_t)n * H * W * C;
         for (int oh = 0; oh < OH; oh++)
             for (int ow = 0; ow < OW; ow++) {
-                float *yo = y + (((size_t)n * OH + oh) * OW + ow) * C;
-                int32_t *ao = arg + (((size_t)n * OH + oh) * OW + ow) * C;
-                size_t base = (((size_t)n * H + (size_t)oh * sh) * W + (size_t)ow * sw) * C;
-                /* first window element initialises, the rest compare: contiguous in C */
+                float *restrict yo = y + (((size_t)n * OH + oh) * OW + ow) * C;
+                int32_t *restrict ao = arg + (((size_t)n * OH + oh) * OW + ow) * C;
+                int32_t base = (int32_t)((((size_t)oh * sh) * W + (size_t)ow * sw) * C);
+                /* first window element initialises, the rest compare; branch-free
+                 * selects over contiguous channels (vectorised) */
                 for (int c = 0; c < C; c++) {
-                    yo[c] = x[base + c];
-                    ao[c] = (int32_t)(base + c - (size_t)n * H * W * C);
+                    yo[c] = xn[base + c];
+                    ao[c] = base + c;
                 }
                 for (int i = 0; i < ph; i++)
                     for (int j = 0; j < pw; j++) {
                         if (!i && !j) continue;
-                        size_t off = base + ((size_t)i * W + j) * C;
-                        const float *xi = x + off;
-                        for (int c = 0; c < C; c++)
-                            if (xi[c] > yo[c]) {
-                                yo[c] = xi[c];
-                                ao[c] = (int32_t)(off + c - (size_t)n * H * W * C);
-                            }
+                        int32_t off = base + (int32_t)(((size_t)i * W + j) * C);
+                        const float *restrict xi = xn + off;
+                        for (int c = 0; c < C; c++) {
+                            float v = xi[c];
+                            int gt = v > yo[c];
+                            yo[c] = gt ? v : yo[c];
+                            ao[c] = gt ? off + c : ao[c];
+                        }
                     }
             }
+    }
 }
 
 void eng_maxpool2d_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C,
