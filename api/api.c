@@ -11,6 +11,8 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     ctx->opt.data_dir = hpo_strdup(ctx->opt.data_dir ? ctx->opt.data_dir : ".");
     if (ctx->opt.max_upload_bytes == 0) ctx->opt.max_upload_bytes = UINT64_C(1) << 30;
     api_cache_init(ctx);
+    pthread_mutex_init(&ctx->event_mu, NULL);
+    pthread_cond_init(&ctx->event_cond, NULL);
     api_metrics_new(&ctx->metrics);
     *out = ctx;
     return 0;
@@ -19,9 +21,18 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
 void api_ctx_free(api_ctx *ctx) {
     if (!ctx) return;
     api_cache_close(ctx);
+    pthread_mutex_destroy(&ctx->event_mu);
+    pthread_cond_destroy(&ctx->event_cond);
     api_metrics_free(ctx->metrics);
     free((char *)ctx->opt.data_dir);
     free(ctx);
 }
 
 sto_db *api_ctx_db(api_ctx *ctx) { return ctx->db; }
+
+void api_ctx_shutdown(api_ctx *ctx) {
+    pthread_mutex_lock(&ctx->event_mu);
+    ctx->stopping = 1;
+    pthread_cond_broadcast(&ctx->event_cond);
+    pthread_mutex_unlock(&ctx->event_mu);
+}

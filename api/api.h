@@ -56,6 +56,13 @@ typedef struct api_response {
     size_t body_len;
     const char *route;        /* route name for logs and metrics (static) */
     const char *cache_control; /* Cache-Control (static string); NULL: "no-store" */
+    /* A streamed body (server-sent events): when stream is set, body is
+     * unused and the server calls stream(arg, buf, max) for more bytes until
+     * it returns -1 (the end). It may block: every connection has its own
+     * thread. stream_free(arg) is called once when the connection ends. */
+    long (*stream)(void *arg, char *buf, size_t max);
+    void (*stream_free)(void *arg);
+    void *stream_arg;
 } api_response;
 
 typedef struct api_options {
@@ -65,6 +72,8 @@ typedef struct api_options {
 } api_options;
 
 int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out);
+/* Ends open event streams promptly (before the server stops). */
+void api_ctx_shutdown(api_ctx *ctx);
 void api_ctx_free(api_ctx *ctx);
 sto_db *api_ctx_db(api_ctx *ctx); /* borrowed */
 
@@ -98,6 +107,44 @@ int api_upload_part(api_upload *u, const char *key, const char *filename, const 
                     uint64_t off, size_t size);
 void api_upload_finish(api_ctx *ctx, api_upload *u, api_response *resp);
 void api_upload_abort(api_upload *u);
+
+/* ---- embedded studies: the scheduler's side of the api ----
+ * The scheduler (server/) owns the worker slots and the timers; the api
+ * owns the studies. The scheduler calls these from its own thread, except
+ * api_run_trial, which a worker thread calls. */
+typedef struct api_job {
+    int64_t trial_id, study_id, number;
+    int resumed;        /* the trial ran before (paused, or hpod restarted) */
+    double timeout;     /* seconds the trial may run; 0 = no limit */
+} api_job;
+
+/* Why a running job must stop, in *stop of api_run_trial. */
+enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API_STOP_SHUTDOWN };
+
+/* Start-up: running trials of embedded studies go back to queued (their
+ * worker died with the old process); returns how many, or a negative code. */
+int api_sched_recover(api_ctx *ctx);
+/* The next trial for a free slot: a queued trial first (resumed from its
+ * checkpoint), else a new one from the tuner of a running embedded study
+ * within its budget. 0 and *job (the trial is now running on slot), or
+ * HPO_ENOTFOUND when there is nothing to run. */
+int api_sched_next(api_ctx *ctx, const char *slot, api_job *job);
+/* Runs a trial on the calling worker thread until it finishes or *stop
+ * becomes nonzero (checked between epochs): PAUSE and SHUTDOWN put the
+ * trial back in the queue (its checkpoint stays), CANCEL cancels it,
+ * TIMEOUT fails it. Every outcome is stored; returns 0 unless storage failed. */
+int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads,
+                  const volatile int *stop);
+/* The stop reason the study's state asks of a running job (a paused,
+ * cancelled or deleted study), or API_STOP_NONE. */
+int api_job_stop_reason(api_ctx *ctx, const api_job *job);
+/* Completes embedded studies whose budget is spent and whose trials have all
+ * ended (emits "study_complete"); cancels the queued trials of cancelled
+ * studies. */
+void api_sched_settle(api_ctx *ctx);
+/* The server's wake-up call: the api calls fn(arg) when the scheduler has
+ * something to look at (a study created, paused, resumed or cancelled). */
+void api_set_wakeup(api_ctx *ctx, void (*fn)(void *arg), void *arg);
 
 /* Fails trials whose lease expired; returns how many (or a negative code). */
 int api_expire_leases(api_ctx *ctx, double now);

@@ -44,7 +44,34 @@ int api_query_int(const api_request *req, api_response *resp, const char *key, i
 /* JSON number for a double, null for NaN/Inf. */
 json_t *api_json_real(double v);
 
-/* ---- study definitions (study_def.c) ---- */
+/* ---- study definitions (study_def.c, embedded.c, templates.c) ---- */
+
+/* What an embedded study (one with a "model") adds: the model template, the
+ * dataset, training options and the budget keys of the tuner block. */
+typedef struct api_embedded {
+    json_t *model;          /* the model template (owned; premade templates expanded) */
+    json_t *dataset;        /* the "dataset" object (owned reference) */
+    int n_classes;          /* of the dataset (0 for regression) */
+    int in_rank, in_shape[3];
+    /* dataset split */
+    double validation_split; /* rows (>= 1) or a fraction (< 1); default 0.2 */
+    int64_t limit;           /* training rows kept; 0 = all */
+    int64_t validation_limit;
+    /* training */
+    int batch_size;          /* default 128 */
+    int max_epochs;          /* default 10 */
+    int precision;           /* eng_precision, default fp32 */
+    int patience;            /* early stopping; -1 = off */
+    char monitor[64];        /* default: the objective metric */
+    double min_delta;
+    int restore_best;
+    /* budget */
+    int executions;          /* executions_per_trial, default 1 */
+    int parallel;            /* parallel_trials; 0 = as many as there are slots */
+    double max_seconds;      /* study wall-clock budget; 0 = none */
+    double trial_timeout;    /* seconds per trial; 0 = none */
+} api_embedded;
+
 typedef struct api_study_def {
     const char *name;  /* borrowed from the definition */
     int maximize;
@@ -53,13 +80,39 @@ typedef struct api_study_def {
     tun_config tuner;
     int64_t max_trials;    /* 0 = unlimited */
     double lease_seconds;  /* external trials: ask -> tell deadline, renewed by report */
-    int embedded;          /* has a "model" */
+    int embedded;          /* has a "model": hpod trains it */
+    api_embedded emb;      /* valid when embedded */
 } api_study_def;
 
 /* Validates a study definition (a JSON object); errors name the field. */
-int api_study_def_parse(const json_t *def, double default_lease, api_study_def *out,
-                        hpo_error *err);
+int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err);
 void api_study_def_close(api_study_def *d);
+/* The embedded part of a definition (embedded.c). space_out gets the search
+ * space to use: the study's "space" merged over a premade template's own. */
+int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t **space_out,
+                       hpo_error *err);
+void api_embedded_close(api_embedded *e);
+/* Premade templates (templates.c): the model of template `name` for a
+ * dataset with n_classes classes and per-sample rank, and its default space
+ * (new references). HPO_EINVAL naming "model.template" if unknown. */
+int api_template_get(const char *name, int n_classes, int in_rank, json_t **model, json_t **space,
+                     hpo_error *err);
+/* Expands a model template for one trial: "repeat" blocks ({"repeat":
+ * {"count": N|"$p", "layers": [...]}}) and residual blocks with "enabled":
+ * false|"$p" (replaced by their layers) are resolved from params; members
+ * referring to a parameter that is inactive in this trial are dropped (the
+ * engine's default applies); other "$name" references are left for the
+ * engine. A new reference in *out. */
+int api_model_expand(const json_t *model, const json_t *params, const tun_space *space, json_t **out,
+                     hpo_error *err);
+/* Opens a study's dataset ("dataset" object; part "train" or "test")
+ * through the engine's shared cache: a new reference in *out. */
+struct eng_dataset;
+int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, struct eng_dataset **out,
+                     hpo_error *err);
+/* Checks at creation that the model template builds for a sample of the
+ * space (shape errors that depend on params are left to the trials). */
+int api_embedded_check_model(const api_study_def *d, hpo_error *err);
 
 /* ---- per-study tuner state (study_cache.c) ---- */
 typedef struct api_study {
@@ -69,6 +122,7 @@ typedef struct api_study {
     api_study_def def;
     tun_study *tuner;
     int64_t next_number;  /* trials created so far */
+    int exhausted;        /* the tuner has nothing left to suggest (grid) */
     int refs;             /* guarded by the cache mutex */
 } api_study;
 
@@ -103,7 +157,29 @@ struct api_ctx {
     api_options opt;
     struct api_cache *cache;
     api_metrics *metrics;
+    void (*wakeup)(void *arg); /* the scheduler's, or NULL */
+    void *wakeup_arg;
+    /* the event stream: appends bump event_seq and wake SSE readers */
+    pthread_mutex_t event_mu;
+    pthread_cond_t event_cond;
+    uint64_t event_seq;
+    int stopping;              /* api_ctx_shutdown was called (under event_mu) */
 };
+
+/* ---- events (events.c) ---- */
+/* Stores an event of a study (data: a JSON object, stolen) and wakes the
+ * readers of event streams. Failures are logged, never returned: progress
+ * reporting must not fail a trial. */
+void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *type, json_t *data);
+void api_wake_scheduler(api_ctx *ctx);
+
+/* ---- checkpoints (runner.c, sched.c) ---- */
+/* <data_dir>/checkpoints/trial-<id>: the checkpoints of a trial's executions. */
+void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
+/* Keeps the checkpoints of the best keep_best complete trials of a study
+ * (refits and ensembles start from them) and removes those of every other
+ * finished trial, so disk use stays bounded. */
+void api_prune_checkpoints(api_ctx *ctx, int64_t study_id, int maximize, int keep_best);
 
 /* ---- handlers (one file per resource) ---- */
 void api_h_healthz(api_ctx *, const api_request *, int64_t, api_response *);
@@ -119,8 +195,34 @@ void api_h_study_ask(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_get(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_report(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_tell(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_pause(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_resume(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_cancel(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_events(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_importance(api_ctx *, const api_request *, int64_t, api_response *); /* importance.c */
 void api_h_static_index(api_ctx *, const api_request *, int64_t, api_response *);     /* static.c */
 void api_h_static_asset(api_ctx *, const api_request *, int64_t, api_response *);
+
+/* ---- datasets (datasets.c) ---- */
+void api_h_dataset_create(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_dataset_list(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_dataset_get(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_dataset_delete(api_ctx *, const api_request *, int64_t, api_response *);
+/* The JSON of an uploaded dataset (its meta merged in; "builtin": false). */
+json_t *api_dataset_json(const sto_dataset *d);
+/* Resolves a study's "dataset" object ({"name": "fashion-mnist"}, {"name":
+ * "<uploaded>"} or {"id": N}; both: they must agree) into an engine data
+ * source for eng_dataset_cache_get_source(). part: NULL or "train" (the
+ * whole uploaded dataset; the study splits it) or "test" (builtins only:
+ * an uploaded dataset has none, HPO_ENOTFOUND). An unknown name or id is
+ * HPO_EINVAL naming "dataset.name" / "dataset.id" (it is a bad study
+ * definition). Ownership: on success every string of *src (name, paths,
+ * label_column) lives in ONE malloc'd block returned in *owned: free(*owned)
+ * once the source is no longer needed (the cache copies what it keeps);
+ * src->part is the caller's part (or the literal "train"). Nothing is
+ * written on failure. Paths are <data_dir>/datasets/<id>-<name>/<file>. */
+struct eng_data_source;
+int api_dataset_source(api_ctx *ctx, const json_t *spec, const char *part,
+                       struct eng_data_source *src, char **owned, hpo_error *err);
 
 #endif

@@ -31,6 +31,21 @@ json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db) {
     json_object_set_new(j, "lease_expires",
                         t->lease_expires > 0 ? json_real(t->lease_expires) : json_null());
     json_object_set_new(j, "error", t->error ? json_string(t->error) : json_null());
+    json_object_set_new(j, "best_epoch", t->best_epoch > 0 ? json_integer(t->best_epoch) : json_null());
+    json_object_set_new(j, "slot", t->slot ? json_string(t->slot) : json_null());
+    json_object_set_new(j, "train_seconds", api_json_real(t->train_seconds));
+    if (with_intermediates) { /* and the learning curves of embedded trials */
+        sto_epoch *eps = NULL;
+        size_t ne = 0;
+        json_t *curves = json_array();
+        if (sto_trial_epochs(db, t->id, &eps, &ne) == 0) {
+            for (size_t i = 0; i < ne; i++)
+                json_array_append_new(curves, json_pack("{s:i, s:I, s:o}", "execution", eps[i].execution, "epoch",
+                                                        (json_int_t)eps[i].epoch, "metrics", stored_json(eps[i].metrics)));
+            sto_epoch_list_free(eps, ne);
+        }
+        json_object_set_new(j, "curves", curves);
+    }
     if (with_intermediates) {
         int64_t *steps = NULL;
         double *values = NULL;

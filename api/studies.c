@@ -11,12 +11,18 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (!def) return;
     api_study_def d;
     hpo_error err = {{0}, {0}};
-    int rc = api_study_def_parse(def, ctx->opt.default_lease_seconds, &d, &err);
+    int rc = api_study_def_parse(ctx, def, &d, &err);
     if (rc) {
         api_fail_rc(resp, rc, &err);
         json_decref(def);
         return;
     }
+    /* Store the objective as it was understood (an embedded study's metric
+     * and inferred direction), so every reader sees the same. */
+    json_t *objective = json_object_get(def, "objective");
+    if (!objective) json_object_set_new(def, "objective", objective = json_object());
+    json_object_set_new(objective, "direction", json_string(d.maximize ? "maximize" : "minimize"));
+    if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
     char *spec = json_dumps(def, JSON_COMPACT);
     int64_t study_id = 0;
     rc = spec ? sto_study_create(ctx->db, d.name, spec, &study_id) : HPO_ENOMEM;
@@ -27,6 +33,8 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
         api_fail_rc(resp, rc, NULL);
         return;
     }
+    api_event(ctx, study_id, 0, "study_created", json_pack("{s:I}", "id", (json_int_t)study_id));
+    api_wake_scheduler(ctx);
     sto_study s;
     if (sto_study_get(ctx->db, study_id, &s) == 0) {
         api_reply_json(resp, 201, api_study_json(ctx, &s, 0));

@@ -65,8 +65,8 @@ static int parse_objective(const json_t *def, api_study_def *d, hpo_error *err) 
     return 0;
 }
 
-int api_study_def_parse(const json_t *def, double default_lease, api_study_def *out,
-                        hpo_error *err) {
+int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err) {
+    double default_lease = ctx->opt.default_lease_seconds;
     api_study_def d;
     memset(&d, 0, sizeof d);
     int rc;
@@ -83,9 +83,26 @@ int api_study_def_parse(const json_t *def, double default_lease, api_study_def *
         return hpo_fail(err, HPO_EINVAL, "description", "description must be a string");
     if ((rc = parse_objective(def, &d, err))) return rc;
 
-    const json_t *space = json_object_get(def, "space");
-    if (!space) return hpo_fail(err, HPO_EINVAL, "space", "a study needs a \"space\" object");
-    if ((rc = tun_space_parse(space, &d.space, err))) return rc;
+    json_t *space = json_incref(json_object_get(def, "space"));
+    d.embedded = json_object_get(def, "model") != NULL;
+    if (d.embedded) {
+        json_decref(space);
+        space = NULL;
+        if ((rc = api_embedded_parse(ctx, def, &d, &space, err))) return rc;
+    } else if (json_object_get(def, "dataset") || json_object_get(def, "training")) {
+        return hpo_fail(err, HPO_EINVAL, json_object_get(def, "dataset") ? "dataset" : "training",
+                        "\"dataset\" and \"training\" need a \"model\" (an embedded study)");
+    }
+    if (!space) {
+        api_embedded_close(&d.emb);
+        return hpo_fail(err, HPO_EINVAL, "space", "a study needs a \"space\" object");
+    }
+    rc = tun_space_parse(space, &d.space, err);
+    json_decref(space);
+    if (rc) {
+        api_embedded_close(&d.emb);
+        return rc;
+    }
 
     const json_t *tuner = json_object_get(def, "tuner");
     if ((rc = tun_config_parse(tuner, d.space, &d.tuner, err))) goto fail;
@@ -95,21 +112,35 @@ int api_study_def_parse(const json_t *def, double default_lease, api_study_def *
     const json_t *lease = tuner ? json_object_get(tuner, "lease_seconds") : NULL;
     d.lease_seconds = lease ? json_number_value(lease) : default_lease;
 
-    d.embedded = json_object_get(def, "model") != NULL;
-    if (d.embedded || json_object_get(def, "dataset") || json_object_get(def, "training")) {
-        rc = hpo_fail(err, HPO_EUNSUPPORTED, "model",
-                      "embedded studies (model, dataset, training) are not available in this "
-                      "version of hpod; omit them to run an external ask/tell study");
-        goto fail;
+    if (d.embedded) {
+        const json_t *ex = tuner ? json_object_get(tuner, "executions_per_trial") : NULL;
+        const json_t *par = tuner ? json_object_get(tuner, "parallel_trials") : NULL;
+        const json_t *ms = tuner ? json_object_get(tuner, "max_seconds") : NULL;
+        const json_t *tt = tuner ? json_object_get(tuner, "trial_timeout") : NULL;
+        d.emb.executions = ex ? (int)json_integer_value(ex) : 1;
+        d.emb.parallel = par ? (int)json_integer_value(par) : 0;
+        d.emb.max_seconds = ms ? json_number_value(ms) : 0;
+        d.emb.trial_timeout = tt ? json_number_value(tt) : 0;
+        if (d.max_trials <= 0 && d.emb.max_seconds <= 0) {
+            rc = hpo_fail(err, HPO_EINVAL, "tuner.max_trials",
+                          "an embedded study needs a budget: tuner.max_trials or tuner.max_seconds");
+            goto fail;
+        }
+        /* Hyperband's R defaults to the epochs a trial may train. */
+        if (d.tuner.pruner.kind == TUN_PRUNER_HYPERBAND && d.tuner.pruner.max_resource <= 0)
+            d.tuner.pruner.max_resource = d.emb.max_epochs;
+        if ((rc = api_embedded_check_model(&d, err))) goto fail;
     }
     *out = d;
     return 0;
 fail:
     tun_space_free(d.space);
+    api_embedded_close(&d.emb);
     return rc;
 }
 
 void api_study_def_close(api_study_def *d) {
     tun_space_free(d->space);
     d->space = NULL;
+    api_embedded_close(&d->emb);
 }

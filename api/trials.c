@@ -42,6 +42,23 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     int64_t number = st->next_number, trial_id = 0;
     json_t *params = NULL;
     double lease = hpo_now() + st->def.lease_seconds;
+    if (st->def.embedded) {
+        api_fail(resp, 409, "conflict", "id",
+                 "study %lld is embedded: hpod runs its trials (follow GET /api/v1/studies/%lld/events)",
+                 (long long)id, (long long)id);
+        goto unlock;
+    }
+    sto_study s;
+    if ((rc = sto_study_get(ctx->db, id, &s))) {
+        api_fail_rc(resp, rc, NULL);
+        goto unlock;
+    }
+    sto_study_state state = s.state;
+    sto_study_clear(&s);
+    if (state != STO_STUDY_RUNNING) {
+        api_fail(resp, 409, "conflict", "state", "study %lld is %s", (long long)id, sto_study_state_name(state));
+        goto unlock;
+    }
     if (st->def.max_trials > 0 && number >= st->def.max_trials) {
         api_fail(resp, 409, "exhausted", "tuner.max_trials",
                  "the study has reached max_trials (%lld trials asked)", (long long)number);

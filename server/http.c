@@ -52,11 +52,30 @@ static int authorized(const srv_http *h, struct MHD_Connection *c, const char *m
     return auth && strncmp(auth, "Bearer ", 7) == 0 && tokens_equal(auth + 7, h->token);
 }
 
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    api_response *resp = cls;
+    long n = resp->stream(resp->stream_arg, buf, max);
+    return n < 0 ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
+}
+
+static void stream_free(void *cls) {
+    api_response *resp = cls;
+    resp->stream_free(resp->stream_arg);
+    free(resp);
+}
+
 static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, const char *method,
                                      const char *url, api_response *resp, request_state *rs) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(resp->body_len, resp->body,
-                                                             MHD_RESPMEM_MUST_FREE);
-    resp->body = NULL; /* owned by r now */
+    struct MHD_Response *r;
+    if (resp->stream) { /* server-sent events: the copy lives as long as the stream */
+        api_response *copy = hpo_xmalloc(sizeof *copy);
+        *copy = *resp;
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, copy, stream_free);
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    } else {
+        r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+        resp->body = NULL; /* owned by r now */
+    }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type ? resp->content_type
                                                                                 : "application/json");
     MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
@@ -201,10 +220,11 @@ int srv_http_start(api_ctx *api, const srv_http_options *opt, srv_http **out, hp
     h->api = api;
     h->token = opt->token && *opt->token ? hpo_strdup(opt->token) : NULL;
     h->max_body = opt->max_body ? opt->max_body : (size_t)1 << 20;
+    /* A thread per connection: an event stream may block its thread while it
+     * waits for the next event without holding up anyone else. */
     h->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG,
         0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(opt->threads ? opt->threads : 4),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(opt->max_connections ? opt->max_connections : 256),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(opt->timeout_s ? opt->timeout_s : 60),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,

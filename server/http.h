@@ -4,9 +4,9 @@
  * (api_handle) and sends its responses; one log line per request.
  *
  * Design notes
- * - libmicrohttpd runs its own thread pool (epoll, --http-threads threads);
- *   api_handle is called on those threads. The api never blocks on a trial,
- *   so a small pool serves many clients.
+ * - libmicrohttpd runs a thread per connection (up to max_connections);
+ *   api_handle is called on those threads. The api never blocks on a trial;
+ *   only an event stream (server-sent events) waits, on its own thread.
  * - Limits: the body of a request is capped (max_body bytes; a larger
  *   Content-Length is refused with 413 before the body is read, a chunked
  *   body that grows past the cap is discarded and refused), connections are
@@ -31,7 +31,6 @@ typedef struct srv_http_options {
     size_t max_body;     /* bytes, default 1 MiB */
     unsigned max_connections; /* default 256 */
     unsigned timeout_s;  /* idle connection timeout, default 60 */
-    unsigned threads;    /* libmicrohttpd pool size, default 4 */
 } srv_http_options;
 
 int srv_http_start(api_ctx *api, const srv_http_options *opt, srv_http **out, hpo_error *err);

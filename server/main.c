@@ -3,6 +3,10 @@
  *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--token T] [--sync normal|full]
  *        [--http-threads N] [--max-body BYTES] [--log-level debug|info|warn|error]
  *   hpod --help | --version
+ *
+ * Not listed by --help (tests, special set-ups): --max-upload BYTES, the
+ * largest dataset upload (POST /api/v1/datasets, the whole multipart body;
+ * default 1 GiB); over it the upload gets 413.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,27 +16,34 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "blas_select.h"
+#include "engine_cli.h"
 #include "http.h"
 #include "scheduler.h"
 
 typedef struct config {
     srv_http_options http;
     const char *data_dir;
+    const char *devices;
     sto_sync sync;
+    uint64_t max_upload; /* --max-upload; 0: the api's default */
 } config;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hpod [options]        run the hyperparameter-search service\n"
+            "       hpod train --help     train one model outside any study\n"
             "\n"
             "  --port N            TCP port (default 8080; 0 picks a free one)\n"
             "  --bind ADDR         IPv4 address to listen on (default 127.0.0.1)\n"
             "  --data-dir DIR      where the SQLite database lives (default ./hpo-data)\n"
             "  --token T           require 'Authorization: Bearer T' on mutating calls\n"
             "                      (default: $HPO_TOKEN; none if unset)\n"
+            "  --devices SPEC      worker slots: cpu:N (N slots of 1 BLAS thread) or cpu:NxT\n"
+            "                      (N slots of T threads); default cpu:2\n"
             "  --sync MODE         normal (default): durable against process crashes;\n"
             "                      full: fsync every commit, durable against power loss\n"
-            "  --http-threads N    HTTP worker threads (default 4)\n"
+            "  --max-connections N concurrent HTTP connections, a thread each (default 256)\n"
             "  --max-body BYTES    largest accepted request body (default 1048576)\n"
             "  --log-level L       debug, info (default), warn or error\n"
             "  --help, --version\n");
@@ -52,13 +63,17 @@ static int parse_uint(const char *flag, const char *s, long lo, long hi, long *o
 
 /* 0 to run, 1 to exit successfully (help/version), -1 on a bad flag. */
 static int parse_flags(int argc, char **argv, config *cfg) {
-    enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION };
+    enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION,
+           O_DEVICES };
+    enum { O_MAXUPLOAD = 64 }; /* not in --help, see the top */
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
         {"data-dir", required_argument, 0, O_DATA},   {"token", required_argument, 0, O_TOKEN},
-        {"sync", required_argument, 0, O_SYNC},       {"http-threads", required_argument, 0, O_THREADS},
+        {"sync", required_argument, 0, O_SYNC},       {"max-connections", required_argument, 0, O_THREADS},
         {"max-body", required_argument, 0, O_MAXBODY}, {"log-level", required_argument, 0, O_LOG},
         {"help", no_argument, 0, O_HELP},             {"version", no_argument, 0, O_VERSION},
+        {"devices", required_argument, 0, O_DEVICES},
+        {"max-upload", required_argument, 0, O_MAXUPLOAD},
         {0, 0, 0, 0}};
     long v;
     int c;
@@ -70,6 +85,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
             break;
         case O_BIND: cfg->http.bind = optarg; break;
         case O_DATA: cfg->data_dir = optarg; break;
+        case O_DEVICES: cfg->devices = optarg; break;
         case O_TOKEN: cfg->http.token = optarg; break;
         case O_SYNC:
             if (strcmp(optarg, "normal") == 0)
@@ -82,8 +98,12 @@ static int parse_flags(int argc, char **argv, config *cfg) {
             }
             break;
         case O_THREADS:
-            if (parse_uint("--http-threads", optarg, 1, 256, &v)) return -1;
-            cfg->http.threads = (unsigned)v;
+            if (parse_uint("--max-connections", optarg, 1, 100000, &v)) return -1;
+            cfg->http.max_connections = (unsigned)v;
+            break;
+        case O_MAXUPLOAD:
+            if (parse_uint("--max-upload", optarg, 1, 1L << 40, &v)) return -1;
+            cfg->max_upload = (uint64_t)v;
             break;
         case O_MAXBODY:
             if (parse_uint("--max-body", optarg, 1024, 1L << 30, &v)) return -1;
@@ -109,10 +129,22 @@ static int parse_flags(int argc, char **argv, config *cfg) {
 }
 
 int main(int argc, char **argv) {
-    config cfg = {.http = {.bind = "127.0.0.1", .port = 8080}, .data_dir = "./hpo-data"};
+    /* First: OpenBLAS picks its kernel when it loads, so a generic kernel on
+     * an AVX-512 machine means re-executing with OPENBLAS_CORETYPE set. */
+    eng_blas_select(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "train") == 0) return eng_train_main(argc - 1, argv + 1);
+
+    config cfg = {.http = {.bind = "127.0.0.1", .port = 8080}, .data_dir = "./hpo-data", .devices = "cpu:2"};
     cfg.http.token = getenv("HPO_TOKEN");
     int rc = parse_flags(argc, argv, &cfg);
     if (rc) return rc > 0 ? 0 : 2;
+    srv_slot *slots = NULL;
+    int n_slots = 0;
+    hpo_error derr = {{0}, {0}};
+    if (srv_devices_parse(cfg.devices, &slots, &n_slots, &derr)) {
+        fprintf(stderr, "hpod: %s\n", derr.message);
+        return 2;
+    }
 
     if (mkdir(cfg.data_dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "hpod: cannot create --data-dir %s: %s\n", cfg.data_dir, strerror(errno));
@@ -130,23 +162,27 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hpod: cannot open the database %s: %s\n", db_path, hpo_strerror(rc));
         goto done;
     }
-    api_options api_opt = {.data_dir = cfg.data_dir};
+    api_options api_opt = {.data_dir = cfg.data_dir, .max_upload_bytes = cfg.max_upload};
     if ((rc = api_ctx_new(db, &api_opt, &api))) goto done;
-    if ((rc = srv_scheduler_new(api, &sched))) goto done;
+    if ((rc = srv_scheduler_new(api, slots, n_slots, &sched))) goto done;
     if ((rc = srv_http_start(api, &cfg.http, &http, &err))) {
         fprintf(stderr, "hpod: %s\n", err.message);
         goto done;
     }
-    HPO_INFO("hpod %s listening on http://%s:%d (data %s, sync %s, auth %s)", HPO_VERSION,
-             cfg.http.bind, srv_http_port(http), db_path, cfg.sync == STO_SYNC_FULL ? "full" : "normal",
-             cfg.http.token && *cfg.http.token ? "bearer token" : "none");
+    HPO_INFO("hpod %s listening on http://%s:%d (data %s, sync %s, auth %s, %d slot(s) of %d thread(s), "
+             "OpenBLAS kernel %s)",
+             HPO_VERSION, cfg.http.bind, srv_http_port(http), db_path, cfg.sync == STO_SYNC_FULL ? "full" : "normal",
+             cfg.http.token && *cfg.http.token ? "bearer token" : "none", n_slots, slots[0].threads,
+             eng_blas_corename());
     printf("hpod listening on http://%s:%d\n", cfg.http.bind, srv_http_port(http));
     fflush(stdout);
     srv_scheduler_run(sched);
     exit_code = 0;
 done:
-    srv_http_stop(http); /* first: no request may reach a freed api */
-    srv_scheduler_free(sched);
+    if (api) api_ctx_shutdown(api); /* ends event streams */
+    srv_http_stop(http);             /* no request may reach a freed api */
+    srv_scheduler_free(sched);       /* running trials are requeued for the next start */
+    free(slots);
     api_ctx_free(api);
     sto_close(db);
     if (exit_code == 0) HPO_INFO("hpod stopped");

@@ -7,21 +7,57 @@
 
 struct srv_scheduler {
     uv_loop_t loop;
-    uv_timer_t lease_timer;
+    uv_timer_t tick;
     uv_signal_t sigint, sigterm;
-    uv_async_t stop;
+    uv_async_t wake, stop;
     api_ctx *api;
+    srv_workers *workers;
     int stopped_by;
+    int stopping;
 };
 
-static void on_lease_timer(uv_timer_t *t) {
+/* One pass: stop what must stop, settle studies, fill idle slots. */
+static void schedule(srv_scheduler *s) {
+    if (s->stopping) return;
+    double now = hpo_monotonic();
+    int n = srv_workers_count(s->workers);
+    for (int i = 0; i < n; i++) {
+        api_job job;
+        double started;
+        if (!srv_workers_job(s->workers, i, &job, &started)) continue;
+        int reason = api_job_stop_reason(s->api, &job);
+        if (reason == API_STOP_NONE && job.timeout > 0 && now - started > job.timeout) reason = API_STOP_TIMEOUT;
+        if (reason != API_STOP_NONE) srv_workers_stop(s->workers, i, reason);
+    }
+    api_sched_settle(s->api);
+    int slot;
+    while ((slot = srv_workers_idle(s->workers)) >= 0) {
+        api_job job;
+        if (api_sched_next(s->api, srv_workers_slot_name(s->workers, slot), &job)) break;
+        HPO_INFO("trial %lld (study %lld #%lld) %s on %s", (long long)job.trial_id, (long long)job.study_id,
+                 (long long)job.number, job.resumed ? "resumes" : "starts", srv_workers_slot_name(s->workers, slot));
+        srv_workers_dispatch(s->workers, slot, &job);
+    }
+}
+
+static void on_tick(uv_timer_t *t) {
     srv_scheduler *s = t->data;
     int n = api_expire_leases(s->api, hpo_now());
     if (n < 0) HPO_WARN("lease expiry failed: %s", hpo_strerror(n));
+    schedule(s);
+}
+
+static void on_wake(uv_async_t *a) { schedule(a->data); }
+
+/* Called by worker threads and the api: safe from any thread. */
+static void wake(void *arg) {
+    srv_scheduler *s = arg;
+    uv_async_send(&s->wake);
 }
 
 static void stop_loop(srv_scheduler *s) {
-    uv_timer_stop(&s->lease_timer);
+    s->stopping = 1;
+    uv_timer_stop(&s->tick);
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigterm);
     uv_stop(&s->loop);
@@ -36,24 +72,33 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 static void on_stop(uv_async_t *a) { stop_loop(a->data); }
 
-int srv_scheduler_new(api_ctx *api, srv_scheduler **out) {
+int srv_scheduler_new(api_ctx *api, const srv_slot *slots, int n_slots, srv_scheduler **out) {
     srv_scheduler *s = hpo_xcalloc(1, sizeof *s);
     s->api = api;
     if (uv_loop_init(&s->loop)) {
         free(s);
         return HPO_EIO;
     }
-    uv_timer_init(&s->loop, &s->lease_timer);
+    uv_timer_init(&s->loop, &s->tick);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);
+    uv_async_init(&s->loop, &s->wake, on_wake);
     uv_async_init(&s->loop, &s->stop, on_stop);
-    s->lease_timer.data = s->sigint.data = s->sigterm.data = s->stop.data = s;
+    s->tick.data = s->sigint.data = s->sigterm.data = s->wake.data = s->stop.data = s;
+    int rc = srv_workers_new(api, slots, n_slots, wake, s, &s->workers);
+    if (rc) {
+        srv_scheduler_free(s);
+        return rc;
+    }
+    api_set_wakeup(api, wake, s);
+    int requeued = api_sched_recover(api);
+    if (requeued > 0) HPO_INFO("recovery: %d trial(s) will resume from their checkpoints", requeued);
     *out = s;
     return 0;
 }
 
 int srv_scheduler_run(srv_scheduler *s) {
-    uv_timer_start(&s->lease_timer, on_lease_timer, 0, 1000);
+    uv_timer_start(&s->tick, on_tick, 0, 1000);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -66,9 +111,12 @@ static void on_close(uv_handle_t *h) { (void)h; }
 
 void srv_scheduler_free(srv_scheduler *s) {
     if (!s) return;
-    uv_close((uv_handle_t *)&s->lease_timer, on_close);
+    api_set_wakeup(s->api, NULL, NULL);
+    srv_workers_free(s->workers); /* running trials are requeued: they resume after a restart */
+    uv_close((uv_handle_t *)&s->tick, on_close);
     uv_close((uv_handle_t *)&s->sigint, on_close);
     uv_close((uv_handle_t *)&s->sigterm, on_close);
+    uv_close((uv_handle_t *)&s->wake, on_close);
     uv_close((uv_handle_t *)&s->stop, on_close);
     uv_run(&s->loop, UV_RUN_DEFAULT); /* lets the close callbacks run */
     uv_loop_close(&s->loop);

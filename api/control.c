@@ -1,0 +1,73 @@
+/* control.c - POST /api/v1/studies/{id}/pause, /resume and /cancel.
+ *
+ * A paused study gets no new trials: an external study's ask answers 409,
+ * an embedded study's running trials stop at their next epoch and go back
+ * to the queue (resumed from their checkpoints by /resume). Cancel is
+ * final: running trials are cancelled (embedded ones at their next epoch),
+ * queued ones too, and the event stream ends with "study_cancelled". */
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static void change_state(api_ctx *ctx, int64_t id, api_response *resp, const sto_study_state *from,
+                         size_t n_from, sto_study_state to, const char *event) {
+    api_study *st = NULL;
+    int rc = api_study_acquire(ctx, id, &st);
+    if (rc) {
+        hpo_error err;
+        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
+        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        return;
+    }
+    pthread_mutex_lock(&st->lock);
+    sto_study s;
+    int got = sto_study_get(ctx->db, id, &s);
+    rc = got;
+    int allowed = 0;
+    for (size_t i = 0; rc == 0 && i < n_from; i++) allowed |= s.state == from[i];
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+    } else if (!allowed) {
+        api_fail(resp, 409, "conflict", "state", "study %lld is %s", (long long)id, sto_study_state_name(s.state));
+    } else if ((rc = sto_study_set_state(ctx->db, id, to))) {
+        api_fail_rc(resp, rc, NULL);
+    } else if (to == STO_STUDY_CANCELLED && !st->def.embedded) {
+        /* external trials in flight are cancelled now; their tells get 409 */
+        sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
+        sto_trial *t = NULL;
+        size_t n = 0;
+        if (sto_trial_list(ctx->db, id, &f, &t, &n) == 0)
+            for (size_t i = 0; i < n; i++)
+                if (sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled") == 0)
+                    tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
+        sto_trial_list_free(t, n);
+    }
+    if (got == 0) sto_study_clear(&s);
+    pthread_mutex_unlock(&st->lock);
+    api_study_release(ctx, st);
+    if (resp->body) return; /* an error was filled */
+    api_event(ctx, id, 0, event, json_pack("{s:s}", "state", sto_study_state_name(to)));
+    api_wake_scheduler(ctx);
+    if (sto_study_get(ctx->db, id, &s) == 0) {
+        api_reply_json(resp, 200, api_study_json(ctx, &s, 0));
+        sto_study_clear(&s);
+    } else {
+        api_reply_json(resp, 200, json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", sto_study_state_name(to)));
+    }
+}
+
+void api_h_study_pause(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    static const sto_study_state from[] = {STO_STUDY_RUNNING};
+    change_state(ctx, id, resp, from, 1, STO_STUDY_PAUSED, "study_paused");
+}
+
+void api_h_study_resume(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    static const sto_study_state from[] = {STO_STUDY_PAUSED};
+    change_state(ctx, id, resp, from, 1, STO_STUDY_RUNNING, "study_resumed");
+}
+
+void api_h_study_cancel(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    static const sto_study_state from[] = {STO_STUDY_RUNNING, STO_STUDY_PAUSED};
+    change_state(ctx, id, resp, from, 2, STO_STUDY_CANCELLED, "study_cancelled");
+}

@@ -1,0 +1,224 @@
+/* embedded.c - the parts of a study definition that make hpod train the
+ * models itself: "model" (a template or a premade one), "dataset" and
+ * "training"; and opening the study's dataset splits for a trial. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "internal.h"
+#include "model.h"
+#include "rng.h"
+
+static int only_keys(const json_t *obj, const char *field, const char **keys, size_t n, hpo_error *err) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        size_t i = 0;
+        while (i < n && strcmp(key, keys[i]) != 0) i++;
+        if (i == n) return hpo_fail(err, HPO_EINVAL, field, "unknown key \"%.64s\" in %s", key, field);
+    }
+    return 0;
+}
+
+static int get_count(const json_t *obj, const char *key, const char *field, int64_t lo, int64_t hi,
+                     int64_t def, int64_t *out, hpo_error *err) {
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return hpo_fail(err, HPO_EINVAL, field, "must be an integer between %lld and %lld", (long long)lo,
+                        (long long)hi);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* Loads (through the shared cache) the dataset of a "dataset" object. */
+int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, eng_dataset **out,
+                     hpo_error *err) {
+    const char *name = json_string_value(json_object_get(spec, "name"));
+    if (name && eng_builtin_exists(name)) return eng_dataset_cache_get(name, part, out, err);
+    eng_data_source src;
+    char *owned = NULL;
+    int rc = api_dataset_source(ctx, spec, part, &src, &owned, err);
+    if (rc == 0) rc = eng_dataset_cache_get_source(&src, out, err);
+    free(owned);
+    return rc;
+}
+
+static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_error *err) {
+    static const char *keys[] = {"name", "id", "validation_split", "limit", "validation_limit"};
+    const json_t *ds = json_object_get(def, "dataset");
+    if (!json_is_object(ds))
+        return hpo_fail(err, HPO_EINVAL, "dataset", "an embedded study needs a \"dataset\" object, "
+                                                   "e.g. {\"name\": \"fashion-mnist\"}");
+    int rc = only_keys(ds, "dataset", keys, HPO_ARRAY_LEN(keys), err);
+    if (rc) return rc;
+    const json_t *vs = json_object_get(ds, "validation_split");
+    e->validation_split = 0.2;
+    if (vs && !json_is_null(vs)) {
+        double v = json_number_value(vs);
+        if (!json_is_number(vs) || !(v > 0) || (v >= 1 && v != floor(v)))
+            return hpo_fail(err, HPO_EINVAL, "dataset.validation_split",
+                            "validation_split must be a fraction in (0, 1) or a whole number of rows");
+        e->validation_split = v;
+    }
+    if ((rc = get_count(ds, "limit", "dataset.limit", 1, INT64_C(1) << 40, 0, &e->limit, err))) return rc;
+    if ((rc = get_count(ds, "validation_limit", "dataset.validation_limit", 1, INT64_C(1) << 40, 0,
+                        &e->validation_limit, err)))
+        return rc;
+    eng_dataset *d = NULL;
+    if ((rc = api_dataset_open(ctx, ds, "train", &d, err))) {
+        if (!err->field[0]) hpo_error_prefix(err, "dataset");
+        return rc;
+    }
+    e->n_classes = d->y_type == ENG_DATA_Y_CLASS ? d->n_classes : 0;
+    e->in_rank = d->rank == 3 ? 3 : 1;
+    if (d->rank == 3)
+        for (int i = 0; i < 3; i++) e->in_shape[i] = (int)d->shape[i];
+    else if (d->rank == 2) /* a 2-D sample is an image with one channel */
+        e->in_rank = 3, e->in_shape[0] = (int)d->shape[0], e->in_shape[1] = (int)d->shape[1], e->in_shape[2] = 1;
+    else
+        e->in_shape[0] = (int)d->sample_size;
+    size_t n = d->n;
+    eng_dataset_unref(d);
+    double val = e->validation_split >= 1 ? e->validation_split : floor(e->validation_split * (double)n);
+    if (val < 1 || val >= (double)n)
+        return hpo_fail(err, HPO_EINVAL, "dataset.validation_split",
+                        "validation_split leaves no training or no validation rows (the dataset has %zu)", n);
+    e->dataset = json_incref((json_t *)ds);
+    return 0;
+}
+
+static int parse_training(const json_t *def, const char *metric, api_embedded *e, hpo_error *err) {
+    static const char *keys[] = {"batch_size", "max_epochs", "precision", "early_stopping"};
+    static const char *es_keys[] = {"monitor", "patience", "min_delta", "restore_best_weights"};
+    const json_t *tr = json_object_get(def, "training");
+    e->batch_size = 128;
+    e->max_epochs = 10;
+    e->precision = ENG_PREC_FP32;
+    e->patience = -1;
+    e->restore_best = 0;
+    snprintf(e->monitor, sizeof e->monitor, "%s", metric);
+    if (!tr) return 0;
+    if (!json_is_object(tr)) return hpo_fail(err, HPO_EINVAL, "training", "training must be an object");
+    int rc = only_keys(tr, "training", keys, HPO_ARRAY_LEN(keys), err);
+    int64_t v;
+    if (rc || (rc = get_count(tr, "batch_size", "training.batch_size", 1, 65536, 128, &v, err))) return rc;
+    e->batch_size = (int)v;
+    if ((rc = get_count(tr, "max_epochs", "training.max_epochs", 1, 100000, 10, &v, err))) return rc;
+    e->max_epochs = (int)v;
+    const json_t *p = json_object_get(tr, "precision");
+    if (p) {
+        int prec = json_is_string(p) ? eng_precision_parse(json_string_value(p)) : -1;
+        if (prec < 0)
+            return hpo_fail(err, HPO_EINVAL, "training.precision",
+                            "precision must be \"fp32\", \"mixed_bf16\" or \"mixed_fp16\"");
+        e->precision = prec;
+    }
+    const json_t *es = json_object_get(tr, "early_stopping");
+    if (es) {
+        if (!json_is_object(es))
+            return hpo_fail(err, HPO_EINVAL, "training.early_stopping", "early_stopping must be an object");
+        if ((rc = only_keys(es, "training.early_stopping", es_keys, HPO_ARRAY_LEN(es_keys), err))) return rc;
+        if ((rc = get_count(es, "patience", "training.early_stopping.patience", 0, 100000, 5, &v, err)))
+            return rc;
+        e->patience = (int)v;
+        const json_t *mon = json_object_get(es, "monitor");
+        if (mon) {
+            eng_metrics probe = {0};
+            double x;
+            if (!json_is_string(mon) || eng_metric_get(&probe, json_string_value(mon), &x) != 0)
+                return hpo_fail(err, HPO_EINVAL, "training.early_stopping.monitor",
+                                "monitor must be one of loss, accuracy, mse, mae (or val_ of them)");
+            snprintf(e->monitor, sizeof e->monitor, "%s", json_string_value(mon));
+        }
+        const json_t *md = json_object_get(es, "min_delta");
+        if (md && (!json_is_number(md) || json_number_value(md) < 0))
+            return hpo_fail(err, HPO_EINVAL, "training.early_stopping.min_delta", "min_delta must be a number >= 0");
+        e->min_delta = md ? json_number_value(md) : 0;
+        const json_t *rb = json_object_get(es, "restore_best_weights");
+        if (rb && !json_is_boolean(rb))
+            return hpo_fail(err, HPO_EINVAL, "training.early_stopping.restore_best_weights", "must be true or false");
+        e->restore_best = rb ? json_is_true(rb) : 0;
+    }
+    return 0;
+}
+
+/* The study's "space" (may be NULL) over a premade template's default space. */
+static json_t *merge_space(const json_t *defaults, const json_t *space) {
+    json_t *merged = defaults ? json_deep_copy(defaults) : json_object();
+    if (space) json_object_update(merged, (json_t *)space);
+    return merged;
+}
+
+int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t **space_out,
+                       hpo_error *err) {
+    api_embedded *e = &d->emb;
+    json_t *tmpl_space = NULL;
+    const json_t *model = json_object_get(def, "model");
+    const json_t *space = json_object_get(def, "space");
+    int rc;
+    if (!json_is_object(model)) return hpo_fail(err, HPO_EINVAL, "model", "model must be an object");
+    if (space && !json_is_object(space)) return hpo_fail(err, HPO_EINVAL, "space", "space must be an object");
+    if (!d->metric) d->metric = "val_loss";
+    eng_metrics probe = {0};
+    double x;
+    if (eng_metric_get(&probe, d->metric, &x) != 0)
+        return hpo_fail(err, HPO_EINVAL, "objective.metric",
+                        "the metric of an embedded study must be one of loss, accuracy, mse, mae, "
+                        "val_loss, val_accuracy, val_mse, val_mae");
+    /* accuracy is maximised unless the definition says otherwise */
+    const json_t *dir = json_object_get(json_object_get(def, "objective"), "direction");
+    if (!dir && strstr(d->metric, "accuracy")) d->maximize = 1;
+    if ((rc = parse_dataset(ctx, def, e, err))) goto fail;
+    if ((rc = parse_training(def, d->metric, e, err))) goto fail;
+    const json_t *tname = json_object_get(model, "template");
+    if (tname) {
+        if (json_object_size(model) != 1) {
+            rc = hpo_fail(err, HPO_EINVAL, "model", "a premade template is given alone: {\"template\": \"mlp\"}");
+            goto fail;
+        }
+        if ((rc = api_template_get(json_string_value(tname), e->n_classes, e->in_rank, &e->model,
+                                   &tmpl_space, err)))
+            goto fail;
+    } else {
+        e->model = json_incref((json_t *)model);
+    }
+    *space_out = merge_space(tmpl_space, space);
+    json_decref(tmpl_space);
+    return 0;
+fail:
+    json_decref(tmpl_space);
+    api_embedded_close(e);
+    return rc;
+}
+
+void api_embedded_close(api_embedded *e) {
+    json_decref(e->model);
+    json_decref(e->dataset);
+    e->model = NULL;
+    e->dataset = NULL;
+}
+
+int api_embedded_check_model(const api_study_def *d, hpo_error *err) {
+    hpo_rng rng;
+    hpo_rng_seed(&rng, d->tuner.seed);
+    double *x = hpo_xcalloc((size_t)d->space->n + 1, sizeof *x);
+    tun_space_sample(d->space, &rng, x);
+    json_t *params = tun_space_to_json(d->space, x);
+    free(x);
+    json_t *model = NULL;
+    eng_model *m = NULL;
+    int rc = api_model_expand(d->emb.model, params, d->space, &model, err);
+    if (rc == 0) rc = eng_model_new(model, params, d->emb.in_rank, d->emb.in_shape, d->emb.n_classes, 1, &m, err);
+    eng_model_free(m);
+    json_decref(model);
+    json_decref(params);
+    /* A shape that some params make impossible is a failed trial, not a bad study. */
+    if (rc == HPO_ESHAPE) return 0;
+    if (rc && strncmp(err->field, "model", 5) != 0) hpo_error_prefix(err, "model");
+    return rc;
+}

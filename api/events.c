@@ -1,0 +1,152 @@
+/* events.c - a study's progress events: stored by api_event, streamed by
+ * GET /api/v1/studies/{id}/events as server-sent events, resumable with
+ * Last-Event-ID (or ?after=N). The stream ends after the study's final
+ * event (study_complete, study_cancelled). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define KEEPALIVE_SECONDS 10
+
+void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *type, json_t *data) {
+    if (!data) data = json_object();
+    char *text = json_dumps(data, JSON_COMPACT);
+    json_decref(data);
+    int64_t id;
+    int rc = text ? sto_event_append(ctx->db, study_id, trial_id, type, text, &id) : HPO_ENOMEM;
+    free(text);
+    if (rc) {
+        HPO_WARN("study %lld: event %s not stored: %s", (long long)study_id, type, hpo_strerror(rc));
+        return;
+    }
+    pthread_mutex_lock(&ctx->event_mu);
+    ctx->event_seq++;
+    pthread_cond_broadcast(&ctx->event_cond);
+    pthread_mutex_unlock(&ctx->event_mu);
+}
+
+static int is_final(const char *type) {
+    return strcmp(type, "study_complete") == 0 || strcmp(type, "study_cancelled") == 0;
+}
+
+typedef struct sse {
+    api_ctx *ctx;
+    int64_t study_id, last_id;
+    char *out;         /* formatted, not yet sent */
+    size_t len, off, cap;
+    int final_sent;
+} sse;
+
+static void append(sse *s, const char *text, size_t n) {
+    if (s->len + n > s->cap) {
+        s->cap = (s->len + n) * 2;
+        s->out = hpo_xrealloc(s->out, s->cap);
+    }
+    memcpy(s->out + s->len, text, n);
+    s->len += n;
+}
+
+/* Formats the stored events after last_id; returns how many. */
+static size_t fetch(sse *s) {
+    sto_event *ev = NULL;
+    size_t n = 0;
+    if (sto_event_list(s->ctx->db, s->study_id, s->last_id, 256, &ev, &n)) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char head[160];
+        int k = snprintf(head, sizeof head, "id: %lld\nevent: %s\ndata: ", (long long)ev[i].id, ev[i].type);
+        append(s, head, (size_t)k);
+        append(s, ev[i].data, strlen(ev[i].data)); /* compact JSON: one line */
+        append(s, "\n\n", 2);
+        s->last_id = ev[i].id;
+        if (is_final(ev[i].type)) s->final_sent = 1;
+    }
+    sto_event_list_free(ev, n);
+    return n;
+}
+
+/* The study has ended (or is gone) and no event will follow. */
+static int study_over(sse *s) {
+    sto_study st;
+    int rc = sto_study_get(s->ctx->db, s->study_id, &st);
+    if (rc) return 1;
+    int over = st.state == STO_STUDY_COMPLETE || st.state == STO_STUDY_CANCELLED;
+    sto_study_clear(&st);
+    return over;
+}
+
+static long sse_read(void *arg, char *buf, size_t max) {
+    sse *s = arg;
+    api_ctx *ctx = s->ctx;
+    for (;;) {
+        if (s->off < s->len) {
+            size_t n = s->len - s->off < max ? s->len - s->off : max;
+            memcpy(buf, s->out + s->off, n);
+            s->off += n;
+            if (s->off == s->len) s->off = s->len = 0;
+            return (long)n;
+        }
+        if (s->final_sent) return -1;
+        pthread_mutex_lock(&ctx->event_mu);
+        uint64_t seq = ctx->event_seq;
+        int stopping = ctx->stopping;
+        pthread_mutex_unlock(&ctx->event_mu);
+        if (stopping) return -1;
+        if (fetch(s) > 0) continue;
+        if (study_over(s)) return -1;
+        /* wait for the next event (or send a keep-alive comment) */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += KEEPALIVE_SECONDS;
+        pthread_mutex_lock(&ctx->event_mu);
+        int rc = 0;
+        while (ctx->event_seq == seq && !ctx->stopping && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&ctx->event_cond, &ctx->event_mu, &until);
+        pthread_mutex_unlock(&ctx->event_mu);
+        if (rc == ETIMEDOUT) append(s, ": keep-alive\n\n", 14);
+    }
+}
+
+static void sse_free(void *arg) {
+    sse *s = arg;
+    free(s->out);
+    free(s);
+}
+
+void api_h_study_events(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    sto_study st;
+    int rc = sto_study_get(ctx->db, id, &st);
+    if (rc) {
+        hpo_error err;
+        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
+        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        return;
+    }
+    sto_study_clear(&st);
+    int64_t after = 0;
+    if (req->last_event_id) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(req->last_event_id, &end, 10);
+        if (errno || end == req->last_event_id || *end || v < 0) {
+            api_fail(resp, 400, "invalid_argument", "Last-Event-ID", "Last-Event-ID must be an event id");
+            return;
+        }
+        after = v;
+    } else if (api_query_int(req, resp, "after", 0, 0, INT64_MAX, &after)) {
+        return;
+    }
+    sse *s = hpo_xcalloc(1, sizeof *s);
+    s->ctx = ctx;
+    s->study_id = id;
+    s->last_id = after;
+    append(s, "retry: 2000\n\n", 13);
+    resp->status = 200;
+    resp->content_type = "text/event-stream";
+    resp->stream = sse_read;
+    resp->stream_free = sse_free;
+    resp->stream_arg = s;
+}

@@ -1,0 +1,234 @@
+/* sched.c - the api's side of the scheduler for embedded studies: which
+ * trial runs next, what a running trial must do when its study changes
+ * state, when a study is complete, and recovery after a restart. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define KEEP_BEST_CHECKPOINTS 8
+
+void api_set_wakeup(api_ctx *ctx, void (*fn)(void *arg), void *arg) {
+    ctx->wakeup = fn;
+    ctx->wakeup_arg = arg;
+}
+
+void api_wake_scheduler(api_ctx *ctx) {
+    if (ctx->wakeup) ctx->wakeup(ctx->wakeup_arg);
+}
+
+/* Running embedded studies, oldest first (a new reference each). */
+static size_t embedded_studies(api_ctx *ctx, int state, api_study ***out) {
+    sto_study *list = NULL;
+    size_t n = 0, k = 0;
+    *out = NULL;
+    if (sto_study_list(ctx->db, &list, &n)) return 0;
+    api_study **sts = hpo_xcalloc(n + 1, sizeof *sts);
+    for (size_t i = n; i-- > 0;) { /* the list is newest first */
+        if (state >= 0 && (int)list[i].state != state) continue;
+        if (!strstr(list[i].spec, "\"model\"")) continue; /* cheap filter; the def decides */
+        api_study *st;
+        if (api_study_acquire(ctx, list[i].id, &st)) continue;
+        if (st->def.embedded)
+            sts[k++] = st;
+        else
+            api_study_release(ctx, st);
+    }
+    sto_study_list_free(list, n);
+    *out = sts;
+    return k;
+}
+
+static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
+    for (size_t i = 0; i < n; i++) api_study_release(ctx, sts[i]);
+    free(sts);
+}
+
+int api_sched_recover(api_ctx *ctx) {
+    api_study **sts;
+    size_t n = embedded_studies(ctx, -1, &sts);
+    int64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = 0;
+        pthread_mutex_lock(&sts[i]->lock);
+        int rc = sto_trials_requeue_running(ctx->db, sts[i]->id, &k);
+        pthread_mutex_unlock(&sts[i]->lock);
+        if (rc == 0 && k > 0) {
+            HPO_INFO("study %lld: %lld interrupted trial(s) queued to resume from their checkpoints",
+                     (long long)sts[i]->id, (long long)k);
+            total += k;
+        }
+    }
+    release_all(ctx, sts, n);
+    return (int)total;
+}
+
+/* Within the study's budget (trials asked, seconds)? */
+static int has_budget(const api_study *st, double created) {
+    if (st->exhausted) return 0;
+    if (st->def.max_trials > 0 && st->next_number >= st->def.max_trials) return 0;
+    if (st->def.emb.max_seconds > 0 && hpo_now() - created > st->def.emb.max_seconds) return 0;
+    return 1;
+}
+
+/* A queued trial of the study to resume, started on slot; 0 or HPO_ENOTFOUND. */
+static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *job) {
+    sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER, .limit = 1};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    int rc = sto_trial_list(ctx->db, st->id, &f, &t, &n);
+    if (rc == 0 && n == 0) rc = HPO_ENOTFOUND;
+    if (rc == 0) rc = sto_trial_start(ctx->db, t[0].id, slot);
+    if (rc == 0) *job = (api_job){t[0].id, st->id, t[0].number, 1, st->def.emb.trial_timeout};
+    sto_trial_list_free(t, n);
+    return rc;
+}
+
+/* A new trial from the tuner, started on slot; 0, HPO_ENOTFOUND (no budget)
+ * or an error. */
+static int take_new(api_ctx *ctx, api_study *st, double created, const char *slot, api_job *job) {
+    if (!has_budget(st, created)) return HPO_ENOTFOUND;
+    double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
+    int64_t number = st->next_number, trial_id = 0;
+    int rc = tun_study_suggest(st->tuner, number, x);
+    if (rc == HPO_EEXHAUSTED) {
+        st->exhausted = 1;
+        free(x);
+        return HPO_ENOTFOUND;
+    }
+    json_t *params = rc ? NULL : tun_space_to_json(st->def.space, x);
+    char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
+    if (rc == 0) rc = sto_trial_create(ctx->db, st->id, text, 0, &trial_id, &number);
+    if (rc == 0) {
+        st->next_number = number + 1;
+        tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
+        rc = sto_trial_start(ctx->db, trial_id, slot);
+    }
+    if (rc == 0) *job = (api_job){trial_id, st->id, number, 0, st->def.emb.trial_timeout};
+    free(text);
+    json_decref(params);
+    free(x);
+    return rc;
+}
+
+int api_sched_next(api_ctx *ctx, const char *slot, api_job *job) {
+    api_study **sts;
+    size_t n = embedded_studies(ctx, STO_STUDY_RUNNING, &sts);
+    int rc = HPO_ENOTFOUND;
+    for (size_t i = 0; i < n && rc == HPO_ENOTFOUND; i++) {
+        api_study *st = sts[i];
+        sto_study s;
+        if (sto_study_get(ctx->db, st->id, &s)) continue;
+        pthread_mutex_lock(&st->lock);
+        int64_t counts[STO_TRIAL_N_STATES] = {0};
+        if (sto_trial_counts(ctx->db, st->id, counts) == 0 &&
+            (st->def.emb.parallel <= 0 || counts[STO_TRIAL_RUNNING] < st->def.emb.parallel)) {
+            rc = counts[STO_TRIAL_QUEUED] > 0 ? take_queued(ctx, st, slot, job) : HPO_ENOTFOUND;
+            if (rc == HPO_ENOTFOUND) rc = take_new(ctx, st, s.created, slot, job);
+        }
+        pthread_mutex_unlock(&st->lock);
+        sto_study_clear(&s);
+        if (rc && rc != HPO_ENOTFOUND) {
+            HPO_WARN("study %lld: cannot start a trial: %s", (long long)st->id, hpo_strerror(rc));
+            rc = HPO_ENOTFOUND;
+        }
+    }
+    if (rc == 0)
+        api_event(ctx, job->study_id, job->trial_id, job->resumed ? "trial_resumed" : "trial_started",
+                  json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)job->trial_id, "number",
+                            (json_int_t)job->number, "slot", slot));
+    release_all(ctx, sts, n);
+    return rc;
+}
+
+int api_job_stop_reason(api_ctx *ctx, const api_job *job) {
+    sto_study s;
+    int rc = sto_study_get(ctx->db, job->study_id, &s);
+    if (rc == HPO_ENOTFOUND) return API_STOP_CANCEL;
+    if (rc) return API_STOP_NONE;
+    int reason = s.state == STO_STUDY_PAUSED      ? API_STOP_PAUSE
+                 : s.state == STO_STUDY_CANCELLED ? API_STOP_CANCEL
+                                                  : API_STOP_NONE;
+    sto_study_clear(&s);
+    return reason;
+}
+
+/* Cancels the queued trials of a cancelled study. */
+static void cancel_queued(api_ctx *ctx, api_study *st) {
+    sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    if (sto_trial_list(ctx->db, st->id, &f, &t, &n)) return;
+    for (size_t i = 0; i < n; i++) {
+        if (sto_trial_start(ctx->db, t[i].id, "none") == 0 &&
+            sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled") == 0)
+            tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
+    }
+    sto_trial_list_free(t, n);
+}
+
+void api_sched_settle(api_ctx *ctx) {
+    api_study **sts;
+    size_t n = embedded_studies(ctx, -1, &sts);
+    for (size_t i = 0; i < n; i++) {
+        api_study *st = sts[i];
+        sto_study s;
+        if (sto_study_get(ctx->db, st->id, &s)) continue;
+        int64_t counts[STO_TRIAL_N_STATES] = {0};
+        pthread_mutex_lock(&st->lock);
+        if (s.state == STO_STUDY_CANCELLED) cancel_queued(ctx, st);
+        int done = s.state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
+                   counts[STO_TRIAL_RUNNING] == 0 && counts[STO_TRIAL_QUEUED] == 0 && !has_budget(st, s.created);
+        if (done) done = sto_study_set_state(ctx->db, st->id, STO_STUDY_COMPLETE) == 0;
+        pthread_mutex_unlock(&st->lock);
+        if (done) {
+            int64_t finished = counts[STO_TRIAL_COMPLETE] + counts[STO_TRIAL_PRUNED] + counts[STO_TRIAL_FAILED];
+            HPO_INFO("study %lld complete: %lld trials finished", (long long)st->id, (long long)finished);
+            api_event(ctx, st->id, 0, "study_complete",
+                      json_pack("{s:I, s:I, s:I, s:I}", "complete", (json_int_t)counts[STO_TRIAL_COMPLETE],
+                                "pruned", (json_int_t)counts[STO_TRIAL_PRUNED], "failed",
+                                (json_int_t)counts[STO_TRIAL_FAILED], "cancelled",
+                                (json_int_t)counts[STO_TRIAL_CANCELLED]));
+        }
+        if (s.state != STO_STUDY_PAUSED) api_prune_checkpoints(ctx, st->id, st->def.maximize, KEEP_BEST_CHECKPOINTS);
+        sto_study_clear(&s);
+    }
+    release_all(ctx, sts, n);
+}
+
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1400];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+void api_prune_checkpoints(api_ctx *ctx, int64_t study_id, int maximize, int keep_best) {
+    sto_trial_filter f = {.state = -1, .order = STO_ORDER_VALUE, .descending = maximize};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    if (sto_trial_list(ctx->db, study_id, &f, &t, &n)) return;
+    int kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) continue;
+        if (t[i].state == STO_TRIAL_COMPLETE && kept < keep_best) {
+            kept++;
+            continue;
+        }
+        char dir[1024];
+        api_checkpoint_dir(ctx, t[i].id, dir, sizeof dir);
+        remove_dir(dir);
+    }
+    sto_trial_list_free(t, n);
+}

@@ -1,0 +1,178 @@
+/* workers.c - the worker pool (see workers.h). */
+#include "workers.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct worker {
+    srv_workers *pool;
+    int index;
+    srv_slot slot;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int busy, quit;
+    api_job job;
+    double started;
+    volatile int stop;
+} worker;
+
+struct srv_workers {
+    api_ctx *api;
+    worker *w;
+    int n;
+    void (*on_done)(void *arg);
+    void *arg;
+};
+
+int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err) {
+    srv_slot *out = NULL;
+    int count = 0;
+    char *copy = hpo_strdup(spec), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int slots_n = 0, threads = 1, used = 0;
+        if (strncmp(tok, "cpu:", 4) != 0) {
+            rc = hpo_fail(err, HPO_EINVAL, "devices",
+                          "--devices: '%s' is not cpu:N or cpu:NxT (no other device is built in)", tok);
+            goto done;
+        }
+        if (sscanf(tok + 4, "%d%n", &slots_n, &used) != 1 ||
+            (tok[4 + used] == 'x' ? sscanf(tok + 5 + used, "%d", &threads) != 1 : tok[4 + used] != '\0') ||
+            slots_n < 1 || slots_n > 256 || threads < 1 || threads > 256) {
+            rc = hpo_fail(err, HPO_EINVAL, "devices",
+                          "--devices: '%s' must be cpu:N (N slots of 1 thread) or cpu:NxT (N slots of T threads)",
+                          tok);
+            goto done;
+        }
+        out = hpo_xrealloc(out, (size_t)(count + slots_n) * sizeof *out);
+        for (int i = 0; i < slots_n; i++) {
+            snprintf(out[count].name, sizeof out[count].name, "cpu:%d", count);
+            out[count].threads = threads;
+            count++;
+        }
+    }
+    if (count == 0) rc = hpo_fail(err, HPO_EINVAL, "devices", "--devices names no slot");
+done:
+    free(copy);
+    if (rc) {
+        free(out);
+        return rc;
+    }
+    *slots = out;
+    *n = count;
+    return 0;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->busy && !w->quit) pthread_cond_wait(&w->cond, &w->mu);
+        if (w->quit && !w->busy) break;
+        api_job job = w->job;
+        pthread_mutex_unlock(&w->mu);
+        api_run_trial(w->pool->api, &job, w->slot.name, w->slot.threads, &w->stop);
+        pthread_mutex_lock(&w->mu);
+        w->busy = 0;
+        pthread_mutex_unlock(&w->mu);
+        w->pool->on_done(w->pool->arg);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int srv_workers_new(api_ctx *api, const srv_slot *slots, int n, void (*on_done)(void *arg), void *arg,
+                    srv_workers **out) {
+    srv_workers *p = hpo_xcalloc(1, sizeof *p);
+    p->api = api;
+    p->on_done = on_done;
+    p->arg = arg;
+    p->w = hpo_xcalloc((size_t)n, sizeof *p->w);
+    for (int i = 0; i < n; i++) {
+        worker *w = &p->w[i];
+        w->pool = p;
+        w->index = i;
+        w->slot = slots[i];
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cond, NULL);
+        if (pthread_create(&w->thread, NULL, worker_main, w)) {
+            HPO_ERROR("cannot start worker thread %d", i);
+            pthread_mutex_destroy(&w->mu);
+            pthread_cond_destroy(&w->cond);
+            p->n = i;
+            srv_workers_free(p);
+            return HPO_EIO;
+        }
+        p->n = i + 1;
+    }
+    *out = p;
+    return 0;
+}
+
+void srv_workers_free(srv_workers *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) {
+        worker *w = &p->w[i];
+        pthread_mutex_lock(&w->mu);
+        if (w->busy && !w->stop) w->stop = API_STOP_SHUTDOWN;
+        w->quit = 1;
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&w->mu);
+    }
+    for (int i = 0; i < p->n; i++) {
+        pthread_join(p->w[i].thread, NULL);
+        pthread_mutex_destroy(&p->w[i].mu);
+        pthread_cond_destroy(&p->w[i].cond);
+    }
+    free(p->w);
+    free(p);
+}
+
+int srv_workers_count(const srv_workers *p) { return p->n; }
+
+int srv_workers_idle(const srv_workers *p) {
+    for (int i = 0; i < p->n; i++) {
+        worker *w = &p->w[i];
+        pthread_mutex_lock(&w->mu);
+        int busy = w->busy;
+        pthread_mutex_unlock(&w->mu);
+        if (!busy) return i;
+    }
+    return -1;
+}
+
+const char *srv_workers_slot_name(const srv_workers *p, int slot) { return p->w[slot].slot.name; }
+
+void srv_workers_dispatch(srv_workers *p, int slot, const api_job *job) {
+    worker *w = &p->w[slot];
+    pthread_mutex_lock(&w->mu);
+    w->job = *job;
+    w->stop = API_STOP_NONE;
+    w->started = hpo_monotonic();
+    w->busy = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int srv_workers_job(const srv_workers *p, int slot, api_job *job, double *started) {
+    worker *w = &p->w[slot];
+    pthread_mutex_lock(&w->mu);
+    int busy = w->busy;
+    if (busy) {
+        *job = w->job;
+        *started = w->started;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return busy;
+}
+
+void srv_workers_stop(srv_workers *p, int slot, int reason) {
+    worker *w = &p->w[slot];
+    pthread_mutex_lock(&w->mu);
+    if (w->busy && !w->stop) w->stop = reason;
+    pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,48 @@
+/*
+ * workers.h - the worker pool: one thread per device slot, each running one
+ * trial at a time with the slot's BLAS thread count.
+ *
+ * Design notes
+ * - Slots come from --devices: "cpu:2" is two CPU slots of one BLAS thread
+ *   each, "cpu:1x2" one slot of two threads; several groups are separated by
+ *   commas ("cpu:2,cuda:0x1" once a CUDA backend exists). Slot names are
+ *   "cpu:0", "cpu:1", ... and are recorded on the trials they run.
+ * - Only the scheduler thread dispatches and stops jobs; a worker thread
+ *   runs api_run_trial and, when it returns, marks its slot idle and calls
+ *   on_done (which wakes the scheduler's loop). The stop flag is the one
+ *   word both sides touch while a job runs: the scheduler writes it, the
+ *   trial reads it between epochs.
+ * - srv_workers_free asks every running trial to stop (API_STOP_SHUTDOWN:
+ *   it is requeued and resumes from its checkpoint after a restart) and
+ *   joins the threads.
+ */
+#ifndef HPO_SERVER_WORKERS_H
+#define HPO_SERVER_WORKERS_H
+
+#include "api.h"
+
+typedef struct srv_slot {
+    char name[32]; /* "cpu:0" */
+    int threads;   /* BLAS/oneDNN threads of the slot */
+} srv_slot;
+
+/* Parses a --devices value into slots (*slots malloc'd). */
+int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err);
+
+typedef struct srv_workers srv_workers;
+
+int srv_workers_new(api_ctx *api, const srv_slot *slots, int n, void (*on_done)(void *arg), void *arg,
+                    srv_workers **out);
+void srv_workers_free(srv_workers *w);
+int srv_workers_count(const srv_workers *w);
+/* An idle slot, or -1. */
+int srv_workers_idle(const srv_workers *w);
+const char *srv_workers_slot_name(const srv_workers *w, int slot);
+/* Starts job on an idle slot. */
+void srv_workers_dispatch(srv_workers *w, int slot, const api_job *job);
+/* 1 and the job and its start time (monotonic) if the slot is busy. */
+int srv_workers_job(const srv_workers *w, int slot, api_job *job, double *started);
+/* Asks the slot's running trial to stop (API_STOP_*); the first reason wins. */
+void srv_workers_stop(srv_workers *w, int slot, int reason);
+
+#endif
