@@ -208,7 +208,7 @@ int main(int argc, char **argv) {
     quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     printf("OpenBLAS core %s; bf16 path %s; OMP_WAIT_POLICY=%s; conv weights %s\n", eng_blas_corename(),
            eng_bf16_impl(), getenv("OMP_WAIT_POLICY") ?: "(unset)",
-           getenv("HPO_DNNL_CONV_WEIGHTS") ?: "plain HWIO");
+           getenv("HPO_DNNL_CONV_WEIGHTS") ?: "per-op table");
     printf("| GEMM (M x K x N) | threads | OpenBLAS sgemm GFLOP/s | oneDNN f32 GFLOP/s [impl] | oneDNN bf16 GFLOP/s [impl] |\n");
     printf("|---|---|---|---|---|\n");
     for (int threads = 1; threads <= 2; threads++) {
