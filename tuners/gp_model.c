@@ -11,9 +11,7 @@
 
 #define SQRT5 2.23606797749978969640
 #define LOG_2PI 1.83787706640934548356
-#ifndef GP_NOISE_RATE
-#define GP_NOISE_RATE 30.0
-#endif
+#define NOISE_RATE 1000.0 /* Gamma(1.1, NOISE_RATE) prior on the noise variance */
 
 /* ---- kernel ------------------------------------------------------------ */
 
@@ -67,7 +65,7 @@ static int factorise(int n, int d, const double *X, const double *theta, double 
     for (size_t t = 0; t < HPO_ARRAY_LEN(jitter); t++) {
         tun_gp_kernel_matrix(n, d, X, theta, A);
         for (int i = 0; i < n; i++) A[(size_t)i * n + i] += noise + jitter[t] * s2;
-        if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, A, n) == 0) return 0;
+        if (LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', n, A, n) == 0) return 0;
     }
     return HPO_EINVAL;
 }
@@ -133,10 +131,10 @@ static double log_prior(int d, const double *theta, double *grad) {
     }
     double s2 = exp(theta[d]), nv = exp(theta[d + 1]);
     lp += (2.0 - 1.0) * theta[d] - 1.0 * s2; /* Gamma(2, 1) */
-    lp += (1.1 - 1.0) * theta[d + 1] - GP_NOISE_RATE * nv; /* Gamma(1.1, 30) */
+    lp += (1.1 - 1.0) * theta[d + 1] - NOISE_RATE * nv;
     if (grad) {
         grad[d] += 1.0 - s2;
-        grad[d + 1] += 0.1 - GP_NOISE_RATE * nv;
+        grad[d + 1] += 0.1 - NOISE_RATE * nv;
     }
     return lp;
 }
@@ -145,15 +143,45 @@ int tun_gp_lml(const tun_gp *gp, const double *theta, int with_prior, double *lm
                double *grad) {
     int n = gp->n, d = gp->d, rc = 0;
     const double *X = gp->X;
+    size_t n_pairs = (size_t)n * (n - 1) / 2;
+    double il2[d];
+    inv_l2(d, theta, il2);
+    double s2 = exp(theta[d]), nv = exp(theta[d + 1]);
     double *A = malloc((size_t)n * n * sizeof(double));
     double *al = malloc((size_t)n * sizeof(double));
-    if (!A || !al) {
+    double *pr = malloc((n_pairs > 0 ? n_pairs : 1) * 2 * sizeof(double)); /* r, exp(-sqrt5 r) */
+    if (!A || !al || !pr) {
         rc = HPO_ENOMEM;
         goto fail;
     }
-    if ((rc = factorise(n, d, X, theta, A)) < 0) goto fail;
+    {
+        size_t q = 0;
+        for (int j = 0; j < n; j++)
+            for (int i = j + 1; i < n; i++, q++) {
+                double r = sqrt(dist2(d, il2, X + (size_t)i * d, X + (size_t)j * d));
+                pr[2 * q] = r;
+                pr[2 * q + 1] = exp(-SQRT5 * r);
+            }
+    }
+    static const double jitter[] = {0.0, 1e-10, 1e-8, 1e-6, 1e-4};
+    int ok = 0;
+    for (size_t t = 0; t < HPO_ARRAY_LEN(jitter) && !ok; t++) {
+        size_t q = 0;
+        for (int j = 0; j < n; j++) {
+            A[(size_t)j * n + j] = s2 + nv + jitter[t] * s2;
+            for (int i = j + 1; i < n; i++, q++) {
+                double r = pr[2 * q];
+                A[(size_t)j * n + i] = s2 * (1.0 + SQRT5 * r + (5.0 / 3.0) * r * r) * pr[2 * q + 1];
+            }
+        }
+        ok = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', n, A, n) == 0;
+    }
+    if (!ok) {
+        rc = HPO_EINVAL;
+        goto fail;
+    }
     memcpy(al, gp->y, (size_t)n * sizeof(double));
-    if (LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, A, n, al, n) != 0) {
+    if (LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, 'L', n, 1, A, n, al, n) != 0) {
         rc = HPO_EINTERNAL;
         goto fail;
     }
@@ -164,24 +192,22 @@ int tun_gp_lml(const tun_gp *gp, const double *theta, int with_prior, double *lm
     }
     double v = -0.5 * quad - logdet - 0.5 * n * LOG_2PI;
     if (grad) {
-        /* W = alpha alpha^T - K^-1 (lower triangle from dpotri) */
-        if (LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', n, A, n) != 0) {
+        /* W = alpha alpha^T - K^-1 (lower triangle from dpotri);
+         * d lml / d theta_p = 1/2 sum_ij W_ij dK_ij / d theta_p */
+        if (LAPACKE_dpotri_work(LAPACK_COL_MAJOR, 'L', n, A, n) != 0) {
             rc = HPO_EINTERNAL;
             goto fail;
         }
-        double il2[d];
-        inv_l2(d, theta, il2);
-        double s2 = exp(theta[d]), nv = exp(theta[d + 1]);
         for (int k = 0; k < d + 2; k++) grad[k] = 0.0;
         double diag = 0.0;
+        size_t q = 0;
         for (int j = 0; j < n; j++) {
             diag += al[j] * al[j] - A[(size_t)j * n + j];
             const double *xj = X + (size_t)j * d;
-            for (int i = j + 1; i < n; i++) {
+            for (int i = j + 1; i < n; i++, q++) {
                 const double *xi = X + (size_t)i * d;
                 double w = al[i] * al[j] - A[(size_t)j * n + i];
-                double r = sqrt(dist2(d, il2, xi, xj));
-                double e = exp(-SQRT5 * r);
+                double r = pr[2 * q], e = pr[2 * q + 1];
                 grad[d] += w * s2 * (1.0 + SQRT5 * r + (5.0 / 3.0) * r * r) * e;
                 double g = w * s2 * (5.0 / 3.0) * (1.0 + SQRT5 * r) * e;
                 for (int k = 0; k < d; k++) {
@@ -198,6 +224,7 @@ int tun_gp_lml(const tun_gp *gp, const double *theta, int with_prior, double *lm
 fail:
     free(A);
     free(al);
+    free(pr);
     return rc;
 }
 
@@ -226,7 +253,7 @@ int tun_gp_set_theta(tun_gp *gp, const double *theta) {
     int rc = factorise(n, d, gp->X, gp->theta, gp->L);
     if (rc < 0) return rc;
     memcpy(gp->alpha, gp->y, (size_t)n * sizeof(double));
-    if (LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, gp->L, n, gp->alpha, n) != 0)
+    if (LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, 'L', n, 1, gp->L, n, gp->alpha, n) != 0)
         return HPO_EINTERNAL;
     return 0;
 }
@@ -334,7 +361,7 @@ void tun_gp_predict(const tun_gp *gp, const double *x, double *mu, double *var, 
     }
     if (var || dvar) {
         memcpy(w, k, (size_t)n * sizeof(double));
-        LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, gp->L, n, w, n);
+        LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, 'L', n, 1, gp->L, n, w, n);
     }
     if (var) {
         double q = 0.0;
@@ -379,7 +406,7 @@ int tun_gp_predict_batch(const tun_gp *gp, int m, const double *Xs, double *mu, 
         mu[j] = s;
     }
     if (var) {
-        if (LAPACKE_dtrtrs(LAPACK_COL_MAJOR, 'L', 'N', 'N', n, m, gp->L, n, B, n) != 0) {
+        if (LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, 'L', 'N', 'N', n, m, gp->L, n, B, n) != 0) {
             free(B);
             return HPO_EINTERNAL;
         }
