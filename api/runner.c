@@ -32,6 +32,7 @@ typedef struct run {
     int curve_len[MAX_EXECUTIONS];
     int pruned;
     int stopped; /* API_STOP_* seen by the callback */
+    int epochs_seen; /* callbacks of the current execution */
 } run;
 
 void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n) {
@@ -81,6 +82,10 @@ static void curve_set(run *r, int e, int epoch, double v) {
 static int on_epoch(const eng_epoch_report *rep, void *user) {
     run *r = user;
     api_study *st = r->st;
+    if (r->epochs_seen++ == 0 && rep->epoch > 1) /* the engine resumed from a checkpoint */
+        api_event(r->ctx, r->job->study_id, r->job->trial_id, "execution_resumed",
+                  json_pack("{s:I, s:I, s:i, s:i}", "trial_id", (json_int_t)r->job->trial_id, "number",
+                            (json_int_t)r->job->number, "execution", r->execution, "from_epoch", rep->epoch - 1));
     json_t *m = metrics_json(rep);
     char *text = json_dumps(m, JSON_COMPACT);
     sto_epoch_put(r->ctx->db, r->job->trial_id, r->execution, rep->epoch, text);
@@ -211,6 +216,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     o.on_epoch = on_epoch;
     o.user = r;
     r->execution = e;
+    r->epochs_seen = 0;
     eng_train_result res;
     rc = eng_train(m, train, val, &o, &res, err);
     eng_model_free(m);

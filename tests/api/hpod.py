@@ -122,3 +122,37 @@ class Checks:
     def finish(self):
         print("%d passed, %d failed" % (self.passed, self.failed))
         sys.exit(1 if self.failed else 0)
+
+
+def read_events(url, study_id, last_event_id=None, timeout=300):
+    """Reads a study's server-sent events until the stream ends; returns a
+    list of (id, type, data)."""
+    req = urllib.request.Request("%s/api/v1/studies/%d/events" % (url, study_id))
+    if last_event_id is not None:
+        req.add_header("Last-Event-ID", str(last_event_id))
+    events = []
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        cur = {}
+        for raw in r:
+            line = raw.decode().rstrip("\n")
+            if not line:
+                if "data" in cur:
+                    events.append((int(cur["id"]), cur["event"], json.loads(cur["data"])))
+                cur = {}
+            elif line.startswith(":"):
+                continue
+            else:
+                k, _, v = line.partition(": ")
+                cur[k] = v
+    return events
+
+
+def wait_for(fn, timeout, step=0.2):
+    """Polls fn() until it returns something true, or raises after timeout."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("condition not met within %.0f s" % timeout)

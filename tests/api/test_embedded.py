@@ -1,0 +1,161 @@
+"""Embedded studies: hpod trains the models itself on its worker slots.
+
+- A small study (Fashion-MNIST subset, 12 trials, ASHA, 2 slots) completes;
+  curves, best epoch and best params are queryable; the event stream delivers
+  every trial's events in order, and resumes with Last-Event-ID.
+- Failures are data: a template that does not fit some params and a
+  diverging learning rate fail those trials with the reason; the study ends.
+- Pause, resume, cancel and per-trial timeouts.
+"""
+import threading
+import time
+
+from hpod import Checks, Hpod, parse_args, read_events, wait_for
+
+DATA = {"name": "fashion-mnist", "limit": 2000, "validation_split": 500}
+
+
+def study_small():
+    return {"name": "asha-mlp", "objective": {"metric": "val_accuracy"},
+            "model": {"template": "mlp"}, "dataset": DATA,
+            "space": {"layers": {"type": "int", "low": 1, "high": 2}},
+            "training": {"max_epochs": 3, "batch_size": 64},
+            "tuner": {"algorithm": "tpe", "seed": 3, "max_trials": 12,
+                      "pruner": {"algorithm": "asha", "eta": 3, "min_resource": 1}}}
+
+
+def check_small(hp, c):
+    sid = hp.ok("POST", "/api/v1/studies", study_small())["id"]
+    events = read_events(hp.url, sid)
+    study = hp.ok("GET", "/api/v1/studies/%d" % sid)
+    c.check(study["state"] == "complete", "study completes (state %s)" % study["state"])
+    c.check(study["direction"] == "maximize", "val_accuracy is maximised")
+    counts = study["trials_by_state"]
+    c.check(counts["complete"] + counts["pruned"] == 12 and counts["complete"] >= 1,
+            "12 trials finished: %s" % counts)
+    trials = hp.ok("GET", "/api/v1/studies/%d/trials?limit=100" % sid)["trials"]
+    c.check(sorted(t["number"] for t in trials) == list(range(12)), "trial numbers 0..11")
+    c.check(len({t["slot"] for t in trials}) == 2, "both slots ran trials")
+
+    best = hp.ok("GET", "/api/v1/studies/%d/best?top_n=2" % sid)["trials"]
+    c.check(best and "layers" in best[0]["params"] and 0.5 < best[0]["value"] <= 1.0,
+            "best params and value: %s" % (best[:1],))
+    top = hp.ok("GET", "/api/v1/trials/%d" % best[0]["trial_id"])
+    curve = [p for p in top["curves"] if p["execution"] == 0]
+    c.check([p["epoch"] for p in curve] == [1, 2, 3], "a complete trial has 3 epochs of curves")
+    c.check(all("val_accuracy" in p["metrics"] and "loss" in p["metrics"] for p in curve), "curves hold the metrics")
+    accs = [p["metrics"]["val_accuracy"] for p in curve]
+    c.check(top["best_epoch"] == 1 + accs.index(max(accs)), "best epoch is the epoch of the best val_accuracy")
+    c.check(abs(top["value"] - max(accs)) < 1e-12, "the value is the best epoch's val_accuracy")
+    pruned = [hp.ok("GET", "/api/v1/trials/%d" % t["id"]) for t in trials if t["state"] == "pruned"]
+    c.check(not pruned or min(len(p["curves"]) for p in pruned) < 3, "pruned trials' curves are cut short")
+
+    # events: ids increase; per trial: started, epochs 1..k in order, one end event
+    ids = [e[0] for e in events]
+    c.check(ids == sorted(ids) and len(set(ids)) == len(ids), "event ids increase")
+    c.check(events[-1][1] == "study_complete", "the stream ends with study_complete")
+    per_trial = {}
+    for _, typ, data in events:
+        if "trial_id" in data:
+            per_trial.setdefault(data["trial_id"], []).append((typ, data))
+    c.check(len(per_trial) == 12, "events for every trial (%d)" % len(per_trial))
+    ok = True
+    for tid, evs in per_trial.items():
+        types = [t for t, _ in evs]
+        epochs = [d["epoch"] for t, d in evs if t == "epoch"]
+        stored = [t for t in trials if t["id"] == tid][0]
+        ok &= types[0] == "trial_started" and types[-1] == "trial_" + stored["state"]
+        ok &= epochs == list(range(1, len(epochs) + 1)) and len(epochs) >= 1
+        ok &= sum(t in ("trial_complete", "trial_pruned") for t in types) == 1
+    c.check(ok, "every trial: started, epochs in order, exactly one end event matching its state")
+    mid = events[len(events) // 2][0]
+    again = read_events(hp.url, sid, last_event_id=mid)
+    c.check(again == [e for e in events if e[0] > mid], "Last-Event-ID resumes the stream exactly")
+
+
+def check_failures(hp, c):
+    study = {"name": "failures", "objective": {"metric": "val_loss"},
+             "model": {"layers": [{"conv2d": {"filters": 4, "kernel": "$k", "padding": "valid"}},
+                                  {"flatten": {}}, {"dense": {"units": 10, "activation": "softmax"}}],
+                       "loss": "sparse_categorical_crossentropy",
+                       "optimizer": {"name": "sgd", "learning_rate": "$lr"}},
+             "space": {"k": {"type": "choice", "values": [3, 40]},
+                       "lr": {"type": "choice", "values": [0.01, 1e6]}},
+             "dataset": DATA, "training": {"max_epochs": 2},
+             "tuner": {"algorithm": "grid", "seed": 1, "max_trials": 4}}
+    sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
+    trials = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"]
+    by = {(t["params"]["k"], t["params"]["lr"]): t for t in trials}
+    c.check(len(by) == 4, "grid: all 4 combinations ran")
+    c.check(by[(3, 0.01)]["state"] == "complete", "the good combination completes")
+    c.check(all(by[(40, lr)]["state"] == "failed" and "kernel" in (by[(40, lr)]["error"] or "")
+                for lr in (0.01, 1e6)), "a kernel larger than the image fails the trial, naming it: %s"
+            % by[(40, 0.01)]["error"])
+    err = by[(3, 1e6)]["error"] or ""
+    c.check(by[(3, 1e6)]["state"] == "failed" and ("NaN" in err or "Inf" in err),
+            "a diverging learning rate fails the trial: %s" % err)
+
+
+def check_control(hp, c):
+    study = study_small()
+    study.update(name="control", tuner={"algorithm": "random", "seed": 5, "max_trials": 4})
+    study["training"] = {"max_epochs": 6, "batch_size": 32}
+    sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60)
+    hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, 60)
+    s = hp.ok("GET", "/api/v1/studies/%d" % sid)
+    c.check(s["state"] == "paused", "paused")
+    queued = s["trials_by_state"]["queued"]
+    c.check(queued >= 1, "pausing queues the running trials (%d queued)" % queued)
+    status, _ = hp.request("POST", "/api/v1/studies/%d/pause" % sid)
+    c.check(status == 409, "pausing twice is 409")
+    time.sleep(1.5)
+    c.check(hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, "nothing runs while paused")
+    hp.ok("POST", "/api/v1/studies/%d/resume" % sid)
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 180)
+    events = read_events(hp.url, sid)
+    resumed = [d for _, t, d in events if t == "execution_resumed"]
+    c.check(len(resumed) >= 1 and all(d["from_epoch"] >= 1 for d in resumed),
+            "resumed trials continue from their checkpoint epoch: %s" % resumed[:2])
+    c.check(hp.ok("GET", "/api/v1/studies/%d" % sid)["trials_by_state"]["complete"] == 4, "all 4 complete after resume")
+
+    study.update(name="cancel", tuner={"algorithm": "random", "seed": 6, "max_trials": 20})
+    sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60)
+    hp.ok("POST", "/api/v1/studies/%d/cancel" % sid)
+    events = read_events(hp.url, sid, timeout=60)
+    c.check(events[-1][1] == "study_cancelled" or any(t == "study_cancelled" for _, t, _ in events),
+            "cancel ends the event stream")
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, 60)
+    s = hp.ok("GET", "/api/v1/studies/%d" % sid)
+    c.check(s["state"] == "cancelled" and s["trials_by_state"]["cancelled"] >= 1 and s["n_trials"] < 20,
+            "cancelled study: no new trials, running ones cancelled: %s" % s["trials_by_state"])
+
+    study.update(name="timeout", tuner={"algorithm": "random", "seed": 7, "max_trials": 1, "trial_timeout": 0.3})
+    study["training"] = {"max_epochs": 50, "batch_size": 16}
+    sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
+    t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
+    c.check(t["state"] == "failed" and "timed out" in (t["error"] or ""), "trial_timeout fails the trial: %s" % t["error"])
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = Hpod(args.hpod, args=["--devices", "cpu:2"]).start()
+    try:
+        check_small(hp, c)
+        check_failures(hp, c)
+        check_control(hp, c)
+        status, out = hp.request("POST", "/api/v1/studies/1/ask")
+        c.check(status == 409, "ask on an embedded study is 409")
+        c.check(hp.stop() == 0, "graceful shutdown")
+    finally:
+        hp.cleanup()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
