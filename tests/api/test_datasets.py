@@ -270,22 +270,38 @@ def main():
                 "a dropped upload is not stored")
 
         # ---- delete ----
-        st, out = upload(hp, [("name", "doomed", None)] + base_csv + [("file", make_csv(rows=30), "d.csv")])
+        st, out = upload(hp, [("name", "doomed", None)] + base_csv + [("file", make_csv(rows=200), "d.csv")])
         c.check(st == 201, "upload doomed (%s %s)" % (st, out))
         doomed = out.get("id", 0) if st == 201 else 0
         folder = os.path.join(hp.data_dir, "datasets", "%d-doomed" % doomed)
         c.check(os.path.isdir(folder), "doomed folder exists")
-        # A running study that names a dataset keeps it (when this build
-        # accepts a "dataset" in an external study; otherwise skipped).
-        spec = {"name": "uses-doomed", "space": {"x": {"type": "float", "low": 0, "high": 1}},
-                "tuner": {"algorithm": "random", "seed": 1}, "dataset": {"name": "doomed"}}
+        # A running or paused study that trains on it keeps it; a cancelled one does not.
+        spec = {"name": "uses-doomed", "objective": {"metric": "val_accuracy"},
+                "model": {"template": "mlp"}, "dataset": {"name": "doomed", "validation_split": 0.2},
+                "space": {"layers": {"type": "int", "low": 1, "high": 2}},
+                "training": {"max_epochs": 30, "batch_size": 8},
+                "tuner": {"algorithm": "random", "seed": 1, "max_trials": 200}}
         st, out = hp.request("POST", "/api/v1/studies", spec)
+        c.check(st == 201, "an embedded study trains on an uploaded dataset (%s %s)" % (st, out))
         if st == 201:
+            sid = out["id"]
+            deadline = time.time() + 30  # until an epoch has been trained
+            while time.time() < deadline:
+                ts = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"]
+                if ts and hp.ok("GET", "/api/v1/trials/%d" % ts[0]["id"]).get("curves"):
+                    break
+                time.sleep(0.1)
             st2, out2 = hp.request("DELETE", "%s/%d" % (D, doomed))
-            c.check(st2 == 409, "delete of a dataset a running study uses -> 409 (%s %s)" % (st2, out2))
-            hp.ok("DELETE", "/api/v1/studies/%d" % out["id"])
-        else:
-            print("note: this build refuses a dataset in an external study (%d); in-use check skipped" % st)
+            c.check(st2 == 409 and out2["error"]["field"] == "id",
+                    "delete of a dataset a running study uses -> 409 (%s %s)" % (st2, out2))
+            hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
+            st2, out2 = hp.request("DELETE", "%s/%d" % (D, doomed))
+            c.check(st2 == 409 and "paused" in out2["error"]["message"],
+                    "delete of a dataset a paused study uses -> 409 (%s %s)" % (st2, out2))
+            hp.ok("POST", "/api/v1/studies/%d/cancel" % sid)
+            trials = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"]
+            epochs = sum(len(hp.ok("GET", "/api/v1/trials/%d" % t["id"]).get("curves", [])) for t in trials)
+            c.check(epochs >= 1, "the study trained epochs on the uploaded data (%d)" % epochs)
         st, _ = hp.request("DELETE", "%s/%d" % (D, doomed))
         c.check(st == 204, "delete -> 204 (%s)" % st)
         c.check(not os.path.exists(folder), "delete removes the files")
