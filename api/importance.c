@@ -4,7 +4,7 @@
  * trials.
  *
  * The newest MAX_TRIALS complete trials are used (a forest sees at most
- * 1,024 per tree anyway), so a large study answers in a fraction of a
+ * 512 per tree anyway), so a large study answers in a fraction of a
  * second. Trials whose stored params no longer parse are skipped. No study
  * lock is taken: the space is immutable and the trials come from storage.
  * The seed is the study id: the same trials give the same figures. */

@@ -39,6 +39,13 @@ function finishedCount(s) {
   return (b.complete || 0) + (b.pruned || 0) + (b.failed || 0) + (b.cancelled || 0);
 }
 function stateBadge(state) { return h("span", { class: `badge ${state}` }, state); }
+/* An external study stays "running" in the API; once max_trials trials have
+ * finished (and none runs) nothing more will happen: show it as finished. */
+function studyState(s) {
+  const b = s.trials_by_state || {};
+  if (s.state === "running" && s.max_trials && finishedCount(s) >= s.max_trials && !b.running && !b.queued) return "finished";
+  return s.state;
+}
 function progress(s) {
   const done = finishedCount(s);
   const max = s.max_trials;
@@ -52,7 +59,7 @@ function paramsText(p) {
 }
 function setCrumbs(...items) {
   const nav = $("#crumbs");
-  nav.replaceChildren(...items.flatMap((it, i) => [i ? h("span", { class: "sep" }, "/") : null, it]));
+  nav.replaceChildren(...items.flatMap((it, i) => (i ? [h("span", { class: "sep" }, "/"), it] : [it])));
 }
 
 /* ---------------- studies ---------------- */
@@ -75,7 +82,7 @@ function studiesPage(main) {
       h("td", {}, h("a", { href: `#/studies/${s.id}` }, s.name)),
       h("td", {}, s.algorithm),
       h("td", {}, s.kind),
-      h("td", {}, stateBadge(s.state)),
+      h("td", {}, stateBadge(studyState(s))),
       h("td", {}, progress(s)),
       h("td", { class: "num", title: s.best ? paramsText(s.best.params) : "" }, s.best ? fmt(s.best.value) : "–"),
       h("td", {}, when(s.created)),
@@ -91,6 +98,7 @@ function studyPage(main, { id }) {
     table: { order: "number", desc: true, state: "", offset: 0 }, importanceAt: -1, stopped: false };
   window.__hpo.study = st;
   window.__hpo.ready = false;
+  window.__hpo.interactiveMs = 0;
   setCrumbs(h("a", { href: "#/" }, "studies"), h("span", {}, `study ${id}`));
   const summary = h("section", { class: "summary" }, h("p", { class: "muted" }, "Loading…"));
   const panel = (name, title, note) => h("section", { class: "panel" },
@@ -125,7 +133,7 @@ function studyPage(main, { id }) {
       sortable("value", "value"), ...names.map((n) => h("th", {}, n)), h("th", {}, "steps"), h("th", {}, "duration")));
     tbody.replaceChildren(...page.trials.map((t) => h("tr", { "data-trial": t.trial_id },
       h("td", {}, h("input", { type: "checkbox", checked: st.curves.has(t.trial_id), title: "learning curve",
-        onchange: (e) => { st.autoCurves = false; if (e.target.checked) st.curves.add(t.trial_id); else st.curves.delete(t.trial_id); drawCurves(); } })),
+        onchange: (e) => { st.autoCurves = false; chooseCurve(t.trial_id, e.target.checked); drawCurves(); } })),
       h("td", {}, h("a", { href: `#/trials/${t.trial_id}` }, t.number)),
       h("td", {}, stateBadge(t.state)),
       h("td", { class: "num" }, fmt(t.value), t.value_n > 1 ? h("span", { class: "muted" }, ` ±${fmt(t.value_std, 2)}`) : null),
@@ -143,7 +151,7 @@ function studyPage(main, { id }) {
   function renderSummary(s) {
     const b = s.trials_by_state || {};
     summary.replaceChildren(
-      h("h1", {}, s.name, " ", stateBadge(s.state)),
+      h("h1", {}, s.name, " ", stateBadge(studyState(s))),
       h("dl", { class: "facts" },
         h("dt", {}, "objective"), h("dd", {}, `${s.direction}${s.definition && s.definition.objective && s.definition.objective.metric ? " " + s.definition.objective.metric : ""}`),
         h("dt", {}, "algorithm"), h("dd", {}, s.algorithm + (s.definition && s.definition.tuner && s.definition.tuner.pruner ? `, ${s.definition.tuner.pruner.algorithm} pruner` : "")),
@@ -164,6 +172,14 @@ function studyPage(main, { id }) {
     const chosen = best.concat(others);
     if (chosen.length < MAX_CURVES) chosen.push(...trials.filter((t) => t && t.last_step !== null && !chosen.includes(t)).slice(-(MAX_CURVES - chosen.length)));
     return chosen.slice(0, MAX_CURVES).map((t) => t.trial_id);
+  }
+  /* ticked trials join the curves; past MAX_CURVES the oldest choice leaves */
+  function chooseCurve(tid, on) {
+    if (!on) { st.curves.delete(tid); return; }
+    st.curves.add(tid);
+    while (st.curves.size > MAX_CURVES) st.curves.delete(st.curves.values().next().value);
+    for (const box of tbody.querySelectorAll("tr[data-trial]"))
+      box.querySelector("input").checked = st.curves.has(Number(box.dataset.trial));
   }
   const curveCache = new Map(); /* trial_id -> trial with intermediate (finished ones never change) */
   async function drawCurves() {
@@ -199,26 +215,28 @@ function studyPage(main, { id }) {
     Charts.show("importance", el, Charts.importance(r));
   }
 
-  let lastImportance = 0;
+  /* On every change: the summary and the table first (one page from the
+   * API), the importance request in parallel (computed by hpod), then the
+   * charts from the trial store. __hpo.interactiveMs: table and history
+   * drawn; __hpo.readyMs: every chart drawn. */
+  let lastImportance = -Infinity;
   const feed = studyFeed(st.id, 3000).on(async (s) => {
     st.study = s;
     space = (s.definition && s.definition.space) || {};
     renderSummary(s);
+    const now = performance.now();
+    const imp = now - lastImportance > 10000 ? (lastImportance = now, drawImportance(s)) : null;
+    const trialsP = st.store.refresh();
     await loadTable();
-    const trials = await st.store.refresh();
+    const trials = await trialsP;
     if (st.stopped) return;
     const maximize = s.direction === "maximize";
     Charts.show("history", $("#chart-history"), Charts.history(trials, maximize));
+    if (!window.__hpo.interactiveMs) window.__hpo.interactiveMs = performance.now() - t0;
     Charts.show("parallel", $("#chart-parallel"), Charts.parallel(space, trials, maximize));
     if (st.autoCurves) st.curves = new Set(defaultCurves(trials));
-    /* importance: when the complete count changed, at most every 10 s */
-    const now = performance.now();
-    const slow = Promise.all([
-      drawCurves(),
-      now - lastImportance > 10000 || !window.__hpo.ready ? (lastImportance = now, drawImportance(s)) : null,
-    ]);
+    await Promise.all([drawCurves(), imp]);
     if (!window.__hpo.ready) {
-      await slow;
       window.__hpo.ready = true;
       window.__hpo.readyMs = performance.now() - t0;
     }

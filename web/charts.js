@@ -111,7 +111,7 @@ const Charts = {
     });
     return {
       animation: false,
-      grid: { left: 60, right: 20, top: 40, bottom: 40 },
+      grid: { left: 60, right: 20, top: 48, bottom: 40 },
       legend: { top: 4, type: "scroll" },
       tooltip: { trigger: "axis" },
       xAxis: { type: "value", name: "step", nameLocation: "middle", nameGap: 24, minInterval: 1 },
@@ -165,10 +165,10 @@ const Charts = {
       animation: false,
       title: total > done.length ? { text: `${done.length} of ${total} complete trials (the best ${PARALLEL_MAX / 10} and a spread)`, textStyle: { fontSize: 11, fontWeight: "normal", color: "#666" }, right: 10, top: 0 } : undefined,
       parallelAxis: axes,
-      parallel: { left: 50, right: 80, top: 40, bottom: 30, parallelAxisDefault: { nameLocation: "end", nameGap: 12 } },
+      parallel: { left: 50, right: 120, top: 40, bottom: 30, parallelAxisDefault: { nameLocation: "end", nameGap: 12 } },
       visualMap: {
         type: "continuous", dimension: names.length, min: lo, max: hi === lo ? lo + 1 : hi, calculable: true,
-        right: 0, top: "middle", itemHeight: 120, precision: 3,
+        right: 8, top: "middle", itemHeight: 120, precision: 3, text: ["", ""],
         inRange: { color: maximize ? ["#c6d4f5", "#2f6fdf", "#0b2b7a"] : ["#0b2b7a", "#2f6fdf", "#c6d4f5"] },
       },
       series: [{ type: "parallel", data, lineStyle: { width: 1, opacity: 0.45 }, progressive: 500, smooth: false }],
@@ -191,4 +191,5 @@ const Charts = {
   },
 };
 
+window.Charts = Charts; /* the browser test reads the charts from here */
 window.addEventListener("resize", () => Charts.resize());
