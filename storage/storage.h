@@ -223,8 +223,10 @@ typedef struct sto_dataset {
     int64_t id;
     char *name;     /* unique */
     char *format;   /* "csv" | "idx" | "npy" */
-    char *path;     /* file under the data dir (JSON array text of paths for
-                       formats with two files, e.g. ["x.npy","y.npy"]) */
+    char *path;     /* the file name (JSON array text of names for formats
+                       with two files, e.g. ["x.npy","y.npy"]); the api keeps
+                       them in <data_dir>/datasets/<id>-<name>/ (ids are
+                       never reused: AUTOINCREMENT) */
     char *meta;     /* JSON text: shape, n_classes, label column, ... */
     int64_t n_rows;
     int64_t bytes;
