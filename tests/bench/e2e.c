@@ -1,0 +1,209 @@
+/* e2e.c - benchmark: a whole search, hpod against Optuna 3.1 + PyTorch 1.13
+ * in the same run.
+ *
+ * The search (both sides): MLP with layers 1..3, units 32..512 (log),
+ * lr 1e-4..1e-2 (log), dropout 0..0.5; Adam, batch 128; Fashion-MNIST, the
+ * first --limit training images for training and the last --validation for
+ * validation; --trials trials of at most --epochs epochs; TPE sampling with
+ * Hyperband pruning (min 1 epoch, eta 3). Both use the machine's 2 cores:
+ * hpod through its worker slots (--devices, each configuration given is
+ * measured), PyTorch with --threads threads at its best settings
+ * (OPENBLAS_CORETYPE=SkylakeX, OMP_WAIT_POLICY=PASSIVE, flush-to-zero).
+ *
+ * Printed: wall time of the study (hpod: from POST to "complete"; Optuna:
+ * study.optimize, data loading excluded), best validation accuracy, epochs
+ * trained, and the wall-time ratio.
+ *
+ *   bench_e2e [--devices cpu:2] [--devices cpu:1x2] [--seed S] [--trials N]
+ *             [--epochs E] [--limit L] [--validation V] [--threads T]
+ *             [--precision fp32|mixed_bf16] [--no-peer]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_hpod.h"
+#include "hpo.h"
+
+typedef struct opts {
+    const char *devices[8];
+    int n_devices;
+    int seed, trials, epochs, limit, validation, threads, peer;
+    const char *precision;
+} opts;
+
+typedef struct result {
+    double wall, best;
+    long epochs, complete, pruned;
+    char params[512];
+} result;
+
+static char *study_json(const opts *o) {
+    json_t *s = json_pack(
+        "{s:s, s:{s:s, s:s},"
+        " s:{s:[{s:{}}, {s:{s:s, s:[{s:{s:s, s:s}}, {s:{s:s}}]}}, {s:{s:i, s:s}}], s:s, s:{s:s, s:s}},"
+        " s:{s:{s:s, s:i, s:i}, s:{s:s, s:i, s:i, s:b}, s:{s:s, s:f, s:f, s:b}, s:{s:s, s:f, s:f}},"
+        " s:{s:s, s:i, s:i}, s:{s:i, s:i, s:s},"
+        " s:{s:s, s:i, s:i, s:{s:s, s:i, s:i, s:i}}}",
+        "name", "bench-e2e", "objective", "metric", "val_accuracy", "direction", "maximize",
+        "model", "layers", "flatten", "repeat", "count", "$layers", "layers", "dense", "units", "$units",
+        "activation", "relu", "dropout", "rate", "$dropout", "dense", "units", 10, "activation", "softmax", "loss",
+        "sparse_categorical_crossentropy", "optimizer", "name", "adam", "learning_rate", "$lr",
+        "space", "layers", "type", "int", "low", 1, "high", 3, "units", "type", "int", "low", 32, "high", 512, "log", 1,
+        "lr", "type", "float", "low", 1e-4, "high", 1e-2, "log", 1, "dropout", "type", "float", "low", 0.0, "high", 0.5,
+        "dataset", "name", "fashion-mnist", "limit", o->limit, "validation_split", o->validation,
+        "training", "max_epochs", o->epochs, "batch_size", 128, "precision", o->precision,
+        "tuner", "algorithm", "tpe", "seed", o->seed, "max_trials", o->trials, "pruner", "algorithm", "hyperband",
+        "eta", 3, "min_resource", 1, "max_resource", o->epochs);
+    char *text = json_dumps(s, JSON_COMPACT);
+    json_decref(s);
+    return text;
+}
+
+static int run_hpod(const opts *o, const char *devices, result *r) {
+    bench_hpod h;
+    const char *extra[] = {"--devices", devices, NULL};
+    if (bench_hpod_start(bench_hpod_path(), extra, &h)) return -1;
+    bench_http *c = bench_http_new(h.base);
+    char *body = study_json(o);
+    json_t *j = NULL;
+    int rc = -1;
+    double t0 = hpo_monotonic();
+    long st = bench_http_post(c, "/api/v1/studies", body, &j);
+    free(body);
+    long id = (long)json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    if (st != 201) {
+        fprintf(stderr, "bench: study refused: %s\n", bench_http_body(c));
+        goto done;
+    }
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/studies/%ld", id);
+    for (;;) {
+        usleep(20000);
+        if (bench_http_get(c, path, &j) != 200) goto done;
+        const char *state = json_string_value(json_object_get(j, "state"));
+        int finished = state && strcmp(state, "running") != 0;
+        json_t *by = json_object_get(j, "trials_by_state");
+        r->complete = (long)json_integer_value(json_object_get(by, "complete"));
+        r->pruned = (long)json_integer_value(json_object_get(by, "pruned"));
+        json_decref(j);
+        if (finished) break;
+    }
+    r->wall = hpo_monotonic() - t0;
+    snprintf(path, sizeof path, "/api/v1/studies/%ld/best", id);
+    if (bench_http_get(c, path, &j) != 200) goto done;
+    json_t *top = json_array_get(json_object_get(j, "trials"), 0);
+    r->best = json_number_value(json_object_get(top, "value"));
+    char *p = json_dumps(json_object_get(top, "params"), JSON_COMPACT | JSON_REAL_PRECISION(3));
+    snprintf(r->params, sizeof r->params, "%s", p ? p : "");
+    free(p);
+    json_decref(j);
+    snprintf(path, sizeof path, "/api/v1/studies/%ld/trials?limit=1000", id);
+    if (bench_http_get(c, path, &j) != 200) goto done;
+    r->epochs = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(j, "trials"), i, t) {
+        json_t *last = json_object_get(t, "last_step");
+        r->epochs += json_is_integer(last) ? (long)json_integer_value(last) : 0;
+    }
+    json_decref(j);
+    rc = 0;
+done:
+    bench_http_free(c);
+    bench_hpod_stop(&h);
+    return rc;
+}
+
+static int run_peer(const opts *o, result *r) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench/optuna_e2e.py "
+             "--seed %d --trials %d --epochs %d --limit %d --validation %d --threads %d",
+             o->seed, o->trials, o->epochs, o->limit, o->validation, o->threads);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[4096];
+    int rc = -1;
+    while (fgets(line, sizeof line, p)) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (!j) continue;
+        r->wall = json_number_value(json_object_get(j, "wall_s"));
+        r->best = json_number_value(json_object_get(j, "best_val_acc"));
+        r->epochs = (long)json_integer_value(json_object_get(j, "epochs"));
+        r->complete = (long)json_integer_value(json_object_get(j, "complete"));
+        r->pruned = (long)json_integer_value(json_object_get(j, "pruned"));
+        char *params = json_dumps(json_object_get(j, "best_params"), JSON_COMPACT | JSON_REAL_PRECISION(3));
+        snprintf(r->params, sizeof r->params, "%s", params ? params : "");
+        free(params);
+        json_decref(j);
+        rc = 0;
+    }
+    return pclose(p) == 0 ? rc : -1;
+}
+
+static void row(const char *who, const result *r) {
+    printf("| %-34s | %7.1f | %.4f | %3ld | %2ld / %2ld | %s |\n", who, r->wall, r->best, r->epochs, r->complete,
+           r->pruned, r->params);
+}
+
+int main(int argc, char **argv) {
+    opts o = {.seed = 0, .trials = 20, .epochs = 9, .limit = 10000, .validation = 5000, .threads = 2,
+              .peer = 1, .precision = "fp32"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-peer")) { o.peer = 0; continue; }
+        if (!v) goto usage;
+        if (!strcmp(a, "--devices") && o.n_devices < 8) o.devices[o.n_devices++] = v;
+        else if (!strcmp(a, "--seed")) o.seed = atoi(v);
+        else if (!strcmp(a, "--trials")) o.trials = atoi(v);
+        else if (!strcmp(a, "--epochs")) o.epochs = atoi(v);
+        else if (!strcmp(a, "--limit")) o.limit = atoi(v);
+        else if (!strcmp(a, "--validation")) o.validation = atoi(v);
+        else if (!strcmp(a, "--threads")) o.threads = atoi(v);
+        else if (!strcmp(a, "--precision")) o.precision = v;
+        else goto usage;
+        i++;
+    }
+    if (o.n_devices == 0) {
+        o.devices[o.n_devices++] = "cpu:2";
+        o.devices[o.n_devices++] = "cpu:1x2";
+    }
+    printf("search: %d trials, <= %d epochs, TPE + Hyperband (eta 3), Fashion-MNIST %d train / %d validation, "
+           "seed %d, precision %s\n\n", o.trials, o.epochs, o.limit, o.validation, o.seed, o.precision);
+    printf("| system | wall s | best val acc | epochs | complete / pruned | best params |\n|---|---|---|---|---|---|\n");
+    fflush(stdout);
+    result ours[8] = {{0}}, peer = {0};
+    double best_wall = 0;
+    for (int d = 0; d < o.n_devices; d++) {
+        char who[64];
+        snprintf(who, sizeof who, "hpod --devices %s", o.devices[d]);
+        if (run_hpod(&o, o.devices[d], &ours[d])) {
+            fprintf(stderr, "bench: hpod run with %s failed\n", o.devices[d]);
+            return 1;
+        }
+        row(who, &ours[d]);
+        fflush(stdout);
+        if (best_wall == 0 || ours[d].wall < best_wall) best_wall = ours[d].wall;
+    }
+    if (!o.peer) return 0;
+    if (run_peer(&o, &peer)) {
+        fprintf(stderr, "bench: the Optuna + PyTorch side failed\n");
+        return 1;
+    }
+    char who[64];
+    snprintf(who, sizeof who, "Optuna 3.1 + PyTorch 1.13, %d thr", o.threads);
+    row(who, &peer);
+    printf("\n");
+    for (int d = 0; d < o.n_devices; d++)
+        printf("hpod --devices %s: %.1fx less wall time than Optuna + PyTorch; best val acc %+.4f\n", o.devices[d],
+               peer.wall / ours[d].wall, ours[d].best - peer.best);
+    printf("goal: at least 5x less wall time with an equal or better best validation accuracy\n");
+    return 0;
+usage:
+    fprintf(stderr, "usage: %s [--devices SPEC]... [--seed S] [--trials N] [--epochs E] [--limit L] "
+                    "[--validation V] [--threads T] [--precision P] [--no-peer]\n", argv[0]);
+    return 2;
+}
