@@ -19,7 +19,11 @@ import urllib.request
 def parse_args():
     p = argparse.ArgumentParser()
     p.add_argument("--hpod", required=True, help="path to the hpod binary")
-    return p.parse_args()
+    p.add_argument("--hpo", help="path to the hpo client (default: beside hpod)")
+    args = p.parse_args()
+    if not args.hpo:
+        args.hpo = os.path.join(os.path.dirname(os.path.abspath(args.hpod)), "hpo")
+    return args
 
 
 class Hpod:

@@ -1,0 +1,130 @@
+/* http.c - the client's only HTTP code: one libcurl easy handle, JSON in
+ * and out, HTTP failures mapped to the exit codes of cli.h. */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "hpo.h"
+
+typedef struct buf {
+    char *p;
+    size_t n, cap;
+} buf;
+
+static size_t on_data(char *data, size_t size, size_t nmemb, void *arg) {
+    buf *b = arg;
+    size_t n = size * nmemb;
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2;
+        b->p = hpo_xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+    return n;
+}
+
+int cli_init(cli_ctx *c, const char *url, const char *token) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return CLI_ECONNECT;
+    c->url = url;
+    c->token = token && *token ? token : NULL;
+    c->curl = curl_easy_init();
+    return c->curl ? CLI_OK : CLI_ECONNECT;
+}
+
+void cli_close(cli_ctx *c) {
+    if (c->curl) curl_easy_cleanup(c->curl);
+    c->curl = NULL;
+    curl_global_cleanup();
+}
+
+/* Prints the server's error: {"error": {"code", "message", "field"}} as
+ * the JSON itself (one line, for scripts) on stderr. */
+static void print_error(long status, const char *method, const char *path, const buf *b) {
+    json_t *j = b->p ? json_loads(b->p, 0, NULL) : NULL;
+    if (j && json_object_get(j, "error")) {
+        char *s = json_dumps(j, JSON_COMPACT);
+        fprintf(stderr, "%s\n", s);
+        free(s);
+    } else {
+        fprintf(stderr, "hpo: %s %s: HTTP %ld%s%.200s\n", method, path, status, b->n ? ": " : "",
+                b->p ? b->p : "");
+    }
+    json_decref(j);
+}
+
+int cli_call(cli_ctx *c, const char *method, const char *path, const json_t *body, json_t **out) {
+    CURL *h = c->curl;
+    buf b = {0};
+    char *data = NULL, *url = NULL;
+    struct curl_slist *headers = NULL;
+    int rc = CLI_OK;
+    *out = NULL;
+    size_t ul = strlen(c->url) + strlen(path) + 1;
+    url = hpo_xmalloc(ul);
+    snprintf(url, ul, "%s%s", c->url, path);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "hpo/" HPO_VERSION);
+    headers = curl_slist_append(headers, "Accept: application/json");
+    if (c->token) {
+        size_t n = strlen(c->token) + 32;
+        char *auth = hpo_xmalloc(n);
+        snprintf(auth, n, "Authorization: Bearer %s", c->token);
+        headers = curl_slist_append(headers, auth);
+        free(auth);
+    }
+    if (body) {
+        data = json_dumps(body, JSON_COMPACT);
+        if (!data) {
+            fprintf(stderr, "hpo: cannot encode the request body\n");
+            rc = CLI_EUSAGE;
+            goto fail;
+        }
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, data);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(data));
+    } else if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    CURLcode cc = curl_easy_perform(h);
+    if (cc != CURLE_OK) {
+        fprintf(stderr, "hpo: cannot reach hpod at %s: %s (set HPO_URL or --url)\n", c->url,
+                curl_easy_strerror(cc));
+        rc = CLI_ECONNECT;
+        goto fail;
+    }
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 400) {
+        print_error(status, method, path, &b);
+        rc = status < 500 ? CLI_EREFUSED : CLI_ESERVER;
+        goto fail;
+    }
+    if (b.n) {
+        json_error_t jerr;
+        json_t *j = json_loads(b.p, 0, &jerr);
+        if (!j) {
+            fprintf(stderr, "hpo: %s %s: the answer is not JSON (%s)\n", method, path, jerr.text);
+            rc = CLI_ESERVER;
+            goto fail;
+        }
+        *out = j;
+    }
+fail:
+    curl_slist_free_all(headers);
+    free(data);
+    free(url);
+    free(b.p);
+    return rc;
+}

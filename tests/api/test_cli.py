@@ -1,0 +1,212 @@
+"""The `hpo` command-line client against a real hpod: every subcommand, its
+output and exit code (0 ok, 1 usage, 2 HTTP 4xx with the JSON error on
+stderr, 3 prune, 4 unreachable, 130 Ctrl-C), HPO_URL/HPO_TOKEN and --url/
+--token, and `study watch` both on a pipe (plain lines) and on a terminal
+(a line redrawn in place)."""
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from hpod import Checks, Hpod, parse_args
+import webdata
+
+TOKEN = "cli-s3cret"
+
+
+def main():
+    args = parse_args()
+    if not os.access(args.hpo, os.X_OK):
+        print("SKIP: no hpo client at %s" % args.hpo)
+        sys.exit(77)
+    c = Checks()
+    hp = Hpod(args.hpod, args=["--token", TOKEN]).start()
+    tmp = tempfile.mkdtemp(prefix="hpo-cli-")
+    env = dict(os.environ, HPO_URL=hp.url, HPO_TOKEN=TOKEN)
+
+    def hpo(*argv, stdin=None, env_=None, timeout=60):
+        r = subprocess.run([args.hpo] + list(argv), input=stdin, capture_output=True, text=True,
+                           env=env_ or env, timeout=timeout)
+        return r.returncode, r.stdout, r.stderr
+
+    try:
+        # ---- help, usage, version
+        rc, out, _ = hpo("--help")
+        c.check(rc == 0 and "Exit codes:" in out and "130" in out and "HPO_TOKEN" in out and "study watch" in out,
+                "--help documents commands, environment and exit codes")
+        rc, out, _ = hpo("--version")
+        c.check(rc == 0 and out.startswith("hpo "), "--version")
+        for argv in [(), ("frobnicate",), ("study",), ("study", "get"), ("study", "get", "x"), ("ask",),
+                     ("report", "1", "2"), ("report", "1", "-1", "0.5"), ("tell", "1"), ("tell", "1", "nan"),
+                     ("best", "1", "--top", "0"), ("trials", "1", "--limit", "x"), ("--bogus", "study", "list")]:
+            rc, _, err = hpo(*argv)
+            c.check(rc == 1 and "hpo" in err, "usage error -> 1: hpo %s" % " ".join(argv))
+        rc, _, err = hpo("refit", "1")
+        c.check(rc == 1 and "do not exist yet" in err, "refit: not available yet, said plainly")
+
+        # ---- study create / list / get
+        path = os.path.join(tmp, "study.json")
+        with open(path, "w") as f:
+            json.dump({"name": "cli-study", "objective": {"direction": "minimize"}, "space": webdata.SPACE,
+                       "tuner": {"algorithm": "random", "seed": 1, "max_trials": 8,
+                                 "pruner": {"algorithm": "median", "n_startup_trials": 2}}}, f)
+        rc, out, err = hpo("study", "create", path)
+        c.check(rc == 0 and out.strip().isdigit(), "study create prints the id (%r %r)" % (out, err))
+        sid = int(out)
+        rc, out, _ = hpo("study", "create", "-", "--json",
+                         stdin=json.dumps({"name": "from-stdin", "space": {"b": {"type": "bool"}}}))
+        c.check(rc == 0 and json.loads(out)["name"] == "from-stdin", "study create - reads stdin; --json prints the study")
+        other = json.loads(out)["id"]
+        bad = os.path.join(tmp, "bad.json")
+        with open(bad, "w") as f:
+            f.write("{not json")
+        rc, _, err = hpo("study", "create", bad)
+        c.check(rc == 1 and "bad.json" in err, "a file that is not JSON is a usage error")
+        rc, _, err = hpo("study", "create", "-", stdin=json.dumps({"space": {"x": {"type": "float", "low": 2, "high": 1}}}))
+        e = json.loads(err)["error"]
+        c.check(rc == 2 and e["code"] == "invalid_argument" and e["field"].startswith("space.x"),
+                "an invalid definition -> 2 with the JSON error (%s)" % e["field"])
+        rc, out, _ = hpo("study", "list")
+        c.check(rc == 0 and "cli-study" in out and "0/8" in out and out.startswith("ID"), "study list: a table")
+        rc, out, _ = hpo("study", "list", "--json")
+        c.check(rc == 0 and {s["id"] for s in json.loads(out)} >= {sid, other}, "study list --json")
+        rc, out, _ = hpo("study", "get", str(sid))
+        c.check(rc == 0 and json.loads(out)["definition"]["tuner"]["max_trials"] == 8, "study get: the JSON")
+        rc, out, err = hpo("study", "get", "99999")
+        c.check(rc == 2 and out == "" and json.loads(err)["error"]["code"] == "not_found",
+                "study get of an unknown id -> 2, JSON error on stderr")
+
+        # ---- ask / report / tell: a training loop in shell terms
+        def train(losses, expect_prune_at=None):
+            rc, out, _ = hpo("ask", str(sid))
+            t = json.loads(out)
+            assert rc == 0, out
+            for step, v in enumerate(losses):
+                rc, out, _ = hpo("report", str(t["trial_id"]), str(step), repr(v))
+                if rc == 3:
+                    return t, step, out.strip()
+                assert rc == 0 and out.strip() == "continue", (rc, out)
+            return t, None, "continue"
+
+        t1, _, _ = train([1.0, 0.5, 0.3])
+        rc, out, _ = hpo("tell", str(t1["trial_id"]), "0.3")
+        told = json.loads(out)
+        c.check(rc == 0 and told["state"] == "complete" and told["value"] == 0.3, "tell TRIAL VALUE")
+        t2, _, _ = train([1.1, 0.6, 0.35])
+        rc, out, _ = hpo("tell", str(t2["trial_id"]), "0.35", "0.37", "0.33")
+        c.check(rc == 0 and abs(json.loads(out)["value"] - 0.35) < 1e-9, "tell with one value per execution (mean)")
+        t3, at, word = train([5.0, 5.0, 5.0])
+        c.check(at is not None and word == "prune", "report -> exit 3 and 'prune' when the pruner stops the trial")
+        rc, out, _ = hpo("tell", str(t3["trial_id"]), "--state", "pruned")
+        c.check(rc == 0 and json.loads(out)["state"] == "pruned", "tell --state pruned")
+        rc, out, _ = hpo("ask", str(sid), "--params-only")
+        p = json.loads(out)
+        c.check(rc == 0 and "lr" in p and "trial_id" not in p, "ask --params-only prints the params")
+        rc, out, _ = hpo("trials", str(sid), "--state", "running", "--json")
+        t4 = json.loads(out)["trials"][0]
+        rc, out, _ = hpo("tell", str(t4["trial_id"]), "--state", "failed", "--error", "CUDA out of memory")
+        c.check(rc == 0 and json.loads(out)["state"] == "failed", "tell --state failed --error")
+        rc, _, err = hpo("tell", str(t4["trial_id"]), "1.0")
+        c.check(rc == 2 and json.loads(err)["error"]["code"], "a second tell -> 2 (409) with the JSON error")
+        rc, _, _ = hpo("tell", str(t4["trial_id"]), "--state", "failed", "1.0")
+        c.check(rc == 1, "--state failed with a value is a usage error")
+
+        # ---- trials / best
+        rc, out, _ = hpo("trials", str(sid))
+        lines = out.strip().splitlines()
+        c.check(rc == 0 and lines[0].startswith("TRIAL") and len(lines) == 5, "trials: a table of the 4 trials")
+        rc, out, _ = hpo("trials", str(sid), "--state", "pruned")
+        c.check(rc == 0 and len(out.strip().splitlines()) == 2 and "pruned" in out, "trials --state pruned")
+        rc, out, _ = hpo("trials", str(sid), "--order", "value", "--limit", "1", "--json")
+        j = json.loads(out)
+        c.check(rc == 0 and j["total"] == 4 and len(j["trials"]) == 1, "trials --order --limit --json")
+        rc, _, err = hpo("trials", str(sid), "--state", "sleeping")
+        c.check(rc == 2 and json.loads(err)["error"]["field"] == "state", "trials with a bad state -> 2")
+        rc, out, _ = hpo("best", str(sid), "--top", "2")
+        lines = out.strip().splitlines()
+        c.check(rc == 0 and lines[0].startswith("RANK") and lines[1].split()[1] == str(t1["trial_id"])
+                and "±" in lines[2] and "lr=" in lines[1], "best --top 2: the best first, with std and params")
+        rc, out, _ = hpo("best", str(sid), "--json")
+        c.check(rc == 0 and json.loads(out)["trials"][0]["value"] == 0.3, "best --json")
+
+        # ---- auth, URL and connection failures
+        noauth = dict(env)
+        noauth.pop("HPO_TOKEN")
+        rc, _, err = hpo("ask", str(sid), env_=noauth)
+        c.check(rc == 2 and json.loads(err)["error"]["code"] == "unauthorized", "no token -> 2 (401)")
+        rc, out, _ = hpo("--token", TOKEN, "ask", str(other), env_=noauth)
+        c.check(rc == 0 and "trial_id" in json.loads(out), "--token")
+        rc, out, _ = hpo("--url", hp.url + "/", "study", "get", str(sid), env_=dict(env, HPO_URL="http://127.0.0.1:1"))
+        c.check(rc == 0, "--url overrides HPO_URL (a trailing / is fine)")
+        rc, _, err = hpo("study", "list", env_=dict(env, HPO_URL="http://127.0.0.1:1"))
+        c.check(rc == 4 and "cannot reach" in err, "unreachable hpod -> 4")
+
+        # ---- watch on a pipe: plain lines, exits when max_trials trials are finished
+        watch = subprocess.Popen([args.hpo, "study", "watch", str(sid), "--interval", "0.1"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        cl = webdata.Client(hp.port, token=TOKEN)
+        left = 8 - 4
+        for _ in range(left):  # the running one (asked above) counts; finish it and the rest
+            rs = cl.call("GET", "/api/v1/studies/%d/trials?state=running" % sid)["trials"]
+            t = rs[0] if rs else cl.call("POST", "/api/v1/studies/%d/ask" % sid)
+            cl.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": 0.9})
+            time.sleep(0.25)
+        out, err = watch.communicate(timeout=30)
+        lines = out.strip().splitlines()
+        c.check(watch.returncode == 0, "watch exits 0 when max_trials trials are finished (%d %s)" % (watch.returncode, err))
+        c.check(len(lines) >= 3 and "\r" not in out and "\033" not in out, "watch on a pipe: plain lines (%d)" % len(lines))
+        c.check("[##############################] 8/8 100%" in out and "best 0.3" in out and "finished" in lines[-1],
+                "watch: the bar, the counts and the best so far")
+        c.check(any("ETA" in l and "4/8" not in l for l in lines), "watch prints an ETA")
+
+        # ---- watch on a terminal: redrawn in place; Ctrl-C -> 130
+        sid2 = int(hpo("study", "create", "-", stdin=json.dumps(
+            {"name": "watch-tty", "space": {"x": {"type": "float", "low": 0, "high": 1}},
+             "tuner": {"max_trials": 100}}))[1])
+        for _ in range(3):
+            t = cl.call("POST", "/api/v1/studies/%d/ask" % sid2)
+            cl.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": t["params"]["x"]})
+        master, slave = pty.openpty()
+        w = subprocess.Popen([args.hpo, "study", "watch", str(sid2), "--interval", "0.1"], env=env,
+                             stdout=slave, stderr=subprocess.PIPE, text=True)
+        os.close(slave)
+        buf = b""
+        deadline = time.time() + 3
+        while time.time() < deadline:
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                try:
+                    buf += os.read(master, 4096)
+                except OSError:
+                    break
+            if buf.count(b"\r\033[K") >= 3:
+                break
+        w.send_signal(signal.SIGINT)
+        w.wait(timeout=10)
+        os.close(master)
+        c.check(buf.count(b"\r\033[K") >= 3 and b"3/100" in buf, "watch on a terminal redraws one line in place")
+        c.check(w.returncode == 130, "watch: Ctrl-C -> 130 (%d)" % w.returncode)
+        cl.close()
+
+        # ---- delete
+        rc, out, _ = hpo("study", "delete", str(other))
+        c.check(rc == 0 and out == "", "study delete")
+        rc, _, _ = hpo("study", "get", str(other))
+        c.check(rc == 2, "a deleted study is gone")
+        rc, _, _ = hpo("study", "delete", str(other))
+        c.check(rc == 2, "deleting it again -> 2")
+    finally:
+        hp.cleanup()
+        subprocess.run(["rm", "-rf", tmp])
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
