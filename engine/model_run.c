@@ -29,8 +29,14 @@ static void free_bufs(eng_layer *l) {
     l->y_alias = 0;
 }
 
+/* A conv whose input has few channels stays f32 under mixed_bf16: oneDNN 2.6
+ * has no fast bf16 kernel for it (4x slower than f32 at C = 1, measured with
+ * the CNN's first layer), and such a layer is bound by memory, not FLOPs. */
+#define BF16_CONV_MIN_CHANNELS 16
+
 static int uses_bf16(const eng_model *m, const eng_layer *l) {
-    return m->precision == ENG_PREC_BF16 && !l->fp32_only && (l->kind == ENG_L_DENSE || l->kind == ENG_L_CONV2D);
+    if (m->precision != ENG_PREC_BF16 || l->fp32_only) return 0;
+    return l->kind == ENG_L_DENSE || (l->kind == ENG_L_CONV2D && l->in_shape[2] >= BF16_CONV_MIN_CHANNELS);
 }
 
 static void reserve_list(eng_model *m, eng_layer *ls, int n, size_t cap);

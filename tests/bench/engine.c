@@ -1,0 +1,256 @@
+/* engine.c - training throughput of the engine beside PyTorch 1.13, in one
+ * invocation: samples/s over one epoch (the second; the first is warm-up, as
+ * in torch_mlp.py) for the MLP and the CNN of engine/models, fp32 and
+ * mixed_bf16, 1 and 2 threads; PyTorch (f32: torch_mlp.py has no bf16 mode)
+ * run as a child with OPENBLAS_CORETYPE=SkylakeX, OMP_WAIT_POLICY=PASSIVE
+ * and --flush-denormal (its best settings here). Also the GEMM/conv-bound
+ * limit measured in the same run: the time of just the model's GEMM and
+ * convolution calls for one batch, and the 1024^3 sgemm peak.
+ *
+ *   bench_engine [--models mlp,cnn] [--threads 1,2] [--precisions fp32,mixed_bf16]
+ *                [--no-torch] [--epochs 2] [--limit N]
+ * Shared peer scripts: $HPO_SHARED or ../shared next to the repository. */
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bf16.h"
+#include "blas_select.h"
+#include "data.h"
+#include "model.h"
+#include "train.h"
+
+static char root[PATH_MAX];
+
+static int find_root(void) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return -1;
+    exe[n] = 0;
+    for (int up = 0; up < 6; up++) {
+        char *s = strrchr(exe, '/');
+        if (!s) break;
+        *s = 0;
+        char probe[PATH_MAX + 64];
+        snprintf(probe, sizeof probe, "%s/engine/models/mlp.json", exe);
+        if (access(probe, R_OK) == 0) {
+            snprintf(root, sizeof root, "%s", exe);
+            return 0;
+        }
+    }
+    if (access("engine/models/mlp.json", R_OK) == 0 && getcwd(root, sizeof root)) return 0;
+    return -1;
+}
+
+static double torch_sps(const char *model, int threads) {
+    const char *shared = getenv("HPO_SHARED");
+    char sd[PATH_MAX + 16], cmd[2 * PATH_MAX];
+    if (!shared) {
+        snprintf(sd, sizeof sd, "%s/../shared", root);
+        shared = sd;
+    }
+    snprintf(cmd, sizeof cmd,
+             "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 %s/bench/torch_mlp.py --model %s "
+             "--threads %d --epochs 2 --runs 1 --flush-denormal --quiet 2>/dev/null",
+             shared, model, threads);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[1024];
+    double v = -1;
+    const char *key = "samples/s median [min..max] over runs:";
+    while (fgets(line, sizeof line, p)) {
+        char *s = strstr(line, key);
+        if (s) v = strtod(s + strlen(key), NULL);
+    }
+    pclose(p);
+    return v;
+}
+
+/* Seconds per batch of B spent in the model's GEMM/conv calls alone. */
+static double kernel_time(eng_model *m, int B, int prec, int reps) {
+    const eng_backend *be = m->be;
+    size_t maxn = 1 << 22;
+    float *a = calloc(maxn, 4), *b = calloc(maxn, 4), *c = calloc(maxn, 4);
+    uint16_t *ah = calloc(maxn, 2), *bh = calloc(maxn, 2);
+    double t0 = 0, best = 1e9;
+    for (int r = 0; r < reps; r++) {
+        t0 = hpo_monotonic();
+        for (int i = 0; i < m->nlayers; i++) {
+            const eng_layer *l = &m->layers[i];
+            int first = 1;
+            for (int j = 0; j < i; j++)
+                if (m->layers[j].kind == ENG_L_DENSE || m->layers[j].kind == ENG_L_CONV2D) first = 0;
+            int bf = prec == ENG_PREC_BF16;
+            if (l->kind == ENG_L_DENSE) {
+                int I = l->in_shape[l->in_rank - 1], O = l->units;
+                if (bf) {
+                    be->gemm_bf16(0, 0, B, O, I, 1, ah, I, bh, O, 0, c, O, NULL);
+                    be->gemm_bf16(1, 0, I, O, B, 1, ah, I, bh, O, 0, c, O, NULL);
+                    if (!first) be->gemm_bf16(0, 1, B, I, O, 1, ah, O, bh, O, 0, c, I, NULL);
+                } else {
+                    be->gemm_f32(0, 0, B, O, I, 1, a, I, b, O, 0, c, O);
+                    be->gemm_f32(1, 0, I, O, B, 1, a, I, b, O, 0, c, O);
+                    if (!first) be->gemm_f32(0, 1, B, I, O, 1, a, O, b, O, 0, c, I);
+                }
+            } else if (l->kind == ENG_L_CONV2D) {
+                eng_conv2d_shape s;
+                eng_conv2d_shape_init(&s, B, l->in_shape[0], l->in_shape[1], l->in_shape[2], l->kh, l->kw, l->filters,
+                                      l->sh, l->sw, l->padding);
+                const void *x = bf ? (const void *)ah : a, *w = bf ? (const void *)bh : b;
+                be->conv2d_forward(&s, bf ? ENG_BF16 : ENG_F32, x, w, NULL, c);
+                be->conv2d_backward_weights(&s, bf ? ENG_BF16 : ENG_F32, x, w, c, a + (1 << 21));
+                if (!first) be->conv2d_backward_data(&s, bf ? ENG_BF16 : ENG_F32, w, x, c);
+            }
+        }
+        double t = hpo_monotonic() - t0;
+        if (r > 0 && t < best) best = t;
+    }
+    free(a), free(b), free(c), free(ah), free(bh);
+    return best;
+}
+
+static double sgemm_peak(const eng_backend *be) {
+    int n = 1024;
+    float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4), *c = calloc((size_t)n * n, 4);
+    double best = 1e9;
+    for (int r = 0; r < 4; r++) {
+        double t0 = hpo_monotonic();
+        be->gemm_f32(0, 0, n, n, n, 1, a, n, b, n, 0, c, n);
+        double t = hpo_monotonic() - t0;
+        if (r && t < best) best = t;
+    }
+    free(a), free(b), free(c);
+    return 2.0 * n * n * n / best / 1e9;
+}
+
+typedef struct row {
+    const char *model, *prec;
+    int threads;
+    double ours, torch, bound, gflops, acc;
+} row;
+
+static int on_epoch(const eng_epoch_report *r, void *user) {
+    double *sps = user;
+    if (r->epoch >= 2 || sps[0] == 0) sps[0] = r->samples_per_s;
+    sps[1] = r->train.accuracy;
+    return 0;
+}
+
+static int has(const char *list, const char *item) {
+    const char *p = strstr(list, item);
+    return p && (p == list || p[-1] == ',') && (p[strlen(item)] == 0 || p[strlen(item)] == ',');
+}
+
+int main(int argc, char **argv) {
+    eng_blas_select(argc, argv);
+    const char *models = "mlp,cnn", *threads_l = "1,2", *precs = "fp32,mixed_bf16";
+    int torch = 1, epochs = 2;
+    long limit = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--models") && i + 1 < argc) models = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_l = argv[++i];
+        else if (!strcmp(argv[i], "--precisions") && i + 1 < argc) precs = argv[++i];
+        else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--limit") && i + 1 < argc) limit = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--no-torch")) torch = 0;
+        else {
+            fprintf(stderr, "usage: %s [--models mlp,cnn] [--threads 1,2] [--precisions fp32,mixed_bf16] [--epochs 2] "
+                            "[--limit N] [--no-torch]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (find_root()) {
+        fprintf(stderr, "bench_engine: cannot find engine/models (run from the repository)\n");
+        return 1;
+    }
+    hpo_error err;
+    eng_dataset *ds = NULL;
+    if (eng_dataset_cache_get("fashion-mnist", "train", &ds, &err)) {
+        fprintf(stderr, "bench_engine: %s\n", err.message);
+        return 77;
+    }
+    eng_split sp;
+    eng_split_spec spec = {.limit = (size_t)limit};
+    eng_split_make(ds, &spec, &sp, NULL, &err);
+    const eng_backend *be = eng_backend_cpu();
+    printf("OpenBLAS core %s; bf16 conversions %s; oneDNN bf16 %s\n", eng_blas_corename(), eng_bf16_impl(),
+           eng_dnnl_has_bf16() ? "yes" : "no");
+    row rows[16];
+    int nr = 0;
+    double peak[3] = {0};
+    const char *mnames[] = {"mlp", "cnn"}, *pnames[] = {"fp32", "mixed_bf16"};
+    int tlist[] = {1, 2};
+    for (int ti = 0; ti < 2; ti++) {
+        int T = tlist[ti];
+        char ts[8];
+        snprintf(ts, sizeof ts, "%d", T);
+        if (!has(threads_l, ts)) continue;
+        be->set_threads(T);
+        eng_set_ftz_daz();
+        peak[T] = sgemm_peak(be);
+        for (int mi = 0; mi < 2; mi++) {
+            if (!has(models, mnames[mi])) continue;
+            double tsps = torch ? torch_sps(mnames[mi], T) : -1;
+            for (int pi = 0; pi < 2; pi++) {
+                if (!has(precs, pnames[pi])) continue;
+                char path[PATH_MAX + 64];
+                snprintf(path, sizeof path, "%s/engine/models/%s.json", root, mnames[mi]);
+                json_error_t je;
+                json_t *t = json_load_file(path, 0, &je);
+                int shape[3] = {28, 28, 1};
+                eng_model *m = NULL;
+                if (!t || eng_model_new(t, NULL, 3, shape, 10, 1, &m, &err)) {
+                    fprintf(stderr, "bench_engine: %s: %s\n", path, t ? err.message : je.text);
+                    return 1;
+                }
+                eng_train_opts o;
+                eng_train_opts_init(&o);
+                o.epochs = epochs;
+                o.threads = T;
+                o.precision = eng_precision_parse(pnames[pi]);
+                double sps[2] = {0, 0};
+                o.on_epoch = on_epoch;
+                o.user = sps;
+                eng_train_result res;
+                if (eng_train(m, &sp, NULL, &o, &res, &err)) {
+                    fprintf(stderr, "bench_engine: %s\n", err.message);
+                    return 1;
+                }
+                unsigned mx = eng_set_ftz_daz();
+                double kt = kernel_time(m, 128, o.precision, 6);
+                eng_restore_mxcsr(mx);
+                row *r = &rows[nr++];
+                r->model = mnames[mi];
+                r->prec = pnames[pi];
+                r->threads = T;
+                r->ours = sps[0];
+                r->torch = tsps;
+                r->bound = 128.0 / kt;
+                r->gflops = sps[0] * m->flops_per_sample / 1e9;
+                r->acc = sps[1];
+                fprintf(stderr, "  %s %s T=%d: %.0f samples/s (torch %.0f)\n", r->model, r->prec, T, r->ours, r->torch);
+                eng_model_free(m);
+                json_decref(t);
+            }
+        }
+    }
+    printf("\nsgemm 1024^3 peak in this run: 1 thread %.1f GFLOP/s, 2 threads %.1f GFLOP/s\n", peak[1], peak[2]);
+    printf("| model | precision | threads | hpo samples/s | PyTorch f32 samples/s | hpo / PyTorch | GEMM+conv-bound samples/s "
+           "| hpo / bound | hpo GFLOP/s | hpo / own fp32 |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nr; i++) {
+        row *r = &rows[i];
+        double own = 0;
+        for (int j = 0; j < nr; j++)
+            if (!strcmp(rows[j].model, r->model) && rows[j].threads == r->threads && !strcmp(rows[j].prec, "fp32"))
+                own = rows[j].ours;
+        printf("| %s | %s | %d | %.0f | %.0f | %.2fx | %.0f | %.0f%% | %.1f | %.2fx |\n", r->model, r->prec, r->threads,
+               r->ours, r->torch, r->torch > 0 ? r->ours / r->torch : 0, r->bound, 100 * r->ours / r->bound, r->gflops,
+               own > 0 ? r->ours / own : 0);
+    }
+    eng_split_close(&sp);
+    eng_dataset_unref(ds);
+    return 0;
+}
