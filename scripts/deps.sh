@@ -12,7 +12,12 @@ build_pkgs=(
   zlib1g-dev libcurl4-openssl-dev libcmocka-dev
   dataset-fashion-mnist
   curl procps python3
+  chromium  # the dashboard's browser test (headless; tests/api/test_dashboard.py)
 )
+# Node.js for the dashboard's pinned JavaScript (web/package-lock.json): Debian's
+# nodejs and npm, unless a node (e.g. NodeSource's, which bundles npm) is there.
+command -v node >/dev/null 2>&1 || build_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || build_pkgs+=(npm)
 bench_pkgs=(python3-torch python3-optuna python3-threadpoolctl python3-numpy)
 
 pkgs=("${build_pkgs[@]}")
@@ -22,11 +27,26 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && { echo "deps: all ${#pkgs[@]} packages present"; exit 0; }
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "deps: all ${#pkgs[@]} packages present"
+else
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
 
-sudo=""
-[[ $(id -u) -ne 0 ]] && sudo="sudo"
-echo "deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# web/node_modules (ECharts, embedded into hpod; playwright-core, which drives
+# /usr/bin/chromium and never downloads a browser): `npm ci` when missing or
+# older than the lock file.
+# Skipped where web/ is not there yet (docker/Dockerfile runs this script
+# before copying the sources, and again after).
+web="$(dirname "${BASH_SOURCE[0]}")/../web"
+if [[ ! -f "$web/package-lock.json" ]]; then
+  echo "deps: no web/package-lock.json here; skipping npm ci"
+elif [[ ! -f "$web/node_modules/.package-lock.json" || "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]]; then
+  echo "deps: npm ci in web/"
+  (cd "$web" && npm ci --no-audit --no-fund --loglevel=error)
+fi
