@@ -460,7 +460,7 @@ int tun_tpe_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x)
     /* the unconditional parameters jointly ... */
     for (int i = 0; i < s->n; i++)
         if (s->params[i].parent < 0) joint[n_joint++] = i;
-    if ((rc = sample_group(t, joint, n_joint, rng, x)) < 0) return rc;
+    if (n_joint > 0 && (rc = sample_group(t, joint, n_joint, rng, x)) < 0) return rc;
     /* ... then each conditional one that is active, from its own trials */
     for (int i = 0; i < s->n; i++) {
         if (s->params[i].parent < 0 || !tun_space_is_active(s, x, i)) continue;

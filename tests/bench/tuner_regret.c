@@ -135,7 +135,7 @@ static int run_one(const problem *p, tun_algorithm algo, uint64_t seed, int star
                    double *traj, double *sec) {
     json_t *js = json_object();
     for (int i = 0; i < p->d; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "x%d", i);
         json_object_set_new(js, name, json_pack("{s:s, s:f, s:f}", "type", "float", "low",
                                                 p->lo[i], "high", p->hi[i]));
@@ -151,7 +151,7 @@ static int run_one(const problem *p, tun_algorithm algo, uint64_t seed, int star
     }
     int col[6];
     for (int i = 0; i < p->d; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "x%d", i);
         col[i] = tun_space_index(space, name);
     }
@@ -322,8 +322,8 @@ int main(int argc, char **argv) {
         unlink(tmpcsv);
     }
 
-    printf("\nsimple regret, median [Q1..Q3] over seeds 0..%d, %d trials per run\n", n_seeds - 1,
-           N_TRIALS);
+    printf("\nsimple regret, median [Q1..Q3] over seeds %d..%d, %d trials per run\n", seed0,
+           seed0 + n_seeds - 1, N_TRIALS);
     for (int p = 0; p < N_PROBLEMS; p++) {
         if (!has(probs, problems[p].name)) continue;
         printf("\n%s (f* = %g)\n  %-16s", problems[p].name, problems[p].fstar, "sampler");
@@ -355,7 +355,7 @@ int main(int argc, char **argv) {
         printf("  %-12s", problems[p].name);
         for (int a = 1; a < N_ALGOS; a++) {
             if (ran[p][a] && o > 0)
-                printf(" %10.3f", percentile(reg[p][a][1], n_seeds, 50) / o);
+                printf(" %10.3g", percentile(reg[p][a][1], n_seeds, 50) / o);
             else
                 printf(" %10s", "n/a");
         }
