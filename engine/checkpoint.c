@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
 #include "safetensors.h"
 #include "train.h"
 
@@ -123,5 +125,75 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
     if (has_best) *has_best = hb;
 out:
     eng_st_file_free(f);
+    return rc;
+}
+
+/* ---- named weights ---- */
+
+static int add_layers(const eng_model *m, eng_st_writer *w, const eng_layer *ls, int n, const char *prefix,
+                      char names[][160], int *nn, int cap, hpo_error *err);
+
+static int add_one(const eng_model *m, eng_st_writer *w, const eng_layer *l, const char *base, char names[][160], int *nn,
+                   int cap, hpo_error *err) {
+    static const char *kinds[] = {"dense", "conv2d", "maxpool2d", "global_avg_pool", "flatten", "dropout",
+                                  "batchnorm", "residual", "augment", "activation"};
+    int rc;
+    if (l->kind == ENG_L_RESIDUAL) {
+        char p[160];
+        snprintf(p, sizeof p, "%s.residual.layers", base);
+        if ((rc = add_layers(m, w, l->sub, l->nsub, p, names, nn, cap, err))) return rc;
+        if (l->proj) {
+            snprintf(p, sizeof p, "%s.residual.projection", base);
+            if ((rc = add_one(m, w, l->proj, p, names, nn, cap, err))) return rc;
+        }
+        return 0;
+    }
+    if (!l->nw) return 0;
+    eng_tensor k, b;
+    eng_layer_param_views(m, l, &k, &b);
+    const char *kn = l->kind == ENG_L_BATCHNORM ? "gamma" : "kernel", *bn = l->kind == ENG_L_BATCHNORM ? "beta" : "bias";
+    const char *kind = strstr(base, "projection") ? "" : kinds[l->kind];
+    struct { const char *suffix; const float *data; int rank; const int *shape; } t[4] = {
+        {kn, k.data, k.ndim, k.shape}, {bn, b.data, b.ndim, b.shape},
+        {"moving_mean", m->stats + l->stat_off, 1, b.shape}, {"moving_variance", m->stats + l->stat_off + l->nw, 1, b.shape}};
+    int nt = l->kind == ENG_L_BATCHNORM ? 4 : 2;
+    for (int i = 0; i < nt; i++) {
+        if (*nn >= cap) return hpo_fail(err, HPO_ETOOLARGE, "model", "too many tensors");
+        snprintf(names[*nn], 160, "%s%s%s.%s", base, *kind ? "." : "", kind, t[i].suffix);
+        int64_t shape[4];
+        for (int d = 0; d < t[i].rank; d++) shape[d] = t[i].shape[d];
+        if ((rc = eng_st_writer_add(w, names[*nn], ENG_ST_F32, t[i].rank, shape, t[i].data, err))) return rc;
+        (*nn)++;
+    }
+    return 0;
+}
+
+static int add_layers(const eng_model *m, eng_st_writer *w, const eng_layer *ls, int n, const char *prefix,
+                      char names[][160], int *nn, int cap, hpo_error *err) {
+    for (int i = 0; i < n; i++) {
+        char base[160];
+        snprintf(base, sizeof base, "%s.%d", prefix, i);
+        int rc = add_one(m, w, &ls[i], base, names, nn, cap, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int eng_model_save_weights(const eng_model *m, const char *path, hpo_error *err) {
+    enum { CAP = 1024 };
+    char(*names)[160] = calloc(CAP, 160);
+    eng_st_writer *w = eng_st_writer_new();
+    char summary[2048];
+    int nn = 0, rc = HPO_ENOMEM;
+    if (!w || !names) goto out;
+    if ((rc = add_layers(m, w, m->layers, m->nlayers, "layers", names, &nn, CAP, err))) goto out;
+    eng_model_summary(m, summary, sizeof summary);
+    if ((rc = eng_st_writer_meta(w, "format", "hpo-weights-1")) || (rc = eng_st_writer_meta(w, "summary", summary)) ||
+        (rc = eng_st_writer_meta(w, "layout", "NHWC activations, HWIO conv kernels, IO dense kernels")))
+        goto out;
+    rc = eng_st_write_file(w, path, err);
+out:
+    eng_st_writer_free(w);
+    free(names);
     return rc;
 }

@@ -168,6 +168,8 @@ static int forward_layer(eng_model *m, eng_layer *l, const float *x, int B, int 
     case ENG_L_MAXPOOL:
         eng_maxpool2d_forward(x, l->y, l->arg, B, l->in_shape[0], l->in_shape[1], C, l->ph, l->pw, l->psh, l->psw,
                               l->out_shape[0], l->out_shape[1]);
+        if (l->act == ENG_ACT_RELU) /* deferred from the conv before it (model.c) */
+            eng_act_forward(ENG_ACT_RELU, l->y, l->y, (size_t)B * l->out_size / C, (size_t)C);
         break;
     case ENG_L_GAP:
         eng_gap_forward(x, l->y, B, l->in_shape[0] * l->in_shape[1], C);
@@ -282,6 +284,7 @@ static int backward_layer(eng_model *m, eng_layer *l, float *d, int B, int need_
         break;
     }
     case ENG_L_MAXPOOL:
+        if (l->act == ENG_ACT_RELU) eng_act_backward(ENG_ACT_RELU, NULL, l->y, d, (size_t)B * l->out_size / C, (size_t)C);
         if (dx)
             eng_maxpool2d_backward(d, l->arg, dx, B, l->in_shape[0], l->in_shape[1], C, l->out_shape[0],
                                    l->out_shape[1]);
