@@ -25,7 +25,7 @@ build-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 run: deps build
-	@bash scripts/run.sh $(BUILD)/hpod $(PORT) $(DATA_DIR)
+	@bash scripts/run.sh $(BUILD) $(PORT) $(DATA_DIR)
 
 test: deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_ARGS)

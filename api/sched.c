@@ -164,8 +164,7 @@ static void cancel_queued(api_ctx *ctx, api_study *st) {
     size_t n = 0;
     if (sto_trial_list(ctx->db, st->id, &f, &t, &n)) return;
     for (size_t i = 0; i < n; i++) {
-        if (sto_trial_start(ctx->db, t[i].id, "none") == 0 &&
-            sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled") == 0)
+        if (sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled") == 0)
             tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
     }
     sto_trial_list_free(t, n);

@@ -97,6 +97,30 @@ def check_failures(hp, c):
             "a diverging learning rate fails the trial: %s" % err)
 
 
+def check_executions(hp, c):
+    study = study_small()
+    study.update(name="executions", tuner={"algorithm": "random", "seed": 9, "max_trials": 3,
+                                           "executions_per_trial": 2})
+    study["training"] = {"max_epochs": 2, "batch_size": 64}
+    sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
+    best = hp.ok("GET", "/api/v1/studies/%d/best?top_n=3" % sid)
+    top = best["trials"]
+    c.check(len(top) == 3 and all(t["value_n"] == 2 and t["value_std"] is not None for t in top),
+            "executions_per_trial 2: value is a mean over 2 executions, with std")
+    c.check(isinstance(best["p_value_top2"], float) and 0 <= best["p_value_top2"] <= 1,
+            "best reports a Welch p-value for #1 vs #2: %s" % best["p_value_top2"])
+    one = hp.ok("GET", "/api/v1/trials/%d" % top[0]["trial_id"])
+    execs = sorted({p["execution"] for p in one["curves"]})
+    c.check(execs == [0, 1], "every execution's curve is kept")
+    bests = []
+    for e in (0, 1):
+        accs = [p["metrics"]["val_accuracy"] for p in one["curves"] if p["execution"] == e]
+        bests.append(max(accs))
+    c.check(abs(one["value"] - sum(bests) / 2) < 1e-12, "value = mean of the executions' best val_accuracy")
+    c.check(bests[0] != bests[1], "executions use different seeds")
+
+
 def check_control(hp, c):
     study = study_small()
     study.update(name="control", tuner={"algorithm": "random", "seed": 5, "max_trials": 4})
@@ -148,6 +172,7 @@ def main():
     try:
         check_small(hp, c)
         check_failures(hp, c)
+        check_executions(hp, c)
         check_control(hp, c)
         status, out = hp.request("POST", "/api/v1/studies/1/ask")
         c.check(status == 409, "ask on an embedded study is 409")

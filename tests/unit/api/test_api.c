@@ -45,7 +45,7 @@ static void test_validation_errors_name_fields(void **state) {
         {"{\"space\": {\"b\": {\"type\": \"bool\"}}, \"tuner\": {\"algorithm\": \"nope\"}}", "tuner.algorithm", 400},
         {"{\"space\": {\"b\": {\"type\": \"bool\"}}, \"objective\": {\"direction\": 1}}", "objective.direction", 400},
         {"{\"name\": \"\", \"space\": {\"b\": {\"type\": \"bool\"}}}", "name", 400},
-        {"{\"space\": {\"b\": {\"type\": \"bool\"}}, \"model\": {}}", "model", 501},
+        {"{\"space\": {\"b\": {\"type\": \"bool\"}}, \"model\": {}}", "dataset", 400},
         {"not json", "", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
