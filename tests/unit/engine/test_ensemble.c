@@ -226,6 +226,36 @@ static void test_greedy(void **state) {
     free_members(P, NM);
 }
 
+/* K == 1: rows are P(class 1); member 0 is inverted (1 - p). */
+static void test_fit_binary(void **state) {
+    (void)state;
+    enum { M = 3, N = 2000 };
+    hpo_rng r;
+    hpo_rng_seed(&r, 11);
+    int32_t y[N];
+    float *P[M];
+    for (int m = 0; m < M; m++) P[m] = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) {
+        y[i] = (int32_t)hpo_rng_below(&r, 2);
+        for (int m = 0; m < M; m++) {
+            double z = (y[i] ? 1.5 : -1.5) + (1.0 + 0.5 * m) * hpo_rng_normal(&r);
+            P[m][i] = (float)(1.0 / (1.0 + exp(m == 0 ? z : -z)));
+        }
+    }
+    const float *const *cp = (const float *const *)P;
+    double w[M], loss = 0, gloss = 0, gw[M];
+    assert_int_equal(eng_ensemble_fit_weights(cp, M, N, 1, y, NULL, w, &loss, NULL), 0);
+    assert_int_equal(eng_ensemble_greedy(cp, M, N, 1, y, NULL, 0, NULL, gw, &gloss), 0);
+    double mean = loss_of(cp, M, N, 1, NULL, y, NULL), check = loss_of(cp, M, N, 1, w, y, NULL);
+    double gcheck = loss_of(cp, M, N, 1, gw, y, NULL);
+    printf("  binary: w = [%.2e %.3f %.3f], BCE fitted %.6f (recomputed %.6f) < mean %.6f; greedy %.6f (%.6f)\n",
+           w[0], w[1], w[2], loss, check, mean, gloss, gcheck);
+    assert_simplex(w, M);
+    assert_true(w[0] < 1e-3 && loss < mean);
+    assert_true(fabs(check - loss) < 1e-5 && fabs(gcheck - gloss) < 1e-5);
+    free_members(P, M);
+}
+
 static void test_one_member(void **state) {
     (void)state;
     float p[6] = {0.7f, 0.3f, 0.2f, 0.8f, 0.5f, 0.5f};
@@ -252,11 +282,11 @@ static void test_metrics(void **state) {
     assert_true(fabs(mt.loss - ce) < 1e-6 && fabs(mt.accuracy - 2.0 / 3) < 1e-12);
     assert_true(fabs(mt.mse - mse) < 1e-6 && fabs(mt.mae - mae) < 1e-6);
     /* K == 1: binary P(class 1); the clamp at 1e-7 */
-    float b[3] = {0.9f, 0.2f, 1.0f};
-    int32_t yb[3] = {1, 1, 0};
-    assert_int_equal(eng_ensemble_metrics(b, 3, 1, yb, NULL, &mt), 0);
-    ce = -(log(0.9) + log(0.2) + log(1e-7)) / 3;
-    assert_true(fabs(mt.loss - ce) < 1e-5 && fabs(mt.accuracy - 1.0 / 3) < 1e-12);
+    float b[4] = {0.9f, 0.2f, 1.0f, 0.5f};
+    int32_t yb[4] = {1, 1, 0, 1};
+    assert_int_equal(eng_ensemble_metrics(b, 4, 1, yb, NULL, &mt), 0);
+    ce = -(log(0.9) + log(0.2) + log(1e-7) + log(0.5)) / 4;
+    assert_true(fabs(mt.loss - ce) < 1e-5 && fabs(mt.accuracy - 0.5) < 1e-12); /* p = 0.5 -> class 1 */
     /* regression: loss is the MSE */
     float v[4] = {1, 2, 3, 4}, t[4] = {1, 0, 3, 5};
     assert_int_equal(eng_ensemble_metrics(v, 2, 2, NULL, t, &mt), 0);
@@ -307,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_fit_classification_inverted),
         cmocka_unit_test(test_fit_regression),
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_fit_binary),
         cmocka_unit_test(test_one_member),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_bad_inputs),
