@@ -14,7 +14,7 @@
 
 #include "internal.h"
 
-enum { MAX_TRIALS = 5000 };
+enum { MAX_TRIALS = 2000 };
 
 void api_h_study_importance(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     api_study *st = NULL;

@@ -99,6 +99,9 @@ function studyPage(main, { id }) {
   window.__hpo.study = st;
   window.__hpo.ready = false;
   window.__hpo.interactiveMs = 0;
+  window.__hpo.marks = {};
+  /* first time each step was reached, in ms since the page started (for the test's figures) */
+  const mark = (name) => { if (!(name in window.__hpo.marks)) window.__hpo.marks[name] = Math.round(performance.now()); };
   setCrumbs(h("a", { href: "#/" }, "studies"), h("span", {}, `study ${id}`));
   const summary = h("section", { class: "summary" }, h("p", { class: "muted" }, "Loading…"));
   const panel = (name, title, note) => h("section", { class: "panel" },
@@ -118,9 +121,9 @@ function studyPage(main, { id }) {
       h("table", { class: "grid trials", id: "trials" }, thead, tbody), pager));
 
   let space = {};
-  async function loadTable() {
-    const q = { order: st.table.order, desc: st.table.desc, limit: PAGE, offset: st.table.offset, state: st.table.state };
-    const page = await Api.trials(st.id, q);
+  const tableQuery = () => ({ order: st.table.order, desc: st.table.desc, limit: PAGE, offset: st.table.offset, state: st.table.state });
+  async function loadTable(prefetched) {
+    const page = await (prefetched || Api.trials(st.id, tableQuery()));
     if (st.stopped) return;
     const names = Object.keys(space);
     const sortable = (key, label) => {
@@ -201,12 +204,12 @@ function studyPage(main, { id }) {
     Charts.show("curves", el, Charts.curves(shown));
   }
 
-  async function drawImportance(s) {
+  async function drawImportance(s, prefetched) {
     const done = (s.trials_by_state || {}).complete || 0;
     if (done === st.importanceAt) return;
     st.importanceAt = done;
     const el = $("#chart-importance");
-    const r = await Api.importance(st.id);
+    const r = await (prefetched || Api.importance(st.id));
     if (st.stopped) return;
     if (r.importance.length && r.importance[0].importance === null) {
       Charts.show("importance", el, { title: { text: "Needs at least 2 complete trials", left: "center", top: "middle", textStyle: { color: "#999", fontSize: 13 } }, series: [] });
@@ -220,22 +223,35 @@ function studyPage(main, { id }) {
    * charts from the trial store. __hpo.interactiveMs: table and history
    * drawn; __hpo.readyMs: every chart drawn. */
   let lastImportance = -Infinity;
+  /* The first load asks for the table and the trials at once, not after the
+   * study came; the importance (computed by hpod) once the trials are here,
+   * so it does not compete with them for the server's CPU. */
+  const trialsFirst = st.store.refresh();
+  let first = { table: Api.trials(st.id, tableQuery()), trials: trialsFirst,
+    importance: trialsFirst.then(() => Api.importance(st.id), () => Api.importance(st.id)) };
+  for (const p of Object.values(first)) p.catch(() => {}); /* reported when awaited */
   const feed = studyFeed(st.id, 3000).on(async (s) => {
     st.study = s;
     space = (s.definition && s.definition.space) || {};
     renderSummary(s);
+    const pre = first || {};
+    first = null;
     const now = performance.now();
-    const imp = now - lastImportance > 10000 ? (lastImportance = now, drawImportance(s)) : null;
-    const trialsP = st.store.refresh();
-    await loadTable();
+    const imp = now - lastImportance > 10000 ? (lastImportance = now, drawImportance(s, pre.importance)) : null;
+    const trialsP = pre.trials || st.store.refresh();
+    await loadTable(pre.table);
+    mark("table");
     const trials = await trialsP;
+    mark("trials");
     if (st.stopped) return;
     const maximize = s.direction === "maximize";
     Charts.show("history", $("#chart-history"), Charts.history(trials, maximize));
+    mark("history");
     if (!window.__hpo.interactiveMs) window.__hpo.interactiveMs = performance.now() - t0;
     Charts.show("parallel", $("#chart-parallel"), Charts.parallel(space, trials, maximize));
+    mark("parallel");
     if (st.autoCurves) st.curves = new Set(defaultCurves(trials));
-    await Promise.all([drawCurves(), imp]);
+    await Promise.all([drawCurves().then(() => mark("curves")), imp && imp.then(() => mark("importance"))]);
     if (!window.__hpo.ready) {
       window.__hpo.ready = true;
       window.__hpo.readyMs = performance.now() - t0;

@@ -154,6 +154,8 @@ try {
     await p2.click(".pager button:last-child");
     await p2.waitForFunction(() => /51–100 of/.test(document.querySelector(".pager").textContent));
     const tClick = (Date.now() - t2) / 1000;
+    const marks = await p2.evaluate(() => window.__hpo.marks);
+    console.log(`marks (ms since navigation start): ${JSON.stringify(marks)}`);
     console.log(`figure big_table_s ${tTable.toFixed(3)}`);
     console.log(`figure big_interactive_s ${tInteractive.toFixed(3)}`);
     console.log(`figure big_all_charts_s ${tReady.toFixed(3)}`);
