@@ -28,15 +28,16 @@
  * - __metadata__ (all strings): "format": "hpo-model-1"; "template": the
  *   model template JSON text with every "$name" whose name is in params
  *   replaced by its value (expanded); "params": the params JSON text ("{}"
- *   if none); "input_shape": JSON array ("[28, 28, 1]" or "[784]");
+ *   if none); "input_shape": JSON array ("[28,28,1]" or "[784]");
  *   "n_classes": decimal (0 for regression / binary); "out_dim"; "nparams";
- *   "layout": "dense IO, conv HWIO, NHWC"; plus every string member of the
- *   caller's metadata object (e.g. "trial", "epochs", "dataset") unless it
- *   is one of the reserved keys above. The caller's members "template"
- *   (object, needed for eng_model_open_weights) and "params" (object or
- *   null) are
- *   JSON and give those two keys; "n_classes" (integer) overrides the value
- *   derived from the model (out_dim for categorical cross-entropy, else 0).
+ *   "layout": "dense IO, conv HWIO, NHWC"; "loss"; "summary" (one line,
+ *   eng_model_summary); plus every member of the caller's metadata object
+ *   (e.g. "trial", "epochs", "dataset") that is not one of these reserved
+ *   keys: strings as they are, integers in decimal, anything else as its
+ *   JSON text. The caller's "template" (object, needed for
+ *   eng_model_open_weights) and "params" (object or null) give those two
+ *   keys; "n_classes" (integer) overrides the value derived from the model
+ *   (out_dim for sparse categorical cross-entropy, else 0).
  * - Writes are crash-safe (temp file + fsync + rename, safetensors.h).
  *   Loads validate every tensor (present, F32, exact shape) before touching
  *   the model: on error the model is unchanged; HPO_EFORMAT names the
@@ -49,8 +50,12 @@
  *   when batching (data.h); a caller holding raw 0..255 pixels converts
  *   them with eng_weights_scale_u8 (or divides by 255 itself); other
  *   datasets use their eng_dataset x_scale.
- * - These calls reserve the model's buffers (eng_model_reserve) when the
- *   current capacity is smaller than the batch; they keep m->precision.
+ * - The predict calls reserve the model's buffers (eng_model_reserve, in
+ *   m->precision) only when none are reserved yet (batch_size, or
+ *   min(n, 256) rows); otherwise batches are capped at m->cap. Eval mode is
+ *   per-sample, so the batch size does not change the results' meaning.
+ *   A model from eng_model_open_weights predicts in fp32 (call
+ *   eng_model_reserve with another precision first to change that).
  * Threading: a model is used by one thread at a time; a file is read or
  *   written by the calling thread only.
  * Ownership: eng_model_open_weights returns a new model (eng_model_free) and a
