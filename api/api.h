@@ -112,8 +112,11 @@ void api_upload_abort(api_upload *u);
  * The scheduler (server/) owns the worker slots and the timers; the api
  * owns the studies. The scheduler calls these from its own thread, except
  * api_run_trial, which a worker thread calls. */
+enum { API_JOB_TRIAL = 0, API_JOB_MODEL = 1 };
 typedef struct api_job {
+    int kind;           /* API_JOB_TRIAL: train a trial; API_JOB_MODEL: a refit, a model from a trial, an ensemble */
     int64_t trial_id, study_id, number;
+    int64_t model_id;   /* API_JOB_MODEL */
     int resumed;        /* the trial ran before (paused, or hpod restarted) */
     double timeout;     /* seconds the trial may run; 0 = no limit */
 } api_job;
@@ -124,17 +127,18 @@ enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API
 /* Start-up: running trials of embedded studies go back to queued (their
  * worker died with the old process); returns how many, or a negative code. */
 int api_sched_recover(api_ctx *ctx);
-/* The next trial for a free slot: a queued trial first (resumed from its
- * checkpoint), else a new one from the tuner of a running embedded study
- * within its budget. 0 and *job (the trial is now running on slot), or
- * HPO_ENOTFOUND when there is nothing to run. */
+/* The next job for a free slot: a queued model job (refit, model, ensemble:
+ * asked for explicitly, so first), else a queued trial (resumed from its
+ * checkpoint), else a new trial from the tuner of a running embedded study
+ * within its budget. 0 and *job (now running on slot), or HPO_ENOTFOUND
+ * when there is nothing to run. */
 int api_sched_next(api_ctx *ctx, const char *slot, api_job *job);
-/* Runs a trial on the calling worker thread until it finishes or *stop
- * becomes nonzero (checked between epochs): PAUSE and SHUTDOWN put the
- * trial back in the queue (its checkpoint stays), CANCEL cancels it,
- * TIMEOUT fails it. Every outcome is stored; returns 0 unless storage failed. */
-int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads,
-                  const volatile int *stop);
+/* Runs a job on the calling worker thread until it finishes or *stop
+ * becomes nonzero (checked between epochs). For a trial: PAUSE and SHUTDOWN
+ * put it back in the queue (its checkpoint stays), CANCEL cancels it,
+ * TIMEOUT fails it; a model job interrupted by SHUTDOWN is queued again at
+ * the next start. Every outcome is stored; returns 0 unless storage failed. */
+int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const volatile int *stop);
 /* The stop reason the study's state asks of a running job (a paused,
  * cancelled or deleted study), or API_STOP_NONE. */
 int api_job_stop_reason(api_ctx *ctx, const api_job *job);

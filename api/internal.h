@@ -173,6 +173,27 @@ struct api_ctx {
 void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *type, json_t *data);
 void api_wake_scheduler(api_ctx *ctx);
 
+/* ---- trials and models on worker threads (runner.c, model_jobs.c) ---- */
+/* The training and validation splits of an embedded study's dataset. */
+struct eng_split;
+int api_open_splits(api_ctx *ctx, const api_embedded *emb, struct eng_split *train, struct eng_split *val,
+                    hpo_error *err);
+/* Mixes two numbers into a seed (the seed of a trial's execution, a refit). */
+uint64_t api_seed_mix(uint64_t a, uint64_t b);
+/* Trains a trial (api_run_job's API_JOB_TRIAL). */
+int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const volatile int *stop);
+/* Builds a model job (refit, model from a trial, ensemble) on the calling
+ * worker thread and records its outcome. */
+int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads, const volatile int *stop);
+/* JSON of a stored model. */
+json_t *api_model_json(const sto_model *m);
+/* The model an ensemble member ({"model_id"} or {"trial_id"}) predicts the
+ * test split (and requests) with; *trial_id gets its origin trial. */
+struct eng_model;
+struct api_study;
+int api_member_model(api_ctx *ctx, const struct api_study *st, const json_t *member, struct eng_model **out,
+                     int64_t *trial_id, hpo_error *err);
+
 /* ---- checkpoints (runner.c, sched.c) ---- */
 /* <data_dir>/checkpoints/trial-<id>: the checkpoints of a trial's executions. */
 void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
@@ -199,6 +220,15 @@ void api_h_study_pause(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_resume(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_cancel(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_events(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_refits_create(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_refits_list(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_models_list(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_ensembles_create(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_ensembles_list(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_trial_model_create(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_model_get(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_model_weights(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_model_predict(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_importance(api_ctx *, const api_request *, int64_t, api_response *); /* importance.c */
 void api_h_static_index(api_ctx *, const api_request *, int64_t, api_response *);     /* static.c */
 void api_h_static_asset(api_ctx *, const api_request *, int64_t, api_response *);

@@ -170,7 +170,7 @@ static int mean_best_epoch(const run *r, int executions) {
     return best_epoch;
 }
 
-static uint64_t mix(uint64_t a, uint64_t b) {
+uint64_t api_seed_mix(uint64_t a, uint64_t b) {
     uint64_t z = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL + (a << 6) + (a >> 2));
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     return z ^ (z >> 31);
@@ -195,7 +195,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     mkdirs(r->ctx, dir);
     snprintf(name, sizeof name, "exec-%d.safetensors", e);
     eng_model *m = NULL;
-    uint64_t seed = mix(mix(st->def.tuner.seed, (uint64_t)r->job->number), (uint64_t)e);
+    uint64_t seed = api_seed_mix(api_seed_mix(st->def.tuner.seed, (uint64_t)r->job->number), (uint64_t)e);
     int rc = eng_model_new(model_tmpl, params, emb->in_rank, emb->in_shape, emb->n_classes, seed, &m, err);
     if (rc) return rc;
     eng_train_opts o;
@@ -208,7 +208,9 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     o.patience = emb->patience;
     o.monitor = emb->monitor;
     o.min_delta = emb->min_delta;
-    o.restore_best = emb->restore_best;
+    /* The checkpoint always keeps the best epoch's weights too: a model taken
+     * from the trial (POST /trials/{id}/model, ensembles) uses them. */
+    o.restore_best = 1;
     o.checkpoint_dir = dir;
     o.checkpoint_name = name;
     o.resume = 1;
@@ -230,8 +232,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     return 0;
 }
 
-/* Opens the training and validation splits of the study's dataset. */
-static int open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng_split *val, hpo_error *err) {
+int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng_split *val, hpo_error *err) {
     eng_dataset *ds = NULL;
     int rc = api_dataset_open(ctx, emb->dataset, "train", &ds, err);
     if (rc) return rc;
@@ -296,7 +297,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     params = json_loads(t.params, 0, NULL);
     if (job->resumed) load_curves(&r);
     rc = params ? api_model_expand(emb->model, params, st->def.space, &model, &err) : HPO_EINTERNAL;
-    if (rc == 0) rc = open_splits(ctx, emb, &train, &val, &err);
+    if (rc == 0) rc = api_open_splits(ctx, emb, &train, &val, &err);
     for (int e = 0; rc == 0 && e < executions; e++)
         rc = run_execution(&r, e, model, params, &train, &val, threads, &values[e], &err);
     double secs = hpo_monotonic() - t0;

@@ -51,7 +51,11 @@ static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
 int api_sched_recover(api_ctx *ctx) {
     api_study **sts;
     size_t n = embedded_studies(ctx, -1, &sts);
-    int64_t total = 0;
+    int64_t total = 0, models = 0;
+    if (sto_models_requeue_running(ctx->db, &models) == 0 && models > 0) {
+        HPO_INFO("%lld interrupted model job(s) queued again", (long long)models);
+        total += models;
+    }
     for (size_t i = 0; i < n; i++) {
         int64_t k = 0;
         pthread_mutex_lock(&sts[i]->lock);
@@ -83,7 +87,9 @@ static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *j
     int rc = sto_trial_list(ctx->db, st->id, &f, &t, &n);
     if (rc == 0 && n == 0) rc = HPO_ENOTFOUND;
     if (rc == 0) rc = sto_trial_start(ctx->db, t[0].id, slot);
-    if (rc == 0) *job = (api_job){t[0].id, st->id, t[0].number, 1, st->def.emb.trial_timeout};
+    if (rc == 0)
+        *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = t[0].id, .study_id = st->id, .number = t[0].number,
+                         .resumed = 1, .timeout = st->def.emb.trial_timeout};
     sto_trial_list_free(t, n);
     return rc;
 }
@@ -108,14 +114,36 @@ static int take_new(api_ctx *ctx, api_study *st, double created, const char *slo
         tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
         rc = sto_trial_start(ctx->db, trial_id, slot);
     }
-    if (rc == 0) *job = (api_job){trial_id, st->id, number, 0, st->def.emb.trial_timeout};
+    if (rc == 0)
+        *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = trial_id, .study_id = st->id, .number = number,
+                         .timeout = st->def.emb.trial_timeout};
     free(text);
     json_decref(params);
     free(x);
     return rc;
 }
 
+/* The oldest queued model job, started; 0 or HPO_ENOTFOUND. */
+static int take_model(api_ctx *ctx, api_job *job) {
+    sto_model m;
+    int rc;
+    while ((rc = sto_model_next_queued(ctx->db, &m)) == 0) {
+        int started = sto_model_start(ctx->db, m.id);
+        if (started == 0)
+            *job = (api_job){.kind = API_JOB_MODEL, .model_id = m.id, .study_id = m.study_id, .trial_id = m.trial_id};
+        sto_model_clear(&m);
+        if (started == 0) return 0;
+        if (started != HPO_ECONFLICT) return started;
+    }
+    return rc;
+}
+
 int api_sched_next(api_ctx *ctx, const char *slot, api_job *job) {
+    if (take_model(ctx, job) == 0) {
+        api_event(ctx, job->study_id, job->trial_id, "model_started",
+                  json_pack("{s:I, s:s}", "model_id", (json_int_t)job->model_id, "slot", slot));
+        return 0;
+    }
     api_study **sts;
     size_t n = embedded_studies(ctx, STO_STUDY_RUNNING, &sts);
     int rc = HPO_ENOTFOUND;
@@ -145,11 +173,20 @@ int api_sched_next(api_ctx *ctx, const char *slot, api_job *job) {
     return rc;
 }
 
+int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const volatile int *stop) {
+    if (job->kind == API_JOB_MODEL) return api_run_model(ctx, job->model_id, slot, threads, stop);
+    return api_run_trial(ctx, job, slot, threads, stop);
+}
+
 int api_job_stop_reason(api_ctx *ctx, const api_job *job) {
     sto_study s;
     int rc = sto_study_get(ctx->db, job->study_id, &s);
     if (rc == HPO_ENOTFOUND) return API_STOP_CANCEL;
     if (rc) return API_STOP_NONE;
+    if (job->kind == API_JOB_MODEL) { /* pausing or cancelling the search leaves refits alone */
+        sto_study_clear(&s);
+        return API_STOP_NONE;
+    }
     int reason = s.state == STO_STUDY_PAUSED      ? API_STOP_PAUSE
                  : s.state == STO_STUDY_CANCELLED ? API_STOP_CANCEL
                                                   : API_STOP_NONE;

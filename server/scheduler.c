@@ -34,8 +34,12 @@ static void schedule(srv_scheduler *s) {
     while ((slot = srv_workers_idle(s->workers)) >= 0) {
         api_job job;
         if (api_sched_next(s->api, srv_workers_slot_name(s->workers, slot), &job)) break;
-        HPO_INFO("trial %lld (study %lld #%lld) %s on %s", (long long)job.trial_id, (long long)job.study_id,
-                 (long long)job.number, job.resumed ? "resumes" : "starts", srv_workers_slot_name(s->workers, slot));
+        if (job.kind == API_JOB_MODEL)
+            HPO_INFO("model %lld (study %lld) starts on %s", (long long)job.model_id, (long long)job.study_id,
+                     srv_workers_slot_name(s->workers, slot));
+        else
+            HPO_INFO("trial %lld (study %lld #%lld) %s on %s", (long long)job.trial_id, (long long)job.study_id,
+                     (long long)job.number, job.resumed ? "resumes" : "starts", srv_workers_slot_name(s->workers, slot));
         srv_workers_dispatch(s->workers, slot, &job);
     }
 }

@@ -97,6 +97,27 @@ static const char *const migrations[] = {
     "  bytes   INTEGER NOT NULL,"
     "  created REAL NOT NULL"
     ");",
+
+    /* 3 -> 4: models (refits, models taken from a trial's checkpoint,
+     * ensembles) made from a study's trials, built by jobs on the worker
+     * pool; AUTOINCREMENT so a weights file named after an id is never
+     * reused. */
+    "CREATE TABLE models ("
+    "  id       INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  study_id INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,"
+    "  trial_id INTEGER,"
+    "  kind     INTEGER NOT NULL,"
+    "  state    INTEGER NOT NULL DEFAULT 0,"
+    "  spec     TEXT NOT NULL,"
+    "  result   TEXT,"
+    "  path     TEXT,"
+    "  error    TEXT,"
+    "  created  REAL NOT NULL,"
+    "  started  REAL NOT NULL DEFAULT 0,"
+    "  finished REAL NOT NULL DEFAULT 0"
+    ");"
+    "CREATE INDEX models_study ON models (study_id, kind);"
+    "CREATE INDEX models_state ON models (state, id);",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -201,6 +222,17 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_DATASET_GET_BY_NAME] = "SELECT " DATASET_COLS " FROM datasets WHERE name = ?1",
     [STO_Q_DATASET_LIST] = "SELECT " DATASET_COLS " FROM datasets ORDER BY id",
     [STO_Q_DATASET_DELETE] = "DELETE FROM datasets WHERE id = ?1",
+
+    [STO_Q_MODEL_INSERT] =
+        "INSERT INTO models (study_id, trial_id, kind, state, spec, created) VALUES (?1, ?2, ?3, 0, ?4, ?5)",
+    [STO_Q_MODEL_GET] = "SELECT " STO_MODEL_COLS " FROM models WHERE id = ?1",
+    [STO_Q_MODEL_LIST] = "SELECT " STO_MODEL_COLS " FROM models WHERE study_id = ?1 AND (?2 < 0 OR kind = ?2)"
+                         " ORDER BY id",
+    [STO_Q_MODEL_NEXT_QUEUED] = "SELECT " STO_MODEL_COLS " FROM models WHERE state = 0 ORDER BY id LIMIT 1",
+    [STO_Q_MODEL_START] = "UPDATE models SET state = 1, started = ?2 WHERE id = ?1 AND state IN (0, 1)",
+    [STO_Q_MODEL_FINISH] = "UPDATE models SET state = ?2, result = ?3, path = ?4, error = ?5, finished = ?6"
+                           " WHERE id = ?1 AND state IN (0, 1)",
+    [STO_Q_MODELS_REQUEUE] = "UPDATE models SET state = 0 WHERE state = 1",
 
     [STO_Q_EVENT_INSERT] =
         "INSERT INTO events (study_id, trial_id, type, data, created)"

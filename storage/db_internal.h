@@ -76,6 +76,14 @@ enum {
     STO_Q_DATASET_LIST,
     STO_Q_DATASET_DELETE,
 
+    STO_Q_MODEL_INSERT,
+    STO_Q_MODEL_GET,
+    STO_Q_MODEL_LIST,
+    STO_Q_MODEL_NEXT_QUEUED,
+    STO_Q_MODEL_START,
+    STO_Q_MODEL_FINISH,
+    STO_Q_MODELS_REQUEUE,
+
     STO_Q_EVENT_INSERT,
     STO_Q_EVENT_LIST,
 
@@ -87,6 +95,9 @@ enum {
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
     "train_seconds"
+
+/* Column list of a model row, in the order models.c reads it. */
+#define STO_MODEL_COLS "id, study_id, trial_id, kind, state, spec, result, path, error, created, started, finished"
 
 struct sto_db {
     sqlite3 *conn;

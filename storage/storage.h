@@ -246,6 +246,53 @@ int sto_dataset_delete(sto_db *db, int64_t id);
 void sto_dataset_clear(sto_dataset *d);
 void sto_dataset_list_free(sto_dataset *list, size_t n);
 
+/* ---- models (schema v4) ----
+ * A model is made from a study's trials by a job on the worker pool: a
+ * refit (retrained on train+validation), a trial's own checkpoint, or an
+ * ensemble of other models. It is created QUEUED, a worker starts it
+ * (RUNNING) and finishes it COMPLETE (with a result JSON and, for trained
+ * models, the path of its weights file relative to the data dir) or FAILED
+ * (with an error). Models of a running job go back to QUEUED at restart. */
+typedef enum { STO_MODEL_REFIT = 0, STO_MODEL_TRIAL = 1, STO_MODEL_ENSEMBLE = 2 } sto_model_kind;
+typedef enum {
+    STO_MODEL_QUEUED = 0,
+    STO_MODEL_RUNNING = 1,
+    STO_MODEL_COMPLETE = 2,
+    STO_MODEL_FAILED = 3
+} sto_model_state;
+
+typedef struct sto_model {
+    int64_t id, study_id;
+    int64_t trial_id;      /* origin trial; 0 for ensembles */
+    sto_model_kind kind;
+    sto_model_state state;
+    char *spec;            /* JSON: how it is made (epochs, members, method, ...) */
+    char *result;          /* JSON: metrics, weights, members; NULL until finished */
+    char *path;            /* weights file under the data dir; NULL if none */
+    char *error;           /* why it failed; NULL otherwise */
+    double created, started, finished;
+} sto_model;
+
+const char *sto_model_kind_name(sto_model_kind k);
+const char *sto_model_state_name(sto_model_state s);
+/* HPO_ENOTFOUND for an unknown study. */
+int sto_model_create(sto_db *db, int64_t study_id, int64_t trial_id, sto_model_kind kind, const char *spec,
+                     int64_t *id_out);
+int sto_model_get(sto_db *db, int64_t id, sto_model *out);
+/* Models of a study (kind < 0: every kind), oldest first. */
+int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size_t *n_out);
+/* The oldest queued model (any study); HPO_ENOTFOUND when none. */
+int sto_model_next_queued(sto_db *db, sto_model *out);
+/* queued -> running; HPO_ECONFLICT if it is finished. */
+int sto_model_start(sto_db *db, int64_t id);
+/* -> COMPLETE or FAILED; HPO_ECONFLICT if already finished. */
+int sto_model_finish(sto_db *db, int64_t id, sto_model_state state, const char *result, const char *path,
+                     const char *error);
+/* Every running model -> queued (crash recovery); *n_out may be NULL. */
+int sto_models_requeue_running(sto_db *db, int64_t *n_out);
+void sto_model_clear(sto_model *m);
+void sto_model_list_free(sto_model *list, size_t n);
+
 /* ---- events (the study's progress stream; ids increase) ---- */
 typedef struct sto_event {
     int64_t id, study_id, trial_id; /* trial_id 0 when none */

@@ -1,0 +1,467 @@
+/* model_jobs.c - the worker side of refits, models and ensembles: the last
+ * steps of the KerasTuner workflow, run as jobs on the worker pool.
+ *
+ * - refit: the trial's configuration retrained on train+validation for
+ *   ceil(epochs_factor x best_epoch) epochs (the spec says how many), then
+ *   evaluated on the test split; its weights are exported.
+ * - trial: the trial's own best-epoch weights (its checkpoint), evaluated on
+ *   validation and test; exported too (KerasTuner's get_best_models).
+ * - ensemble: members' predictions combined by mean, weights fitted with
+ *   Nelder-Mead, or greedy selection. Weights are fitted on VALIDATION
+ *   predictions of the search-phase models (each member's origin trial
+ *   checkpoint, trained on the training split only), never on the test
+ *   split; the members themselves (refits or trial models) are evaluated on
+ *   the test split. A member that cannot be used is skipped with its reason.
+ * The test split is touched only here: tuning never sees it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data.h"
+#include "ensemble.h"
+#include "internal.h"
+#include "model.h"
+#include "train.h"
+#include "weights.h"
+
+#define MAX_MEMBERS 64
+
+static json_t *metrics_json(const eng_metrics *m, int classify) {
+    if (classify) return json_pack("{s:o, s:o}", "loss", api_json_real(m->loss), "accuracy", api_json_real(m->accuracy));
+    return json_pack("{s:o, s:o, s:o}", "loss", api_json_real(m->loss), "mse", api_json_real(m->mse), "mae",
+                     api_json_real(m->mae));
+}
+
+/* The study's test split (the dataset's "test" part); HPO_ENOTFOUND when
+ * the dataset has none (uploaded datasets). */
+static int open_test(api_ctx *ctx, const api_embedded *emb, eng_split *test, hpo_error *err) {
+    eng_dataset *ds = NULL;
+    int rc = api_dataset_open(ctx, emb->dataset, "test", &ds, err);
+    if (rc) return rc;
+    rc = eng_split_all(ds, test);
+    eng_dataset_unref(ds);
+    return rc;
+}
+
+/* The trial's params and expanded model template (new references). */
+static int trial_template(api_ctx *ctx, const api_study *st, int64_t trial_id, sto_trial *t, json_t **params,
+                          json_t **model, hpo_error *err) {
+    int rc = sto_trial_get(ctx->db, trial_id, t);
+    if (rc) return hpo_fail(err, rc, "trial_id", "trial %lld does not exist", (long long)trial_id);
+    *params = json_loads(t->params, 0, NULL);
+    if (!*params) {
+        sto_trial_clear(t);
+        return hpo_fail(err, HPO_EINTERNAL, "trial_id", "stored params are unreadable");
+    }
+    rc = api_model_expand(st->def.emb.model, *params, st->def.space, model, err);
+    if (rc) {
+        json_decref(*params);
+        sto_trial_clear(t);
+    }
+    return rc;
+}
+
+/* A trial's search-phase model: its first execution's best-epoch weights. */
+static int trial_model(api_ctx *ctx, const api_study *st, int64_t trial_id, eng_model **out, hpo_error *err) {
+    sto_trial t;
+    json_t *params = NULL, *model = NULL;
+    int rc = trial_template(ctx, st, trial_id, &t, &params, &model, err);
+    if (rc) return rc;
+    const api_embedded *emb = &st->def.emb;
+    eng_model *m = NULL;
+    char dir[900], path[1024];
+    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/exec-0.safetensors", dir);
+    if (t.state != STO_TRIAL_COMPLETE) {
+        rc = hpo_fail(err, HPO_ECONFLICT, "trial_id", "trial %lld is %s, not complete", (long long)trial_id,
+                      sto_trial_state_name(t.state));
+    } else if (access(path, R_OK) != 0) {
+        rc = hpo_fail(err, HPO_ENOTFOUND, "trial_id",
+                      "trial %lld's checkpoint was removed (only the best trials of a study keep theirs)",
+                      (long long)trial_id);
+    } else {
+        rc = eng_model_new(model, params, emb->in_rank, emb->in_shape, emb->n_classes, 1, &m, err);
+        if (rc == 0) rc = eng_model_from_checkpoint(m, path, 1, err);
+    }
+    if (rc == 0) m->precision = ENG_PREC_FP32;
+    json_decref(params);
+    json_decref(model);
+    sto_trial_clear(&t);
+    if (rc) {
+        eng_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+static void models_dir(api_ctx *ctx, char *out, size_t n) { snprintf(out, n, "%s/models", ctx->opt.data_dir); }
+
+/* Exports m's weights as models/model-<id>.safetensors under the data dir;
+ * *rel gets the path relative to the data dir (malloc'd). */
+static int export(api_ctx *ctx, const api_study *st, int64_t model_id, const eng_model *m, int64_t trial_id,
+                  const char *kind, hpo_error *err, char **rel) {
+    char dir[900], path[1024], relpath[128];
+    models_dir(ctx, dir, sizeof dir);
+    mkdir(dir, 0755);
+    snprintf(relpath, sizeof relpath, "models/model-%lld.safetensors", (long long)model_id);
+    snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, relpath);
+    sto_trial t;
+    json_t *params = NULL, *model = NULL;
+    int rc = trial_template(ctx, st, trial_id, &t, &params, &model, err);
+    if (rc) return rc;
+    char study[32], trial[32];
+    snprintf(study, sizeof study, "%lld", (long long)st->id);
+    snprintf(trial, sizeof trial, "%lld", (long long)trial_id);
+    json_t *meta = json_pack("{s:o, s:o, s:s, s:s, s:s, s:i}", "template", model, "params", params, "study", study,
+                             "trial", trial, "kind", kind, "n_classes", st->def.emb.n_classes);
+    rc = eng_model_export_weights(m, path, meta, err);
+    json_decref(meta);
+    sto_trial_clear(&t);
+    if (rc == 0) *rel = hpo_strdup(relpath);
+    return rc;
+}
+
+typedef struct refit_progress {
+    api_ctx *ctx;
+    int64_t study_id, model_id, trial_id;
+    const volatile int *stop;
+    int stopped;
+} refit_progress;
+
+static int on_refit_epoch(const eng_epoch_report *r, void *user) {
+    refit_progress *p = user;
+    api_event(p->ctx, p->study_id, p->trial_id, "model_epoch",
+              json_pack("{s:I, s:i, s:i, s:o}", "model_id", (json_int_t)p->model_id, "epoch", r->epoch, "epochs",
+                        r->epochs, "loss", api_json_real(r->train.loss)));
+    p->stopped = *p->stop;
+    return p->stopped;
+}
+
+static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int threads, const volatile int *stop,
+                     json_t *result, char **rel, hpo_error *err) {
+    const api_embedded *emb = &st->def.emb;
+    json_t *spec = json_loads(mrow->spec, 0, NULL);
+    int epochs = (int)json_integer_value(json_object_get(spec, "epochs"));
+    json_decref(spec);
+    if (epochs < 1) return hpo_fail(err, HPO_EINVAL, "epochs", "the refit has no epoch count");
+    sto_trial t;
+    json_t *params = NULL, *model = NULL;
+    eng_split train = {0}, val = {0}, all = {0}, test = {0};
+    eng_model *m = NULL;
+    int rc = trial_template(ctx, st, mrow->trial_id, &t, &params, &model, err);
+    if (rc) return rc;
+    if ((rc = api_open_splits(ctx, emb, &train, &val, err))) goto done;
+    if ((rc = eng_split_concat(&train, &val, &all))) goto done;
+    uint64_t seed = api_seed_mix(api_seed_mix(st->def.tuner.seed, (uint64_t)t.number), 0x7e517 + (uint64_t)mrow->id);
+    if ((rc = eng_model_new(model, params, emb->in_rank, emb->in_shape, emb->n_classes, seed, &m, err))) goto done;
+    /* checkpoints/model-<id>/refit.safetensors: a restart resumes the refit */
+    char ckdir[900], ckname[] = "refit.safetensors";
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", ctx->opt.data_dir);
+    mkdir(ckdir, 0755);
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/model-%lld", ctx->opt.data_dir, (long long)mrow->id);
+    refit_progress prog = {ctx, st->id, mrow->id, mrow->trial_id, stop, 0};
+    eng_train_opts o;
+    eng_train_opts_init(&o);
+    o.epochs = epochs;
+    o.batch_size = emb->batch_size;
+    o.threads = threads;
+    o.seed = seed;
+    o.precision = emb->precision;
+    o.patience = -1;
+    o.monitor = "loss";
+    o.checkpoint_dir = ckdir;
+    o.checkpoint_name = ckname;
+    o.resume = 1;
+    o.prefetch = 1;
+    o.on_epoch = on_refit_epoch;
+    o.user = &prog;
+    eng_train_result res;
+    double t0 = hpo_monotonic();
+    if ((rc = eng_train(m, &all, NULL, &o, &res, err))) goto done;
+    if (prog.stopped) {
+        rc = hpo_fail(err, HPO_ECANCELLED, "", "stopped");
+        goto done;
+    }
+    int classify = emb->n_classes > 0;
+    json_object_set_new(result, "epochs", json_integer(epochs));
+    json_object_set_new(result, "train_rows", json_integer((json_int_t)all.n));
+    json_object_set_new(result, "train", metrics_json(&res.train, classify));
+    json_object_set_new(result, "seconds", json_real(hpo_monotonic() - t0));
+    hpo_error terr = {{0}, {0}};
+    if (open_test(ctx, emb, &test, &terr) == 0) {
+        eng_metrics tm;
+        if ((rc = eng_evaluate(m, &test, emb->batch_size, &tm, err))) goto done;
+        json_object_set_new(result, "test", metrics_json(&tm, classify));
+        json_object_set_new(result, "test_rows", json_integer((json_int_t)test.n));
+    } else {
+        json_object_set_new(result, "test", json_null());
+        json_object_set_new(result, "test_error", json_string(terr.message));
+    }
+    rc = export(ctx, st, mrow->id, m, mrow->trial_id, "refit", err, rel);
+    if (rc == 0) { /* the refit's own checkpoint is no longer needed */
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", ckdir, ckname);
+        unlink(path);
+        rmdir(ckdir);
+    }
+done:
+    eng_model_free(m);
+    eng_split_close(&train);
+    eng_split_close(&val);
+    eng_split_close(&all);
+    eng_split_close(&test);
+    json_decref(params);
+    json_decref(model);
+    sto_trial_clear(&t);
+    return rc;
+}
+
+static int run_trial_model(api_ctx *ctx, api_study *st, const sto_model *mrow, json_t *result, char **rel,
+                           hpo_error *err) {
+    const api_embedded *emb = &st->def.emb;
+    eng_model *m = NULL;
+    eng_split train = {0}, val = {0}, test = {0};
+    int rc = trial_model(ctx, st, mrow->trial_id, &m, err);
+    if (rc) return rc;
+    int classify = emb->n_classes > 0;
+    if ((rc = api_open_splits(ctx, emb, &train, &val, err))) goto done;
+    eng_metrics vm, tm;
+    if ((rc = eng_evaluate(m, &val, emb->batch_size, &vm, err))) goto done;
+    json_object_set_new(result, "val", metrics_json(&vm, classify));
+    hpo_error terr = {{0}, {0}};
+    if (open_test(ctx, emb, &test, &terr) == 0) {
+        if ((rc = eng_evaluate(m, &test, emb->batch_size, &tm, err))) goto done;
+        json_object_set_new(result, "test", metrics_json(&tm, classify));
+    } else {
+        json_object_set_new(result, "test", json_null());
+        json_object_set_new(result, "test_error", json_string(terr.message));
+    }
+    rc = export(ctx, st, mrow->id, m, mrow->trial_id, "trial", err, rel);
+done:
+    eng_model_free(m);
+    eng_split_close(&train);
+    eng_split_close(&val);
+    eng_split_close(&test);
+    return rc;
+}
+
+/* The labels (or targets) of a split: *labels or *targets malloc'd. */
+static void split_truth(const eng_split *s, int32_t **labels, float **targets) {
+    const eng_dataset *ds = s->ds;
+    *labels = NULL;
+    *targets = NULL;
+    if (ds->y_type == ENG_DATA_Y_CLASS) {
+        *labels = hpo_xmalloc(s->n * sizeof(int32_t));
+        for (size_t i = 0; i < s->n; i++) (*labels)[i] = ds->y_class[s->idx[i]];
+    } else {
+        *targets = hpo_xmalloc(s->n * ds->y_dim * sizeof(float));
+        for (size_t i = 0; i < s->n; i++)
+            memcpy(*targets + i * ds->y_dim, ds->y_target + (size_t)s->idx[i] * ds->y_dim, ds->y_dim * sizeof(float));
+    }
+}
+
+/* The model a member is evaluated with on the test split: its refit or
+ * trial model's weights file, or the trial's checkpoint. */
+int api_member_model(api_ctx *ctx, const api_study *st, const json_t *member, eng_model **out, int64_t *trial_id,
+                     hpo_error *err) {
+    json_int_t model_id = json_integer_value(json_object_get(member, "model_id"));
+    json_int_t tid = json_integer_value(json_object_get(member, "trial_id"));
+    if (model_id > 0) {
+        sto_model mr;
+        int rc = sto_model_get(ctx->db, model_id, &mr);
+        if (rc) return hpo_fail(err, rc, "members", "model %lld does not exist", (long long)model_id);
+        if (mr.study_id != st->id || mr.kind == STO_MODEL_ENSEMBLE || mr.state != STO_MODEL_COMPLETE || !mr.path)
+            rc = hpo_fail(err, HPO_ECONFLICT, "members", "model %lld is not a complete trained model of study %lld",
+                          (long long)model_id, (long long)st->id);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, mr.path ? mr.path : "");
+        if (rc == 0) rc = eng_model_open_weights(path, out, NULL, err);
+        *trial_id = mr.trial_id;
+        sto_model_clear(&mr);
+        return rc;
+    }
+    *trial_id = tid;
+    return trial_model(ctx, st, tid, out, err);
+}
+
+static int run_ensemble(api_ctx *ctx, api_study *st, const sto_model *mrow, json_t *result, hpo_error *err) {
+    const api_embedded *emb = &st->def.emb;
+    json_t *spec = json_loads(mrow->spec, 0, NULL);
+    const char *method = json_string_value(json_object_get(spec, "method"));
+    json_t *members = json_object_get(spec, "members");
+    int rounds = (int)json_integer_value(json_object_get(spec, "rounds"));
+    eng_split train = {0}, val = {0}, test = {0};
+    int32_t *val_labels = NULL, *test_labels = NULL;
+    float *val_targets = NULL, *test_targets = NULL;
+    float *vp[MAX_MEMBERS] = {0}, *tp[MAX_MEMBERS] = {0};
+    int used[MAX_MEMBERS];
+    int M = 0, K = 0;
+    json_t *out_members = json_array();
+    int classify = emb->n_classes > 0;
+    hpo_error terr = {{0}, {0}};
+    int rc = api_open_splits(ctx, emb, &train, &val, err);
+    if (rc) goto done;
+    int have_test = open_test(ctx, emb, &test, &terr) == 0;
+    split_truth(&val, &val_labels, &val_targets);
+    if (have_test) split_truth(&test, &test_labels, &test_targets);
+    size_t i;
+    json_t *member;
+    json_array_foreach(members, i, member) {
+        json_t *row = json_deep_copy(member);
+        json_array_append_new(out_members, row);
+        if (M >= MAX_MEMBERS) {
+            json_object_set_new(row, "skipped", json_string("too many members"));
+            continue;
+        }
+        hpo_error merr = {{0}, {0}};
+        eng_model *search = NULL, *final = NULL;
+        int64_t tid = 0;
+        int mrc = api_member_model(ctx, st, member, &final, &tid, &merr);
+        if (mrc == 0) mrc = trial_model(ctx, st, tid, &search, &merr); /* its search-phase counterpart */
+        if (mrc == 0 && K && final->out_dim != K)
+            mrc = hpo_fail(&merr, HPO_ESHAPE, "members", "its output width %d differs from the others' %d",
+                           final->out_dim, K);
+        float *v = NULL, *t = NULL;
+        if (mrc == 0) {
+            int k = final->out_dim;
+            v = hpo_xmalloc(val.n * (size_t)k * sizeof(float));
+            mrc = eng_predict_split(search, &val, emb->batch_size, v, &merr);
+            if (mrc == 0 && have_test) {
+                t = hpo_xmalloc(test.n * (size_t)k * sizeof(float));
+                mrc = eng_predict_split(final, &test, emb->batch_size, t, &merr);
+            }
+        }
+        if (mrc == 0) {
+            K = final->out_dim;
+            vp[M] = v;
+            tp[M] = t;
+            used[M] = (int)i;
+            json_object_set_new(row, "trial_id", json_integer(tid));
+            M++;
+        } else {
+            free(v);
+            free(t);
+            json_object_set_new(row, "skipped", json_string(merr.message[0] ? merr.message : hpo_strerror(mrc)));
+        }
+        eng_model_free(search);
+        eng_model_free(final);
+    }
+    if (M == 0) {
+        rc = hpo_fail(err, HPO_EINVAL, "members", "no member could be used (see each member's reason)");
+        json_object_set_new(result, "members", json_incref(out_members));
+        goto done;
+    }
+    double w[MAX_MEMBERS];
+    double fit_loss = NAN;
+    if (method && strcmp(method, "weighted") == 0) {
+        if ((rc = eng_ensemble_fit_weights((const float *const *)vp, M, val.n, K, val_labels, val_targets, w, &fit_loss,
+                                           err)))
+            goto done;
+    } else if (method && strcmp(method, "greedy") == 0) {
+        int counts[MAX_MEMBERS];
+        if ((rc = eng_ensemble_greedy((const float *const *)vp, M, val.n, K, val_labels, val_targets, rounds, counts, w,
+                                      &fit_loss)))
+            goto done;
+        for (int k = 0; k < M; k++)
+            json_object_set_new(json_array_get(out_members, (size_t)used[k]), "count", json_integer(counts[k]));
+    } else {
+        for (int k = 0; k < M; k++) w[k] = 1.0 / M;
+    }
+    eng_metrics mm;
+    for (int k = 0; k < M; k++) {
+        json_t *row = json_array_get(out_members, (size_t)used[k]);
+        json_object_set_new(row, "weight", json_real(w[k]));
+        eng_ensemble_metrics(vp[k], val.n, K, val_labels, val_targets, &mm);
+        json_object_set_new(row, "val", metrics_json(&mm, classify));
+        if (have_test) {
+            eng_ensemble_metrics(tp[k], test.n, K, test_labels, test_targets, &mm);
+            json_object_set_new(row, "test", metrics_json(&mm, classify));
+        }
+    }
+    float *comb = hpo_xmalloc((have_test && test.n > val.n ? test.n : val.n) * (size_t)K * sizeof(float));
+    eng_ensemble_combine((const float *const *)vp, M, val.n, K, w, comb);
+    eng_ensemble_metrics(comb, val.n, K, val_labels, val_targets, &mm);
+    json_object_set_new(result, "val", metrics_json(&mm, classify));
+    if (have_test) {
+        eng_ensemble_combine((const float *const *)tp, M, test.n, K, w, comb);
+        eng_ensemble_metrics(comb, test.n, K, test_labels, test_targets, &mm);
+        json_object_set_new(result, "test", metrics_json(&mm, classify));
+    } else {
+        json_object_set_new(result, "test", json_null());
+        json_object_set_new(result, "test_error", json_string(terr.message));
+    }
+    free(comb);
+    json_object_set_new(result, "method", json_string(method ? method : "mean"));
+    json_object_set_new(result, "fit_loss", api_json_real(fit_loss));
+    json_object_set_new(result, "members", json_incref(out_members));
+done:
+    for (int k = 0; k < M; k++) {
+        free(vp[k]);
+        free(tp[k]);
+    }
+    free(val_labels);
+    free(val_targets);
+    free(test_labels);
+    free(test_targets);
+    eng_split_close(&train);
+    eng_split_close(&val);
+    eng_split_close(&test);
+    json_decref(out_members);
+    json_decref(spec);
+    return rc;
+}
+
+int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads, const volatile int *stop) {
+    sto_model mrow;
+    api_study *st = NULL;
+    hpo_error err = {{0}, {0}};
+    int rc = sto_model_get(ctx->db, model_id, &mrow);
+    if (rc) return rc;
+    rc = api_study_acquire(ctx, mrow.study_id, &st);
+    if (rc) {
+        sto_model_clear(&mrow);
+        return rc;
+    }
+    json_t *result = json_object();
+    char *rel = NULL;
+    double t0 = hpo_monotonic();
+    if (!st->def.embedded)
+        rc = hpo_fail(&err, HPO_EINVAL, "", "study %lld is external: hpod has no models of it", (long long)st->id);
+    else if (mrow.kind == STO_MODEL_REFIT)
+        rc = run_refit(ctx, st, &mrow, threads, stop, result, &rel, &err);
+    else if (mrow.kind == STO_MODEL_TRIAL)
+        rc = run_trial_model(ctx, st, &mrow, result, &rel, &err);
+    else
+        rc = run_ensemble(ctx, st, &mrow, result, &err);
+    const char *kind = sto_model_kind_name(mrow.kind);
+    if (rc == HPO_ECANCELLED && *stop == API_STOP_SHUTDOWN) {
+        HPO_INFO("model %lld: interrupted by shutdown; it runs again at the next start", (long long)model_id);
+    } else if (rc == 0) {
+        json_object_set_new(result, "seconds_total", json_real(hpo_monotonic() - t0));
+        char *text = json_dumps(result, JSON_COMPACT);
+        rc = sto_model_finish(ctx->db, model_id, STO_MODEL_COMPLETE, text, rel, NULL);
+        free(text);
+        api_event(ctx, mrow.study_id, mrow.trial_id, "model_complete",
+                  json_pack("{s:I, s:s, s:O}", "model_id", (json_int_t)model_id, "kind", kind, "result", result));
+    } else {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", err.message[0] ? err.message : hpo_strerror(rc));
+        char *text = json_object_size(result) ? json_dumps(result, JSON_COMPACT) : NULL;
+        sto_model_finish(ctx->db, model_id, STO_MODEL_FAILED, text, NULL, msg);
+        free(text);
+        api_event(ctx, mrow.study_id, mrow.trial_id, "model_failed",
+                  json_pack("{s:I, s:s, s:s}", "model_id", (json_int_t)model_id, "kind", kind, "error", msg));
+        rc = 0;
+    }
+    HPO_INFO("model %lld (%s, study %lld) on %s took %.1f s", (long long)model_id, kind, (long long)mrow.study_id, slot,
+             hpo_monotonic() - t0);
+    free(rel);
+    json_decref(result);
+    api_study_release(ctx, st);
+    sto_model_clear(&mrow);
+    return rc;
+}

@@ -1,0 +1,197 @@
+/* models.c - models made from a study's trials (schema v4): refits, models
+ * from a trial's checkpoint, ensembles (see storage.h). Storage records the
+ * job's state, its spec and result JSON and where the weights file is; the
+ * files are the api's business. */
+#include "db_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[] = {"refit", "trial", "ensemble"};
+static const char *const state_names[] = {"queued", "running", "complete", "failed"};
+
+const char *sto_model_kind_name(sto_model_kind k) {
+    return (unsigned)k < HPO_ARRAY_LEN(kind_names) ? kind_names[k] : "unknown";
+}
+
+const char *sto_model_state_name(sto_model_state s) {
+    return (unsigned)s < HPO_ARRAY_LEN(state_names) ? state_names[s] : "unknown";
+}
+
+static void read_model(sqlite3_stmt *s, sto_model *m) {
+    memset(m, 0, sizeof *m);
+    m->id = sqlite3_column_int64(s, 0);
+    m->study_id = sqlite3_column_int64(s, 1);
+    m->trial_id = sqlite3_column_int64(s, 2); /* NULL reads as 0 */
+    m->kind = (sto_model_kind)sqlite3_column_int(s, 3);
+    m->state = (sto_model_state)sqlite3_column_int(s, 4);
+    m->spec = sto_col_text(s, 5);
+    m->result = sto_col_text(s, 6);
+    m->path = sto_col_text(s, 7);
+    m->error = sto_col_text(s, 8);
+    m->created = sqlite3_column_double(s, 9);
+    m->started = sqlite3_column_double(s, 10);
+    m->finished = sqlite3_column_double(s, 11);
+}
+
+void sto_model_clear(sto_model *m) {
+    if (!m) return;
+    free(m->spec);
+    free(m->result);
+    free(m->path);
+    free(m->error);
+    memset(m, 0, sizeof *m);
+}
+
+void sto_model_list_free(sto_model *list, size_t n) {
+    if (!list) return;
+    for (size_t i = 0; i < n; i++) sto_model_clear(&list[i]);
+    free(list);
+}
+
+int sto_model_create(sto_db *db, int64_t study_id, int64_t trial_id, sto_model_kind kind, const char *spec,
+                     int64_t *id_out) {
+    if (!db || (unsigned)kind > STO_MODEL_ENSEMBLE) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_MODEL_INSERT];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sqlite3_bind_int64(s, 1, study_id);
+    if (trial_id > 0)
+        sqlite3_bind_int64(s, 2, trial_id);
+    else
+        sqlite3_bind_null(s, 2);
+    sqlite3_bind_int(s, 3, (int)kind);
+    sto_bind_text(s, 4, spec ? spec : "{}");
+    sqlite3_bind_double(s, 5, hpo_now());
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "model create");
+        goto fail;
+    }
+    sto_db_done(s);
+    int64_t id = sqlite3_last_insert_rowid(db->conn);
+    if ((rc = sto_db_commit(db))) goto fail;
+    sto_db_unlock(db);
+    if (id_out) *id_out = id;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+/* One row of a bound statement; HPO_ENOTFOUND when none. Caller holds the lock. */
+static int get_one(sto_db *db, sqlite3_stmt *s, sto_model *out, const char *what) {
+    int src = sqlite3_step(s);
+    int rc = 0;
+    if (src == SQLITE_ROW)
+        read_model(s, out);
+    else
+        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
+    sto_db_done(s);
+    return rc;
+}
+
+int sto_model_get(sto_db *db, int64_t id, sto_model *out) {
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_MODEL_GET];
+    sqlite3_bind_int64(s, 1, id);
+    int rc = get_one(db, s, out, "model get");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_model_next_queued(sto_db *db, sto_model *out) {
+    sto_db_lock(db);
+    int rc = get_one(db, db->q[STO_Q_MODEL_NEXT_QUEUED], out, "model next");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size_t *n_out) {
+    sto_model *list = NULL;
+    size_t n = 0, cap = 0;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_MODEL_LIST];
+    sqlite3_bind_int64(s, 1, study_id);
+    sqlite3_bind_int(s, 2, kind);
+    int src, rc = 0;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            list = hpo_xrealloc(list, cap * sizeof *list);
+        }
+        read_model(s, &list[n++]);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, "model list");
+    sto_db_done(s);
+    sto_db_unlock(db);
+    if (rc) {
+        sto_model_list_free(list, n);
+        return rc;
+    }
+    *out = list;
+    *n_out = n;
+    return 0;
+}
+
+/* Runs an UPDATE of one model that is allowed only in some states: HPO_ECONFLICT
+ * if it changed nothing and the model exists, HPO_ENOTFOUND if it does not.
+ * The statement is bound; caller holds the lock. */
+static int update_one(sto_db *db, sqlite3_stmt *s, int64_t id, const char *what) {
+    int rc = sto_db_begin(db);
+    if (rc == 0 && sqlite3_step(s) != SQLITE_DONE) rc = sto_db_error(db, what);
+    int changed = rc == 0 ? sqlite3_changes(db->conn) : 0;
+    sto_db_done(s);
+    if (rc == 0 && changed == 0) {
+        sqlite3_stmt *g = db->q[STO_Q_MODEL_GET];
+        sqlite3_bind_int64(g, 1, id);
+        int src = sqlite3_step(g);
+        rc = src == SQLITE_ROW ? HPO_ECONFLICT : src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
+        sto_db_done(g);
+    }
+    if (rc == 0) rc = sto_db_commit(db);
+    if (rc) sto_db_rollback(db);
+    return rc;
+}
+
+int sto_model_start(sto_db *db, int64_t id) {
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_MODEL_START];
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_double(s, 2, hpo_now());
+    int rc = update_one(db, s, id, "model start");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_model_finish(sto_db *db, int64_t id, sto_model_state state, const char *result, const char *path,
+                     const char *error) {
+    if (state != STO_MODEL_COMPLETE && state != STO_MODEL_FAILED) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_MODEL_FINISH];
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int(s, 2, (int)state);
+    sto_bind_text(s, 3, result);
+    sto_bind_text(s, 4, path);
+    sto_bind_text(s, 5, error);
+    sqlite3_bind_double(s, 6, hpo_now());
+    int rc = update_one(db, s, id, "model finish");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_models_requeue_running(sto_db *db, int64_t *n_out) {
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_MODELS_REQUEUE];
+    int rc = sto_db_begin(db);
+    if (rc == 0 && sqlite3_step(s) != SQLITE_DONE) rc = sto_db_error(db, "models requeue");
+    int64_t n = rc == 0 ? sqlite3_changes(db->conn) : 0;
+    sto_db_done(s);
+    if (rc == 0) rc = sto_db_commit(db);
+    if (rc) sto_db_rollback(db);
+    sto_db_unlock(db);
+    if (rc == 0 && n_out) *n_out = n;
+    return rc;
+}
