@@ -147,11 +147,58 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     return 0;
 }
 
-/* The study's "space" (may be NULL) over a premade template's default space. */
-static json_t *merge_space(const json_t *defaults, const json_t *space) {
+/* 1 if some value of `allowed` is among the parent's choice values. */
+static int can_activate(const json_t *parent, const json_t *allowed) {
+    const json_t *values = json_object_get(parent, "values");
+    if (!values) return 1; /* not a choice: leave it to the space's validation */
+    size_t i, k;
+    const json_t *a, *v;
+    json_array_foreach(allowed, i, a) json_array_foreach(values, k, v) if (json_equal(a, v)) return 1;
+    return 0;
+}
+
+/* The study's "space" (may be NULL) over a premade template's default space.
+ * A default parameter that the study's choices make impossible to activate
+ * (momentum when the optimizer is limited to adam) is dropped. */
+static json_t *merge_space(const json_t *defaults, const json_t *space, json_t *dropped) {
     json_t *merged = defaults ? json_deep_copy(defaults) : json_object();
     if (space) json_object_update(merged, (json_t *)space);
+    const char *name;
+    json_t *param;
+    void *tmp;
+    json_object_foreach_safe(merged, tmp, name, param) {
+        if (space && json_object_get(space, name)) continue;
+        const char *parent;
+        json_t *allowed;
+        json_object_foreach(json_object_get(param, "condition"), parent, allowed) {
+            if (json_is_array(allowed) && !can_activate(json_object_get(merged, parent), allowed)) {
+                json_array_append_new(dropped, json_string(name));
+                json_object_del(merged, name);
+                break;
+            }
+        }
+    }
     return merged;
+}
+
+/* Removes, everywhere in j, members whose value is the reference "$name". */
+static void strip_ref(json_t *j, const char *name) {
+    if (json_is_array(j)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(j, i, v) strip_ref(v, name);
+        return;
+    }
+    const char *key;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(j, tmp, key, v) {
+        const char *s = json_string_value(v);
+        if (s && s[0] == '$' && strcmp(s + 1, name) == 0)
+            json_object_del(j, key);
+        else
+            strip_ref(v, name);
+    }
 }
 
 int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t **space_out,
@@ -187,7 +234,12 @@ int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t
     } else {
         e->model = json_incref((json_t *)model);
     }
-    *space_out = merge_space(tmpl_space, space);
+    json_t *dropped = json_array();
+    *space_out = merge_space(tmpl_space, space, dropped);
+    size_t i;
+    json_t *name;
+    json_array_foreach(dropped, i, name) strip_ref(e->model, json_string_value(name)); /* premade: our own copy */
+    json_decref(dropped);
     json_decref(tmpl_space);
     return 0;
 fail:
