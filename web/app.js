@@ -165,15 +165,18 @@ function studyPage(main, { id }) {
         h("dt", {}, "created"), h("dd", {}, `${when(s.created)} · active for ${dur(s.updated - s.created)}`)));
   }
 
-  /* The chosen trials: the ones ticked, or by default the 6 best complete
-   * and the 6 newest finished others (pruned ones show where they stopped). */
+  /* The chosen trials: the ones ticked, or by default the 4 best complete,
+   * the running ones (live curves) and the newest finished others (pruned
+   * ones show where they stopped), MAX_CURVES in all. */
   function defaultCurves(trials) {
     const maximize = st.study.direction === "maximize";
-    const withSteps = trials.filter((t) => t && t.last_step !== null && t.state !== "running");
-    const best = withSteps.filter((t) => t.state === "complete").sort((a, b) => (maximize ? b.value - a.value : a.value - b.value)).slice(0, MAX_CURVES / 2);
-    const others = withSteps.filter((t) => t.state !== "complete").slice(-MAX_CURVES / 2);
-    const chosen = best.concat(others);
-    if (chosen.length < MAX_CURVES) chosen.push(...trials.filter((t) => t && t.last_step !== null && !chosen.includes(t)).slice(-(MAX_CURVES - chosen.length)));
+    const withSteps = trials.filter((t) => t && t.last_step !== null);
+    const best = withSteps.filter((t) => t.state === "complete").sort((a, b) => (maximize ? b.value - a.value : a.value - b.value)).slice(0, 4);
+    const running = withSteps.filter((t) => t.state === "running").slice(-4);
+    const chosen = best.concat(running);
+    const rest = withSteps.filter((t) => !chosen.includes(t) && t.state !== "complete");
+    chosen.push(...rest.slice(-(MAX_CURVES - chosen.length)));
+    if (chosen.length < MAX_CURVES) chosen.push(...withSteps.filter((t) => !chosen.includes(t)).slice(-(MAX_CURVES - chosen.length)));
     return chosen.slice(0, MAX_CURVES).map((t) => t.trial_id);
   }
   /* ticked trials join the curves; past MAX_CURVES the oldest choice leaves */

@@ -82,7 +82,7 @@ const Charts = {
       legend: { top: 4 },
       tooltip: { trigger: "item", formatter: (p) => `trial ${p.data[0]}<br>${p.seriesName}: ${fmt(p.data[1])}` },
       xAxis: { type: "value", name: "trial", nameLocation: "middle", nameGap: 24, min: 0 },
-      yAxis: { type: "value", name: "objective", scale: true },
+      yAxis: { type: "value", name: "objective", scale: true, nameLocation: "middle", nameGap: 44 },
       dataZoom: [{ type: "inside" }],
       series,
     };
@@ -115,7 +115,7 @@ const Charts = {
       legend: { top: 4, type: "scroll" },
       tooltip: { trigger: "axis" },
       xAxis: { type: "value", name: "step", nameLocation: "middle", nameGap: 24, minInterval: 1 },
-      yAxis: { type: "value", name: "value", scale: true },
+      yAxis: { type: "value", name: "intermediate value", scale: true, nameLocation: "middle", nameGap: 44 },
       series,
     };
   },
