@@ -197,6 +197,10 @@ int api_member_model(api_ctx *ctx, const struct api_study *st, const json_t *mem
 /* ---- checkpoints (runner.c, sched.c) ---- */
 /* <data_dir>/checkpoints/trial-<id>: the checkpoints of a trial's executions. */
 void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
+/* How many of a study's best complete trials keep their checkpoints. */
+#define API_KEEP_CHECKPOINTS 8
+/* Removes a folder and the files in it (one level, as checkpoints are). */
+void api_remove_dir(const char *dir);
 /* Keeps the checkpoints of the best keep_best complete trials of a study
  * (refits and ensembles start from them) and removes those of every other
  * finished trial, so disk use stays bounded. */

@@ -342,6 +342,18 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     HPO_INFO("trial %lld (study %lld #%lld) on %s ended after %.1f s: %s", (long long)job->trial_id,
              (long long)job->study_id, (long long)job->number, slot, secs,
              rc == 0 ? "complete" : r.pruned ? "pruned" : r.stopped ? "stopped" : hpo_strerror(rc));
+    /* disk stays bounded: only the best trials keep their checkpoints; a
+     * trial whose study was deleted meanwhile keeps nothing */
+    sto_trial gone;
+    if (sto_trial_get(ctx->db, job->trial_id, &gone) == HPO_ENOTFOUND) {
+        char dir[900];
+        api_checkpoint_dir(ctx, job->trial_id, dir, sizeof dir);
+        api_remove_dir(dir);
+    } else {
+        sto_trial_clear(&gone);
+        if (!(rc == HPO_ECANCELLED && (r.stopped == API_STOP_PAUSE || r.stopped == API_STOP_SHUTDOWN)))
+            api_prune_checkpoints(ctx, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
+    }
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);
     eng_split_close(&train);
     eng_split_close(&val);

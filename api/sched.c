@@ -10,8 +10,6 @@
 
 #include "internal.h"
 
-#define KEEP_BEST_CHECKPOINTS 8
-
 void api_set_wakeup(api_ctx *ctx, void (*fn)(void *arg), void *arg) {
     ctx->wakeup = fn;
     ctx->wakeup_arg = arg;
@@ -21,15 +19,17 @@ void api_wake_scheduler(api_ctx *ctx) {
     if (ctx->wakeup) ctx->wakeup(ctx->wakeup_arg);
 }
 
-/* Running embedded studies, oldest first (a new reference each). */
-static size_t embedded_studies(api_ctx *ctx, int state, api_study ***out) {
+#define STATE(s) (1u << (s))
+
+/* Embedded studies in the states of mask, oldest first (a new reference each). */
+static size_t embedded_studies(api_ctx *ctx, unsigned mask, api_study ***out) {
     sto_study *list = NULL;
     size_t n = 0, k = 0;
     *out = NULL;
     if (sto_study_list(ctx->db, &list, &n)) return 0;
     api_study **sts = hpo_xcalloc(n + 1, sizeof *sts);
     for (size_t i = n; i-- > 0;) { /* the list is newest first */
-        if (state >= 0 && (int)list[i].state != state) continue;
+        if (!(mask & STATE(list[i].state))) continue;
         if (!strstr(list[i].spec, "\"model\"")) continue; /* cheap filter; the def decides */
         api_study *st;
         if (api_study_acquire(ctx, list[i].id, &st)) continue;
@@ -50,7 +50,7 @@ static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
 
 int api_sched_recover(api_ctx *ctx) {
     api_study **sts;
-    size_t n = embedded_studies(ctx, -1, &sts);
+    size_t n = embedded_studies(ctx, ~0u, &sts);
     int64_t total = 0, models = 0;
     if (sto_models_requeue_running(ctx->db, &models) == 0 && models > 0) {
         HPO_INFO("%lld interrupted model job(s) queued again", (long long)models);
@@ -145,7 +145,7 @@ int api_sched_next(api_ctx *ctx, const char *slot, api_job *job) {
         return 0;
     }
     api_study **sts;
-    size_t n = embedded_studies(ctx, STO_STUDY_RUNNING, &sts);
+    size_t n = embedded_studies(ctx, STATE(STO_STUDY_RUNNING), &sts);
     int rc = HPO_ENOTFOUND;
     for (size_t i = 0; i < n && rc == HPO_ENOTFOUND; i++) {
         api_study *st = sts[i];
@@ -209,7 +209,7 @@ static void cancel_queued(api_ctx *ctx, api_study *st) {
 
 void api_sched_settle(api_ctx *ctx) {
     api_study **sts;
-    size_t n = embedded_studies(ctx, -1, &sts);
+    size_t n = embedded_studies(ctx, STATE(STO_STUDY_RUNNING) | STATE(STO_STUDY_CANCELLED), &sts);
     for (size_t i = 0; i < n; i++) {
         api_study *st = sts[i];
         sto_study s;
@@ -230,13 +230,12 @@ void api_sched_settle(api_ctx *ctx) {
                                 (json_int_t)counts[STO_TRIAL_FAILED], "cancelled",
                                 (json_int_t)counts[STO_TRIAL_CANCELLED]));
         }
-        if (s.state != STO_STUDY_PAUSED) api_prune_checkpoints(ctx, st->id, st->def.maximize, KEEP_BEST_CHECKPOINTS);
         sto_study_clear(&s);
     }
     release_all(ctx, sts, n);
 }
 
-static void remove_dir(const char *dir) {
+void api_remove_dir(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
@@ -264,7 +263,7 @@ void api_prune_checkpoints(api_ctx *ctx, int64_t study_id, int maximize, int kee
         }
         char dir[1024];
         api_checkpoint_dir(ctx, t[i].id, dir, sizeof dir);
-        remove_dir(dir);
+        api_remove_dir(dir);
     }
     sto_trial_list_free(t, n);
 }

@@ -1,8 +1,10 @@
 /* studies.c - /api/v1/studies handlers: create, list, get, delete, the
  * trials of a study and its best trials. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -74,6 +76,12 @@ void api_h_study_get(api_ctx *ctx, const api_request *req, int64_t id, api_respo
 void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     /* Hold the study's lock while deleting, so no ask/tell of it is half-way. */
     api_study *st = NULL;
+    sto_trial *trials = NULL;
+    sto_model *models = NULL;
+    size_t n_trials = 0, n_models = 0;
+    sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
+    sto_trial_list(ctx->db, id, &all, &trials, &n_trials);
+    sto_model_list(ctx->db, id, -1, &models, &n_models);
     int rc = api_study_acquire(ctx, id, &st);
     if (rc == 0) pthread_mutex_lock(&st->lock);
     if (rc == 0 || rc != HPO_ENOTFOUND) rc = sto_study_delete(ctx->db, id);
@@ -83,11 +91,29 @@ void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_re
     }
     api_study_forget(ctx, id);
     if (rc) {
+        sto_trial_list_free(trials, n_trials);
+        sto_model_list_free(models, n_models);
         hpo_error err;
         hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
         api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
         return;
     }
+    /* the files of its trials and models go with it */
+    char path[1200];
+    for (size_t i = 0; i < n_trials; i++) {
+        api_checkpoint_dir(ctx, trials[i].id, path, sizeof path);
+        api_remove_dir(path);
+    }
+    for (size_t i = 0; i < n_models; i++) {
+        snprintf(path, sizeof path, "%s/checkpoints/model-%lld", ctx->opt.data_dir, (long long)models[i].id);
+        api_remove_dir(path);
+        if (models[i].path) {
+            snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, models[i].path);
+            unlink(path);
+        }
+    }
+    sto_trial_list_free(trials, n_trials);
+    sto_model_list_free(models, n_models);
     api_reply_text(resp, 204, "application/json", "", 0);
 }
 

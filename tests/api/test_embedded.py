@@ -7,6 +7,7 @@
   diverging learning rate fail those trials with the reason; the study ends.
 - Pause, resume, cancel and per-trial timeouts.
 """
+import os
 import threading
 import time
 
@@ -68,6 +69,11 @@ def check_small(hp, c):
         ok &= epochs == list(range(1, len(epochs) + 1)) and len(epochs) >= 1
         ok &= sum(t in ("trial_complete", "trial_pruned") for t in types) == 1
     c.check(ok, "every trial: started, epochs in order, exactly one end event matching its state")
+    ckdir = os.path.join(hp.data_dir, "checkpoints")
+    kept = sorted(int(d.split("-")[1]) for d in os.listdir(ckdir) if d.startswith("trial-"))
+    complete = sorted(t["id"] for t in trials if t["state"] == "complete")
+    c.check(len(kept) <= 8 and set(kept) <= set(complete),
+            "only the best complete trials keep checkpoints (%d kept of %d trials)" % (len(kept), len(trials)))
     mid = events[len(events) // 2][0]
     again = read_events(hp.url, sid, last_event_id=mid)
     c.check(again == [e for e in events if e[0] > mid], "Last-Event-ID resumes the stream exactly")
@@ -176,6 +182,12 @@ def main():
         check_control(hp, c)
         status, out = hp.request("POST", "/api/v1/studies/1/ask")
         c.check(status == 409, "ask on an embedded study is 409")
+        ckdir = os.path.join(hp.data_dir, "checkpoints")
+        before = len(os.listdir(ckdir))
+        study1 = [t["id"] for t in hp.ok("GET", "/api/v1/studies/1/trials?limit=100")["trials"]]
+        hp.ok("DELETE", "/api/v1/studies/1")
+        left = [d for d in os.listdir(ckdir) if d.startswith("trial-") and int(d.split("-")[1]) in study1]
+        c.check(not left and len(os.listdir(ckdir)) < before, "deleting a study removes its checkpoints")
         c.check(hp.stop() == 0, "graceful shutdown")
     finally:
         hp.cleanup()
