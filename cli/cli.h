@@ -10,7 +10,8 @@
  *   0 ok, 1 usage, 2 the server refused the request (HTTP 4xx; its JSON
  *   error goes to stderr), 3 `report` was told to prune, 4 hpod cannot be
  *   reached, 5 the server failed (5xx) or answered something unreadable,
- *   130 interrupted (Ctrl-C in `watch`).
+ *   6 a refit or ensemble job waited for (--wait) failed, 130 interrupted
+ *   (Ctrl-C in `watch`).
  * - Output: results on stdout (ids, JSON, tables), diagnostics on stderr, so
  *   `sid=$(hpo study create s.json)` works.
  * - Configuration: HPO_URL (default http://127.0.0.1:8080) and HPO_TOKEN (sent
@@ -28,6 +29,7 @@ enum {
     CLI_PRUNE = 3,    /* report: the pruner says stop */
     CLI_ECONNECT = 4, /* cannot reach hpod */
     CLI_ESERVER = 5,  /* HTTP 5xx or an unreadable answer */
+    CLI_EJOB = 6,     /* refit/ensemble --wait: the job failed */
     CLI_EINTR = 130,  /* interrupted */
 };
 
@@ -58,6 +60,10 @@ int cli_ask(cli_ctx *c, int argc, char **argv);
 int cli_report(cli_ctx *c, int argc, char **argv);
 int cli_tell(cli_ctx *c, int argc, char **argv);
 int cli_trials(cli_ctx *c, int argc, char **argv);
+int cli_refit(cli_ctx *c, int argc, char **argv); /* models.c */
+int cli_ensemble(cli_ctx *c, int argc, char **argv);
+int cli_models(cli_ctx *c, int argc, char **argv);
+int cli_predict(cli_ctx *c, int argc, char **argv);
 
 /* ---- helpers (commands.c) ---- */
 /* Prints a usage error ("hpo: ..." and a hint) and returns CLI_EUSAGE. */

@@ -34,7 +34,17 @@ static const char help[] =
     "  tell TRIAL VALUE [VALUE...]      finish a trial with its value (several: one per execution)\n"
     "  tell TRIAL --state failed|pruned [--error TEXT]\n"
     "\n"
-    "Refits, ensembles and predictions need hpod endpoints that do not exist yet.\n"
+    "Models of an embedded study (hpod trains them):\n"
+    "  refit ID [--top N | --trials T,T] [--epochs-factor F] [--wait] [--json]\n"
+    "                                   retrain the best trials on train+validation for\n"
+    "                                   ceil(F x best epoch) epochs (F 1.2), test them; prints\n"
+    "                                   the queued models, or with --wait their metrics\n"
+    "  ensemble ID [--members M,M | --top N] [--method mean|weighted|greedy] [--rounds R]\n"
+    "           [--wait] [--json]       ensemble models; prints its id, or with --wait each\n"
+    "                                   member's weight and the val/test metrics\n"
+    "  models ID [--json]               the study's refits, trial models and ensembles\n"
+    "  predict MODEL [FILE.json|-]      predictions for {\"inputs\": [[...], ...]} (or the bare\n"
+    "                                   rows), from a file or stdin\n"
     "\n"
     "Options and environment:\n"
     "  --url URL      hpod's address; default $HPO_URL, else http://127.0.0.1:8080\n"
@@ -48,6 +58,7 @@ static const char help[] =
     "  3    report: the pruner says stop this trial\n"
     "  4    cannot reach hpod (connection refused, timeout, bad URL)\n"
     "  5    hpod failed (HTTP 5xx) or answered something unreadable\n"
+    "  6    refit/ensemble --wait: the job failed (its error is printed)\n"
     "  130  interrupted (Ctrl-C in watch)\n";
 
 typedef struct command {
@@ -61,7 +72,9 @@ static const command commands[] = {
     {"study", "watch", cli_study_watch},   {"studies", NULL, cli_study_list},
     {"best", NULL, cli_best},              {"ask", NULL, cli_ask},
     {"report", NULL, cli_report},          {"tell", NULL, cli_tell},
-    {"trials", NULL, cli_trials},
+    {"trials", NULL, cli_trials},          {"refit", NULL, cli_refit},
+    {"ensemble", NULL, cli_ensemble},      {"models", NULL, cli_models},
+    {"predict", NULL, cli_predict},
 };
 
 int main(int argc, char **argv) {
@@ -106,8 +119,6 @@ int main(int argc, char **argv) {
         cli_close(&c);
         return rc;
     }
-    if (strcmp(argv[i], "refit") == 0 || strcmp(argv[i], "ensemble") == 0 || strcmp(argv[i], "predict") == 0)
-        return cli_usage("`%s` needs hpod endpoints that do not exist yet", argv[i]);
     if (strcmp(argv[i], "study") == 0)
         return cli_usage("study needs one of: create, list, get, delete, watch");
     return cli_usage("unknown command %s", argv[i]);

@@ -1,8 +1,10 @@
 """The `hpo` command-line client against a real hpod: every subcommand, its
 output and exit code (0 ok, 1 usage, 2 HTTP 4xx with the JSON error on
-stderr, 3 prune, 4 unreachable, 130 Ctrl-C), HPO_URL/HPO_TOKEN and --url/
---token, and `study watch` both on a pipe (plain lines) and on a terminal
-(a line redrawn in place)."""
+stderr, 3 prune, 4 unreachable, 6 failed job, 130 Ctrl-C), HPO_URL/HPO_TOKEN
+and --url/--token, `study watch` both on a pipe (plain lines) and on a
+terminal (a line redrawn in place), and refit/ensemble/models/predict on a
+tiny embedded study (Fashion-MNIST, 3,000 rows, 2 epochs)."""
+import gzip
 import json
 import os
 import pty
@@ -18,6 +20,20 @@ from hpod import Checks, Hpod, parse_args
 import webdata
 
 TOKEN = "cli-s3cret"
+TINY = {"name": "cli-embedded", "objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
+        "space": {"optimizer": {"type": "choice", "values": ["adam"]},
+                  "lr": {"type": "float", "low": 5e-4, "high": 5e-3, "log": True}},
+        "dataset": {"name": "fashion-mnist", "limit": 3000, "validation_split": 1000},
+        "training": {"max_epochs": 2, "batch_size": 64},
+        "tuner": {"algorithm": "random", "seed": 2, "max_trials": 3}}
+
+
+def test_rows(n):
+    d = os.environ.get("HPO_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+    with gzip.open(os.path.join(d, "t10k-images-idx3-ubyte.gz")) as f:
+        f.read(16)
+        pix = f.read(784 * n)
+    return [list(pix[i * 784:(i + 1) * 784]) for i in range(n)]
 
 
 def main():
@@ -47,8 +63,11 @@ def main():
                      ("best", "1", "--top", "0"), ("trials", "1", "--limit", "x"), ("--bogus", "study", "list")]:
             rc, _, err = hpo(*argv)
             c.check(rc == 1 and "hpo" in err, "usage error -> 1: hpo %s" % " ".join(argv))
-        rc, _, err = hpo("refit", "1")
-        c.check(rc == 1 and "do not exist yet" in err, "refit: not available yet, said plainly")
+        for argv in [("refit",), ("refit", "1", "--top"), ("refit", "1", "--trials", "3,x"),
+                     ("refit", "1", "--epochs-factor", "0"), ("ensemble", "1", "--members", ""),
+                     ("ensemble", "1", "--rounds", "0"), ("models",), ("predict",), ("predict", "x", "-")]:
+            rc, _, err = hpo(*argv)
+            c.check(rc == 1 and "hpo" in err, "usage error -> 1: hpo %s" % " ".join(argv))
 
         # ---- study create / list / get
         path = os.path.join(tmp, "study.json")
@@ -194,6 +213,47 @@ def main():
         c.check(buf.count(b"\r\033[K") >= 3 and b"3/100" in buf, "watch on a terminal redraws one line in place")
         c.check(w.returncode == 130, "watch: Ctrl-C -> 130 (%d)" % w.returncode)
         cl.close()
+
+        # ---- models of an embedded study: refit, ensemble, models, predict
+        rc, out, _ = hpo("study", "create", "-", stdin=json.dumps(TINY))
+        emb = int(out)
+        rc, out, _ = hpo("study", "watch", str(emb), "--interval", "0.2", timeout=300)
+        c.check(rc == 0 and "3/3" in out, "watch follows an embedded study to complete")
+        rc, out, _ = hpo("refit", str(emb), "--top", "2", "--wait", timeout=300)
+        lines = out.strip().splitlines()
+        c.check(rc == 0 and lines[0].startswith("MODEL") and len(lines) == 3
+                and all("refit" in l and "complete" in l and "accuracy" in l for l in lines[1:]),
+                "refit --top 2 --wait: two refits with test metrics")
+        refit_ids = [int(l.split()[0]) for l in lines[1:]]
+        rc, out, _ = hpo("refit", str(emb), "--json")
+        c.check(rc == 0 and json.loads(out)["refits"][0]["how"]["epochs_factor"] == 1.2, "refit --json (queued)")
+        rc, out, _ = hpo("ensemble", str(emb), "--members", ",".join(map(str, refit_ids)), "--method", "weighted",
+                         "--wait", timeout=300)
+        c.check(rc == 0 and "ensemble" in out and "weighted" in out and out.count("accuracy") >= 6,
+                "ensemble --wait: members' weights and the ensemble's val/test metrics")
+        rc, out, _ = hpo("ensemble", str(emb), "--top", "1", "--method", "mean")
+        c.check(rc == 0 and out.strip().isdigit(), "ensemble without --wait prints its id")
+        rc, _, err = hpo("ensemble", str(emb), "--members", "99999", "--wait")
+        c.check(rc == 2 and json.loads(err)["error"]["field"] == "members", "ensemble of unknown members -> 2")
+        rc, _, err = hpo("ensemble", str(emb), "--members", str(refit_ids[0]), "--method", "median")
+        c.check(rc == 2 and json.loads(err)["error"]["field"] == "method", "an unknown method -> 2")
+        rc, out, _ = hpo("models", str(emb))
+        kinds = [l.split()[1] for l in out.strip().splitlines()[1:]]
+        c.check(rc == 0 and kinds.count("refit") == 3 and kinds.count("ensemble") == 2, "models lists refits and ensembles")
+        rc, out, _ = hpo("models", str(emb), "--json")
+        models = json.loads(out)
+        c.check(rc == 0 and len(models) == 5, "models --json")
+        rows = test_rows(3)
+        rc, out, _ = hpo("predict", str(refit_ids[0]), "-", stdin=json.dumps(rows))
+        p = json.loads(out)
+        c.check(rc == 0 and len(p["classes"]) == 3 and len(p["predictions"][0]) == 10, "predict: bare rows on stdin")
+        path = os.path.join(tmp, "inputs.json")
+        with open(path, "w") as f:
+            json.dump({"inputs": rows[:1]}, f)
+        rc, out, _ = hpo("predict", str(refit_ids[0]), path)
+        c.check(rc == 0 and json.loads(out)["classes"] == p["classes"][:1], "predict: {\"inputs\"} from a file")
+        rc, _, err = hpo("predict", str(refit_ids[0]), "-", stdin=json.dumps([[1, 2, 3]]))
+        c.check(rc == 2 and json.loads(err)["error"]["code"], "predict with a wrong row size -> 2")
 
         # ---- delete
         rc, out, _ = hpo("study", "delete", str(other))
