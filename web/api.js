@@ -1,10 +1,12 @@
 /* api.js - the dashboard's only contact with hpod: JSON reads of the REST
  * API and the "feeds" that tell pages when something changed.
  *
- * Feeds poll today (every few seconds, paused while the tab is hidden). When
- * hpod grows its event stream (GET /api/v1/studies/{id}/events, SSE), only
- * StudyFeed.start changes: an EventSource whose messages call this.refresh()
- * replaces the timer. Pages only ever see feed.on(fn) with fresh data.
+ * Feeds poll (every few seconds, paused while the tab is hidden). A feed may
+ * also listen to a server-sent event stream (feed.listen(url), used for
+ * embedded studies: GET /api/v1/studies/{id}/events): every event triggers a
+ * refresh (coalesced), and while the stream is open polling slows down to a
+ * safety net. External studies' ask/tell emit no events, so they poll.
+ * Pages only ever see feed.on(fn) with fresh data.
  */
 "use strict";
 
@@ -33,6 +35,7 @@ const Api = {
   },
   trial(id) { return Api.get(`/api/v1/trials/${id}`); },
   importance(id) { return Api.get(`/api/v1/studies/${id}/importance`); },
+  models(id) { return Api.get(`/api/v1/studies/${id}/models`).then((b) => b.models); },
 };
 
 /* Calls fn(data) with the value of load() now and whenever its signature
@@ -58,7 +61,35 @@ class Feed {
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.soon);
+    if (this.source) this.source.close();
     document.removeEventListener("visibilitychange", this.onVisibility);
+  }
+  /* Refreshes on every event of an SSE stream (at most every 300 ms); the
+   * stream is closed after an event named in `final` (the server ends it
+   * there, and EventSource would otherwise reconnect forever). */
+  listen(url, final = [], slowIntervalMs = 15000) {
+    if (typeof EventSource === "undefined") return this;
+    const fast = this.interval;
+    const src = new EventSource(url);
+    this.source = src;
+    const poke = () => {
+      if (this.soon) return;
+      this.soon = setTimeout(() => { this.soon = null; this.refresh(); }, 300);
+    };
+    src.onopen = () => { this.interval = slowIntervalMs; };
+    src.onerror = () => { this.interval = fast; };
+    src.onmessage = poke;
+    const types = ["trial_started", "trial_resumed", "epoch", "trial_complete", "trial_pruned", "trial_failed",
+      "trial_cancelled", "trial_requeued", "study_paused", "study_resumed", "model_queued", "model_started",
+      "model_epoch", "model_complete", "model_failed", ...final];
+    for (const t of types) {
+      src.addEventListener(t, () => {
+        poke();
+        if (final.includes(t)) { src.close(); this.interval = fast; }
+      });
+    }
+    return this;
   }
   async refresh() {
     if (this.stopped || this.busy) return;

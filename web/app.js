@@ -107,6 +107,13 @@ function studyPage(main, { id }) {
   const panel = (name, title, note) => h("section", { class: "panel" },
     h("h2", {}, title, note ? h("span", { class: "note" }, note) : null), h("div", { class: `chart ${name}`, id: `chart-${name}` }));
   const tbody = h("tbody"), thead = h("thead"), pager = h("div", { class: "pager" });
+  /* refits, trial models and ensembles (embedded studies); hidden until there is one */
+  const modelsBody = h("tbody");
+  const modelsPanel = h("section", { class: "panel models", id: "models", hidden: true },
+    h("h2", {}, "Refits and ensembles", h("span", { class: "note" }, "trained by hpod; test split used only here")),
+    h("div", { class: "charts models-grid" },
+      h("div", { class: "chart", id: "chart-models" }),
+      h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["model", "kind", "state", "from", "how", "validation", "test"].map((c) => h("th", {}, c)))), modelsBody)));
   const stateSel = h("select", { id: "state-filter", onchange: () => { st.table.state = stateSel.value; st.table.offset = 0; loadTable(); } },
     ...["", "running", "complete", "pruned", "failed", "cancelled", "queued"].map((s) => h("option", { value: s }, s || "all states")));
   main.replaceChildren(
@@ -116,6 +123,7 @@ function studyPage(main, { id }) {
       panel("importance", "Hyperparameter importance", "permutation importance, random forest"),
       panel("curves", "Learning curves", "intermediate values; tick trials in the table"),
       panel("parallel", "Parallel coordinates", "hyperparameters against the objective")),
+    modelsPanel,
     h("section", { class: "panel trials" },
       h("h2", {}, "Trials", h("span", { class: "tools" }, stateSel)),
       h("table", { class: "grid trials", id: "trials" }, thead, tbody), pager));
@@ -214,11 +222,42 @@ function studyPage(main, { id }) {
     const el = $("#chart-importance");
     const r = await (prefetched || Api.importance(st.id));
     if (st.stopped) return;
-    if (r.importance.length && r.importance[0].importance === null) {
-      Charts.show("importance", el, { title: { text: "Needs at least 2 complete trials", left: "center", top: "middle", textStyle: { color: "#999", fontSize: 13 } }, series: [] });
-      return;
-    }
+    const note = (text) => Charts.show("importance", el, { title: { text, left: "center", top: "middle", textStyle: { color: "#999", fontSize: 13 } }, series: [] });
+    if (r.importance.length && r.importance[0].importance === null) return note("Needs at least 2 complete trials");
+    if (!r.importance.some((i) => i.importance > 0))
+      return note(`No parameter explains the objective yet (${r.n_trials} complete trials)`);
     Charts.show("importance", el, Charts.importance(r));
+  }
+
+  function metricsText(m) {
+    if (!m) return "–";
+    return Object.entries(m).filter(([, v]) => typeof v === "number").map(([k, v]) => `${k} ${fmt(v, 4)}`).join(", ");
+  }
+  function howText(m) {
+    const how = m.how || {};
+    if (m.kind === "refit") return `${how.epochs} epochs (${how.epochs_factor} × best epoch ${how.best_epoch}) on ${how.data || "train+validation"}`;
+    if (m.kind === "ensemble") {
+      const members = (m.result && m.result.members) || [];
+      const ws = members.filter((x) => typeof x.weight === "number").map((x) => `${x.model_id}: ${fmt(x.weight, 3)}`);
+      return `${how.method || "mean"} of ${members.length || (how.members || []).length} models${ws.length ? " (weights " + ws.join(", ") + ")" : ""}`;
+    }
+    return how.best_epoch ? `best-epoch checkpoint (epoch ${how.best_epoch})` : "trial checkpoint";
+  }
+  async function drawModels(s) {
+    if (s.kind !== "embedded") return;
+    const models = await Api.models(st.id).catch(() => []);
+    if (st.stopped || !models.length) return;
+    modelsPanel.hidden = false;
+    modelsBody.replaceChildren(...models.map((m) => h("tr", { "data-model": m.id },
+      h("td", {}, m.id), h("td", {}, m.kind), h("td", {}, stateBadge(m.state)),
+      h("td", {}, m.trial_id ? h("a", { href: `#/trials/${m.trial_id}` }, `trial ${m.trial_id}`) : "–"),
+      h("td", { class: "wrap" }, howText(m), m.error ? h("div", { class: "error" }, m.error) : null),
+      h("td", {}, metricsText(m.result && m.result.val)),
+      h("td", {}, metricsText(m.result && m.result.test)))));
+    const objective = (s.definition && s.definition.objective && s.definition.objective.metric) || "val_accuracy";
+    const metric = objective.replace(/^val_/, "");
+    Charts.show("models", $("#chart-models"), Charts.models(models, metric));
+    window.__hpo.models = models.length;
   }
 
   /* On every change: the summary and the table first (one page from the
@@ -254,7 +293,12 @@ function studyPage(main, { id }) {
     Charts.show("parallel", $("#chart-parallel"), Charts.parallel(space, trials, maximize));
     mark("parallel");
     if (st.autoCurves) st.curves = new Set(defaultCurves(trials));
-    await Promise.all([drawCurves().then(() => mark("curves")), imp && imp.then(() => mark("importance"))]);
+    await Promise.all([drawCurves().then(() => mark("curves")), imp && imp.then(() => mark("importance")), drawModels(s)]);
+    /* embedded studies stream their progress: refresh on each event */
+    if (s.kind === "embedded" && !st.listening && s.state !== "complete" && s.state !== "cancelled") {
+      st.listening = true;
+      feed.listen(`/api/v1/studies/${st.id}/events`, ["study_complete", "study_cancelled"]);
+    }
     if (!window.__hpo.ready) {
       window.__hpo.ready = true;
       window.__hpo.readyMs = performance.now() - t0;
@@ -279,13 +323,18 @@ function trialPage(main, { id }) {
           h("dt", {}, "finished"), h("dd", {}, t.finished ? `${when(t.finished)} (${dur(t.finished - t.started)})` : "running"),
           t.lease_expires ? [h("dt", {}, "lease until"), h("dd", {}, when(t.lease_expires))] : null,
           t.error ? [h("dt", {}, "error"), h("dd", { class: "error" }, t.error)] : null,
-          h("dt", {}, "steps reported"), h("dd", {}, (t.intermediate || []).length))),
+          h("dt", {}, "steps reported"), h("dd", {}, (t.intermediate || []).length),
+          t.best_epoch ? [h("dt", {}, "best epoch"), h("dd", {}, t.best_epoch)] : null,
+          t.slot ? [h("dt", {}, "trained on"), h("dd", {}, `${t.slot}${t.train_seconds ? `, ${dur(t.train_seconds)} of training` : ""}`)] : null)),
       h("div", { class: "charts one" },
         h("section", { class: "panel" }, h("h2", {}, "Parameters"),
           h("table", { class: "grid params", id: "params" }, h("tbody", {}, Object.entries(t.params || {}).map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", { class: "num" }, fmt(v, 6))))))),
-        h("section", { class: "panel" }, h("h2", {}, "Learning curve"), h("div", { class: "chart curves", id: "chart-trial" }))));
+        h("section", { class: "panel" }, h("h2", {}, "Learning curve"), h("div", { class: "chart curves", id: "chart-trial" }))),
+      (t.curves || []).length ? h("section", { class: "panel" }, h("h2", {}, "Training curves", h("span", { class: "note" }, "every metric per epoch (dashed: training split)")),
+        h("div", { class: "chart", id: "chart-training" })) : "");
     if ((t.intermediate || []).length) Charts.show("trial", $("#chart-trial"), Charts.curves([t]));
     else $("#chart-trial").replaceChildren(h("p", { class: "muted" }, "No intermediate values reported."));
+    if ((t.curves || []).length) Charts.show("training", $("#chart-training"), Charts.trainingCurves(t));
     window.__hpo.trial = t.trial_id;
   }).start();
   return () => { stopped = true; feed.stop(); };

@@ -114,7 +114,7 @@ const Charts = {
       grid: { left: 60, right: 20, top: 48, bottom: 40 },
       legend: { top: 4, type: "scroll" },
       tooltip: { trigger: "axis" },
-      xAxis: { type: "value", name: "step", nameLocation: "middle", nameGap: 24, minInterval: 1 },
+      xAxis: { type: "value", name: "step", nameLocation: "middle", nameGap: 24, minInterval: 1, min: "dataMin" },
       yAxis: { type: "value", name: "intermediate value", scale: true, nameLocation: "middle", nameGap: 44 },
       series,
     };
@@ -172,6 +172,60 @@ const Charts = {
         inRange: { color: maximize ? ["#c6d4f5", "#2f6fdf", "#0b2b7a"] : ["#0b2b7a", "#2f6fdf", "#c6d4f5"] },
       },
       series: [{ type: "parallel", data, lineStyle: { width: 1, opacity: 0.45 }, progressive: 500, smooth: false }],
+    };
+  },
+
+  /* Validation and test figures of one metric for every finished model
+   * (refits, trial models, ensembles) of a study. */
+  models(models, metric) {
+    const done = models.filter((m) => m.state === "complete" && m.result);
+    const name = (m) => `${m.kind} ${m.id}`;
+    const pick = (r, split) => (r && r[split] && typeof r[split][metric] === "number" ? r[split][metric] : null);
+    return {
+      animation: false,
+      grid: { left: 60, right: 20, top: 36, bottom: 50 },
+      legend: { top: 4 },
+      tooltip: { trigger: "axis" },
+      xAxis: { type: "category", data: done.map(name), axisLabel: { interval: 0, rotate: done.length > 6 ? 30 : 0 } },
+      yAxis: { type: "value", name: metric, scale: true, nameLocation: "middle", nameGap: 44 },
+      series: [
+        { name: "validation", type: "bar", data: done.map((m) => pick(m.result, "val")), itemStyle: { color: "#9db7ef" } },
+        { name: "test", type: "bar", data: done.map((m) => pick(m.result, "test")), itemStyle: { color: "#2f6fdf" },
+          label: { show: true, position: "top", formatter: (p) => fmt(p.value, 4) } },
+      ],
+    };
+  },
+
+  /* Per-epoch metrics of an embedded trial (each execution): losses on the
+   * left axis, the others (accuracy, ...) on the right; the best epoch marked. */
+  trainingCurves(trial) {
+    const curves = trial.curves || [];
+    const keys = ["loss", "val_loss", "accuracy", "val_accuracy", "mse", "val_mse"];
+    const present = keys.filter((k) => curves.some((c) => c.metrics && typeof c.metrics[k] === "number"));
+    const executions = [...new Set(curves.map((c) => c.execution))];
+    const series = [];
+    for (const e of executions) {
+      for (const k of present) {
+        const isLoss = k.endsWith("loss") || k.endsWith("mse");
+        series.push({
+          name: executions.length > 1 ? `${k} (execution ${e})` : k, type: "line", yAxisIndex: isLoss ? 0 : 1,
+          data: curves.filter((c) => c.execution === e && c.metrics && typeof c.metrics[k] === "number").map((c) => [c.epoch, c.metrics[k]]),
+          lineStyle: { type: k.startsWith("val_") ? "solid" : "dashed" }, showSymbol: true, symbolSize: 4,
+        });
+      }
+    }
+    if (series.length && trial.best_epoch) {
+      series[0].markLine = { silent: true, symbol: "none", lineStyle: { color: "#2aa876" },
+        label: { formatter: "best epoch" }, data: [{ xAxis: trial.best_epoch }] };
+    }
+    return {
+      animation: false,
+      grid: { left: 60, right: 60, top: 48, bottom: 40 },
+      legend: { top: 4, type: "scroll" },
+      tooltip: { trigger: "axis" },
+      xAxis: { type: "value", name: "epoch", nameLocation: "middle", nameGap: 24, minInterval: 1, min: "dataMin" },
+      yAxis: [{ type: "value", name: "loss", scale: true }, { type: "value", name: "metric", scale: true }],
+      series,
     };
   },
 

@@ -1,10 +1,11 @@
 """The dashboard in a real browser: Debian's headless Chromium driven by
 playwright-core (web/node_modules) through tests/web/dashboard.mjs, against
 a real hpod with a finished study (60 trials, learning curves, pruned and
-failed ones), a running one (trials still open) and a 10,000-trial one.
-Checks that every chart has data, the trials table sorts, filters and
-pages, a trial opens, the page follows a trial finishing, and the large
-study is interactive within 2 s. Screenshots go to <build>/screenshots/.
+failed ones), a running one (trials still open), a 10,000-trial one and an
+embedded one (trained by hpod, with refits and an ensemble). Checks that
+every chart has data, the trials table sorts, filters and pages, a trial
+opens, the page follows a trial finishing, the refits and ensemble show
+with their test metrics, and the large study is interactive within 2 s. Screenshots go to <build>/screenshots/.
 Skips (77) when /usr/bin/chromium, node or web/node_modules is missing
 (`make deps` installs them)."""
 import json
@@ -61,6 +62,9 @@ def main():
         t0 = time.time()
         big = webdata.big_study(hp.port, n=10000)
         print("made the 10,000-trial study in %.1f s" % (time.time() - t0))
+        t0 = time.time()
+        embedded, refits, ensemble = webdata.embedded_study(hp.port)
+        print("hpod trained the embedded study, 2 refits and an ensemble in %.1f s" % (time.time() - t0))
         running, open_trials = webdata.running_study(hp.port)
         finished, states = webdata.finished_study(hp.port, n=60)
         print("finished study:", states)
@@ -71,7 +75,7 @@ def main():
             print("note: hpod is a sanitizer build: the 10,000-trial page may take %.0f s, not 2" % limit)
         cfg = {
             "url": hp.url, "web_dir": WEB, "chromium": CHROMIUM, "out_dir": out_dir, "interactive_limit_s": limit,
-            "finished": finished, "running": running, "big": big,
+            "finished": finished, "running": running, "big": big, "embedded": embedded,
             "counts": {"complete": states["complete"], "pruned": states["pruned"],
                        "finished_done": 60, "finished_max": 60,
                        "running_done": 12, "running_max": 40, "running_open": len(open_trials)},
@@ -107,7 +111,7 @@ def main():
                      figures["big_next_page_s"]))
         shots = sorted(f for f in os.listdir(out_dir) if f.endswith(".png"))
         print("screenshots in %s: %s" % (out_dir, ", ".join(shots)))
-        c.check(len(shots) >= 5, "five screenshots saved")
+        c.check(len(shots) >= 7, "seven screenshots saved")
     finally:
         hp.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)

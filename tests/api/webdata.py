@@ -7,6 +7,7 @@ import json
 import math
 import random
 import threading
+import time
 
 SPACE = {
     "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
@@ -141,3 +142,35 @@ def big_study(port, n=10000, threads=4):
     if errors:
         raise errors[0]
     return sid
+
+
+TINY_EMBEDDED = {
+    "name": "fmnist tiny (embedded)", "objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
+    "space": {"optimizer": {"type": "choice", "values": ["adam"]},
+              "lr": {"type": "float", "low": 5e-4, "high": 5e-3, "log": True},
+              "units": {"type": "int", "low": 32, "high": 256}},
+    "dataset": {"name": "fashion-mnist", "limit": 3000, "validation_split": 1000},
+    "training": {"max_epochs": 3, "batch_size": 64},
+    "tuner": {"algorithm": "random", "seed": 2, "max_trials": 6}}
+
+
+def embedded_study(port, timeout=300):
+    """hpod trains TINY_EMBEDDED, refits its 2 best trials and builds a
+    weighted ensemble of them; returns (study id, refit ids, ensemble id)."""
+    cl = Client(port)
+
+    def wait(fn):
+        deadline = time.time() + timeout
+        while not fn():
+            if time.time() > deadline:
+                raise AssertionError("timed out")
+            time.sleep(0.2)
+
+    sid = cl.call("POST", "/api/v1/studies", TINY_EMBEDDED)["id"]
+    wait(lambda: cl.call("GET", "/api/v1/studies/%d" % sid)["state"] == "complete")
+    refits = [m["id"] for m in cl.call("POST", "/api/v1/studies/%d/refits" % sid, {"top_n": 2})["refits"]]
+    wait(lambda: all(cl.call("GET", "/api/v1/models/%d" % m)["state"] in ("complete", "failed") for m in refits))
+    ens = cl.call("POST", "/api/v1/studies/%d/ensembles" % sid, {"members": refits, "method": "weighted"})["id"]
+    wait(lambda: cl.call("GET", "/api/v1/models/%d" % ens)["state"] in ("complete", "failed"))
+    cl.close()
+    return sid, refits, ens

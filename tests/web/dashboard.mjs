@@ -53,7 +53,7 @@ try {
   await page.goto(cfg.url + "/#/");
   await page.waitForSelector("tr[data-study]");
   const rows = await page.$$eval("tr[data-study]", (r) => r.map((x) => x.textContent));
-  check(rows.length === 3, `studies list shows the 3 studies (${rows.length})`);
+  check(rows.length === 4, `studies list shows the 4 studies (${rows.length})`);
   check(rows.some((r) => r.includes("fmnist-mlp") && r.includes(`${cfg.counts.finished_done}/${cfg.counts.finished_max}`)),
     "the finished study shows its progress");
   check(rows.some((r) => r.includes("resnet-ish") && r.includes(`${cfg.counts.running_done}/${cfg.counts.running_max}`)),
@@ -121,6 +121,25 @@ try {
   const tc = await chartInfo("trial");
   check(tc === null ? (await page.textContent("#chart-trial")).includes("No intermediate") : tc.series[0].n > 0, "trial page: its learning curve");
   await shot("trial.png");
+
+  // ---- embedded study: trained by hpod, refits and an ensemble
+  await page.goto(cfg.url + `/#/studies/${cfg.embedded}`);
+  await page.waitForFunction(() => window.__hpo && window.__hpo.ready && window.__hpo.models, null, { timeout: 15000 });
+  const mc = await chartInfo("models");
+  const testBars = mc ? mc.series.find((s) => s.name === "test").n : 0;
+  check(testBars === 3, `refits and ensembles: test bars for 2 refits and the ensemble (${testBars})`);
+  const modelRows = await page.$$eval("#models tbody tr", (r) => r.map((x) => x.textContent));
+  check(modelRows.length === 3 && modelRows.some((r) => r.includes("ensemble") && r.includes("weighted")),
+    "refits and ensembles: a table with the ensemble's method and weights");
+  const ec = await chartInfo("curves");
+  check(ec && ec.series.length === 6 && ec.series.every((s) => s.n === 3), `embedded: learning curves of 6 trials x 3 epochs`);
+  await shot("study-embedded.png");
+  await page.click("#trials tbody tr:first-child td:nth-child(2) a");
+  await page.waitForSelector("#chart-training");
+  await page.waitForFunction(() => window.Charts.all.training);
+  const tr = await chartInfo("training");
+  check(tr && tr.series.length >= 4 && tr.series.every((s) => s.n === 3), `embedded trial: training curves of ${tr ? tr.series.length : 0} metrics per epoch`);
+  await shot("trial-embedded.png");
 
   // ---- running study, live updates
   await page.goto(cfg.url + `/#/studies/${cfg.running}`);
