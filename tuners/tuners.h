@@ -118,6 +118,8 @@ typedef struct tun_config {
     /* bayesian */
     tun_acquisition acquisition;
     double ucb_beta;          /* default 2.0 */
+    int deterministic;        /* the objective has no noise: the GP keeps its noise
+                               * variance at 1e-6 instead of fitting it (default 0) */
     tun_pruner_config pruner;
 } tun_config;
 
