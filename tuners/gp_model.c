@@ -11,7 +11,7 @@
 
 #define SQRT5 2.23606797749978969640
 #define LOG_2PI 1.83787706640934548356
-#define NOISE_RATE 1000.0 /* Gamma(1.1, NOISE_RATE) prior on the noise variance */
+#define NOISE_RATE 200.0 /* Gamma(1.1, NOISE_RATE) prior on the noise variance */
 
 /* ---- kernel ------------------------------------------------------------ */
 
@@ -58,13 +58,17 @@ void tun_gp_kernel_matrix(int n, int d, const double *X, const double *theta, do
     }
 }
 
-/* K + (noise + jitter) I factorised into A (lower); tries growing jitter. */
-static int factorise(int n, int d, const double *X, const double *theta, double *A) {
+/* K + (noise + jitter) I factorised into A (lower); tries growing jitter.
+ * Rows from n_data on are fantasies (kriging believer): they get a noise of
+ * 1e-8 s2 only, so the posterior variance at a pending point collapses and
+ * a parallel asker is steered elsewhere, whatever the fitted noise. */
+static int factorise(int n, int n_data, int d, const double *X, const double *theta, double *A) {
     double noise = exp(theta[d + 1]), s2 = exp(theta[d]);
     static const double jitter[] = {0.0, 1e-10, 1e-8, 1e-6, 1e-4};
     for (size_t t = 0; t < HPO_ARRAY_LEN(jitter); t++) {
         tun_gp_kernel_matrix(n, d, X, theta, A);
-        for (int i = 0; i < n; i++) A[(size_t)i * n + i] += noise + jitter[t] * s2;
+        for (int i = 0; i < n; i++)
+            A[(size_t)i * n + i] += (i < n_data ? noise : 1e-8 * s2) + jitter[t] * s2;
         if (LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', n, A, n) == 0) return 0;
     }
     return HPO_EINVAL;
@@ -233,24 +237,30 @@ fail:
 typedef struct fit_ctx {
     const tun_gp *gp;
     int failed;
+    double *full, *gfull; /* d + 2: theta with the fixed noise put back */
 } fit_ctx;
 
+/* The optimiser sees d + 2 parameters, or d + 1 when the noise is fixed. */
 static double fit_objective(unsigned nth, const double *th, double *grad, void *data) {
     fit_ctx *c = data;
+    int d = c->gp->d;
     double v;
-    if (tun_gp_lml(c->gp, th, 1, &v, grad) < 0 || !isfinite(v)) {
+    memcpy(c->full, th, nth * sizeof(double));
+    if (c->gp->fixed_noise > 0) c->full[d + 1] = log(c->gp->fixed_noise);
+    if (tun_gp_lml(c->gp, c->full, 1, &v, grad ? c->gfull : NULL) < 0 || !isfinite(v)) {
         c->failed++;
         if (grad)
             for (unsigned k = 0; k < nth; k++) grad[k] = 0.0;
         return -1e300;
     }
+    if (grad) memcpy(grad, c->gfull, nth * sizeof(double));
     return v;
 }
 
 int tun_gp_set_theta(tun_gp *gp, const double *theta) {
     int n = gp->n, d = gp->d;
     if (theta != gp->theta) memcpy(gp->theta, theta, (size_t)(d + 2) * sizeof(double));
-    int rc = factorise(n, d, gp->X, gp->theta, gp->L);
+    int rc = factorise(n, gp->n_data, d, gp->X, gp->theta, gp->L);
     if (rc < 0) return rc;
     memcpy(gp->alpha, gp->y, (size_t)n * sizeof(double));
     if (LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, 'L', n, 1, gp->L, n, gp->alpha, n) != 0)
@@ -259,8 +269,8 @@ int tun_gp_set_theta(tun_gp *gp, const double *theta) {
 }
 
 int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval) {
-    int d = gp->d, np = d + 2, rc = 0;
-    double lb[np], ub[np], th[np], best[np];
+    int d = gp->d, fixed = gp->fixed_noise > 0, np = fixed ? d + 1 : d + 2, rc = 0;
+    double lb[d + 2], ub[d + 2], th[d + 2], best[d + 2], full[d + 2], gfull[d + 2];
     for (int k = 0; k < d; k++) {
         lb[k] = TUN_GP_LOG_LS_MIN;
         ub[k] = TUN_GP_LOG_LS_MAX;
@@ -269,6 +279,7 @@ int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval) {
     ub[d] = TUN_GP_LOG_S2_MAX;
     lb[d + 1] = TUN_GP_LOG_NOISE_MIN;
     ub[d + 1] = TUN_GP_LOG_NOISE_MAX;
+    if (fixed) gp->theta[d + 1] = log(gp->fixed_noise);
     double best_v = -INFINITY;
     memcpy(best, gp->theta, sizeof best);
     nlopt_opt opt = nlopt_create(NLOPT_LD_LBFGS, (unsigned)np);
@@ -278,7 +289,7 @@ int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval) {
     nlopt_set_maxeval(opt, max_eval);
     nlopt_set_ftol_rel(opt, 1e-7);
     nlopt_set_xtol_rel(opt, 1e-5);
-    fit_ctx ctx = {gp, 0};
+    fit_ctx ctx = {gp, 0, full, gfull};
     nlopt_set_max_objective(opt, fit_objective, &ctx);
     for (int r = 0; r <= n_restarts; r++) {
         if (r == 0) {
@@ -288,7 +299,8 @@ int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval) {
             th[d] = -1.0 + 2.0 * hpo_rng_uniform(rng);
             th[d + 1] = -12.0 + 8.0 * hpo_rng_uniform(rng);
         }
-        for (int k = 0; k < np; k++) th[k] = fmin(ub[k], fmax(lb[k], th[k]));
+        if (fixed) th[d + 1] = log(gp->fixed_noise);
+        for (int k = 0; k < d + 2; k++) th[k] = fmin(ub[k], fmax(lb[k], th[k]));
         double v = -INFINITY;
         nlopt_result res = nlopt_optimize(opt, th, &v);
         if (res < 0 && res != NLOPT_ROUNDOFF_LIMITED) {

@@ -1,8 +1,9 @@
 /*
  * tuner_regret.c - sample efficiency of hpo's tuners beside Optuna 3.1's TPE.
  *
- * Every algorithm (random, tpe, bayesian; grid is skipped: these budgets are
- * below any useful grid of a continuous space) runs through the tun_study
+ * Every algorithm (random, tpe, bayesian, and bayesian-det: bayesian with
+ * cfg.deterministic, told the objective has no noise; grid is skipped:
+ * these budgets are below any useful grid of a continuous space) runs through the tun_study
  * ask/tell interface (suggest, add RUNNING, finish COMPLETE) on Branin 2D,
  * Hartmann6, Rosenbrock 4D on [-5,10]^4 and Ackley 5D, with the domains and
  * optima of the shared optuna_quality.py. One 100-trial run per seed gives the
@@ -13,7 +14,7 @@
  * optuna_quality.py --samplers tpe --csv FILE in the background (HPO_SHARED
  * defaults to ../shared relative to the repository root) and reads its CSV.
  *
- *   bench_tuner_regret [--seeds 10] [--algos random,tpe,bayesian]
+ *   bench_tuner_regret [--seeds 10] [--algos random,tpe,bayesian,bayesian-det]
  *                      [--problems branin2,hartmann6,rosenbrock4,ackley5]
  *                      [--no-optuna] [--startup N] [--csv FILE] [--seed0 S]
  * (--seed0 shifts our seeds, for tuning on seeds other than the reported
@@ -98,9 +99,11 @@ static const problem problems[] = {
 };
 #define N_PROBLEMS 4
 
-static const char *algo_names[] = {"random", "tpe", "bayesian"};
-static const tun_algorithm algo_ids[] = {TUN_RANDOM, TUN_TPE, TUN_BAYESIAN};
-#define N_ALGOS 3
+/* "bayesian-det": bayesian told the objective is deterministic (cfg.deterministic) */
+static const char *algo_names[] = {"random", "tpe", "bayesian", "bayesian-det"};
+static const tun_algorithm algo_ids[] = {TUN_RANDOM, TUN_TPE, TUN_BAYESIAN, TUN_BAYESIAN};
+static const int algo_det[] = {0, 0, 0, 1};
+#define N_ALGOS 4
 
 /* ---- statistics -------------------------------------------------------- */
 
@@ -132,7 +135,7 @@ static void cell(char *buf, size_t len, const double *v, int n) {
 /* ---- one run ------------------------------------------------------------ */
 
 static int run_one(const problem *p, tun_algorithm algo, uint64_t seed, int startup,
-                   double *traj, double *sec) {
+                   int deterministic, double *traj, double *sec) {
     json_t *js = json_object();
     for (int i = 0; i < p->d; i++) {
         char name[16];
@@ -160,6 +163,7 @@ static int run_one(const problem *p, tun_algorithm algo, uint64_t seed, int star
     cfg.algorithm = algo;
     cfg.seed = seed;
     if (startup >= 0) cfg.n_startup_trials = startup;
+    cfg.deterministic = deterministic;
     if ((rc = tun_study_new(space, &cfg, 0, &st)) < 0) goto fail;
     double best = INFINITY, x[6], v[6], t_sug = 0.0;
     for (int k = 0; k < N_TRIALS; k++) {
@@ -225,7 +229,7 @@ static void shared_dir(char *buf, size_t len) {
         snprintf(buf, len, "../shared");
 }
 
-static int has(const char *list, const char *name) {
+static int has(const char *list, const char *name) { /* name is an item of "a,b,c" */
     size_t n = strlen(name);
     for (const char *p = list; (p = strstr(p, name)); p += n)
         if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
@@ -234,7 +238,7 @@ static int has(const char *list, const char *name) {
 
 int main(int argc, char **argv) {
     int n_seeds = 10, use_optuna = 1, startup = -1, seed0 = 0;
-    const char *algos = "random,tpe,bayesian";
+    const char *algos = "random,tpe,bayesian,bayesian-det";
     const char *probs = "branin2,hartmann6,rosenbrock4,ackley5";
     const char *csv = NULL;
     for (int i = 1; i < argc; i++) {
@@ -288,7 +292,8 @@ int main(int argc, char **argv) {
             double tsum = 0.0;
             for (int s = 0; s < n_seeds; s++) {
                 double traj[N_TRIALS], sec = 0.0;
-                int rc = run_one(&problems[p], algo_ids[a], (uint64_t)(seed0 + s), startup, traj, &sec);
+                int rc = run_one(&problems[p], algo_ids[a], (uint64_t)(seed0 + s), startup,
+                                 algo_det[a], traj, &sec);
                 if (rc < 0) {
                     fprintf(stderr, "%s/%s seed %d: %s\n", problems[p].name, algo_names[a], s,
                             hpo_strerror(rc));
@@ -348,16 +353,17 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     printf("\nratio of medians at n=50, hpo / optuna tpe (goals: bayesian <= 0.5, tpe <= 1.0)\n");
-    printf("  %-12s %10s %10s\n", "function", "tpe", "bayesian");
+    printf("  %-12s %10s %10s %13s\n", "function", "tpe", "bayesian", "bayesian-det");
     for (int p = 0; p < N_PROBLEMS; p++) {
         if (!has(probs, problems[p].name)) continue;
         double o = have[p][1] == n_seeds ? percentile(opt[p][1], n_seeds, 50) : NAN;
         printf("  %-12s", problems[p].name);
         for (int a = 1; a < N_ALGOS; a++) {
+            int w = a == 3 ? 13 : 10;
             if (ran[p][a] && o > 0)
-                printf(" %10.3g", percentile(reg[p][a][1], n_seeds, 50) / o);
+                printf(" %*.3g", w, percentile(reg[p][a][1], n_seeds, 50) / o);
             else
-                printf(" %10s", "n/a");
+                printf(" %*s", w, "n/a");
         }
         printf("\n");
     }
