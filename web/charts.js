@@ -167,8 +167,8 @@ const Charts = {
       parallelAxis: axes,
       parallel: { left: 50, right: 120, top: 40, bottom: 30, parallelAxisDefault: { nameLocation: "end", nameGap: 12 } },
       visualMap: {
-        type: "continuous", dimension: names.length, min: lo, max: hi === lo ? lo + 1 : hi, calculable: true,
-        right: 8, top: "middle", itemHeight: 120, precision: 3, text: ["", ""],
+        type: "continuous", dimension: names.length, min: lo, max: hi === lo ? lo + 1 : hi, calculable: false,
+        right: 10, top: "middle", itemHeight: 120, itemWidth: 12, text: [fmt(hi, 3), fmt(lo, 3)], textGap: 6,
         inRange: { color: maximize ? ["#c6d4f5", "#2f6fdf", "#0b2b7a"] : ["#0b2b7a", "#2f6fdf", "#c6d4f5"] },
       },
       series: [{ type: "parallel", data, lineStyle: { width: 1, opacity: 0.45 }, progressive: 500, smooth: false }],
