@@ -392,9 +392,11 @@ static int build_list(ctx *c, const json_t *arr, const char *path, int *rank, in
      * commute), on a 4x smaller tensor; saves a pass over the conv output
      * forward and backward. The results are the same. */
     for (size_t i = 0; i + 1 < cnt; i++)
-        if (ls[i].kind == ENG_L_CONV2D && ls[i].act == ENG_ACT_RELU && ls[i + 1].kind == ENG_L_MAXPOOL) {
+        if (ls[i].kind == ENG_L_CONV2D && ls[i + 1].kind == ENG_L_MAXPOOL &&
+            (ls[i].act == ENG_ACT_RELU || ls[i].act == ENG_ACT_NONE)) {
+            ls[i + 1].act = ls[i].act;
             ls[i].act = ENG_ACT_NONE;
-            ls[i + 1].act = ENG_ACT_RELU;
+            ls[i].pool_fused = 1;
         }
     return 0;
 }

@@ -18,7 +18,10 @@
  *   ("model.layers[3].conv2d.kernel"). "precision": "fp32" on a dense or
  *   conv2d layer keeps it in f32 under mixed precision.
  * - conv2d(relu) followed by maxpool2d applies the relu after the pool (they
- *   commute; 4x less memory traffic), visible in eng_model_summary.
+ *   commute), visible in eng_model_summary, and the pair runs in chunks of
+ *   samples whose conv output fits in L2 (about 1 MB): the full conv output
+ *   is never written to memory, forward or backward (the CNN's conv output is
+ *   11 MB per batch of 128, and pooling it was memory-bound).
  * - Shapes are per sample: NHWC images {h, w, c} or vectors {n}. dense acts on
  *   the last axis (a flatten is free in NHWC); conv2d/pools need images.
  * - The final activation is fused into the loss (loss.h): the model's output
@@ -83,6 +86,7 @@ struct eng_layer {
     uint16_t *xb, *d16;
     int32_t *arg;
     int y_alias;                     /* y is x (identity in this mode) */
+    int pool_fused;                  /* conv2d run chunk by chunk with the maxpool2d after it */
 };
 
 typedef struct eng_model {

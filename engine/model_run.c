@@ -41,12 +41,30 @@ static int uses_bf16(const eng_model *m, const eng_layer *l) {
 
 static void reserve_list(eng_model *m, eng_layer *ls, int n, size_t cap);
 
+/* Samples per chunk of a pool-fused conv: its output chunk fits in ~1 MB. */
+static int pool_chunk(const eng_layer *l) {
+    size_t per = l->out_size * sizeof(float), nb = ((size_t)1 << 20) / (per ? per : 1);
+    return nb < 1 ? 1 : nb > 4096 ? 4096 : (int)nb;
+}
+
 static void reserve_layer(eng_model *m, eng_layer *l, size_t cap) {
     size_t in = cap * l->in_size, out = cap * l->out_size;
     free_bufs(l);
     switch (l->kind) {
-    case ENG_L_DENSE:
     case ENG_L_CONV2D:
+        if (l->pool_fused) { /* chunk-sized scratch only (conv_pool_forward) */
+            size_t nb = (size_t)pool_chunk(l);
+            l->y = l->z = fbuf(nb * l->out_size);
+            l->dx = fbuf(in);
+            l->dcopy = fbuf(l->nw + l->nb);
+            if (uses_bf16(m, l)) {
+                l->xb = eng_alloc(in * sizeof(uint16_t) + 64);
+                l->d16 = eng_alloc(nb * l->out_size * sizeof(uint16_t) + 64);
+            }
+            break;
+        }
+        /* fall through */
+    case ENG_L_DENSE:
         l->y = fbuf(out);
         l->z = eng_act_needs_z(l->act) ? fbuf(out) : l->y;
         l->dx = fbuf(in);
@@ -224,8 +242,76 @@ static int forward_layer(eng_model *m, eng_layer *l, const float *x, int B, int 
     return rc;
 }
 
+/* conv2d + maxpool2d chunk by chunk (model.h): the conv output of a chunk
+ * stays in cache; the pool writes its slice of the pooled output and argmax. */
+static int conv_pool_forward(eng_model *m, eng_layer *cv, eng_layer *pl, const float *x, int B) {
+    const eng_backend *be = m->be;
+    const float *P = cparams(m, cv);
+    int bf = uses_bf16(m, cv), nb = pool_chunk(cv), rc = 0, C = cv->filters;
+    size_t in = cv->in_size, po = pl->out_size;
+    cv->x = x;
+    cv->yo = NULL;
+    pl->x = NULL;
+    pl->yo = pl->y;
+    if (bf) eng_f32_to_bf16_n(x, cv->xb, (size_t)B * in);
+    const void *w = bf ? (const void *)(m->params_b16 + cv->w_off) : (const void *)(P + cv->w_off);
+    const float *bias = (bf ? m->params : P) + cv->b_off;
+    for (int s = 0; s < B && rc == 0; s += nb) {
+        int n = B - s < nb ? B - s : nb;
+        eng_conv2d_shape sh;
+        conv_shape(cv, n, &sh);
+        const void *xs = bf ? (const void *)(cv->xb + (size_t)s * in) : (const void *)(x + (size_t)s * in);
+        rc = be->conv2d_forward(&sh, bf ? ENG_BF16 : ENG_F32, xs, w, bias, cv->z);
+        if (rc) break;
+        if (fp16_on(m, cv)) eng_round_fp16_n(cv->z, (size_t)n * cv->out_size);
+        eng_maxpool2d_forward(cv->z, pl->y + (size_t)s * po, pl->arg + (size_t)s * po, n, cv->out_shape[0],
+                              cv->out_shape[1], C, pl->ph, pl->pw, pl->psh, pl->psw, pl->out_shape[0], pl->out_shape[1]);
+    }
+    if (rc == 0 && pl->act == ENG_ACT_RELU) eng_act_forward(ENG_ACT_RELU, pl->y, pl->y, (size_t)B * po / C, (size_t)C);
+    if (rc == 0 && fp16_on(m, pl)) eng_round_fp16_n(pl->y, (size_t)B * po);
+    return rc;
+}
+
+static int conv_pool_backward(eng_model *m, eng_layer *cv, eng_layer *pl, float *d, int B, int need_dx, float **dx_out) {
+    const eng_backend *be = m->be;
+    const float *P = cparams(m, cv);
+    int bf = uses_bf16(m, cv), nb = pool_chunk(cv), rc = 0, C = cv->filters;
+    size_t in = cv->in_size, po = pl->out_size, co = cv->out_size;
+    float *dw = m->grads + cv->w_off, *db = m->grads + cv->b_off, *dwc = cv->dcopy, *dbc = cv->dcopy + cv->nw;
+    if (pl->act == ENG_ACT_RELU) eng_act_backward(ENG_ACT_RELU, NULL, pl->y, d, (size_t)B * po / C, (size_t)C);
+    memset(dw, 0, cv->nw * sizeof *dw);
+    memset(db, 0, cv->nb * sizeof *db);
+    const void *w = bf ? (const void *)(m->params_b16 + cv->w_off) : (const void *)(P + cv->w_off);
+    for (int s = 0; s < B && rc == 0; s += nb) {
+        int n = B - s < nb ? B - s : nb;
+        eng_conv2d_shape sh;
+        conv_shape(cv, n, &sh);
+        eng_maxpool2d_backward(d + (size_t)s * po, pl->arg + (size_t)s * po, cv->z, n, cv->out_shape[0],
+                               cv->out_shape[1], C, pl->out_shape[0], pl->out_shape[1]);
+        if (m->precision == ENG_PREC_FP16) eng_round_fp16_n(cv->z, (size_t)n * co);
+        const void *dd = cv->z, *xs = bf ? (const void *)(cv->xb + (size_t)s * in) : (const void *)(cv->x + (size_t)s * in);
+        if (bf) {
+            eng_f32_to_bf16_n(cv->z, cv->d16, (size_t)n * co);
+            dd = cv->d16;
+        }
+        if ((rc = be->conv2d_backward_weights(&sh, bf ? ENG_BF16 : ENG_F32, xs, dd, dwc, dbc))) break;
+        for (size_t i = 0; i < cv->nw; i++) dw[i] += dwc[i];
+        for (size_t i = 0; i < cv->nb; i++) db[i] += dbc[i];
+        if (need_dx) rc = be->conv2d_backward_data(&sh, bf ? ENG_BF16 : ENG_F32, dd, w, cv->dx + (size_t)s * in);
+    }
+    if (rc == 0 && need_dx && m->precision == ENG_PREC_FP16) eng_round_fp16_n(cv->dx, (size_t)B * in);
+    *dx_out = need_dx ? cv->dx : NULL;
+    return rc;
+}
+
 static int forward_list(eng_model *m, eng_layer *ls, int n, const float *x, int B, int train, const float **out) {
     for (int i = 0; i < n; i++) {
+        if (ls[i].pool_fused && i + 1 < n) {
+            int rc = conv_pool_forward(m, &ls[i], &ls[i + 1], x, B);
+            if (rc) return rc;
+            x = ls[++i].yo;
+            continue;
+        }
         int rc = forward_layer(m, &ls[i], x, B, train);
         if (rc) return rc;
         x = ls[i].yo;
@@ -333,6 +419,13 @@ static int backward_layer(eng_model *m, eng_layer *l, float *d, int B, int need_
 static int backward_list(eng_model *m, eng_layer *ls, int n, float *d, int B, int need_dx, float **dx_out) {
     for (int i = n - 1; i >= 0; i--) {
         float *dx = NULL;
+        if (i >= 1 && ls[i - 1].pool_fused) {
+            int rc = conv_pool_backward(m, &ls[i - 1], &ls[i], d, B, i - 1 > 0 || need_dx, &dx);
+            if (rc) return rc;
+            d = dx;
+            i--;
+            continue;
+        }
         int rc = backward_layer(m, &ls[i], d, B, i > 0 || need_dx, &dx);
         if (rc) return rc;
         d = dx;

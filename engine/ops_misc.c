@@ -1,5 +1,6 @@
 /* ops_misc.c - pooling, dropout, batch normalisation, augmentation and the
  * residual add (see ops.h). */
+#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
@@ -7,8 +8,33 @@
 
 /* ---- maxpool2d ---- */
 
+/* AVX-512: 16 channels at a time, max and argmax by masked moves (the plain
+ * C loop below does not vectorise: gcc keeps the compare as a branch). */
+__attribute__((target("avx512f"))) static void maxpool_avx512(const float *xn, float *yo, int32_t *ao, int32_t base,
+                                                              int C, int W, int ph, int pw) {
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        __mmask16 k = C - c0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c0)) - 1);
+        __m512i lane = _mm512_add_epi32(_mm512_set1_epi32(c0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+        __m512 m = _mm512_maskz_loadu_ps(k, xn + base + c0);
+        __m512i a = _mm512_add_epi32(lane, _mm512_set1_epi32(base));
+        for (int i = 0; i < ph; i++)
+            for (int j = 0; j < pw; j++) {
+                if (!i && !j) continue;
+                int32_t off = base + (int32_t)((i * W + j) * C);
+                __m512 v = _mm512_maskz_loadu_ps(k, xn + off + c0);
+                __mmask16 gt = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ);
+                m = _mm512_mask_mov_ps(m, gt, v);
+                a = _mm512_mask_mov_epi32(a, gt, _mm512_add_epi32(lane, _mm512_set1_epi32(off)));
+            }
+        _mm512_mask_storeu_ps(yo + c0, k, m);
+        _mm512_mask_storeu_epi32(ao + c0, k, a);
+    }
+}
+
 void eng_maxpool2d_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int ph,
                            int pw, int sh, int sw, int OH, int OW) {
+    static int avx = -1;
+    if (avx < 0) avx = __builtin_cpu_supports("avx512f");
     for (int n = 0; n < N; n++) {
         const float *xn = x + (size_t)n * H * W * C;
         for (int oh = 0; oh < OH; oh++)
@@ -16,8 +42,11 @@ void eng_maxpool2d_forward(const float *x, float *y, int32_t *arg, int N, int H,
                 float *restrict yo = y + (((size_t)n * OH + oh) * OW + ow) * C;
                 int32_t *restrict ao = arg + (((size_t)n * OH + oh) * OW + ow) * C;
                 int32_t base = (int32_t)((((size_t)oh * sh) * W + (size_t)ow * sw) * C);
-                /* first window element initialises, the rest compare; branch-free
-                 * selects over contiguous channels (vectorised) */
+                if (avx) {
+                    maxpool_avx512(xn, yo, ao, base, C, W, ph, pw);
+                    continue;
+                }
+                /* first window element initialises, the rest compare */
                 for (int c = 0; c < C; c++) {
                     yo[c] = xn[base + c];
                     ao[c] = base + c;

@@ -286,11 +286,49 @@ static void test_fd_layers(void **state) {
     for (size_t i = 0; i < HPO_ARRAY_LEN(cases); i++) run_fd(&cases[i]);
 }
 
+/* conv2d(relu)+maxpool runs fused and chunked; conv2d + activation layer +
+ * maxpool takes the plain path. Same parameters: outputs and gradients agree. */
+static void test_conv_pool_fused_vs_plain(void **state) {
+    (void)state;
+    const char *a = "{\"layers\":[{\"conv2d\":{\"filters\":2,\"kernel\":3,\"padding\":\"same\",\"activation\":\"tanh\"}},"
+                    "{\"conv2d\":{\"filters\":64,\"kernel\":3,\"padding\":\"same\",\"activation\":\"relu\"}},"
+                    "{\"maxpool2d\":{\"pool\":2}},{\"global_avg_pool\":{}},{\"dense\":{\"units\":3}}]}";
+    const char *b = "{\"layers\":[{\"conv2d\":{\"filters\":2,\"kernel\":3,\"padding\":\"same\",\"activation\":\"tanh\"}},"
+                    "{\"conv2d\":{\"filters\":64,\"kernel\":3,\"padding\":\"same\"}},{\"activation\":\"relu\"},"
+                    "{\"maxpool2d\":{\"pool\":2}},{\"global_avg_pool\":{}},{\"dense\":{\"units\":3}}]}";
+    eng_model *m[2];
+    const float *out[2];
+    int shape[3] = {64, 64, 1}, B = 5;
+    int32_t lab[5] = {0, 1, 2, 1, 0};
+    hpo_rng r;
+    hpo_rng_seed(&r, 11);
+    float *x = rnd((size_t)B * 64 * 64, &r, 1.0f);
+    for (int k = 0; k < 2; k++) {
+        hpo_error err;
+        json_t *t = json_loads(k ? b : a, 0, NULL);
+        assert_int_equal(eng_model_new(t, NULL, 3, shape, 3, 9, &m[k], &err), 0);
+        json_decref(t);
+        assert_int_equal(eng_model_reserve(m[k], B, ENG_PREC_FP32), 0);
+        memcpy(m[k]->input, x, (size_t)B * 64 * 64 * 4);
+        assert_int_equal(eng_model_forward(m[k], B, 1, &out[k]), 0);
+        eng_loss_compute(m[k]->loss, m[k]->final_act, out[k], lab, NULL, B, 3, 1.0f, m[k]->dlogits, NULL);
+        assert_int_equal(eng_model_backward(m[k], B), 0);
+    }
+    assert_true(m[0]->layers[1].pool_fused && !m[1]->layers[1].pool_fused);
+    assert_int_equal(m[0]->nparams, m[1]->nparams);
+    double go = maxdiff(out[0], out[1], (size_t)B * 3), gg = maxdiff(m[0]->grads, m[1]->grads, m[0]->nparams);
+    check("conv(relu)+maxpool fused+chunked vs plain: logits", go, 1e-5);
+    check("conv(relu)+maxpool fused+chunked vs plain: gradients", gg, 1e-5);
+    eng_model_free(m[0]);
+    eng_model_free(m[1]);
+    free(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_naive_vs_fast),   cmocka_unit_test(test_conv_naive_vs_fast),
         cmocka_unit_test(test_pool_bn_naive_vs_fast), cmocka_unit_test(test_act_naive_vs_fast),
-        cmocka_unit_test(test_fd_layers),
+        cmocka_unit_test(test_fd_layers),              cmocka_unit_test(test_conv_pool_fused_vs_plain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
