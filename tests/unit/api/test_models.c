@@ -152,7 +152,9 @@ static void test_refit_ensemble_predict(void **state) {
             json_array_append_new(row, json_integer(((const uint8_t *)ds->x)[(size_t)i * ds->sample_size + k]));
         json_array_append_new(inputs, row);
     }
-    char *req = json_dumps(json_pack("{s:o}", "inputs", inputs), JSON_COMPACT);
+    json_t *reqj = json_pack("{s:o}", "inputs", inputs);
+    char *req = json_dumps(reqj, JSON_COMPACT);
+    json_decref(reqj);
     snprintf(path, sizeof path, "/api/v1/models/%lld/predict", refit_id);
     json_t *p = call("POST", path, req, &status, NULL);
     assert_int_equal(status, 200);
