@@ -336,6 +336,32 @@ static void test_sampler_pending(void **state) {
     tun_space_free(s);
 }
 
+/* Pruned trials (taken as the worst complete value) and failed ones
+ * (ignored) mixed into the history: suggestions stay valid. */
+static void test_sampler_pruned_failed(void **state) {
+    (void)state;
+    tun_space *s = parse_space(MIXED_SPACE);
+    assert_non_null(s);
+    tun_study *st = new_gp_study(s, 8, TUN_ACQ_LOG_EI);
+    double x[16];
+    for (int k = 0; k < 25; k++) {
+        assert_int_equal(tun_study_suggest(st, k, x), 0);
+        assert_true(config_valid(s, x));
+        assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
+        double f = mixed_objective(s, x);
+        if (k % 4 == 1) {
+            assert_int_equal(tun_study_report(st, k, 1, f + 1.0, NULL), 0);
+            assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_PRUNED, 0.0), 0);
+        } else if (k % 6 == 3) {
+            assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_FAILED, 0.0), 0);
+        } else {
+            assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_COMPLETE, f), 0);
+        }
+    }
+    tun_study_free(st);
+    tun_space_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_matrix),
@@ -346,6 +372,7 @@ int main(void) {
         cmocka_unit_test(test_noisy_fit),
         cmocka_unit_test(test_sampler_mixed),
         cmocka_unit_test(test_sampler_pending),
+        cmocka_unit_test(test_sampler_pruned_failed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
