@@ -621,6 +621,14 @@ int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const i
     init_list(m, m->layers, m->nlayers, &r);
     hpo_rng_derive(&m->rng, seed, 0x1217, 1);
     m->flops_per_sample = flops_list(m->layers, m->nlayers);
+    for (int i = 0; i < m->nlayers; i++) { /* the first layer computes no input gradient */
+        const eng_layer *l = &m->layers[i];
+        if (l->kind == ENG_L_DENSE || l->kind == ENG_L_CONV2D) {
+            m->flops_per_sample -= flops_list(l, 1) / 3.0;
+            break;
+        }
+        if (l->nw || l->kind == ENG_L_RESIDUAL) break;
+    }
     m->shadow_dirty = 1;
     *out = m;
     return HPO_OK;

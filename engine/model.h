@@ -107,7 +107,10 @@ typedef struct eng_model {
     float *input, *dlogits;
     const eng_backend *be;
     hpo_rng rng;          /* dropout and augmentation */
-    double flops_per_sample; /* forward+backward GEMM/conv FLOPs */
+    double flops_per_sample; /* forward+backward GEMM/conv FLOPs (no dX for the first layer) */
+    int upd_on;           /* eng_model_backward_update in progress */
+    float upd_lr;
+    long upd_t;
 } eng_model;
 
 /* Build from a template and a trial's params (NULL: no references allowed).
@@ -127,6 +130,13 @@ int eng_model_reserve(eng_model *m, int cap, int precision);
 int eng_model_forward(eng_model *m, int B, int train, const float **out);
 /* Backward from m->dlogits[B][out_dim]; fills m->grads. */
 int eng_model_backward(eng_model *m, int B);
+/* Backward that also applies the optimiser (m->opt, rate lr, 1-based step
+ * t) to each layer as soon as its gradients are complete, while its
+ * weights and gradients are still in cache (and refreshes that layer's bf16
+ * copy). The same update as eng_model_backward + eng_optim_step; usable when
+ * no global gradient information is needed first (no clipnorm, no loss
+ * scaling). Leaves the weights current (no params_changed needed). */
+int eng_model_backward_update(eng_model *m, int B, float lr, long t);
 /* Mark the weights changed (refresh the bf16/fp16 shadows before the next forward). */
 static inline void eng_model_params_changed(eng_model *m) { m->shadow_dirty = 1; }
 

@@ -242,6 +242,14 @@ static int forward_layer(eng_model *m, eng_layer *l, const float *x, int B, int 
     return rc;
 }
 
+/* The optimiser step of one layer's parameters (eng_model_backward_update). */
+static void layer_update(eng_model *m, const eng_layer *l) {
+    if (!m->upd_on || !l->nw) return;
+    size_t off = l->w_off, len = l->nw + l->nb; /* w then b, contiguous */
+    eng_optim_step_range(&m->opt, m->upd_lr, m->upd_t, m->params, m->grads, m->opt_state, m->nparams, off, len);
+    if (m->precision == ENG_PREC_BF16) eng_f32_to_bf16_n(m->params + off, m->params_b16 + off, len);
+}
+
 /* conv2d + maxpool2d chunk by chunk (model.h): the conv output of a chunk
  * stays in cache; the pool writes its slice of the pooled output and argmax. */
 static int conv_pool_forward(eng_model *m, eng_layer *cv, eng_layer *pl, const float *x, int B) {
@@ -300,6 +308,7 @@ static int conv_pool_backward(eng_model *m, eng_layer *cv, eng_layer *pl, float 
         if (need_dx) rc = be->conv2d_backward_data(&sh, bf ? ENG_BF16 : ENG_F32, dd, w, cv->dx + (size_t)s * in);
     }
     if (rc == 0 && need_dx && m->precision == ENG_PREC_FP16) eng_round_fp16_n(cv->dx, (size_t)B * in);
+    if (rc == 0) layer_update(m, cv);
     *dx_out = need_dx ? cv->dx : NULL;
     return rc;
 }
@@ -340,6 +349,7 @@ int eng_model_forward(eng_model *m, int B, int train, const float **out) {
 /* ---- backward ---- */
 
 static int backward_list(eng_model *m, eng_layer *ls, int n, float *d, int B, int need_dx, float **dx_out);
+
 
 /* d: gradient of the layer's output (clobbered). *dx_out: gradient of its
  * input (l->dx or d itself), NULL when !need_dx. */
@@ -412,21 +422,43 @@ static int backward_layer(eng_model *m, eng_layer *l, float *d, int B, int need_
     }
     }
     if (rc == 0 && dx && m->precision == ENG_PREC_FP16) eng_round_fp16_n(dx, (size_t)B * l->in_size);
+    if (rc == 0 && l->kind != ENG_L_RESIDUAL) layer_update(m, l);
     *dx_out = dx;
     return rc;
 }
 
+static int has_params(const eng_layer *l) {
+    if (l->nw) return 1;
+    if (l->kind != ENG_L_RESIDUAL) return 0;
+    for (int i = 0; i < l->nsub; i++)
+        if (has_params(&l->sub[i])) return 1;
+    return l->proj != NULL;
+}
+
+/* Input gradients are needed only down to the first layer with parameters:
+ * the gradient of the model input itself is never used (flatten, augment,
+ * dropout in front of the first dense layer do not change that). */
 static int backward_list(eng_model *m, eng_layer *ls, int n, float *d, int B, int need_dx, float **dx_out) {
+    int first_p = n; /* index of the first layer with parameters */
+    for (int i = 0; i < n; i++)
+        if (has_params(&ls[i])) {
+            first_p = i;
+            break;
+        }
     for (int i = n - 1; i >= 0; i--) {
+        if (!need_dx && i < first_p) { /* nothing below needs a gradient any more */
+            *dx_out = NULL;
+            return 0;
+        }
         float *dx = NULL;
         if (i >= 1 && ls[i - 1].pool_fused) {
-            int rc = conv_pool_backward(m, &ls[i - 1], &ls[i], d, B, i - 1 > 0 || need_dx, &dx);
+            int rc = conv_pool_backward(m, &ls[i - 1], &ls[i], d, B, i - 1 > first_p || need_dx, &dx);
             if (rc) return rc;
             d = dx;
             i--;
             continue;
         }
-        int rc = backward_layer(m, &ls[i], d, B, i > 0 || need_dx, &dx);
+        int rc = backward_layer(m, &ls[i], d, B, i > first_p || need_dx, &dx);
         if (rc) return rc;
         d = dx;
     }
@@ -440,6 +472,17 @@ int eng_model_backward(eng_model *m, int B) {
     float *dx = NULL;
     int rc = backward_list(m, m->layers, m->nlayers, m->dlogits, B, 0, &dx);
     if (rc == 0 && m->precision == ENG_PREC_FP16) eng_round_fp16_n(m->grads, m->nparams);
+    return rc;
+}
+
+int eng_model_backward_update(eng_model *m, int B, float lr, long t) {
+    if (m->precision == ENG_PREC_FP16) return HPO_EINVAL; /* needs the loss-scale check first */
+    if (m->shadow_dirty) refresh_shadows(m);
+    m->upd_on = 1;
+    m->upd_lr = lr;
+    m->upd_t = t;
+    int rc = eng_model_backward(m, B);
+    m->upd_on = 0;
     return rc;
 }
 

@@ -39,44 +39,49 @@ size_t eng_optim_state_floats(const eng_optim_config *c) {
     }
 }
 
-void eng_optim_step_ref(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
+/* scalar update with explicit state slots s0 (m / momentum / mean square)
+ * and s1 (v / rmsprop momentum) */
+static void step_scalar(const eng_optim_config *c, float lr, long t, float *p, float *g, float *s0, float *s1,
                         size_t n) {
     float mu = c->momentum, wd = c->weight_decay;
+    double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
         if (wd != 0.0f && c->kind != ENG_OPT_ADAMW) gi += wd * p[i];
         switch (c->kind) {
         case ENG_OPT_SGD:
             if (mu != 0.0f) {
-                state[i] = mu * state[i] + gi;
-                p[i] -= lr * (c->nesterov ? gi + mu * state[i] : state[i]);
+                s0[i] = mu * s0[i] + gi;
+                p[i] -= lr * (c->nesterov ? gi + mu * s0[i] : s0[i]);
             } else {
                 p[i] -= lr * gi;
             }
             break;
         case ENG_OPT_RMSPROP: {
-            float *s = state, *b = state + n;
-            s[i] = c->rho * s[i] + (1.0f - c->rho) * gi * gi;
-            float u = gi / (sqrtf(s[i]) + c->eps);
+            s0[i] = c->rho * s0[i] + (1.0f - c->rho) * gi * gi;
+            float u = gi / (sqrtf(s0[i]) + c->eps);
             if (mu != 0.0f) {
-                b[i] = mu * b[i] + u;
-                u = b[i];
+                s1[i] = mu * s1[i] + u;
+                u = s1[i];
             }
             p[i] -= lr * u;
             break;
         }
         default: {
-            float *m = state, *v = state + n;
             if (c->kind == ENG_OPT_ADAMW && wd != 0.0f) p[i] -= lr * wd * p[i];
-            m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * gi;
-            v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * gi * gi;
-            double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-            float mh = (float)(m[i] / bc1), vh = (float)(v[i] / bc2);
+            s0[i] = c->beta1 * s0[i] + (1.0f - c->beta1) * gi;
+            s1[i] = c->beta2 * s1[i] + (1.0f - c->beta2) * gi * gi;
+            float mh = (float)(s0[i] / bc1), vh = (float)(s1[i] / bc2);
             p[i] -= lr * mh / (sqrtf(vh) + c->eps);
             break;
         }
         }
     }
+}
+
+void eng_optim_step_ref(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
+                        size_t n) {
+    step_scalar(c, lr, t, p, g, state, state + n, n);
 }
 
 /* Adam/AdamW with bias correction folded into two scalars:
@@ -119,7 +124,11 @@ static void adam_scalar(float *p, const float *g, float *m, float *v, size_t n, 
     }
 }
 
-void eng_optim_step(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n) {
+void eng_optim_step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
+                          size_t n_total, size_t off, size_t len) {
+    float *s0 = state + off, *s1 = state + n_total + off;
+    p += off;
+    g += off;
     if (c->kind == ENG_OPT_ADAM || c->kind == ENG_OPT_ADAMW) {
         double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
         float a = (float)(lr * sqrt(bc2) / bc1), e = (float)(c->eps * sqrt(bc2));
@@ -128,12 +137,16 @@ void eng_optim_step(const eng_optim_config *c, float lr, long t, float *p, float
         static int avx = -1;
         if (avx < 0) avx = __builtin_cpu_supports("avx512f");
         if (avx)
-            adam_avx512(p, g, state, state + n, n, c->beta1, c->beta2, a, e, decay, l2);
+            adam_avx512(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2);
         else
-            adam_scalar(p, g, state, state + n, n, c->beta1, c->beta2, a, e, decay, l2);
+            adam_scalar(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2);
         return;
     }
-    eng_optim_step_ref(c, lr, t, p, g, state, n);
+    step_scalar(c, lr, t, p, g, s0, s1, len);
+}
+
+void eng_optim_step(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n) {
+    eng_optim_step_range(c, lr, t, p, g, state, n, 0, n);
 }
 
 double eng_grad_unscale_norm(float *g, size_t n, float unscale, int *finite) {

@@ -53,6 +53,11 @@ size_t eng_optim_state_floats(const eng_optim_config *c);
  * in). t is the 1-based step count (adam's bias correction); lr the rate of
  * this step. */
 void eng_optim_step(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n);
+/* The same update on the range [off, off + len) of blocks of n_total
+ * parameters (state slot k of parameter i at state[k * n_total + i]); lets
+ * the model update a layer as soon as its gradients exist (train.c). */
+void eng_optim_step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
+                          size_t n_total, size_t off, size_t len);
 /* Plain scalar reference of the same update, for the tests. */
 void eng_optim_step_ref(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                         size_t n);

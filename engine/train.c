@@ -147,6 +147,9 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             HPO_INFO("engine: resumed %s at epoch %d (step %ld)", ckpt, st.epoch, st.step);
         }
     }
+    /* per-layer updates inside backward unless a global look at the
+     * gradients (clipping norm, fp16 overflow check) must come first */
+    int fused_update = m->opt.clipnorm <= 0.0f && o->precision != ENG_PREC_FP16;
     double t_all = hpo_monotonic(), sps_sum = 0;
     int stop = 0;
     r.epochs_run = st.epoch;
@@ -171,8 +174,13 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
                               isnan(loss) ? "NaN" : "Inf", epoch + 1, st.step);
                 goto fail;
             }
-            if ((rc = eng_model_backward(m, (int)n))) goto fail;
             lr = eng_schedule_lr(&m->sched, m->opt.lr, st.step, spe, total);
+            if (fused_update) { /* each layer updated as soon as its gradients exist */
+                if ((rc = eng_model_backward_update(m, (int)n, (float)lr, st.step + 1))) goto fail;
+                st.step++;
+                continue;
+            }
+            if ((rc = eng_model_backward(m, (int)n))) goto fail;
             if (o->precision == ENG_PREC_FP16 || m->opt.clipnorm > 0) {
                 int finite = 1;
                 double norm = eng_grad_unscale_norm(m->grads, m->nparams, (float)(1.0 / st.loss_scale), &finite);

@@ -209,6 +209,44 @@ static eng_model *small_model(const char *tmpl) {
     return m;
 }
 
+/* eng_model_backward_update == eng_model_backward + eng_optim_step */
+static void test_fused_update(void **state) {
+    (void)state;
+    const char *tm[] = {small_cnn, "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":8,\"activation\":\"relu\"}},"
+                                   "{\"residual\":{\"layers\":[{\"dense\":{\"units\":6}}]}},{\"dense\":{\"units\":4}}],"
+                                   "\"optimizer\":{\"name\":\"sgd\",\"momentum\":0.9,\"learning_rate\":0.1}}"};
+    for (int k = 0; k < 2; k++) {
+        eng_model *a = small_model(tm[k]), *b = small_model(tm[k]);
+        int B = 8;
+        int32_t lab[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+        hpo_rng r;
+        hpo_rng_seed(&r, 3);
+        assert_int_equal(eng_model_reserve(a, B, ENG_PREC_FP32), 0);
+        assert_int_equal(eng_model_reserve(b, B, ENG_PREC_FP32), 0);
+        for (int step = 1; step <= 3; step++) {
+            for (size_t i = 0; i < (size_t)B * 64; i++) a->input[i] = b->input[i] = hpo_rng_uniform_f(&r);
+            hpo_rng keep = a->rng;
+            b->rng = keep;
+            const float *oa, *ob;
+            assert_int_equal(eng_model_forward(a, B, 1, &oa), 0);
+            assert_int_equal(eng_model_forward(b, B, 1, &ob), 0);
+            eng_loss_compute(a->loss, a->final_act, oa, lab, NULL, B, 4, 1.0f, a->dlogits, NULL);
+            eng_loss_compute(b->loss, b->final_act, ob, lab, NULL, B, 4, 1.0f, b->dlogits, NULL);
+            assert_int_equal(eng_model_backward(a, B), 0);
+            eng_optim_step(&a->opt, 0.01f, step, a->params, a->grads, a->opt_state, a->nparams);
+            eng_model_params_changed(a);
+            assert_int_equal(eng_model_backward_update(b, B, 0.01f, step), 0);
+        }
+        double md = 0;
+        for (size_t i = 0; i < a->nparams; i++) md = fmax(md, fabs((double)a->params[i] - b->params[i]));
+        printf("  per-layer update in backward vs separate step (%s, 3 steps): max |diff| %.3g\n",
+               k ? "residual mlp, sgd" : "small cnn, adam", md);
+        assert_true(md < 1e-6);
+        eng_model_free(a);
+        eng_model_free(b);
+    }
+}
+
 static int count_cb(const eng_epoch_report *r, void *user) {
     (*(int *)user)++;
     return r->epoch >= 2 && *(int *)user < 0; /* never: counts only */
@@ -355,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_template_errors),
         cmocka_unit_test(test_optimizers_vs_ref),
         cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_fused_update),
         cmocka_unit_test(test_checkpoint_resume_bit_identical),
         cmocka_unit_test(test_divergence_stop_and_fp16),
     };
