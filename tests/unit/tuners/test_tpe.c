@@ -23,14 +23,18 @@ static tun_study *new_study(const tun_space *s, uint64_t seed) {
     return st;
 }
 
-/* n ask/tell rounds of the mixed objective, checking every suggestion. */
-static void run_mixed(tun_study *st, const tun_space *s, int from, int n, double *last) {
+/* n ask/tell rounds of the mixed objective, checking every suggestion;
+ * sgd_bonus is subtracted when opt is sgd (so its children are active). */
+static void run_mixed(tun_study *st, const tun_space *s, int from, int n, double *last,
+                      double sgd_bonus) {
     double x[16];
+    int io = tun_space_index(s, "opt");
     for (int k = from; k < from + n; k++) {
         assert_int_equal(tun_study_suggest(st, k, x), 0);
         assert_true(config_valid(s, x));
         assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
-        assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_COMPLETE, mixed_objective(s, x)), 0);
+        double f = mixed_objective(s, x) - (x[io] == 0 ? sgd_bonus : 0.0);
+        assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_COMPLETE, f), 0);
         if (last) memcpy(last, x, (size_t)s->n * sizeof(double));
     }
 }
@@ -42,8 +46,8 @@ static void test_mixed_valid_and_reproducible(void **state) {
     tun_study *a = new_study(s, 7), *b = new_study(s, 7);
     double la[16], lb[16];
     /* 60 trials: every suggestion has exactly its active parameters, on the domain */
-    run_mixed(a, s, 0, 60, la);
-    run_mixed(b, s, 0, 60, lb);
+    run_mixed(a, s, 0, 60, la, 0.0);
+    run_mixed(b, s, 0, 60, lb, 0.0);
     assert_true(same_bits(la, lb, s->n));
     /* same history, same number: the same suggestion, whatever was asked before */
     double x1[16], x2[16];
@@ -51,20 +55,26 @@ static void test_mixed_valid_and_reproducible(void **state) {
     assert_int_equal(tun_study_suggest(a, 61, x2), 0);
     assert_int_equal(tun_study_suggest(b, 60, x2), 0);
     assert_true(same_bits(x1, x2, s->n));
-    /* conditional parameters were seen both active and inactive */
+    /* study a learnt that adam is best, study c (sgd given a bonus) that sgd
+     * is: their suggestions have sgd's children (momentum, nesterov) active
+     * exactly when opt is sgd */
+    tun_study *c = new_study(s, 9);
+    run_mixed(c, s, 0, 40, NULL, 1.0);
     int im = tun_space_index(s, "momentum"), io = tun_space_index(s, "opt");
     int active = 0, inactive = 0;
     for (int k = 0; k < 60; k++) {
         double y[16];
-        assert_int_equal(tun_study_suggest(a, 100 + k, y), 0);
+        assert_int_equal(tun_study_suggest(k % 2 ? a : c, 100 + k, y), 0);
         assert_true(config_valid(s, y));
         if (y[io] == 0) active += !isnan(y[im]);
         else inactive += isnan(y[im]);
     }
-    printf("momentum active %d times with sgd, absent %d times otherwise\n", active, inactive);
+    printf("momentum active in %d suggestions with sgd, absent in %d others\n", active, inactive);
     assert_int_equal(active + inactive, 60);
+    assert_true(active > 0 && inactive > 0);
     tun_study_free(a);
     tun_study_free(b);
+    tun_study_free(c);
     tun_space_free(s);
 }
 
