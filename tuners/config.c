@@ -204,6 +204,9 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
             if (d >= 1) return hpo_fail(err, HPO_EINVAL, field, "must be in (0, 1)");
             cfg.tpe_gamma = d;
+        } else if (strcmp(key, "deterministic") == 0) {
+            if (!json_is_boolean(v)) return hpo_fail(err, HPO_EINVAL, field, "must be true or false");
+            cfg.deterministic = json_is_true(v);
         } else if (strcmp(key, "pruner") == 0) {
             if (json_is_null(v)) continue;
             if ((rc = parse_pruner(v, &cfg.pruner, err))) return rc;

@@ -130,6 +130,7 @@ typedef struct tun_config {
  * (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10);
  * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
+ * "deterministic": bool (false; true tells the GP the objective is noise-free);
  * "pruner": {"algorithm": "none" | "median" | "asha" | "hyperband" (required),
  * "eta" >= 2 (3), "min_resource" or its alias "min_epochs" int >= 1 (1),
  * "max_resource" or "max_epochs" int >= min_resource (0: unset),

@@ -496,7 +496,7 @@ static void test_pruner_config(void **state) {
     json_t *j = json_loads("{\"algorithm\": \"tpe\", \"seed\": 9, \"max_trials\": 60,"
                            " \"executions_per_trial\": 2, \"parallel_trials\": 2,"
                            " \"max_seconds\": 3600, \"trial_timeout\": 600.5, \"lease_seconds\": 30,"
-                           " \"n_startup_trials\": 4, \"acquisition\": \"ucb\","
+                           " \"n_startup_trials\": 4, \"acquisition\": \"ucb\", \"deterministic\": true,"
                            " \"pruner\": {\"algorithm\": \"hyperband\", \"eta\": 3,"
                            "             \"min_epochs\": 1, \"max_epochs\": 27}}",
                            0, NULL);
@@ -505,6 +505,7 @@ static void test_pruner_config(void **state) {
     assert_int_equal(cfg.seed, 9);
     assert_int_equal(cfg.n_startup_trials, 4);
     assert_int_equal(cfg.acquisition, TUN_ACQ_UCB);
+    assert_int_equal(cfg.deterministic, 1);
     assert_int_equal(cfg.pruner.kind, TUN_PRUNER_HYPERBAND);
     assert_true(cfg.pruner.eta == 3 && cfg.pruner.min_resource == 1 && cfg.pruner.max_resource == 27);
     json_decref(j);
@@ -529,6 +530,7 @@ static void test_pruner_config(void **state) {
         {"{\"n_startup_trials\": -1}", "tuner.n_startup_trials"},
         {"{\"acquisition\": \"pi\"}", "tuner.acquisition"},
         {"{\"gamma\": 1.5}", "tuner.gamma"},
+        {"{\"deterministic\": 1}", "tuner.deterministic"},
         {"{\"colour\": 1}", "tuner.colour"},
         {"[]", "tuner"},
         {"{\"pruner\": \"asha\"}", "tuner.pruner"},
