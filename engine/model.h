@@ -128,6 +128,9 @@ int eng_model_reserve(eng_model *m, int cap, int precision);
  * enables dropout, batch statistics and augmentation. *out = logits
  * [B][out_dim] (borrowed). */
 int eng_model_forward(eng_model *m, int B, int train, const float **out);
+/* The same on a borrowed input x[B * in_size] (no copy; it must stay valid
+ * and unchanged until the backward pass is done). */
+int eng_model_forward_from(eng_model *m, const float *x, int B, int train, const float **out);
 /* Backward from m->dlogits[B][out_dim]; fills m->grads. */
 int eng_model_backward(eng_model *m, int B);
 /* Backward that also applies the optimiser (m->opt, rate lr, 1-based step

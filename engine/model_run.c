@@ -339,11 +339,19 @@ static void refresh_shadows(eng_model *m) {
     m->shadow_dirty = 0;
 }
 
-int eng_model_forward(eng_model *m, int B, int train, const float **out) {
+int eng_model_forward_from(eng_model *m, const float *x, int B, int train, const float **out) {
     if (B < 1 || B > m->cap) return HPO_EINVAL;
     refresh_shadows(m);
-    if (m->precision == ENG_PREC_FP16) eng_round_fp16_n(m->input, (size_t)B * m->in_size);
-    return forward_list(m, m->layers, m->nlayers, m->input, B, train, out);
+    if (m->precision == ENG_PREC_FP16) { /* rounded in our own buffer, never the caller's */
+        if (x != m->input) memcpy(m->input, x, (size_t)B * m->in_size * sizeof *x);
+        eng_round_fp16_n(m->input, (size_t)B * m->in_size);
+        x = m->input;
+    }
+    return forward_list(m, m->layers, m->nlayers, x, B, train, out);
+}
+
+int eng_model_forward(eng_model *m, int B, int train, const float **out) {
+    return eng_model_forward_from(m, m->input, B, train, out);
 }
 
 /* ---- backward ---- */

@@ -98,7 +98,6 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
               eng_train_result *res, hpo_error *err) {
     unsigned mxcsr = eng_set_ftz_daz();
     eng_batcher *b = NULL;
-    targets t = {0};
     float *best_params = NULL;
     char ckpt[1024] = "";
     eng_train_result r;
@@ -120,7 +119,6 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
     eng_batcher_opts bo = {.batch_size = (size_t)bs, .shuffle = 1, .seed = o->seed, .drop_last = 0,
                            .x_type = ENG_BATCH_F32, .prefetch = o->prefetch};
     if ((rc = eng_batcher_new(train, &bo, &b, err))) goto fail;
-    targets_alloc(&t, train, bs);
     const char *monitor = o->monitor ? o->monitor : "val_loss";
     int use_val = val && val->n > 0;
     if (!strncmp(monitor, "val_", 4) && !use_val) monitor += 4; /* no validation: monitor the training metric */
@@ -160,13 +158,14 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
         double lr = m->opt.lr, t0 = hpo_monotonic();
         if ((rc = eng_batcher_start_epoch(b, (uint64_t)epoch)) < 0) goto fail;
         for (;;) {
-            size_t n = 0;
-            rc = eng_batcher_next_into(b, m->input, t.labels, t.values, &n);
+            eng_batch bt;
+            rc = eng_batcher_next(b, &bt); /* borrowed until the next call: no copy */
             if (rc < 0) goto fail;
             if (rc == 0) break;
             const float *logits;
-            if ((rc = eng_model_forward(m, (int)n, 1, &logits))) goto fail;
-            double loss = eng_loss_compute(m->loss, m->final_act, logits, t.labels, t.values, (int)n, m->out_dim,
+            int n = (int)bt.n;
+            if ((rc = eng_model_forward_from(m, bt.x, n, 1, &logits))) goto fail;
+            double loss = eng_loss_compute(m->loss, m->final_act, logits, bt.y_class, bt.y_target, n, m->out_dim,
                                            (float)st.loss_scale, m->dlogits, &sums);
             if (!isfinite(loss)) {
                 eng_metrics_from_sums(&sums, &r.train);
@@ -176,11 +175,11 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             }
             lr = eng_schedule_lr(&m->sched, m->opt.lr, st.step, spe, total);
             if (fused_update) { /* each layer updated as soon as its gradients exist */
-                if ((rc = eng_model_backward_update(m, (int)n, (float)lr, st.step + 1))) goto fail;
+                if ((rc = eng_model_backward_update(m, n, (float)lr, st.step + 1))) goto fail;
                 st.step++;
                 continue;
             }
-            if ((rc = eng_model_backward(m, (int)n))) goto fail;
+            if ((rc = eng_model_backward(m, n))) goto fail;
             if (o->precision == ENG_PREC_FP16 || m->opt.clipnorm > 0) {
                 int finite = 1;
                 double norm = eng_grad_unscale_norm(m->grads, m->nparams, (float)(1.0 / st.loss_scale), &finite);
@@ -272,7 +271,6 @@ fail:
         if (res) *res = r; /* divergence is data: the result is filled */
     }
     free(best_params);
-    targets_free(&t);
     eng_batcher_free(b);
     eng_restore_mxcsr(mxcsr);
     return rc;
