@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void read_dataset(sqlite3_stmt *s, sto_dataset *d) {
+static void read_dataset(sqlite3_stmt *s, void *out) {
+    sto_dataset *d = out;
     memset(d, 0, sizeof *d);
     d->id = sqlite3_column_int64(s, 0);
     d->name = sto_col_text(s, 1);
@@ -69,24 +70,14 @@ fail:
     return rc;
 }
 
-/* One row of a get statement already bound; HPO_ENOTFOUND when none. */
-static int get_one(sto_db *db, sqlite3_stmt *s, sto_dataset *out) {
-    int rc = 0;
-    int src = sqlite3_step(s);
-    if (src == SQLITE_ROW)
-        read_dataset(s, out);
-    else
-        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "dataset get");
-    sto_db_done(s);
-    return rc;
-}
+static void clear_dataset(void *d) { sto_dataset_clear(d); }
 
 int sto_dataset_get(sto_db *db, int64_t id, sto_dataset *out) {
     if (!db || !out) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_DATASET_GET];
     sqlite3_bind_int64(s, 1, id);
-    int rc = get_one(db, s, out);
+    int rc = sto_db_row(db, s, read_dataset, out, "dataset get");
     sto_db_unlock(db);
     return rc;
 }
@@ -96,35 +87,18 @@ int sto_dataset_get_by_name(sto_db *db, const char *name, sto_dataset *out) {
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_DATASET_GET_BY_NAME];
     sto_bind_text(s, 1, name);
-    int rc = get_one(db, s, out);
+    int rc = sto_db_row(db, s, read_dataset, out, "dataset get");
     sto_db_unlock(db);
     return rc;
 }
 
 int sto_dataset_list(sto_db *db, sto_dataset **out, size_t *n_out) {
     if (!db || !out || !n_out) return HPO_EINVAL;
-    sto_dataset *list = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0, src;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_DATASET_LIST];
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            list = hpo_xrealloc(list, cap * sizeof *list);
-        }
-        read_dataset(s, &list[n++]);
-    }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, "dataset list");
-    sto_db_done(s);
+    int rc = sto_db_rows(db, db->q[STO_Q_DATASET_LIST], sizeof **out, read_dataset, clear_dataset, "dataset list",
+                         (void **)out, n_out);
     sto_db_unlock(db);
-    if (rc) {
-        sto_dataset_list_free(list, n);
-        return rc;
-    }
-    *out = list;
-    *n_out = n;
-    return 0;
+    return rc;
 }
 
 int sto_dataset_delete(sto_db *db, int64_t id) {

@@ -283,7 +283,8 @@ int sto_db_exists(sto_db *db, int q, int64_t id) {
     return rc;
 }
 
-void sto_db_read_trial(sqlite3_stmt *s, sto_trial *t) {
+void sto_db_read_trial(sqlite3_stmt *s, void *out) {
+    sto_trial *t = out;
     memset(t, 0, sizeof *t);
     t->id = sqlite3_column_int64(s, 0);
     t->study_id = sqlite3_column_int64(s, 1);
@@ -308,6 +309,43 @@ void sto_db_read_trial(sqlite3_stmt *s, sto_trial *t) {
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
     return rc == 0 ? HPO_ECONFLICT : rc;
+}
+
+/* ---- reading rows ---- */
+
+int sto_db_row(sto_db *db, sqlite3_stmt *s, sto_db_row_fn read, void *out, const char *what) {
+    int src = sqlite3_step(s), rc = 0;
+    if (src == SQLITE_ROW)
+        read(s, out);
+    else
+        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
+    sto_db_done(s);
+    return rc;
+}
+
+int sto_db_rows(sto_db *db, sqlite3_stmt *s, size_t elem_size, sto_db_row_fn read, void (*clear)(void *),
+                const char *what, void **out, size_t *n_out) {
+    char *list = NULL;
+    size_t n = 0, cap = 0;
+    int src, rc = 0;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            list = hpo_xrealloc(list, cap * elem_size);
+        }
+        memset(list + n * elem_size, 0, elem_size);
+        read(s, list + n++ * elem_size);
+    }
+    if (src != SQLITE_DONE) rc = sto_db_error(db, what);
+    sto_db_done(s);
+    if (rc) {
+        for (size_t i = 0; i < n; i++) clear(list + i * elem_size);
+        free(list);
+        return rc;
+    }
+    *out = list;
+    *n_out = n;
+    return 0;
 }
 
 /* ---- open / migrate / close ---- */

@@ -122,8 +122,23 @@ int sto_db_is_fk_error(sto_db *db);
 /* 0 if a row with that id exists (q is an "exists" statement with ?1 = id),
  * HPO_ENOTFOUND if not, HPO_ESTORAGE on failure. */
 int sto_db_exists(sto_db *db, int q, int64_t id);
-/* Fills t from the current row of a statement selecting STO_TRIAL_COLS. */
-void sto_db_read_trial(sqlite3_stmt *s, sto_trial *t);
+/* Fills t (a sto_trial) from the current row of a statement selecting
+ * STO_TRIAL_COLS; a sto_db_row_fn. */
+void sto_db_read_trial(sqlite3_stmt *s, void *t);
+
+/* Reads the current row of a statement into *out (one element). */
+typedef void (*sto_db_row_fn)(sqlite3_stmt *s, void *out);
+/* Steps a bound statement once: the row is read into out with read;
+ * HPO_ENOTFOUND when there is none, HPO_ESTORAGE on failure (logged with
+ * what). Resets the statement. Caller holds the lock. */
+int sto_db_row(sto_db *db, sqlite3_stmt *s, sto_db_row_fn read, void *out, const char *what);
+/* Steps a bound statement to its end, reading every row with read into a
+ * growing array of elements of elem_size bytes (*out malloc'd, *n_out rows;
+ * zero rows give NULL and 0). On failure every element read so far is
+ * cleared with clear, the array freed and HPO_ESTORAGE returned. Resets the
+ * statement. Caller holds the lock. */
+int sto_db_rows(sto_db *db, sqlite3_stmt *s, size_t elem_size, sto_db_row_fn read, void (*clear)(void *),
+                const char *what, void **out, size_t *n_out);
 /* After an UPDATE ... WHERE id = ? AND state ... changed nothing: was the
  * trial missing (HPO_ENOTFOUND) or in the wrong state (HPO_ECONFLICT)? */
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id);

@@ -6,12 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void clear_event(void *p) {
+    sto_event *e = p;
+    free(e->type);
+    free(e->data);
+}
+
 void sto_event_list_free(sto_event *list, size_t n) {
     if (!list) return;
-    for (size_t i = 0; i < n; i++) {
-        free(list[i].type);
-        free(list[i].data);
-    }
+    for (size_t i = 0; i < n; i++) clear_event(&list[i]);
     free(list);
 }
 
@@ -48,41 +51,28 @@ fail:
     return rc;
 }
 
+static void read_event(sqlite3_stmt *s, void *out) {
+    sto_event *e = out;
+    e->id = sqlite3_column_int64(s, 0);
+    e->study_id = sqlite3_column_int64(s, 1);
+    e->trial_id = sqlite3_column_int64(s, 2); /* NULL reads as 0 */
+    e->type = sto_col_text(s, 3);
+    e->data = sto_col_text(s, 4);
+    e->created = sqlite3_column_double(s, 5);
+}
+
 int sto_event_list(sto_db *db, int64_t study_id, int64_t after_id, int64_t limit,
                    sto_event **out, size_t *n_out) {
     if (!db || !out || !n_out) return HPO_EINVAL;
-    sto_event *list = NULL;
-    size_t n = 0, cap = 0;
-    int src;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_EVENT_LIST];
     int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
-    if (rc) goto done;
-    sqlite3_bind_int64(s, 1, study_id);
-    sqlite3_bind_int64(s, 2, after_id);
-    sqlite3_bind_int64(s, 3, limit > 0 ? limit : -1);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            list = hpo_xrealloc(list, cap * sizeof *list);
-        }
-        sto_event *e = &list[n++];
-        e->id = sqlite3_column_int64(s, 0);
-        e->study_id = sqlite3_column_int64(s, 1);
-        e->trial_id = sqlite3_column_int64(s, 2); /* NULL reads as 0 */
-        e->type = sto_col_text(s, 3);
-        e->data = sto_col_text(s, 4);
-        e->created = sqlite3_column_double(s, 5);
+    if (rc == 0) {
+        sqlite3_bind_int64(s, 1, study_id);
+        sqlite3_bind_int64(s, 2, after_id);
+        sqlite3_bind_int64(s, 3, limit > 0 ? limit : -1);
+        rc = sto_db_rows(db, s, sizeof **out, read_event, clear_event, "event list", (void **)out, n_out);
     }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, "event list");
-done:
-    sto_db_done(s);
     sto_db_unlock(db);
-    if (rc) {
-        sto_event_list_free(list, n);
-        return rc;
-    }
-    *out = list;
-    *n_out = n;
-    return 0;
+    return rc;
 }

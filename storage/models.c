@@ -18,7 +18,8 @@ const char *sto_model_state_name(sto_model_state s) {
     return (unsigned)s < HPO_ARRAY_LEN(state_names) ? state_names[s] : "unknown";
 }
 
-static void read_model(sqlite3_stmt *s, sto_model *m) {
+static void read_model(sqlite3_stmt *s, void *out) {
+    sto_model *m = out;
     memset(m, 0, sizeof *m);
     m->id = sqlite3_column_int64(s, 0);
     m->study_id = sqlite3_column_int64(s, 1);
@@ -42,6 +43,8 @@ void sto_model_clear(sto_model *m) {
     free(m->error);
     memset(m, 0, sizeof *m);
 }
+
+static void clear_model(void *m) { sto_model_clear(m); }
 
 void sto_model_list_free(sto_model *list, size_t n) {
     if (!list) return;
@@ -81,59 +84,30 @@ fail:
     return rc;
 }
 
-/* One row of a bound statement; HPO_ENOTFOUND when none. Caller holds the lock. */
-static int get_one(sto_db *db, sqlite3_stmt *s, sto_model *out, const char *what) {
-    int src = sqlite3_step(s);
-    int rc = 0;
-    if (src == SQLITE_ROW)
-        read_model(s, out);
-    else
-        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
-    sto_db_done(s);
-    return rc;
-}
-
 int sto_model_get(sto_db *db, int64_t id, sto_model *out) {
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_MODEL_GET];
     sqlite3_bind_int64(s, 1, id);
-    int rc = get_one(db, s, out, "model get");
+    int rc = sto_db_row(db, s, read_model, out, "model get");
     sto_db_unlock(db);
     return rc;
 }
 
 int sto_model_next_queued(sto_db *db, sto_model *out) {
     sto_db_lock(db);
-    int rc = get_one(db, db->q[STO_Q_MODEL_NEXT_QUEUED], out, "model next");
+    int rc = sto_db_row(db, db->q[STO_Q_MODEL_NEXT_QUEUED], read_model, out, "model next");
     sto_db_unlock(db);
     return rc;
 }
 
 int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size_t *n_out) {
-    sto_model *list = NULL;
-    size_t n = 0, cap = 0;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_MODEL_LIST];
     sqlite3_bind_int64(s, 1, study_id);
     sqlite3_bind_int(s, 2, kind);
-    int src, rc = 0;
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 8;
-            list = hpo_xrealloc(list, cap * sizeof *list);
-        }
-        read_model(s, &list[n++]);
-    }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, "model list");
-    sto_db_done(s);
+    int rc = sto_db_rows(db, s, sizeof **out, read_model, clear_model, "model list", (void **)out, n_out);
     sto_db_unlock(db);
-    if (rc) {
-        sto_model_list_free(list, n);
-        return rc;
-    }
-    *out = list;
-    *n_out = n;
-    return 0;
+    return rc;
 }
 
 /* Runs an UPDATE of one model that is allowed only in some states: HPO_ECONFLICT

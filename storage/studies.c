@@ -16,7 +16,8 @@ const char *sto_study_state_name(sto_study_state s) {
     return (unsigned)s < STO_STUDY_N_STATES ? study_state_names[s] : "unknown";
 }
 
-static void read_study(sqlite3_stmt *s, sto_study *st) {
+static void read_study(sqlite3_stmt *s, void *out) {
+    sto_study *st = out;
     memset(st, 0, sizeof *st);
     st->id = sqlite3_column_int64(s, 0);
     st->name = sto_col_text(s, 1);
@@ -32,6 +33,8 @@ void sto_study_clear(sto_study *s) {
     free(s->spec);
     memset(s, 0, sizeof *s);
 }
+
+static void clear_study(void *s) { sto_study_clear(s); }
 
 void sto_study_list_free(sto_study *list, size_t n) {
     if (!list) return;
@@ -71,40 +74,17 @@ int sto_study_get(sto_db *db, int64_t id, sto_study *out) {
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_STUDY_GET];
     sqlite3_bind_int64(s, 1, id);
-    int rc = 0;
-    int src = sqlite3_step(s);
-    if (src == SQLITE_ROW)
-        read_study(s, out);
-    else
-        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "study get");
-    sto_db_done(s);
+    int rc = sto_db_row(db, s, read_study, out, "study get");
     sto_db_unlock(db);
     return rc;
 }
 
 int sto_study_list(sto_db *db, sto_study **out, size_t *n_out) {
     if (!db || !out || !n_out) return HPO_EINVAL;
-    sto_study *list = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0, src;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_STUDY_LIST];
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            list = hpo_xrealloc(list, cap * sizeof *list);
-        }
-        read_study(s, &list[n++]);
-    }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, "study list");
-    sto_db_done(s);
+    int rc = sto_db_rows(db, db->q[STO_Q_STUDY_LIST], sizeof **out, read_study, clear_study, "study list",
+                         (void **)out, n_out);
     sto_db_unlock(db);
-    if (rc) goto fail;
-    *out = list;
-    *n_out = n;
-    return 0;
-fail:
-    sto_study_list_free(list, n);
     return rc;
 }
 

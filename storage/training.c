@@ -127,41 +127,30 @@ fail:
     return rc;
 }
 
+static void clear_epoch(void *e) { free(((sto_epoch *)e)->metrics); }
+
 void sto_epoch_list_free(sto_epoch *list, size_t n) {
     if (!list) return;
-    for (size_t i = 0; i < n; i++) free(list[i].metrics);
+    for (size_t i = 0; i < n; i++) clear_epoch(&list[i]);
     free(list);
+}
+
+static void read_epoch(sqlite3_stmt *s, void *out) {
+    sto_epoch *e = out;
+    e->execution = sqlite3_column_int(s, 0);
+    e->epoch = sqlite3_column_int64(s, 1);
+    e->metrics = sto_col_text(s, 2);
 }
 
 int sto_trial_epochs(sto_db *db, int64_t trial_id, sto_epoch **out, size_t *n_out) {
     if (!db || !out || !n_out) return HPO_EINVAL;
-    sto_epoch *list = NULL;
-    size_t n = 0, cap = 0;
-    int src;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_EPOCHS_TRIAL];
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
-    if (rc) goto done;
-    sqlite3_bind_int64(s, 1, trial_id);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 32;
-            list = hpo_xrealloc(list, cap * sizeof *list);
-        }
-        sto_epoch *e = &list[n++];
-        e->execution = sqlite3_column_int(s, 0);
-        e->epoch = sqlite3_column_int64(s, 1);
-        e->metrics = sto_col_text(s, 2);
+    if (rc == 0) {
+        sqlite3_bind_int64(s, 1, trial_id);
+        rc = sto_db_rows(db, s, sizeof **out, read_epoch, clear_epoch, "trial epochs", (void **)out, n_out);
     }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, "trial epochs");
-done:
-    sto_db_done(s);
     sto_db_unlock(db);
-    if (rc) {
-        sto_epoch_list_free(list, n);
-        return rc;
-    }
-    *out = list;
-    *n_out = n;
-    return 0;
+    return rc;
 }

@@ -35,27 +35,12 @@ void sto_trial_list_free(sto_trial *list, size_t n) {
     free(list);
 }
 
-/* Steps s to the end, appending every row (STO_TRIAL_COLS) to a new list.
- * The statement is left for the caller to reset. */
+static void clear_trial(void *t) { sto_trial_clear(t); }
+
+/* Every row (STO_TRIAL_COLS) of a bound statement, as a new list. */
 static int collect_trials(sto_db *db, sqlite3_stmt *s, const char *what, sto_trial **out,
                           size_t *n_out) {
-    sto_trial *list = NULL;
-    size_t n = 0, cap = 0;
-    int src;
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            list = hpo_xrealloc(list, cap * sizeof *list);
-        }
-        sto_db_read_trial(s, &list[n++]);
-    }
-    if (src != SQLITE_DONE) {
-        sto_trial_list_free(list, n);
-        return sto_db_error(db, what);
-    }
-    *out = list;
-    *n_out = n;
-    return 0;
+    return sto_db_rows(db, s, sizeof **out, sto_db_read_trial, clear_trial, what, (void **)out, n_out);
 }
 
 int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
@@ -97,13 +82,7 @@ int sto_trial_get(sto_db *db, int64_t trial_id, sto_trial *out) {
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_TRIAL_GET];
     sqlite3_bind_int64(s, 1, trial_id);
-    int rc = 0;
-    int src = sqlite3_step(s);
-    if (src == SQLITE_ROW)
-        sto_db_read_trial(s, out);
-    else
-        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "trial get");
-    sto_db_done(s);
+    int rc = sto_db_row(db, s, sto_db_read_trial, out, "trial get");
     sto_db_unlock(db);
     return rc;
 }
