@@ -21,9 +21,15 @@
  *   scale (2^15 at start); when any gradient is Inf/NaN the step is skipped
  *   and the scale halved; after 2000 good steps it doubles. The scale falling
  *   below 2^-24 counts as divergence.
+ * - The optimiser step of a layer runs inside the backward pass as soon as
+ *   that layer's gradients exist (eng_model_backward_update: weights and
+ *   gradients still in cache), unless a global look at all gradients must
+ *   come first: clipnorm or mixed_fp16's overflow check use the separate
+ *   unscale/clip/step pass. Both give the same update.
  * - Threads: eng_train sets OpenBLAS/oneDNN threads (backend set_threads)
  *   and FTZ/DAZ in the calling thread's MXCSR for the duration of the call
- *   (restored on return).
+ *   (restored on return). OpenBLAS's count is process-wide: workers with
+ *   different thread counts at the same time override each other.
  * - The callback runs on the training thread after each epoch (after the
  *   checkpoint is written); returning nonzero stops training
  *   (result->stopped_by_callback), e.g. a pruner's decision.
