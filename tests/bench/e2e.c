@@ -12,11 +12,14 @@
  *
  * Printed: wall time of the study (hpod: from POST to "complete"; Optuna:
  * study.optimize, data loading excluded), best validation accuracy, epochs
- * trained, and the wall-time ratio.
+ * trained, per seed, then medians over the seeds and the wall-time ratio
+ * (two slots finish trials in a timing-dependent order, so a seed does not
+ * fix hpod's search path: compare medians).
  *
- *   bench_e2e [--devices cpu:2] [--devices cpu:1x2] [--seed S] [--trials N]
- *             [--epochs E] [--limit L] [--validation V] [--threads T]
- *             [--precision fp32|mixed_bf16] [--no-peer]
+ *   bench_e2e [--devices SPEC]... [--precision fp32|mixed_bf16]... [--seed S] [--seeds N]
+ *             [--trials N] [--epochs E] [--limit L] [--validation V] [--threads T] [--no-peer]
+ * Defaults: --devices cpu:2, precisions fp32 and mixed_bf16, seeds 0..2;
+ * every configuration and the peer run once per seed, medians at the end.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,66 +147,106 @@ static int run_peer(const opts *o, result *r) {
     return pclose(p) == 0 ? rc : -1;
 }
 
-static void row(const char *who, const result *r) {
-    printf("| %-34s | %7.1f | %.4f | %3ld | %2ld / %2ld | %s |\n", who, r->wall, r->best, r->epochs, r->complete,
-           r->pruned, r->params);
+static void row(const char *who, int seed, const result *r) {
+    printf("| %-40s | %d | %7.1f | %.4f | %3ld | %2ld / %2ld | %s |\n", who, seed, r->wall, r->best, r->epochs,
+           r->complete, r->pruned, r->params);
+    fflush(stdout);
 }
 
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define MAX_CONFIGS 8
+#define MAX_SEEDS 16
+
 int main(int argc, char **argv) {
-    opts o = {.seed = 0, .trials = 20, .epochs = 9, .limit = 10000, .validation = 5000, .threads = 2,
-              .peer = 1, .precision = "fp32"};
+    opts o = {.seed = 0, .trials = 20, .epochs = 9, .limit = 10000, .validation = 5000, .threads = 2, .peer = 1};
+    const char *precisions[MAX_CONFIGS];
+    int n_prec = 0, seeds = 3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-peer")) { o.peer = 0; continue; }
         if (!v) goto usage;
-        if (!strcmp(a, "--devices") && o.n_devices < 8) o.devices[o.n_devices++] = v;
+        if (!strcmp(a, "--devices") && o.n_devices < MAX_CONFIGS) o.devices[o.n_devices++] = v;
+        else if (!strcmp(a, "--precision") && n_prec < MAX_CONFIGS) precisions[n_prec++] = v;
         else if (!strcmp(a, "--seed")) o.seed = atoi(v);
+        else if (!strcmp(a, "--seeds")) seeds = atoi(v);
         else if (!strcmp(a, "--trials")) o.trials = atoi(v);
         else if (!strcmp(a, "--epochs")) o.epochs = atoi(v);
         else if (!strcmp(a, "--limit")) o.limit = atoi(v);
         else if (!strcmp(a, "--validation")) o.validation = atoi(v);
         else if (!strcmp(a, "--threads")) o.threads = atoi(v);
-        else if (!strcmp(a, "--precision")) o.precision = v;
         else goto usage;
         i++;
     }
-    if (o.n_devices == 0) {
-        o.devices[o.n_devices++] = "cpu:2";
-        o.devices[o.n_devices++] = "cpu:1x2";
+    if (seeds < 1 || seeds > MAX_SEEDS) goto usage;
+    if (o.n_devices == 0) o.devices[o.n_devices++] = "cpu:2";
+    if (n_prec == 0) {
+        precisions[n_prec++] = "fp32";
+        precisions[n_prec++] = "mixed_bf16";
     }
     printf("search: %d trials, <= %d epochs, TPE + Hyperband (eta 3), Fashion-MNIST %d train / %d validation, "
-           "seed %d, precision %s\n\n", o.trials, o.epochs, o.limit, o.validation, o.seed, o.precision);
-    printf("| system | wall s | best val acc | epochs | complete / pruned | best params |\n|---|---|---|---|---|---|\n");
+           "seeds %d..%d\n\n", o.trials, o.epochs, o.limit, o.validation, o.seed, o.seed + seeds - 1);
+    printf("| system | seed | wall s | best val acc | epochs | complete / pruned | best params |\n"
+           "|---|---|---|---|---|---|---|\n");
     fflush(stdout);
-    result ours[8] = {{0}}, peer = {0};
-    double best_wall = 0;
-    for (int d = 0; d < o.n_devices; d++) {
-        char who[64];
-        snprintf(who, sizeof who, "hpod --devices %s", o.devices[d]);
-        if (run_hpod(&o, o.devices[d], &ours[d])) {
-            fprintf(stderr, "bench: hpod run with %s failed\n", o.devices[d]);
-            return 1;
+    int n_cfg = o.n_devices * n_prec;
+    double wall[MAX_CONFIGS + 1][MAX_SEEDS], best[MAX_CONFIGS + 1][MAX_SEEDS];
+    char names[MAX_CONFIGS + 1][96];
+    int base_seed = o.seed;
+    for (int k = 0; k < seeds; k++) {
+        o.seed = base_seed + k;
+        for (int d = 0; d < o.n_devices; d++) {
+            for (int p = 0; p < n_prec; p++) {
+                int c = d * n_prec + p;
+                result r = {0};
+                o.precision = precisions[p];
+                snprintf(names[c], sizeof names[c], "hpod --devices %s, %s", o.devices[d], precisions[p]);
+                if (run_hpod(&o, o.devices[d], &r)) {
+                    fprintf(stderr, "bench: hpod run (%s) failed\n", names[c]);
+                    return 1;
+                }
+                row(names[c], o.seed, &r);
+                wall[c][k] = r.wall;
+                best[c][k] = r.best;
+            }
         }
-        row(who, &ours[d]);
-        fflush(stdout);
-        if (best_wall == 0 || ours[d].wall < best_wall) best_wall = ours[d].wall;
+        if (o.peer) {
+            result r = {0};
+            if (run_peer(&o, &r)) {
+                fprintf(stderr, "bench: the Optuna + PyTorch side failed\n");
+                return 1;
+            }
+            snprintf(names[n_cfg], sizeof names[n_cfg], "Optuna 3.1 + PyTorch 1.13, %d threads", o.threads);
+            row(names[n_cfg], o.seed, &r);
+            wall[n_cfg][k] = r.wall;
+            best[n_cfg][k] = r.best;
+        }
     }
-    if (!o.peer) return 0;
-    if (run_peer(&o, &peer)) {
-        fprintf(stderr, "bench: the Optuna + PyTorch side failed\n");
-        return 1;
+    printf("\nmedians over %d seeds:\n| system | wall s | best val acc |\n|---|---|---|\n", seeds);
+    double mw[MAX_CONFIGS + 1], mb[MAX_CONFIGS + 1];
+    for (int c = 0; c < n_cfg + o.peer; c++) {
+        mw[c] = median(wall[c], seeds);
+        mb[c] = median(best[c], seeds);
+        printf("| %s | %.1f | %.4f |\n", names[c], mw[c], mb[c]);
     }
-    char who[64];
-    snprintf(who, sizeof who, "Optuna 3.1 + PyTorch 1.13, %d thr", o.threads);
-    row(who, &peer);
-    printf("\n");
-    for (int d = 0; d < o.n_devices; d++)
-        printf("hpod --devices %s: %.1fx less wall time than Optuna + PyTorch; best val acc %+.4f\n", o.devices[d],
-               peer.wall / ours[d].wall, ours[d].best - peer.best);
-    printf("goal: at least 5x less wall time with an equal or better best validation accuracy\n");
+    if (o.peer) {
+        printf("\n");
+        for (int c = 0; c < n_cfg; c++)
+            printf("%s: %.1fx less wall time than Optuna + PyTorch; median best val acc %+.4f\n", names[c],
+                   mw[n_cfg] / mw[c], mb[c] - mb[n_cfg]);
+        printf("goal: at least 5x less wall time with an equal or better best validation accuracy\n");
+    }
     return 0;
 usage:
-    fprintf(stderr, "usage: %s [--devices SPEC]... [--seed S] [--trials N] [--epochs E] [--limit L] "
-                    "[--validation V] [--threads T] [--precision P] [--no-peer]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--devices SPEC]... [--precision P]... [--seed S] [--seeds N] [--trials N] "
+                    "[--epochs E] [--limit L] [--validation V] [--threads T] [--no-peer]\n", argv[0]);
     return 2;
 }
