@@ -246,8 +246,11 @@ static int forward_layer(eng_model *m, eng_layer *l, const float *x, int B, int 
 static void layer_update(eng_model *m, const eng_layer *l) {
     if (!m->upd_on || !l->nw) return;
     size_t off = l->w_off, len = l->nw + l->nb; /* w then b, contiguous */
-    eng_optim_step_range(&m->opt, m->upd_lr, m->upd_t, m->params, m->grads, m->opt_state, m->nparams, off, len);
-    if (m->precision == ENG_PREC_BF16) eng_f32_to_bf16_n(m->params + off, m->params_b16 + off, len);
+    if (m->precision == ENG_PREC_BF16)
+        eng_optim_step_range_bf16(&m->opt, m->upd_lr, m->upd_t, m->params, m->grads, m->opt_state, m->nparams, off,
+                                  len, m->params_b16);
+    else
+        eng_optim_step_range(&m->opt, m->upd_lr, m->upd_t, m->params, m->grads, m->opt_state, m->nparams, off, len);
 }
 
 /* conv2d + maxpool2d chunk by chunk (model.h): the conv output of a chunk

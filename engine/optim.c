@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "hpo.h"
 
 static const char *opt_names[] = {"sgd", "rmsprop", "adam", "adamw"};
@@ -87,9 +88,9 @@ void eng_optim_step_ref(const eng_optim_config *c, float lr, long t, float *p, f
 /* Adam/AdamW with bias correction folded into two scalars:
  * p -= a * m / (sqrt(v) + e) with a = lr / bc1, e = eps * sqrt(bc2), after
  * scaling numerator and denominator by sqrt(bc2). */
-__attribute__((target("avx512f"))) static void adam_avx512(float *p, const float *g, float *m, float *v, size_t n,
-                                                           float b1, float b2, float a, float e, float decay,
-                                                           float l2) {
+__attribute__((target("avx512f,avx512bw"))) static void adam_avx512(float *p, const float *g, float *m, float *v,
+                                                                    size_t n, float b1, float b2, float a, float e,
+                                                                    float decay, float l2, uint16_t *pb) {
     __m512 vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2), c1 = _mm512_set1_ps(1.0f - b1),
            c2 = _mm512_set1_ps(1.0f - b2), va = _mm512_set1_ps(a), ve = _mm512_set1_ps(e),
            vdec = _mm512_set1_ps(decay), vl2 = _mm512_set1_ps(l2);
@@ -105,12 +106,19 @@ __attribute__((target("avx512f"))) static void adam_avx512(float *p, const float
         pi = _mm512_mul_ps(pi, vdec);
         pi = _mm512_sub_ps(pi, _mm512_div_ps(_mm512_mul_ps(va, mi), den));
         _mm512_storeu_ps(p + i, pi);
+        if (pb) { /* the bf16 compute copy, rounded to nearest even (bf16.h) */
+            __m512i u = _mm512_castps_si512(pi);
+            __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+            __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+            _mm256_storeu_si256((__m256i *)(pb + i), _mm512_cvtepi32_epi16(r));
+        }
     }
     for (; i < n; i++) {
         float gi = g[i] + l2 * p[i];
         m[i] = b1 * m[i] + (1.0f - b1) * gi;
         v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
         p[i] = p[i] * decay - a * m[i] / (sqrtf(v[i]) + e);
+        if (pb) pb[i] = eng_f32_to_bf16(p[i]);
     }
 }
 
@@ -124,8 +132,21 @@ static void adam_scalar(float *p, const float *g, float *m, float *v, size_t n, 
     }
 }
 
+static void step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n_total,
+                       size_t off, size_t len, uint16_t *pb);
+
 void eng_optim_step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                           size_t n_total, size_t off, size_t len) {
+    step_range(c, lr, t, p, g, state, n_total, off, len, NULL);
+}
+
+void eng_optim_step_range_bf16(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
+                               size_t n_total, size_t off, size_t len, uint16_t *pb) {
+    step_range(c, lr, t, p, g, state, n_total, off, len, pb + off);
+}
+
+static void step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n_total,
+                       size_t off, size_t len, uint16_t *pb) {
     float *s0 = state + off, *s1 = state + n_total + off;
     p += off;
     g += off;
@@ -136,13 +157,15 @@ void eng_optim_step_range(const eng_optim_config *c, float lr, long t, float *p,
         float l2 = c->kind == ENG_OPT_ADAM ? c->weight_decay : 0.0f;
         static int avx = -1;
         if (avx < 0) avx = __builtin_cpu_supports("avx512f");
-        if (avx)
-            adam_avx512(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2);
-        else
-            adam_scalar(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2);
-        return;
+        if (avx) {
+            adam_avx512(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2, pb);
+            return;
+        }
+        adam_scalar(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2);
+    } else {
+        step_scalar(c, lr, t, p, g, s0, s1, len);
     }
-    step_scalar(c, lr, t, p, g, s0, s1, len);
+    if (pb) eng_f32_to_bf16_n(p, pb, len);
 }
 
 void eng_optim_step(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n) {

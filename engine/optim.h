@@ -27,6 +27,7 @@
 #define ENG_OPTIM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum eng_opt_kind { ENG_OPT_SGD = 0, ENG_OPT_RMSPROP, ENG_OPT_ADAM, ENG_OPT_ADAMW } eng_opt_kind;
 
@@ -58,6 +59,10 @@ void eng_optim_step(const eng_optim_config *c, float lr, long t, float *p, float
  * the model update a layer as soon as its gradients exist (train.c). */
 void eng_optim_step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                           size_t n_total, size_t off, size_t len);
+/* The same, also writing the bf16 copy pb[off + i] of each updated
+ * parameter (mixed_bf16: saves a pass over the weights). */
+void eng_optim_step_range_bf16(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
+                               size_t n_total, size_t off, size_t len, uint16_t *pb);
 /* Plain scalar reference of the same update, for the tests. */
 void eng_optim_step_ref(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                         size_t n);

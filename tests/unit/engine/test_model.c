@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "bf16.h"
 #include "data.h"
 #include "model.h"
 #include "optim.h"
@@ -122,6 +123,28 @@ static void test_optimizers_vs_ref(void **state) {
                c.momentum, c.nesterov, md);
         assert_true(md < 1e-5);
         free(p1), free(p2), free(g), free(g2), free(s1), free(s2);
+    }
+    /* adam with the bf16 copy written in the same pass */
+    {
+        eng_optim_config c;
+        eng_optim_defaults(&c, ENG_OPT_ADAM);
+        size_t n2 = 1000 + 7;
+        float *p1 = malloc(n2 * 4), *p2 = malloc(n2 * 4), *g1 = malloc(n2 * 4), *g2 = malloc(n2 * 4);
+        float *s1 = calloc(2 * n2, 4), *s2 = calloc(2 * n2, 4);
+        uint16_t *pb = malloc(n2 * 2), *pb2 = malloc(n2 * 2);
+        hpo_rng r;
+        hpo_rng_seed(&r, 77);
+        for (size_t i = 0; i < n2; i++) {
+            p1[i] = p2[i] = hpo_rng_uniform_f(&r) - 0.5f;
+            g1[i] = g2[i] = hpo_rng_uniform_f(&r) - 0.5f;
+        }
+        eng_optim_step_range_bf16(&c, 0.01f, 1, p1, g1, s1, n2, 3, n2 - 3, pb - 0);
+        eng_optim_step_range(&c, 0.01f, 1, p2, g2, s2, n2, 3, n2 - 3);
+        eng_f32_to_bf16_n(p2 + 3, pb2 + 3, n2 - 3);
+        assert_memory_equal(p1, p2, n2 * 4);
+        assert_memory_equal(pb + 3, pb2 + 3, (n2 - 3) * 2);
+        printf("  adam step with its bf16 copy in the same pass: params and bf16 copy bit-identical to step + convert\n");
+        free(p1), free(p2), free(g1), free(g2), free(s1), free(s2), free(pb), free(pb2);
     }
     /* clipping */
     float g[4] = {3, 4, 0, 0};
