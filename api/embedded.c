@@ -105,7 +105,7 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     if (!tr) return 0;
     if (!json_is_object(tr)) return hpo_fail(err, HPO_EINVAL, "training", "training must be an object");
     int rc = only_keys(tr, "training", keys, HPO_ARRAY_LEN(keys), err);
-    int64_t v;
+    int64_t v = 0;
     if (rc || (rc = get_count(tr, "batch_size", "training.batch_size", 1, 65536, 128, &v, err))) return rc;
     e->batch_size = (int)v;
     if ((rc = get_count(tr, "max_epochs", "training.max_epochs", 1, 100000, 10, &v, err))) return rc;

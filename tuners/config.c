@@ -86,7 +86,7 @@ static int parse_pruner(const json_t *pj, tun_pruner_config *pc, hpo_error *err)
     static const char *const kinds[] = {"none", "median", "asha", "hyperband"};
     const char *key;
     json_t *v;
-    int64_t i;
+    int64_t i = 0;
     int rc, have_min = 0, have_max = 0;
     char field[128];
 
@@ -171,8 +171,8 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
     tun_config cfg;
     const char *key;
     json_t *v;
-    int64_t i;
-    double d;
+    int64_t i = 0;
+    double d = 0;
     int rc, e;
     char field[128];
 
