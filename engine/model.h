@@ -151,11 +151,7 @@ int eng_model_predict(eng_model *m, const float *x, int B, float *probs);
  * while m lives): dense kernel {I, O}, conv2d kernel {KH, KW, C, F} (HWIO),
  * batchnorm gamma {C}; bias / beta {O}. HPO_EINVAL if the layer has none. */
 int eng_layer_param_views(const eng_model *m, const eng_layer *l, eng_tensor *kernel, eng_tensor *bias);
-/* The trained weights as a safetensors file with one named tensor per
- * parameter ("layers.3.dense.kernel", "layers.1.residual.layers.0.conv2d.bias",
- * ".projection.kernel", "layers.2.batchnorm.moving_mean", ...) and the
- * model summary in the metadata (checkpoint.c). */
-int eng_model_save_weights(const eng_model *m, const char *path, hpo_error *err);
+/* Trained weights as files users can load: weights.h. */
 
 /* Total parameter count and a one-line summary for logs. */
 void eng_model_summary(const eng_model *m, char *buf, size_t len);

@@ -4,11 +4,6 @@
  * a trial's checkpoint, and batch predictions (POST .../predict).
  *
  * Design notes
- * - Names: model.h already declares eng_model_save_weights(m, path, err)
- *   (checkpoint.c, an older "hpo-weights-1" export with Keras-style names),
- *   so the saver here is eng_model_export_weights (same role, with a
- *   metadata argument). New code should use this file: its files round-trip
- *   (export, load, open) and carry the metadata that rebuilds the model.
  * - File: safetensors (safetensors.h), all tensors F32, C order, one tensor
  *   per parameter array of every layer, in layer order, named
  *   "<layer path>.<kind>.<role>" with the layer paths of model.h:

@@ -19,6 +19,7 @@
 #include "optim.h"
 #include "safetensors.h"
 #include "train.h"
+#include "weights.h"
 
 static json_t *J(const char *s) {
     json_error_t e;
@@ -330,16 +331,16 @@ static void test_checkpoint_resume_bit_identical(void **state) {
     /* named weights export reads back with the right names and shapes */
     char wpath[64];
     snprintf(wpath, sizeof wpath, "%s/weights.safetensors", d1);
-    assert_int_equal(eng_model_save_weights(a, wpath, &err), 0);
+    assert_int_equal(eng_model_export_weights(a, wpath, NULL, &err), 0);
     eng_st_file *f = NULL;
     assert_int_equal(eng_st_read_file(wpath, &f, &err), 0);
-    const eng_st_tensor *k = eng_st_find(f, "layers.1.conv2d.kernel");
+    const eng_st_tensor *k = eng_st_find(f, "layers[1].conv2d.weight");
     assert_non_null(k);
     assert_int_equal(k->rank, 4);
     assert_true(k->shape[0] == 3 && k->shape[1] == 3 && k->shape[2] == 1 && k->shape[3] == 4);
-    assert_non_null(eng_st_find(f, "layers.2.batchnorm.moving_variance"));
-    assert_non_null(eng_st_find(f, "layers.7.dense.bias"));
-    printf("  weights export: %zu named tensors, e.g. layers.1.conv2d.kernel [3,3,1,4]\n", eng_st_count(f));
+    assert_non_null(eng_st_find(f, "layers[2].batchnorm.running_var"));
+    assert_non_null(eng_st_find(f, "layers[7].dense.bias"));
+    printf("  weights export: %zu named tensors, e.g. layers[1].conv2d.weight [3,3,1,4]\n", eng_st_count(f));
     eng_st_file_free(f);
     eng_model_free(a);
     eng_model_free(c);
