@@ -1,9 +1,11 @@
 /* engine.c - training throughput of the engine beside PyTorch 1.13, in one
  * invocation: samples/s over one epoch (the second; the first is warm-up, as
  * in torch_mlp.py) for the MLP and the CNN of engine/models, fp32 and
- * mixed_bf16, 1 and 2 threads; PyTorch (f32: torch_mlp.py has no bf16 mode)
- * run as a child with OPENBLAS_CORETYPE=SkylakeX, OMP_WAIT_POLICY=PASSIVE
- * and --flush-denormal (its best settings here); ours with the same
+ * mixed_bf16, 1 and 2 threads; PyTorch run as a child with
+ * OPENBLAS_CORETYPE=SkylakeX, OMP_WAIT_POLICY=PASSIVE and --flush-denormal
+ * (its best settings here): f32 rows against ../shared/bench/torch_mlp.py,
+ * mixed_bf16 rows against tests/bench/torch_bf16.py (the same recipe under
+ * torch.autocast("cpu", dtype=torch.bfloat16)); ours with the same
  * OMP_WAIT_POLICY=PASSIVE and FTZ/DAZ (set by eng_train). Also the GEMM/conv-bound
  * limit measured in the same run: the time of just the model's GEMM and
  * convolution calls for one batch, and the 1024^3 sgemm peak.
@@ -46,17 +48,23 @@ static int find_root(void) {
     return -1;
 }
 
-static double torch_sps(const char *model, int threads) {
+static double torch_sps(const char *model, int threads, int bf16) {
     const char *shared = getenv("HPO_SHARED");
     char sd[PATH_MAX + 16], cmd[2 * PATH_MAX];
     if (!shared) {
         snprintf(sd, sizeof sd, "%s/../shared", root);
         shared = sd;
     }
-    snprintf(cmd, sizeof cmd,
-             "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 %s/bench/torch_mlp.py --model %s "
-             "--threads %d --epochs 2 --runs 1 --flush-denormal --quiet 2>/dev/null",
-             shared, model, threads);
+    if (bf16)
+        snprintf(cmd, sizeof cmd,
+                 "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 %s/tests/bench/torch_bf16.py "
+                 "--model %s --threads %d --epochs 2 --flush-denormal 2>/dev/null",
+                 root, model, threads);
+    else
+        snprintf(cmd, sizeof cmd,
+                 "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 %s/bench/torch_mlp.py --model %s "
+                 "--threads %d --epochs 2 --runs 1 --flush-denormal --quiet 2>/dev/null",
+                 shared, model, threads);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     char line[1024];
@@ -242,9 +250,9 @@ int main(int argc, char **argv) {
         peak[T] = sgemm_peak(be);
         for (int mi = 0; mi < 2; mi++) {
             if (!has(models, mnames[mi])) continue;
-            double tsps = torch ? torch_sps(mnames[mi], T) : -1;
             for (int pi = 0; pi < 2; pi++) {
                 if (!has(precs, pnames[pi])) continue;
+                double tsps = torch ? torch_sps(mnames[mi], T, pi == 1) : -1;
                 char path[PATH_MAX + 64];
                 snprintf(path, sizeof path, "%s/engine/models/%s.json", root, mnames[mi]);
                 json_error_t je;
@@ -287,7 +295,7 @@ int main(int argc, char **argv) {
         }
     }
     printf("\nsgemm 1024^3 peak in this run: 1 thread %.1f GFLOP/s, 2 threads %.1f GFLOP/s\n", peak[1], peak[2]);
-    printf("| model | precision | threads | hpo samples/s | PyTorch f32 samples/s | hpo / PyTorch | GEMM+conv-bound samples/s "
+    printf("| model | precision | threads | hpo samples/s | PyTorch samples/s (same precision) | hpo / PyTorch | GEMM+conv-bound samples/s "
            "| hpo / bound | hpo GFLOP/s | hpo / own fp32 |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nr; i++) {
         row *r = &rows[i];
