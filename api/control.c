@@ -15,9 +15,7 @@ static void change_state(api_ctx *ctx, int64_t id, api_response *resp, const sto
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "study", id);
         return;
     }
     pthread_mutex_lock(&st->lock);

@@ -547,9 +547,7 @@ void api_h_dataset_list(api_ctx *ctx, const api_request *req, int64_t id, api_re
 static int dataset_must_exist(api_ctx *ctx, int64_t id, sto_dataset *d, api_response *resp) {
     int rc = sto_dataset_get(ctx->db, id, d);
     if (rc == 0) return 0;
-    hpo_error err;
-    hpo_fail(&err, rc, "id", "dataset %lld does not exist", (long long)id);
-    api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+    api_fail_lookup(resp, rc, "dataset", id);
     return -1;
 }
 
@@ -604,9 +602,7 @@ void api_h_dataset_delete(api_ctx *ctx, const api_request *req, int64_t id, api_
     }
     rc = sto_dataset_delete(ctx->db, id);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "dataset %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "dataset", id);
         goto done;
     }
     char dir[PATH_MAX];

@@ -120,9 +120,7 @@ void api_h_study_events(api_ctx *ctx, const api_request *req, int64_t id, api_re
     sto_study st;
     int rc = sto_study_get(ctx->db, id, &st);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "study", id);
         return;
     }
     sto_study_clear(&st);

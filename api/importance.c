@@ -23,9 +23,7 @@ void api_h_study_importance(api_ctx *ctx, const api_request *req, int64_t id, ap
     double *X = NULL, *y = NULL, *imp = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "study", id);
         return;
     }
     const tun_space *space = st->def.space;

@@ -34,6 +34,11 @@ void api_fail(api_response *resp, int status, const char *code, const char *fiel
 /* An error response for an HPO_E* code, with err's field and message when set. */
 void api_fail_rc(api_response *resp, int rc, const hpo_error *err);
 int api_status_for_rc(int rc);
+/* The error for a failed lookup of "<what> <id>": 404 naming the id when it
+ * does not exist, the code's status otherwise. */
+void api_fail_lookup(api_response *resp, int rc, const char *what, int64_t id);
+/* 0 if every key of obj is one of keys, else a 400 naming the first other. */
+int api_check_keys(const json_t *obj, const char *const *keys, size_t n, api_response *resp);
 /* Parses the request body as a JSON object; on failure fills resp and
  * returns NULL. */
 json_t *api_body_object(const api_request *req, api_response *resp);

@@ -51,9 +51,7 @@ static api_study *embedded_study(api_ctx *ctx, int64_t id, api_response *resp) {
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "study", id);
         return NULL;
     }
     if (!st->def.embedded) {
@@ -130,20 +128,6 @@ static void reply_models(api_ctx *ctx, api_response *resp, int status, const cha
     api_reply_json(resp, status, json_pack("{s:o}", key, arr));
 }
 
-static int only_keys(const json_t *body, const char **keys, size_t n, api_response *resp) {
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)body, key, v) {
-        size_t i = 0;
-        while (i < n && strcmp(key, keys[i]) != 0) i++;
-        if (i == n) {
-            api_fail(resp, 400, "invalid_argument", key, "unknown key \"%.64s\"", key);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 void api_h_study_refits_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     static const char *keys[] = {"top_n", "trials", "epochs_factor"};
     json_t *body = req->body_len ? api_body_object(req, resp) : json_object();
@@ -151,7 +135,7 @@ void api_h_study_refits_create(api_ctx *ctx, const api_request *req, int64_t id,
     api_study *st = NULL;
     sto_trial *trials = NULL;
     size_t n = 0;
-    if (only_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto done;
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto done;
     const json_t *jf = json_object_get(body, "epochs_factor");
     double factor = jf ? json_number_value(jf) : 1.2;
     if (jf && (!json_is_number(jf) || !(factor > 0) || factor > 10)) {
@@ -196,9 +180,7 @@ static void list_kind(api_ctx *ctx, int64_t id, int kind, const char *key, api_r
     sto_study s;
     int rc = sto_study_get(ctx->db, id, &s);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "study", id);
         return;
     }
     sto_study_clear(&s);
@@ -230,9 +212,7 @@ void api_h_trial_model_create(api_ctx *ctx, const api_request *req, int64_t id, 
     sto_trial t;
     int rc = sto_trial_get(ctx->db, id, &t);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "trial %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "trial", id);
         return;
     }
     api_study *st = embedded_study(ctx, t.study_id, resp);
@@ -284,7 +264,7 @@ void api_h_study_ensembles_create(api_ctx *ctx, const api_request *req, int64_t 
     sto_trial *trials = NULL;
     size_t n = 0;
     json_t *members = json_array();
-    if (only_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto done;
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto done;
     const char *method = json_string_value(json_object_get(body, "method"));
     if (json_object_get(body, "method") &&
         (!method || (strcmp(method, "mean") && strcmp(method, "weighted") && strcmp(method, "greedy")))) {
@@ -363,9 +343,7 @@ done:
 static int model_row(api_ctx *ctx, int64_t id, sto_model *m, api_response *resp) {
     int rc = sto_model_get(ctx->db, id, m);
     if (rc == 0) return 0;
-    hpo_error err;
-    hpo_fail(&err, rc, "id", "model %lld does not exist", (long long)id);
-    api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+    api_fail_lookup(resp, rc, "model", id);
     return -1;
 }
 

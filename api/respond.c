@@ -72,6 +72,26 @@ void api_fail_rc(api_response *resp, int rc, const hpo_error *err) {
     api_error_response(resp, status, hpo_errname(rc), message, err ? err->field : "");
 }
 
+void api_fail_lookup(api_response *resp, int rc, const char *what, int64_t id) {
+    hpo_error err;
+    hpo_fail(&err, rc, "id", "%s %lld does not exist", what, (long long)id);
+    api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+}
+
+int api_check_keys(const json_t *obj, const char *const *keys, size_t n, api_response *resp) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        size_t i = 0;
+        while (i < n && strcmp(key, keys[i]) != 0) i++;
+        if (i == n) {
+            api_fail(resp, 400, "invalid_argument", key, "unknown key \"%.64s\"", key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 json_t *api_body_object(const api_request *req, api_response *resp) {
     if (req->body_len == 0) {
         api_fail(resp, 400, "invalid_json", "", "the request needs a JSON object body");

@@ -33,6 +33,7 @@ typedef struct run {
     int pruned;
     int stopped; /* API_STOP_* seen by the callback */
     int epochs_seen; /* callbacks of the current execution */
+    double started;  /* monotonic start of this run, for job->timeout */
 } run;
 
 void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n) {
@@ -105,6 +106,10 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
                         "epochs", rep->epochs, "value", api_json_real(v), "metrics", m));
     if (prune) r->pruned = 1;
     r->stopped = *r->stop;
+    /* the scheduler's timer stops a trial too, but only once a second:
+     * checking here ends it at the first epoch past its time */
+    if (!r->stopped && r->job->timeout > 0 && hpo_monotonic() - r->started > r->job->timeout)
+        r->stopped = API_STOP_TIMEOUT;
     return prune || r->stopped;
 }
 
@@ -291,6 +296,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     r.st = st;
     r.job = job;
     r.stop = stop;
+    r.started = t0;
     const api_embedded *emb = &st->def.emb;
     int executions = emb->executions < 1 ? 1 : emb->executions > MAX_EXECUTIONS ? MAX_EXECUTIONS : emb->executions;
     double values[MAX_EXECUTIONS];

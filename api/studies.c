@@ -64,9 +64,7 @@ void api_h_study_get(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     sto_study s;
     int rc = sto_study_get(ctx->db, id, &s);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "study", id);
         return;
     }
     api_reply_json(resp, 200, api_study_json(ctx, &s, 1));
@@ -93,9 +91,7 @@ void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (rc) {
         sto_trial_list_free(trials, n_trials);
         sto_model_list_free(models, n_models);
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "study", id);
         return;
     }
     /* the files of its trials and models go with it */
@@ -121,9 +117,7 @@ void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_re
 static int study_must_exist(api_ctx *ctx, int64_t id, sto_study *s, api_response *resp) {
     int rc = sto_study_get(ctx->db, id, s);
     if (rc == 0) return 0;
-    hpo_error err;
-    hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-    api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+    api_fail_lookup(resp, rc, "study", id);
     return -1;
 }
 

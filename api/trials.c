@@ -6,35 +6,19 @@
 
 #include "internal.h"
 
-static int unknown_keys(const json_t *body, const char **keys, size_t n, api_response *resp) {
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)body, key, v) {
-        size_t i = 0;
-        while (i < n && strcmp(key, keys[i]) != 0) i++;
-        if (i == n) {
-            api_fail(resp, 400, "invalid_argument", key, "unknown key \"%.64s\"", key);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     double t0 = hpo_monotonic();
     if (req->body_len > 0) { /* an optional, empty object: room for options */
         json_t *body = api_body_object(req, resp);
         if (!body) return;
-        int bad = unknown_keys(body, NULL, 0, resp);
+        int bad = api_check_keys(body, NULL, 0, resp);
         json_decref(body);
         if (bad) return;
     }
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "study %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "study", id);
         return;
     }
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
@@ -108,9 +92,7 @@ static int trial_and_study(api_ctx *ctx, int64_t trial_id, sto_trial *t, api_stu
         if (rc) sto_trial_clear(t);
     }
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "trial %lld does not exist", (long long)trial_id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "trial", trial_id);
     }
     return rc;
 }
@@ -127,7 +109,7 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
     static const char *keys[] = {"step", "value"};
     json_t *body = api_body_object(req, resp);
     if (!body) return;
-    if (unknown_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
     json_t *jstep = json_object_get(body, "step"), *jvalue = json_object_get(body, "value");
     if (!json_is_integer(jstep) || json_integer_value(jstep) < 0) {
         api_fail(resp, 400, "invalid_argument", "step", "step must be an integer >= 0");
@@ -170,7 +152,7 @@ out:
 static int parse_tell(const json_t *body, sto_trial_state *state, double *value, double *std,
                       int *n, const char **error, api_response *resp) {
     static const char *keys[] = {"value", "values", "state", "error"};
-    if (unknown_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) return -1;
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) return -1;
     const json_t *jstate = json_object_get(body, "state");
     const json_t *jvalue = json_object_get(body, "value");
     const json_t *jvalues = json_object_get(body, "values");
@@ -284,9 +266,7 @@ void api_h_trial_get(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     sto_trial t;
     int rc = sto_trial_get(ctx->db, id, &t);
     if (rc) {
-        hpo_error err;
-        hpo_fail(&err, rc, "id", "trial %lld does not exist", (long long)id);
-        api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
+        api_fail_lookup(resp, rc, "trial", id);
         return;
     }
     api_reply_json(resp, 200, api_trial_json(&t, 1, ctx->db));

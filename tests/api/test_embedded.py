@@ -130,9 +130,9 @@ def check_executions(hp, c):
 def check_control(hp, c):
     study = study_small()
     study.update(name="control", tuner={"algorithm": "random", "seed": 5, "max_trials": 4})
-    study["training"] = {"max_epochs": 6, "batch_size": 32}
+    study["training"] = {"max_epochs": 40, "batch_size": 32}  # long enough to pause mid-trial
     sid = hp.ok("POST", "/api/v1/studies", study)["id"]
-    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60)
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60, step=0.05)
     hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
     wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, 60)
     s = hp.ok("GET", "/api/v1/studies/%d" % sid)
@@ -153,7 +153,7 @@ def check_control(hp, c):
 
     study.update(name="cancel", tuner={"algorithm": "random", "seed": 6, "max_trials": 20})
     sid = hp.ok("POST", "/api/v1/studies", study)["id"]
-    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60)
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60, step=0.05)
     hp.ok("POST", "/api/v1/studies/%d/cancel" % sid)
     events = read_events(hp.url, sid, timeout=60)
     c.check(events[-1][1] == "study_cancelled" or any(t == "study_cancelled" for _, t, _ in events),
@@ -164,7 +164,7 @@ def check_control(hp, c):
             "cancelled study: no new trials, running ones cancelled: %s" % s["trials_by_state"])
 
     study.update(name="timeout", tuner={"algorithm": "random", "seed": 7, "max_trials": 1, "trial_timeout": 0.3})
-    study["training"] = {"max_epochs": 50, "batch_size": 16}
+    study["training"] = {"max_epochs": 500, "batch_size": 16}
     sid = hp.ok("POST", "/api/v1/studies", study)["id"]
     wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
     t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
