@@ -109,6 +109,9 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
         sto_trial_list_free(t, n);
     }
     json_object_set_new(j, "best", best_json);
+    int64_t last_event = 0;
+    if (sto_event_last_id(ctx->db, s->id, &last_event) == 0)
+        json_object_set_new(j, "last_event_id", json_integer(last_event)); /* GET .../events?after= */
     if (full)
         json_object_set(j, "definition", spec);
     json_decref(spec);

@@ -240,18 +240,23 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
         r.train = rep.train;
         r.val = rep.val;
         r.has_val = rep.has_val;
-        if (ckpt[0]) {
-            st.best_params = best_params;
-            if ((rc = eng_checkpoint_save(m, &st, ckpt, err))) goto fail;
-            rep.checkpoint = ckpt;
-        }
         if (o->patience >= 0 && st.wait >= (o->patience > 0 ? o->patience : 1)) {
             r.stopped_early = 1;
             stop = 1;
         }
+        /* The callback runs before the checkpoint is written: whatever it
+         * records about epoch e (curves, reports) is durable before a resume
+         * could start after e, so a crash between the two repeats epoch e
+         * instead of leaving a hole. A stopped run still checkpoints, so a
+         * pause resumes after this epoch. */
+        rep.checkpoint = ckpt[0] ? ckpt : NULL;
         if (o->on_epoch && o->on_epoch(&rep, o->user)) {
             r.stopped_by_callback = 1;
             stop = 1;
+        }
+        if (ckpt[0]) {
+            st.best_params = best_params;
+            if ((rc = eng_checkpoint_save(m, &st, ckpt, err))) goto fail;
         }
     }
     if (best_params && st.best_epoch > 0 && st.best_epoch != r.epochs_run) {

@@ -30,9 +30,11 @@
  *   and FTZ/DAZ in the calling thread's MXCSR for the duration of the call
  *   (restored on return). OpenBLAS's count is process-wide: workers with
  *   different thread counts at the same time override each other.
- * - The callback runs on the training thread after each epoch (after the
- *   checkpoint is written); returning nonzero stops training
- *   (result->stopped_by_callback), e.g. a pruner's decision.
+ * - The callback runs on the training thread after each epoch, BEFORE that
+ *   epoch's checkpoint is written (so what it records about the epoch is
+ *   durable first: a crash in between repeats the epoch, never skips it);
+ *   returning nonzero stops training (result->stopped_by_callback), e.g. a
+ *   pruner's decision; the epoch is still checkpointed.
  */
 #ifndef ENG_TRAIN_H
 #define ENG_TRAIN_H
@@ -55,7 +57,7 @@ typedef struct eng_epoch_report {
     double loss_scale;   /* mixed_fp16; 1 otherwise */
     long skipped_steps;  /* mixed_fp16 overflow skips this epoch */
     int is_best;         /* early-stopping monitor improved */
-    const char *checkpoint; /* path written this epoch, or NULL */
+    const char *checkpoint; /* path written right after the callback, or NULL */
 } eng_epoch_report;
 
 /* Return nonzero to stop training after this epoch. */

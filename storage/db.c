@@ -234,6 +234,7 @@ static const char *const stmt_sql[STO_Q_N] = {
                            " WHERE id = ?1 AND state IN (0, 1)",
     [STO_Q_MODELS_REQUEUE] = "UPDATE models SET state = 0 WHERE state = 1",
 
+    [STO_Q_EVENT_LAST] = "SELECT COALESCE(MAX(id), 0) FROM events WHERE study_id = ?1",
     [STO_Q_EVENT_INSERT] =
         "INSERT INTO events (study_id, trial_id, type, data, created)"
         " VALUES (?1, ?2, ?3, ?4, ?5)",

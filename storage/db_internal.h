@@ -86,6 +86,7 @@ enum {
 
     STO_Q_EVENT_INSERT,
     STO_Q_EVENT_LIST,
+    STO_Q_EVENT_LAST,
 
     STO_Q_N
 };

@@ -76,3 +76,18 @@ int sto_event_list(sto_db *db, int64_t study_id, int64_t after_id, int64_t limit
     sto_db_unlock(db);
     return rc;
 }
+
+int sto_event_last_id(sto_db *db, int64_t study_id, int64_t *id_out) {
+    if (!db || !id_out) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_EVENT_LAST];
+    sqlite3_bind_int64(s, 1, study_id);
+    int rc = 0;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        *id_out = sqlite3_column_int64(s, 0);
+    else
+        rc = sto_db_error(db, "event last id");
+    sto_db_done(s);
+    sto_db_unlock(db);
+    return rc;
+}

@@ -310,5 +310,7 @@ int sto_event_append(sto_db *db, int64_t study_id, int64_t trial_id, const char 
 int sto_event_list(sto_db *db, int64_t study_id, int64_t after_id, int64_t limit,
                    sto_event **out, size_t *n_out);
 void sto_event_list_free(sto_event *list, size_t n);
+/* The id of a study's latest event (0 when it has none). */
+int sto_event_last_id(sto_db *db, int64_t study_id, int64_t *id_out);
 
 #endif

@@ -297,7 +297,8 @@ function studyPage(main, { id }) {
     /* embedded studies stream their progress: refresh on each event */
     if (s.kind === "embedded" && !st.listening && s.state !== "complete" && s.state !== "cancelled") {
       st.listening = true;
-      feed.listen(`/api/v1/studies/${st.id}/events`, ["study_complete", "study_cancelled"]);
+      /* only what happens from now on: the page has just loaded the rest */
+      feed.listen(`/api/v1/studies/${st.id}/events?after=${s.last_event_id || 0}`, ["study_complete", "study_cancelled"]);
     }
     if (!window.__hpo.ready) {
       window.__hpo.ready = true;
