@@ -103,27 +103,5 @@ int sto_dataset_list(sto_db *db, sto_dataset **out, size_t *n_out) {
 
 int sto_dataset_delete(sto_db *db, int64_t id) {
     if (!db) return HPO_EINVAL;
-    sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_DATASET_DELETE];
-    int rc = sto_db_begin(db);
-    if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, id);
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = sto_db_error(db, "dataset delete");
-        goto fail;
-    }
-    sto_db_done(s);
-    if (sqlite3_changes(db->conn) == 0) {
-        rc = HPO_ENOTFOUND;
-        goto fail;
-    }
-    rc = sto_db_commit(db);
-    if (rc) goto fail;
-    sto_db_unlock(db);
-    return 0;
-fail:
-    sto_db_done(s);
-    sto_db_rollback(db);
-    sto_db_unlock(db);
-    return rc;
+    return sto_db_exec_id(db, STO_Q_DATASET_DELETE, id, "dataset delete");
 }

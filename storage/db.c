@@ -312,6 +312,22 @@ int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
     return rc == 0 ? HPO_ECONFLICT : rc;
 }
 
+int sto_db_exec_id(sto_db *db, int q, int64_t id, const char *what) {
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[q];
+    int rc = sto_db_begin(db);
+    if (rc == 0) {
+        sqlite3_bind_int64(s, 1, id);
+        if (sqlite3_step(s) != SQLITE_DONE) rc = sto_db_error(db, what);
+        else if (sqlite3_changes(db->conn) == 0) rc = HPO_ENOTFOUND;
+    }
+    sto_db_done(s);
+    if (rc == 0) rc = sto_db_commit(db);
+    if (rc) sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
 /* ---- reading rows ---- */
 
 int sto_db_row(sto_db *db, sqlite3_stmt *s, sto_db_row_fn read, void *out, const char *what) {

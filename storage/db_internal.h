@@ -127,6 +127,10 @@ int sto_db_exists(sto_db *db, int q, int64_t id);
  * STO_TRIAL_COLS; a sto_db_row_fn. */
 void sto_db_read_trial(sqlite3_stmt *s, void *t);
 
+/* Runs statement q with ?1 = id in its own transaction (a delete by id);
+ * HPO_ENOTFOUND when it changed no row. Takes the lock itself. */
+int sto_db_exec_id(sto_db *db, int q, int64_t id, const char *what);
+
 /* Reads the current row of a statement into *out (one element). */
 typedef void (*sto_db_row_fn)(sqlite3_stmt *s, void *out);
 /* Steps a bound statement once: the row is read into out with read;

@@ -88,20 +88,17 @@ int sto_study_list(sto_db *db, sto_study **out, size_t *n_out) {
     return rc;
 }
 
-/* Runs a one-statement mutation on a study (?1 = id, then the extras) in its
- * own transaction; HPO_ENOTFOUND when it changed no row. */
-static int study_mutate(sto_db *db, int q, int64_t id, int state, const char *what) {
+int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state) {
+    if (!db || (unsigned)state >= STO_STUDY_N_STATES) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[q];
+    sqlite3_stmt *s = db->q[STO_Q_STUDY_SET_STATE];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sqlite3_bind_int64(s, 1, id);
-    if (state >= 0) {
-        sqlite3_bind_int(s, 2, state);
-        sqlite3_bind_double(s, 3, hpo_now());
-    }
+    sqlite3_bind_int(s, 2, (int)state);
+    sqlite3_bind_double(s, 3, hpo_now());
     if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = sto_db_error(db, what);
+        rc = sto_db_error(db, "study set state");
         goto fail;
     }
     sto_db_done(s);
@@ -122,11 +119,6 @@ fail:
 
 int sto_study_delete(sto_db *db, int64_t id) {
     if (!db) return HPO_EINVAL;
-    /* Trials, their intermediate values and the events go by ON DELETE CASCADE. */
-    return study_mutate(db, STO_Q_STUDY_DELETE, id, -1, "study delete");
-}
-
-int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state) {
-    if (!db || (unsigned)state >= STO_STUDY_N_STATES) return HPO_EINVAL;
-    return study_mutate(db, STO_Q_STUDY_SET_STATE, id, (int)state, "study set state");
+    /* Trials, their intermediate values, events and models go by ON DELETE CASCADE. */
+    return sto_db_exec_id(db, STO_Q_STUDY_DELETE, id, "study delete");
 }
