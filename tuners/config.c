@@ -25,6 +25,7 @@ void tun_config_default(tun_config *cfg) {
     cfg->n_startup_trials = 10;
     cfg->tpe_n_candidates = 24;
     cfg->tpe_gamma = 0;
+    cfg->tpe_multi_fidelity = 1;
     cfg->acquisition = TUN_ACQ_LOG_EI;
     cfg->ucb_beta = 2.0;
     cfg->pruner.kind = TUN_PRUNER_NONE;
@@ -204,6 +205,9 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
             if (d >= 1) return hpo_fail(err, HPO_EINVAL, field, "must be in (0, 1)");
             cfg.tpe_gamma = d;
+        } else if (strcmp(key, "tpe_multi_fidelity") == 0) {
+            if (!json_is_boolean(v)) return hpo_fail(err, HPO_EINVAL, field, "must be true or false");
+            cfg.tpe_multi_fidelity = json_is_true(v);
         } else if (strcmp(key, "deterministic") == 0) {
             if (!json_is_boolean(v)) return hpo_fail(err, HPO_EINVAL, field, "must be true or false");
             cfg.deterministic = json_is_true(v);

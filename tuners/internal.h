@@ -62,6 +62,16 @@ int tun_grid_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x
 int tun_tpe_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 
+/* TPE's ranking (tpe.c), best first, of the trials it models: complete,
+ * pruned and running (failed ones are left out). Writes their numbers to
+ * order (room for t->n_present), *n_ranked of them; *n_finished (may be
+ * NULL) is how many are complete or pruned (they come before the running
+ * ones, and gamma splits them); *budget (may be NULL) the step b at which
+ * they were compared (the multi-fidelity rule), or -1 for Optuna's rule.
+ * HPO_ENOMEM. */
+int tun_tpe_rank(const tun_study *t, int64_t *order, int *n_ranked, int *n_finished,
+                 int64_t *budget);
+
 /* Hyperband: the bracket (0 = most aggressive, as tun_hyperband_brackets'
  * out[]) of trial `number`, drawn from (seed, number) with probability
  * n_b / sum(n) (pruners.c). */

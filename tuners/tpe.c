@@ -4,13 +4,33 @@
  * (tun_tpe_suggest).
  *
  * - The first n_startup_trials (complete + pruned) are random.
- * - Trials are ranked: complete by value; then pruned, by their last
- *   reported step (later is better) and value there (Optuna's rule); pruned
- *   without reports; running trials last (constant liar: a pending trial
- *   counts as the worst, so it lands in the "above" set and its region is
- *   less likely to be proposed again by a parallel asker). Failed trials are
- *   ignored. The best gamma(n) = min(ceil(0.1 n), 25) (or ceil(cfg.tpe_gamma
- *   n)) of the n finished ones form "below" (l), the rest "above" (g).
+ * - Trials are ranked, best first. Failed trials are ignored; running ones
+ *   come last (constant liar: a pending trial counts as the worst, so it
+ *   lands in the "above" set and its region is less likely to be proposed
+ *   again by a parallel asker). The finished ones (complete and pruned):
+ *   - At a common budget, as BOHB does (Falkner et al. 2018, "BOHB: Robust
+ *     and Efficient Hyperparameter Optimization at Scale"; the default,
+ *     cfg.tpe_multi_fidelity): b is the largest step that at least d + 2
+ *     finished trials reached (their last reported step >= b; d = the
+ *     parameters of the space). Those trials come first, complete and
+ *     pruned alike, by their best intermediate value at steps <= b (best so
+ *     far, since the embedded trainer's objective is the best epoch); then
+ *     the finished trials that stopped before b, by Optuna's pruned rule
+ *     (last reported step, later first, then the value there); then
+ *     complete trials without reports, by value; then pruned ones without.
+ *     Why: under Hyperband or ASHA, "complete" says which bracket a trial
+ *     drew, not how good it is. The no-pruning bracket completes poor
+ *     configurations (a tiny learning rate reaching 0.83 after 9 epochs)
+ *     while a better one stopped at epoch 3 by a stronger peer (0.82 there)
+ *     ranks below all of them by Optuna's rule, and TPE then concentrates
+ *     on the poor region. Compared at a budget that enough trials reached,
+ *     like is compared with like.
+ *   - Otherwise (the switch off, no reports, or no step that d + 2 finished
+ *     trials reached), Optuna's rule: complete by value; then pruned, by
+ *     their last reported step (later is better) and value there; pruned
+ *     without reports. Plain ask/tell studies are ranked exactly so.
+ *   The best gamma(n) = min(ceil(0.1 n), 25) (or ceil(cfg.tpe_gamma n)) of
+ *   the n finished ones form "below" (l), the rest "above" (g).
  * - Each set is a Parzen mixture: one component per trial plus a prior
  *   component (weight 1); trial weights are Optuna's default ramp (flat for
  *   the newest 25, linear below 1 for older ones). Numeric parameters:
@@ -217,9 +237,16 @@ static double kernel_sample(const kernels *k, int i, hpo_rng *rng) {
 
 /* ---- trial ranking and weights ----------------------------------------- */
 
+/* Rank classes, best first. Optuna's rule uses COMPLETE, REPORTED,
+ * PRUNED_BARE and RUNNING; the budget rule AT_BUDGET (in COMPLETE's place),
+ * REPORTED (the finished trials that stopped before the budget),
+ * COMPLETE_BARE (complete without reports), PRUNED_BARE and RUNNING. */
+enum { CLS_COMPLETE = 0, CLS_AT_BUDGET = 0, CLS_REPORTED, CLS_COMPLETE_BARE, CLS_PRUNED_BARE,
+       CLS_RUNNING };
+
 typedef struct ranked {
     const tun_trial_rec *rec;
-    int cls;       /* 0 complete, 1 pruned with reports, 2 pruned without, 3 running */
+    int cls;       /* CLS_* */
     double a, b;   /* the sort keys within the class */
 } ranked;
 
@@ -271,41 +298,116 @@ static double logsumexp(const double *v, int n) {
     return m + log(s);
 }
 
-/* Ranks every complete, pruned and running trial (Optuna's order), splits
- * them with gamma(n) (n: the complete and pruned ones), then keeps on each
- * side the trials in which every parameter of `params` is present.
- * below/above get them in trial-number order; free(*below) releases both. */
-static int split_trials(const tun_study *t, const int *params, int n_params, ranked **below,
-                        int *n_below, ranked **above, int *n_above) {
+static int is_finished(const tun_trial_rec *rec) {
+    return rec->state == TUN_TRIAL_COMPLETE || rec->state == TUN_TRIAL_PRUNED;
+}
+
+/* The budget of the multi-fidelity rule: the largest step s such that at
+ * least n_min = d + 2 finished trials have a last reported step >= s, i.e.
+ * the n_min-th largest last step among them; -1 when fewer than n_min
+ * finished trials reported (or the rule is off). */
+static int64_t common_budget(const tun_study *t) {
+    if (!t->cfg.tpe_multi_fidelity) return -1;
+    int n_min = t->space->n + 2, k = 0;
+    int64_t top[64 + 2] = {0}; /* the n_min largest last steps so far, descending */
+    if (n_min > (int)HPO_ARRAY_LEN(top)) return -1; /* spaces have at most 64 parameters */
+    for (int64_t i = 0; i < t->cap; i++) {
+        const tun_trial_rec *rec = &t->trials[i];
+        if (!rec->present || !is_finished(rec) || rec->n_steps == 0) continue;
+        int64_t s = rec->steps[rec->n_steps - 1];
+        if (k == n_min && s <= top[n_min - 1]) continue;
+        int j = k < n_min ? k++ : n_min - 1;
+        while (j > 0 && top[j - 1] < s) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = s;
+    }
+    return k < n_min ? -1 : top[n_min - 1];
+}
+
+/* The best (smallest) intermediate value of rec at steps <= b, NaN ones
+ * skipped (+inf if none); a trial whose first report is past b (steps with
+ * gaps) has no value at b, and its first reported value stands in. */
+static double best_up_to(const tun_trial_rec *rec, int64_t b) {
+    double best = INFINITY;
+    int i = 0;
+    for (; i < rec->n_steps && rec->steps[i] <= b; i++)
+        if (rec->step_values[i] < best) best = rec->step_values[i];
+    if (i == 0 && rec->n_steps > 0 && !isnan(rec->step_values[0])) best = rec->step_values[0];
+    return best;
+}
+
+/* Ranks every complete, pruned and running trial (the rules on top) into
+ * *out (malloc'd, *m of them); *n_finished: the complete and pruned ones;
+ * *budget: the common budget, -1 for Optuna's rule. */
+static int rank_trials(const tun_study *t, ranked **out, int *m_out, int *n_finished_out,
+                       int64_t *budget_out) {
     int64_t n = 0;
     for (int64_t i = 0; i < t->cap; i++)
         if (t->trials[i].present) n++;
     ranked *r = malloc((size_t)(n > 0 ? n : 1) * sizeof(ranked));
     if (!r) return HPO_ENOMEM;
+    int64_t budget = common_budget(t);
     int m = 0, n_finished = 0;
     for (int64_t i = 0; i < t->cap; i++) {
         const tun_trial_rec *rec = &t->trials[i];
         if (!rec->present || rec->state == TUN_TRIAL_FAILED) continue;
-        ranked e = {rec, 0, 0.0, 0.0};
-        if (rec->state == TUN_TRIAL_COMPLETE) {
+        ranked e = {rec, CLS_COMPLETE, 0.0, 0.0};
+        if (!is_finished(rec)) {
+            e.cls = CLS_RUNNING;
+        } else if (budget >= 0 && rec->n_steps > 0 && rec->steps[rec->n_steps - 1] >= budget) {
+            e.cls = CLS_AT_BUDGET;
+            e.a = best_up_to(rec, budget);
+        } else if (rec->state == TUN_TRIAL_COMPLETE && (budget < 0 || rec->n_steps == 0)) {
+            e.cls = budget < 0 ? CLS_COMPLETE : CLS_COMPLETE_BARE;
             e.a = rec->value;
-        } else if (rec->state == TUN_TRIAL_PRUNED) {
-            if (rec->n_steps > 0) {
-                e.cls = 1;
-                e.a = -(double)rec->steps[rec->n_steps - 1];
-                e.b = rec->step_values[rec->n_steps - 1];
-                if (isnan(e.b)) e.b = INFINITY;
-            } else {
-                e.cls = 2;
-            }
+        } else if (rec->n_steps > 0) {
+            /* Optuna's pruned rule; with a budget, also a complete trial
+             * that stopped before it */
+            e.cls = CLS_REPORTED;
+            e.a = -(double)rec->steps[rec->n_steps - 1];
+            e.b = rec->step_values[rec->n_steps - 1];
+            if (isnan(e.b)) e.b = INFINITY;
         } else {
-            e.cls = 3;
+            e.cls = CLS_PRUNED_BARE;
         }
-        if (e.cls < 3) n_finished++;
+        if (e.cls != CLS_RUNNING) n_finished++;
         if (isnan(e.a)) e.a = INFINITY;
         r[m++] = e;
     }
     qsort(r, (size_t)m, sizeof(ranked), cmp_ranked);
+    *out = r;
+    *m_out = m;
+    *n_finished_out = n_finished;
+    *budget_out = budget;
+    return 0;
+}
+
+int tun_tpe_rank(const tun_study *t, int64_t *order, int *n_ranked, int *n_finished,
+                 int64_t *budget) {
+    ranked *r = NULL;
+    int m = 0, nf = 0, rc;
+    int64_t b = -1;
+    if ((rc = rank_trials(t, &r, &m, &nf, &b)) < 0) return rc;
+    for (int i = 0; i < m; i++) order[i] = r[i].rec->number;
+    free(r);
+    *n_ranked = m;
+    if (n_finished) *n_finished = nf;
+    if (budget) *budget = b;
+    return 0;
+}
+
+/* Ranks the trials (rank_trials), splits them with gamma(n) (n: the complete
+ * and pruned ones), then keeps on each side the trials in which every
+ * parameter of `params` is present. below/above get them in trial-number
+ * order; free(*below) releases both. */
+static int split_trials(const tun_study *t, const int *params, int n_params, ranked **below,
+                        int *n_below, ranked **above, int *n_above) {
+    ranked *r = NULL;
+    int m = 0, n_finished = 0, rc;
+    int64_t budget = -1;
+    if ((rc = rank_trials(t, &r, &m, &n_finished, &budget)) < 0) return rc;
     int nb = n_below_of(&t->cfg, n_finished);
     /* keep the trials where the group is present, on each side */
     int kb = 0, ka = 0;

@@ -115,6 +115,9 @@ typedef struct tun_config {
     int tpe_n_candidates;     /* default 24 */
     double tpe_gamma;         /* fraction of "good" trials in (0, 1); 0 (the default)
                                * = Optuna's rule min(ceil(0.1 n), 25) trials */
+    int tpe_multi_fidelity;   /* rank trials at a common budget when they report
+                               * intermediate values (BOHB's rule, tpe.c; default 1);
+                               * 0 = Optuna's ranking */
     /* bayesian */
     tun_acquisition acquisition;
     double ucb_beta;          /* default 2.0 */
@@ -130,6 +133,8 @@ typedef struct tun_config {
  * (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10);
  * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
+ * "tpe_multi_fidelity": bool (true; false ranks trials by Optuna's rule even
+ * when they report intermediate values);
  * "deterministic": bool (false; true tells the GP the objective is noise-free);
  * "pruner": {"algorithm": "none" | "median" | "asha" | "hyperband" (required),
  * "eta" >= 2 (3), "min_resource" or its alias "min_epochs" int >= 1 (1),

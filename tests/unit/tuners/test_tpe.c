@@ -1,6 +1,7 @@
 /* test_tpe.c - the "tpe" sampler through tun_study: reproducibility,
- * conditional parameters, domains, convergence on a quadratic, and the
- * constant liar with pending trials. */
+ * conditional parameters, domains, convergence on a quadratic, the
+ * constant liar with pending trials, and the ranking of trials with
+ * intermediate values (the multi-fidelity rule, tun_tpe_rank). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "internal.h"
 #include "tuners/sampler_util.h"
 
 static tun_study *new_study(const tun_space *s, uint64_t seed) {
@@ -159,12 +161,249 @@ static void test_pruned_and_failed(void **state) {
     tun_space_free(s);
 }
 
+/* ---- ranking with intermediate values (tpe_multi_fidelity) ---- */
+
+static tun_study *new_study_mf(const tun_space *s, uint64_t seed, int multi_fidelity,
+                               int maximize) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    assert_int_equal(cfg.tpe_multi_fidelity, 1); /* the default */
+    cfg.algorithm = TUN_TPE;
+    cfg.seed = seed;
+    cfg.n_startup_trials = 5;
+    cfg.tpe_multi_fidelity = multi_fidelity;
+    tun_study *st = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, maximize, &st), 0);
+    return st;
+}
+
+/* A Hyperband-like history of val accuracy (maximised) over lr and units
+ * (d = 2: the budget rule needs d + 2 = 4 finished trials at a step):
+ *   0..2   no-pruning bracket, tiny lr, complete after 9 epochs (0.83,
+ *          0.80, 0.75), every epoch reported, 0.59/0.56/0.51 at epoch 3;
+ *   3..8   lr near 1e-2, pruned at epoch 3 by stronger peers (0.82 .. 0.77
+ *          there); 3 and 8 had 0.84 and 0.845 at epoch 2 (best so far);
+ *   9, 10  pruned at epoch 1 (0.70, 0.75);
+ *   11     complete without reports (0.90), tiny lr;
+ *   12     pruned without reports;
+ *   13     failed (reports 0.99: ignored);
+ *   14     running, reports 0.99 (constant liar: last). */
+static void hyperband_history(tun_study *st) {
+    double x[2];
+    static const double lr_low[3] = {1.5e-4, 3e-4, 5e-4}, final[3] = {0.83, 0.80, 0.75};
+    for (int k = 0; k < 3; k++) {
+        x[0] = lr_low[k];
+        x[1] = 64;
+        assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
+        for (int e = 1; e <= 9; e++)
+            assert_int_equal(tun_study_report(st, k, e, final[k] - 0.04 * (9 - e), NULL), 0);
+        assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_COMPLETE, final[k]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        int k = 3 + i;
+        double v3 = 0.82 - 0.01 * i, v2 = k == 3 ? 0.84 : k == 8 ? 0.845 : v3 - 0.02;
+        x[0] = 8e-3 + 1e-3 * i;
+        x[1] = 128;
+        assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
+        assert_int_equal(tun_study_report(st, k, 1, v3 - 0.05, NULL), 0);
+        assert_int_equal(tun_study_report(st, k, 2, v2, NULL), 0);
+        assert_int_equal(tun_study_report(st, k, 3, v3, NULL), 0);
+        assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_PRUNED, 0.0), 0);
+    }
+    for (int k = 9; k <= 10; k++) {
+        x[0] = 2e-3;
+        x[1] = 32;
+        assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
+        assert_int_equal(tun_study_report(st, k, 1, k == 9 ? 0.70 : 0.75, NULL), 0);
+        assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_PRUNED, 0.0), 0);
+    }
+    x[0] = 2e-4;
+    x[1] = 64;
+    assert_int_equal(tun_study_add(st, 11, x, TUN_TRIAL_COMPLETE, 0.90), 0);
+    assert_int_equal(tun_study_add(st, 12, x, TUN_TRIAL_PRUNED, 0.0), 0);
+    assert_int_equal(tun_study_add(st, 13, x, TUN_TRIAL_RUNNING, 0.0), 0);
+    assert_int_equal(tun_study_report(st, 13, 5, 0.99, NULL), 0);
+    assert_int_equal(tun_study_finish(st, 13, TUN_TRIAL_FAILED, 0.0), 0);
+    assert_int_equal(tun_study_add(st, 14, x, TUN_TRIAL_RUNNING, 0.0), 0);
+    for (int e = 1; e <= 3; e++) assert_int_equal(tun_study_report(st, 14, e, 0.99, NULL), 0);
+}
+
+static void print_order(const char *what, const int64_t *order, int n, int64_t budget) {
+    printf("%s (budget %lld):", what, (long long)budget);
+    for (int i = 0; i < n; i++) printf(" %lld", (long long)order[i]);
+    printf("\n");
+}
+
+static const char LR_UNITS_SPACE[] =
+    "{\"lr\":{\"type\":\"float\",\"low\":1e-4,\"high\":1e-1,\"log\":true},"
+    "\"units\":{\"type\":\"int\",\"low\":16,\"high\":256,\"step\":16}}";
+
+static void test_rank_budget_rule(void **state) {
+    (void)state;
+    tun_space *s = parse_space(LR_UNITS_SPACE);
+    assert_non_null(s);
+    tun_study *on = new_study_mf(s, 3, 1, 1), *off = new_study_mf(s, 3, 0, 1);
+    hyperband_history(on);
+    hyperband_history(off);
+    int64_t order[16], budget = 0;
+    int n = 0, n_finished = 0;
+
+    /* budget rule: b = 3 (4th largest last step: 9 9 9 3 3 ...); the six
+     * that reached it by best value at epochs <= 3, then the three complete
+     * ones by theirs; pruned at epoch 1 by value there; complete without
+     * reports; pruned without; running */
+    static const int64_t want_on[] = {8, 3, 4, 5, 6, 7, 0, 1, 2, 10, 9, 11, 12, 14};
+    assert_int_equal(tun_tpe_rank(on, order, &n, &n_finished, &budget), 0);
+    print_order("budget rule", order, n, budget);
+    assert_int_equal(budget, 3);
+    assert_int_equal(n, 14);
+    assert_int_equal(n_finished, 13);
+    for (int i = 0; i < n; i++) assert_int_equal(order[i], want_on[i]);
+
+    /* switch off: Optuna's rule, complete first by final value */
+    static const int64_t want_off[] = {11, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 9, 12, 14};
+    assert_int_equal(tun_tpe_rank(off, order, &n, &n_finished, &budget), 0);
+    print_order("Optuna's rule", order, n, budget);
+    assert_int_equal(budget, -1);
+    assert_int_equal(n, 14);
+    assert_int_equal(n_finished, 13);
+    for (int i = 0; i < n; i++) assert_int_equal(order[i], want_off[i]);
+
+    /* what TPE then proposes: gamma(13) = 2 trials form "below": 8 and 3
+     * (lr 8e-3, 1.3e-2) with the rule, 11 and 0 (lr 2e-4, 1.5e-4) without */
+    int high_on = 0, high_off = 0;
+    for (int k = 15; k < 35; k++) {
+        double x[2];
+        assert_int_equal(tun_study_suggest(on, k, x), 0);
+        high_on += x[0] > 2e-3;
+        assert_int_equal(tun_study_suggest(off, k, x), 0);
+        high_off += x[0] > 2e-3;
+    }
+    printf("suggestions with lr > 2e-3 out of 20: %d with the budget rule, %d with Optuna's\n",
+           high_on, high_off);
+    assert_true(high_on >= 15);
+    assert_true(high_off <= 5);
+    tun_study_free(on);
+    tun_study_free(off);
+
+    /* a minimised study ranks the same way (values negated) */
+    tun_study *mn = new_study_mf(s, 3, 1, 0);
+    double x[2] = {1e-3, 32};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(tun_study_add(mn, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
+        for (int e = 1; e <= (k < 2 ? 4 : 2); e++) {
+            double v = (k == 1 ? 0.5 : 1.0) + k - e * 0.1;
+            assert_int_equal(tun_study_report(mn, k, e, v, NULL), 0);
+        }
+        assert_int_equal(tun_study_finish(mn, k, k < 2 ? TUN_TRIAL_COMPLETE : TUN_TRIAL_PRUNED,
+                                          5.0 - k), 0);
+    }
+    /* 4 reported only at step 3, past the budget: its first value stands in */
+    assert_int_equal(tun_study_add(mn, 4, x, TUN_TRIAL_RUNNING, 0.0), 0);
+    assert_int_equal(tun_study_report(mn, 4, 3, 0.1, NULL), 0);
+    assert_int_equal(tun_study_finish(mn, 4, TUN_TRIAL_COMPLETE, 9.0), 0);
+    /* b = 2 (last steps 4 4 3 2 2); best so far at b: 0 -> 0.8, 1 -> 1.3,
+     * 2 -> 2.8, 3 -> 3.8, and 4 -> 0.1 (Optuna: 1 0 4 2 3) */
+    assert_int_equal(tun_tpe_rank(mn, order, &n, &n_finished, &budget), 0);
+    print_order("minimised, budget rule", order, n, budget);
+    assert_int_equal(budget, 2);
+    assert_int_equal(n, 5);
+    static const int64_t want_min[] = {4, 0, 1, 2, 3};
+    for (int i = 0; i < 5; i++) assert_int_equal(order[i], want_min[i]);
+    tun_study_free(mn);
+    tun_space_free(s);
+}
+
+/* Without intermediate values, or with too few trials reporting them, the
+ * rule is not used: the same suggestions, bit for bit, with the switch on
+ * and off. */
+static void test_rank_without_reports_unchanged(void **state) {
+    (void)state;
+    tun_space *s = parse_space(MIXED_SPACE);
+    assert_non_null(s);
+    for (int variant = 0; variant < 2; variant++) {
+        tun_study *on = new_study_mf(s, 21, 1, 0), *off = new_study_mf(s, 21, 0, 0);
+        tun_study *both[2] = {on, off};
+        double x[2][16];
+        int64_t order[64], budget = 0;
+        int n = 0, same = 0;
+        for (int k = 0; k < 50; k++) {
+            for (int w = 0; w < 2; w++) {
+                tun_study *st = both[w];
+                assert_int_equal(tun_study_suggest(st, k, x[w]), 0);
+                assert_int_equal(tun_study_add(st, k, x[w], TUN_TRIAL_RUNNING, 0.0), 0);
+                double f = mixed_objective(s, x[w]);
+                if (k % 9 == 4) continue; /* left running */
+                /* variant 1: 9 pruned trials report (d + 2 = 10 needed) */
+                if (variant == 1 && k % 5 == 2) {
+                    assert_int_equal(tun_study_report(st, k, 1 + k % 3, f + 1.0, NULL), 0);
+                    assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_PRUNED, 0.0), 0);
+                } else if (k % 11 == 6) {
+                    assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_PRUNED, 0.0), 0);
+                } else if (k % 13 == 7) {
+                    assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_FAILED, 0.0), 0);
+                } else {
+                    assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_COMPLETE, f), 0);
+                }
+            }
+            same += same_bits(x[0], x[1], s->n);
+            if (!same_bits(x[0], x[1], s->n)) fail_msg("variant %d: trial %d differs", variant, k);
+        }
+        assert_int_equal(tun_tpe_rank(on, order, &n, NULL, &budget), 0);
+        assert_int_equal(budget, -1);
+        printf("variant %d (%s): %d of 50 suggestions identical with the switch on and off\n",
+               variant, variant ? "9 trials report, 10 needed" : "no reports", same);
+        tun_study_free(on);
+        tun_study_free(off);
+    }
+    tun_space_free(s);
+}
+
+static void test_multi_fidelity_config(void **state) {
+    (void)state;
+    tun_config cfg;
+    hpo_error err = {0};
+    assert_int_equal(tun_config_parse(NULL, NULL, &cfg, &err), 0);
+    assert_int_equal(cfg.tpe_multi_fidelity, 1);
+    static const struct { const char *json; int want; } good[] = {
+        {"{\"algorithm\": \"tpe\"}", 1},
+        {"{\"algorithm\": \"tpe\", \"tpe_multi_fidelity\": false}", 0},
+        {"{\"algorithm\": \"tpe\", \"tpe_multi_fidelity\": true}", 1},
+    };
+    for (size_t i = 0; i < HPO_ARRAY_LEN(good); i++) {
+        json_t *j = json_loads(good[i].json, 0, NULL);
+        assert_non_null(j);
+        assert_int_equal(tun_config_parse(j, NULL, &cfg, &err), 0);
+        assert_int_equal(cfg.tpe_multi_fidelity, good[i].want);
+        json_decref(j);
+    }
+    static const char *const bad[] = {"{\"tpe_multi_fidelity\": 1}",
+                                      "{\"tpe_multi_fidelity\": \"yes\"}",
+                                      "{\"tpe_multi_fidelity\": null}"};
+    for (size_t i = 0; i < HPO_ARRAY_LEN(bad); i++) {
+        json_t *j = json_loads(bad[i], 0, NULL);
+        assert_non_null(j);
+        tun_config before;
+        memset(&before, 0x5a, sizeof before);
+        cfg = before;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(tun_config_parse(j, NULL, &cfg, &err), HPO_EINVAL);
+        assert_string_equal(err.field, "tuner.tpe_multi_fidelity");
+        printf("%s -> %s: %s\n", bad[i], err.field, err.message);
+        assert_memory_equal(&cfg, &before, sizeof cfg); /* untouched */
+        json_decref(j);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_valid_and_reproducible),
         cmocka_unit_test(test_quadratic_concentrates),
         cmocka_unit_test(test_constant_liar),
         cmocka_unit_test(test_pruned_and_failed),
+        cmocka_unit_test(test_rank_budget_rule),
+        cmocka_unit_test(test_rank_without_reports_unchanged),
+        cmocka_unit_test(test_multi_fidelity_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
