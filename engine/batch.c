@@ -79,11 +79,26 @@ static void gather_x(const eng_dataset *ds, uint32_t row, eng_batch_xtype xt, vo
     }
 }
 
+/* Rows are visited in shuffled order, so the hardware prefetcher cannot see
+ * the next one coming: the loop asks for the row PREFETCH_AHEAD places ahead
+ * while converting this one (perf had the conversion stalled on its first
+ * load 75% of the time without it). */
+#define PREFETCH_AHEAD 3
+
+static void prefetch_row(const eng_dataset *ds, uint32_t row) {
+    size_t bytes = ds->sample_size * (ds->x_type == ENG_DATA_U8 ? 1 : 4);
+    const char *p = (const char *)ds->x + (size_t)row * bytes;
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 0);
+}
+
 /* Rows idx[first..first+count) of ds. */
 static void gather_rows(const eng_dataset *ds, const uint32_t *idx, size_t count,
                         eng_batch_xtype xt, void *x, int32_t *y_class, float *y_target) {
+    if (x)
+        for (size_t i = 0; i < count && i < PREFETCH_AHEAD; i++) prefetch_row(ds, idx[i]);
     for (size_t i = 0; i < count; i++) {
         uint32_t r = idx[i];
+        if (x && i + PREFETCH_AHEAD < count) prefetch_row(ds, idx[i + PREFETCH_AHEAD]);
         if (x) gather_x(ds, r, xt, x, i * ds->sample_size);
         if (y_class && ds->y_class) y_class[i] = ds->y_class[r];
         if (y_target && ds->y_target)

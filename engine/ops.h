@@ -110,6 +110,8 @@ void eng_gap_backward_ref(const float *dy, float *dx, int N, int HW, int C);
 
 /* ---- dropout (inverted): y = x * mask, mask in {0, 1/(1-rate)} ---- */
 void eng_dropout_forward(const float *x, float *y, float *mask, size_t n, float rate, hpo_rng *rng);
+/* The same masks by the scalar loop only (the reference of the AVX-512 path). */
+void eng_dropout_forward_ref(const float *x, float *y, float *mask, size_t n, float rate, hpo_rng *rng);
 void eng_dropout_backward(const float *dy, const float *mask, float *dx, size_t n);
 
 /* ---- batch normalisation over the last dimension: x, y[M][C] (M = N*H*W) ----

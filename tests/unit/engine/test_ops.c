@@ -260,6 +260,44 @@ static void run_fd(const fd_case *c) {
 }
 
 #define L_SCCE "\"loss\":\"sparse_categorical_crossentropy\""
+/* Dropout masks: the AVX-512 path equals the scalar loop bit for bit; the
+ * kept fraction is within 4 sigma of 1 - rate; successive calls and
+ * neighbouring elements are not correlated (printed). */
+static void test_dropout_masks(void **state) {
+    (void)state;
+    const float rates[] = {0.1f, 0.5f, 0.9f};
+    size_t n = 100000 + 13;
+    hpo_rng r;
+    hpo_rng_seed(&r, 5);
+    float *x = rnd(n, &r, 1.0f), *y1 = malloc(n * 4), *y2 = malloc(n * 4), *m1 = malloc(n * 4), *m2 = malloc(n * 4);
+    for (size_t k = 0; k < HPO_ARRAY_LEN(rates); k++) {
+        hpo_rng a, b;
+        hpo_rng_seed(&a, 100 + k);
+        b = a;
+        eng_dropout_forward(x, y1, m1, n, rates[k], &a);
+        eng_dropout_forward_ref(x, y2, m2, n, rates[k], &b);
+        assert_memory_equal(m1, m2, n * 4);
+        assert_memory_equal(y1, y2, n * 4);
+        assert_memory_equal(&a, &b, sizeof a); /* one draw each */
+        double keep = 1.0 - rates[k], kept = 0, both = 0, same_next = 0;
+        for (size_t i = 0; i < n; i++) kept += m1[i] != 0.0f;
+        eng_dropout_forward(x, y2, m2, n, rates[k], &a); /* the next call */
+        for (size_t i = 0; i < n; i++) {
+            both += (m1[i] != 0.0f) && (m2[i] != 0.0f);
+            if (i + 1 < n) same_next += (m1[i] != 0.0f) && (m1[i + 1] != 0.0f);
+        }
+        double sigma = sqrt(n * keep * (1 - keep)), frac = kept / n;
+        printf("  dropout rate %.1f: kept %.4f (expected %.4f, %.1f sigma); P(kept in both calls) %.4f, "
+               "P(neighbours both kept) %.4f (independent: %.4f)\n",
+               rates[k], frac, keep, fabs(kept - n * keep) / sigma, both / n, same_next / (n - 1), keep * keep);
+        assert_true(fabs(kept - n * keep) < 4 * sigma);
+        assert_true(fabs(both / n - keep * keep) < 0.01);
+        assert_true(fabs(same_next / (n - 1) - keep * keep) < 0.01);
+        for (size_t i = 0; i < n; i++) assert_true(m1[i] == 0.0f || fabsf(m1[i] - 1.0f / (float)keep) < 1e-6f);
+    }
+    free(x), free(y1), free(y2), free(m1), free(m2);
+}
+
 static void test_fd_layers(void **state) {
     (void)state;
     static const fd_case cases[] = {
@@ -329,6 +367,7 @@ int main(void) {
         cmocka_unit_test(test_dense_naive_vs_fast),   cmocka_unit_test(test_conv_naive_vs_fast),
         cmocka_unit_test(test_pool_bn_naive_vs_fast), cmocka_unit_test(test_act_naive_vs_fast),
         cmocka_unit_test(test_fd_layers),              cmocka_unit_test(test_conv_pool_fused_vs_plain),
+        cmocka_unit_test(test_dropout_masks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
