@@ -84,6 +84,7 @@ struct eng_layer {
     const float *yo;                 /* output of the last forward (y, or x for identities) */
     float *z, *y, *dx, *dcopy, *mask, *xhat, *invstd;
     uint16_t *xb, *d16;
+    const uint16_t *xbo;             /* bf16 input of the last forward: xb, or the caller's bf16 batch */
     int32_t *arg;
     int y_alias;                     /* y is x (identity in this mode) */
     int pool_fused;                  /* conv2d run chunk by chunk with the maxpool2d after it */
@@ -105,6 +106,7 @@ typedef struct eng_model {
     int precision;
     int cap;              /* batch capacity of the buffers */
     float *input, *dlogits;
+    const uint16_t *in_b16; /* the bf16 batch of eng_model_forward_bf16, during that call */
     const eng_backend *be;
     hpo_rng rng;          /* dropout and augmentation */
     double flops_per_sample; /* forward+backward GEMM/conv FLOPs (no dX for the first layer) */
@@ -131,6 +133,16 @@ int eng_model_forward(eng_model *m, int B, int train, const float **out);
 /* The same on a borrowed input x[B * in_size] (no copy; it must stay valid
  * and unchanged until the backward pass is done). */
 int eng_model_forward_from(eng_model *m, const float *x, int B, int train, const float **out);
+/* Under mixed_bf16 the first layer with parameters may be a bf16 dense
+ * layer behind nothing but flatten layers: it converts its input to bf16
+ * before the GEMM anyway, so the batch can come in bf16 straight from the
+ * uint8 images (the batcher's ENG_BATCH_BF16), which saves a f32 write and a
+ * conversion pass per batch. eng_model_bf16_input tells whether this model
+ * can; eng_model_forward_bf16 is then eng_model_forward_from on the bf16
+ * batch xb[B * in_size] (borrowed the same way). Results are bit-identical
+ * to converting a f32 batch (tests/unit/engine/test_model.c). */
+int eng_model_bf16_input(const eng_model *m);
+int eng_model_forward_bf16(eng_model *m, const uint16_t *xb, int B, int train, const float **out);
 /* Backward from m->dlogits[B][out_dim]; fills m->grads. */
 int eng_model_backward(eng_model *m, int B);
 /* Backward that also applies the optimiser (m->opt, rate lr, 1-based step

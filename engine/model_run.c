@@ -164,8 +164,10 @@ static int forward_layer(eng_model *m, eng_layer *l, const float *x, int B, int 
     switch (l->kind) {
     case ENG_L_DENSE:
         if (uses_bf16(m, l)) {
-            eng_f32_to_bf16_n(x, l->xb, rows * C);
-            rc = eng_dense_forward_bf16(be, l->xb, m->params_b16 + l->w_off, m->params + l->b_off, l->z, l->y, (int)rows,
+            l->xbo = l->xb;
+            if (!x && m->in_b16) l->xbo = m->in_b16; /* eng_model_forward_bf16 */
+            else eng_f32_to_bf16_n(x, l->xb, rows * C);
+            rc = eng_dense_forward_bf16(be, l->xbo, m->params_b16 + l->w_off, m->params + l->b_off, l->z, l->y, (int)rows,
                                         C, l->units, l->act);
         } else {
             eng_dense_forward(be, x, P + l->w_off, P + l->b_off, l->z, l->y, (int)rows, C, l->units, l->act);
@@ -353,6 +355,24 @@ int eng_model_forward_from(eng_model *m, const float *x, int B, int train, const
     return forward_list(m, m->layers, m->nlayers, x, B, train, out);
 }
 
+int eng_model_bf16_input(const eng_model *m) {
+    for (int i = 0; i < m->nlayers; i++) {
+        const eng_layer *l = &m->layers[i];
+        if (l->kind == ENG_L_FLATTEN) continue;
+        return l->kind == ENG_L_DENSE && uses_bf16(m, l);
+    }
+    return 0;
+}
+
+int eng_model_forward_bf16(eng_model *m, const uint16_t *xb, int B, int train, const float **out) {
+    if (B < 1 || B > m->cap || !xb || !eng_model_bf16_input(m)) return HPO_EINVAL;
+    refresh_shadows(m);
+    m->in_b16 = xb; /* the flatten layers pass x = NULL through to the dense layer */
+    int rc = forward_list(m, m->layers, m->nlayers, NULL, B, train, out);
+    m->in_b16 = NULL;
+    return rc;
+}
+
 int eng_model_forward(eng_model *m, int B, int train, const float **out) {
     return eng_model_forward_from(m, m->input, B, train, out);
 }
@@ -373,7 +393,7 @@ static int backward_layer(eng_model *m, eng_layer *l, float *d, int B, int need_
     switch (l->kind) {
     case ENG_L_DENSE:
         if (uses_bf16(m, l))
-            rc = eng_dense_backward_bf16(be, l->xb, m->params_b16 + l->w_off, l->z, l->yo, d, l->d16, dx, G + l->w_off,
+            rc = eng_dense_backward_bf16(be, l->xbo, m->params_b16 + l->w_off, l->z, l->yo, d, l->d16, dx, G + l->w_off,
                                          G + l->b_off, (int)rows, C, l->units, l->act);
         else
             eng_dense_backward(be, l->x, P + l->w_off, l->z, l->yo, d, dx, G + l->w_off, G + l->b_off, (int)rows, C,

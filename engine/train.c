@@ -118,6 +118,8 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
     if ((rc = eng_model_reserve(m, bs, o->precision))) goto fail;
     eng_batcher_opts bo = {.batch_size = (size_t)bs, .shuffle = 1, .seed = o->seed, .drop_last = 0,
                            .x_type = ENG_BATCH_F32, .prefetch = o->prefetch};
+    int bf16_batches = eng_model_bf16_input(m); /* model.h: gathered from uint8 straight to bf16 */
+    if (bf16_batches) bo.x_type = ENG_BATCH_BF16;
     if ((rc = eng_batcher_new(train, &bo, &b, err))) goto fail;
     const char *monitor = o->monitor ? o->monitor : "val_loss";
     int use_val = val && val->n > 0;
@@ -164,7 +166,9 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             if (rc == 0) break;
             const float *logits;
             int n = (int)bt.n;
-            if ((rc = eng_model_forward_from(m, bt.x, n, 1, &logits))) goto fail;
+            rc = bf16_batches ? eng_model_forward_bf16(m, bt.x, n, 1, &logits)
+                              : eng_model_forward_from(m, bt.x, n, 1, &logits);
+            if (rc) goto fail;
             double loss = eng_loss_compute(m->loss, m->final_act, logits, bt.y_class, bt.y_target, n, m->out_dim,
                                            (float)st.loss_scale, m->dlogits, &sums);
             if (!isfinite(loss)) {
