@@ -637,15 +637,59 @@ fail:
     return rc;
 }
 
+/* A copy of the layer tree without its batch buffers (reserve makes them). */
+static eng_layer *clone_list(const eng_layer *ls, int n) {
+    eng_layer *c = eng_alloc((size_t)(n > 0 ? n : 1) * sizeof *c);
+    memcpy(c, ls, (size_t)n * sizeof *c);
+    for (int i = 0; i < n; i++) {
+        eng_layer *l = &c[i];
+        l->z = l->y = l->dx = l->dcopy = l->mask = l->xhat = l->invstd = NULL;
+        l->xb = l->d16 = NULL;
+        l->arg = NULL;
+        l->x = l->yo = NULL;
+        l->xbo = NULL;
+        l->y_alias = 0;
+        if (l->nsub) l->sub = clone_list(l->sub, l->nsub);
+        if (l->proj) l->proj = clone_list(l->proj, 1);
+    }
+    return c;
+}
+
+int eng_model_replica_new(eng_model *m, eng_model **out) {
+    if (m->is_replica || m->cap < 1) return HPO_EINVAL;
+    eng_model *r = eng_alloc(sizeof *r);
+    *r = *m;
+    r->is_replica = 1;
+    r->layers = clone_list(m->layers, m->nlayers);
+    r->grads = eng_alloc((m->nparams + 1) * sizeof(float));
+    memset(r->grads, 0, (m->nparams + 1) * sizeof(float));
+    r->stats = eng_alloc((m->nstats + 1) * sizeof(float));
+    memcpy(r->stats, m->stats, (m->nstats + 1) * sizeof(float));
+    r->opt_state = NULL; /* the primary steps the optimiser */
+    r->input = r->dlogits = NULL;
+    r->in_b16 = NULL;
+    r->shadow_dirty = 0; /* the primary refreshes the shared shadows */
+    r->cap = 0;
+    int rc = eng_model_reserve(r, m->cap, m->precision);
+    if (rc) {
+        eng_model_free(r);
+        return rc;
+    }
+    *out = r;
+    return HPO_OK;
+}
+
 void eng_model_free(eng_model *m) {
     if (!m) return;
     free_list(m->layers, m->nlayers);
-    free(m->params);
     free(m->grads);
-    free(m->opt_state);
     free(m->stats);
-    free(m->params_h);
-    free(m->params_b16);
+    if (!m->is_replica) { /* shared with the replicas */
+        free(m->params);
+        free(m->opt_state);
+        free(m->params_h);
+        free(m->params_b16);
+    }
     free(m->input);
     free(m->dlogits);
     free(m);

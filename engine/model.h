@@ -113,6 +113,7 @@ typedef struct eng_model {
     int upd_on;           /* eng_model_backward_update in progress */
     float upd_lr;
     long upd_t;
+    int is_replica;       /* eng_model_replica_new: params and shadows are another model's */
 } eng_model;
 
 /* Build from a template and a trial's params (NULL: no references allowed).
@@ -122,6 +123,16 @@ typedef struct eng_model {
 int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,
                   uint64_t seed, eng_model **out, hpo_error *err);
 void eng_model_free(eng_model *m);
+
+/* A replica for data parallelism (replicas.h): its own layer buffers,
+ * gradients, batch-norm statistics and generator; the parameters and their
+ * bf16/fp16 shadows are m's, read-only to it (m refreshes the shadows, see
+ * eng_model_sync_shadows, and steps the optimiser). m must be reserved; the
+ * replica gets the same capacity and precision. Free it before m. */
+int eng_model_replica_new(eng_model *m, eng_model **out);
+/* Refresh the bf16/fp16 shadows of changed parameters now (a forward pass
+ * does it otherwise), before replicas read them. */
+void eng_model_sync_shadows(eng_model *m);
 
 /* Allocate activations for batches of up to cap samples in this precision. */
 int eng_model_reserve(eng_model *m, int cap, int precision);

@@ -128,13 +128,14 @@ int eng_model_reserve(eng_model *m, int cap, int precision) {
     free(m->dlogits);
     m->input = fbuf((size_t)cap * m->in_size);
     m->dlogits = fbuf((size_t)cap * m->out_dim);
+    m->shadow_dirty = !m->is_replica;
+    if (m->is_replica) return HPO_OK; /* the shadows are the primary's */
     free(m->params_b16);
     free(m->params_h);
     m->params_b16 = NULL;
     m->params_h = NULL;
     if (precision == ENG_PREC_BF16) m->params_b16 = eng_alloc((m->nparams + 1) * sizeof(uint16_t));
     if (precision == ENG_PREC_FP16) m->params_h = fbuf(m->nparams);
-    m->shadow_dirty = 1;
     return HPO_OK;
 }
 
@@ -372,6 +373,8 @@ int eng_model_forward_bf16(eng_model *m, const uint16_t *xb, int B, int train, c
     m->in_b16 = NULL;
     return rc;
 }
+
+void eng_model_sync_shadows(eng_model *m) { refresh_shadows(m); }
 
 int eng_model_forward(eng_model *m, int B, int train, const float **out) {
     return eng_model_forward_from(m, m->input, B, train, out);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "ops.h"
+#include "replicas.h"
 #include "tensor.h"
 
 void eng_train_opts_init(eng_train_opts *o) {
@@ -98,6 +99,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
               eng_train_result *res, hpo_error *err) {
     unsigned mxcsr = eng_set_ftz_daz();
     eng_batcher *b = NULL;
+    eng_replicas *reps = NULL;
     float *best_params = NULL;
     char ckpt[1024] = "";
     eng_train_result r;
@@ -118,6 +120,13 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
     if ((rc = eng_model_reserve(m, bs, o->precision))) goto fail;
     eng_batcher_opts bo = {.batch_size = (size_t)bs, .shuffle = 1, .seed = o->seed, .drop_last = 0,
                            .x_type = ENG_BATCH_F32, .prefetch = o->prefetch};
+    int fused_update = m->opt.clipnorm <= 0.0f && o->precision != ENG_PREC_FP16;
+    /* several threads: data parallelism over the batch (replicas.h); the
+     * threads then keep their cores busy, and a prefetch thread would only
+     * preempt one of them while the others wait at the step's barrier
+     * (measured: 8% slower), so the batch is gathered in line */
+    int data_parallel = fused_update && o->threads > 1 && bs >= 2 * o->threads;
+    if (data_parallel) bo.prefetch = 0;
     int bf16_batches = eng_model_bf16_input(m); /* model.h: gathered from uint8 straight to bf16 */
     if (bf16_batches) bo.x_type = ENG_BATCH_BF16;
     if ((rc = eng_batcher_new(train, &bo, &b, err))) goto fail;
@@ -149,7 +158,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
     }
     /* per-layer updates inside backward unless a global look at the
      * gradients (clipping norm, fp16 overflow check) must come first */
-    int fused_update = m->opt.clipnorm <= 0.0f && o->precision != ENG_PREC_FP16;
+    if (data_parallel && (rc = eng_replicas_new(m, o->threads, &reps))) goto fail;
     double t_all = hpo_monotonic(), sps_sum = 0;
     int stop = 0;
     r.epochs_run = st.epoch;
@@ -166,6 +175,21 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             if (rc == 0) break;
             const float *logits;
             int n = (int)bt.n;
+            if (reps && n >= o->threads) {
+                lr = eng_schedule_lr(&m->sched, m->opt.lr, st.step, spe, total);
+                double loss;
+                rc = eng_replicas_step(reps, bt.x, bf16_batches, bt.y_class, bt.y_target, n, (float)lr, st.step + 1,
+                                       &sums, &loss);
+                if (rc) goto fail;
+                if (!isfinite(loss)) {
+                    eng_metrics_from_sums(&sums, &r.train);
+                    rc = hpo_fail(err, HPO_EDIVERGED, "training", "loss became %s at epoch %d, step %ld",
+                                  isnan(loss) ? "NaN" : "Inf", epoch + 1, st.step);
+                    goto fail;
+                }
+                st.step++;
+                continue;
+            }
             rc = bf16_batches ? eng_model_forward_bf16(m, bt.x, n, 1, &logits)
                               : eng_model_forward_from(m, bt.x, n, 1, &logits);
             if (rc) goto fail;
@@ -224,7 +248,10 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
         rep.skipped_steps = skipped;
         sps_sum += rep.samples_per_s;
         if (use_val) {
-            if ((rc = eng_evaluate(m, val, bs, &rep.val, err))) goto fail;
+            if (reps) m->be->set_threads(o->threads); /* the helpers sleep: intra-op threads for evaluation */
+            rc = eng_evaluate(m, val, bs, &rep.val, err);
+            if (reps) m->be->set_threads(1);
+            if (rc) goto fail;
             rep.has_val = 1;
         }
         double v = 0;
@@ -279,6 +306,7 @@ fail:
         r.best_value = st.best;
         if (res) *res = r; /* divergence is data: the result is filled */
     }
+    eng_replicas_free(reps);
     free(best_params);
     eng_batcher_free(b);
     eng_restore_mxcsr(mxcsr);

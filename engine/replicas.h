@@ -1,0 +1,58 @@
+/*
+ * replicas.h - data parallelism inside one worker slot: a training step on T
+ * threads, each running the whole model on its share of the batch.
+ *
+ * Why: a slot with T > 1 threads used to split each GEMM over its threads
+ * (OpenBLAS/oneDNN intra-op threading). For the small batches of
+ * hyperparameter search (128 rows) that scales badly: an MLP's 2-thread
+ * bf16 GEMMs were only 10% faster than 1-thread ones, and everything
+ * between the GEMMs (Adam, activations, loss, dropout) stayed on one
+ * thread, so mixed_bf16 ran no faster on 2 threads than on 1
+ * (tests/bench/engine.c). Splitting the batch instead keeps every kernel
+ * single-threaded and cache-friendly and puts all the work on all threads.
+ *
+ * A step (eng_replicas_step):
+ *   1. rows [lo_k, hi_k) of the batch go to thread k: thread 0 runs the
+ *      primary model, thread k > 0 its replica k (model.h,
+ *      eng_model_replica_new: own buffers and gradients, shared parameters);
+ *      each computes forward, loss (scaled by its share, so the gradients
+ *      add up to the full batch's mean) and backward;
+ *   2. barrier; then thread k sums the gradients of parameter range k over
+ *      all replicas into the primary's and steps the optimiser on that range
+ *      (writing the bf16 shadow in the same pass);
+ *   3. barrier. Helpers spin briefly between the two phases and sleep on a
+ *      condition variable when idle (between epochs).
+ * Determinism: for a given T, the same seed gives the same run (fixed split,
+ * fixed summation order; each replica's dropout generator is derived from
+ * the primary's, which the checkpoint saves). Results differ from T = 1 by
+ * summation order only, and batch normalisation uses each share's batch
+ * statistics (running statistics are the primary's), as PyTorch DDP does
+ * without SyncBatchNorm.
+ * Used by eng_train when threads > 1, the batch has at least 2 rows per
+ * thread, and the update can be range-wise (no gradient clipping, not
+ * mixed_fp16); otherwise training falls back to intra-op threads.
+ */
+#ifndef HPO_ENGINE_REPLICAS_H
+#define HPO_ENGINE_REPLICAS_H
+
+#include <stdint.h>
+
+#include "loss.h"
+#include "model.h"
+
+typedef struct eng_replicas eng_replicas;
+
+/* T - 1 replicas of the reserved model m and T - 1 helper threads (T >= 2);
+ * kernels run single-threaded from then on. */
+int eng_replicas_new(eng_model *m, int threads, eng_replicas **out);
+void eng_replicas_free(eng_replicas *r);
+
+/* One training step on n rows: x is f32 [n][in_size], or bf16 when x_bf16
+ * (eng_model_bf16_input); labels or targets as for eng_loss_compute. Adds
+ * the batch's metrics to sums; *loss = the batch's mean loss (NaN/Inf when
+ * it diverged: the parameters are then left as they were). lr and t as for
+ * eng_optim_step. */
+int eng_replicas_step(eng_replicas *r, const void *x, int x_bf16, const int32_t *labels, const float *targets,
+                      int n, float lr, long t, eng_metric_sums *sums, double *loss);
+
+#endif

@@ -1,0 +1,224 @@
+/* test_replicas.c - data parallelism inside a slot (engine/replicas.h): a
+ * step on T threads against the single-threaded step (max difference
+ * printed), determinism, uneven and tiny batches, bf16 batches, and many
+ * short-lived replica sets (the hand-off must not lose a wake-up when the
+ * first phase is posted before a helper thread runs). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "backend.h"
+#include "bf16.h"
+#include "loss.h"
+#include "model.h"
+#include "replicas.h"
+#include "rng.h"
+
+#define IN 64
+#define K 4
+#define CAP 33
+
+static const char *mlp_plain = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":24,\"activation\":\"relu\"}},"
+                               "{\"dense\":{\"units\":16,\"activation\":\"tanh\"}},{\"dense\":{\"units\":4}}],"
+                               "\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.01}}";
+static const char *mlp_dropout = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":24,\"activation\":\"relu\"}},"
+                                 "{\"dropout\":{\"rate\":0.3}},{\"batchnorm\":{}},{\"dense\":{\"units\":4}}],"
+                                 "\"optimizer\":{\"name\":\"sgd\",\"momentum\":0.9,\"learning_rate\":0.05}}";
+
+static eng_model *make(const char *tmpl, int precision) {
+    json_error_t je;
+    json_t *t = json_loads(tmpl, 0, &je);
+    assert_non_null(t);
+    int shape[3] = {8, 8, 1};
+    eng_model *m = NULL;
+    hpo_error err;
+    assert_int_equal(eng_model_new(t, NULL, 3, shape, K, 42, &m, &err), 0);
+    json_decref(t);
+    assert_int_equal(eng_model_reserve(m, CAP, precision), 0);
+    return m;
+}
+
+typedef struct batch {
+    float x[CAP * IN];
+    uint16_t xb[CAP * IN];
+    int32_t y[CAP];
+} batch;
+
+static void fill(batch *b, hpo_rng *r) {
+    for (int i = 0; i < CAP * IN; i++) b->x[i] = hpo_rng_uniform_f(r);
+    for (int i = 0; i < CAP; i++) b->y[i] = (int32_t)hpo_rng_below(r, K);
+    eng_f32_to_bf16_n(b->x, b->xb, CAP * IN);
+    for (int i = 0; i < CAP * IN; i++) b->x[i] = eng_bf16_to_f32(b->xb[i]); /* the same values both ways */
+}
+
+/* the single-threaded reference step (what eng_train does with 1 thread) */
+static double step_single(eng_model *m, const batch *b, int n, long t) {
+    const float *logits;
+    assert_int_equal(eng_model_forward_from(m, b->x, n, 1, &logits), 0);
+    double loss = eng_loss_compute(m->loss, m->final_act, logits, b->y, NULL, n, K, 1.0f, m->dlogits, NULL);
+    assert_int_equal(eng_model_backward_update(m, n, 0.01f, t), 0);
+    return loss;
+}
+
+static double maxdiff(const float *a, const float *b, size_t n) {
+    double d = 0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+static void test_replicas_match_single_thread(void **state) {
+    (void)state;
+    const int sizes[] = {32, 33, 7, 3};
+    for (int T = 2; T <= 3; T++) {
+        eng_model *a = make(mlp_plain, ENG_PREC_FP32), *b = make(mlp_plain, ENG_PREC_FP32);
+        eng_replicas *reps = NULL;
+        assert_int_equal(eng_replicas_new(b, T, &reps), 0);
+        hpo_rng r;
+        hpo_rng_seed(&r, 7);
+        batch bt;
+        double worst_loss = 0;
+        for (int s = 0; s < 12; s++) {
+            int n = sizes[s % 4];
+            fill(&bt, &r);
+            double la = step_single(a, &bt, n, s + 1), lb;
+            eng_metric_sums sums;
+            memset(&sums, 0, sizeof sums);
+            assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, n, 0.01f, s + 1, &sums, &lb), 0);
+            assert_int_equal((int)sums.n, n);
+            worst_loss = fmax(worst_loss, fabs(la - lb));
+        }
+        double d = maxdiff(a->params, b->params, a->nparams);
+        printf("  fp32 mlp, adam, %d threads vs 1, 12 steps of 32/33/7/3 rows: max |param diff| %.3g, max |loss diff| "
+               "%.3g\n", T, d, worst_loss);
+        assert_true(d < 1e-5);
+        assert_true(worst_loss < 1e-5);
+        eng_replicas_free(reps);
+        eng_model_free(a);
+        eng_model_free(b);
+    }
+}
+
+static void run_dropout(float *out, size_t *np) {
+    eng_model *m = make(mlp_dropout, ENG_PREC_FP32);
+    eng_replicas *reps = NULL;
+    assert_int_equal(eng_replicas_new(m, 2, &reps), 0);
+    hpo_rng r;
+    hpo_rng_seed(&r, 11);
+    batch bt;
+    for (int s = 0; s < 8; s++) {
+        fill(&bt, &r);
+        double loss;
+        eng_metric_sums sums;
+        memset(&sums, 0, sizeof sums);
+        assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, 32, 0.05f, s + 1, &sums, &loss), 0);
+        assert_true(isfinite(loss));
+    }
+    memcpy(out, m->params, m->nparams * sizeof(float));
+    *np = m->nparams;
+    eng_replicas_free(reps);
+    eng_model_free(m);
+}
+
+static void test_replicas_deterministic(void **state) {
+    (void)state;
+    static float p1[1 << 14], p2[1 << 14];
+    size_t n1, n2;
+    run_dropout(p1, &n1);
+    run_dropout(p2, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(p1, p2, n1 * sizeof(float));
+    printf("  dropout + batchnorm + sgd on 2 threads, twice from the same seed: parameters bit-identical\n");
+}
+
+static void test_replicas_bf16_batches(void **state) {
+    (void)state;
+    eng_model *a = make(mlp_plain, ENG_PREC_BF16);
+    if (!a->be->gemm_bf16) {
+        eng_model_free(a);
+        skip();
+    }
+    eng_model *b = make(mlp_plain, ENG_PREC_BF16);
+    eng_replicas *reps = NULL;
+    assert_int_equal(eng_replicas_new(b, 2, &reps), 0);
+    hpo_rng r;
+    hpo_rng_seed(&r, 5);
+    batch bt;
+    for (int s = 0; s < 6; s++) {
+        fill(&bt, &r);
+        step_single(a, &bt, 32, s + 1);
+        double loss;
+        eng_metric_sums sums;
+        memset(&sums, 0, sizeof sums);
+        assert_int_equal(eng_replicas_step(reps, bt.xb, 1, bt.y, NULL, 32, 0.01f, s + 1, &sums, &loss), 0);
+    }
+    /* bf16 GEMMs of 16 rows round their inputs as those of 32 do, but the
+     * gradients are summed in another order before the bf16 shadow */
+    double d = maxdiff(a->params, b->params, a->nparams);
+    uint16_t shadow[4096];
+    eng_f32_to_bf16_n(b->params, shadow, b->nparams);
+    printf("  mixed_bf16 mlp, bf16 batches on 2 threads vs f32 batches on 1, 6 steps: max |param diff| %.3g\n", d);
+    assert_true(d < 2e-3);
+    assert_memory_equal(shadow, b->params_b16, b->nparams * sizeof(uint16_t)); /* the shadow is current */
+    eng_replicas_free(reps);
+    eng_model_free(a);
+    eng_model_free(b);
+}
+
+/* Replica sets created and used at once, many times: a helper that reads the
+ * phase counter only when it starts would miss the first phase and hang
+ * the step (main's alarm turns a hang into a failure). */
+static void test_replicas_many_short_lived(void **state) {
+    (void)state;
+    eng_model *m = make(mlp_plain, ENG_PREC_FP32);
+    hpo_rng r;
+    hpo_rng_seed(&r, 3);
+    batch bt;
+    fill(&bt, &r);
+    for (int i = 0; i < 300; i++) {
+        eng_replicas *reps = NULL;
+        assert_int_equal(eng_replicas_new(m, 2 + i % 2, &reps), 0);
+        double loss;
+        eng_metric_sums sums;
+        memset(&sums, 0, sizeof sums);
+        assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, 1 + i % 32, 0.001f, i + 1, &sums, &loss), 0);
+        if (i % 3 == 0) usleep(300); /* let the helpers fall asleep sometimes */
+        assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, 32, 0.001f, i + 1, &sums, &loss), 0);
+        eng_replicas_free(reps);
+    }
+    printf("  300 replica sets of 2-3 threads, created, stepped twice, freed\n");
+    eng_model_free(m);
+}
+
+static void test_replicas_bad_arguments(void **state) {
+    (void)state;
+    eng_model *m = make(mlp_plain, ENG_PREC_FP32);
+    eng_replicas *reps = NULL;
+    assert_int_equal(eng_replicas_new(m, 1, &reps), HPO_EINVAL);
+    assert_int_equal(eng_replicas_new(m, CAP + 1, &reps), HPO_EINVAL);
+    assert_int_equal(eng_replicas_new(m, 2, &reps), 0);
+    batch bt = {0};
+    double loss;
+    eng_metric_sums sums = {0};
+    assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, 0, 0.01f, 1, &sums, &loss), HPO_EINVAL);
+    assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, CAP + 1, 0.01f, 1, &sums, &loss), HPO_EINVAL);
+    eng_replicas_free(reps);
+    eng_model_free(m);
+}
+
+int main(void) {
+    alarm(120); /* a lost wake-up hangs a step: fail instead of waiting for ctest's timeout */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replicas_match_single_thread), cmocka_unit_test(test_replicas_deterministic),
+        cmocka_unit_test(test_replicas_bf16_batches),        cmocka_unit_test(test_replicas_many_short_lived),
+        cmocka_unit_test(test_replicas_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
