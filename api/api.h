@@ -69,6 +69,9 @@ typedef struct api_options {
     double default_lease_seconds; /* default 600 */
     const char *data_dir;         /* where uploads and checkpoints live (default ".") */
     uint64_t max_upload_bytes;    /* largest dataset upload (default 1 GiB) */
+    /* fsync trial checkpoints (hpod --sync full); 0: they survive a crash of
+     * hpod but not a power cut, as the database does under --sync normal */
+    int durable_checkpoints;
 } api_options;
 
 int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out);

@@ -176,6 +176,7 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     o.checkpoint_dir = ckdir;
     o.checkpoint_name = ckname;
     o.resume = 1;
+    o.checkpoint_durable = ctx->opt.durable_checkpoints;
     o.prefetch = 1;
     o.on_epoch = on_refit_epoch;
     o.user = &prog;

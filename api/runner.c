@@ -219,6 +219,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     o.checkpoint_dir = dir;
     o.checkpoint_name = name;
     o.resume = 1;
+    o.checkpoint_durable = r->ctx->opt.durable_checkpoints;
     o.prefetch = 1;
     o.on_epoch = on_epoch;
     o.user = r;

@@ -21,10 +21,12 @@ static int meta_num(eng_st_writer *w, const char *key, double v) {
     return eng_st_writer_meta(w, key, buf);
 }
 
-int eng_checkpoint_save(const eng_model *m, const eng_train_state *st, const char *path, hpo_error *err) {
+int eng_checkpoint_save(const eng_model *m, const eng_train_state *st, const char *path, int durable,
+                        hpo_error *err) {
     eng_st_writer *w = eng_st_writer_new();
     int rc;
     if (!w) return HPO_ENOMEM;
+    eng_st_writer_set_durable(w, durable);
     int64_t rshape[1] = {4};
     if ((rc = add_f32(w, "params", m->params, m->nparams, err))) goto fail;
     if ((rc = add_f32(w, "opt_state", m->opt_state, m->nstate, err))) goto fail;

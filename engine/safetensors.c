@@ -65,7 +65,10 @@ struct eng_st_writer {
     wtensor *t;
     size_t n, cap;
     json_t *meta; /* object of strings */
+    int no_fsync; /* eng_st_writer_set_durable(w, 0) */
 };
+
+void eng_st_writer_set_durable(eng_st_writer *w, int durable) { w->no_fsync = !durable; }
 
 eng_st_writer *eng_st_writer_new(void) {
     eng_st_writer *w = hpo_xcalloc(1, sizeof *w);
@@ -239,7 +242,7 @@ int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err) 
     int bad = write_all(fd, hdr, hl);
     for (size_t i = 0; !bad && i < w->n; i++)
         if (w->t[i].nbytes) bad = write_all(fd, w->t[i].data, w->t[i].nbytes);
-    if (bad || fsync(fd) < 0) {
+    if (bad || (!w->no_fsync && fsync(fd) < 0)) {
         rc = hpo_fail(err, HPO_EIO, "path", "cannot write %s: %s", tmp, strerror(errno));
         goto fail;
     }
@@ -255,7 +258,7 @@ int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err) 
         goto fail;
     }
     created = 0;
-    fsync_dir_of(path);
+    if (!w->no_fsync) fsync_dir_of(path);
     free(hdr);
     return 0;
 fail:

@@ -80,6 +80,11 @@ int eng_st_writer_add(eng_st_writer *w, const char *name, eng_st_dtype dtype, in
                       const int64_t *shape, const void *data, hpo_error *err);
 /* Set a metadata string (copied; replaces an earlier value for key). */
 int eng_st_writer_meta(eng_st_writer *w, const char *key, const char *value);
+/* Whether eng_st_write_file fsyncs (default 1). With 0 the write is still
+ * atomic (temp file + rename) and survives a crash of the process, since
+ * the page cache outlives it, but not a power cut: hpod's per-epoch
+ * checkpoints under --sync normal, the durability its database has then. */
+void eng_st_writer_set_durable(eng_st_writer *w, int durable);
 /* Crash-safe write to path (temp file + fsync + rename + directory fsync). */
 int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err);
 /* The whole file in memory: *buf is malloc'd (free()), *len its size. */

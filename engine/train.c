@@ -21,6 +21,7 @@ void eng_train_opts_init(eng_train_opts *o) {
     o->patience = -1;
     o->monitor = "val_loss";
     o->prefetch = 1;
+    o->checkpoint_durable = 1;
 }
 
 typedef struct targets {
@@ -287,7 +288,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
         }
         if (ckpt[0]) {
             st.best_params = best_params;
-            if ((rc = eng_checkpoint_save(m, &st, ckpt, err))) goto fail;
+            if ((rc = eng_checkpoint_save(m, &st, ckpt, o->checkpoint_durable, err))) goto fail;
         }
     }
     if (best_params && st.best_epoch > 0 && st.best_epoch != r.epochs_run) {

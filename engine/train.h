@@ -80,6 +80,7 @@ typedef struct eng_train_opts {
     const char *checkpoint_dir;
     const char *checkpoint_name; /* default "checkpoint.safetensors" */
     int resume;             /* start from the checkpoint if one exists */
+    int checkpoint_durable; /* fsync every checkpoint (default 1; see eng_st_writer_set_durable) */
     int prefetch;           /* background batch gathering */
     eng_epoch_fn on_epoch;
     void *user;
@@ -117,7 +118,9 @@ typedef struct eng_train_state {
     const float *best_params; /* NULL: none saved */
 } eng_train_state;
 
-int eng_checkpoint_save(const eng_model *m, const eng_train_state *st, const char *path, hpo_error *err);
+/* durable: fsync the file (eng_st_writer_set_durable). */
+int eng_checkpoint_save(const eng_model *m, const eng_train_state *st, const char *path, int durable,
+                        hpo_error *err);
 /* Loads params, optimiser state, BN statistics and RNG into m (shapes must
  * match) and fills st; best_params (may be NULL) receives the saved best
  * weights when present (*has_best = 1). */

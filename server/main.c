@@ -42,7 +42,8 @@ static void usage(FILE *f) {
             "  --devices SPEC      worker slots: cpu:N (N slots of 1 BLAS thread) or cpu:NxT\n"
             "                      (N slots of T threads); default cpu:2\n"
             "  --sync MODE         normal (default): durable against process crashes;\n"
-            "                      full: fsync every commit, durable against power loss\n"
+            "                      full: fsync every commit and trial checkpoint,\n"
+            "                      durable against power loss\n"
             "  --max-connections N concurrent HTTP connections, a thread each (default 256)\n"
             "  --max-body BYTES    largest accepted request body (default 1048576)\n"
             "  --log-level L       debug, info (default), warn or error\n"
@@ -162,7 +163,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hpod: cannot open the database %s: %s\n", db_path, hpo_strerror(rc));
         goto done;
     }
-    api_options api_opt = {.data_dir = cfg.data_dir, .max_upload_bytes = cfg.max_upload};
+    api_options api_opt = {.data_dir = cfg.data_dir, .max_upload_bytes = cfg.max_upload,
+                           .durable_checkpoints = cfg.sync == STO_SYNC_FULL};
     if ((rc = api_ctx_new(db, &api_opt, &api))) goto done;
     if ((rc = srv_scheduler_new(api, slots, n_slots, &sched))) goto done;
     if ((rc = srv_http_start(api, &cfg.http, &http, &err))) {

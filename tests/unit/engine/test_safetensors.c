@@ -69,6 +69,14 @@ static void test_round_trip(void **state) {
     assert_int_equal(fread(fb, 1, len + 1, fp), len);
     fclose(fp);
     assert_memory_equal(fb, buf, len);
+    /* the same bytes without fsync (eng_st_writer_set_durable), over the old file */
+    eng_st_writer_set_durable(wr, 0);
+    assert_int_equal(eng_st_write_file(wr, path, &err), 0);
+    eng_st_writer_set_durable(wr, 1);
+    fp = fopen(path, "rb");
+    assert_int_equal(fread(fb, 1, len + 1, fp), len);
+    fclose(fp);
+    assert_memory_equal(fb, buf, len);
     uint64_t hl;
     memcpy(&hl, buf, 8);
     assert_int_equal(hl % 8, 0);

@@ -419,7 +419,7 @@ static void test_bad_files(void **state) {
     eng_train_state st;
     memset(&st, 0, sizeof st);
     path_of(q, sizeof q, "ckpt.safetensors");
-    assert_int_equal(eng_checkpoint_save(a, &st, q, &err), 0);
+    assert_int_equal(eng_checkpoint_save(a, &st, q, 1, &err), 0);
     assert_int_equal(eng_model_load_weights(b, q, &err), HPO_EFORMAT);
     assert_int_equal(eng_model_load_weights(b, "/nonexistent/x.safetensors", &err) < 0, 1);
 
@@ -520,9 +520,9 @@ static void test_from_checkpoint(void **state) {
     char with[128], without[128];
     path_of(with, sizeof with, "ckpt_best.safetensors");
     path_of(without, sizeof without, "ckpt_last.safetensors");
-    assert_int_equal(eng_checkpoint_save(a, &st, without, &err), 0);
+    assert_int_equal(eng_checkpoint_save(a, &st, without, 0, &err), 0);
     st.best_params = best;
-    assert_int_equal(eng_checkpoint_save(a, &st, with, &err), 0);
+    assert_int_equal(eng_checkpoint_save(a, &st, with, 1, &err), 0);
     struct { const char *path; int use_best; const float *expect; const char *what; } cases[] = {
         {with, 1, best, "best"}, {with, 0, a->params, "last"}, {without, 1, a->params, "last"}, {without, 0, a->params, "last"}};
     for (int i = 0; i < 4; i++) {
