@@ -33,8 +33,7 @@ __attribute__((target("avx512f"))) static void maxpool_avx512(const float *xn, f
 
 void eng_maxpool2d_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int ph,
                            int pw, int sh, int sw, int OH, int OW) {
-    static int avx = -1;
-    if (avx < 0) avx = __builtin_cpu_supports("avx512f");
+    int avx = __builtin_cpu_supports("avx512f"); /* a load of libgcc's CPU model: no cache, no race */
     for (int n = 0; n < N; n++) {
         const float *xn = x + (size_t)n * H * W * C;
         for (int oh = 0; oh < OH; oh++)
@@ -211,8 +210,7 @@ void eng_dropout_forward(const float *x, float *y, float *mask, size_t n, float 
     uint64_t key = hpo_rng_u64(rng);
     uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
     uint32_t thr = (uint32_t)((double)keep * 16777216.0); /* keep iff bits < keep * 2^24 */
-    static int avx = -1;
-    if (avx < 0) avx = __builtin_cpu_supports("avx512f");
+    int avx = __builtin_cpu_supports("avx512f"); /* a load of libgcc's CPU model: no cache, no race */
     size_t i = avx ? dropout_avx512(x, y, mask, n, k0, k1, thr, scale) : 0;
     for (; i < n; i++) {
         mask[i] = dropout_bits(k0, k1, (uint32_t)i) < thr ? scale : 0.0f;

@@ -165,8 +165,7 @@ static void step_range(const eng_optim_config *c, float lr, long t, float *p, fl
         float a = (float)(lr * sqrt(bc2) / bc1), e = (float)(c->eps * sqrt(bc2));
         float decay = c->kind == ENG_OPT_ADAMW ? 1.0f - lr * c->weight_decay : 1.0f;
         float l2 = c->kind == ENG_OPT_ADAM ? c->weight_decay : 0.0f;
-        static int avx = -1;
-        if (avx < 0) avx = __builtin_cpu_supports("avx512f");
+        int avx = __builtin_cpu_supports("avx512f"); /* a load of libgcc's CPU model: no cache, no race */
         if (avx) {
             adam_avx512(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2, pb);
             return;
