@@ -24,11 +24,6 @@ void eng_train_opts_init(eng_train_opts *o) {
     o->checkpoint_durable = 1;
 }
 
-typedef struct targets {
-    int32_t *labels;
-    float *values;
-} targets;
-
 static int check_data(const eng_model *m, const eng_split *s, hpo_error *err) {
     const eng_dataset *ds = s->ds;
     if (ds->sample_size != m->in_size)
@@ -43,21 +38,9 @@ static int check_data(const eng_model *m, const eng_split *s, hpo_error *err) {
     return 0;
 }
 
-static void targets_alloc(targets *t, const eng_split *s, int bs) {
-    t->labels = NULL;
-    t->values = NULL;
-    if (s->ds->y_type == ENG_DATA_Y_CLASS) t->labels = eng_alloc((size_t)bs * sizeof(int32_t));
-    else t->values = eng_alloc((size_t)bs * s->ds->y_dim * sizeof(float));
-}
-
-static void targets_free(targets *t) {
-    free(t->labels);
-    free(t->values);
-}
 
 int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *out, hpo_error *err) {
     eng_batcher *b = NULL;
-    targets t = {0};
     eng_metric_sums sums;
     int rc;
     memset(&sums, 0, sizeof sums);
@@ -65,23 +48,26 @@ int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *
     if (m->cap < 1 && (rc = eng_model_reserve(m, batch_size, m->precision))) return rc;
     if (batch_size > m->cap) batch_size = m->cap;
     if ((rc = check_data(m, s, err))) return rc;
-    eng_batcher_opts bo = {.batch_size = (size_t)batch_size, .shuffle = 0, .x_type = ENG_BATCH_F32};
+    int bf16_batches = eng_model_bf16_input(m); /* as in eng_train */
+    eng_batcher_opts bo = {.batch_size = (size_t)batch_size, .shuffle = 0,
+                           .x_type = bf16_batches ? ENG_BATCH_BF16 : ENG_BATCH_F32};
     if ((rc = eng_batcher_new(s, &bo, &b, err))) return rc;
-    targets_alloc(&t, s, batch_size);
     if ((rc = eng_batcher_start_epoch(b, 0)) < 0) goto fail;
     for (;;) {
-        size_t n = 0;
-        rc = eng_batcher_next_into(b, m->input, t.labels, t.values, &n);
+        eng_batch bt;
+        rc = eng_batcher_next(b, &bt); /* borrowed until the next call */
         if (rc < 0) goto fail;
         if (rc == 0) break;
         const float *logits;
-        if ((rc = eng_model_forward(m, (int)n, 0, &logits))) goto fail;
-        eng_loss_compute(m->loss, m->final_act, logits, t.labels, t.values, (int)n, m->out_dim, 1.0f, NULL, &sums);
+        rc = bf16_batches ? eng_model_forward_bf16(m, bt.x, (int)bt.n, 0, &logits)
+                          : eng_model_forward_from(m, bt.x, (int)bt.n, 0, &logits);
+        if (rc) goto fail;
+        eng_loss_compute(m->loss, m->final_act, logits, bt.y_class, bt.y_target, (int)bt.n, m->out_dim, 1.0f, NULL,
+                         &sums);
     }
     eng_metrics_from_sums(&sums, out);
     rc = 0;
 fail:
-    targets_free(&t);
     eng_batcher_free(b);
     return rc;
 }
