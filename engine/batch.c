@@ -246,13 +246,24 @@ int eng_batcher_start_epoch(eng_batcher *b, uint64_t epoch) {
     return 0;
 }
 
+int eng_batcher_gather_rows(eng_batcher *b, const eng_batch *bt, size_t lo, size_t hi) {
+    if (!b || !bt || !b->o.defer_gather || b->has_thread || lo > hi || hi > bt->n) return HPO_EINVAL;
+    const eng_dataset *ds = b->ds;
+    size_t xe = b->o.x_type == ENG_BATCH_BF16 ? 2 : 4, first = bt->index * b->o.batch_size;
+    slot *sl = &b->s[0];
+    gather_rows(ds, b->order + first + lo, hi - lo, b->o.x_type, (char *)sl->x + lo * ds->sample_size * xe,
+                sl->y_class ? sl->y_class + lo : NULL, sl->y_target ? sl->y_target + lo * ds->y_dim : NULL);
+    return 0;
+}
+
 int eng_batcher_next(eng_batcher *b, eng_batch *out) {
     if (!b || !out) return HPO_EINVAL;
     if (!b->started) return HPO_ECONFLICT;
     size_t j = b->next_batch;
     if (!b->has_thread) {
         if (j >= b->nb) return 0;
-        gather_batch(b, j, &b->s[0]);
+        if (b->o.defer_gather) b->s[0].n = batch_count(b, j); /* eng_batcher_gather_rows fills it */
+        else gather_batch(b, j, &b->s[0]);
         b->next_batch++;
         *out = (eng_batch){.n = b->s[0].n, .index = j, .x = b->s[0].x,
                            .y_class = b->s[0].y_class, .y_target = b->s[0].y_target};

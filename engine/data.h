@@ -215,6 +215,10 @@ typedef struct eng_batcher_opts {
     int drop_last;       /* skip a final partial batch */
     eng_batch_xtype x_type;
     int prefetch;        /* gather the next batch in a background thread */
+    /* without prefetch: eng_batcher_next only picks the batch's rows and
+     * eng_batcher_gather_rows fills them, so several threads can each fill
+     * their share of the batch (engine/replicas.h) */
+    int defer_gather;
 } eng_batcher_opts;
 
 /* One batch. Pointers are BORROWED from the batcher and valid until the next
@@ -245,6 +249,10 @@ int eng_batcher_next(eng_batcher *b, eng_batch *out);
  * y_class[batch_size] / y_target[batch_size*y_dim], NULLs allowed);
  * *n gets the batch size. Returns 1, 0 at the end, or an error. */
 int eng_batcher_next_into(eng_batcher *b, void *x, int32_t *y_class, float *y_target, size_t *n);
+/* With opts.defer_gather: gathers rows [lo, hi) of the batch bt that
+ * eng_batcher_next returned (its x and labels/targets at those rows). Calls
+ * for disjoint ranges may run at once on different threads. */
+int eng_batcher_gather_rows(eng_batcher *b, const eng_batch *bt, size_t lo, size_t hi);
 /* Stops the prefetch thread (joins it), drops the dataset reference. NULL ok. */
 void eng_batcher_free(eng_batcher *b);
 

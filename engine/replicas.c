@@ -37,10 +37,9 @@ struct eng_replicas {
     int running; /* helper threads started (1..running) */
     share *shares;
     /* the step being run (written by the main thread before a phase starts) */
-    const void *x;
+    const eng_batch *bt;
+    eng_batcher *deferred; /* gathers each share's rows, or NULL: bt is filled */
     int x_bf16;
-    const int32_t *labels;
-    const float *targets;
     int n;
     float lr;
     long t;
@@ -62,16 +61,18 @@ static void run_gradients(eng_replicas *r, share *s) {
     s->loss = 0;
     s->rc = 0;
     if (nk < 1) return;
+    const eng_batch *bt = r->bt;
+    if (r->deferred && (s->rc = eng_batcher_gather_rows(r->deferred, bt, (size_t)lo, (size_t)s->rows_hi))) return;
     const float *logits;
     if (r->x_bf16)
-        s->rc = eng_model_forward_bf16(mk, (const uint16_t *)r->x + (size_t)lo * mk->in_size, nk, 1, &logits);
+        s->rc = eng_model_forward_bf16(mk, (const uint16_t *)bt->x + (size_t)lo * mk->in_size, nk, 1, &logits);
     else
-        s->rc = eng_model_forward_from(mk, (const float *)r->x + (size_t)lo * mk->in_size, nk, 1, &logits);
+        s->rc = eng_model_forward_from(mk, (const float *)bt->x + (size_t)lo * mk->in_size, nk, 1, &logits);
     if (s->rc) return;
     /* scaled by the share of the batch: the shares' gradients add up to the
      * gradient of the whole batch's mean loss */
-    s->loss = eng_loss_compute(mk->loss, mk->final_act, logits, r->labels ? r->labels + lo : NULL,
-                               r->targets ? r->targets + (size_t)lo * K : NULL, nk, K, (float)nk / (float)r->n,
+    s->loss = eng_loss_compute(mk->loss, mk->final_act, logits, bt->y_class ? bt->y_class + lo : NULL,
+                               bt->y_target ? bt->y_target + (size_t)lo * K : NULL, nk, K, (float)nk / (float)r->n,
                                mk->dlogits, &s->sums);
     if (isfinite(s->loss)) s->rc = eng_model_backward(mk, nk);
 }
@@ -201,15 +202,15 @@ void eng_replicas_free(eng_replicas *r) {
     free(r);
 }
 
-int eng_replicas_step(eng_replicas *r, const void *x, int x_bf16, const int32_t *labels, const float *targets,
-                      int n, float lr, long t, eng_metric_sums *sums, double *loss) {
+int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferred, int x_bf16, float lr, long t,
+                      eng_metric_sums *sums, double *loss) {
     eng_model *m = r->m;
+    int n = (int)bt->n;
     if (n < 1 || n > m->cap) return HPO_EINVAL;
     eng_model_sync_shadows(m); /* before any replica reads them */
-    r->x = x;
+    r->bt = bt;
+    r->deferred = deferred;
     r->x_bf16 = x_bf16;
-    r->labels = labels;
-    r->targets = targets;
     r->n = n;
     r->lr = lr;
     r->t = t;

@@ -12,7 +12,8 @@
  * single-threaded and cache-friendly and puts all the work on all threads.
  *
  * A step (eng_replicas_step):
- *   1. rows [lo_k, hi_k) of the batch go to thread k: thread 0 runs the
+ *   1. rows [lo_k, hi_k) of the batch go to thread k (which gathers them
+ *      itself from the dataset when the batcher defers the gather): thread 0 runs the
  *      primary model, thread k > 0 its replica k (model.h,
  *      eng_model_replica_new: own buffers and gradients, shared parameters);
  *      each computes forward, loss (scaled by its share, so the gradients
@@ -37,6 +38,7 @@
 
 #include <stdint.h>
 
+#include "data.h"
 #include "loss.h"
 #include "model.h"
 
@@ -47,12 +49,14 @@ typedef struct eng_replicas eng_replicas;
 int eng_replicas_new(eng_model *m, int threads, eng_replicas **out);
 void eng_replicas_free(eng_replicas *r);
 
-/* One training step on n rows: x is f32 [n][in_size], or bf16 when x_bf16
- * (eng_model_bf16_input); labels or targets as for eng_loss_compute. Adds
- * the batch's metrics to sums; *loss = the batch's mean loss (NaN/Inf when
- * it diverged: the parameters are then left as they were). lr and t as for
- * eng_optim_step. */
-int eng_replicas_step(eng_replicas *r, const void *x, int x_bf16, const int32_t *labels, const float *targets,
-                      int n, float lr, long t, eng_metric_sums *sums, double *loss);
+/* One training step on the batch bt (bt->n rows): bt->x is f32
+ * [n][in_size], or bf16 when x_bf16 (eng_model_bf16_input); labels or
+ * targets as for eng_loss_compute. deferred: the batcher of bt when it was
+ * made with defer_gather (each thread then gathers its own rows first), or
+ * NULL when bt is filled. Adds the batch's metrics to sums; *loss = the
+ * batch's mean loss (NaN/Inf when it diverged: the parameters are then left
+ * as they were). lr and t as for eng_optim_step. */
+int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferred, int x_bf16, float lr, long t,
+                      eng_metric_sums *sums, double *loss);
 
 #endif

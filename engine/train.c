@@ -113,7 +113,10 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
      * preempt one of them while the others wait at the step's barrier
      * (measured: 8% slower), so the batch is gathered in line */
     int data_parallel = fused_update && o->threads > 1 && bs >= 2 * o->threads;
-    if (data_parallel) bo.prefetch = 0;
+    if (data_parallel) {
+        bo.prefetch = 0;
+        bo.defer_gather = 1; /* each thread gathers its share of the batch (eng_replicas_step) */
+    }
     int bf16_batches = eng_model_bf16_input(m); /* model.h: gathered from uint8 straight to bf16 */
     if (bf16_batches) bo.x_type = ENG_BATCH_BF16;
     if ((rc = eng_batcher_new(train, &bo, &b, err))) goto fail;
@@ -165,8 +168,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             if (reps && n >= o->threads) {
                 lr = eng_schedule_lr(&m->sched, m->opt.lr, st.step, spe, total);
                 double loss;
-                rc = eng_replicas_step(reps, bt.x, bf16_batches, bt.y_class, bt.y_target, n, (float)lr, st.step + 1,
-                                       &sums, &loss);
+                rc = eng_replicas_step(reps, &bt, b, bf16_batches, (float)lr, st.step + 1, &sums, &loss);
                 if (rc) goto fail;
                 if (!isfinite(loss)) {
                     eng_metrics_from_sums(&sums, &r.train);
@@ -177,6 +179,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
                 st.step++;
                 continue;
             }
+            if (bo.defer_gather && (rc = eng_batcher_gather_rows(b, &bt, 0, bt.n))) goto fail; /* a tiny batch */
             rc = bf16_batches ? eng_model_forward_bf16(m, bt.x, n, 1, &logits)
                               : eng_model_forward_from(m, bt.x, n, 1, &logits);
             if (rc) goto fail;

@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "bf16.h"
+#include "data.h"
 #include "loss.h"
 #include "model.h"
 #include "replicas.h"
@@ -91,7 +92,7 @@ static void test_replicas_match_single_thread(void **state) {
             double la = step_single(a, &bt, n, s + 1), lb;
             eng_metric_sums sums;
             memset(&sums, 0, sizeof sums);
-            assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, n, 0.01f, s + 1, &sums, &lb), 0);
+            assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = (size_t)n, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.01f, s + 1, &sums, &lb), 0);
             assert_int_equal((int)sums.n, n);
             worst_loss = fmax(worst_loss, fabs(la - lb));
         }
@@ -118,7 +119,7 @@ static void run_dropout(float *out, size_t *np) {
         double loss;
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
-        assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, 32, 0.05f, s + 1, &sums, &loss), 0);
+        assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = 32, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.05f, s + 1, &sums, &loss), 0);
         assert_true(isfinite(loss));
     }
     memcpy(out, m->params, m->nparams * sizeof(float));
@@ -157,7 +158,7 @@ static void test_replicas_bf16_batches(void **state) {
         double loss;
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
-        assert_int_equal(eng_replicas_step(reps, bt.xb, 1, bt.y, NULL, 32, 0.01f, s + 1, &sums, &loss), 0);
+        assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = 32, .x = bt.xb, .y_class = bt.y}, NULL, 1, 0.01f, s + 1, &sums, &loss), 0);
     }
     /* bf16 GEMMs of 16 rows round their inputs as those of 32 do, but the
      * gradients are summed in another order before the bf16 shadow */
@@ -188,13 +189,74 @@ static void test_replicas_many_short_lived(void **state) {
         double loss;
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
-        assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, 1 + i % 32, 0.001f, i + 1, &sums, &loss), 0);
+        assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = (size_t)(1 + i % 32), .x = bt.x, .y_class = bt.y}, NULL, 0, 0.001f, i + 1, &sums, &loss), 0);
         if (i % 3 == 0) usleep(300); /* let the helpers fall asleep sometimes */
-        assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, 32, 0.001f, i + 1, &sums, &loss), 0);
+        assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = 32, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.001f, i + 1, &sums, &loss), 0);
         eng_replicas_free(reps);
     }
     printf("  300 replica sets of 2-3 threads, created, stepped twice, freed\n");
     eng_model_free(m);
+}
+
+/* Each thread gathering its share from the dataset (defer_gather) gives the
+ * same step as a batch gathered whole, in f32 and in bf16 batches. */
+static void test_replicas_deferred_gather(void **state) {
+    (void)state;
+    int64_t shape[3] = {8, 8, 1};
+    eng_dataset *ds = NULL;
+    assert_int_equal(eng_dataset_new("replicas", 200, 3, shape, ENG_DATA_U8, ENG_DATA_Y_CLASS, 0, &ds), 0);
+    ds->x_scale = 1.0f / 255.0f;
+    ds->n_classes = K;
+    hpo_rng r;
+    hpo_rng_seed(&r, 21);
+    for (size_t i = 0; i < 200 * IN; i++) ((uint8_t *)ds->x)[i] = (uint8_t)hpo_rng_below(&r, 256);
+    for (size_t i = 0; i < 200; i++) ds->y_class[i] = (int32_t)hpo_rng_below(&r, K);
+    eng_split sp;
+    eng_split_spec spec = {0};
+    hpo_error err;
+    assert_int_equal(eng_split_make(ds, &spec, &sp, NULL, &err), 0);
+    for (int bf = 0; bf < 2; bf++) {
+        eng_model *a = make(mlp_plain, bf ? ENG_PREC_BF16 : ENG_PREC_FP32);
+        eng_model *b = make(mlp_plain, bf ? ENG_PREC_BF16 : ENG_PREC_FP32);
+        if (bf && !a->be->gemm_bf16) {
+            eng_model_free(a), eng_model_free(b);
+            break;
+        }
+        eng_replicas *ra = NULL, *rb = NULL;
+        assert_int_equal(eng_replicas_new(a, 2, &ra), 0);
+        assert_int_equal(eng_replicas_new(b, 2, &rb), 0);
+        eng_batcher_opts oa = {.batch_size = 32, .shuffle = 1, .seed = 4, .x_type = bf ? ENG_BATCH_BF16 : ENG_BATCH_F32};
+        eng_batcher_opts ob = oa;
+        ob.defer_gather = 1;
+        eng_batcher *ba = NULL, *bb = NULL;
+        assert_int_equal(eng_batcher_new(&sp, &oa, &ba, &err), 0);
+        assert_int_equal(eng_batcher_new(&sp, &ob, &bb, &err), 0);
+        assert_true(eng_batcher_start_epoch(ba, 0) >= 0);
+        assert_true(eng_batcher_start_epoch(bb, 0) >= 0);
+        int steps = 0;
+        for (;;) {
+            eng_batch x, y;
+            int ka = eng_batcher_next(ba, &x), kb = eng_batcher_next(bb, &y);
+            assert_int_equal(ka, kb);
+            if (ka == 0) break;
+            double la, lb;
+            eng_metric_sums sa = {0}, sb = {0};
+            assert_int_equal(eng_replicas_step(ra, &x, NULL, bf, 0.01f, steps + 1, &sa, &la), 0);
+            assert_int_equal(eng_replicas_step(rb, &y, bb, bf, 0.01f, steps + 1, &sb, &lb), 0);
+            assert_true(la == lb);
+            steps++;
+        }
+        assert_int_equal(steps, 7); /* 200 rows: 6 of 32 and one of 8 */
+        assert_memory_equal(a->params, b->params, a->nparams * sizeof(float));
+        printf("  %s batches gathered share by share on 2 threads: %d steps, parameters bit-identical\n",
+               bf ? "bf16" : "f32", steps);
+        assert_int_equal(eng_batcher_gather_rows(ba, &(eng_batch){.n = 4}, 0, 4), HPO_EINVAL); /* not deferred */
+        eng_batcher_free(ba), eng_batcher_free(bb);
+        eng_replicas_free(ra), eng_replicas_free(rb);
+        eng_model_free(a), eng_model_free(b);
+    }
+    eng_split_close(&sp);
+    eng_dataset_unref(ds);
 }
 
 static void test_replicas_bad_arguments(void **state) {
@@ -207,8 +269,8 @@ static void test_replicas_bad_arguments(void **state) {
     batch bt = {0};
     double loss;
     eng_metric_sums sums = {0};
-    assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, 0, 0.01f, 1, &sums, &loss), HPO_EINVAL);
-    assert_int_equal(eng_replicas_step(reps, bt.x, 0, bt.y, NULL, CAP + 1, 0.01f, 1, &sums, &loss), HPO_EINVAL);
+    assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = 0, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.01f, 1, &sums, &loss), HPO_EINVAL);
+    assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = CAP + 1, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.01f, 1, &sums, &loss), HPO_EINVAL);
     eng_replicas_free(reps);
     eng_model_free(m);
 }
@@ -218,7 +280,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicas_match_single_thread), cmocka_unit_test(test_replicas_deterministic),
         cmocka_unit_test(test_replicas_bf16_batches),        cmocka_unit_test(test_replicas_many_short_lived),
-        cmocka_unit_test(test_replicas_bad_arguments),
+        cmocka_unit_test(test_replicas_deferred_gather), cmocka_unit_test(test_replicas_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
