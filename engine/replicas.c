@@ -93,7 +93,6 @@ static void run_update(eng_replicas *r, int k) {
     if (hi <= lo) return;
     float *g = m->grads;
     for (int j = 1; j < r->threads; j++) { /* fixed order: deterministic sums */
-        if (r->shares[j].rows_hi <= r->shares[j].rows_lo) continue;
         const float *gj = r->shares[j].model->grads;
         for (size_t i = lo; i < hi; i++) g[i] += gj[i];
     }
@@ -206,7 +205,7 @@ int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferre
                       eng_metric_sums *sums, double *loss) {
     eng_model *m = r->m;
     int n = (int)bt->n;
-    if (n < 1 || n > m->cap) return HPO_EINVAL;
+    if (n < r->threads || n > m->cap) return HPO_EINVAL; /* every share has rows, the primary's included */
     eng_model_sync_shadows(m); /* before any replica reads them */
     r->bt = bt;
     r->deferred = deferred;

@@ -49,7 +49,8 @@ typedef struct eng_replicas eng_replicas;
 int eng_replicas_new(eng_model *m, int threads, eng_replicas **out);
 void eng_replicas_free(eng_replicas *r);
 
-/* One training step on the batch bt (bt->n rows): bt->x is f32
+/* One training step on the batch bt (threads <= bt->n <= capacity rows;
+ * train a smaller batch on the model alone): bt->x is f32
  * [n][in_size], or bf16 when x_bf16 (eng_model_bf16_input); labels or
  * targets as for eng_loss_compute. deferred: the batcher of bt when it was
  * made with defer_gather (each thread then gathers its own rows first), or

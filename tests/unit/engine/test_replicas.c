@@ -27,7 +27,8 @@
 #define K 4
 #define CAP 33
 
-static const char *mlp_plain = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":24,\"activation\":\"relu\"}},"
+static const char *mlp_plain = "{\"layers\":[{\"flatten\":{}},"
+                               "{\"dense\":{\"units\":24,\"activation\":\"relu\"}},"
                                "{\"dense\":{\"units\":16,\"activation\":\"tanh\"}},{\"dense\":{\"units\":4}}],"
                                "\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.01}}";
 static const char *mlp_dropout = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":24,\"activation\":\"relu\"}},"
@@ -69,6 +70,13 @@ static double step_single(eng_model *m, const batch *b, int n, long t) {
     return loss;
 }
 
+/* a replica step on arrays (no batcher) */
+static int step_on(eng_replicas *r, const void *x, int bf16, const int32_t *y, int n, float lr, long t,
+                   eng_metric_sums *sums, double *loss) {
+    eng_batch b = {.n = (size_t)n, .x = x, .y_class = y};
+    return eng_replicas_step(r, &b, NULL, bf16, lr, t, sums, loss);
+}
+
 static double maxdiff(const float *a, const float *b, size_t n) {
     double d = 0;
     for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
@@ -77,7 +85,7 @@ static double maxdiff(const float *a, const float *b, size_t n) {
 
 static void test_replicas_match_single_thread(void **state) {
     (void)state;
-    const int sizes[] = {32, 33, 7, 3};
+    const int sizes[] = {32, 33, 7, 3}; /* 3 rows: one per thread at T = 3 */
     for (int T = 2; T <= 3; T++) {
         eng_model *a = make(mlp_plain, ENG_PREC_FP32), *b = make(mlp_plain, ENG_PREC_FP32);
         eng_replicas *reps = NULL;
@@ -92,13 +100,13 @@ static void test_replicas_match_single_thread(void **state) {
             double la = step_single(a, &bt, n, s + 1), lb;
             eng_metric_sums sums;
             memset(&sums, 0, sizeof sums);
-            assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = (size_t)n, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.01f, s + 1, &sums, &lb), 0);
+            assert_int_equal(step_on(reps, bt.x, 0, bt.y, n, 0.01f, s + 1, &sums, &lb), 0);
             assert_int_equal((int)sums.n, n);
             worst_loss = fmax(worst_loss, fabs(la - lb));
         }
         double d = maxdiff(a->params, b->params, a->nparams);
-        printf("  fp32 mlp, adam, %d threads vs 1, 12 steps of 32/33/7/3 rows: max |param diff| %.3g, max |loss diff| "
-               "%.3g\n", T, d, worst_loss);
+        printf("  fp32 mlp, adam, %d threads vs 1, 12 steps of 32/33/7/3 rows: max |param diff| %.3g, "
+               "max |loss diff| %.3g\n", T, d, worst_loss);
         assert_true(d < 1e-5);
         assert_true(worst_loss < 1e-5);
         eng_replicas_free(reps);
@@ -119,7 +127,7 @@ static void run_dropout(float *out, size_t *np) {
         double loss;
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
-        assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = 32, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.05f, s + 1, &sums, &loss), 0);
+        assert_int_equal(step_on(reps, bt.x, 0, bt.y, 32, 0.05f, s + 1, &sums, &loss), 0);
         assert_true(isfinite(loss));
     }
     memcpy(out, m->params, m->nparams * sizeof(float));
@@ -158,7 +166,7 @@ static void test_replicas_bf16_batches(void **state) {
         double loss;
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
-        assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = 32, .x = bt.xb, .y_class = bt.y}, NULL, 1, 0.01f, s + 1, &sums, &loss), 0);
+        assert_int_equal(step_on(reps, bt.xb, 1, bt.y, 32, 0.01f, s + 1, &sums, &loss), 0);
     }
     /* bf16 GEMMs of 16 rows round their inputs as those of 32 do, but the
      * gradients are summed in another order before the bf16 shadow */
@@ -189,9 +197,9 @@ static void test_replicas_many_short_lived(void **state) {
         double loss;
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
-        assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = (size_t)(1 + i % 32), .x = bt.x, .y_class = bt.y}, NULL, 0, 0.001f, i + 1, &sums, &loss), 0);
+        assert_int_equal(step_on(reps, bt.x, 0, bt.y, 3 + i % 30, 0.001f, i + 1, &sums, &loss), 0);
         if (i % 3 == 0) usleep(300); /* let the helpers fall asleep sometimes */
-        assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = 32, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.001f, i + 1, &sums, &loss), 0);
+        assert_int_equal(step_on(reps, bt.x, 0, bt.y, 32, 0.001f, i + 1, &sums, &loss), 0);
         eng_replicas_free(reps);
     }
     printf("  300 replica sets of 2-3 threads, created, stepped twice, freed\n");
@@ -225,7 +233,8 @@ static void test_replicas_deferred_gather(void **state) {
         eng_replicas *ra = NULL, *rb = NULL;
         assert_int_equal(eng_replicas_new(a, 2, &ra), 0);
         assert_int_equal(eng_replicas_new(b, 2, &rb), 0);
-        eng_batcher_opts oa = {.batch_size = 32, .shuffle = 1, .seed = 4, .x_type = bf ? ENG_BATCH_BF16 : ENG_BATCH_F32};
+        eng_batcher_opts oa = {.batch_size = 32, .shuffle = 1, .seed = 4,
+                               .x_type = bf ? ENG_BATCH_BF16 : ENG_BATCH_F32};
         eng_batcher_opts ob = oa;
         ob.defer_gather = 1;
         eng_batcher *ba = NULL, *bb = NULL;
@@ -269,8 +278,13 @@ static void test_replicas_bad_arguments(void **state) {
     batch bt = {0};
     double loss;
     eng_metric_sums sums = {0};
-    assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = 0, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.01f, 1, &sums, &loss), HPO_EINVAL);
-    assert_int_equal(eng_replicas_step(reps, &(eng_batch){.n = CAP + 1, .x = bt.x, .y_class = bt.y}, NULL, 0, 0.01f, 1, &sums, &loss), HPO_EINVAL);
+    /* no rows, fewer rows than threads (the caller trains those on the model
+     * alone), more than the capacity */
+    const size_t bad[] = {0, 1, CAP + 1};
+    for (size_t i = 0; i < HPO_ARRAY_LEN(bad); i++) {
+        eng_batch b = {.n = bad[i], .x = bt.x, .y_class = bt.y};
+        assert_int_equal(eng_replicas_step(reps, &b, NULL, 0, 0.01f, 1, &sums, &loss), HPO_EINVAL);
+    }
     eng_replicas_free(reps);
     eng_model_free(m);
 }
