@@ -408,6 +408,58 @@ static int stop_at_2(const eng_epoch_report *r, void *user) {
     return r->epoch >= 2;
 }
 
+/* The same with 2 threads (data parallelism, engine/replicas.h): a resumed
+ * run is bit-identical to a straight one, since the replicas' dropout
+ * generators derive from the checkpointed one; and it learns as well as 1
+ * thread. */
+static void test_checkpoint_resume_data_parallel(void **state) {
+    (void)state;
+    eng_dataset *ds = synth(600, 3);
+    eng_split tr, va;
+    eng_split_spec spec = {.val_count = 100};
+    hpo_error err;
+    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
+    char d1[] = "/tmp/hpo_ckptC_XXXXXX", d2[] = "/tmp/hpo_ckptD_XXXXXX";
+    assert_non_null(mkdtemp(d1));
+    assert_non_null(mkdtemp(d2));
+    eng_train_opts o;
+    eng_train_opts_init(&o);
+    o.batch_size = 32;
+    o.threads = 2;
+    o.seed = 7;
+    o.epochs = 6;
+    o.patience = 100;
+    o.checkpoint_dir = d1;
+    eng_model *a = small_model(small_cnn), *b = small_model(small_cnn), *c = small_model(small_cnn);
+    eng_train_result ra, rb, r1;
+    assert_int_equal(eng_train(a, &tr, &va, &o, &ra, &err), 0);
+    o.checkpoint_dir = d2;
+    o.epochs = 3;
+    assert_int_equal(eng_train(b, &tr, &va, &o, &rb, &err), 0);
+    o.epochs = 6;
+    o.resume = 1;
+    assert_int_equal(eng_train(c, &tr, &va, &o, &rb, &err), 0);
+    assert_int_equal(rb.start_epoch, 3);
+    assert_memory_equal(a->params, c->params, a->nparams * 4);
+    assert_memory_equal(a->opt_state, c->opt_state, a->nstate * 4);
+    assert_memory_equal(a->stats, c->stats, a->nstats * 4);
+    eng_model *d = small_model(small_cnn); /* one thread, same seed */
+    o.threads = 1;
+    o.checkpoint_dir = NULL;
+    o.resume = 0;
+    assert_int_equal(eng_train(d, &tr, &va, &o, &r1, &err), 0);
+    printf("  2 threads: 6 straight epochs vs 3 + resume to 6 bit-identical; val_acc %.3f (1 thread: %.3f)\n",
+           ra.val.accuracy, r1.val.accuracy);
+    assert_true(ra.val.accuracy > 0.5 && fabs(ra.val.accuracy - r1.val.accuracy) < 0.1);
+    eng_model_free(a), eng_model_free(b), eng_model_free(c), eng_model_free(d);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", d1, d2);
+    assert_int_equal(system(cmd), 0);
+    eng_split_close(&tr);
+    eng_split_close(&va);
+    eng_dataset_unref(ds);
+}
+
 static void test_divergence_stop_and_fp16(void **state) {
     (void)state;
     eng_dataset *ds = synth(400, 5);
@@ -471,6 +523,7 @@ int main(void) {
         cmocka_unit_test(test_fused_update),
         cmocka_unit_test(test_bf16_input_batches),
         cmocka_unit_test(test_checkpoint_resume_bit_identical),
+        cmocka_unit_test(test_checkpoint_resume_data_parallel),
         cmocka_unit_test(test_divergence_stop_and_fp16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
