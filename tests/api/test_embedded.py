@@ -6,6 +6,9 @@
 - Failures are data: a template that does not fit some params and a
   diverging learning rate fail those trials with the reason; the study ends.
 - Pause, resume, cancel and per-trial timeouts.
+- A slot of two threads (--devices cpu:1x2) trains data-parallel
+  (engine/replicas.h): a study on it completes, and a paused trial resumes
+  from its checkpoint.
 """
 import os
 import threading
@@ -171,6 +174,31 @@ def check_control(hp, c):
     c.check(t["state"] == "failed" and "timed out" in (t["error"] or ""), "trial_timeout fails the trial: %s" % t["error"])
 
 
+def check_data_parallel(args, c):
+    hp = Hpod(args.hpod, args=["--devices", "cpu:1x2"]).start()
+    try:
+        study = study_small()
+        study.update(name="data-parallel", tuner={"algorithm": "random", "seed": 8, "max_trials": 3})
+        study["training"] = {"max_epochs": 30, "batch_size": 32}  # long enough to pause mid-trial
+        sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60, step=0.05)
+        hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, 60)
+        hp.ok("POST", "/api/v1/studies/%d/resume" % sid)
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 180)
+        s = hp.ok("GET", "/api/v1/studies/%d" % sid)
+        c.check(s["trials_by_state"]["complete"] == 3, "cpu:1x2: 3 trials complete: %s" % s["trials_by_state"])
+        trials = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"]
+        c.check({t["slot"] for t in trials} == {"cpu:0"}, "one slot ran them all")
+        c.check(s["best"]["value"] > 0.6, "the data-parallel slot learns (best val_accuracy %.3f)" % s["best"]["value"])
+        resumed = [d for _, t, d in read_events(hp.url, sid) if t == "execution_resumed"]
+        c.check(len(resumed) >= 1 and all(d["from_epoch"] >= 1 for d in resumed),
+                "a paused data-parallel trial resumes from its checkpoint: %s" % resumed[:1])
+        c.check(hp.stop() == 0, "graceful shutdown (cpu:1x2)")
+    finally:
+        hp.cleanup()
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -191,6 +219,7 @@ def main():
         c.check(hp.stop() == 0, "graceful shutdown")
     finally:
         hp.cleanup()
+    check_data_parallel(args, c)
     c.finish()
 
 
