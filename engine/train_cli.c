@@ -26,7 +26,8 @@ static void usage(FILE *f) {
             "usage: hpod train --model FILE.json --dataset fashion-mnist [--epochs N] [--batch-size B]\n"
             "       [--precision fp32|mixed_bf16|mixed_fp16] [--threads T] [--limit N] [--seed S]\n"
             "       [--validation-split N] [--checkpoint-dir D] [--resume] [--params JSON]\n"
-            "       [--patience P] [--monitor METRIC] [--min-delta D] [--restore-best] [--no-prefetch] [--quiet]\n");
+            "       [--patience P] [--monitor METRIC] [--min-delta D] [--restore-best] [--no-prefetch] [--quiet]\n"
+            "  --threads T > 1 trains data-parallel: each thread runs the model on 1/T of every batch\n");
 }
 
 static void put_metrics(json_t *o, const char *prefix, const eng_metrics *m) {
