@@ -38,7 +38,6 @@ static int check_data(const eng_model *m, const eng_split *s, hpo_error *err) {
     return 0;
 }
 
-
 int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *out, hpo_error *err) {
     eng_batcher *b = NULL;
     eng_metric_sums sums;
