@@ -4,10 +4,11 @@
  * checkpoints with exact resume, mixed precision with loss scaling.
  *
  * Design notes
- * - Determinism: for a seed and one thread a run is bit-reproducible. Epoch
- *   e's batch order comes from the batcher (hpo_rng_derive(seed, e, 0)); the
- *   model's dropout/augmentation generator is part of the checkpoint. With
- *   OpenBLAS/oneDNN on one thread the kernels are deterministic too.
+ * - Determinism: for a seed and a thread count a run is bit-reproducible.
+ *   Epoch e's batch order comes from the batcher (hpo_rng_derive(seed, e,
+ *   0)); the model's dropout/augmentation generator is part of the
+ *   checkpoint (the replicas of a data-parallel run derive theirs from it).
+ *   With OpenBLAS/oneDNN on one thread the kernels are deterministic too.
  * - Checkpoint (eng_checkpoint_save/load): one safetensors file per run,
  *   rewritten atomically after every epoch: tensors "params", "opt_state",
  *   "bn_stats", "best_params" (when restore_best_weights is on), "rng" (U64
@@ -26,10 +27,17 @@
  *   gradients still in cache), unless a global look at all gradients must
  *   come first: clipnorm or mixed_fp16's overflow check use the separate
  *   unscale/clip/step pass. Both give the same update.
- * - Threads: eng_train sets OpenBLAS/oneDNN threads (backend set_threads)
- *   and FTZ/DAZ in the calling thread's MXCSR for the duration of the call
- *   (restored on return). OpenBLAS's count is process-wide: workers with
- *   different thread counts at the same time override each other.
+ * - Threads: with threads > 1 (and a fused update, see above) training is
+ *   data-parallel (replicas.h): each thread runs the model on its share of
+ *   every batch with single-threaded kernels and gathers that share itself;
+ *   validation then uses the threads intra-op. Otherwise eng_train sets the
+ *   OpenBLAS/oneDNN threads (backend set_threads). FTZ/DAZ are set in every
+ *   training thread's MXCSR for the duration of the call (restored on
+ *   return). OpenBLAS's count is process-wide: workers with different
+ *   thread counts at the same time override each other.
+ * - Checkpoints are fsynced unless checkpoint_durable is 0 (hpod under
+ *   --sync normal): then they survive a crash of the process, not of the
+ *   machine (eng_st_writer_set_durable).
  * - The callback runs on the training thread after each epoch, BEFORE that
  *   epoch's checkpoint is written (so what it records about the epoch is
  *   durable first: a crash in between repeats the epoch, never skips it);
