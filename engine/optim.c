@@ -107,16 +107,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m512 recip_
     return _mm512_mul_ps(q, _mm512_fnmadd_ps(d, q, _mm512_set1_ps(2.0f)));
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void adam_avx512(float *p, const float *g, float *m, float *v,
-                                                                    size_t n, float b1, float b2, float a, float e,
-                                                                    float decay, float l2, uint16_t *pb) {
+/* g2 (may be NULL) is added to g on the fly: a data-parallel replica's
+ * gradient share (replicas.c), summed without a pass of its own. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void adam_avx512(float *p, const float *g, const float *g2,
+                                                                             float *m, float *v, size_t n, float b1,
+                                                                             float b2, float a, float e, float decay,
+                                                                             float l2, uint16_t *pb) {
     __m512 vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2), c1 = _mm512_set1_ps(1.0f - b1),
            c2 = _mm512_set1_ps(1.0f - b2), va = _mm512_set1_ps(a), ve = _mm512_set1_ps(e),
            vdec = _mm512_set1_ps(decay), vl2 = _mm512_set1_ps(l2);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 pi = _mm512_maskz_loadu_ps(k, p + i);
-        __m512 gi = _mm512_fmadd_ps(vl2, pi, _mm512_maskz_loadu_ps(k, g + i));
+        __m512 pi = _mm512_maskz_loadu_ps(k, p + i), gs = _mm512_maskz_loadu_ps(k, g + i);
+        if (g2) gs = _mm512_add_ps(gs, _mm512_maskz_loadu_ps(k, g2 + i));
+        __m512 gi = _mm512_fmadd_ps(vl2, pi, gs);
         __m512 mi = _mm512_fmadd_ps(vb1, _mm512_maskz_loadu_ps(k, m + i), _mm512_mul_ps(c1, gi));
         __m512 vi = _mm512_fmadd_ps(vb2, _mm512_maskz_loadu_ps(k, v + i), _mm512_mul_ps(c2, _mm512_mul_ps(gi, gi)));
         _mm512_mask_storeu_ps(m + i, k, mi);
@@ -142,24 +146,30 @@ static void adam_scalar(float *p, const float *g, float *m, float *v, size_t n, 
     }
 }
 
-static void step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n_total,
-                       size_t off, size_t len, uint16_t *pb);
+static void step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, const float *g2,
+                       float *state, size_t n_total, size_t off, size_t len, uint16_t *pb);
 
 void eng_optim_step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                           size_t n_total, size_t off, size_t len) {
-    step_range(c, lr, t, p, g, state, n_total, off, len, NULL);
+    step_range(c, lr, t, p, g, NULL, state, n_total, off, len, NULL);
 }
 
 void eng_optim_step_range_bf16(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                                size_t n_total, size_t off, size_t len, uint16_t *pb) {
-    step_range(c, lr, t, p, g, state, n_total, off, len, pb + off);
+    step_range(c, lr, t, p, g, NULL, state, n_total, off, len, pb + off);
 }
 
-static void step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state, size_t n_total,
-                       size_t off, size_t len, uint16_t *pb) {
+void eng_optim_step_range_sum(const eng_optim_config *c, float lr, long t, float *p, float *g, const float *g2,
+                              float *state, size_t n_total, size_t off, size_t len, uint16_t *pb) {
+    step_range(c, lr, t, p, g, g2, state, n_total, off, len, pb ? pb + off : NULL);
+}
+
+static void step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, const float *g2,
+                       float *state, size_t n_total, size_t off, size_t len, uint16_t *pb) {
     float *s0 = state + off, *s1 = state + n_total + off;
     p += off;
     g += off;
+    if (g2) g2 += off;
     if (c->kind == ENG_OPT_ADAM || c->kind == ENG_OPT_ADAMW) {
         double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
         float a = (float)(lr * sqrt(bc2) / bc1), e = (float)(c->eps * sqrt(bc2));
@@ -167,11 +177,15 @@ static void step_range(const eng_optim_config *c, float lr, long t, float *p, fl
         float l2 = c->kind == ENG_OPT_ADAM ? c->weight_decay : 0.0f;
         int avx = __builtin_cpu_supports("avx512f"); /* a load of libgcc's CPU model: no cache, no race */
         if (avx) {
-            adam_avx512(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2, pb);
+            adam_avx512(p, g, g2, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2, pb);
             return;
         }
+        if (g2)
+            for (size_t i = 0; i < len; i++) g[i] += g2[i];
         adam_scalar(p, g, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2);
     } else {
+        if (g2)
+            for (size_t i = 0; i < len; i++) g[i] += g2[i];
         step_scalar(c, lr, t, p, g, s0, s1, len);
     }
     if (pb) eng_f32_to_bf16_n(p, pb, len);

@@ -63,6 +63,12 @@ void eng_optim_step_range(const eng_optim_config *c, float lr, long t, float *p,
  * parameter (mixed_bf16: saves a pass over the weights). */
 void eng_optim_step_range_bf16(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                                size_t n_total, size_t off, size_t len, uint16_t *pb);
+/* The same with the gradient g + g2 (a data-parallel replica's share,
+ * engine/replicas.c): Adam adds g2 on the fly, saving a pass; the other
+ * optimisers add it into g first. Bit-identical to adding g2 into g and
+ * stepping. pb: the bf16 copy as above, or NULL. */
+void eng_optim_step_range_sum(const eng_optim_config *c, float lr, long t, float *p, float *g, const float *g2,
+                              float *state, size_t n_total, size_t off, size_t len, uint16_t *pb);
 /* Plain scalar reference of the same update, for the tests. */
 void eng_optim_step_ref(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                         size_t n);

@@ -92,15 +92,13 @@ static void run_update(eng_replicas *r, int k) {
     param_range(m->nparams, k, r->threads, &lo, &hi);
     if (hi <= lo) return;
     float *g = m->grads;
-    for (int j = 1; j < r->threads; j++) { /* fixed order: deterministic sums */
+    for (int j = 2; j < r->threads; j++) { /* fixed order: deterministic sums */
         const float *gj = r->shares[j].model->grads;
         for (size_t i = lo; i < hi; i++) g[i] += gj[i];
     }
-    if (m->precision == ENG_PREC_BF16)
-        eng_optim_step_range_bf16(&m->opt, r->lr, r->t, m->params, g, m->opt_state, m->nparams, lo, hi - lo,
-                                  m->params_b16);
-    else
-        eng_optim_step_range(&m->opt, r->lr, r->t, m->params, g, m->opt_state, m->nparams, lo, hi - lo);
+    /* the first replica's share is added inside the optimiser step */
+    eng_optim_step_range_sum(&m->opt, r->lr, r->t, m->params, g, r->shares[1].model->grads, m->opt_state, m->nparams,
+                             lo, hi - lo, m->precision == ENG_PREC_BF16 ? m->params_b16 : NULL);
 }
 
 /* ---- hand-off between the main thread and the helpers ---- */

@@ -19,8 +19,9 @@
  *      each computes forward, loss (scaled by its share, so the gradients
  *      add up to the full batch's mean) and backward;
  *   2. barrier; then thread k sums the gradients of parameter range k over
- *      all replicas into the primary's and steps the optimiser on that range
- *      (writing the bf16 shadow in the same pass);
+ *      all replicas and steps the optimiser on that range; the Adam pass
+ *      adds the first replica's share itself and writes the bf16 shadow
+ *      (eng_optim_step_range_sum), so the sum costs no pass of its own;
  *   3. barrier. Helpers spin briefly between the two phases and sleep on a
  *      condition variable when idle (between epochs).
  * Determinism: for a given T, the same seed gives the same run (fixed split,

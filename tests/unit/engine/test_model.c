@@ -145,6 +145,29 @@ static void test_optimizers_vs_ref(void **state) {
         assert_memory_equal(p1, p2, n2 * 4);
         assert_memory_equal(pb + 3, pb2 + 3, (n2 - 3) * 2);
         printf("  adam step with its bf16 copy in the same pass: params and bf16 copy bit-identical to step + convert\n");
+        /* a second gradient added inside the step == added into g first, for every optimiser */
+        const int all_kinds[] = {ENG_OPT_SGD, ENG_OPT_RMSPROP, ENG_OPT_ADAM, ENG_OPT_ADAMW};
+        for (size_t k = 0; k < HPO_ARRAY_LEN(all_kinds); k++) {
+            eng_optim_config ck;
+            eng_optim_defaults(&ck, all_kinds[k]);
+            ck.momentum = 0.9f;
+            float *g3 = malloc(n2 * 4), *s3 = calloc(2 * n2, 4), *s4 = calloc(2 * n2, 4);
+            uint16_t *pb3 = malloc(n2 * 2), *pb4 = malloc(n2 * 2);
+            for (size_t i = 0; i < n2; i++) {
+                g1[i] = g2[i] = hpo_rng_uniform_f(&r) - 0.5f;
+                g3[i] = hpo_rng_uniform_f(&r) - 0.5f;
+            }
+            memcpy(p2, p1, n2 * 4);
+            eng_optim_step_range_sum(&ck, 0.01f, 2, p1, g1, g3, s3, n2, 5, n2 - 5, pb3);
+            for (size_t i = 0; i < n2; i++) g2[i] += g3[i];
+            eng_optim_step_range_bf16(&ck, 0.01f, 2, p2, g2, s4, n2, 5, n2 - 5, pb4);
+            assert_memory_equal(p1, p2, n2 * 4);
+            assert_memory_equal(s3, s4, 2 * n2 * 4);
+            assert_memory_equal(pb3 + 5, pb4 + 5, (n2 - 5) * 2);
+            free(g3), free(s3), free(s4), free(pb3), free(pb4);
+        }
+        printf("  a replica's gradient added inside the step: bit-identical to adding it first (sgd, rmsprop, "
+               "adam, adamw)\n");
         free(p1), free(p2), free(g1), free(g2), free(s1), free(s2), free(pb), free(pb2);
     }
     /* clipping */
