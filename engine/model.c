@@ -403,26 +403,13 @@ static int build_list(ctx *c, const json_t *arr, const char *path, int *rank, in
 
 static void free_list(eng_layer *ls, int n);
 
-static void free_layer_bufs(eng_layer *l) {
-    free(l->z == l->y ? NULL : l->z);
-    if (!l->y_alias) free(l->y);
-    free(l->dx);
-    free(l->dcopy);
-    free(l->mask);
-    free(l->xhat);
-    free(l->invstd);
-    free(l->xb);
-    free(l->d16);
-    free(l->arg);
-}
-
 static void free_list(eng_layer *ls, int n) {
     if (!ls) return;
     for (int i = 0; i < n; i++) {
-        free_layer_bufs(&ls[i]);
+        eng_layer_free_bufs(&ls[i]);
         free_list(ls[i].sub, ls[i].nsub);
         if (ls[i].proj) {
-            free_layer_bufs(ls[i].proj);
+            eng_layer_free_bufs(ls[i].proj);
             free(ls[i].proj);
         }
     }
@@ -643,12 +630,7 @@ static eng_layer *clone_list(const eng_layer *ls, int n) {
     memcpy(c, ls, (size_t)n * sizeof *c);
     for (int i = 0; i < n; i++) {
         eng_layer *l = &c[i];
-        l->z = l->y = l->dx = l->dcopy = l->mask = l->xhat = l->invstd = NULL;
-        l->xb = l->d16 = NULL;
-        l->arg = NULL;
-        l->x = l->yo = NULL;
-        l->xbo = NULL;
-        l->y_alias = 0;
+        eng_layer_drop_bufs(l); /* they are the original's */
         if (l->nsub) l->sub = clone_list(l->sub, l->nsub);
         if (l->proj) l->proj = clone_list(l->proj, 1);
     }

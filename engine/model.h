@@ -134,6 +134,11 @@ int eng_model_replica_new(eng_model *m, eng_model **out);
  * does it otherwise), before replicas read them. */
 void eng_model_sync_shadows(eng_model *m);
 
+/* A layer's batch buffers (made by eng_model_reserve): free them, or forget
+ * them without freeing (in a copy of the layer, which must not share them). */
+void eng_layer_free_bufs(eng_layer *l);
+void eng_layer_drop_bufs(eng_layer *l);
+
 /* Allocate activations for batches of up to cap samples in this precision. */
 int eng_model_reserve(eng_model *m, int cap, int precision);
 

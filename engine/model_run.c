@@ -12,9 +12,18 @@
 
 static float *fbuf(size_t n) { return eng_alloc((n ? n : 1) * sizeof(float)); }
 
-static void free_bufs(eng_layer *l) {
+void eng_layer_drop_bufs(eng_layer *l) {
+    l->z = l->y = l->dx = l->dcopy = l->mask = l->xhat = l->invstd = NULL;
+    l->xb = l->d16 = NULL;
+    l->arg = NULL;
+    l->x = l->yo = NULL;
+    l->xbo = NULL;
+    l->y_alias = 0;
+}
+
+void eng_layer_free_bufs(eng_layer *l) {
     if (l->z != l->y) free(l->z);
-    free(l->y);
+    free(l->y); /* NULL when y_alias */
     free(l->dx);
     free(l->dcopy);
     free(l->mask);
@@ -23,10 +32,7 @@ static void free_bufs(eng_layer *l) {
     free(l->xb);
     free(l->d16);
     free(l->arg);
-    l->z = l->y = l->dx = l->dcopy = l->mask = l->xhat = l->invstd = NULL;
-    l->xb = l->d16 = NULL;
-    l->arg = NULL;
-    l->y_alias = 0;
+    eng_layer_drop_bufs(l);
 }
 
 /* A conv whose input has few channels stays f32 under mixed_bf16: oneDNN 2.6
@@ -49,7 +55,7 @@ static int pool_chunk(const eng_layer *l) {
 
 static void reserve_layer(eng_model *m, eng_layer *l, size_t cap) {
     size_t in = cap * l->in_size, out = cap * l->out_size;
-    free_bufs(l);
+    eng_layer_free_bufs(l);
     switch (l->kind) {
     case ENG_L_CONV2D:
         if (l->pool_fused) { /* chunk-sized scratch only (conv_pool_forward) */

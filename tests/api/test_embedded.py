@@ -130,14 +130,24 @@ def check_executions(hp, c):
     c.check(bests[0] != bests[1], "executions use different seeds")
 
 
+def wait_running_then_pause(hp, sid):
+    """Waits for a running trial, pauses the study and waits until none runs."""
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60, step=0.05)
+    hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, 60)
+
+
+def resumed_events(hp, sid):
+    """The execution_resumed events of a study's stream."""
+    return [d for _, t, d in read_events(hp.url, sid) if t == "execution_resumed"]
+
+
 def check_control(hp, c):
     study = study_small()
     study.update(name="control", tuner={"algorithm": "random", "seed": 5, "max_trials": 4})
     study["training"] = {"max_epochs": 40, "batch_size": 32}  # long enough to pause mid-trial
     sid = hp.ok("POST", "/api/v1/studies", study)["id"]
-    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60, step=0.05)
-    hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
-    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, 60)
+    wait_running_then_pause(hp, sid)
     s = hp.ok("GET", "/api/v1/studies/%d" % sid)
     c.check(s["state"] == "paused", "paused")
     queued = s["trials_by_state"]["queued"]
@@ -148,8 +158,7 @@ def check_control(hp, c):
     c.check(hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, "nothing runs while paused")
     hp.ok("POST", "/api/v1/studies/%d/resume" % sid)
     wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 180)
-    events = read_events(hp.url, sid)
-    resumed = [d for _, t, d in events if t == "execution_resumed"]
+    resumed = resumed_events(hp, sid)
     c.check(len(resumed) >= 1 and all(d["from_epoch"] >= 1 for d in resumed),
             "resumed trials continue from their checkpoint epoch: %s" % resumed[:2])
     c.check(hp.ok("GET", "/api/v1/studies/%d" % sid)["trials_by_state"]["complete"] == 4, "all 4 complete after resume")
@@ -181,9 +190,7 @@ def check_data_parallel(args, c):
         study.update(name="data-parallel", tuner={"algorithm": "random", "seed": 8, "max_trials": 3})
         study["training"] = {"max_epochs": 30, "batch_size": 32}  # long enough to pause mid-trial
         sid = hp.ok("POST", "/api/v1/studies", study)["id"]
-        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60, step=0.05)
-        hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
-        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] == 0, 60)
+        wait_running_then_pause(hp, sid)
         hp.ok("POST", "/api/v1/studies/%d/resume" % sid)
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 180)
         s = hp.ok("GET", "/api/v1/studies/%d" % sid)
@@ -191,7 +198,7 @@ def check_data_parallel(args, c):
         trials = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"]
         c.check({t["slot"] for t in trials} == {"cpu:0"}, "one slot ran them all")
         c.check(s["best"]["value"] > 0.6, "the data-parallel slot learns (best val_accuracy %.3f)" % s["best"]["value"])
-        resumed = [d for _, t, d in read_events(hp.url, sid) if t == "execution_resumed"]
+        resumed = resumed_events(hp, sid)
         c.check(len(resumed) >= 1 and all(d["from_epoch"] >= 1 for d in resumed),
                 "a paused data-parallel trial resumes from its checkpoint: %s" % resumed[:1])
         c.check(hp.stop() == 0, "graceful shutdown (cpu:1x2)")

@@ -350,24 +350,49 @@ static int count_cb(const eng_epoch_report *r, void *user) {
     return r->epoch >= 2 && *(int *)user < 0; /* never: counts only */
 }
 
-static void test_checkpoint_resume_bit_identical(void **state) {
-    (void)state;
-    eng_dataset *ds = synth(600, 3);
+/* Data, two checkpoint folders and training options shared by the resume
+ * tests: 6 epochs of batches of 32 on a synthetic set, on `threads`. */
+typedef struct resume_fixture {
+    eng_dataset *ds;
     eng_split tr, va;
+    char d1[32], d2[32];
+    eng_train_opts o;
+} resume_fixture;
+
+static void resume_setup(resume_fixture *f, int threads) {
+    f->ds = synth(600, 3);
     eng_split_spec spec = {.val_count = 100};
     hpo_error err;
-    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
-    char d1[] = "/tmp/hpo_ckptA_XXXXXX", d2[] = "/tmp/hpo_ckptB_XXXXXX";
-    assert_non_null(mkdtemp(d1));
-    assert_non_null(mkdtemp(d2));
-    eng_train_opts o;
-    eng_train_opts_init(&o);
-    o.batch_size = 32;
-    o.threads = 1;
-    o.seed = 7;
-    o.epochs = 6;
-    o.patience = 100;
-    o.restore_best = 1;
+    assert_int_equal(eng_split_make(f->ds, &spec, &f->tr, &f->va, &err), 0);
+    snprintf(f->d1, sizeof f->d1, "/tmp/hpo_ckptA_XXXXXX");
+    snprintf(f->d2, sizeof f->d2, "/tmp/hpo_ckptB_XXXXXX");
+    assert_non_null(mkdtemp(f->d1));
+    assert_non_null(mkdtemp(f->d2));
+    eng_train_opts_init(&f->o);
+    f->o.batch_size = 32;
+    f->o.threads = threads;
+    f->o.seed = 7;
+    f->o.epochs = 6;
+    f->o.patience = 100;
+}
+
+static void resume_teardown(resume_fixture *f) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", f->d1, f->d2);
+    assert_int_equal(system(cmd), 0);
+    eng_split_close(&f->tr);
+    eng_split_close(&f->va);
+    eng_dataset_unref(f->ds);
+}
+
+static void test_checkpoint_resume_bit_identical(void **state) {
+    (void)state;
+    resume_fixture fx;
+    resume_setup(&fx, 1);
+    eng_split tr = fx.tr, va = fx.va;
+    char *d1 = fx.d1, *d2 = fx.d2;
+    eng_train_opts o = fx.o;
+    hpo_error err;
     int calls = 0;
     o.on_epoch = count_cb;
     o.user = &calls;
@@ -418,12 +443,7 @@ static void test_checkpoint_resume_bit_identical(void **state) {
     eng_st_file_free(f);
     eng_model_free(a);
     eng_model_free(c);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", d1, d2);
-    assert_int_equal(system(cmd), 0);
-    eng_split_close(&tr);
-    eng_split_close(&va);
-    eng_dataset_unref(ds);
+    resume_teardown(&fx);
 }
 
 static int stop_at_2(const eng_epoch_report *r, void *user) {
@@ -437,26 +457,16 @@ static int stop_at_2(const eng_epoch_report *r, void *user) {
  * thread. */
 static void test_checkpoint_resume_data_parallel(void **state) {
     (void)state;
-    eng_dataset *ds = synth(600, 3);
-    eng_split tr, va;
-    eng_split_spec spec = {.val_count = 100};
+    resume_fixture fx;
+    resume_setup(&fx, 2);
+    eng_split tr = fx.tr, va = fx.va;
+    eng_train_opts o = fx.o;
     hpo_error err;
-    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
-    char d1[] = "/tmp/hpo_ckptC_XXXXXX", d2[] = "/tmp/hpo_ckptD_XXXXXX";
-    assert_non_null(mkdtemp(d1));
-    assert_non_null(mkdtemp(d2));
-    eng_train_opts o;
-    eng_train_opts_init(&o);
-    o.batch_size = 32;
-    o.threads = 2;
-    o.seed = 7;
-    o.epochs = 6;
-    o.patience = 100;
-    o.checkpoint_dir = d1;
+    o.checkpoint_dir = fx.d1;
     eng_model *a = small_model(small_cnn), *b = small_model(small_cnn), *c = small_model(small_cnn);
     eng_train_result ra, rb, r1;
     assert_int_equal(eng_train(a, &tr, &va, &o, &ra, &err), 0);
-    o.checkpoint_dir = d2;
+    o.checkpoint_dir = fx.d2;
     o.epochs = 3;
     assert_int_equal(eng_train(b, &tr, &va, &o, &rb, &err), 0);
     o.epochs = 6;
@@ -475,12 +485,7 @@ static void test_checkpoint_resume_data_parallel(void **state) {
            ra.val.accuracy, r1.val.accuracy);
     assert_true(ra.val.accuracy > 0.5 && fabs(ra.val.accuracy - r1.val.accuracy) < 0.1);
     eng_model_free(a), eng_model_free(b), eng_model_free(c), eng_model_free(d);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", d1, d2);
-    assert_int_equal(system(cmd), 0);
-    eng_split_close(&tr);
-    eng_split_close(&va);
-    eng_dataset_unref(ds);
+    resume_teardown(&fx);
 }
 
 static void test_divergence_stop_and_fp16(void **state) {
