@@ -18,6 +18,15 @@ static const char *const generic_cores[] = {
     "Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai",
     "Coppermine", "Northwood", "Banias", "Generic", "unknown", "Opteron", "Barcelona",
 };
+/* Kernels by the widest vector instructions their sgemm uses. */
+static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+static const char *const avx2_cores[] = {"Haswell", "Zen", "Excavator"};
+
+static int name_in(const char *name, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (strcasecmp(name, list[i]) == 0) return 1;
+    return 0;
+}
 
 const char *eng_blas_corename(void) {
     const char *c = openblas_get_corename();
@@ -25,9 +34,13 @@ const char *eng_blas_corename(void) {
 }
 
 int eng_blas_is_generic(void) {
-    const char *c = eng_blas_corename();
-    for (size_t i = 0; i < HPO_ARRAY_LEN(generic_cores); i++)
-        if (strcasecmp(c, generic_cores[i]) == 0) return 1;
+    return name_in(eng_blas_corename(), generic_cores, HPO_ARRAY_LEN(generic_cores));
+}
+
+int eng_blas_core_level(const char *core) {
+    if (!core) return 0;
+    if (name_in(core, avx512_cores, HPO_ARRAY_LEN(avx512_cores))) return 2;
+    if (name_in(core, avx2_cores, HPO_ARRAY_LEN(avx2_cores))) return 1;
     return 0;
 }
 
@@ -41,6 +54,11 @@ const char *eng_blas_preferred_core(void) {
     return NULL;
 }
 
+int eng_blas_core_underuses_cpu(void) {
+    const char *pref = eng_blas_preferred_core();
+    return pref && eng_blas_core_level(eng_blas_corename()) < eng_blas_core_level(pref);
+}
+
 static void set_default(const char *name, const char *value) {
     if (!getenv(name)) setenv(name, value, 1);
 }
@@ -51,13 +69,20 @@ void eng_blas_select(int argc, char **argv) {
     int force = mode && strcmp(mode, "force") == 0; /* tests: re-exec even if not needed */
     if (getenv("HPO_BLAS_REEXEC")) {
         /* We already re-executed once: never loop. */
-        if (eng_blas_is_generic())
+        if (eng_blas_core_underuses_cpu())
             HPO_WARN("blas: OpenBLAS kernel is still %s after re-exec", eng_blas_corename());
         return;
     }
+    /* A kernel weaker than the CPU, whether OpenBLAS guessed it or the
+     * environment's OPENBLAS_CORETYPE named it, is replaced; HPO_BLAS_SELECT=0
+     * keeps the environment's choice. */
     const char *core = NULL;
-    if (!getenv("OPENBLAS_CORETYPE") && (eng_blas_is_generic() || force))
+    if (eng_blas_core_underuses_cpu() || (force && !getenv("OPENBLAS_CORETYPE")))
         core = eng_blas_preferred_core();
+    if (core && getenv("OPENBLAS_CORETYPE"))
+        HPO_INFO("blas: OPENBLAS_CORETYPE=%s leaves this CPU's widest vectors unused; using %s "
+                 "(HPO_BLAS_SELECT=0 keeps it)",
+                 getenv("OPENBLAS_CORETYPE"), core);
     int need_omp = !getenv("OMP_WAIT_POLICY");
     if (!core && !need_omp && !force) return;
     if (argc < 1 || !argv || !argv[0]) {

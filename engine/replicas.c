@@ -18,7 +18,7 @@
  * than anything between epochs (validation, checkpoint). */
 #define SPIN_SECONDS 200e-6
 
-enum { PHASE_GRADIENTS = 1, PHASE_UPDATE = 2, PHASE_STOP = 3 };
+enum { PHASE_GRADIENTS = 1, PHASE_UPDATE = 2, PHASE_EVALUATE = 3, PHASE_STOP = 4 };
 
 typedef struct share {
     eng_model *model; /* the primary for share 0 */
@@ -77,6 +77,25 @@ static void run_gradients(eng_replicas *r, share *s) {
     if (isfinite(s->loss)) s->rc = eng_model_backward(mk, nk);
 }
 
+/* Inference on share k's rows of a filled batch: metrics only. */
+static void run_evaluate(eng_replicas *r, share *s) {
+    eng_model *mk = s->model;
+    int nk = s->rows_hi - s->rows_lo, lo = s->rows_lo, K = mk->out_dim;
+    memset(&s->sums, 0, sizeof s->sums);
+    s->loss = 0;
+    s->rc = 0;
+    if (nk < 1) return;
+    const eng_batch *bt = r->bt;
+    const float *logits;
+    if (r->x_bf16)
+        s->rc = eng_model_forward_bf16(mk, (const uint16_t *)bt->x + (size_t)lo * mk->in_size, nk, 0, &logits);
+    else
+        s->rc = eng_model_forward_from(mk, (const float *)bt->x + (size_t)lo * mk->in_size, nk, 0, &logits);
+    if (s->rc) return;
+    eng_loss_compute(mk->loss, mk->final_act, logits, bt->y_class ? bt->y_class + lo : NULL,
+                     bt->y_target ? bt->y_target + (size_t)lo * K : NULL, nk, K, 1.0f, NULL, &s->sums);
+}
+
 /* Parameter range k of T, in whole 64-byte lines so no two threads write one. */
 static void param_range(size_t n, int k, int T, size_t *lo, size_t *hi) {
     size_t lines = (n + 15) / 16;
@@ -126,6 +145,7 @@ static void *helper_main(void *arg) {
         int phase = r->phase;
         if (phase == PHASE_STOP) break;
         if (phase == PHASE_GRADIENTS) run_gradients(r, s);
+        else if (phase == PHASE_EVALUATE) run_evaluate(r, s);
         else run_update(r, s->index);
         atomic_fetch_add_explicit(&r->finished, 1, memory_order_release);
     }
@@ -199,34 +219,27 @@ void eng_replicas_free(eng_replicas *r) {
     free(r);
 }
 
-int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferred, int x_bf16, float lr, long t,
-                      eng_metric_sums *sums, double *loss) {
-    eng_model *m = r->m;
+/* Splits bt's rows over the shares and records the step's inputs. */
+static void assign_rows(eng_replicas *r, const eng_batch *bt, eng_batcher *deferred, int x_bf16) {
     int n = (int)bt->n;
-    if (n < r->threads || n > m->cap) return HPO_EINVAL; /* every share has rows, the primary's included */
-    eng_model_sync_shadows(m); /* before any replica reads them */
     r->bt = bt;
     r->deferred = deferred;
     r->x_bf16 = x_bf16;
     r->n = n;
-    r->lr = lr;
-    r->t = t;
     for (int k = 0; k < r->threads; k++) {
-        share *s = &r->shares[k];
-        s->rows_lo = (int)((long)n * k / r->threads);
-        s->rows_hi = (int)((long)n * (k + 1) / r->threads);
-        if (k > 0) /* the primary's generator (checkpointed) seeds the others' */
-            hpo_rng_derive(&s->model->rng, hpo_rng_u64(&m->rng), (uint64_t)k, 0);
+        r->shares[k].rows_lo = (int)((long)n * k / r->threads);
+        r->shares[k].rows_hi = (int)((long)n * (k + 1) / r->threads);
     }
-    start_phase(r, PHASE_GRADIENTS);
-    run_gradients(r, &r->shares[0]);
-    wait_helpers(r);
+}
+
+/* Adds the shares' metrics to sums; the first failure code, or 0. */
+static int collect(eng_replicas *r, eng_metric_sums *sums, double *mean_loss) {
     int rc = 0;
     double total = 0;
     for (int k = 0; k < r->threads; k++) {
         share *s = &r->shares[k];
         if (s->rc && !rc) rc = s->rc;
-        total += s->loss * (double)(s->rows_hi - s->rows_lo) / (double)n;
+        total += s->loss * (double)(s->rows_hi - s->rows_lo) / (double)r->n;
         sums->loss += s->sums.loss;
         sums->correct += s->sums.correct;
         sums->sq += s->sums.sq;
@@ -234,10 +247,41 @@ int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferre
         sums->n += s->sums.n;
         sums->nvals += s->sums.nvals;
     }
-    *loss = total;
-    if (rc || !isfinite(total)) return rc;
+    if (mean_loss) *mean_loss = total;
+    return rc;
+}
+
+int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferred, int x_bf16, float lr, long t,
+                      eng_metric_sums *sums, double *loss) {
+    eng_model *m = r->m;
+    int n = (int)bt->n;
+    if (n < r->threads || n > m->cap) return HPO_EINVAL; /* every share has rows, the primary's included */
+    eng_model_sync_shadows(m); /* before any replica reads them */
+    assign_rows(r, bt, deferred, x_bf16);
+    r->lr = lr;
+    r->t = t;
+    for (int k = 1; k < r->threads; k++) /* the primary's generator (checkpointed) seeds the others' */
+        hpo_rng_derive(&r->shares[k].model->rng, hpo_rng_u64(&m->rng), (uint64_t)k, 0);
+    start_phase(r, PHASE_GRADIENTS);
+    run_gradients(r, &r->shares[0]);
+    wait_helpers(r);
+    int rc = collect(r, sums, loss);
+    if (rc || !isfinite(*loss)) return rc;
     start_phase(r, PHASE_UPDATE);
     run_update(r, 0);
     wait_helpers(r);
     return HPO_OK;
+}
+
+int eng_replicas_evaluate(eng_replicas *r, const eng_batch *bt, int x_bf16, eng_metric_sums *sums) {
+    eng_model *m = r->m;
+    if ((int)bt->n < r->threads || (int)bt->n > m->cap) return HPO_EINVAL;
+    eng_model_sync_shadows(m);
+    for (int k = 1; k < r->threads; k++) /* inference uses the primary's running statistics */
+        memcpy(r->shares[k].model->stats, m->stats, m->nstats * sizeof(float));
+    assign_rows(r, bt, NULL, x_bf16);
+    start_phase(r, PHASE_EVALUATE);
+    run_evaluate(r, &r->shares[0]);
+    wait_helpers(r);
+    return collect(r, sums, NULL);
 }

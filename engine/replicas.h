@@ -24,6 +24,7 @@
  *      (eng_optim_step_range_sum), so the sum costs no pass of its own;
  *   3. barrier. Helpers spin briefly between the two phases and sleep on a
  *      condition variable when idle (between epochs).
+ * Evaluation between epochs runs on the same threads (eng_replicas_evaluate).
  * Determinism: for a given T, the same seed gives the same run (fixed split,
  * fixed summation order; each replica's dropout generator is derived from
  * the primary's, which the checkpoint saves). Results differ from T = 1 by
@@ -60,5 +61,13 @@ void eng_replicas_free(eng_replicas *r);
  * as they were). lr and t as for eng_optim_step. */
 int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferred, int x_bf16, float lr, long t,
                       eng_metric_sums *sums, double *loss);
+
+/* Inference on the filled batch bt (threads <= bt->n <= capacity rows), each
+ * thread on its share with the primary's parameters and running statistics:
+ * adds the batch's metrics to sums, as eng_evaluate does for one batch. Keeps
+ * evaluation between epochs on the slot's own threads: intra-op OpenBLAS
+ * threads would spin (sched_yield) for ~0.1 s after it, into the next
+ * epoch, taking a core from the training threads on a 2-core machine. */
+int eng_replicas_evaluate(eng_replicas *r, const eng_batch *bt, int x_bf16, eng_metric_sums *sums);
 
 #endif

@@ -38,7 +38,9 @@ static int check_data(const eng_model *m, const eng_split *s, hpo_error *err) {
     return 0;
 }
 
-int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *out, hpo_error *err) {
+/* eng_evaluate, on the replicas' threads when reps is not NULL. */
+static int evaluate(eng_model *m, eng_replicas *reps, int threads, const eng_split *s, int batch_size,
+                    eng_metrics *out, hpo_error *err) {
     eng_batcher *b = NULL;
     eng_metric_sums sums;
     int rc;
@@ -57,6 +59,10 @@ int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *
         rc = eng_batcher_next(b, &bt); /* borrowed until the next call */
         if (rc < 0) goto fail;
         if (rc == 0) break;
+        if (reps && (int)bt.n >= threads) {
+            if ((rc = eng_replicas_evaluate(reps, &bt, bf16_batches, &sums))) goto fail;
+            continue;
+        }
         const float *logits;
         rc = bf16_batches ? eng_model_forward_bf16(m, bt.x, (int)bt.n, 0, &logits)
                           : eng_model_forward_from(m, bt.x, (int)bt.n, 0, &logits);
@@ -69,6 +75,10 @@ int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *
 fail:
     eng_batcher_free(b);
     return rc;
+}
+
+int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *out, hpo_error *err) {
+    return evaluate(m, NULL, 1, s, batch_size, out, err);
 }
 
 static int monitor_mode(const char *name, int mode) {
@@ -237,10 +247,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
         rep.skipped_steps = skipped;
         sps_sum += rep.samples_per_s;
         if (use_val) {
-            if (reps) m->be->set_threads(o->threads); /* the helpers sleep: intra-op threads for evaluation */
-            rc = eng_evaluate(m, val, bs, &rep.val, err);
-            if (reps) m->be->set_threads(1);
-            if (rc) goto fail;
+            if ((rc = evaluate(m, reps, o->threads, val, bs, &rep.val, err))) goto fail;
             rep.has_val = 1;
         }
         double v = 0;

@@ -1,6 +1,8 @@
 /* test_blas_select.c - eng_blas_select re-executes the test with the right
- * OpenBLAS kernel (SkylakeX on AVX-512 CPUs; exit 77 elsewhere), and sgemm
- * with that kernel matches a naive double-precision reference. */
+ * OpenBLAS kernel (SkylakeX on AVX-512 CPUs; exit 77 elsewhere), also when
+ * the environment names a weaker one (OPENBLAS_CORETYPE=Haswell, as on some
+ * AMD machines of this project's kind), and sgemm with that kernel matches a
+ * naive double-precision reference. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,11 +29,24 @@ static void test_corename(void **state) {
     assert_string_equal(pref, "SkylakeX");
     assert_false(eng_blas_is_generic());
     assert_string_equal(eng_blas_corename(), "SkylakeX");
-    if (strcmp(getenv("HPO_BLAS_SELECT") ?: "", "force") == 0) { /* we were re-executed */
-        assert_string_equal(getenv("HPO_BLAS_REEXEC") ?: "", "1");
-        assert_non_null(getenv("OMP_WAIT_POLICY"));
-        assert_non_null(getenv("OPENBLAS_NUM_THREADS"));
-    }
+    assert_false(eng_blas_core_underuses_cpu());
+    /* main() started us with OPENBLAS_CORETYPE=Haswell: we were re-executed */
+    assert_string_equal(getenv("HPO_BLAS_REEXEC") ?: "", "1");
+    assert_string_equal(getenv("OPENBLAS_CORETYPE") ?: "", "SkylakeX");
+    assert_non_null(getenv("OMP_WAIT_POLICY"));
+    assert_non_null(getenv("OPENBLAS_NUM_THREADS"));
+}
+
+static void test_core_levels(void **state) {
+    (void)state;
+    assert_int_equal(eng_blas_core_level("SkylakeX"), 2);
+    assert_int_equal(eng_blas_core_level("cooperlake"), 2);
+    assert_int_equal(eng_blas_core_level("SapphireRapids"), 2);
+    assert_int_equal(eng_blas_core_level("Haswell"), 1);
+    assert_int_equal(eng_blas_core_level("ZEN"), 1);
+    assert_int_equal(eng_blas_core_level("Prescott"), 0);
+    assert_int_equal(eng_blas_core_level("Sandybridge"), 0);
+    assert_int_equal(eng_blas_core_level(NULL), 0);
 }
 
 static void check_sgemm(int ta, int tb, int M, int N, int K) {
@@ -73,20 +88,24 @@ static void test_sgemm_matches_reference(void **state) {
 }
 
 int main(int argc, char **argv) {
-    /* exercise the re-exec path even on CPUs OpenBLAS recognises */
-    setenv("HPO_BLAS_SELECT", "force", 0);
-    eng_blas_select(argc, argv);
     if (!eng_blas_preferred_core() || strcmp(eng_blas_preferred_core(), "SkylakeX") != 0) {
         printf("no AVX-512 on this CPU: skipping\n");
         return 77;
     }
-    const char *forced = getenv("OPENBLAS_CORETYPE");
-    if (forced && strcmp(forced, "SkylakeX") != 0) {
-        printf("OPENBLAS_CORETYPE=%s set by the caller: skipping the kernel check\n", forced);
+    if (strcmp(getenv("HPO_BLAS_SELECT") ?: "", "0") == 0) {
+        printf("HPO_BLAS_SELECT=0 set by the caller: skipping the kernel check\n");
         return 77;
     }
+    /* Before the re-exec: an environment that names a weaker kernel must be
+     * overridden without HPO_BLAS_SELECT=force. */
+    if (!getenv("HPO_BLAS_REEXEC")) {
+        setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+        unsetenv("HPO_BLAS_SELECT");
+    }
+    eng_blas_select(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_corename),
+        cmocka_unit_test(test_core_levels),
         cmocka_unit_test(test_sgemm_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* test_replicas.c - data parallelism inside a slot (engine/replicas.h): a
  * step on T threads against the single-threaded step (max difference
- * printed), determinism, uneven and tiny batches, bf16 batches, and many
+ * printed), determinism, uneven and tiny batches, bf16 batches, evaluation
+ * on the replicas' threads against a single-threaded forward pass, and many
  * short-lived replica sets (the hand-off must not lose a wake-up when the
  * first phase is posted before a helper thread runs). */
 #include <math.h>
@@ -268,6 +269,46 @@ static void test_replicas_deferred_gather(void **state) {
     eng_dataset_unref(ds);
 }
 
+/* Evaluation on the replicas' threads gives the metrics of a single-threaded
+ * forward pass with the primary's parameters and running statistics (the
+ * replicas' own statistics differ after training: each saw its share). */
+static void test_replicas_evaluate(void **state) {
+    (void)state;
+    eng_model *m = make(mlp_dropout, ENG_PREC_FP32);
+    eng_replicas *reps = NULL;
+    assert_int_equal(eng_replicas_new(m, 2, &reps), 0);
+    hpo_rng r;
+    hpo_rng_seed(&r, 11);
+    batch bt;
+    for (int s = 0; s < 6; s++) {
+        fill(&bt, &r);
+        eng_metric_sums sums = {0};
+        double loss;
+        assert_int_equal(step_on(reps, bt.x, 0, bt.y, CAP, 0.05f, s + 1, &sums, &loss), 0);
+    }
+    double worst = 0;
+    for (int s = 0; s < 4; s++) {
+        fill(&bt, &r);
+        int n = s % 2 ? CAP : 2;
+        eng_metric_sums one = {0}, two = {0};
+        const float *logits;
+        assert_int_equal(eng_model_forward_from(m, bt.x, n, 0, &logits), 0);
+        eng_loss_compute(m->loss, m->final_act, logits, bt.y, NULL, n, K, 1.0f, NULL, &one);
+        eng_batch b = {.n = (size_t)n, .x = bt.x, .y_class = bt.y};
+        assert_int_equal(eng_replicas_evaluate(reps, &b, 0, &two), 0);
+        assert_int_equal((int)two.n, n);
+        assert_true(one.correct == two.correct);
+        worst = fmax(worst, fabs(one.loss - two.loss) / fmax(1.0, fabs(one.loss)));
+    }
+    printf("  evaluate on 2 threads vs 1 (dense, dropout, batchnorm): max relative loss-sum diff %.3g\n", worst);
+    assert_true(worst < 1e-5);
+    eng_batch b = {.n = 1, .x = bt.x, .y_class = bt.y};
+    eng_metric_sums sums = {0};
+    assert_int_equal(eng_replicas_evaluate(reps, &b, 0, &sums), HPO_EINVAL);
+    eng_replicas_free(reps);
+    eng_model_free(m);
+}
+
 static void test_replicas_bad_arguments(void **state) {
     (void)state;
     eng_model *m = make(mlp_plain, ENG_PREC_FP32);
@@ -294,7 +335,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicas_match_single_thread), cmocka_unit_test(test_replicas_deterministic),
         cmocka_unit_test(test_replicas_bf16_batches),        cmocka_unit_test(test_replicas_many_short_lived),
-        cmocka_unit_test(test_replicas_deferred_gather), cmocka_unit_test(test_replicas_bad_arguments),
+        cmocka_unit_test(test_replicas_deferred_gather), cmocka_unit_test(test_replicas_evaluate),
+        cmocka_unit_test(test_replicas_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
