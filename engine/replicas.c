@@ -52,9 +52,13 @@ struct eng_replicas {
     int sleepers;
 };
 
-/* ---- the two phases of a step, for share k ---- */
+/* ---- the phases, for share k ---- */
 
-static void run_gradients(eng_replicas *r, share *s) {
+/* Forward and loss on share k's rows; with train, also the backward pass.
+ * Training scales the loss by the share of the batch, so the shares'
+ * gradients add up to the gradient of the whole batch's mean loss; inference
+ * (evaluation) only adds metrics. */
+static void run_share(eng_replicas *r, share *s, int train) {
     eng_model *mk = s->model;
     int nk = s->rows_hi - s->rows_lo, lo = s->rows_lo, K = mk->out_dim;
     memset(&s->sums, 0, sizeof s->sums);
@@ -65,35 +69,14 @@ static void run_gradients(eng_replicas *r, share *s) {
     if (r->deferred && (s->rc = eng_batcher_gather_rows(r->deferred, bt, (size_t)lo, (size_t)s->rows_hi))) return;
     const float *logits;
     if (r->x_bf16)
-        s->rc = eng_model_forward_bf16(mk, (const uint16_t *)bt->x + (size_t)lo * mk->in_size, nk, 1, &logits);
+        s->rc = eng_model_forward_bf16(mk, (const uint16_t *)bt->x + (size_t)lo * mk->in_size, nk, train, &logits);
     else
-        s->rc = eng_model_forward_from(mk, (const float *)bt->x + (size_t)lo * mk->in_size, nk, 1, &logits);
+        s->rc = eng_model_forward_from(mk, (const float *)bt->x + (size_t)lo * mk->in_size, nk, train, &logits);
     if (s->rc) return;
-    /* scaled by the share of the batch: the shares' gradients add up to the
-     * gradient of the whole batch's mean loss */
     s->loss = eng_loss_compute(mk->loss, mk->final_act, logits, bt->y_class ? bt->y_class + lo : NULL,
-                               bt->y_target ? bt->y_target + (size_t)lo * K : NULL, nk, K, (float)nk / (float)r->n,
-                               mk->dlogits, &s->sums);
-    if (isfinite(s->loss)) s->rc = eng_model_backward(mk, nk);
-}
-
-/* Inference on share k's rows of a filled batch: metrics only. */
-static void run_evaluate(eng_replicas *r, share *s) {
-    eng_model *mk = s->model;
-    int nk = s->rows_hi - s->rows_lo, lo = s->rows_lo, K = mk->out_dim;
-    memset(&s->sums, 0, sizeof s->sums);
-    s->loss = 0;
-    s->rc = 0;
-    if (nk < 1) return;
-    const eng_batch *bt = r->bt;
-    const float *logits;
-    if (r->x_bf16)
-        s->rc = eng_model_forward_bf16(mk, (const uint16_t *)bt->x + (size_t)lo * mk->in_size, nk, 0, &logits);
-    else
-        s->rc = eng_model_forward_from(mk, (const float *)bt->x + (size_t)lo * mk->in_size, nk, 0, &logits);
-    if (s->rc) return;
-    eng_loss_compute(mk->loss, mk->final_act, logits, bt->y_class ? bt->y_class + lo : NULL,
-                     bt->y_target ? bt->y_target + (size_t)lo * K : NULL, nk, K, 1.0f, NULL, &s->sums);
+                               bt->y_target ? bt->y_target + (size_t)lo * K : NULL, nk, K,
+                               train ? (float)nk / (float)r->n : 1.0f, train ? mk->dlogits : NULL, &s->sums);
+    if (train && isfinite(s->loss)) s->rc = eng_model_backward(mk, nk);
 }
 
 /* Parameter range k of T, in whole 64-byte lines so no two threads write one. */
@@ -144,8 +127,7 @@ static void *helper_main(void *arg) {
         seen = atomic_load_explicit(&r->generation, memory_order_acquire);
         int phase = r->phase;
         if (phase == PHASE_STOP) break;
-        if (phase == PHASE_GRADIENTS) run_gradients(r, s);
-        else if (phase == PHASE_EVALUATE) run_evaluate(r, s);
+        if (phase == PHASE_GRADIENTS || phase == PHASE_EVALUATE) run_share(r, s, phase == PHASE_GRADIENTS);
         else run_update(r, s->index);
         atomic_fetch_add_explicit(&r->finished, 1, memory_order_release);
     }
@@ -263,7 +245,7 @@ int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferre
     for (int k = 1; k < r->threads; k++) /* the primary's generator (checkpointed) seeds the others' */
         hpo_rng_derive(&r->shares[k].model->rng, hpo_rng_u64(&m->rng), (uint64_t)k, 0);
     start_phase(r, PHASE_GRADIENTS);
-    run_gradients(r, &r->shares[0]);
+    run_share(r, &r->shares[0], 1);
     wait_helpers(r);
     int rc = collect(r, sums, loss);
     if (rc || !isfinite(*loss)) return rc;
@@ -281,7 +263,7 @@ int eng_replicas_evaluate(eng_replicas *r, const eng_batch *bt, int x_bf16, eng_
         memcpy(r->shares[k].model->stats, m->stats, m->nstats * sizeof(float));
     assign_rows(r, bt, NULL, x_bf16);
     start_phase(r, PHASE_EVALUATE);
-    run_evaluate(r, &r->shares[0]);
+    run_share(r, &r->shares[0], 0);
     wait_helpers(r);
     return collect(r, sums, NULL);
 }
