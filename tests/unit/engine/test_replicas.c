@@ -183,6 +183,18 @@ static void test_replicas_bf16_batches(void **state) {
     printf("  mixed_bf16 mlp, bf16 batches on 2 threads vs f32 batches on 1, 6 steps: max |param diff| %.3g\n", d);
     assert_true(d < 2e-3);
     assert_memory_equal(shadow, b->params_b16, b->nparams * sizeof(uint16_t)); /* the shadow is current */
+    /* evaluation of bf16 batches on the replicas: as one forward pass */
+    fill(&bt, &r);
+    eng_metric_sums one = {0}, two = {0};
+    const float *logits;
+    assert_int_equal(eng_model_forward_bf16(b, bt.xb, 32, 0, &logits), 0);
+    eng_loss_compute(b->loss, b->final_act, logits, bt.y, NULL, 32, K, 1.0f, NULL, &one);
+    eng_batch eb = {.n = 32, .x = bt.xb, .y_class = bt.y};
+    assert_int_equal(eng_replicas_evaluate(reps, &eb, 1, &two), 0);
+    printf("  mixed_bf16 evaluate on 2 threads vs 1: loss sums %.9g vs %.9g, correct %g vs %g\n", two.loss, one.loss,
+           (double)two.correct, (double)one.correct);
+    assert_true(fabs(one.loss - two.loss) <= 1e-5 * fmax(1.0, fabs(one.loss)));
+    assert_true(one.correct == two.correct);
     eng_replicas_free(reps);
     eng_model_free(a);
     eng_model_free(b);
