@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "blas_select.h"
 #include "data.h"
 #include "model.h"
 #include "train.h"
@@ -83,12 +84,13 @@ static void test_cnn(void **state) {
     assert_true(fabs(f - b) <= 0.005);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
 #ifdef UNDER_ASAN
     printf("test_fmnist_accuracy: skipped under AddressSanitizer (10+5 epochs of Fashion-MNIST would take most of an "
            "hour); run the plain build\n");
     return 77;
 #endif
+    eng_blas_select(argc, argv); /* the OpenBLAS kernel hpod would run */
     hpo_error err;
     if (eng_dataset_cache_get("fashion-mnist", "train", &train_ds, &err) ||
         eng_dataset_cache_get("fashion-mnist", "test", &test_ds, &err)) {
