@@ -256,6 +256,17 @@ int eng_batcher_gather_rows(eng_batcher *b, const eng_batch *bt, size_t lo, size
     return 0;
 }
 
+void eng_batcher_prefetch_next_rows(const eng_batcher *b, const eng_batch *bt, size_t lo, size_t hi) {
+    if (!b || !bt || !b->o.defer_gather || bt->index + 1 >= b->nb) return;
+    size_t n = batch_count(b, bt->index + 1), first = (bt->index + 1) * b->o.batch_size;
+    if (hi > n) hi = n;
+    size_t bytes = b->ds->sample_size * (b->ds->x_type == ENG_DATA_U8 ? 1 : 4);
+    for (size_t i = lo; i < hi; i++) {
+        const char *p = (const char *)b->ds->x + (size_t)b->order[first + i] * bytes;
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2); /* to L2: kept until used */
+    }
+}
+
 int eng_batcher_next(eng_batcher *b, eng_batch *out) {
     if (!b || !out) return HPO_EINVAL;
     if (!b->started) return HPO_ECONFLICT;

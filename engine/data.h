@@ -253,6 +253,12 @@ int eng_batcher_next_into(eng_batcher *b, void *x, int32_t *y_class, float *y_ta
  * eng_batcher_next returned (its x and labels/targets at those rows). Calls
  * for disjoint ranges may run at once on different threads. */
 int eng_batcher_gather_rows(eng_batcher *b, const eng_batch *bt, size_t lo, size_t hi);
+/* With opts.defer_gather: software prefetch (no copy) of the images at rows
+ * [lo, hi) of the batch after bt, to call while computing on bt, so that
+ * gathering them later finds them in cache instead of DRAM (the rows are
+ * shuffled: no hardware prefetcher can guess them). Nothing after the last
+ * batch of the epoch; safe from several threads at once. */
+void eng_batcher_prefetch_next_rows(const eng_batcher *b, const eng_batch *bt, size_t lo, size_t hi);
 /* Stops the prefetch thread (joins it), drops the dataset reference. NULL ok. */
 void eng_batcher_free(eng_batcher *b);
 

@@ -76,6 +76,8 @@ static void run_share(eng_replicas *r, share *s, int train) {
     s->loss = eng_loss_compute(mk->loss, mk->final_act, logits, bt->y_class ? bt->y_class + lo : NULL,
                                bt->y_target ? bt->y_target + (size_t)lo * K : NULL, nk, K,
                                train ? (float)nk / (float)r->n : 1.0f, train ? mk->dlogits : NULL, &s->sums);
+    if (train && r->deferred) /* the next batch's rows come from DRAM while backward computes */
+        eng_batcher_prefetch_next_rows(r->deferred, bt, (size_t)lo, (size_t)s->rows_hi);
     if (train && isfinite(s->loss)) s->rc = eng_model_backward(mk, nk);
 }
 

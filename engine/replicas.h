@@ -17,7 +17,9 @@
  *      primary model, thread k > 0 its replica k (model.h,
  *      eng_model_replica_new: own buffers and gradients, shared parameters);
  *      each computes forward, loss (scaled by its share, so the gradients
- *      add up to the full batch's mean) and backward;
+ *      add up to the full batch's mean) and backward, and before the
+ *      backward asks for its rows of the next batch (software prefetch,
+ *      eng_batcher_prefetch_next_rows: shuffled rows come from DRAM);
  *   2. barrier; then thread k sums the gradients of parameter range k over
  *      all replicas and steps the optimiser on that range; the Adam pass
  *      adds the first replica's share itself and writes the bf16 shadow
