@@ -85,20 +85,25 @@ static void gather_x(const eng_dataset *ds, uint32_t row, eng_batch_xtype xt, vo
  * load 75% of the time without it). */
 #define PREFETCH_AHEAD 3
 
-static void prefetch_row(const eng_dataset *ds, uint32_t row) {
+/* keep: for a use much later (eng_batcher_prefetch_next_rows), so into L2
+ * rather than the non-temporal hint of a row needed a few rows from now. */
+static void prefetch_row(const eng_dataset *ds, uint32_t row, int keep) {
     size_t bytes = ds->sample_size * (ds->x_type == ENG_DATA_U8 ? 1 : 4);
     const char *p = (const char *)ds->x + (size_t)row * bytes;
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 0);
+    for (size_t o = 0; o < bytes; o += 64) {
+        if (keep) __builtin_prefetch(p + o, 0, 2);
+        else __builtin_prefetch(p + o, 0, 0);
+    }
 }
 
 /* Rows idx[first..first+count) of ds. */
 static void gather_rows(const eng_dataset *ds, const uint32_t *idx, size_t count,
                         eng_batch_xtype xt, void *x, int32_t *y_class, float *y_target) {
     if (x)
-        for (size_t i = 0; i < count && i < PREFETCH_AHEAD; i++) prefetch_row(ds, idx[i]);
+        for (size_t i = 0; i < count && i < PREFETCH_AHEAD; i++) prefetch_row(ds, idx[i], 0);
     for (size_t i = 0; i < count; i++) {
         uint32_t r = idx[i];
-        if (x && i + PREFETCH_AHEAD < count) prefetch_row(ds, idx[i + PREFETCH_AHEAD]);
+        if (x && i + PREFETCH_AHEAD < count) prefetch_row(ds, idx[i + PREFETCH_AHEAD], 0);
         if (x) gather_x(ds, r, xt, x, i * ds->sample_size);
         if (y_class && ds->y_class) y_class[i] = ds->y_class[r];
         if (y_target && ds->y_target)
@@ -260,11 +265,7 @@ void eng_batcher_prefetch_next_rows(const eng_batcher *b, const eng_batch *bt, s
     if (!b || !bt || !b->o.defer_gather || bt->index + 1 >= b->nb) return;
     size_t n = batch_count(b, bt->index + 1), first = (bt->index + 1) * b->o.batch_size;
     if (hi > n) hi = n;
-    size_t bytes = b->ds->sample_size * (b->ds->x_type == ENG_DATA_U8 ? 1 : 4);
-    for (size_t i = lo; i < hi; i++) {
-        const char *p = (const char *)b->ds->x + (size_t)b->order[first + i] * bytes;
-        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2); /* to L2: kept until used */
-    }
+    for (size_t i = lo; i < hi; i++) prefetch_row(b->ds, b->order[first + i], 1);
 }
 
 int eng_batcher_next(eng_batcher *b, eng_batch *out) {
