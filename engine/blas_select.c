@@ -12,14 +12,11 @@
 
 #include "hpo.h"
 
-/* Kernels OpenBLAS falls back to when it does not know the CPU: all of them
- * lack AVX, so any AVX2/AVX-512 CPU running one of them is misdetected. */
-static const char *const generic_cores[] = {
-    "Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai",
-    "Coppermine", "Northwood", "Banias", "Generic", "unknown", "Opteron", "Barcelona",
-};
-/* Kernels by the widest vector instructions their sgemm uses. */
+/* Kernels by the widest vector instructions their sgemm uses; the other
+ * names (Prescott, Core2, Nehalem, Sandybridge, Generic, unknown, ...: what
+ * OpenBLAS falls back to for a CPU it does not know) rank 0. */
 static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+static const char *const avx512_bf16_cores[] = {"Cooperlake", "SapphireRapids"};
 static const char *const avx2_cores[] = {"Haswell", "Zen", "Excavator"};
 
 static int name_in(const char *name, const char *const *list, size_t n) {
@@ -33,10 +30,6 @@ const char *eng_blas_corename(void) {
     return c ? c : "unknown";
 }
 
-int eng_blas_is_generic(void) {
-    return name_in(eng_blas_corename(), generic_cores, HPO_ARRAY_LEN(generic_cores));
-}
-
 int eng_blas_core_level(const char *core) {
     if (!core) return 0;
     if (name_in(core, avx512_cores, HPO_ARRAY_LEN(avx512_cores))) return 2;
@@ -44,19 +37,44 @@ int eng_blas_core_level(const char *core) {
     return 0;
 }
 
-const char *eng_blas_preferred_core(void) {
+eng_cpu_caps eng_cpu_caps_detect(void) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512cd"))
-        return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-    return NULL;
+    eng_cpu_caps c = {
+        .avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512cd"),
+        .avx512_bf16 = __builtin_cpu_supports("avx512bf16") != 0,
+        .avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+    };
+    return c;
 }
 
-int eng_blas_core_underuses_cpu(void) {
-    const char *pref = eng_blas_preferred_core();
-    return pref && eng_blas_core_level(eng_blas_corename()) < eng_blas_core_level(pref);
+static int cpu_level(eng_cpu_caps cpu) { return cpu.avx512 ? 2 : cpu.avx2_fma ? 1 : 0; }
+
+const char *eng_blas_preferred_core(eng_cpu_caps cpu) {
+    int level = cpu_level(cpu);
+    return level == 2 ? "SkylakeX" : level == 1 ? "Haswell" : NULL;
+}
+
+/* Does the kernel run on this CPU (its instructions are all there)? */
+static int core_runs_on(const char *core, eng_cpu_caps cpu) {
+    if (eng_blas_core_level(core) > cpu_level(cpu)) return 0;
+    if (name_in(core, avx512_bf16_cores, HPO_ARRAY_LEN(avx512_bf16_cores)) && !cpu.avx512_bf16) return 0;
+    return 1;
+}
+
+/* Good enough: runs here and uses the CPU's widest vectors. */
+static int core_fits(const char *core, eng_cpu_caps cpu) {
+    return core && core_runs_on(core, cpu) && eng_blas_core_level(core) >= cpu_level(cpu);
+}
+
+const char *eng_blas_choose_core(eng_cpu_caps cpu, const char *env_core, const char *loaded_core) {
+    const char *pref = eng_blas_preferred_core(cpu);
+    if (!pref) return NULL; /* no AVX2: any kernel OpenBLAS picks is as good */
+    const char *will_load = env_core && *env_core ? env_core : loaded_core;
+    if (core_fits(will_load, cpu)) return NULL;
+    if (core_fits(loaded_core, cpu)) return loaded_core;
+    return pref;
 }
 
 static void set_default(const char *name, const char *value) {
@@ -69,20 +87,21 @@ void eng_blas_select(int argc, char **argv) {
     int force = mode && strcmp(mode, "force") == 0; /* tests: re-exec even if not needed */
     if (getenv("HPO_BLAS_REEXEC")) {
         /* We already re-executed once: never loop. */
-        if (eng_blas_core_underuses_cpu())
+        if (eng_blas_choose_core(eng_cpu_caps_detect(), NULL, eng_blas_corename()))
             HPO_WARN("blas: OpenBLAS kernel is still %s after re-exec", eng_blas_corename());
         return;
     }
-    /* A kernel weaker than the CPU, whether OpenBLAS guessed it or the
-     * environment's OPENBLAS_CORETYPE named it, is replaced; HPO_BLAS_SELECT=0
-     * keeps the environment's choice. */
-    const char *core = NULL;
-    if (eng_blas_core_underuses_cpu() || (force && !getenv("OPENBLAS_CORETYPE")))
-        core = eng_blas_preferred_core();
-    if (core && getenv("OPENBLAS_CORETYPE"))
-        HPO_INFO("blas: OPENBLAS_CORETYPE=%s leaves this CPU's widest vectors unused; using %s "
-                 "(HPO_BLAS_SELECT=0 keeps it)",
-                 getenv("OPENBLAS_CORETYPE"), core);
+    /* Decide from what the re-executed process will load: the environment's
+     * OPENBLAS_CORETYPE if set (it may have been set after OpenBLAS loaded),
+     * else what OpenBLAS detected; HPO_BLAS_SELECT=0 keeps the environment. */
+    eng_cpu_caps cpu = eng_cpu_caps_detect();
+    const char *env_core = getenv("OPENBLAS_CORETYPE");
+    const char *core = eng_blas_choose_core(cpu, env_core, eng_blas_corename());
+    if (!core && force && !(env_core && *env_core)) core = eng_blas_preferred_core(cpu);
+    if (core && env_core && *env_core && strcasecmp(core, env_core) != 0)
+        HPO_INFO("blas: OPENBLAS_CORETYPE=%s leaves this CPU's widest vectors unused or does not run "
+                 "here; using %s (HPO_BLAS_SELECT=0 keeps it)",
+                 env_core, core);
     int need_omp = !getenv("OMP_WAIT_POLICY");
     if (!core && !need_omp && !force) return;
     if (argc < 1 || !argv || !argv[0]) {
@@ -90,6 +109,7 @@ void eng_blas_select(int argc, char **argv) {
         return;
     }
     const char *was = eng_blas_corename();
+    char *env_was = env_core ? hpo_strdup(env_core) : NULL; /* setenv may free it */
     if (core) setenv("OPENBLAS_CORETYPE", core, 1);
     setenv("HPO_BLAS_REEXEC", "1", 1);
     set_default("OPENBLAS_NUM_THREADS", "1");
@@ -102,6 +122,10 @@ void eng_blas_select(int argc, char **argv) {
     int e = errno;
     HPO_WARN("blas: re-exec failed (%s); continuing with OpenBLAS kernel %s", strerror(e), was);
     /* keep the environment consistent with what is really running */
-    if (core) unsetenv("OPENBLAS_CORETYPE");
+    if (core && env_was)
+        setenv("OPENBLAS_CORETYPE", env_was, 1);
+    else if (core)
+        unsetenv("OPENBLAS_CORETYPE");
     unsetenv("HPO_BLAS_REEXEC");
+    free(env_was);
 }

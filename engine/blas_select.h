@@ -9,18 +9,27 @@
  *   loaded, before main(), so setting the variable inside main() is too late.
  *   eng_blas_select() therefore re-executes the program once
  *   (execv("/proc/self/exe", argv)) when either
- *   a) the kernel in use leaves the CPU's widest vectors unused: the CPU has
- *      AVX-512 (-> OPENBLAS_CORETYPE=SkylakeX) and the kernel is not one of
- *      SkylakeX, Cooperlake, SapphireRapids; or the CPU has AVX2+FMA
- *      (-> Haswell) and the kernel is a generic one (Prescott, Core2, Penryn,
- *      Dunnington, Nehalem, Atom, Katmai, Coppermine, Northwood, Banias,
- *      Generic, unknown, Opteron, Barcelona) or another without AVX2. This
- *      covers OpenBLAS's own misdetection and an environment that names a
- *      weaker kernel: some machines of this project's kind (AMD Zen 5) run
- *      with OPENBLAS_CORETYPE=Haswell set for every process, which halves
- *      sgemm (122 against 229 GFLOP/s on one thread, tests/bench/engine).
+ *   a) the kernel the re-executed process would load leaves the CPU's
+ *      widest vectors unused, or needs instructions the CPU lacks. What a
+ *      process loads is OPENBLAS_CORETYPE when the environment names one,
+ *      else OpenBLAS's own detection (the kernel loaded now). Kernels are
+ *      ranked by the vectors their sgemm uses: 2 for SkylakeX, Cooperlake,
+ *      SapphireRapids (AVX-512; the last two also need AVX512-BF16), 1 for
+ *      Haswell, Zen, Excavator (AVX2), 0 for the rest (Prescott and the
+ *      other generic fallbacks, Sandybridge, unknown names). The CPU's rank
+ *      is 2 with AVX-512 F/BW/VL/DQ/CD, 1 with AVX2+FMA. When the kernel to
+ *      be loaded ranks lower (or cannot run here), the re-exec names the
+ *      kernel loaded now if that one ranks as the CPU and runs here (so
+ *      OpenBLAS's own Cooperlake on an AMD Zen 4 is kept), else SkylakeX or
+ *      Haswell. This covers OpenBLAS's misdetection (Sapphire Rapids seen
+ *      as Prescott) and an environment that names a weaker kernel: some
+ *      machines of this project's kind (AMD Zen 5) run with
+ *      OPENBLAS_CORETYPE=Haswell set for every process, which halves sgemm
+ *      (122 against 229 GFLOP/s on one thread, tests/bench/engine).
  *      Upstream OpenBLAS (0.3.22+) likewise runs Zen 4/5 on its AVX-512
- *      kernels. HPO_BLAS_SELECT=0 keeps whatever the environment chose; or
+ *      kernels. The decision is the pure function eng_blas_choose_core(),
+ *      tested over tables of (CPU, environment, loaded kernel);
+ *      HPO_BLAS_SELECT=0 keeps whatever the environment chose; or
  *   b) OMP_WAIT_POLICY is unset: libgomp also reads it at load time, and
  *      spin-waiting OpenMP threads (oneDNN) fight OpenBLAS's threads on a
  *      2-core machine (2x slower in baselines.md), so it becomes PASSIVE.
@@ -43,15 +52,26 @@
 void eng_blas_select(int argc, char **argv);
 /* The OpenBLAS kernel in use ("SkylakeX", "Prescott", ...), for logs. */
 const char *eng_blas_corename(void);
-/* 1 if the current OpenBLAS kernel is one of the generic fallbacks above. */
-int eng_blas_is_generic(void);
 /* 2 for OpenBLAS kernels built on AVX-512, 1 for AVX2 ones, 0 otherwise
  * (case-insensitive core names, NULL gives 0). */
 int eng_blas_core_level(const char *core);
-/* 1 if the kernel in use is of a lower level than eng_blas_preferred_core(). */
-int eng_blas_core_underuses_cpu(void);
-/* The kernel eng_blas_select would choose for this CPU ("SkylakeX",
- * "Haswell") or NULL when it would leave OpenBLAS alone. */
-const char *eng_blas_preferred_core(void);
+
+/* What the kernel choice needs to know of a CPU. */
+typedef struct eng_cpu_caps {
+    int avx512;      /* AVX-512 F, BW, VL, DQ and CD */
+    int avx512_bf16; /* AVX512-BF16 (Cooperlake, Sapphire Rapids, AMD Zen 4/5) */
+    int avx2_fma;    /* AVX2 and FMA */
+} eng_cpu_caps;
+/* This CPU's capabilities (cpuid, through __builtin_cpu_supports). */
+eng_cpu_caps eng_cpu_caps_detect(void);
+/* The kernel for a CPU when OpenBLAS's own choice will not do: "SkylakeX"
+ * with AVX-512, "Haswell" with AVX2+FMA, NULL otherwise. */
+const char *eng_blas_preferred_core(eng_cpu_caps cpu);
+/* The decision of eng_blas_select, a pure function: the OPENBLAS_CORETYPE a
+ * re-executed process must be given, or NULL to leave the environment as it
+ * is. env_core: the environment's OPENBLAS_CORETYPE (NULL or "" if unset);
+ * loaded_core: the kernel OpenBLAS loaded in this process. The result is
+ * one of the two names passed in or a literal, never freed. */
+const char *eng_blas_choose_core(eng_cpu_caps cpu, const char *env_core, const char *loaded_core);
 
 #endif
