@@ -31,6 +31,7 @@
 #define HPO_API_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "hpo.h"
@@ -141,7 +142,7 @@ int api_sched_next(api_ctx *ctx, const char *slot, api_job *job);
  * put it back in the queue (its checkpoint stays), CANCEL cancels it,
  * TIMEOUT fails it; a model job interrupted by SHUTDOWN is queued again at
  * the next start. Every outcome is stored; returns 0 unless storage failed. */
-int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const volatile int *stop);
+int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);
 /* The stop reason the study's state asks of a running job (a paused,
  * cancelled or deleted study), or API_STOP_NONE. */
 int api_job_stop_reason(api_ctx *ctx, const api_job *job);

@@ -186,10 +186,10 @@ int api_open_splits(api_ctx *ctx, const api_embedded *emb, struct eng_split *tra
 /* Mixes two numbers into a seed (the seed of a trial's execution, a refit). */
 uint64_t api_seed_mix(uint64_t a, uint64_t b);
 /* Trains a trial (api_run_job's API_JOB_TRIAL). */
-int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const volatile int *stop);
+int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);
 /* Builds a model job (refit, model from a trial, ensemble) on the calling
  * worker thread and records its outcome. */
-int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads, const volatile int *stop);
+int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads, const atomic_int *stop);
 /* JSON of a stored model. */
 json_t *api_model_json(const sto_model *m);
 /* The model an ensemble member ({"model_id"} or {"trial_id"}) predicts the

@@ -128,7 +128,7 @@ static int export(api_ctx *ctx, const api_study *st, int64_t model_id, const eng
 typedef struct refit_progress {
     api_ctx *ctx;
     int64_t study_id, model_id, trial_id;
-    const volatile int *stop;
+    const atomic_int *stop;
     int stopped;
 } refit_progress;
 
@@ -137,11 +137,11 @@ static int on_refit_epoch(const eng_epoch_report *r, void *user) {
     api_event(p->ctx, p->study_id, p->trial_id, "model_epoch",
               json_pack("{s:I, s:i, s:i, s:o}", "model_id", (json_int_t)p->model_id, "epoch", r->epoch, "epochs",
                         r->epochs, "loss", api_json_real(r->train.loss)));
-    p->stopped = *p->stop;
+    p->stopped = atomic_load(p->stop);
     return p->stopped;
 }
 
-static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int threads, const volatile int *stop,
+static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int threads, const atomic_int *stop,
                      json_t *result, char **rel, hpo_error *err) {
     const api_embedded *emb = &st->def.emb;
     json_t *spec = json_loads(mrow->spec, 0, NULL);
@@ -416,7 +416,7 @@ done:
     return rc;
 }
 
-int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads, const volatile int *stop) {
+int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads, const atomic_int *stop) {
     sto_model mrow;
     api_study *st = NULL;
     hpo_error err = {{0}, {0}};
@@ -439,7 +439,7 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
     else
         rc = run_ensemble(ctx, st, &mrow, result, &err);
     const char *kind = sto_model_kind_name(mrow.kind);
-    if (rc == HPO_ECANCELLED && *stop == API_STOP_SHUTDOWN) {
+    if (rc == HPO_ECANCELLED && atomic_load(stop) == API_STOP_SHUTDOWN) {
         HPO_INFO("model %lld: interrupted by shutdown; it runs again at the next start", (long long)model_id);
     } else if (rc == 0) {
         json_object_set_new(result, "seconds_total", json_real(hpo_monotonic() - t0));

@@ -26,7 +26,7 @@ typedef struct run {
     api_ctx *ctx;
     api_study *st;
     const api_job *job;
-    const volatile int *stop;
+    const atomic_int *stop;
     int execution;
     double *curve[MAX_EXECUTIONS]; /* objective per epoch (1-based), NaN when unknown */
     int curve_len[MAX_EXECUTIONS];
@@ -105,7 +105,7 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
                         "number", (json_int_t)r->job->number, "execution", r->execution, "epoch", rep->epoch,
                         "epochs", rep->epochs, "value", api_json_real(v), "metrics", m));
     if (prune) r->pruned = 1;
-    r->stopped = *r->stop;
+    r->stopped = atomic_load(r->stop);
     /* the scheduler's timer stops a trial too, but only once a second:
      * checking here ends it at the first epoch past its time */
     if (!r->stopped && r->job->timeout > 0 && hpo_monotonic() - r->started > r->job->timeout)
@@ -276,7 +276,7 @@ static void finish(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_st
     api_event(ctx, job->study_id, job->trial_id, event, data);
 }
 
-int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const volatile int *stop) {
+int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop) {
     api_study *st = NULL;
     sto_trial t;
     memset(&t, 0, sizeof t);

@@ -173,7 +173,7 @@ int api_sched_next(api_ctx *ctx, const char *slot, api_job *job) {
     return rc;
 }
 
-int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const volatile int *stop) {
+int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop) {
     if (job->kind == API_JOB_MODEL) return api_run_model(ctx, job->model_id, slot, threads, stop);
     return api_run_trial(ctx, job, slot, threads, stop);
 }

@@ -13,6 +13,7 @@
 #include <dnnl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -341,12 +342,14 @@ double eng_conv2d_flops(const eng_conv2d_shape *s) {
  * vs 8.7 ms; f32 bwd_d 9.6 vs 5.5 ms (plain wins). HPO_DNNL_CONV_WEIGHTS=
  * plain|any overrides the table (read once). */
 static int weights_any(int op, int bf16) {
-    static int forced = -2;
-    if (forced == -2) {
+    static atomic_int forced = -2; /* worker threads race to set the same value */
+    int f = atomic_load_explicit(&forced, memory_order_relaxed);
+    if (f == -2) {
         const char *e = getenv("HPO_DNNL_CONV_WEIGHTS");
-        forced = !e ? -1 : strcmp(e, "any") == 0 ? 1 : strcmp(e, "plain") == 0 ? 0 : -1;
+        f = !e ? -1 : strcmp(e, "any") == 0 ? 1 : strcmp(e, "plain") == 0 ? 0 : -1;
+        atomic_store_explicit(&forced, f, memory_order_relaxed);
     }
-    if (forced >= 0) return forced;
+    if (f >= 0) return f;
     return !(op == OP_CONV_BWD_D && !bf16);
 }
 

@@ -16,7 +16,7 @@ typedef struct worker {
     int busy, quit;
     api_job job;
     double started;
-    volatile int stop;
+    atomic_int stop; /* API_STOP_*: written by the scheduler thread, read by the job */
 } worker;
 
 struct srv_workers {
@@ -118,7 +118,7 @@ void srv_workers_free(srv_workers *p) {
     for (int i = 0; i < p->n; i++) {
         worker *w = &p->w[i];
         pthread_mutex_lock(&w->mu);
-        if (w->busy && !w->stop) w->stop = API_STOP_SHUTDOWN;
+        if (w->busy && !atomic_load(&w->stop)) atomic_store(&w->stop, API_STOP_SHUTDOWN);
         w->quit = 1;
         pthread_cond_signal(&w->cond);
         pthread_mutex_unlock(&w->mu);
@@ -151,7 +151,7 @@ void srv_workers_dispatch(srv_workers *p, int slot, const api_job *job) {
     worker *w = &p->w[slot];
     pthread_mutex_lock(&w->mu);
     w->job = *job;
-    w->stop = API_STOP_NONE;
+    atomic_store(&w->stop, API_STOP_NONE);
     w->started = hpo_monotonic();
     w->busy = 1;
     pthread_cond_signal(&w->cond);
@@ -173,6 +173,6 @@ int srv_workers_job(const srv_workers *p, int slot, api_job *job, double *starte
 void srv_workers_stop(srv_workers *p, int slot, int reason) {
     worker *w = &p->w[slot];
     pthread_mutex_lock(&w->mu);
-    if (w->busy && !w->stop) w->stop = reason;
+    if (w->busy && !atomic_load(&w->stop)) atomic_store(&w->stop, reason);
     pthread_mutex_unlock(&w->mu);
 }

@@ -43,7 +43,7 @@ static json_t *call(const char *method, const char *path, const char *body, int 
 
 /* Runs every queued job on this thread, as a worker would. */
 static int run_jobs(void) {
-    static const volatile int no_stop = 0;
+    static const atomic_int no_stop = API_STOP_NONE;
     int n = 0;
     api_job job;
     while (api_sched_next(ctx, "cpu:0", &job) == 0) {
