@@ -2,8 +2,9 @@
  * example models (engine/models), MLP >= 88.5% after 10 epochs and CNN >=
  * 90.5% after 5 epochs in fp32, and mixed_bf16 within 0.5 points of fp32.
  * Batch 128, seed 0, one thread (HPO_TEST_THREADS to change). Skips (77)
- * under AddressSanitizer (it would take most of an hour) and when the
- * dataset is not installed. */
+ * under AddressSanitizer and ThreadSanitizer (it would take most of an
+ * hour, and single-threaded training gives TSan nothing to find) and when
+ * the dataset is not installed. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,11 +20,11 @@
 #include "model.h"
 #include "train.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
 #endif
 #endif
 
@@ -85,8 +86,8 @@ static void test_cnn(void **state) {
 }
 
 int main(int argc, char **argv) {
-#ifdef UNDER_ASAN
-    printf("test_fmnist_accuracy: skipped under AddressSanitizer (10+5 epochs of Fashion-MNIST would take most of an "
+#ifdef UNDER_SANITIZER
+    printf("test_fmnist_accuracy: skipped under a sanitizer (10+5 epochs of Fashion-MNIST would take most of an "
            "hour); run the plain build\n");
     return 77;
 #endif
