@@ -118,6 +118,14 @@ void eng_blas_select(int argc, char **argv) {
               core ? core : "(unchanged)", was, getenv("OMP_WAIT_POLICY"));
     fflush(stdout);
     fflush(stderr);
+    /* The program's own path, so that ps and pgrep still call it hpod
+     * (exec'ing "/proc/self/exe" names the process "exe"). */
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        execv(self, argv);
+    }
     execv("/proc/self/exe", argv);
     int e = errno;
     HPO_WARN("blas: re-exec failed (%s); continuing with OpenBLAS kernel %s", strerror(e), was);

@@ -8,7 +8,8 @@
  *   OpenBLAS picks its kernel from OPENBLAS_CORETYPE when the library is
  *   loaded, before main(), so setting the variable inside main() is too late.
  *   eng_blas_select() therefore re-executes the program once
- *   (execv("/proc/self/exe", argv)) when either
+ *   (execv of its own path, read from /proc/self/exe, so ps still shows its
+ *   name) when either
  *   a) the kernel the re-executed process would load leaves the CPU's
  *      widest vectors unused, or needs instructions the CPU lacks. What a
  *      process loads is OPENBLAS_CORETYPE when the environment names one,
