@@ -61,6 +61,7 @@ int api_status_for_rc(int rc) {
     case HPO_EEXHAUSTED: return 409;
     case HPO_ETOOLARGE: return 413;
     case HPO_EUNSUPPORTED: return 501;
+    case HPO_ENOSPACE: return 507; /* Insufficient Storage: nothing was stored, retry later */
     default: return 500;
     }
 }

@@ -31,6 +31,7 @@ static const struct {
     {HPO_ETOOLARGE, "too_large", "over a size limit"},
     {HPO_EFORMAT, "bad_format", "malformed file"},
     {HPO_EINTERNAL, "internal_error", "internal error"},
+    {HPO_ENOSPACE, "insufficient_storage", "no space left on the data disk"},
 };
 
 const char *hpo_strerror(int rc) {

@@ -39,6 +39,7 @@ enum {
     HPO_ETOOLARGE = -13,  /* over a size limit */
     HPO_EFORMAT = -14,    /* a file is malformed */
     HPO_EINTERNAL = -15,  /* a bug: should not happen */
+    HPO_ENOSPACE = -16,   /* the disk is full (ENOSPC, EDQUOT, SQLITE_FULL): retry later */
 };
 
 const char *hpo_strerror(int rc);

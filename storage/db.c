@@ -2,6 +2,7 @@
  * statement cache and transaction helpers (see storage.h, db_internal.h). */
 #include "db_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,74 @@ static const char *const migrations[] = {
     ");"
     "CREATE INDEX models_study ON models (study_id, kind);"
     "CREATE INDEX models_state ON models (state, id);",
+
+    /* 4 -> 5: study and trial ids are never reused. Without AUTOINCREMENT
+     * SQLite hands out max(id) + 1, so deleting the newest study gave its id
+     * (and its trials' ids) to the next one: an old client's tell, or a
+     * deleted study's worker, landed in an unrelated new study. Both tables
+     * are rebuilt with AUTOINCREMENT (SQLite's create-copy-drop-rename
+     * procedure; migrate() runs steps with foreign keys off, so dropping the
+     * old table cascades nothing, and the other tables' REFERENCES name the
+     * new one after the rename), their indexes are recreated, and
+     * sqlite_sequence is seeded with the highest id still known anywhere:
+     * the rows themselves and every column that refers to them (a row
+     * deleted earlier is remembered only there). */
+    "CREATE TABLE new_studies ("
+    "  id      INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  name    TEXT NOT NULL,"
+    "  spec    TEXT NOT NULL,"
+    "  state   INTEGER NOT NULL DEFAULT 0,"
+    "  created REAL NOT NULL,"
+    "  updated REAL NOT NULL"
+    ");"
+    "INSERT INTO new_studies (id, name, spec, state, created, updated)"
+    "  SELECT id, name, spec, state, created, updated FROM studies;"
+    "DROP TABLE studies;"
+    "ALTER TABLE new_studies RENAME TO studies;"
+    "CREATE TABLE new_trials ("
+    "  id            INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  study_id      INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,"
+    "  number        INTEGER NOT NULL,"
+    "  state         INTEGER NOT NULL,"
+    "  params        TEXT NOT NULL,"
+    "  value         REAL,"
+    "  value_std     REAL,"
+    "  value_n       INTEGER NOT NULL DEFAULT 0,"
+    "  last_step     INTEGER NOT NULL DEFAULT -1,"
+    "  last_value    REAL,"
+    "  created       REAL NOT NULL,"
+    "  started       REAL NOT NULL DEFAULT 0,"
+    "  finished      REAL NOT NULL DEFAULT 0,"
+    "  lease_expires REAL NOT NULL DEFAULT 0,"
+    "  error         TEXT,"
+    "  best_epoch    INTEGER NOT NULL DEFAULT 0,"
+    "  slot          TEXT,"
+    "  train_seconds REAL NOT NULL DEFAULT 0,"
+    "  UNIQUE (study_id, number)"
+    ");"
+    "INSERT INTO new_trials (id, study_id, number, state, params, value, value_std, value_n, last_step,"
+    "  last_value, created, started, finished, lease_expires, error, best_epoch, slot, train_seconds)"
+    "  SELECT id, study_id, number, state, params, value, value_std, value_n, last_step,"
+    "  last_value, created, started, finished, lease_expires, error, best_epoch, slot, train_seconds"
+    "  FROM trials;"
+    "DROP TABLE trials;"
+    "ALTER TABLE new_trials RENAME TO trials;"
+    "CREATE INDEX trials_study_state ON trials (study_id, state);"
+    "CREATE INDEX trials_study_value ON trials (study_id, value);"
+    "CREATE INDEX trials_lease ON trials (lease_expires)"
+    "  WHERE state = 0 AND lease_expires > 0;"
+    "DELETE FROM sqlite_sequence WHERE name IN ('studies', 'trials', 'new_studies', 'new_trials');"
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'studies', MAX("
+    "  (SELECT COALESCE(MAX(id), 0) FROM studies),"
+    "  (SELECT COALESCE(MAX(study_id), 0) FROM trials),"
+    "  (SELECT COALESCE(MAX(study_id), 0) FROM events),"
+    "  (SELECT COALESCE(MAX(study_id), 0) FROM models));"
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'trials', MAX("
+    "  (SELECT COALESCE(MAX(id), 0) FROM trials),"
+    "  (SELECT COALESCE(MAX(trial_id), 0) FROM intermediates),"
+    "  (SELECT COALESCE(MAX(trial_id), 0) FROM epochs),"
+    "  (SELECT COALESCE(MAX(trial_id), 0) FROM events),"
+    "  (SELECT COALESCE(MAX(trial_id), 0) FROM models));",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -233,11 +302,25 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_MODEL_FINISH] = "UPDATE models SET state = ?2, result = ?3, path = ?4, error = ?5, finished = ?6"
                            " WHERE id = ?1 AND state IN (0, 1)",
     [STO_Q_MODELS_REQUEUE] = "UPDATE models SET state = 0 WHERE state = 1",
+    [STO_Q_MODEL_REQUEUE] = "UPDATE models SET state = 0 WHERE id = ?1 AND state = 1",
 
     [STO_Q_EVENT_LAST] = "SELECT COALESCE(MAX(id), 0) FROM events WHERE study_id = ?1",
     [STO_Q_EVENT_INSERT] =
         "INSERT INTO events (study_id, trial_id, type, data, created)"
         " VALUES (?1, ?2, ?3, ?4, ?5)",
+    /* An event written inside the transaction of the change it describes
+     * (?1 study / trial / model id, ?2 type, ?3 data, ?4 now); the study (and
+     * trial) come from the row, so an event about a row that is gone is not
+     * stored (no row inserted). */
+    [STO_Q_EVENT_OF_STUDY] =
+        "INSERT INTO events (study_id, trial_id, type, data, created)"
+        " SELECT id, NULL, ?2, ?3, ?4 FROM studies WHERE id = ?1",
+    [STO_Q_EVENT_OF_TRIAL] =
+        "INSERT INTO events (study_id, trial_id, type, data, created)"
+        " SELECT study_id, id, ?2, ?3, ?4 FROM trials WHERE id = ?1",
+    [STO_Q_EVENT_OF_MODEL] =
+        "INSERT INTO events (study_id, trial_id, type, data, created)"
+        " SELECT study_id, CASE WHEN trial_id > 0 THEN trial_id END, ?2, ?3, ?4 FROM models WHERE id = ?1",
     [STO_Q_EVENT_LIST] =
         "SELECT id, study_id, trial_id, type, data, created FROM events"
         " WHERE study_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
@@ -249,8 +332,10 @@ void sto_db_lock(sto_db *db) { pthread_mutex_lock(&db->mu); }
 void sto_db_unlock(sto_db *db) { pthread_mutex_unlock(&db->mu); }
 
 int sto_db_error(sto_db *db, const char *what) {
-    HPO_ERROR("storage: %s: %s (%d)", what, sqlite3_errmsg(db->conn),
-              sqlite3_extended_errcode(db->conn));
+    int code = sqlite3_extended_errcode(db->conn), sys = sqlite3_system_errno(db->conn);
+    HPO_ERROR("storage: %s: %s (%d)", what, sqlite3_errmsg(db->conn), code);
+    /* SQLite reports a write that hit ENOSPC as SQLITE_FULL */
+    if ((code & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT) return HPO_ENOSPACE;
     return HPO_ESTORAGE;
 }
 
@@ -399,7 +484,21 @@ fail:
     return rc;
 }
 
+/* Runs the missing steps. Foreign keys are off meanwhile (the pragma is a
+ * no-op inside a transaction, so it is set around it): a step that rebuilds
+ * a table drops the old one, and with foreign keys on that DROP would
+ * delete every row referring to it (ON DELETE CASCADE). */
+static int migrate_steps(sto_db *db, const char *path, int target);
+
 static int migrate(sto_db *db, const char *path, int target) {
+    int rc = exec(db, "PRAGMA foreign_keys = OFF", "migrate: foreign_keys off");
+    if (rc) return rc;
+    rc = migrate_steps(db, path, target);
+    int on = exec(db, "PRAGMA foreign_keys = ON", "migrate: foreign_keys on");
+    return rc ? rc : on;
+}
+
+static int migrate_steps(sto_db *db, const char *path, int target) {
     int rc = exec(db, "BEGIN IMMEDIATE", "migrate: begin");
     if (rc) return rc;
     int64_t version = 0;

@@ -83,8 +83,12 @@ enum {
     STO_Q_MODEL_START,
     STO_Q_MODEL_FINISH,
     STO_Q_MODELS_REQUEUE,
+    STO_Q_MODEL_REQUEUE,
 
     STO_Q_EVENT_INSERT,
+    STO_Q_EVENT_OF_STUDY,
+    STO_Q_EVENT_OF_TRIAL,
+    STO_Q_EVENT_OF_MODEL,
     STO_Q_EVENT_LIST,
     STO_Q_EVENT_LAST,
 
@@ -126,6 +130,12 @@ int sto_db_exists(sto_db *db, int q, int64_t id);
 /* Fills t (a sto_trial) from the current row of a statement selecting
  * STO_TRIAL_COLS; a sto_db_row_fn. */
 void sto_db_read_trial(sqlite3_stmt *s, void *t);
+
+/* Inside the caller's transaction (lock held): stores ev (if not NULL)
+ * about the study, trial or model `id`, q being STO_Q_EVENT_OF_STUDY,
+ * _TRIAL or _MODEL. HPO_ENOTFOUND when that row does not exist, so the
+ * caller rolls back and neither the change nor its event is stored. */
+int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
 
 /* Runs statement q with ?1 = id in its own transaction (a delete by id);
  * HPO_ENOTFOUND when it changed no row. Takes the lock itself. */

@@ -1,5 +1,6 @@
-/* events.c - a study's progress stream: append and read after an id
- * (see storage.h). Ids come from AUTOINCREMENT, so they only ever grow, even
+/* events.c - a study's progress stream: append, read after an id, and the
+ * event written inside another call's transaction (sto_db_event_in_tx, see
+ * storage.h). Ids come from AUTOINCREMENT, so they only ever grow, even
  * across deletes: a client resuming with after_id never sees an id twice. */
 #include "db_internal.h"
 
@@ -48,6 +49,23 @@ fail:
     sto_db_done(s);
     sto_db_rollback(db);
     sto_db_unlock(db);
+    return rc;
+}
+
+int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev) {
+    if (!ev) return 0;
+    if (!ev->type) return HPO_EINVAL;
+    sqlite3_stmt *s = db->q[q];
+    sqlite3_bind_int64(s, 1, id);
+    sto_bind_text(s, 2, ev->type);
+    sto_bind_text(s, 3, ev->data ? ev->data : "{}");
+    sqlite3_bind_double(s, 4, hpo_now());
+    int rc = 0;
+    if (sqlite3_step(s) != SQLITE_DONE)
+        rc = sto_db_error(db, "event");
+    else if (sqlite3_changes(db->conn) == 0)
+        rc = HPO_ENOTFOUND; /* the row it is about is gone */
+    sto_db_done(s);
     return rc;
 }
 

@@ -113,11 +113,12 @@ int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size
 /* Runs an UPDATE of one model that is allowed only in some states: HPO_ECONFLICT
  * if it changed nothing and the model exists, HPO_ENOTFOUND if it does not.
  * The statement is bound; caller holds the lock. */
-static int update_one(sto_db *db, sqlite3_stmt *s, int64_t id, const char *what) {
+static int update_one(sto_db *db, sqlite3_stmt *s, int64_t id, const sto_event_in *ev, const char *what) {
     int rc = sto_db_begin(db);
     if (rc == 0 && sqlite3_step(s) != SQLITE_DONE) rc = sto_db_error(db, what);
     int changed = rc == 0 ? sqlite3_changes(db->conn) : 0;
     sto_db_done(s);
+    if (rc == 0 && changed) rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_MODEL, id, ev);
     if (rc == 0 && changed == 0) {
         sqlite3_stmt *g = db->q[STO_Q_MODEL_GET];
         sqlite3_bind_int64(g, 1, id);
@@ -130,18 +131,34 @@ static int update_one(sto_db *db, sqlite3_stmt *s, int64_t id, const char *what)
     return rc;
 }
 
-int sto_model_start(sto_db *db, int64_t id) {
+int sto_model_start(sto_db *db, int64_t id) { return sto_model_start_ev(db, id, NULL); }
+
+int sto_model_start_ev(sto_db *db, int64_t id, const sto_event_in *ev) {
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_MODEL_START];
     sqlite3_bind_int64(s, 1, id);
     sqlite3_bind_double(s, 2, hpo_now());
-    int rc = update_one(db, s, id, "model start");
+    int rc = update_one(db, s, id, ev, "model start");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_model_requeue(sto_db *db, int64_t id) {
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_MODEL_REQUEUE];
+    sqlite3_bind_int64(s, 1, id);
+    int rc = update_one(db, s, id, NULL, "model requeue");
     sto_db_unlock(db);
     return rc;
 }
 
 int sto_model_finish(sto_db *db, int64_t id, sto_model_state state, const char *result, const char *path,
                      const char *error) {
+    return sto_model_finish_ev(db, id, state, result, path, error, NULL);
+}
+
+int sto_model_finish_ev(sto_db *db, int64_t id, sto_model_state state, const char *result, const char *path,
+                        const char *error, const sto_event_in *ev) {
     if (state != STO_MODEL_COMPLETE && state != STO_MODEL_FAILED) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_MODEL_FINISH];
@@ -151,7 +168,7 @@ int sto_model_finish(sto_db *db, int64_t id, sto_model_state state, const char *
     sto_bind_text(s, 4, path);
     sto_bind_text(s, 5, error);
     sqlite3_bind_double(s, 6, hpo_now());
-    int rc = update_one(db, s, id, "model finish");
+    int rc = update_one(db, s, id, ev, "model finish");
     sto_db_unlock(db);
     return rc;
 }

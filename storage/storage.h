@@ -31,6 +31,17 @@
  *   storage does not parse them.
  * - NaN is stored as NULL and read back as NaN (value, value_std,
  *   last_value, intermediate values).
+ * - Ids are never reused: studies, trials, models, datasets and events are
+ *   AUTOINCREMENT tables (schema v5 rebuilt studies and trials), so an id
+ *   that once named a deleted row is unknown forever (HPO_ENOTFOUND), never
+ *   a newer row: a stale client or worker cannot write into another study.
+ * - Events with their change: the _ev variants of the state-changing calls
+ *   (study create and state, trial start/requeue/finish, epochs, model
+ *   start/finish) store an event in the same transaction, so either both
+ *   the change and its event are stored or neither is: an event stream
+ *   replayed from the start tells every state change that happened.
+ * - A full disk: when SQLite cannot write (SQLITE_FULL: ENOSPC/EDQUOT) a
+ *   call returns HPO_ENOSPACE, with its transaction rolled back.
  * - Implementation: db.c (connection, pragmas, migrations, the statement
  *   cache with all SQL), studies.c, trials.c, training.c (queueing,
  *   epochs), datasets.c, events.c; db_internal.h is
@@ -51,6 +62,14 @@
 typedef struct sto_db sto_db;
 
 typedef enum { STO_SYNC_NORMAL = 0, STO_SYNC_FULL = 1 } sto_sync;
+
+/* An event to store with a change (the _ev calls): type required; data a
+ * JSON object text (NULL: "{}"). Its study (and trial) are those of the
+ * row the call changes. */
+typedef struct sto_event_in {
+    const char *type;
+    const char *data;
+} sto_event_in;
 
 /* Opens (creating and migrating) the database file at path. ":memory:" works
  * for tests. A database written by a newer build (user_version above
@@ -79,6 +98,10 @@ typedef struct sto_study {
 
 /* name and spec are required (HPO_EINVAL); the study starts RUNNING. */
 int sto_study_create(sto_db *db, const char *name, const char *spec, int64_t *id_out);
+/* The same, storing ev (if not NULL) as the study's first event; ev->data
+ * NULL is stored as {"id": <the new id>}. */
+int sto_study_create_ev(sto_db *db, const char *name, const char *spec, const sto_event_in *ev,
+                        int64_t *id_out);
 int sto_study_get(sto_db *db, int64_t id, sto_study *out);
 void sto_study_clear(sto_study *s);
 /* All studies, newest first. */
@@ -87,6 +110,8 @@ void sto_study_list_free(sto_study *list, size_t n);
 /* Deletes a study with its trials, intermediate values and events. */
 int sto_study_delete(sto_db *db, int64_t id);
 int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state);
+/* The same with an event (ev may be NULL). */
+int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev);
 const char *sto_study_state_name(sto_study_state s);
 
 /* ---- trials ---- */
@@ -176,6 +201,9 @@ int sto_study_intermediates(sto_db *db, int64_t study_id,
  * value is NaN and at least 1 otherwise; the lease is cleared. */
 int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
                      double value_std, int value_n, const char *error);
+/* The same with an event (ev may be NULL). */
+int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
+                        double value_std, int value_n, const char *error, const sto_event_in *ev);
 
 /* Fails every running trial whose lease expired before now, with the error
  * "lease expired". Returns the affected trials (caller frees the list) so the
@@ -191,12 +219,14 @@ int sto_trials_expire(sto_db *db, double now, sto_trial **out, size_t *n_out);
 
 /* running -> queued. HPO_ECONFLICT unless running. */
 int sto_trial_requeue(sto_db *db, int64_t trial_id);
+int sto_trial_requeue_ev(sto_db *db, int64_t trial_id, const sto_event_in *ev);
 /* Every running trial of a study -> queued (crash recovery); *n_out (may be
  * NULL) gets how many. */
 int sto_trials_requeue_running(sto_db *db, int64_t study_id, int64_t *n_out);
 /* queued (or running) -> running on a slot; sets started the first time.
  * HPO_ECONFLICT if the trial is finished. */
 int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot);
+int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev);
 /* Records the best epoch (best_epoch < 0 keeps the stored one) and adds
  * add_seconds (>= 0, else HPO_EINVAL) to the training time of a trial, in
  * any state. HPO_ENOTFOUND for an unknown trial. */
@@ -208,6 +238,9 @@ int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, dou
  * stored as "{}"; execution and epoch must be >= 0 (HPO_EINVAL); any state;
  * HPO_ENOTFOUND for an unknown trial. Deleted with the trial (cascade). */
 int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics);
+/* The same with an event (ev may be NULL). */
+int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics,
+                     const sto_event_in *ev);
 typedef struct sto_epoch {
     int execution;
     int64_t epoch;
@@ -285,9 +318,15 @@ int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size
 int sto_model_next_queued(sto_db *db, sto_model *out);
 /* queued -> running; HPO_ECONFLICT if it is finished. */
 int sto_model_start(sto_db *db, int64_t id);
+int sto_model_start_ev(sto_db *db, int64_t id, const sto_event_in *ev);
 /* -> COMPLETE or FAILED; HPO_ECONFLICT if already finished. */
 int sto_model_finish(sto_db *db, int64_t id, sto_model_state state, const char *result, const char *path,
                      const char *error);
+int sto_model_finish_ev(sto_db *db, int64_t id, sto_model_state state, const char *result, const char *path,
+                        const char *error, const sto_event_in *ev);
+/* running -> queued (a job that must run again later: the disk was full);
+ * HPO_ECONFLICT unless running. */
+int sto_model_requeue(sto_db *db, int64_t id);
 /* Every running model -> queued (crash recovery); *n_out may be NULL. */
 int sto_models_requeue_running(sto_db *db, int64_t *n_out);
 void sto_model_clear(sto_model *m);

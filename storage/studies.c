@@ -2,6 +2,7 @@
  * delete (see storage.h). */
 #include "db_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,12 @@ void sto_study_list_free(sto_study *list, size_t n) {
 }
 
 int sto_study_create(sto_db *db, const char *name, const char *spec, int64_t *id_out) {
-    if (!db || !name || !spec) return HPO_EINVAL;
+    return sto_study_create_ev(db, name, spec, NULL, id_out);
+}
+
+int sto_study_create_ev(sto_db *db, const char *name, const char *spec, const sto_event_in *ev,
+                        int64_t *id_out) {
+    if (!db || !name || !spec || (ev && !ev->type)) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_STUDY_INSERT];
     int rc = sto_db_begin(db);
@@ -57,6 +63,13 @@ int sto_study_create(sto_db *db, const char *name, const char *spec, int64_t *id
     }
     sto_db_done(s);
     int64_t id = sqlite3_last_insert_rowid(db->conn);
+    if (ev) {
+        char data[48];
+        snprintf(data, sizeof data, "{\"id\":%lld}", (long long)id);
+        sto_event_in e = {ev->type, ev->data ? ev->data : data};
+        rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_STUDY, id, &e);
+        if (rc) goto fail;
+    }
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);
@@ -89,6 +102,10 @@ int sto_study_list(sto_db *db, sto_study **out, size_t *n_out) {
 }
 
 int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state) {
+    return sto_study_set_state_ev(db, id, state, NULL);
+}
+
+int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev) {
     if (!db || (unsigned)state >= STO_STUDY_N_STATES) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_STUDY_SET_STATE];
@@ -106,6 +123,8 @@ int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state) {
         rc = HPO_ENOTFOUND;
         goto fail;
     }
+    rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_STUDY, id, ev);
+    if (rc) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);

@@ -15,7 +15,7 @@
  * no changed row -> sto_db_trial_conflict() (or HPO_ENOTFOUND if
  * conflict_possible is 0). */
 static int trial_update(sto_db *db, sqlite3_stmt *s, int64_t trial_id, int conflict_possible,
-                        const char *what) {
+                        const sto_event_in *ev, const char *what) {
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     if (sqlite3_step(s) != SQLITE_DONE) {
@@ -27,6 +27,8 @@ static int trial_update(sto_db *db, sqlite3_stmt *s, int64_t trial_id, int confl
         rc = conflict_possible ? sto_db_trial_conflict(db, trial_id) : HPO_ENOTFOUND;
         goto fail;
     }
+    rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
+    if (rc) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     return 0;
@@ -36,12 +38,14 @@ fail:
     return rc;
 }
 
-int sto_trial_requeue(sto_db *db, int64_t trial_id) {
+int sto_trial_requeue(sto_db *db, int64_t trial_id) { return sto_trial_requeue_ev(db, trial_id, NULL); }
+
+int sto_trial_requeue_ev(sto_db *db, int64_t trial_id, const sto_event_in *ev) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_TRIAL_REQUEUE];
     sqlite3_bind_int64(s, 1, trial_id);
-    int rc = trial_update(db, s, trial_id, 1, "trial requeue");
+    int rc = trial_update(db, s, trial_id, 1, ev, "trial requeue");
     sto_db_unlock(db);
     return rc;
 }
@@ -77,13 +81,17 @@ fail:
 }
 
 int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot) {
+    return sto_trial_start_ev(db, trial_id, slot, NULL);
+}
+
+int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_TRIAL_START];
     sqlite3_bind_int64(s, 1, trial_id);
     sto_bind_text(s, 2, slot);
     sqlite3_bind_double(s, 3, hpo_now());
-    int rc = trial_update(db, s, trial_id, 1, "trial start");
+    int rc = trial_update(db, s, trial_id, 1, ev, "trial start");
     sto_db_unlock(db);
     return rc;
 }
@@ -95,13 +103,18 @@ int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, dou
     sqlite3_bind_int64(s, 1, trial_id);
     sqlite3_bind_int64(s, 2, best_epoch);
     sqlite3_bind_double(s, 3, add_seconds);
-    int rc = trial_update(db, s, trial_id, 0, "trial set training");
+    int rc = trial_update(db, s, trial_id, 0, NULL, "trial set training");
     sto_db_unlock(db);
     return rc;
 }
 
 int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
                   const char *metrics) {
+    return sto_epoch_put_ev(db, trial_id, execution, epoch, metrics, NULL);
+}
+
+int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics,
+                     const sto_event_in *ev) {
     if (!db || execution < 0 || epoch < 0) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_EPOCH_PUT];
@@ -116,6 +129,8 @@ int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
         goto fail;
     }
     sto_db_done(s);
+    rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
+    if (rc) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);

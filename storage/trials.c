@@ -247,6 +247,11 @@ done:
 
 int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
                      double value_std, int value_n, const char *error) {
+    return sto_trial_finish_ev(db, trial_id, state, value, value_std, value_n, error, NULL);
+}
+
+int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
+                        double value_std, int value_n, const char *error, const sto_event_in *ev) {
     if (!db || (state != STO_TRIAL_COMPLETE && state != STO_TRIAL_PRUNED &&
                 state != STO_TRIAL_FAILED && state != STO_TRIAL_CANCELLED))
         return HPO_EINVAL;
@@ -270,6 +275,8 @@ int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double
         goto fail;
     }
     sto_db_done(s);
+    rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
+    if (rc) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);

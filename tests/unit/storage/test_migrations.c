@@ -1,8 +1,9 @@
 /* test_migrations.c - storage schema: a fresh database reaches
  * sto_schema_version(), reopening keeps data, an old database (first
  * migration only, or v2 before the embedded-training step) is migrated with
- * its data, a newer one is refused, and the hot queries use their indexes
- * (EXPLAIN QUERY PLAN). */
+ * its data, v4 is rebuilt with AUTOINCREMENT ids (v5) keeping every row and
+ * foreign key, a newer one is refused, and the hot queries use their
+ * indexes (EXPLAIN QUERY PLAN). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -225,6 +226,132 @@ static void test_v2_is_migrated_to_v3(void **state) {
     sto_tmp_close(&tmp);
 }
 
+/* The SQL of a table as stored, for checks on its definition. */
+static int table_sql_has(sqlite3 *c, const char *table, const char *what) {
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '%s' AND sql LIKE '%%%s%%'",
+             table, what);
+    return (int)raw_int(c, sql);
+}
+
+/* v4 -> v5: studies and trials are rebuilt with AUTOINCREMENT; every row,
+ * column and foreign key survives (cascades included), and sqlite_sequence
+ * is seeded past every id still known, so no id is handed out again. */
+static void test_v4_is_migrated_to_v5(void **state) {
+    (void)state;
+    assert_true(sto_schema_version() >= 5);
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    sto_db *db = NULL;
+    assert_int_equal(sto_db_open_at(tmp.db, STO_SYNC_NORMAL, 4, &db), 0);
+    struct fixture f;
+    write_data(db, &f);
+    /* v3/v4 data: a running embedded trial with training facts and an
+     * epoch, a model, a dataset */
+    int64_t running, model, ds;
+    assert_int_equal(sto_trial_create(db, f.study, "{\"a\":3}", 0, &running, NULL), 0);
+    assert_int_equal(sto_trial_start(db, running, "cpu:1"), 0);
+    assert_int_equal(sto_trial_set_training(db, running, 2, 0.5), 0);
+    assert_int_equal(sto_epoch_put(db, running, 0, 1, "{\"loss\":1}"), 0);
+    assert_int_equal(sto_model_create(db, f.study, f.trial, STO_MODEL_REFIT, "{\"epochs\":3}", &model), 0);
+    assert_int_equal(sto_dataset_create(db, "d", "csv", "p", "{}", 1, 2, &ds), 0);
+    /* a second study with a trial, then deleted: the newest ids */
+    int64_t gone, gone_trial;
+    assert_int_equal(sto_study_create(db, "gone", "{}", &gone), 0);
+    assert_int_equal(sto_trial_create(db, gone, "{}", 0, &gone_trial, NULL), 0);
+    /* an id known only from a reference (models.trial_id has no foreign
+     * key): the seed must pass it too */
+    int64_t ref_trial = gone_trial + 40, ref_model;
+    assert_int_equal(sto_model_create(db, f.study, ref_trial, STO_MODEL_TRIAL, "{}", &ref_model), 0);
+    /* the old schema hands a deleted newest id out again */
+    assert_int_equal(sto_study_delete(db, gone), 0);
+    int64_t again;
+    assert_int_equal(sto_study_create(db, "again", "{}", &again), 0);
+    assert_int_equal(again, gone);
+    assert_int_equal(sto_study_delete(db, again), 0);
+    sto_close(db);
+
+    sqlite3 *raw = NULL;
+    assert_int_equal(sqlite3_open(tmp.db, &raw), SQLITE_OK);
+    assert_int_equal(raw_int(raw, "PRAGMA user_version"), 4);
+    assert_int_equal(table_sql_has(raw, "studies", "AUTOINCREMENT"), 0);
+    assert_int_equal(table_sql_has(raw, "trials", "AUTOINCREMENT"), 0);
+    sqlite3_close(raw);
+
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+    assert_int_equal(raw_int(db->conn, "PRAGMA foreign_keys"), 1); /* back on after the rebuild */
+    assert_int_equal(table_sql_has(db->conn, "studies", "AUTOINCREMENT"), 1);
+    assert_int_equal(table_sql_has(db->conn, "trials", "AUTOINCREMENT"), 1);
+    assert_int_equal(has_object(db->conn, "table", "new_studies"), 0);
+    assert_int_equal(has_object(db->conn, "table", "new_trials"), 0);
+    for (size_t i = 0; i < HPO_ARRAY_LEN(tables); i++)
+        assert_int_equal(has_object(db->conn, "table", tables[i]), 1);
+    for (size_t i = 0; i < HPO_ARRAY_LEN(indexes); i++)
+        assert_int_equal(has_object(db->conn, "index", indexes[i]), 1);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_integrity_check"
+                                       " WHERE integrity_check <> 'ok'"),
+                     0);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_foreign_key_check"), 0);
+    /* the sequence starts past every known id */
+    assert_true(raw_int(db->conn, "SELECT seq FROM sqlite_sequence WHERE name = 'studies'") >= f.study);
+    assert_int_equal(raw_int(db->conn, "SELECT seq FROM sqlite_sequence WHERE name = 'trials'"), ref_trial);
+    /* rows with every column */
+    sto_trial t;
+    assert_int_equal(sto_trial_get(db, running, &t), 0);
+    assert_int_equal(t.state, STO_TRIAL_RUNNING);
+    assert_string_equal(t.slot, "cpu:1");
+    assert_int_equal(t.best_epoch, 2);
+    assert_true(t.train_seconds == 0.5);
+    assert_string_equal(t.params, "{\"a\":3}");
+    sto_trial_clear(&t);
+    sto_epoch *e;
+    size_t n;
+    assert_int_equal(sto_trial_epochs(db, running, &e, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(e[0].metrics, "{\"loss\":1}");
+    sto_epoch_list_free(e, n);
+    sto_model m;
+    assert_int_equal(sto_model_get(db, model, &m), 0);
+    assert_int_equal(m.study_id, f.study);
+    assert_string_equal(m.spec, "{\"epochs\":3}");
+    sto_model_clear(&m);
+    assert_int_equal(sto_model_get(db, ref_model, &m), 0);
+    assert_int_equal(m.trial_id, ref_trial);
+    sto_model_clear(&m);
+    check_data(db, &f, 3);
+    /* new ids are past every one used before */
+    int64_t sid, tid;
+    assert_int_equal(sto_study_create(db, "new", "{}", &sid), 0);
+    /* (the deleted "gone" left no trace in the v4 database to learn its id
+     * from: that is what v5 fixes from now on) */
+    assert_true(sid > f.study);
+    assert_int_equal(sto_trial_create(db, sid, "{}", 0, &tid, NULL), 0);
+    assert_true(tid > ref_trial);
+    /* the foreign keys point at the rebuilt tables: a delete still cascades */
+    assert_int_equal(sto_study_delete(db, f.study), 0);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM trials"), 1);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM intermediates"), 0);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM epochs"), 0);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM events"), 0);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM models"), 0);
+    assert_int_equal(sto_epoch_put(db, running, 0, 2, "{}"), HPO_ENOTFOUND);
+    assert_int_equal(sto_trial_create(db, f.study, "{}", 0, NULL, NULL), HPO_ENOTFOUND);
+    sto_dataset d;
+    assert_int_equal(sto_dataset_get(db, ds, &d), 0);
+    sto_dataset_clear(&d);
+    /* deleting the newest and creating again: a new id */
+    assert_int_equal(sto_study_delete(db, sid), 0);
+    int64_t sid2, tid2;
+    assert_int_equal(sto_study_create(db, "newer", "{}", &sid2), 0);
+    assert_true(sid2 > sid);
+    assert_int_equal(sto_trial_create(db, sid2, "{}", 0, &tid2, NULL), 0);
+    assert_true(tid2 > tid);
+    sto_close(db);
+    sto_tmp_close(&tmp);
+}
+
 static void test_newer_version_is_refused(void **state) {
     (void)state;
     sto_tmp tmp;
@@ -284,6 +411,7 @@ int main(void) {
         cmocka_unit_test(test_fresh_and_reopen),
         cmocka_unit_test(test_old_version_is_migrated),
         cmocka_unit_test(test_v2_is_migrated_to_v3),
+        cmocka_unit_test(test_v4_is_migrated_to_v5),
         cmocka_unit_test(test_newer_version_is_refused),
         cmocka_unit_test(test_query_plans),
     };
