@@ -221,6 +221,9 @@ static void fsync_dir_of(const char *path) {
     free(copy);
 }
 
+/* HPO_ENOSPACE for a full disk (the caller may retry later), else HPO_EIO. */
+static int io_rc(int e) { return e == ENOSPC || e == EDQUOT ? HPO_ENOSPACE : HPO_EIO; }
+
 int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err) {
     static unsigned long counter;
     char *hdr = NULL, tmp[4096];
@@ -235,7 +238,7 @@ int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err) 
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = hpo_fail(err, HPO_EIO, "path", "cannot create %s: %s", tmp, strerror(errno));
+        rc = hpo_fail(err, io_rc(errno), "path", "cannot create %s: %s", tmp, strerror(errno));
         goto fail;
     }
     created = 1;
@@ -243,12 +246,12 @@ int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err) 
     for (size_t i = 0; !bad && i < w->n; i++)
         if (w->t[i].nbytes) bad = write_all(fd, w->t[i].data, w->t[i].nbytes);
     if (bad || (!w->no_fsync && fsync(fd) < 0)) {
-        rc = hpo_fail(err, HPO_EIO, "path", "cannot write %s: %s", tmp, strerror(errno));
+        rc = hpo_fail(err, io_rc(errno), "path", "cannot write %s: %s", tmp, strerror(errno));
         goto fail;
     }
     if (close(fd) < 0) {
         fd = -1;
-        rc = hpo_fail(err, HPO_EIO, "path", "cannot close %s: %s", tmp, strerror(errno));
+        rc = hpo_fail(err, io_rc(errno), "path", "cannot close %s: %s", tmp, strerror(errno));
         goto fail;
     }
     fd = -1;

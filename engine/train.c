@@ -277,7 +277,12 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
          * instead of leaving a hole. A stopped run still checkpoints, so a
          * pause resumes after this epoch. */
         rep.checkpoint = ckpt[0] ? ckpt : NULL;
-        if (o->on_epoch && o->on_epoch(&rep, o->user)) {
+        int cb = o->on_epoch ? o->on_epoch(&rep, o->user) : 0;
+        if (cb < 0) { /* the callback could not record the epoch: no checkpoint of it */
+            rc = hpo_fail(err, cb, "training", "epoch %d could not be recorded: %s", epoch + 1, hpo_strerror(cb));
+            goto fail;
+        }
+        if (cb) {
             r.stopped_by_callback = 1;
             stop = 1;
         }

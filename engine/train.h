@@ -44,7 +44,13 @@
  *   epoch's checkpoint is written (so what it records about the epoch is
  *   durable first: a crash in between repeats the epoch, never skips it);
  *   returning nonzero stops training (result->stopped_by_callback), e.g. a
- *   pruner's decision; the epoch is still checkpointed.
+ *   pruner's decision; the epoch is still checkpointed. Returning a
+ *   negative HPO_E* code instead (it could not record the epoch: a full
+ *   disk) ends eng_train with that code WITHOUT checkpointing the epoch, so
+ *   a resume redoes it rather than leaving a hole in what was recorded.
+ * - A checkpoint that cannot be written because the disk is full fails with
+ *   HPO_ENOSPACE (the previous checkpoint stays intact: files are replaced
+ *   atomically), other write failures with HPO_EIO.
  */
 #ifndef ENG_TRAIN_H
 #define ENG_TRAIN_H
@@ -70,7 +76,8 @@ typedef struct eng_epoch_report {
     const char *checkpoint; /* path written right after the callback, or NULL */
 } eng_epoch_report;
 
-/* Return nonzero to stop training after this epoch. */
+/* Return nonzero to stop training after this epoch (checkpointed), or a
+ * negative HPO_E* code to abort with it (this epoch not checkpointed). */
 typedef int (*eng_epoch_fn)(const eng_epoch_report *r, void *user);
 
 typedef struct eng_train_opts {
