@@ -13,6 +13,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     api_cache_init(ctx);
     pthread_mutex_init(&ctx->event_mu, NULL);
     pthread_cond_init(&ctx->event_cond, NULL);
+    pthread_mutex_init(&ctx->disk_mu, NULL);
     api_metrics_new(&ctx->metrics);
     *out = ctx;
     return 0;
@@ -23,6 +24,7 @@ void api_ctx_free(api_ctx *ctx) {
     api_cache_close(ctx);
     pthread_mutex_destroy(&ctx->event_mu);
     pthread_cond_destroy(&ctx->event_cond);
+    pthread_mutex_destroy(&ctx->disk_mu);
     api_metrics_free(ctx->metrics);
     free((char *)ctx->opt.data_dir);
     free(ctx);

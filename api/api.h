@@ -135,17 +135,27 @@ int api_sched_recover(api_ctx *ctx);
  * asked for explicitly, so first), else a queued trial (resumed from its
  * checkpoint), else a new trial from the tuner of a running embedded study
  * within its budget. 0 and *job (now running on slot), or HPO_ENOTFOUND
- * when there is nothing to run. */
+ * when there is nothing to run (or the disk was full a moment ago: a
+ * back-off, see api/internal.h). */
 int api_sched_next(api_ctx *ctx, const char *slot, api_job *job);
 /* Runs a job on the calling worker thread until it finishes or *stop
  * becomes nonzero (checked between epochs). For a trial: PAUSE and SHUTDOWN
  * put it back in the queue (its checkpoint stays), CANCEL cancels it,
  * TIMEOUT fails it; a model job interrupted by SHUTDOWN is queued again at
- * the next start. Every outcome is stored; returns 0 unless storage failed. */
+ * the next start. A job that finds the disk full (HPO_ENOSPACE) is queued
+ * again at once and resumes from its last checkpoint after a back-off. A
+ * job whose study was deleted stores nothing and removes its files. Every
+ * other outcome is stored; returns 0 unless storage failed. */
 int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);
 /* The stop reason the study's state asks of a running job (a paused,
  * cancelled or deleted study), or API_STOP_NONE. */
 int api_job_stop_reason(api_ctx *ctx, const api_job *job);
+/* Queues again every running trial of an embedded study (and running
+ * model job) that none of the busy jobs runs: its worker ended without
+ * storing its outcome (the disk was full). Called by the scheduler thread,
+ * which alone starts jobs, with the jobs of its busy slots; nothing during
+ * a disk-full back-off. Returns how many. */
+int api_sched_reap(api_ctx *ctx, const api_job *busy, size_t n_busy);
 /* Completes embedded studies whose budget is spent and whose trials have all
  * ended (emits "study_complete"); cancels the queued trials of cancelled
  * studies. */

@@ -18,6 +18,8 @@ static void change_state(api_ctx *ctx, int64_t id, api_response *resp, const sto
         api_fail_lookup(resp, rc, "study", id);
         return;
     }
+    char *data = api_event_text(json_pack("{s:s}", "state", sto_study_state_name(to)));
+    sto_event_in ev = {event, data}; /* stored with the state change */
     pthread_mutex_lock(&st->lock);
     sto_study s;
     int got = sto_study_get(ctx->db, id, &s);
@@ -28,7 +30,7 @@ static void change_state(api_ctx *ctx, int64_t id, api_response *resp, const sto
         api_fail_rc(resp, rc, NULL);
     } else if (!allowed) {
         api_fail(resp, 409, "conflict", "state", "study %lld is %s", (long long)id, sto_study_state_name(s.state));
-    } else if ((rc = sto_study_set_state(ctx->db, id, to))) {
+    } else if ((rc = sto_study_set_state_ev(ctx->db, id, to, &ev))) {
         api_fail_rc(resp, rc, NULL);
     } else if (to == STO_STUDY_CANCELLED && !st->def.embedded) {
         /* external trials in flight are cancelled now; their tells get 409 */
@@ -44,8 +46,9 @@ static void change_state(api_ctx *ctx, int64_t id, api_response *resp, const sto
     if (got == 0) sto_study_clear(&s);
     pthread_mutex_unlock(&st->lock);
     api_study_release(ctx, st);
+    free(data);
     if (resp->body) return; /* an error was filled */
-    api_event(ctx, id, 0, event, json_pack("{s:s}", "state", sto_study_state_name(to)));
+    api_events_wake(ctx);
     api_wake_scheduler(ctx);
     if (sto_study_get(ctx->db, id, &s) == 0) {
         api_reply_json(resp, 200, api_study_json(ctx, &s, 0));

@@ -1,4 +1,7 @@
-/* events.c - a study's progress events: stored by api_event, streamed by
+/* events.c - a study's progress events: stored with the change they tell
+ * of (the storage _ev calls; api_events_wake then wakes the readers) or, for
+ * mere progress (execution_resumed, model_epoch, model_queued), by
+ * api_event; streamed by
  * GET /api/v1/studies/{id}/events as server-sent events, resumable with
  * Last-Event-ID (or ?after=N). The stream ends after the study's final
  * event (study_complete, study_cancelled). */
@@ -12,21 +15,31 @@
 
 #define KEEPALIVE_SECONDS 10
 
-void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *type, json_t *data) {
-    if (!data) data = json_object();
+void api_events_wake(api_ctx *ctx) {
+    pthread_mutex_lock(&ctx->event_mu);
+    ctx->event_seq++;
+    pthread_cond_broadcast(&ctx->event_cond);
+    pthread_mutex_unlock(&ctx->event_mu);
+}
+
+char *api_event_text(json_t *data) {
+    if (!data) return hpo_strdup("{}");
     char *text = json_dumps(data, JSON_COMPACT);
     json_decref(data);
+    if (!text) abort(); /* jansson fails only out of memory, where hpo aborts anyway */
+    return text;
+}
+
+void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *type, json_t *data) {
+    char *text = api_event_text(data);
     int64_t id;
-    int rc = text ? sto_event_append(ctx->db, study_id, trial_id, type, text, &id) : HPO_ENOMEM;
+    int rc = sto_event_append(ctx->db, study_id, trial_id, type, text, &id);
     free(text);
     if (rc) {
         HPO_WARN("study %lld: event %s not stored: %s", (long long)study_id, type, hpo_strerror(rc));
         return;
     }
-    pthread_mutex_lock(&ctx->event_mu);
-    ctx->event_seq++;
-    pthread_cond_broadcast(&ctx->event_cond);
-    pthread_mutex_unlock(&ctx->event_mu);
+    api_events_wake(ctx);
 }
 
 static int is_final(const char *type) {

@@ -169,14 +169,41 @@ struct api_ctx {
     pthread_cond_t event_cond;
     uint64_t event_seq;
     int stopping;              /* api_ctx_shutdown was called (under event_mu) */
+    /* the disk-full back-off (disk_full.c), under disk_mu */
+    pthread_mutex_t disk_mu;
+    double disk_until, disk_backoff; /* monotonic end; current length (0: none) */
 };
 
-/* ---- events (events.c) ---- */
+/* ---- events (events.c) ----
+ * An event that tells of a state change (study created, paused, complete;
+ * trial started, requeued, finished; an epoch recorded; model started,
+ * finished) is stored by the storage call that makes the change, in its
+ * transaction (sto_*_ev): both or neither are stored, so a replay from the
+ * start of a stream misses none. The caller then wakes the readers with
+ * api_events_wake. */
 /* Stores an event of a study (data: a JSON object, stolen) and wakes the
- * readers of event streams. Failures are logged, never returned: progress
- * reporting must not fail a trial. */
+ * readers of event streams; for progress that changes no state. Failures
+ * are logged, never returned: progress reporting must not fail a trial. */
 void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *type, json_t *data);
+/* Wakes the readers of event streams after an event was stored. */
+void api_events_wake(api_ctx *ctx);
+/* The compact JSON text of data (stolen; NULL: "{}"), malloc'd. */
+char *api_event_text(json_t *data);
 void api_wake_scheduler(api_ctx *ctx);
+
+/* ---- a full disk (disk_full.c) ----
+ * A job that cannot store its progress because the disk is full
+ * (HPO_ENOSPACE: a checkpoint, an epoch row, SQLITE_FULL) goes back to the
+ * queue and resumes from its last checkpoint later, instead of failing.
+ * api_disk_full starts (or doubles) a back-off, 1 s up to
+ * API_DISK_BACKOFF_MAX s, during which the scheduler starts no job, so hpod
+ * neither spins nor burns through a study's trials while the disk is full;
+ * a recorded epoch (api_disk_ok) ends it. */
+#define API_DISK_BACKOFF_MAX 15.0
+void api_disk_full(api_ctx *ctx);
+void api_disk_ok(api_ctx *ctx);
+/* Seconds left in the back-off (0: none). */
+double api_disk_wait(api_ctx *ctx);
 
 /* ---- trials and models on worker threads (runner.c, model_jobs.c) ---- */
 /* The training and validation splits of an embedded study's dataset. */

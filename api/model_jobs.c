@@ -12,7 +12,9 @@
  *   checkpoint, trained on the training split only), never on the test
  *   split; the members themselves (refits or trial models) are evaluated on
  *   the test split. A member that cannot be used is skipped with its reason.
- * The test split is touched only here: tuning never sees it. */
+ * The test split is touched only here: tuning never sees it.
+ * A full disk queues the job again (HPO_ENOSPACE, see internal.h); a job
+ * whose study was deleted meanwhile stores nothing and removes its files. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,24 +441,52 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
     else
         rc = run_ensemble(ctx, st, &mrow, result, &err);
     const char *kind = sto_model_kind_name(mrow.kind);
+    int stored = 0;
     if (rc == HPO_ECANCELLED && atomic_load(stop) == API_STOP_SHUTDOWN) {
         HPO_INFO("model %lld: interrupted by shutdown; it runs again at the next start", (long long)model_id);
+    } else if (rc == HPO_ENOSPACE) {
+        /* a full disk is not the model's fault: it runs again (a refit from
+         * its checkpoint) after the back-off; if even this cannot be stored,
+         * api_sched_reap queues it once this worker is idle */
+        HPO_WARN("model %lld: the data disk is full (%s): queued again", (long long)model_id, err.message);
+        stored = sto_model_requeue(ctx->db, model_id);
+        api_disk_full(ctx);
+        rc = 0;
     } else if (rc == 0) {
         json_object_set_new(result, "seconds_total", json_real(hpo_monotonic() - t0));
         char *text = json_dumps(result, JSON_COMPACT);
-        rc = sto_model_finish(ctx->db, model_id, STO_MODEL_COMPLETE, text, rel, NULL);
+        char *data = api_event_text(
+            json_pack("{s:I, s:s, s:O}", "model_id", (json_int_t)model_id, "kind", kind, "result", result));
+        sto_event_in ev = {"model_complete", data};
+        rc = stored = sto_model_finish_ev(ctx->db, model_id, STO_MODEL_COMPLETE, text, rel, NULL, &ev);
         free(text);
-        api_event(ctx, mrow.study_id, mrow.trial_id, "model_complete",
-                  json_pack("{s:I, s:s, s:O}", "model_id", (json_int_t)model_id, "kind", kind, "result", result));
+        free(data);
     } else {
         char msg[600];
         snprintf(msg, sizeof msg, "%s", err.message[0] ? err.message : hpo_strerror(rc));
         char *text = json_object_size(result) ? json_dumps(result, JSON_COMPACT) : NULL;
-        sto_model_finish(ctx->db, model_id, STO_MODEL_FAILED, text, NULL, msg);
+        char *data = api_event_text(
+            json_pack("{s:I, s:s, s:s}", "model_id", (json_int_t)model_id, "kind", kind, "error", msg));
+        sto_event_in ev = {"model_failed", data};
+        stored = sto_model_finish_ev(ctx->db, model_id, STO_MODEL_FAILED, text, NULL, msg, &ev);
         free(text);
-        api_event(ctx, mrow.study_id, mrow.trial_id, "model_failed",
-                  json_pack("{s:I, s:s, s:s}", "model_id", (json_int_t)model_id, "kind", kind, "error", msg));
+        free(data);
         rc = 0;
+    }
+    if (stored == HPO_ENOTFOUND) { /* deleted with its study meanwhile: leave nothing behind */
+        char path[1200];
+        snprintf(path, sizeof path, "%s/checkpoints/model-%lld", ctx->opt.data_dir, (long long)model_id);
+        api_remove_dir(path);
+        if (rel) {
+            snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, rel);
+            unlink(path);
+        }
+        HPO_INFO("model %lld: its study was deleted; nothing stored", (long long)model_id);
+        rc = 0;
+    } else if (stored < 0) {
+        HPO_WARN("model %lld: could not record its outcome: %s", (long long)model_id, hpo_strerror(stored));
+    } else if (stored == 0) {
+        api_events_wake(ctx);
     }
     HPO_INFO("model %lld (%s, study %lld) on %s took %.1f s", (long long)model_id, kind, (long long)mrow.study_id, slot,
              hpo_monotonic() - t0);

@@ -1,10 +1,13 @@
 /* runner.c - runs one trial of an embedded study on a worker thread: builds
  * the model from the template and the trial's params, trains each execution
- * with the engine, stores every epoch's metrics (the learning curves),
- * reports the objective to the pruner after every epoch, and records the
- * outcome. Executions resume from their checkpoints after a pause or a
- * restart; a finished execution leaves a small result file so it is not
- * trained again. */
+ * with the engine, stores every epoch's metrics (the learning curves, each
+ * with its "epoch" event), reports the objective to the pruner after every
+ * epoch, and records the outcome with its event. Executions resume from
+ * their checkpoints after a pause or a restart; a finished execution leaves
+ * a small result file so it is not trained again. A full disk (a
+ * checkpoint, a result file or an epoch that cannot be written) queues the
+ * trial again instead of failing it; a trial deleted with its study stops
+ * at the first epoch it cannot store and leaves nothing behind. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +35,7 @@ typedef struct run {
     int curve_len[MAX_EXECUTIONS];
     int pruned;
     int stopped; /* API_STOP_* seen by the callback */
+    int store_rc; /* an epoch that could not be stored: HPO_ENOSPACE, or HPO_ENOTFOUND (trial deleted) */
     int epochs_seen; /* callbacks of the current execution */
     double started;  /* monotonic start of this run, for job->timeout */
 } run;
@@ -88,22 +92,35 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
                   json_pack("{s:I, s:I, s:i, s:i}", "trial_id", (json_int_t)r->job->trial_id, "number",
                             (json_int_t)r->job->number, "execution", r->execution, "from_epoch", rep->epoch - 1));
     json_t *m = metrics_json(rep);
-    char *text = json_dumps(m, JSON_COMPACT);
-    sto_epoch_put(r->ctx->db, r->job->trial_id, r->execution, rep->epoch, text);
-    free(text);
     double v = objective_of(st, &rep->train, &rep->val, rep->has_val);
-    curve_set(r, r->execution, rep->epoch, v);
+    char *text = json_dumps(m, JSON_COMPACT);
+    char *data = api_event_text(json_pack("{s:I, s:I, s:i, s:i, s:i, s:o, s:o}", "trial_id",
+                                          (json_int_t)r->job->trial_id, "number", (json_int_t)r->job->number,
+                                          "execution", r->execution, "epoch", rep->epoch, "epochs", rep->epochs,
+                                          "value", api_json_real(v), "metrics", m));
+    /* the curve point and its "epoch" event together */
+    sto_event_in ev = {"epoch", data};
+    int rc = text ? sto_epoch_put_ev(r->ctx->db, r->job->trial_id, r->execution, rep->epoch, text, &ev) : HPO_ENOMEM;
+    free(text);
+    free(data);
     int prune = 0;
-    if (r->execution == 0 && isfinite(v)) { /* the pruner watches the first execution */
+    if (rc == 0 && r->execution == 0 && isfinite(v)) { /* the pruner watches the first execution */
         pthread_mutex_lock(&st->lock);
-        if (sto_trial_report(r->ctx->db, r->job->trial_id, rep->epoch, v, 0) == 0)
-            tun_study_report(st->tuner, r->job->number, rep->epoch, v, &prune);
+        rc = sto_trial_report(r->ctx->db, r->job->trial_id, rep->epoch, v, 0);
+        if (rc == 0) tun_study_report(st->tuner, r->job->number, rep->epoch, v, &prune);
+        if (rc == HPO_ECONFLICT) rc = 0; /* no longer running: the outcome below tells */
         pthread_mutex_unlock(&st->lock);
     }
-    api_event(r->ctx, r->job->study_id, r->job->trial_id, "epoch",
-              json_pack("{s:I, s:I, s:i, s:i, s:i, s:o, s:o}", "trial_id", (json_int_t)r->job->trial_id,
-                        "number", (json_int_t)r->job->number, "execution", r->execution, "epoch", rep->epoch,
-                        "epochs", rep->epochs, "value", api_json_real(v), "metrics", m));
+    if (rc == HPO_ENOSPACE || rc == HPO_ENOTFOUND) {
+        /* a full disk, or the trial is gone (its study was deleted): stop
+         * without checkpointing this epoch, so a resume redoes it */
+        r->store_rc = rc;
+        return rc;
+    }
+    if (rc) HPO_WARN("trial %lld: epoch %d not stored: %s", (long long)r->job->trial_id, rep->epoch, hpo_strerror(rc));
+    api_events_wake(r->ctx);
+    api_disk_ok(r->ctx);
+    curve_set(r, r->execution, rep->epoch, v);
     if (prune) r->pruned = 1;
     r->stopped = atomic_load(r->stop);
     /* the scheduler's timer stops a trial too, but only once a second:
@@ -118,6 +135,27 @@ static void done_path(api_ctx *ctx, int64_t trial_id, int e, char *out, size_t n
     char dir[900];
     api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
     snprintf(out, n, "%s/exec-%d.done.json", dir, e);
+}
+
+/* Writes an execution's result file (d stolen) atomically: a temporary
+ * file renamed over it, so a full disk leaves no half file behind.
+ * HPO_ENOSPACE when the disk is full (the trial is queued again and this
+ * execution, whose last checkpoint is its final epoch, ends at once when
+ * resumed). */
+static int write_done(const char *path, json_t *d, hpo_error *err) {
+    char tmp[1100], *text = json_dumps(d, JSON_COMPACT);
+    json_decref(d);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = text ? fopen(tmp, "w") : NULL;
+    int ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0) ok = 0;
+    int e = errno;
+    if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
+    free(text);
+    if (ok) return 0;
+    unlink(tmp);
+    return hpo_fail(err, e == ENOSPC || e == EDQUOT ? HPO_ENOSPACE : HPO_EIO, "", "cannot write %s: %s", path,
+                    strerror(e));
 }
 
 /* Loads the stored curves of a resumed trial. */
@@ -233,9 +271,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     *value = e < MAX_EXECUTIONS ? best_of(st, r->curve[e], r->curve_len[e], &best_epoch) : NAN;
     json_t *d = json_pack("{s:o, s:i, s:i}", "best", api_json_real(*value), "best_epoch", best_epoch, "epochs",
                           res.epochs_run);
-    json_dump_file(d, done, JSON_COMPACT);
-    json_decref(d);
-    return 0;
+    return write_done(done, d, err);
 }
 
 int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng_split *val, hpo_error *err) {
@@ -255,10 +291,28 @@ int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng
     return rc;
 }
 
+/* Logs why an outcome was not stored. Not stored, the trial stays running
+ * in storage: api_sched_reap queues it again once this worker is idle (a
+ * resume finds its finished executions' result files). */
+static void outcome_not_stored(const api_job *job, const char *what, int rc) {
+    if (rc == HPO_ENOTFOUND)
+        HPO_INFO("trial %lld: its study was deleted; nothing stored", (long long)job->trial_id);
+    else
+        HPO_WARN("trial %lld: could not record %s: %s", (long long)job->trial_id, what, hpo_strerror(rc));
+}
+
+/* Ends the trial in state, with its event (data stolen) in the same
+ * transaction. */
 static void finish(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_state state, double value, double std,
                    int n, const char *error, const char *event, json_t *data) {
+    json_object_set_new(data, "trial_id", json_integer(job->trial_id));
+    json_object_set_new(data, "number", json_integer(job->number));
+    json_object_set_new(data, "state", json_string(sto_trial_state_name(state)));
+    if (error) json_object_set_new(data, "error", json_string(error));
+    char *text = api_event_text(data);
+    sto_event_in ev = {event, text};
     pthread_mutex_lock(&st->lock);
-    int rc = sto_trial_finish(ctx->db, job->trial_id, state, value, std, n, error);
+    int rc = sto_trial_finish_ev(ctx->db, job->trial_id, state, value, std, n, error, &ev);
     if (rc == 0) {
         sto_trial t;
         if (state == STO_TRIAL_PRUNED && sto_trial_get(ctx->db, job->trial_id, &t) == 0) {
@@ -268,12 +322,23 @@ static void finish(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_st
         tun_study_finish(st->tuner, job->number, api_tun_state(state), value);
     }
     pthread_mutex_unlock(&st->lock);
-    if (rc) HPO_WARN("trial %lld: could not record its end: %s", (long long)job->trial_id, hpo_strerror(rc));
-    json_object_set_new(data, "trial_id", json_integer(job->trial_id));
-    json_object_set_new(data, "number", json_integer(job->number));
-    json_object_set_new(data, "state", json_string(sto_trial_state_name(state)));
-    if (error) json_object_set_new(data, "error", json_string(error));
-    api_event(ctx, job->study_id, job->trial_id, event, data);
+    free(text);
+    if (rc) outcome_not_stored(job, "its end", rc);
+    else api_events_wake(ctx);
+}
+
+/* Puts the trial back in the queue (its checkpoints stay), with a
+ * trial_requeued event saying why. */
+static void requeue(api_ctx *ctx, api_study *st, const api_job *job, const char *reason) {
+    char *text = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)job->trial_id, "number",
+                                          (json_int_t)job->number, "reason", reason));
+    sto_event_in ev = {"trial_requeued", text};
+    pthread_mutex_lock(&st->lock);
+    int rc = sto_trial_requeue_ev(ctx->db, job->trial_id, &ev);
+    pthread_mutex_unlock(&st->lock);
+    free(text);
+    if (rc) outcome_not_stored(job, "its requeue", rc);
+    else api_events_wake(ctx);
 }
 
 int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop) {
@@ -311,7 +376,16 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     int best_epoch = rc == 0 || r.pruned ? mean_best_epoch(&r, rc == 0 ? executions : 1) : 0;
     sto_trial_set_training(ctx->db, job->trial_id, best_epoch, secs);
 
-    if (rc == 0) {
+    if (rc == HPO_ENOTFOUND && r.store_rc == HPO_ENOTFOUND) {
+        outcome_not_stored(job, "its epoch", rc); /* deleted with its study */
+    } else if (rc == HPO_ENOSPACE) {
+        /* not the trial's fault: it resumes from its last checkpoint once
+         * the back-off has passed, and the study goes on */
+        HPO_WARN("trial %lld: the data disk is full (%s): queued again", (long long)job->trial_id,
+                 err.message[0] ? err.message : hpo_strerror(rc));
+        requeue(ctx, st, job, "disk full");
+        api_disk_full(ctx);
+    } else if (rc == 0) {
         double mean, std;
         tun_mean_std(values, executions, &mean, &std);
         if (!isfinite(mean)) {
@@ -326,13 +400,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         finish(ctx, st, job, STO_TRIAL_PRUNED, NAN, NAN, 0, NULL, "trial_pruned",
                json_pack("{s:i, s:f}", "best_epoch", best_epoch, "seconds", secs));
     } else if (rc == HPO_ECANCELLED && (r.stopped == API_STOP_PAUSE || r.stopped == API_STOP_SHUTDOWN)) {
-        pthread_mutex_lock(&st->lock);
-        sto_trial_requeue(ctx->db, job->trial_id);
-        pthread_mutex_unlock(&st->lock);
-        api_event(ctx, job->study_id, job->trial_id, "trial_requeued",
-                  json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)job->trial_id, "number",
-                            (json_int_t)job->number, "reason",
-                            r.stopped == API_STOP_PAUSE ? "study paused" : "hpod shutting down"));
+        requeue(ctx, st, job, r.stopped == API_STOP_PAUSE ? "study paused" : "hpod shutting down");
     } else if (rc == HPO_ECANCELLED && r.stopped == API_STOP_CANCEL) {
         finish(ctx, st, job, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled", "trial_cancelled", json_object());
     } else if (rc == HPO_ECANCELLED && r.stopped == API_STOP_TIMEOUT) {
@@ -349,6 +417,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     HPO_INFO("trial %lld (study %lld #%lld) on %s ended after %.1f s: %s", (long long)job->trial_id,
              (long long)job->study_id, (long long)job->number, slot, secs,
              rc == 0 ? "complete" : r.pruned ? "pruned" : r.stopped ? "stopped" : hpo_strerror(rc));
+    int requeued = rc == HPO_ENOSPACE || (rc == HPO_ECANCELLED && (r.stopped == API_STOP_PAUSE ||
+                                                                   r.stopped == API_STOP_SHUTDOWN));
     /* disk stays bounded: only the best trials keep their checkpoints; a
      * trial whose study was deleted meanwhile keeps nothing */
     sto_trial gone;
@@ -358,8 +428,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         api_remove_dir(dir);
     } else {
         sto_trial_clear(&gone);
-        if (!(rc == HPO_ECANCELLED && (r.stopped == API_STOP_PAUSE || r.stopped == API_STOP_SHUTDOWN)))
-            api_prune_checkpoints(ctx, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
+        if (!requeued) api_prune_checkpoints(ctx, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
     }
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);
     eng_split_close(&train);

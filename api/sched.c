@@ -1,6 +1,8 @@
 /* sched.c - the api's side of the scheduler for embedded studies: which
- * trial runs next, what a running trial must do when its study changes
- * state, when a study is complete, and recovery after a restart. */
+ * trial runs next (none during a disk-full back-off), what a running trial
+ * must do when its study changes state, when a study is complete, jobs left
+ * running without a worker, and recovery after a restart. Every state
+ * change is stored with its event (internal.h). */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -79,6 +81,17 @@ static int has_budget(const api_study *st, double created) {
     return 1;
 }
 
+/* Marks a trial running on slot, with its trial_started/trial_resumed event. */
+static int start_trial(api_ctx *ctx, int64_t trial_id, int64_t number, int resumed, const char *slot) {
+    char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)trial_id, "number",
+                                          (json_int_t)number, "slot", slot));
+    sto_event_in ev = {resumed ? "trial_resumed" : "trial_started", data};
+    int rc = sto_trial_start_ev(ctx->db, trial_id, slot, &ev);
+    free(data);
+    if (rc == 0) api_events_wake(ctx);
+    return rc;
+}
+
 /* A queued trial of the study to resume, started on slot; 0 or HPO_ENOTFOUND. */
 static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *job) {
     sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER, .limit = 1};
@@ -86,7 +99,7 @@ static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *j
     size_t n = 0;
     int rc = sto_trial_list(ctx->db, st->id, &f, &t, &n);
     if (rc == 0 && n == 0) rc = HPO_ENOTFOUND;
-    if (rc == 0) rc = sto_trial_start(ctx->db, t[0].id, slot);
+    if (rc == 0) rc = start_trial(ctx, t[0].id, t[0].number, 1, slot);
     if (rc == 0)
         *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = t[0].id, .study_id = st->id, .number = t[0].number,
                          .resumed = 1, .timeout = st->def.emb.trial_timeout};
@@ -112,7 +125,9 @@ static int take_new(api_ctx *ctx, api_study *st, double created, const char *slo
     if (rc == 0) {
         st->next_number = number + 1;
         tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
-        rc = sto_trial_start(ctx->db, trial_id, slot);
+        /* should this fail (a full disk), the trial is running without a
+         * worker: api_sched_reap queues it again */
+        rc = start_trial(ctx, trial_id, number, 0, slot);
     }
     if (rc == 0)
         *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = trial_id, .study_id = st->id, .number = number,
@@ -123,12 +138,16 @@ static int take_new(api_ctx *ctx, api_study *st, double created, const char *slo
     return rc;
 }
 
-/* The oldest queued model job, started; 0 or HPO_ENOTFOUND. */
-static int take_model(api_ctx *ctx, api_job *job) {
+/* The oldest queued model job, started on slot; 0 or HPO_ENOTFOUND. */
+static int take_model(api_ctx *ctx, const char *slot, api_job *job) {
     sto_model m;
     int rc;
     while ((rc = sto_model_next_queued(ctx->db, &m)) == 0) {
-        int started = sto_model_start(ctx->db, m.id);
+        char *data = api_event_text(json_pack("{s:I, s:s}", "model_id", (json_int_t)m.id, "slot", slot));
+        sto_event_in ev = {"model_started", data};
+        int started = sto_model_start_ev(ctx->db, m.id, &ev);
+        free(data);
+        if (started == 0) api_events_wake(ctx);
         if (started == 0)
             *job = (api_job){.kind = API_JOB_MODEL, .model_id = m.id, .study_id = m.study_id, .trial_id = m.trial_id};
         sto_model_clear(&m);
@@ -139,11 +158,8 @@ static int take_model(api_ctx *ctx, api_job *job) {
 }
 
 int api_sched_next(api_ctx *ctx, const char *slot, api_job *job) {
-    if (take_model(ctx, job) == 0) {
-        api_event(ctx, job->study_id, job->trial_id, "model_started",
-                  json_pack("{s:I, s:s}", "model_id", (json_int_t)job->model_id, "slot", slot));
-        return 0;
-    }
+    if (api_disk_wait(ctx) > 0) return HPO_ENOTFOUND; /* the disk was full: wait */
+    if (take_model(ctx, slot, job) == 0) return 0;
     api_study **sts;
     size_t n = embedded_studies(ctx, STATE(STO_STUDY_RUNNING), &sts);
     int rc = HPO_ENOTFOUND;
@@ -165,12 +181,62 @@ int api_sched_next(api_ctx *ctx, const char *slot, api_job *job) {
             rc = HPO_ENOTFOUND;
         }
     }
-    if (rc == 0)
-        api_event(ctx, job->study_id, job->trial_id, job->resumed ? "trial_resumed" : "trial_started",
-                  json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)job->trial_id, "number",
-                            (json_int_t)job->number, "slot", slot));
     release_all(ctx, sts, n);
     return rc;
+}
+
+/* 1 if one of the busy jobs runs that trial (or model). */
+static int is_busy(const api_job *busy, size_t n_busy, int kind, int64_t id) {
+    for (size_t i = 0; i < n_busy; i++)
+        if (busy[i].kind == kind && (kind == API_JOB_MODEL ? busy[i].model_id : busy[i].trial_id) == id) return 1;
+    return 0;
+}
+
+int api_sched_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
+    if (api_disk_wait(ctx) > 0) return 0; /* it would fail the same way: after the back-off */
+    api_study **sts;
+    size_t n = embedded_studies(ctx, ~0u, &sts);
+    int reaped = 0;
+    for (size_t i = 0; i < n; i++) {
+        api_study *st = sts[i];
+        sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
+        sto_trial *t = NULL;
+        size_t nt = 0;
+        pthread_mutex_lock(&st->lock);
+        if (sto_trial_list(ctx->db, st->id, &f, &t, &nt) == 0) {
+            for (size_t k = 0; k < nt; k++) {
+                if (is_busy(busy, n_busy, API_JOB_TRIAL, t[k].id)) continue;
+                char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)t[k].id, "number",
+                                                      (json_int_t)t[k].number, "reason",
+                                                      "no worker runs it (its outcome could not be stored)"));
+                sto_event_in ev = {"trial_requeued", data};
+                if (sto_trial_requeue_ev(ctx->db, t[k].id, &ev) == 0) {
+                    HPO_WARN("trial %lld (study %lld #%lld) was running without a worker: queued again",
+                             (long long)t[k].id, (long long)st->id, (long long)t[k].number);
+                    reaped++;
+                }
+                free(data);
+            }
+        }
+        pthread_mutex_unlock(&st->lock);
+        sto_trial_list_free(t, nt);
+        sto_model *m = NULL;
+        size_t nm = 0;
+        if (sto_model_list(ctx->db, st->id, -1, &m, &nm) == 0) {
+            for (size_t k = 0; k < nm; k++) {
+                if (m[k].state != STO_MODEL_RUNNING || is_busy(busy, n_busy, API_JOB_MODEL, m[k].id)) continue;
+                if (sto_model_requeue(ctx->db, m[k].id) == 0) {
+                    HPO_WARN("model %lld (study %lld) was running without a worker: queued again", (long long)m[k].id,
+                             (long long)st->id);
+                    reaped++;
+                }
+            }
+        }
+        sto_model_list_free(m, nm);
+    }
+    release_all(ctx, sts, n);
+    if (reaped) api_events_wake(ctx);
+    return reaped;
 }
 
 int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop) {
@@ -219,16 +285,20 @@ void api_sched_settle(api_ctx *ctx) {
         if (s.state == STO_STUDY_CANCELLED) cancel_queued(ctx, st);
         int done = s.state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
                    counts[STO_TRIAL_RUNNING] == 0 && counts[STO_TRIAL_QUEUED] == 0 && !has_budget(st, s.created);
-        if (done) done = sto_study_set_state(ctx->db, st->id, STO_STUDY_COMPLETE) == 0;
+        if (done) { /* the state and its study_complete event together */
+            char *data = api_event_text(json_pack(
+                "{s:I, s:I, s:I, s:I}", "complete", (json_int_t)counts[STO_TRIAL_COMPLETE], "pruned",
+                (json_int_t)counts[STO_TRIAL_PRUNED], "failed", (json_int_t)counts[STO_TRIAL_FAILED], "cancelled",
+                (json_int_t)counts[STO_TRIAL_CANCELLED]));
+            sto_event_in ev = {"study_complete", data};
+            done = sto_study_set_state_ev(ctx->db, st->id, STO_STUDY_COMPLETE, &ev) == 0;
+            free(data);
+        }
         pthread_mutex_unlock(&st->lock);
         if (done) {
             int64_t finished = counts[STO_TRIAL_COMPLETE] + counts[STO_TRIAL_PRUNED] + counts[STO_TRIAL_FAILED];
             HPO_INFO("study %lld complete: %lld trials finished", (long long)st->id, (long long)finished);
-            api_event(ctx, st->id, 0, "study_complete",
-                      json_pack("{s:I, s:I, s:I, s:I}", "complete", (json_int_t)counts[STO_TRIAL_COMPLETE],
-                                "pruned", (json_int_t)counts[STO_TRIAL_PRUNED], "failed",
-                                (json_int_t)counts[STO_TRIAL_FAILED], "cancelled",
-                                (json_int_t)counts[STO_TRIAL_CANCELLED]));
+            api_events_wake(ctx);
         }
         sto_study_clear(&s);
     }

@@ -27,15 +27,23 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
     char *spec = json_dumps(def, JSON_COMPACT);
     int64_t study_id = 0;
-    rc = spec ? sto_study_create(ctx->db, d.name, spec, &study_id) : HPO_ENOMEM;
+    /* the study and its first event ({"id": N}) in one transaction */
+    sto_event_in created = {"study_created", NULL};
+    rc = spec ? sto_study_create_ev(ctx->db, d.name, spec, &created, &study_id) : HPO_ENOMEM;
     free(spec);
     api_study_def_close(&d);
     json_decref(def);
+    if (rc == HPO_ENOSPACE) {
+        hpo_fail(&err, rc, "", "the data disk is full: the study was not created (nothing was stored); "
+                               "free space and retry");
+        api_fail_rc(resp, rc, &err);
+        return;
+    }
     if (rc) {
         api_fail_rc(resp, rc, NULL);
         return;
     }
-    api_event(ctx, study_id, 0, "study_created", json_pack("{s:I}", "id", (json_int_t)study_id));
+    api_events_wake(ctx);
     api_wake_scheduler(ctx);
     sto_study s;
     if (sto_study_get(ctx->db, study_id, &s) == 0) {
@@ -71,6 +79,15 @@ void api_h_study_get(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     sto_study_clear(&s);
 }
 
+/* DELETE answers at once; it does not wait for the study's running jobs (an
+ * epoch can take minutes). What makes that safe: the rows go in one
+ * transaction, and ids are never reused (storage.h), so every write a
+ * worker of the study still attempts (epoch, report, finish, event, model)
+ * names a row that no longer exists and stores nothing, anywhere; the
+ * scheduler, woken here, raises those jobs' stop flags (a study that is
+ * gone asks API_STOP_CANCEL) and they end at their next epoch, removing the
+ * files they wrote meanwhile. A later call naming the study or one of its
+ * trials gets 404. */
 void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     /* Hold the study's lock while deleting, so no ask/tell of it is half-way. */
     api_study *st = NULL;
@@ -94,6 +111,7 @@ void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_re
         api_fail_lookup(resp, rc, "study", id);
         return;
     }
+    api_wake_scheduler(ctx); /* stops the study's running jobs */
     /* the files of its trials and models go with it */
     char path[1200];
     for (size_t i = 0; i < n_trials; i++) {

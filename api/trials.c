@@ -125,11 +125,12 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
     api_study *st;
     if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
     pthread_mutex_lock(&st->lock);
-    /* Re-read under the lock: the state may have changed since. */
+    /* Re-read under the lock: the state may have changed since (or the
+     * study was deleted: 404 naming the trial). */
     sto_trial_clear(&t);
     int rc = sto_trial_get(ctx->db, id, &t);
     if (rc) {
-        api_fail_rc(resp, rc, NULL);
+        api_fail_lookup(resp, rc, "trial", id);
     } else if (!not_running(&t, resp)) {
         rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
         int prune = 0;
@@ -238,7 +239,7 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     sto_trial_clear(&t);
     int rc = sto_trial_get(ctx->db, id, &t);
     if (rc) {
-        api_fail_rc(resp, rc, NULL);
+        api_fail_lookup(resp, rc, "trial", id);
     } else if (!not_running(&t, resp)) {
         rc = sto_trial_finish(ctx->db, id, state, value, std, n, error);
         if (rc == 0) {

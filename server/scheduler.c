@@ -16,19 +16,26 @@ struct srv_scheduler {
     int stopping;
 };
 
-/* One pass: stop what must stop, settle studies, fill idle slots. */
+/* One pass: stop what must stop, queue again jobs left running without a
+ * worker, settle studies, fill idle slots. */
 static void schedule(srv_scheduler *s) {
     if (s->stopping) return;
     double now = hpo_monotonic();
     int n = srv_workers_count(s->workers);
+    api_job *busy = hpo_xcalloc((size_t)n + 1, sizeof *busy);
+    size_t n_busy = 0;
     for (int i = 0; i < n; i++) {
         api_job job;
         double started;
         if (!srv_workers_job(s->workers, i, &job, &started)) continue;
+        busy[n_busy++] = job;
         int reason = api_job_stop_reason(s->api, &job);
         if (reason == API_STOP_NONE && job.timeout > 0 && now - started > job.timeout) reason = API_STOP_TIMEOUT;
         if (reason != API_STOP_NONE) srv_workers_stop(s->workers, i, reason);
     }
+    /* only this thread starts jobs: a running trial no slot runs is orphaned */
+    api_sched_reap(s->api, busy, n_busy);
+    free(busy);
     api_sched_settle(s->api);
     int slot;
     while ((slot = srv_workers_idle(s->workers)) >= 0) {

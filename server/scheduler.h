@@ -8,8 +8,10 @@
  *   or the api reports a study created, paused, resumed or cancelled), a
  *   one-second uv_timer (leases, per-trial timeouts, and a safety net), and
  *   the signals. Each wake-up runs one pass: stop the jobs whose study or
- *   timeout asks it, settle finished studies, then fill every idle slot with
- *   the next trial (api_sched_next: queued trials first, then new ones).
+ *   timeout asks it, queue again the jobs stored as running that no slot
+ *   runs (api_sched_reap: a worker could not store their outcome on a full
+ *   disk), settle finished studies, then fill every idle slot with the next
+ *   trial (api_sched_next: queued trials first, then new ones).
  * - The api owns the studies and their tuner state; the scheduler owns the
  *   slots and the clock. It never blocks: trials run on worker threads.
  * - At start, trials that were running when hpod died are queued again
