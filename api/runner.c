@@ -119,7 +119,8 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     }
     if (rc) HPO_WARN("trial %lld: epoch %d not stored: %s", (long long)r->job->trial_id, rep->epoch, hpo_strerror(rc));
     api_events_wake(r->ctx);
-    api_disk_ok(r->ctx);
+    /* the engine checkpointed the previous epoch of this run: the disk has room */
+    if (r->epochs_seen >= 2) api_disk_ok(r->ctx);
     curve_set(r, r->execution, rep->epoch, v);
     if (prune) r->pruned = 1;
     r->stopped = atomic_load(r->stop);
