@@ -3,8 +3,9 @@ hpod's data dir is a tmpfs mounted in a private mount namespace (unshare -m
 as root, unshare -rm otherwise; exit 77 if neither works). While the disk
 is full a trial whose checkpoint (or epoch row, SQLITE_FULL) cannot be
 written goes back to the queue, it is never failed; creating a study on a
-completely full disk answers 507 with a JSON error and stores nothing. Once
-space is freed the trials resume from their last good checkpoint, the study
+completely full disk (the study paused, so no trial writes meanwhile)
+answers 507 with a JSON error and stores nothing. Once space is freed (and
+the study resumed) the trials resume from their last good checkpoint, the study
 ends with every trial complete, and the event stream replayed from 0 tells
 everything: study_created first, a trial_complete per trial, study_complete
 last."""
@@ -24,7 +25,7 @@ from hpod import Checks, Hpod, parse_args, read_events, wait_for
 NS_ENV = "HPO_TEST_DISK_FULL_NS"
 SIZE_MB = 64
 MARGIN = 1 << 20  # free bytes left while "nearly full": room for SQLite, not for a 3 MB checkpoint
-MAX_TRIALS = 4
+MAX_TRIALS = 6
 STUDY = {"name": "disk-full", "objective": {"metric": "val_accuracy"},
          # 784 x 256 dense: ~0.8 MB of weights, a checkpoint of ~3 MB (adam state, best weights)
          "model": {"layers": [{"flatten": {}}, {"dense": {"units": 256, "activation": "relu"}},
@@ -32,8 +33,8 @@ STUDY = {"name": "disk-full", "objective": {"metric": "val_accuracy"},
                    "loss": "sparse_categorical_crossentropy",
                    "optimizer": {"name": "adam", "learning_rate": "$lr"}},
          "space": {"lr": {"type": "float", "low": 1e-3, "high": 3e-3, "log": True}},
-         "dataset": {"name": "fashion-mnist", "limit": 1500, "validation_split": 300},
-         "training": {"max_epochs": 5, "batch_size": 64},
+         "dataset": {"name": "fashion-mnist", "limit": 3000, "validation_split": 500},
+         "training": {"max_epochs": 6, "batch_size": 64},
          "tuner": {"algorithm": "random", "seed": 9, "max_trials": MAX_TRIALS}}
 EXTERNAL = {"name": "on-a-full-disk", "space": {"x": {"type": "float", "low": 0, "high": 1}}}
 
@@ -139,7 +140,10 @@ def main():
         c.check(by["failed"] == 0, "no trial failed on the full disk: %s" % by)
         c.check(hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "running", "the study goes on")
 
-        # completely full: creating a study fails cleanly, storing nothing
+        # completely full: creating a study fails cleanly, storing nothing.
+        # The study is paused first, so no trial frees or takes space meanwhile.
+        hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["trials_by_state"]["running"] == 0, 60)
         fill(mnt, "filler", 0)
         before = hp.ok("GET", "/api/v1/studies")["studies"]
         status, out = hp.request("POST", "/api/v1/studies", EXTERNAL)
@@ -155,6 +159,7 @@ def main():
         # space again: the trials resume and the study completes
         os.unlink(os.path.join(mnt, "filler"))
         print("space freed: %d bytes free" % free_bytes(mnt), flush=True)
+        hp.ok("POST", "/api/v1/studies/%d/resume" % sid)
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 240, step=0.5)
         s = hp.ok("GET", "/api/v1/studies/%d" % sid)
         by = s["trials_by_state"]
@@ -165,7 +170,7 @@ def main():
         for t in trials:
             one = hp.ok("GET", "/api/v1/trials/%d" % t["id"])
             epochs = [p["epoch"] for p in one["curves"] if p["execution"] == 0]
-            c.check(epochs == list(range(1, 6)), "trial %d: one curve point per epoch, no gap (%s)"
+            c.check(epochs == list(range(1, 7)), "trial %d: one curve point per epoch, no gap (%s)"
                     % (t["number"], epochs))
         events = read_events(hp.url, sid, last_event_id=0, timeout=60)
         types = [t for _, t, _ in events]
