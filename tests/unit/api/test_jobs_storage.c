@@ -1,0 +1,252 @@
+/* test_jobs_storage.c - the job layer when storage says no, in-process (the
+ * jobs run on this thread, as a worker would run them):
+ * - a full database (SQLITE_FULL, made with PRAGMA max_page_count) in the
+ *   middle of a trial: the trial is not failed; it stops without
+ *   checkpointing the epoch it could not store, the scheduler backs off,
+ *   api_sched_reap queues it again once space is back (its requeue could not
+ *   be stored either), and it resumes from its last good checkpoint: every
+ *   epoch is stored exactly once and the event stream tells it all;
+ * - api_sched_reap queues again what no busy slot runs, nothing else;
+ * - a study deleted while a worker trains its trial (and a new study at
+ *   once): the worker stores nothing more, anywhere (ids are never reused),
+ *   and leaves no files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "db_internal.h"
+#include "internal.h"
+
+static char dir[64];
+static sto_db *db;
+static api_ctx *ctx;
+
+static json_t *call(const char *method, const char *path, const char *body, int *status) {
+    api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};
+    api_response resp;
+    api_handle(ctx, &req, &resp);
+    *status = resp.status;
+    json_t *j = resp.body_len && resp.content_type && strstr(resp.content_type, "json")
+                    ? json_loadb(resp.body, resp.body_len, 0, NULL)
+                    : NULL;
+    api_response_clear(&resp);
+    return j;
+}
+
+static int64_t raw_int(const char *sql) {
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+static const atomic_int no_stop = API_STOP_NONE;
+
+static int run_jobs(void) {
+    int n = 0;
+    api_job job;
+    while (api_sched_next(ctx, "cpu:0", &job) == 0) {
+        api_run_job(ctx, &job, "cpu:0", 1, &no_stop);
+        n++;
+    }
+    api_sched_settle(ctx);
+    return n;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void setup(void) {
+    snprintf(dir, sizeof dir, "/tmp/hpo-apijobs-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    api_options opt = {.data_dir = dir};
+    assert_int_equal(api_ctx_new(db, &opt, &ctx), 0);
+}
+
+static void teardown(void) {
+    api_ctx_free(ctx);
+    sto_close(db);
+    nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+#define EPOCHS 30
+static const char *study_json =
+    "{\"name\": \"j\", \"objective\": {\"metric\": \"val_accuracy\"}, \"model\": {\"template\": \"mlp\"},"
+    " \"space\": {\"layers\": {\"type\": \"int\", \"low\": 1, \"high\": 1},"
+    "            \"units\": {\"type\": \"int\", \"low\": 16, \"high\": 16}},"
+    " \"dataset\": {\"name\": \"fashion-mnist\", \"limit\": 300, \"validation_split\": 100},"
+    " \"training\": {\"max_epochs\": 30, \"batch_size\": 100},"
+    " \"tuner\": {\"algorithm\": \"random\", \"seed\": 2, \"max_trials\": 1}}";
+
+static void test_full_database_mid_trial(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_decref(call("POST", "/api/v1/studies", study_json, &status));
+    assert_int_equal(status, 201);
+    /* from now on the database cannot grow: the events' pages fill up
+     * within the trial's 30 epochs, and that epoch cannot be stored */
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", (long long)raw_int("PRAGMA page_count"));
+    raw_int(sql);
+    api_job job;
+    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    assert_int_equal(api_run_job(ctx, &job, "cpu:0", 1, &no_stop), 0);
+    int64_t stored = raw_int("SELECT COUNT(*) FROM epochs");
+    printf("the database filled up after %lld epochs\n", (long long)stored);
+    assert_true(stored >= 2 && stored < EPOCHS);
+    /* not failed: queued again, or, when even its requeue found no room,
+     * still "running" without a worker */
+    int64_t left = raw_int("SELECT state FROM trials");
+    printf("its requeue was %s\n", left == STO_TRIAL_QUEUED ? "stored" : "not stored either");
+    assert_true(left == STO_TRIAL_QUEUED || left == STO_TRIAL_RUNNING);
+    /* the scheduler backs off, and so does the reaper */
+    assert_true(api_disk_wait(ctx) > 0);
+    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
+    assert_int_equal(api_sched_reap(ctx, NULL, 0), 0);
+    /* space again (the back-off is ended by hand instead of waited for) */
+    raw_int("PRAGMA max_page_count = 1073741823");
+    api_disk_ok(ctx);
+    assert_int_equal(api_sched_reap(ctx, NULL, 0), left == STO_TRIAL_RUNNING); /* no slot runs it: queued */
+    assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_QUEUED);
+    assert_int_equal(run_jobs(), 1);
+    json_t *s = call("GET", "/api/v1/studies/1", NULL, &status);
+    assert_string_equal(json_string_value(json_object_get(s, "state")), "complete");
+    json_decref(s);
+    assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_COMPLETE);
+    /* every epoch stored once; the resume started after the last epoch stored */
+    assert_int_equal(raw_int("SELECT COUNT(*) FROM epochs"), EPOCHS);
+    assert_int_equal(raw_int("SELECT COUNT(DISTINCT epoch) FROM epochs"), EPOCHS);
+    /* the stream: every state change, in order, and an epoch event per epoch */
+    sto_event *ev = NULL;
+    size_t n = 0;
+    assert_int_equal(sto_event_list(db, 1, 0, 0, &ev, &n), 0);
+    const char *want[] = {"study_created", "trial_started", "trial_requeued", "trial_resumed", "execution_resumed",
+                          "trial_complete", "study_complete"}; /* (requeued: by the runner, or by the reaper) */
+    size_t w = 0;
+    int epoch_events = 0, from_epoch = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ev[i].type, "epoch") == 0) {
+            epoch_events++;
+            continue;
+        }
+        printf("event %s %s\n", ev[i].type, ev[i].data);
+        assert_true(w < HPO_ARRAY_LEN(want));
+        assert_string_equal(ev[i].type, want[w++]);
+        if (strcmp(ev[i].type, "execution_resumed") == 0) {
+            json_t *d = json_loads(ev[i].data, 0, NULL);
+            from_epoch = (int)json_integer_value(json_object_get(d, "from_epoch"));
+            json_decref(d);
+        }
+    }
+    assert_int_equal(w, HPO_ARRAY_LEN(want));
+    assert_int_equal(epoch_events, EPOCHS); /* the epoch that failed left no event either */
+    assert_int_equal(from_epoch, (int)stored);   /* its last good checkpoint */
+    sto_event_list_free(ev, n);
+    teardown();
+}
+
+/* api_sched_reap queues again a trial stored as running that no busy slot
+ * runs, and leaves a busy slot's alone. */
+static void test_reap(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_decref(call("POST", "/api/v1/studies", study_json, &status));
+    assert_int_equal(status, 201);
+    api_job job;
+    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0); /* running, on no thread */
+    assert_int_equal(api_sched_reap(ctx, &job, 1), 0);
+    assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_RUNNING);
+    assert_int_equal(api_sched_reap(ctx, NULL, 0), 1);
+    assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_QUEUED);
+    assert_int_equal(raw_int("SELECT COUNT(*) FROM events WHERE type = 'trial_requeued'"), 1);
+    assert_int_equal(api_sched_reap(ctx, NULL, 0), 0);
+    teardown();
+}
+
+typedef struct job_thread {
+    api_job job;
+    int rc;
+} job_thread;
+
+static void *run_one(void *arg) {
+    job_thread *j = arg;
+    j->rc = api_run_job(ctx, &j->job, "cpu:0", 1, &no_stop);
+    return NULL;
+}
+
+static const char *slow_json =
+    "{\"name\": \"slow\", \"objective\": {\"metric\": \"val_accuracy\"}, \"model\": {\"template\": \"mlp\"},"
+    " \"space\": {\"layers\": {\"type\": \"int\", \"low\": 1, \"high\": 1},"
+    "            \"units\": {\"type\": \"int\", \"low\": 64, \"high\": 64}},"
+    " \"dataset\": {\"name\": \"fashion-mnist\", \"limit\": 5000, \"validation_split\": 500},"
+    " \"training\": {\"max_epochs\": 40, \"batch_size\": 50},"
+    " \"tuner\": {\"algorithm\": \"random\", \"seed\": 2, \"max_trials\": 1}}";
+
+/* DELETE while a worker trains one of the study's trials, and a new study
+ * at once: the worker stores nothing more (not in the new study either),
+ * stops at the first epoch it cannot store and removes its files. */
+static void test_deleted_study_job_stores_nothing(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_decref(call("POST", "/api/v1/studies", slow_json, &status));
+    assert_int_equal(status, 201);
+    job_thread j = {.rc = -100};
+    assert_int_equal(api_sched_next(ctx, "cpu:0", &j.job), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, run_one, &j), 0);
+    while (raw_int("SELECT COUNT(*) FROM epochs") < 1) usleep(1000);
+    json_decref(call("DELETE", "/api/v1/studies/1", NULL, &status));
+    assert_int_equal(status, 204);
+    json_t *other = call("POST", "/api/v1/studies",
+                         "{\"name\": \"x\", \"space\": {\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 1}}}", &status);
+    assert_int_equal(status, 201);
+    assert_int_equal(json_integer_value(json_object_get(other, "id")), 2);
+    json_decref(other);
+    json_t *asked = call("POST", "/api/v1/studies/2/ask", NULL, &status);
+    assert_int_equal(status, 200);
+    assert_true(json_integer_value(json_object_get(asked, "trial_id")) > j.job.trial_id);
+    json_decref(asked);
+    assert_int_equal(api_job_stop_reason(ctx, &j.job), API_STOP_CANCEL); /* what the scheduler would ask */
+    pthread_join(th, NULL);
+    assert_int_equal(j.rc, 0);
+    assert_int_equal(raw_int("SELECT COUNT(*) FROM epochs"), 0);
+    assert_int_equal(raw_int("SELECT COUNT(*) FROM intermediates"), 0);
+    assert_int_equal(raw_int("SELECT COUNT(*) FROM events WHERE study_id <> 2 OR type <> 'study_created'"), 0);
+    assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_RUNNING); /* study 2's, untouched */
+    char path[200];
+    api_checkpoint_dir(ctx, j.job.trial_id, path, sizeof path);
+    assert_int_equal(access(path, F_OK), -1);
+    char url[64];
+    snprintf(url, sizeof url, "/api/v1/trials/%lld/tell", (long long)j.job.trial_id);
+    json_decref(call("POST", url, "{\"value\": 1}", &status));
+    assert_int_equal(status, 404);
+    teardown();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_database_mid_trial),
+        cmocka_unit_test(test_reap),
+        cmocka_unit_test(test_deleted_study_job_stores_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
