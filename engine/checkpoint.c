@@ -46,12 +46,14 @@ fail:
     return rc;
 }
 
-static int get_f32(const eng_st_file *f, const char *name, float *dst, size_t n, const char *path, hpo_error *err) {
+/* The f32 tensor name of n values in f, or HPO_EFORMAT. */
+static int find_f32(const eng_st_file *f, const char *name, size_t n, const char *path, const eng_st_tensor **out,
+                    hpo_error *err) {
     const eng_st_tensor *t = eng_st_find(f, name);
     if (!t || t->dtype != ENG_ST_F32 || t->nbytes != n * sizeof(float))
         return hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: tensor \"%s\" is missing or has the wrong size for this model",
                         path, name);
-    memcpy(dst, t->data, t->nbytes);
+    *out = t;
     return 0;
 }
 
@@ -91,30 +93,20 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
         rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: tensor \"rng\" is missing or malformed", path);
         goto out;
     }
-    /* read everything into the model only after all checks that can fail */
-    float *p = eng_alloc((m->nparams + 1) * sizeof(float)), *o = eng_alloc((m->nstate + 1) * sizeof(float)),
-          *b = eng_alloc((m->nstats + 1) * sizeof(float));
-    if ((rc = get_f32(f, "params", p, m->nparams, path, err)) || (rc = get_f32(f, "opt_state", o, m->nstate, path, err)) ||
-        (rc = get_f32(f, "bn_stats", b, m->nstats, path, err))) {
-        free(p);
-        free(o);
-        free(b);
+    /* read everything into the model only after all checks that can fail
+     * (straight from the file's block: no second copy of a large model) */
+    const eng_st_tensor *tp, *to, *tb, *tbest = NULL;
+    if ((rc = find_f32(f, "params", m->nparams, path, &tp, err)) ||
+        (rc = find_f32(f, "opt_state", m->nstate, path, &to, err)) ||
+        (rc = find_f32(f, "bn_stats", m->nstats, path, &tb, err)))
         goto out;
-    }
     int hb = eng_st_find(f, "best_params") != NULL;
-    if (hb && best_params && (rc = get_f32(f, "best_params", best_params, m->nparams, path, err))) {
-        free(p);
-        free(o);
-        free(b);
-        goto out;
-    }
-    memcpy(m->params, p, m->nparams * sizeof(float));
-    memcpy(m->opt_state, o, m->nstate * sizeof(float));
-    memcpy(m->stats, b, m->nstats * sizeof(float));
+    if (hb && best_params && (rc = find_f32(f, "best_params", m->nparams, path, &tbest, err))) goto out;
+    memcpy(m->params, tp->data, tp->nbytes);
+    memcpy(m->opt_state, to->data, to->nbytes);
+    memcpy(m->stats, tb->data, tb->nbytes);
+    if (tbest) memcpy(best_params, tbest->data, tbest->nbytes);
     memcpy(m->rng.s, r->data, sizeof m->rng.s);
-    free(p);
-    free(o);
-    free(b);
     m->shadow_dirty = 1;
     s.epoch = (int)ep;
     s.step = (long)step;

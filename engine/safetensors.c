@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tensor.h"
+
 #define MAX_HEADER (100u << 20)
 #define MAX_NAME 1023
 
@@ -275,7 +277,8 @@ struct eng_st_file {
     size_t n;
     char **meta_k, **meta_v;
     size_t n_meta;
-    void *data; /* aligned copy of the data section */
+    void *data;  /* the data section, 64-byte aligned */
+    void *block; /* the allocation holding it (a copy, or the file read by eng_st_read_file) */
 };
 
 void eng_st_file_free(eng_st_file *f) {
@@ -285,7 +288,7 @@ void eng_st_file_free(eng_st_file *f) {
     free(f->t);
     free(f->meta_k);
     free(f->meta_v);
-    free(f->data);
+    free(f->block);
     free(f);
 }
 
@@ -329,7 +332,10 @@ static int span_cmp(const void *a, const void *b) {
 
 #define BAD(...) do { rc = hpo_fail(err, HPO_EFORMAT, "", __VA_ARGS__); goto fail; } while (0)
 
-int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error *err) {
+/* eng_st_read_buffer; when owned is not NULL, buf lies in the block owned
+ * (from eng_alloc) with its data section 64-byte aligned, and on success the
+ * file object keeps the block instead of copying the data section. */
+static int read_buffer(const void *buf, size_t len, void *owned, eng_st_file **out, hpo_error *err) {
     const unsigned char *b = buf;
     int rc = HPO_EFORMAT;
     json_t *root = NULL;
@@ -422,10 +428,17 @@ int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error
     }
     if (pos != data_len)
         BAD("safetensors: data section has %zu bytes but the tensors cover %zu", data_len, pos);
-    f->data = aligned_alloc(64, (data_len + 63) & ~(size_t)63 ? (data_len + 63) & ~(size_t)63
-                                                              : 64);
-    if (!f->data) abort();
-    if (data_len) memcpy(f->data, b + 8 + hl, data_len);
+    if (owned) {
+        f->data = (void *)(b + 8 + hl);
+    } else {
+        f->data = eng_alloc(data_len);
+        if (!f->data) {
+            rc = hpo_fail(err, HPO_ENOMEM, "", "safetensors: out of memory for a data section of %zu bytes", data_len);
+            goto fail;
+        }
+        f->block = f->data;
+        if (data_len) memcpy(f->data, b + 8 + hl, data_len);
+    }
     /* reorder the tensors by offset so eng_st_get follows the file */
     eng_st_tensor *sorted = hpo_xcalloc(f->n ? f->n : 1, sizeof *sorted);
     for (size_t i = 0; i < f->n; i++) {
@@ -436,6 +449,7 @@ int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error
     f->t = sorted;
     free(spans);
     json_decref(root);
+    if (owned) f->block = owned; /* only now: on failure the caller keeps it */
     *out = f;
     return 0;
 fail:
@@ -445,6 +459,13 @@ fail:
     return rc;
 }
 
+int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error *err) {
+    return read_buffer(buf, len, NULL, out, err);
+}
+
+/* The file is read once, into a block where its data section starts on a
+ * 64-byte boundary, which the file object then keeps: a checkpoint being
+ * resumed takes its own size in memory, not twice that. */
 int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err) {
     int rc;
     char *buf = NULL;
@@ -457,17 +478,25 @@ int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err) {
         rc = hpo_fail(err, HPO_EIO, "path", "%s is not a regular file", path);
         goto fail;
     }
-    size_t len = (size_t)st.st_size;
-    buf = malloc(len ? len : 1);
+    size_t len = (size_t)st.st_size, pad = 0;
+    unsigned char head[8];
+    if (len >= 8 && fread(head, 1, 8, fp) == 8) {
+        uint64_t hl = 0;
+        for (int k = 0; k < 8; k++) hl |= (uint64_t)head[k] << (8 * k);
+        if (hl <= len - 8) pad = (64 - (size_t)((8 + hl) % 64)) % 64;
+    }
+    rewind(fp);
+    buf = eng_alloc(pad + len);
     if (!buf) {
         rc = hpo_fail(err, HPO_ENOMEM, "path", "%s: out of memory for %zu bytes", path, len);
         goto fail;
     }
-    if (fread(buf, 1, len, fp) != len) {
+    if (fread(buf + pad, 1, len, fp) != len) {
         rc = hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
         goto fail;
     }
-    rc = eng_st_read_buffer(buf, len, out, err);
+    rc = read_buffer(buf + pad, len, buf, out, err);
+    if (rc == 0) buf = NULL; /* the file object owns it */
     if (rc < 0 && err) {
         char m[sizeof err->message + 64];
         snprintf(m, sizeof m, "%.60s: %s", path, err->message);

@@ -23,9 +23,11 @@
  *   product(shape) * dtype size, no overlaps and no holes (the data section
  *   is covered exactly, as the reference reader requires), unique names,
  *   metadata values strings. Any violation is HPO_EFORMAT with a message in
- *   err. The data section is copied into one 64-byte-aligned block, so a
- *   tensor's data pointer is aligned to its element size when the file's
- *   offsets are (always true for files from this writer).
+ *   err. The data section lies in one 64-byte-aligned block (a copy for
+ *   eng_st_read_buffer; for eng_st_read_file the file itself, read once to
+ *   an offset that aligns it), so a tensor's data pointer is aligned to its
+ *   element size when the file's offsets are (always true for files from
+ *   this writer).
  * - Names are UTF-8 strings up to 1023 bytes; "__metadata__" is reserved.
  *
  * Threading: a writer or reader object is used by one thread at a time; a
