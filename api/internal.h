@@ -115,9 +115,10 @@ int api_model_expand(const json_t *model, const json_t *params, const tun_space 
 struct eng_dataset;
 int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, struct eng_dataset **out,
                      hpo_error *err);
-/* Checks at creation that the model template builds for a sample of the
- * space (shape errors that depend on params are left to the trials). */
-int api_embedded_check_model(const api_study_def *d, hpo_error *err);
+/* Checks at creation that the model template builds, and fits the memory
+ * budget, at some point of the space (template_check.c: the points and the
+ * rule); fails with the error when it fails everywhere with the same one. */
+int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *err);
 
 /* ---- per-study tuner state (study_cache.c) ---- */
 typedef struct api_study {
@@ -185,6 +186,12 @@ int api_open_splits(api_ctx *ctx, const api_embedded *emb, struct eng_split *tra
                     hpo_error *err);
 /* Mixes two numbers into a seed (the seed of a trial's execution, a refit). */
 uint64_t api_seed_mix(uint64_t a, uint64_t b);
+/* The training options of an embedded study's trials on threads threads
+ * (runner.c): its training block, the best weights kept, resumed from
+ * checkpoints, the memory budget of --max-model-bytes. The caller sets the
+ * seed, the checkpoint files and the callback. */
+struct eng_train_opts;
+void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, struct eng_train_opts *o);
 /* Trains a trial (api_run_job's API_JOB_TRIAL). */
 int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);
 /* Builds a model job (refit, model from a trial, ensemble) on the calling
@@ -202,6 +209,13 @@ int api_member_model(api_ctx *ctx, const struct api_study *st, const json_t *mem
 /* ---- checkpoints (runner.c, sched.c) ---- */
 /* <data_dir>/checkpoints/trial-<id>: the checkpoints of a trial's executions. */
 void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
+/* Crash loops (sched.c, api_sched_recover): a trial found running at start
+ * API_MAX_RECOVERIES times in a row, with no epoch finished in between,
+ * fails instead of being resumed again. The count lives in the file
+ * api_recoveries_path names, in the trial's checkpoint folder; the runner
+ * removes it after every epoch. */
+#define API_MAX_RECOVERIES 3
+void api_recoveries_path(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
 /* How many of a study's best complete trials keep their checkpoints. */
 #define API_KEEP_CHECKPOINTS 8
 /* Removes a folder and the files in it (one level, as checkpoints are). */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -48,6 +49,71 @@ static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
     free(sts);
 }
 
+void api_recoveries_path(api_ctx *ctx, int64_t trial_id, char *out, size_t n) {
+    char dir[900];
+    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
+    snprintf(out, n, "%s/recoveries", dir);
+}
+
+/* How many recoveries in a row trial_id has had, this one counted (the
+ * runner removes the file at every epoch). */
+static int count_recovery(api_ctx *ctx, int64_t trial_id) {
+    char dir[900], path[1024];
+    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
+    api_recoveries_path(ctx, trial_id, path, sizeof path);
+    int k = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%d", &k) != 1 || k < 0) k = 0;
+        fclose(f);
+    }
+    k++;
+    char parent[1024]; /* the folder may not exist yet (no epoch was checkpointed) */
+    snprintf(parent, sizeof parent, "%s/checkpoints", ctx->opt.data_dir);
+    mkdir(parent, 0755);
+    mkdir(dir, 0755);
+    if ((f = fopen(path, "w"))) {
+        fprintf(f, "%d\n", k);
+        fclose(f);
+    }
+    return k;
+}
+
+/* The running trials of one study after an unclean stop: queued again, or
+ * failed when they keep taking hpod down (see api.h). */
+static int64_t recover_trials(api_ctx *ctx, api_study *st) {
+    sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    int64_t requeued = 0;
+    pthread_mutex_lock(&st->lock);
+    int rc = sto_trial_list(ctx->db, st->id, &f, &t, &n);
+    pthread_mutex_unlock(&st->lock);
+    if (rc) return 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = count_recovery(ctx, t[i].id), failed = 0;
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "hpod stopped %d times in a row while this trial ran, before it finished an epoch "
+                 "(out of memory?); it is not resumed again", k);
+        pthread_mutex_lock(&st->lock);
+        if (k < API_MAX_RECOVERIES) {
+            if (sto_trial_requeue(ctx->db, t[i].id) == 0) requeued++;
+        } else if (sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_FAILED, NAN, NAN, 0, msg) == 0) {
+            tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
+            failed = 1;
+        }
+        pthread_mutex_unlock(&st->lock);
+        if (!failed) continue;
+        HPO_WARN("study %lld, trial %lld: %s", (long long)st->id, (long long)t[i].id, msg);
+        api_event(ctx, st->id, t[i].id, "trial_failed",
+                  json_pack("{s:I, s:I, s:s, s:s, s:s}", "trial_id", (json_int_t)t[i].id, "number",
+                            (json_int_t)t[i].number, "state", "failed", "error", msg, "reason", "crash_loop"));
+    }
+    sto_trial_list_free(t, n);
+    return requeued;
+}
+
 int api_sched_recover(api_ctx *ctx) {
     api_study **sts;
     size_t n = embedded_studies(ctx, ~0u, &sts);
@@ -57,11 +123,8 @@ int api_sched_recover(api_ctx *ctx) {
         total += models;
     }
     for (size_t i = 0; i < n; i++) {
-        int64_t k = 0;
-        pthread_mutex_lock(&sts[i]->lock);
-        int rc = sto_trials_requeue_running(ctx->db, sts[i]->id, &k);
-        pthread_mutex_unlock(&sts[i]->lock);
-        if (rc == 0 && k > 0) {
+        int64_t k = recover_trials(ctx, sts[i]);
+        if (k > 0) {
             HPO_INFO("study %lld: %lld interrupted trial(s) queued to resume from their checkpoints",
                      (long long)sts[i]->id, (long long)k);
             total += k;

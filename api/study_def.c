@@ -129,7 +129,7 @@ int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo
         /* Hyperband's R defaults to the epochs a trial may train. */
         if (d.tuner.pruner.kind == TUN_PRUNER_HYPERBAND && d.tuner.pruner.max_resource <= 0)
             d.tuner.pruner.max_resource = d.emb.max_epochs;
-        if ((rc = api_embedded_check_model(&d, err))) goto fail;
+        if ((rc = api_embedded_check_model(ctx, &d, err))) goto fail;
     }
     *out = d;
     return 0;
