@@ -580,8 +580,22 @@ int eng_model_new_shape(const json_t *tmpl, const json_t *params, int in_rank, c
     }
     int rank = in_rank, shape[3] = {m->in_shape[0], m->in_shape[1], m->in_shape[2]};
     if ((rc = build_list(&c, arr, "model.layers", &rank, shape, &m->layers, &m->nlayers))) goto fail;
-    if (rank != 1) {
-        rc = hpo_fail(err, HPO_ESHAPE, "model.layers", "model.layers: the model's output must be a vector; add flatten or global_avg_pool");
+    if (rank != 1) { /* name the usual cause: dense applied to an image acts on its channels only */
+        const eng_layer *d = NULL;
+        for (int i = 0; i < m->nlayers && !d; i++)
+            if (m->layers[i].kind == ENG_L_DENSE && m->layers[i].in_rank == 3) d = &m->layers[i];
+        if (d) {
+            char f[128];
+            snprintf(f, sizeof f, "model.%s.dense", d->path);
+            rc = hpo_fail(err, HPO_ESHAPE, f,
+                          "%s: dense on an image (%dx%dx%d) acts on its channels only, so the model's output is an "
+                          "image (%dx%dx%d), not a vector; add {\"flatten\": {}} before it (or global_avg_pool)",
+                          f, d->in_shape[0], d->in_shape[1], d->in_shape[2], shape[0], shape[1], shape[2]);
+        } else {
+            rc = hpo_fail(err, HPO_ESHAPE, "model.layers",
+                          "model.layers: the model's output must be a vector, not an image (%dx%dx%d); add flatten or "
+                          "global_avg_pool", shape[0], shape[1], shape[2]);
+        }
         goto fail;
     }
     m->out_dim = shape[0];
