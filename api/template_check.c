@@ -17,7 +17,7 @@
  * code, same field once layer indices are set aside, since "repeat" blocks
  * shift them) does not depend on the params: the study is refused with
  * that error, a 400 naming the field ("model.layers[1].dense.units: model
- * needs 17.6 GiB, budget 4.0 GiB"). Different errors at different points
+ * needs 15.9 GiB, budget 4.0 GiB"). Different errors at different points
  * are left to the trials. */
 #include <math.h>
 #include <stdio.h>

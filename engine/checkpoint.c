@@ -69,7 +69,7 @@ static int get_meta(const eng_st_file *f, const char *key, double *v, const char
 int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_params, int *has_best,
                         hpo_error *err) {
     eng_st_file *f = NULL;
-    int rc = eng_st_read_file(path, &f, err);
+    int rc = eng_st_open(path, &f, err); /* the header; tensors are read straight into the model */
     if (rc) return rc;
     eng_train_state s;
     memset(&s, 0, sizeof s);
@@ -93,8 +93,9 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
         rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: tensor \"rng\" is missing or malformed", path);
         goto out;
     }
-    /* read everything into the model only after all checks that can fail
-     * (straight from the file's block: no second copy of a large model) */
+    /* read into the model only after every check of the header (straight
+     * from the file: no copy of a large model in between; an I/O error now
+     * leaves the model partly loaded, and its caller discards it) */
     const eng_st_tensor *tp, *to, *tb, *tbest = NULL;
     if ((rc = find_f32(f, "params", m->nparams, path, &tp, err)) ||
         (rc = find_f32(f, "opt_state", m->nstate, path, &to, err)) ||
@@ -102,11 +103,12 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
         goto out;
     int hb = eng_st_find(f, "best_params") != NULL;
     if (hb && best_params && (rc = find_f32(f, "best_params", m->nparams, path, &tbest, err))) goto out;
-    memcpy(m->params, tp->data, tp->nbytes);
-    memcpy(m->opt_state, to->data, to->nbytes);
-    memcpy(m->stats, tb->data, tb->nbytes);
-    if (tbest) memcpy(best_params, tbest->data, tbest->nbytes);
-    memcpy(m->rng.s, r->data, sizeof m->rng.s);
+    uint64_t rng[4];
+    if ((rc = eng_st_read_tensor(f, tp, m->params, err)) || (rc = eng_st_read_tensor(f, to, m->opt_state, err)) ||
+        (rc = eng_st_read_tensor(f, tb, m->stats, err)) || (tbest && (rc = eng_st_read_tensor(f, tbest, best_params, err))) ||
+        (rc = eng_st_read_tensor(f, r, rng, err)))
+        goto out;
+    memcpy(m->rng.s, rng, sizeof m->rng.s);
     m->shadow_dirty = 1;
     s.epoch = (int)ep;
     s.step = (long)step;

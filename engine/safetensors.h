@@ -67,8 +67,9 @@ typedef struct eng_st_tensor {
     eng_st_dtype dtype;
     int rank;
     int64_t shape[ENG_ST_MAX_RANK];
-    const void *data;      /* borrowed; nbytes long */
+    const void *data;      /* borrowed; nbytes long (NULL in a file from eng_st_open) */
     size_t nbytes;
+    size_t offset;         /* reader: where its bytes start in the data section */
 } eng_st_tensor;
 
 /* ---- writer ---- */
@@ -96,6 +97,13 @@ int eng_st_write_buffer(const eng_st_writer *w, void **buf, size_t *len, hpo_err
 typedef struct eng_st_file eng_st_file;
 
 int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err);
+/* The header only, validated as eng_st_read_file does against the file's
+ * size; the tensors' data stays on disk (data NULL) until eng_st_read_tensor
+ * copies it where it is wanted: loading a large checkpoint costs no memory
+ * beyond its destination. The file stays open until eng_st_file_free. */
+int eng_st_open(const char *path, eng_st_file **out, hpo_error *err);
+/* Copies tensor t of f (from eng_st_open or a read) into dst (t->nbytes). */
+int eng_st_read_tensor(const eng_st_file *f, const eng_st_tensor *t, void *dst, hpo_error *err);
 /* Parse a file image (copied; buf may be freed afterwards). */
 int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error *err);
 void eng_st_file_free(eng_st_file *f);

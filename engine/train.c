@@ -52,14 +52,8 @@ static void estimate(const eng_model *m, const eng_train_opts *o, int data_paral
     size_t slot = batch_slot_bytes(m, prec, (size_t)bs);
     size_t train_batches = eng_size_mul(slot, o->prefetch && !data_parallel ? 2 : 1), val_batches = slot;
     e->batches = eng_size_add(train_batches, val_batches);
-    if (o->resume && o->checkpoint_dir) { /* the whole file, read once (safetensors.h); header <= 1 KiB */
-        size_t floats = eng_size_add(eng_size_add(m->nparams, m->nstate), m->nstats);
-        if (o->restore_best) floats = eng_size_add(floats, m->nparams);
-        e->resume = eng_alloc_size(eng_size_add(eng_size_mul(floats, sizeof(float)), 64 + 1024 + 32));
-    }
-    size_t base = eng_size_add(eng_size_add(e->weights, e->activations), eng_size_add(e->best, train_batches));
-    size_t later = eng_size_add(e->replicas, val_batches);
-    e->total = eng_size_add(base, e->resume > later ? e->resume : later);
+    e->total = eng_size_add(eng_size_add(eng_size_add(e->weights, e->activations), eng_size_add(e->best, e->replicas)),
+                            e->batches);
 }
 
 void eng_train_mem_estimate(const eng_model *m, const eng_train_opts *o, eng_train_mem *out) {
@@ -87,7 +81,7 @@ int eng_train_check_budget(const eng_model *m, const eng_train_opts *o, eng_trai
     eng_format_bytes(eng_size_add(e.weights, e.best), w, sizeof w);
     eng_format_bytes(e.total - eng_size_add(e.weights, e.best), a, sizeof a);
     return hpo_fail(err, HPO_ETOOLARGE, field,
-                    "model needs %s, budget %s: weights with gradients and optimiser state %s, activations and "
+                    "model needs %s, budget %s: weights, gradients, optimiser state and best-epoch copy %s; activations and "
                     "batches of %d %s%s",
                     need, budget, w, o->batch_size, a, lname);
 }

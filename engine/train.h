@@ -48,7 +48,7 @@
  *   allocates (model.h), so the estimate is the allocation (tests compare
  *   the two). With max_bytes set, eng_train trains on intra-op threads
  *   instead of data-parallel replicas when only the replicas go over it,
- *   and otherwise refuses with HPO_ETOOLARGE ("model needs 17.6 GiB, budget
+ *   and otherwise refuses with HPO_ETOOLARGE ("model needs 15.9 GiB, budget
  *   4.0 GiB", naming the largest layer's size field);
  *   eng_train_check_budget says the same about a shape-only model
  *   (eng_model_new_shape) before its parameters exist. Not counted: the
@@ -126,17 +126,15 @@ typedef struct eng_train_result {
 
 /* What a training run of m with options o takes from eng_alloc, in bytes
  * (saturating at SIZE_MAX). Batches are counted at full batch_size and with
- * a validation split (upper bounds); resume only when o resumes from a
- * checkpoint directory. */
+ * a validation split (upper bounds). */
 typedef struct eng_train_mem {
     size_t weights;     /* parameters, gradients, optimiser state, batch-norm statistics */
     size_t activations; /* every layer's batch buffers, input, loss gradient, bf16/fp16 weight copies */
     size_t replicas;    /* data-parallel replicas (0 on one thread) */
     size_t best;        /* the best epoch's weights (restore_best) */
     size_t batches;     /* the batcher's buffers: training (two with prefetch) and validation */
-    size_t resume;      /* reading the checkpoint to resume from (freed before the replicas exist) */
-    size_t total;       /* the peak: weights + activations + best + training batches + the larger
-                         * of resume and (replicas + validation batches) */
+    size_t total;       /* their sum, the peak (a resumed checkpoint is read straight into the
+                         * model: safetensors.h, eng_st_open) */
     int data_parallel;  /* trains on replicas (replicas.h); decided as eng_train decides: not when
                          * the replicas would take the run over max_bytes */
 } eng_train_mem;
