@@ -91,6 +91,11 @@ typedef struct api_study_def {
 
 /* Validates a study definition (a JSON object); errors name the field. */
 int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err);
+/* The same for a stored definition, without checking its model template
+ * again (api_embedded_check_model): a study accepted at creation stays
+ * usable when hpod restarts with a smaller --max-model-bytes (its trials
+ * over the new budget fail with the reason). */
+int api_study_def_load(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err);
 void api_study_def_close(api_study_def *d);
 /* The embedded part of a definition (embedded.c). space_out gets the search
  * space to use: the study's "space" merged over a premade template's own. */

@@ -10,7 +10,8 @@
   stays up; kill -9 and a restart leave the failed trial failed (it is not
   requeued) and hpod up.
 - --max-model-bytes sets the budget: a model of ~1 GiB is refused under
-  --max-model-bytes 512M.
+  --max-model-bytes 512M; a stored study accepted under a larger budget
+  still loads after such a restart, and its trial fails with the reason.
 - dense directly on images (no flatten) is a 400 naming the dense layer,
   fixed or with its units a parameter; before, every trial failed.
 - A study whose huge value is drawn while hpod is killed and restarted
@@ -94,12 +95,20 @@ def main():
         big = check_choice_study(hp, c, sid)
         c.check(hp.request("GET", "/healthz")[0] == 200, "hpod is up after the huge trial")
 
-        # kill -9 and restart with a smaller budget: the failed trial stays failed
+        # a study of ~600 MiB models, accepted under the default budget; kill -9
+        # at once and restart with a smaller budget: the failed trial stays
+        # failed, and the stored study still loads (it is not refused again),
+        # its trial failing over the new budget
+        mid = hp.ok("POST", "/api/v1/studies", study("mid", mlp(40000), LR, 1))["id"]
         hp.kill9()
         hp = Hpod(args.hpod, data_dir=hp.data_dir, args=["--devices", "cpu:2", "--max-model-bytes", "512M"]).start()
         again = hp.ok("GET", "/api/v1/trials/%d" % big["id"])
         c.check(again["state"] == "failed" and again["error"] == big["error"], "after a restart the trial is "
                 "still failed with its reason")
+        wait_for(lambda: done(hp, mid), 120)
+        t = hp.ok("GET", "/api/v1/studies/%d/trials" % mid)["trials"]
+        c.check(len(t) == 1 and t[0]["state"] == "failed" and "budget 512.0 MiB" in (t[0]["error"] or ""),
+                "a stored study over the new budget loads; its trial fails with the reason: %s" % t)
         check_refused(hp, c, "dense of 65,536 units under --max-model-bytes 512M", study("big", mlp(65536), LR),
                       "model.layers[1].dense.units", "budget 512.0 MiB")
 
@@ -114,7 +123,8 @@ def main():
         s = hp.ok("GET", "/api/v1/studies/%d" % sid2)
         c.check(s["state"] == "complete" and s["trials_by_state"]["failed"] == 1,
                 "a second restart changes nothing: %s" % s["trials_by_state"])
-        c.check(hp.stop() == 0, "hpod shuts down cleanly")
+        rc = hp.stop()
+        c.check(rc == 0, "hpod shuts down cleanly (exit %s)\n%s" % (rc, hp.log_tail(15)))
     finally:
         hp.cleanup()
     c.finish()
