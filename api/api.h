@@ -138,9 +138,9 @@ enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API
 
 /* Start-up: running trials of embedded studies go back to queued (their
  * worker died with the old process); returns how many, or a negative code.
- * A trial that was running at API_MAX_RECOVERIES starts in a row without
- * finishing an epoch in between (it is what takes hpod down, e.g. the
- * kernel's OOM killer) fails instead, with the reason: no crash loop. */
+ * A trial whose training hpod died in API_MAX_CRASHES times in a row
+ * without an epoch finished in between (it is what takes hpod down, e.g.
+ * the kernel's OOM killer) fails instead, with the reason: no crash loop. */
 int api_sched_recover(api_ctx *ctx);
 /* The next job for a free slot: a queued model job (refit, model, ensemble:
  * asked for explicitly, so first), else a queued trial (resumed from its

@@ -214,13 +214,20 @@ int api_member_model(api_ctx *ctx, const struct api_study *st, const json_t *mem
 /* ---- checkpoints (runner.c, sched.c) ---- */
 /* <data_dir>/checkpoints/trial-<id>: the checkpoints of a trial's executions. */
 void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
-/* Crash loops (sched.c, api_sched_recover): a trial found running at start
- * API_MAX_RECOVERIES times in a row, with no epoch finished in between,
- * fails instead of being resumed again. The count lives in the file
- * api_recoveries_path names, in the trial's checkpoint folder; the runner
- * removes it after every epoch. */
-#define API_MAX_RECOVERIES 3
-void api_recoveries_path(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
+/* Crash loops (sched.c): a file in the trial's checkpoint folder counts
+ * the deaths of hpod while training it. The runner writes it when it starts
+ * training (before the model's memory is allocated: api_training_begin adds
+ * one to what a crash left there), sets it back to 1 after every epoch, and
+ * removes it when training returns (the process survived). At start-up the
+ * file exists only for trials that were training when hpod died, holding
+ * how many times in a row that happened without an epoch finished; at
+ * API_MAX_CRASHES the trial fails instead of being resumed again. Kills
+ * before training starts (while the dataset loads) do not count. */
+#define API_MAX_CRASHES 3
+int api_training_begin(api_ctx *ctx, int64_t trial_id);
+void api_training_epoch(api_ctx *ctx, int64_t trial_id);
+void api_training_end(api_ctx *ctx, int64_t trial_id);
+int api_training_crashes(api_ctx *ctx, int64_t trial_id); /* 0 when there is no file */
 /* How many of a study's best complete trials keep their checkpoints. */
 #define API_KEEP_CHECKPOINTS 8
 /* Removes a folder and the files in it (one level, as checkpoints are). */

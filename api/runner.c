@@ -83,9 +83,7 @@ static void curve_set(run *r, int e, int epoch, double v) {
 static int on_epoch(const eng_epoch_report *rep, void *user) {
     run *r = user;
     api_study *st = r->st;
-    char rec[1024]; /* an epoch finished: not a crash loop (api_sched_recover) */
-    api_recoveries_path(r->ctx, r->job->trial_id, rec, sizeof rec);
-    unlink(rec);
+    api_training_epoch(r->ctx, r->job->trial_id); /* progress: not a crash loop (internal.h) */
     if (r->epochs_seen++ == 0 && rep->epoch > 1) /* the engine resumed from a checkpoint */
         api_event(r->ctx, r->job->study_id, r->job->trial_id, "execution_resumed",
                   json_pack("{s:I, s:I, s:i, s:i}", "trial_id", (json_int_t)r->job->trial_id, "number",
@@ -217,13 +215,15 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
      * parameters exist: a model over it fails the trial, never hpod */
     int rc = eng_model_new_shape(model_tmpl, params, emb->in_rank, emb->in_shape, emb->n_classes, &m, err);
     if (rc == 0) rc = eng_train_check_budget(m, &o, NULL, err);
-    if (rc == 0) rc = eng_model_alloc(m, seed, err);
     if (rc) {
         eng_model_free(m);
         return rc;
     }
+    api_training_begin(r->ctx, r->job->trial_id); /* a death from here on counts (internal.h) */
     eng_train_result res;
-    rc = eng_train(m, train, val, &o, &res, err);
+    rc = eng_model_alloc(m, seed, err);
+    if (rc == 0) rc = eng_train(m, train, val, &o, &res, err);
+    api_training_end(r->ctx, r->job->trial_id);
     eng_model_free(m);
     if (rc) return rc;
     if (r->pruned || r->stopped) return HPO_ECANCELLED;

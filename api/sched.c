@@ -49,34 +49,50 @@ static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
     free(sts);
 }
 
-void api_recoveries_path(api_ctx *ctx, int64_t trial_id, char *out, size_t n) {
+static void crashes_path(api_ctx *ctx, int64_t trial_id, char *out, size_t n) {
     char dir[900];
     api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
-    snprintf(out, n, "%s/recoveries", dir);
+    snprintf(out, n, "%s/training", dir);
 }
 
-/* How many recoveries in a row trial_id has had, this one counted (the
- * runner removes the file at every epoch). */
-static int count_recovery(api_ctx *ctx, int64_t trial_id) {
-    char dir[900], path[1024];
-    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
-    api_recoveries_path(ctx, trial_id, path, sizeof path);
+int api_training_crashes(api_ctx *ctx, int64_t trial_id) {
+    char path[1024];
+    crashes_path(ctx, trial_id, path, sizeof path);
     int k = 0;
     FILE *f = fopen(path, "r");
     if (f) {
         if (fscanf(f, "%d", &k) != 1 || k < 0) k = 0;
         fclose(f);
     }
-    k++;
-    char parent[1024]; /* the folder may not exist yet (no epoch was checkpointed) */
+    return k;
+}
+
+static void write_count(api_ctx *ctx, int64_t trial_id, int k) {
+    char dir[900], parent[1024], path[1024];
     snprintf(parent, sizeof parent, "%s/checkpoints", ctx->opt.data_dir);
-    mkdir(parent, 0755);
+    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
+    mkdir(parent, 0755); /* no epoch checkpointed yet: the folders may not exist */
     mkdir(dir, 0755);
-    if ((f = fopen(path, "w"))) {
+    crashes_path(ctx, trial_id, path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (f) {
         fprintf(f, "%d\n", k);
         fclose(f);
     }
+}
+
+int api_training_begin(api_ctx *ctx, int64_t trial_id) {
+    int k = api_training_crashes(ctx, trial_id) + 1;
+    write_count(ctx, trial_id, k);
     return k;
+}
+
+void api_training_epoch(api_ctx *ctx, int64_t trial_id) { write_count(ctx, trial_id, 1); }
+
+void api_training_end(api_ctx *ctx, int64_t trial_id) {
+    char path[1024];
+    crashes_path(ctx, trial_id, path, sizeof path);
+    unlink(path);
 }
 
 /* The running trials of one study after an unclean stop: queued again, or
@@ -91,13 +107,13 @@ static int64_t recover_trials(api_ctx *ctx, api_study *st) {
     pthread_mutex_unlock(&st->lock);
     if (rc) return 0;
     for (size_t i = 0; i < n; i++) {
-        int k = count_recovery(ctx, t[i].id), failed = 0;
+        int k = api_training_crashes(ctx, t[i].id), failed = 0;
         char msg[200];
         snprintf(msg, sizeof msg,
-                 "hpod stopped %d times in a row while this trial ran, before it finished an epoch "
+                 "hpod stopped %d times in a row while training this trial, before it finished an epoch "
                  "(out of memory?); it is not resumed again", k);
         pthread_mutex_lock(&st->lock);
-        if (k < API_MAX_RECOVERIES) {
+        if (k < API_MAX_CRASHES) {
             if (sto_trial_requeue(ctx->db, t[i].id) == 0) requeued++;
         } else if (sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_FAILED, NAN, NAN, 0, msg) == 0) {
             tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);

@@ -1,10 +1,13 @@
-/* test_recovery.c - crash loops (api.h, api_sched_recover): a trial found
- * running at start is queued again to resume from its checkpoint, but one
- * found running at API_MAX_RECOVERIES starts in a row with no epoch
- * finished in between (it is what takes hpod down) fails with the reason,
- * the tuner is told, and the study completes; an epoch finished between
- * two crashes starts the count again. Runs in-process: api_sched_next is
- * what a free worker slot calls, api_sched_recover what a start does. */
+/* test_recovery.c - crash loops (api.h, api_sched_recover; internal.h,
+ * api_training_*): a trial found running at start is queued again to resume
+ * from its checkpoint, but one whose training hpod died in API_MAX_CRASHES
+ * times in a row with no epoch finished in between (it is what takes hpod
+ * down) fails with the reason, the tuner is told, and the study completes.
+ * A death before training starts (the dataset loading) does not count; an
+ * epoch, or training that returns, starts the count again. Runs in-process:
+ * api_sched_next is what a free worker slot calls, api_training_begin what
+ * the runner does before it allocates the model (a "crash" is not calling
+ * api_training_end), api_sched_recover what a start does. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,13 +93,19 @@ static void test_crash_loop_fails_the_trial(void **state) {
     (void)state;
     int64_t sid = create_study(1);
     api_job job;
-    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0); /* running, as at a kill -9 */
-    for (int start = 1; start <= API_MAX_RECOVERIES; start++) {
+    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    /* killed twice before it trained (loading its data): not counted */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(api_sched_recover(ctx), 1);
+        assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    }
+    for (int crash = 1; crash <= API_MAX_CRASHES; crash++) {
+        assert_int_equal(api_training_begin(ctx, job.trial_id), crash); /* dies while training */
         int requeued = api_sched_recover(ctx);
         sto_trial t = trial_of(sid);
-        printf("  start %d after a crash: trial %s%s%s\n", start, sto_trial_state_name(t.state),
+        printf("  start after crash %d in training: trial %s%s%s\n", crash, sto_trial_state_name(t.state),
                t.error ? ": " : "", t.error ? t.error : "");
-        if (start < API_MAX_RECOVERIES) {
+        if (crash < API_MAX_CRASHES) {
             assert_int_equal(requeued, 1);
             assert_int_equal(t.state, STO_TRIAL_QUEUED);
             assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0); /* resumed: running again */
@@ -104,7 +113,7 @@ static void test_crash_loop_fails_the_trial(void **state) {
         } else {
             assert_int_equal(requeued, 0);
             assert_int_equal(t.state, STO_TRIAL_FAILED);
-            assert_non_null(strstr(t.error, "hpod stopped 3 times in a row while this trial ran"));
+            assert_non_null(strstr(t.error, "hpod stopped 3 times in a row while training this trial"));
         }
         sto_trial_clear(&t);
     }
@@ -120,36 +129,37 @@ static void test_crash_loop_fails_the_trial(void **state) {
     json_decref(s);
 }
 
-static void test_an_epoch_resets_the_count(void **state) {
+static void test_progress_resets_the_count(void **state) {
     (void)state;
     int64_t sid = create_study(3);
     api_job job;
     assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
-    for (int i = 0; i < API_MAX_RECOVERIES - 1; i++) {
+    for (int i = 0; i < API_MAX_CRASHES - 1; i++) { /* two crashes in training */
+        api_training_begin(ctx, job.trial_id);
         assert_int_equal(api_sched_recover(ctx), 1);
         assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
     }
-    /* one epoch, then a clean shutdown (the trial is requeued) */
-    static const volatile int shutdown = API_STOP_SHUTDOWN;
+    assert_int_equal(api_training_crashes(ctx, job.trial_id), API_MAX_CRASHES - 1);
+    /* an epoch: the count is this one attempt again */
+    api_training_epoch(ctx, job.trial_id);
+    assert_int_equal(api_training_crashes(ctx, job.trial_id), 1);
+    /* the real runner: one epoch, then a clean shutdown (requeued); training
+     * returned, so nothing is counted */
+    static const atomic_int shutdown = API_STOP_SHUTDOWN;
     assert_int_equal(api_run_job(ctx, &job, "cpu:0", 1, &shutdown), 0);
     sto_trial t = trial_of(sid);
     assert_int_equal(t.state, STO_TRIAL_QUEUED);
-    sto_trial_clear(&t);
-    for (int i = 0; i < API_MAX_RECOVERIES - 1; i++) { /* two more crashes: still resumed */
+    assert_int_equal(api_training_crashes(ctx, t.id), 0);
+    for (int i = 0; i < API_MAX_CRASHES - 1; i++) { /* two more crashes: still resumed */
         assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+        api_training_begin(ctx, job.trial_id);
         assert_int_equal(api_sched_recover(ctx), 1);
     }
+    sto_trial_clear(&t);
     t = trial_of(sid);
     assert_int_equal(t.state, STO_TRIAL_QUEUED);
-    char path[1024];
-    api_recoveries_path(ctx, t.id, path, sizeof path);
-    FILE *f = fopen(path, "r");
-    int k = 0;
-    assert_non_null(f);
-    assert_int_equal(fscanf(f, "%d", &k), 1);
-    fclose(f);
-    assert_int_equal(k, API_MAX_RECOVERIES - 1);
-    printf("  after an epoch and two more crashes: trial %s, count %d\n", sto_trial_state_name(t.state), k);
+    printf("  after progress and two more crashes: trial %s, count %d\n", sto_trial_state_name(t.state),
+           api_training_crashes(ctx, t.id));
     sto_trial_clear(&t);
 }
 
@@ -157,7 +167,7 @@ int main(void) {
     hpo_log_level = HPO_LOG_WARN;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_crash_loop_fails_the_trial, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_an_epoch_resets_the_count, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_resets_the_count, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
