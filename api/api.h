@@ -73,7 +73,15 @@ typedef struct api_options {
     /* fsync trial checkpoints (hpod --sync full); 0: they survive a crash of
      * hpod but not a power cut, as the database does under --sync normal */
     int durable_checkpoints;
+    /* memory budget of one model's training run (engine/train.h,
+     * eng_train_mem): a study whose template needs more at every point of
+     * its space is refused (400), a trial that draws a model over it fails
+     * with "model needs X, budget Y" (hpod --max-model-bytes; 0: the
+     * default below) */
+    uint64_t max_model_bytes;
 } api_options;
+
+#define API_DEFAULT_MAX_MODEL_BYTES (UINT64_C(4) << 30)
 
 int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out);
 /* Ends open event streams promptly (before the server stops). */
@@ -129,7 +137,10 @@ typedef struct api_job {
 enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API_STOP_SHUTDOWN };
 
 /* Start-up: running trials of embedded studies go back to queued (their
- * worker died with the old process); returns how many, or a negative code. */
+ * worker died with the old process); returns how many, or a negative code.
+ * A trial whose training hpod died in API_MAX_CRASHES times in a row
+ * without an epoch finished in between (it is what takes hpod down, e.g.
+ * the kernel's OOM killer) fails instead, with the reason: no crash loop. */
 int api_sched_recover(api_ctx *ctx);
 /* The next job for a free slot: a queued model job (refit, model, ensemble:
  * asked for explicitly, so first), else a queued trial (resumed from its

@@ -8,7 +8,6 @@
 #include "data.h"
 #include "internal.h"
 #include "model.h"
-#include "rng.h"
 
 static int only_keys(const json_t *obj, const char *field, const char **keys, size_t n, hpo_error *err) {
     const char *key;
@@ -253,24 +252,4 @@ void api_embedded_close(api_embedded *e) {
     json_decref(e->dataset);
     e->model = NULL;
     e->dataset = NULL;
-}
-
-int api_embedded_check_model(const api_study_def *d, hpo_error *err) {
-    hpo_rng rng;
-    hpo_rng_seed(&rng, d->tuner.seed);
-    double *x = hpo_xcalloc((size_t)d->space->n + 1, sizeof *x);
-    tun_space_sample(d->space, &rng, x);
-    json_t *params = tun_space_to_json(d->space, x);
-    free(x);
-    json_t *model = NULL;
-    eng_model *m = NULL;
-    int rc = api_model_expand(d->emb.model, params, d->space, &model, err);
-    if (rc == 0) rc = eng_model_new(model, params, d->emb.in_rank, d->emb.in_shape, d->emb.n_classes, 1, &m, err);
-    eng_model_free(m);
-    json_decref(model);
-    json_decref(params);
-    /* A shape that some params make impossible is a failed trial, not a bad study. */
-    if (rc == HPO_ESHAPE) return 0;
-    if (rc && strncmp(err->field, "model", 5) != 0) hpo_error_prefix(err, "model");
-    return rc;
 }

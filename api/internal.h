@@ -91,6 +91,11 @@ typedef struct api_study_def {
 
 /* Validates a study definition (a JSON object); errors name the field. */
 int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err);
+/* The same for a stored definition, without checking its model template
+ * again (api_embedded_check_model): a study accepted at creation stays
+ * usable when hpod restarts with a smaller --max-model-bytes (its trials
+ * over the new budget fail with the reason). */
+int api_study_def_load(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err);
 void api_study_def_close(api_study_def *d);
 /* The embedded part of a definition (embedded.c). space_out gets the search
  * space to use: the study's "space" merged over a premade template's own. */
@@ -115,9 +120,10 @@ int api_model_expand(const json_t *model, const json_t *params, const tun_space 
 struct eng_dataset;
 int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, struct eng_dataset **out,
                      hpo_error *err);
-/* Checks at creation that the model template builds for a sample of the
- * space (shape errors that depend on params are left to the trials). */
-int api_embedded_check_model(const api_study_def *d, hpo_error *err);
+/* Checks at creation that the model template builds, and fits the memory
+ * budget, at some point of the space (template_check.c: the points and the
+ * rule); fails with the error when it fails everywhere with the same one. */
+int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *err);
 
 /* ---- per-study tuner state (study_cache.c) ---- */
 typedef struct api_study {
@@ -212,6 +218,12 @@ int api_open_splits(api_ctx *ctx, const api_embedded *emb, struct eng_split *tra
                     hpo_error *err);
 /* Mixes two numbers into a seed (the seed of a trial's execution, a refit). */
 uint64_t api_seed_mix(uint64_t a, uint64_t b);
+/* The training options of an embedded study's trials on threads threads
+ * (runner.c): its training block, the best weights kept, resumed from
+ * checkpoints, the memory budget of --max-model-bytes. The caller sets the
+ * seed, the checkpoint files and the callback. */
+struct eng_train_opts;
+void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, struct eng_train_opts *o);
 /* Trains a trial (api_run_job's API_JOB_TRIAL). */
 int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);
 /* Builds a model job (refit, model from a trial, ensemble) on the calling
@@ -229,6 +241,20 @@ int api_member_model(api_ctx *ctx, const struct api_study *st, const json_t *mem
 /* ---- checkpoints (runner.c, sched.c) ---- */
 /* <data_dir>/checkpoints/trial-<id>: the checkpoints of a trial's executions. */
 void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
+/* Crash loops (sched.c): a file in the trial's checkpoint folder counts
+ * the deaths of hpod while training it. The runner writes it when it starts
+ * training (before the model's memory is allocated: api_training_begin adds
+ * one to what a crash left there), sets it back to 1 after every epoch, and
+ * removes it when training returns (the process survived). At start-up the
+ * file exists only for trials that were training when hpod died, holding
+ * how many times in a row that happened without an epoch finished; at
+ * API_MAX_CRASHES the trial fails instead of being resumed again. Kills
+ * before training starts (while the dataset loads) do not count. */
+#define API_MAX_CRASHES 3
+int api_training_begin(api_ctx *ctx, int64_t trial_id);
+void api_training_epoch(api_ctx *ctx, int64_t trial_id);
+void api_training_end(api_ctx *ctx, int64_t trial_id);
+int api_training_crashes(api_ctx *ctx, int64_t trial_id); /* 0 when there is no file */
 /* How many of a study's best complete trials keep their checkpoints. */
 #define API_KEEP_CHECKPOINTS 8
 /* Removes a folder and the files in it (one level, as checkpoints are). */

@@ -159,7 +159,7 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     if ((rc = api_open_splits(ctx, emb, &train, &val, err))) goto done;
     if ((rc = eng_split_concat(&train, &val, &all))) goto done;
     uint64_t seed = api_seed_mix(api_seed_mix(st->def.tuner.seed, (uint64_t)t.number), 0x7e517 + (uint64_t)mrow->id);
-    if ((rc = eng_model_new(model, params, emb->in_rank, emb->in_shape, emb->n_classes, seed, &m, err))) goto done;
+    if ((rc = eng_model_new_shape(model, params, emb->in_rank, emb->in_shape, emb->n_classes, &m, err))) goto done;
     /* checkpoints/model-<id>/refit.safetensors: a restart resumes the refit */
     char ckdir[900], ckname[] = "refit.safetensors";
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints", ctx->opt.data_dir);
@@ -182,6 +182,9 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     o.prefetch = 1;
     o.on_epoch = on_refit_epoch;
     o.user = &prog;
+    o.max_bytes = (size_t)ctx->opt.max_model_bytes;
+    /* the budget before the parameters exist (as for trials, runner.c) */
+    if ((rc = eng_train_check_budget(m, &o, NULL, err)) || (rc = eng_model_alloc(m, seed, err))) goto done;
     eng_train_result res;
     double t0 = hpo_monotonic();
     if ((rc = eng_train(m, &all, NULL, &o, &res, err))) goto done;

@@ -87,6 +87,7 @@ static void curve_set(run *r, int e, int epoch, double v) {
 static int on_epoch(const eng_epoch_report *rep, void *user) {
     run *r = user;
     api_study *st = r->st;
+    api_training_epoch(r->ctx, r->job->trial_id); /* progress: not a crash loop (internal.h) */
     if (r->epochs_seen++ == 0 && rep->epoch > 1) /* the engine resumed from a checkpoint */
         api_event(r->ctx, r->job->study_id, r->job->trial_id, "execution_resumed",
                   json_pack("{s:I, s:I, s:i, s:i}", "trial_id", (json_int_t)r->job->trial_id, "number",
@@ -240,32 +241,28 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     snprintf(name, sizeof name, "exec-%d.safetensors", e);
     eng_model *m = NULL;
     uint64_t seed = api_seed_mix(api_seed_mix(st->def.tuner.seed, (uint64_t)r->job->number), (uint64_t)e);
-    int rc = eng_model_new(model_tmpl, params, emb->in_rank, emb->in_shape, emb->n_classes, seed, &m, err);
-    if (rc) return rc;
     eng_train_opts o;
-    eng_train_opts_init(&o);
-    o.epochs = emb->max_epochs;
-    o.batch_size = emb->batch_size;
-    o.threads = threads;
+    api_trial_train_opts(r->ctx, emb, threads, &o);
     o.seed = seed;
-    o.precision = emb->precision;
-    o.patience = emb->patience;
-    o.monitor = emb->monitor;
-    o.min_delta = emb->min_delta;
-    /* The checkpoint always keeps the best epoch's weights too: a model taken
-     * from the trial (POST /trials/{id}/model, ensembles) uses them. */
-    o.restore_best = 1;
     o.checkpoint_dir = dir;
     o.checkpoint_name = name;
-    o.resume = 1;
-    o.checkpoint_durable = r->ctx->opt.durable_checkpoints;
-    o.prefetch = 1;
     o.on_epoch = on_epoch;
     o.user = r;
     r->execution = e;
     r->epochs_seen = 0;
+    /* the model's memory is checked against the budget before its
+     * parameters exist: a model over it fails the trial, never hpod */
+    int rc = eng_model_new_shape(model_tmpl, params, emb->in_rank, emb->in_shape, emb->n_classes, &m, err);
+    if (rc == 0) rc = eng_train_check_budget(m, &o, NULL, err);
+    if (rc) {
+        eng_model_free(m);
+        return rc;
+    }
+    api_training_begin(r->ctx, r->job->trial_id); /* a death from here on counts (internal.h) */
     eng_train_result res;
-    rc = eng_train(m, train, val, &o, &res, err);
+    rc = eng_model_alloc(m, seed, err);
+    if (rc == 0) rc = eng_train(m, train, val, &o, &res, err);
+    api_training_end(r->ctx, r->job->trial_id);
     eng_model_free(m);
     if (rc) return rc;
     if (r->pruned || r->stopped) return HPO_ECANCELLED;
@@ -273,6 +270,24 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     json_t *d = json_pack("{s:o, s:i, s:i}", "best", api_json_real(*value), "best_epoch", best_epoch, "epochs",
                           res.epochs_run);
     return write_done(done, d, err);
+}
+
+void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, eng_train_opts *o) {
+    eng_train_opts_init(o);
+    o->epochs = emb->max_epochs;
+    o->batch_size = emb->batch_size;
+    o->threads = threads;
+    o->precision = emb->precision;
+    o->patience = emb->patience;
+    o->monitor = emb->monitor;
+    o->min_delta = emb->min_delta;
+    /* The checkpoint always keeps the best epoch's weights too: a model taken
+     * from the trial (POST /trials/{id}/model, ensembles) uses them. */
+    o->restore_best = 1;
+    o->resume = 1;
+    o->checkpoint_durable = ctx->opt.durable_checkpoints;
+    o->prefetch = 1;
+    o->max_bytes = (size_t)ctx->opt.max_model_bytes;
 }
 
 int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng_split *val, hpo_error *err) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -50,6 +51,87 @@ static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
     free(sts);
 }
 
+static void crashes_path(api_ctx *ctx, int64_t trial_id, char *out, size_t n) {
+    char dir[900];
+    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
+    snprintf(out, n, "%s/training", dir);
+}
+
+int api_training_crashes(api_ctx *ctx, int64_t trial_id) {
+    char path[1024];
+    crashes_path(ctx, trial_id, path, sizeof path);
+    int k = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%d", &k) != 1 || k < 0) k = 0;
+        fclose(f);
+    }
+    return k;
+}
+
+static void write_count(api_ctx *ctx, int64_t trial_id, int k) {
+    char dir[900], parent[1024], path[1024];
+    snprintf(parent, sizeof parent, "%s/checkpoints", ctx->opt.data_dir);
+    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
+    mkdir(parent, 0755); /* no epoch checkpointed yet: the folders may not exist */
+    mkdir(dir, 0755);
+    crashes_path(ctx, trial_id, path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%d\n", k);
+        fclose(f);
+    }
+}
+
+int api_training_begin(api_ctx *ctx, int64_t trial_id) {
+    int k = api_training_crashes(ctx, trial_id) + 1;
+    write_count(ctx, trial_id, k);
+    return k;
+}
+
+void api_training_epoch(api_ctx *ctx, int64_t trial_id) { write_count(ctx, trial_id, 1); }
+
+void api_training_end(api_ctx *ctx, int64_t trial_id) {
+    char path[1024];
+    crashes_path(ctx, trial_id, path, sizeof path);
+    unlink(path);
+}
+
+/* The running trials of one study after an unclean stop: queued again, or
+ * failed when they keep taking hpod down (see api.h). */
+static int64_t recover_trials(api_ctx *ctx, api_study *st) {
+    sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    int64_t requeued = 0;
+    pthread_mutex_lock(&st->lock);
+    int rc = sto_trial_list(ctx->db, st->id, &f, &t, &n);
+    pthread_mutex_unlock(&st->lock);
+    if (rc) return 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = api_training_crashes(ctx, t[i].id), failed = 0;
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "hpod stopped %d times in a row while training this trial, before it finished an epoch "
+                 "(out of memory?); it is not resumed again", k);
+        pthread_mutex_lock(&st->lock);
+        if (k < API_MAX_CRASHES) {
+            if (sto_trial_requeue(ctx->db, t[i].id) == 0) requeued++;
+        } else if (sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_FAILED, NAN, NAN, 0, msg) == 0) {
+            tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
+            failed = 1;
+        }
+        pthread_mutex_unlock(&st->lock);
+        if (!failed) continue;
+        HPO_WARN("study %lld, trial %lld: %s", (long long)st->id, (long long)t[i].id, msg);
+        api_event(ctx, st->id, t[i].id, "trial_failed",
+                  json_pack("{s:I, s:I, s:s, s:s, s:s}", "trial_id", (json_int_t)t[i].id, "number",
+                            (json_int_t)t[i].number, "state", "failed", "error", msg, "reason", "crash_loop"));
+    }
+    sto_trial_list_free(t, n);
+    return requeued;
+}
+
 int api_sched_recover(api_ctx *ctx) {
     api_study **sts;
     size_t n = embedded_studies(ctx, ~0u, &sts);
@@ -59,11 +141,8 @@ int api_sched_recover(api_ctx *ctx) {
         total += models;
     }
     for (size_t i = 0; i < n; i++) {
-        int64_t k = 0;
-        pthread_mutex_lock(&sts[i]->lock);
-        int rc = sto_trials_requeue_running(ctx->db, sts[i]->id, &k);
-        pthread_mutex_unlock(&sts[i]->lock);
-        if (rc == 0 && k > 0) {
+        int64_t k = recover_trials(ctx, sts[i]);
+        if (k > 0) {
             HPO_INFO("study %lld: %lld interrupted trial(s) queued to resume from their checkpoints",
                      (long long)sts[i]->id, (long long)k);
             total += k;

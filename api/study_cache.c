@@ -77,7 +77,7 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
         rc = HPO_EINTERNAL;
         goto fail;
     }
-    if ((rc = api_study_def_parse(ctx, st->spec, &st->def, &err))) {
+    if ((rc = api_study_def_load(ctx, st->spec, &st->def, &err))) {
         HPO_ERROR("study %lld: stored definition no longer valid: %s (%s)", (long long)id,
                   err.message, err.field);
         goto fail;

@@ -65,7 +65,7 @@ static int parse_objective(const json_t *def, api_study_def *d, hpo_error *err) 
     return 0;
 }
 
-int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err) {
+static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study_def *out, hpo_error *err) {
     double default_lease = ctx->opt.default_lease_seconds;
     api_study_def d;
     memset(&d, 0, sizeof d);
@@ -129,7 +129,7 @@ int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo
         /* Hyperband's R defaults to the epochs a trial may train. */
         if (d.tuner.pruner.kind == TUN_PRUNER_HYPERBAND && d.tuner.pruner.max_resource <= 0)
             d.tuner.pruner.max_resource = d.emb.max_epochs;
-        if ((rc = api_embedded_check_model(&d, err))) goto fail;
+        if (check_model && (rc = api_embedded_check_model(ctx, &d, err))) goto fail;
     }
     *out = d;
     return 0;
@@ -137,6 +137,14 @@ fail:
     tun_space_free(d.space);
     api_embedded_close(&d.emb);
     return rc;
+}
+
+int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err) {
+    return def_parse(ctx, def, 1, out, err);
+}
+
+int api_study_def_load(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err) {
+    return def_parse(ctx, def, 0, out, err);
 }
 
 void api_study_def_close(api_study_def *d) {

@@ -16,6 +16,7 @@
 #include "bf16.h"
 #include "data.h"
 #include "rng.h"
+#include "tensor.h"
 
 enum { FREE = 0, FILLED = 1, INUSE = 2 };
 
@@ -160,10 +161,8 @@ static void *producer(void *arg) {
     return NULL;
 }
 
-static void *xaligned(size_t n) {
-    n = (n + 63) & ~(size_t)63;
-    return aligned_alloc(64, n ? n : 64);
-}
+/* batch buffers come from eng_alloc: counted in memory estimates (train.h) */
+static void *xaligned(size_t n) { return eng_alloc(n); }
 
 int eng_batcher_new(const eng_split *s, const eng_batcher_opts *opts, eng_batcher **out,
                     hpo_error *err) {

@@ -46,12 +46,14 @@ fail:
     return rc;
 }
 
-static int get_f32(const eng_st_file *f, const char *name, float *dst, size_t n, const char *path, hpo_error *err) {
+/* The f32 tensor name of n values in f, or HPO_EFORMAT. */
+static int find_f32(const eng_st_file *f, const char *name, size_t n, const char *path, const eng_st_tensor **out,
+                    hpo_error *err) {
     const eng_st_tensor *t = eng_st_find(f, name);
     if (!t || t->dtype != ENG_ST_F32 || t->nbytes != n * sizeof(float))
         return hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: tensor \"%s\" is missing or has the wrong size for this model",
                         path, name);
-    memcpy(dst, t->data, t->nbytes);
+    *out = t;
     return 0;
 }
 
@@ -67,7 +69,7 @@ static int get_meta(const eng_st_file *f, const char *key, double *v, const char
 int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_params, int *has_best,
                         hpo_error *err) {
     eng_st_file *f = NULL;
-    int rc = eng_st_read_file(path, &f, err);
+    int rc = eng_st_open(path, &f, err); /* the header; tensors are read straight into the model */
     if (rc) return rc;
     eng_train_state s;
     memset(&s, 0, sizeof s);
@@ -91,30 +93,22 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
         rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: tensor \"rng\" is missing or malformed", path);
         goto out;
     }
-    /* read everything into the model only after all checks that can fail */
-    float *p = eng_alloc((m->nparams + 1) * sizeof(float)), *o = eng_alloc((m->nstate + 1) * sizeof(float)),
-          *b = eng_alloc((m->nstats + 1) * sizeof(float));
-    if ((rc = get_f32(f, "params", p, m->nparams, path, err)) || (rc = get_f32(f, "opt_state", o, m->nstate, path, err)) ||
-        (rc = get_f32(f, "bn_stats", b, m->nstats, path, err))) {
-        free(p);
-        free(o);
-        free(b);
+    /* read into the model only after every check of the header (straight
+     * from the file: no copy of a large model in between; an I/O error now
+     * leaves the model partly loaded, and its caller discards it) */
+    const eng_st_tensor *tp, *to, *tb, *tbest = NULL;
+    if ((rc = find_f32(f, "params", m->nparams, path, &tp, err)) ||
+        (rc = find_f32(f, "opt_state", m->nstate, path, &to, err)) ||
+        (rc = find_f32(f, "bn_stats", m->nstats, path, &tb, err)))
         goto out;
-    }
     int hb = eng_st_find(f, "best_params") != NULL;
-    if (hb && best_params && (rc = get_f32(f, "best_params", best_params, m->nparams, path, err))) {
-        free(p);
-        free(o);
-        free(b);
+    if (hb && best_params && (rc = find_f32(f, "best_params", m->nparams, path, &tbest, err))) goto out;
+    uint64_t rng[4];
+    if ((rc = eng_st_read_tensor(f, tp, m->params, err)) || (rc = eng_st_read_tensor(f, to, m->opt_state, err)) ||
+        (rc = eng_st_read_tensor(f, tb, m->stats, err)) || (tbest && (rc = eng_st_read_tensor(f, tbest, best_params, err))) ||
+        (rc = eng_st_read_tensor(f, r, rng, err)))
         goto out;
-    }
-    memcpy(m->params, p, m->nparams * sizeof(float));
-    memcpy(m->opt_state, o, m->nstate * sizeof(float));
-    memcpy(m->stats, b, m->nstats * sizeof(float));
-    memcpy(m->rng.s, r->data, sizeof m->rng.s);
-    free(p);
-    free(o);
-    free(b);
+    memcpy(m->rng.s, rng, sizeof m->rng.s);
     m->shadow_dirty = 1;
     s.epoch = (int)ep;
     s.step = (long)step;

@@ -168,8 +168,17 @@ static int build_list(ctx *c, const json_t *arr, const char *path, int *rank, in
 
 static size_t numel(int rank, const int *s) {
     size_t n = 1;
-    for (int i = 0; i < rank; i++) n *= (size_t)s[i];
+    for (int i = 0; i < rank; i++) n = eng_size_mul(n, (size_t)(s[i] > 0 ? s[i] : 0));
     return n;
+}
+
+/* Adds a layer's parameters to the count; HPO_ETOOLARGE past
+ * ENG_MODEL_MAX_PARAMS (so no later size computation overflows). */
+static int add_params(ctx *c, size_t n, const char *path) {
+    if (n > ENG_MODEL_MAX_PARAMS || c->nparams > ENG_MODEL_MAX_PARAMS - n)
+        return hpo_fail(c->err, HPO_ETOOLARGE, path, "%s: the model would have more than 2^48 parameters", path);
+    c->nparams += n;
+    return 0;
 }
 
 static int shape_fail(ctx *c, const char *path, const char *msg) {
@@ -208,8 +217,7 @@ static int make_proj(ctx *c, eng_layer *l, int ri, const int *si, int ro, const 
     p->out_size = numel(ro, so);
     p->w_off = c->nparams;
     p->b_off = c->nparams + p->nw;
-    c->nparams += p->nw + p->nb;
-    return 0;
+    return add_params(c, p->nw + p->nb, p->path);
 }
 
 static int build_layer(ctx *c, const json_t *item, const char *path, int *rank, int *shape, eng_layer *l) {
@@ -362,13 +370,17 @@ static int build_layer(ctx *c, const json_t *item, const char *path, int *rank, 
     if (l->nw) {
         l->w_off = c->nparams;
         l->b_off = c->nparams + l->nw;
-        c->nparams += l->nw + l->nb;
+        if ((rc = add_params(c, l->nw + l->nb, p))) goto out;
     }
     for (int i = 0; i < ro; i++)
         if (so[i] <= 0) { rc = shape_fail(c, p, "the layer's output would be empty"); goto out; }
     l->out_rank = ro;
     memcpy(l->out_shape, so, sizeof l->out_shape);
     l->out_size = numel(ro, so);
+    if (l->out_size > INT32_MAX) { /* sizes per sample are ints in places (flatten, kernels) */
+        rc = hpo_fail(c->err, HPO_ETOOLARGE, p, "%s: the layer's output would have more than 2^31 - 1 values per sample", p);
+        goto out;
+    }
     *rank = ro;
     memcpy(shape, so, sizeof so);
     rc = 0;
@@ -547,8 +559,8 @@ static int parse_schedule(ctx *c, const json_t *o, double base_lr, eng_schedule 
     return 0;
 }
 
-int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,
-                  uint64_t seed, eng_model **out, hpo_error *err) {
+int eng_model_new_shape(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,
+                        eng_model **out, hpo_error *err) {
     ctx c = {params, err, 0, 0};
     int rc;
     eng_model *m = NULL;
@@ -562,10 +574,28 @@ int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const i
     m->in_rank = in_rank;
     for (int i = 0; i < in_rank; i++) m->in_shape[i] = in_shape[i];
     m->in_size = numel(in_rank, in_shape);
+    if (m->in_size > INT32_MAX) {
+        rc = hpo_fail(err, HPO_ETOOLARGE, "dataset", "samples of more than 2^31 - 1 values are not supported");
+        goto fail;
+    }
     int rank = in_rank, shape[3] = {m->in_shape[0], m->in_shape[1], m->in_shape[2]};
     if ((rc = build_list(&c, arr, "model.layers", &rank, shape, &m->layers, &m->nlayers))) goto fail;
-    if (rank != 1) {
-        rc = hpo_fail(err, HPO_ESHAPE, "model.layers", "model.layers: the model's output must be a vector; add flatten or global_avg_pool");
+    if (rank != 1) { /* name the usual cause: dense applied to an image acts on its channels only */
+        const eng_layer *d = NULL;
+        for (int i = 0; i < m->nlayers && !d; i++)
+            if (m->layers[i].kind == ENG_L_DENSE && m->layers[i].in_rank == 3) d = &m->layers[i];
+        if (d) {
+            char f[128];
+            snprintf(f, sizeof f, "model.%s.dense", d->path);
+            rc = hpo_fail(err, HPO_ESHAPE, f,
+                          "%s: dense on an image (%dx%dx%d) acts on its channels only, so the model's output is an "
+                          "image (%dx%dx%d), not a vector; add {\"flatten\": {}} before it (or global_avg_pool)",
+                          f, d->in_shape[0], d->in_shape[1], d->in_shape[2], shape[0], shape[1], shape[2]);
+        } else {
+            rc = hpo_fail(err, HPO_ESHAPE, "model.layers",
+                          "model.layers: the model's output must be a vector, not an image (%dx%dx%d); add flatten or "
+                          "global_avg_pool", shape[0], shape[1], shape[2]);
+        }
         goto fail;
     }
     m->out_dim = shape[0];
@@ -597,16 +627,6 @@ int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const i
     m->nparams = c.nparams;
     m->nstats = c.nstats;
     m->nstate = eng_optim_state_floats(&m->opt) * m->nparams;
-    m->params = eng_alloc((m->nparams + 1) * sizeof(float));
-    m->grads = eng_alloc((m->nparams + 1) * sizeof(float));
-    m->opt_state = eng_alloc((m->nstate + 1) * sizeof(float));
-    m->stats = eng_alloc((m->nstats + 1) * sizeof(float));
-    memset(m->grads, 0, (m->nparams + 1) * sizeof(float));
-    memset(m->opt_state, 0, (m->nstate + 1) * sizeof(float));
-    hpo_rng r;
-    hpo_rng_derive(&r, seed, 0x1217, 0);
-    init_list(m, m->layers, m->nlayers, &r);
-    hpo_rng_derive(&m->rng, seed, 0x1217, 1);
     m->flops_per_sample = flops_list(m->layers, m->nlayers);
     for (int i = 0; i < m->nlayers; i++) { /* the first layer computes no input gradient */
         const eng_layer *l = &m->layers[i];
@@ -624,34 +644,117 @@ fail:
     return rc;
 }
 
-/* A copy of the layer tree without its batch buffers (reserve makes them). */
+/* The four blocks of eng_model_alloc: n floats each, plus one so that no
+ * block is empty. */
+static size_t block_floats(size_t n) { return eng_size_add(n, 1); }
+
+size_t eng_model_block_bytes(const eng_model *m) {
+    size_t b = 0;
+    b = eng_size_add(b, eng_alloc_size(eng_size_mul(block_floats(m->nparams), sizeof(float)))); /* params */
+    b = eng_size_add(b, eng_alloc_size(eng_size_mul(block_floats(m->nparams), sizeof(float)))); /* grads */
+    b = eng_size_add(b, eng_alloc_size(eng_size_mul(block_floats(m->nstate), sizeof(float))));
+    b = eng_size_add(b, eng_alloc_size(eng_size_mul(block_floats(m->nstats), sizeof(float))));
+    return b;
+}
+
+int eng_model_alloc(eng_model *m, uint64_t seed, hpo_error *err) {
+    if (m->params || m->is_replica) return hpo_fail(err, HPO_EINVAL, "model", "the model's parameters exist already");
+    size_t np = (m->nparams + 1) * sizeof(float), ns = (m->nstate + 1) * sizeof(float),
+           nb = (m->nstats + 1) * sizeof(float);
+    m->params = eng_alloc(np);
+    m->grads = m->params ? eng_alloc(np) : NULL;
+    m->opt_state = m->grads ? eng_alloc(ns) : NULL;
+    m->stats = m->opt_state ? eng_alloc(nb) : NULL;
+    if (!m->stats) {
+        free(m->params);
+        free(m->grads);
+        free(m->opt_state);
+        m->params = m->grads = m->opt_state = NULL;
+        char need[32];
+        eng_format_bytes(eng_model_block_bytes(m), need, sizeof need);
+        return hpo_fail(err, HPO_ENOMEM, "model", "out of memory for the model's %zu parameters (%s with gradients and "
+                        "optimiser state)", m->nparams, need);
+    }
+    memset(m->grads, 0, np);
+    memset(m->opt_state, 0, ns);
+    hpo_rng r;
+    hpo_rng_derive(&r, seed, 0x1217, 0);
+    init_list(m, m->layers, m->nlayers, &r);
+    hpo_rng_derive(&m->rng, seed, 0x1217, 1);
+    m->shadow_dirty = 1;
+    return HPO_OK;
+}
+
+int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,
+                  uint64_t seed, eng_model **out, hpo_error *err) {
+    eng_model *m = NULL;
+    int rc = eng_model_new_shape(tmpl, params, in_rank, in_shape, n_classes, &m, err);
+    if (rc == 0 && (rc = eng_model_alloc(m, seed, err))) eng_model_free(m);
+    if (rc == 0) *out = m;
+    return rc;
+}
+
+/* A copy of the layer tree without its batch buffers (reserve makes them);
+ * NULL when out of memory. */
 static eng_layer *clone_list(const eng_layer *ls, int n) {
+    if (n < 0) n = 0;
     eng_layer *c = eng_alloc((size_t)(n > 0 ? n : 1) * sizeof *c);
+    if (!c) return NULL;
     memcpy(c, ls, (size_t)n * sizeof *c);
     for (int i = 0; i < n; i++) {
-        eng_layer *l = &c[i];
-        eng_layer_drop_bufs(l); /* they are the original's */
-        if (l->nsub) l->sub = clone_list(l->sub, l->nsub);
-        if (l->proj) l->proj = clone_list(l->proj, 1);
+        eng_layer_drop_bufs(&c[i]); /* they are the original's */
+        c[i].sub = NULL;
+        c[i].proj = NULL;
+    }
+    int ok = 1;
+    for (int i = 0; ok && i < n; i++) {
+        if (ls[i].nsub) ok = (c[i].sub = clone_list(ls[i].sub, ls[i].nsub)) != NULL;
+        if (ok && ls[i].proj) ok = (c[i].proj = clone_list(ls[i].proj, 1)) != NULL;
+    }
+    if (!ok) {
+        free_list(c, n);
+        return NULL;
     }
     return c;
+}
+
+static size_t list_bytes(const eng_layer *ls, int n) {
+    size_t b = eng_alloc_size((size_t)(n > 0 ? n : 1) * sizeof *ls);
+    for (int i = 0; i < n; i++) {
+        if (ls[i].nsub) b = eng_size_add(b, list_bytes(ls[i].sub, ls[i].nsub));
+        if (ls[i].proj) b = eng_size_add(b, list_bytes(ls[i].proj, 1));
+    }
+    return b;
+}
+
+size_t eng_model_replica_bytes(const eng_model *m, int cap, int precision) {
+    size_t b = eng_alloc_size(sizeof *m);
+    b = eng_size_add(b, list_bytes(m->layers, m->nlayers));
+    b = eng_size_add(b, eng_alloc_size(eng_size_mul(block_floats(m->nparams), sizeof(float)))); /* grads */
+    b = eng_size_add(b, eng_alloc_size(eng_size_mul(block_floats(m->nstats), sizeof(float))));
+    return eng_size_add(b, eng_model_buffer_bytes(m, cap, precision, 1));
 }
 
 int eng_model_replica_new(eng_model *m, eng_model **out) {
     if (m->is_replica || m->cap < 1) return HPO_EINVAL;
     eng_model *r = eng_alloc(sizeof *r);
+    if (!r) return HPO_ENOMEM;
     *r = *m;
     r->is_replica = 1;
     r->layers = clone_list(m->layers, m->nlayers);
-    r->grads = eng_alloc((m->nparams + 1) * sizeof(float));
-    memset(r->grads, 0, (m->nparams + 1) * sizeof(float));
-    r->stats = eng_alloc((m->nstats + 1) * sizeof(float));
-    memcpy(r->stats, m->stats, (m->nstats + 1) * sizeof(float));
+    r->grads = r->layers ? eng_alloc((m->nparams + 1) * sizeof(float)) : NULL;
+    r->stats = r->grads ? eng_alloc((m->nstats + 1) * sizeof(float)) : NULL;
     r->opt_state = NULL; /* the primary steps the optimiser */
     r->input = r->dlogits = NULL;
     r->in_b16 = NULL;
     r->shadow_dirty = 0; /* the primary refreshes the shared shadows */
     r->cap = 0;
+    if (!r->stats) {
+        eng_model_free(r);
+        return HPO_ENOMEM;
+    }
+    memset(r->grads, 0, (m->nparams + 1) * sizeof(float));
+    memcpy(r->stats, m->stats, (m->nstats + 1) * sizeof(float));
     int rc = eng_model_reserve(r, m->cap, m->precision);
     if (rc) {
         eng_model_free(r);
@@ -675,6 +778,40 @@ void eng_model_free(eng_model *m) {
     free(m->input);
     free(m->dlogits);
     free(m);
+}
+
+void eng_layer_size_field(const eng_layer *l, char *buf, size_t len) {
+    const char *pre = strncmp(l->path, "model.", 6) ? "model." : "";
+    const char *key = l->kind == ENG_L_DENSE ? "units" : l->kind == ENG_L_CONV2D ? "filters" : NULL;
+    if (l->proj == NULL && key && !strstr(l->path, ".projection"))
+        snprintf(buf, len, "%s%s.%s.%s", pre, l->path, kind_names[l->kind], key);
+    else
+        snprintf(buf, len, "%s%s", pre, l->path);
+}
+
+static void largest_in(const eng_model *m, const eng_layer *ls, int n, int cap, int precision, size_t per_param,
+                       const eng_layer **best, size_t *best_bytes) {
+    for (int i = 0; i < n; i++) {
+        const eng_layer *l = &ls[i];
+        if (l->kind == ENG_L_RESIDUAL) { /* its inner layers and projection compete on their own */
+            largest_in(m, l->sub, l->nsub, cap, precision, per_param, best, best_bytes);
+            if (l->proj) largest_in(m, l->proj, 1, cap, precision, per_param, best, best_bytes);
+            continue;
+        }
+        size_t b = eng_size_add(eng_size_mul(l->nw + l->nb, per_param), eng_layer_buffer_bytes(l, cap, precision));
+        if (!*best || b > *best_bytes) {
+            *best = l;
+            *best_bytes = b;
+        }
+    }
+}
+
+const eng_layer *eng_model_largest_layer(const eng_model *m, int cap, int precision, size_t *bytes) {
+    const eng_layer *best = NULL;
+    size_t b = 0, per_param = sizeof(float) * (2 + eng_optim_state_floats(&m->opt));
+    largest_in(m, m->layers, m->nlayers, cap, precision, per_param, &best, &b);
+    if (bytes) *bytes = b;
+    return best;
 }
 
 static void summary_list(const eng_layer *ls, int n, char *buf, size_t len, size_t *pos) {

@@ -34,6 +34,11 @@
  * - Memory: activations and per-layer scratch are allocated once for a batch
  *   capacity (eng_model_reserve) and reused; a smaller last batch uses the
  *   same buffers. Parameters etc. are the one-block-per-kind of llm.c.
+ *   Building is two steps, shape (eng_model_new_shape: the layer tree and
+ *   parameter counts, small) then blocks (eng_model_alloc), so what a model
+ *   will need can be computed exactly before anything in proportion to it
+ *   is allocated (eng_model_*_bytes below; train.h adds up a training run).
+ *   Every allocation failure returns HPO_ENOMEM; nothing aborts.
  * - Precision: fp32; mixed_bf16 (bf16 copies of weights, refreshed once per
  *   step, and of each layer input; GEMM/conv in bf16 with f32 accumulation;
  *   everything else f32); mixed_fp16 (weights, activations and gradients
@@ -119,10 +124,43 @@ typedef struct eng_model {
 /* Build from a template and a trial's params (NULL: no references allowed).
  * in_shape: per-sample input shape (rank 1 or 3). n_classes > 0 checks the
  * output width for cross-entropy. Parameters initialised from seed (Glorot
- * uniform weights, zero biases). */
+ * uniform weights, zero biases). eng_model_new_shape then eng_model_alloc. */
 int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,
                   uint64_t seed, eng_model **out, hpo_error *err);
+/* The model without its parameter blocks (params etc. NULL): layers, shapes,
+ * parameter counts, optimiser; nothing in proportion to the model's size is
+ * allocated, so a template can be checked and its memory estimated (train.h,
+ * eng_train_mem) before committing to it. Sizes are bounded: more than
+ * ENG_MODEL_MAX_PARAMS parameters or a layer output of more than 2^31 - 1
+ * values per sample is HPO_ETOOLARGE naming the layer. */
+int eng_model_new_shape(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,
+                        eng_model **out, hpo_error *err);
+/* Allocates and initialises the parameter, gradient, optimiser-state and
+ * batch-norm blocks of a shape-only model; HPO_ENOMEM (with err, the model
+ * left shape-only) when they do not fit. */
+int eng_model_alloc(eng_model *m, uint64_t seed, hpo_error *err);
 void eng_model_free(eng_model *m);
+
+#define ENG_MODEL_MAX_PARAMS ((size_t)1 << 48)
+
+/* ---- memory (all sizes saturate at SIZE_MAX; eng_alloc_size rounding) ----
+ * Bytes that eng_model_alloc allocates (the four blocks). */
+size_t eng_model_block_bytes(const eng_model *m);
+/* Bytes that eng_model_reserve(cap, precision) allocates: every layer's batch
+ * buffers, input and loss gradient, and (not for a replica) the bf16/fp16
+ * weight copies. A dry run of the same code, so it cannot drift. */
+size_t eng_model_buffer_bytes(const eng_model *m, int cap, int precision, int replica);
+/* The same for one layer (a residual block: with its inner layers). */
+size_t eng_layer_buffer_bytes(const eng_layer *l, int cap, int precision);
+/* Bytes that eng_model_replica_new allocates for m reserved at (cap, precision). */
+size_t eng_model_replica_bytes(const eng_model *m, int cap, int precision);
+/* The layer taking the most memory (its parameters with gradients and
+ * optimiser state, and its batch buffers; residual blocks are looked into),
+ * and those bytes; for naming it in a budget error. */
+const eng_layer *eng_model_largest_layer(const eng_model *m, int cap, int precision, size_t *bytes);
+/* The template field that sizes layer l: "model.layers[1].dense.units",
+ * "model.layers[0].conv2d.filters", or its path for other kinds. */
+void eng_layer_size_field(const eng_layer *l, char *buf, size_t len);
 
 /* A replica for data parallelism (replicas.h): its own layer buffers,
  * gradients, batch-norm statistics and generator; the parameters and their
@@ -139,7 +177,9 @@ void eng_model_sync_shadows(eng_model *m);
 void eng_layer_free_bufs(eng_layer *l);
 void eng_layer_drop_bufs(eng_layer *l);
 
-/* Allocate activations for batches of up to cap samples in this precision. */
+/* Allocate activations for batches of up to cap samples in this precision.
+ * HPO_EINVAL on a shape-only model; HPO_ENOMEM leaves m without buffers
+ * (cap 0). */
 int eng_model_reserve(eng_model *m, int cap, int precision);
 
 /* Forward pass on m->input[B * in_size] (filled by the caller); train != 0
@@ -158,6 +198,7 @@ int eng_model_forward_from(eng_model *m, const float *x, int B, int train, const
  * batch xb[B * in_size] (borrowed the same way). Results are bit-identical
  * to converting a f32 batch (tests/unit/engine/test_model.c). */
 int eng_model_bf16_input(const eng_model *m);
+int eng_model_bf16_input_at(const eng_model *m, int precision); /* the same, were m reserved in precision */
 int eng_model_forward_bf16(eng_model *m, const uint16_t *xb, int B, int train, const float **out);
 /* Backward from m->dlogits[B][out_dim]; fills m->grads. */
 int eng_model_backward(eng_model *m, int B);

@@ -10,7 +10,25 @@
 
 /* ---- buffers ---- */
 
-static float *fbuf(size_t n) { return eng_alloc((n ? n : 1) * sizeof(float)); }
+/* Where reserve's buffers come from: eng_alloc, or nowhere in a dry run,
+ * which only adds up what they would take (eng_model_buffer_bytes). Either
+ * way bytes is the total; after the first failed allocation nothing more
+ * is allocated and failed is set. */
+typedef struct arena {
+    int dry, failed;
+    size_t bytes;
+} arena;
+
+static void *take(arena *a, size_t nbytes) {
+    a->bytes = eng_size_add(a->bytes, eng_alloc_size(nbytes));
+    if (a->dry || a->failed) return NULL;
+    void *p = eng_alloc(nbytes);
+    if (!p) a->failed = 1;
+    return p;
+}
+
+static float *fbuf(arena *a, size_t n) { return take(a, eng_size_mul(n ? n : 1, sizeof(float))); }
+static void *sbuf(arena *a, size_t n, size_t elt) { return take(a, eng_size_add(eng_size_mul(n, elt), 64)); }
 
 void eng_layer_drop_bufs(eng_layer *l) {
     l->z = l->y = l->dx = l->dcopy = l->mask = l->xhat = l->invstd = NULL;
@@ -40,12 +58,14 @@ void eng_layer_free_bufs(eng_layer *l) {
  * the CNN's first layer), and such a layer is bound by memory, not FLOPs. */
 #define BF16_CONV_MIN_CHANNELS 16
 
-static int uses_bf16(const eng_model *m, const eng_layer *l) {
-    if (m->precision != ENG_PREC_BF16 || l->fp32_only) return 0;
+static int uses_bf16_at(int precision, const eng_layer *l) {
+    if (precision != ENG_PREC_BF16 || l->fp32_only) return 0;
     return l->kind == ENG_L_DENSE || (l->kind == ENG_L_CONV2D && l->in_shape[2] >= BF16_CONV_MIN_CHANNELS);
 }
 
-static void reserve_list(eng_model *m, eng_layer *ls, int n, size_t cap);
+static int uses_bf16(const eng_model *m, const eng_layer *l) { return uses_bf16_at(m->precision, l); }
+
+static void reserve_list(eng_layer *ls, int n, size_t cap, int precision, arena *a);
 
 /* Samples per chunk of a pool-fused conv: its output chunk fits in ~1 MB. */
 static int pool_chunk(const eng_layer *l) {
@@ -53,95 +73,156 @@ static int pool_chunk(const eng_layer *l) {
     return nb < 1 ? 1 : nb > 4096 ? 4096 : (int)nb;
 }
 
-static void reserve_layer(eng_model *m, eng_layer *l, size_t cap) {
-    size_t in = cap * l->in_size, out = cap * l->out_size;
-    eng_layer_free_bufs(l);
+/* A layer's batch buffers for cap samples: allocated into l, or (dry) only
+ * counted, l untouched. */
+static void reserve_layer(eng_layer *l, size_t cap, int precision, arena *a) {
+    size_t in = eng_size_mul(cap, l->in_size), out = eng_size_mul(cap, l->out_size);
+    float *y = NULL, *z = NULL, *dx = NULL, *dcopy = NULL, *mask = NULL, *xhat = NULL, *invstd = NULL;
+    uint16_t *xb = NULL, *d16 = NULL;
+    int32_t *arg = NULL;
+    int alias = 0;
+    if (!a->dry) eng_layer_free_bufs(l);
     switch (l->kind) {
     case ENG_L_CONV2D:
         if (l->pool_fused) { /* chunk-sized scratch only (conv_pool_forward) */
             size_t nb = (size_t)pool_chunk(l);
-            l->y = l->z = fbuf(nb * l->out_size);
-            l->dx = fbuf(in);
-            l->dcopy = fbuf(l->nw + l->nb);
-            if (uses_bf16(m, l)) {
-                l->xb = eng_alloc(in * sizeof(uint16_t) + 64);
-                l->d16 = eng_alloc(nb * l->out_size * sizeof(uint16_t) + 64);
+            y = z = fbuf(a, nb * l->out_size);
+            dx = fbuf(a, in);
+            dcopy = fbuf(a, l->nw + l->nb);
+            if (uses_bf16_at(precision, l)) {
+                xb = sbuf(a, in, sizeof(uint16_t));
+                d16 = sbuf(a, nb * l->out_size, sizeof(uint16_t));
             }
             break;
         }
         /* fall through */
     case ENG_L_DENSE:
-        l->y = fbuf(out);
-        l->z = eng_act_needs_z(l->act) ? fbuf(out) : l->y;
-        l->dx = fbuf(in);
-        if (uses_bf16(m, l)) {
-            l->xb = eng_alloc(in * sizeof(uint16_t) + 64);
-            l->d16 = eng_alloc(out * sizeof(uint16_t) + 64);
+        y = fbuf(a, out);
+        z = eng_act_needs_z(l->act) ? fbuf(a, out) : y;
+        dx = fbuf(a, in);
+        if (uses_bf16_at(precision, l)) {
+            xb = sbuf(a, in, sizeof(uint16_t));
+            d16 = sbuf(a, out, sizeof(uint16_t));
         }
         break;
     case ENG_L_MAXPOOL:
-        l->y = fbuf(out);
-        l->arg = eng_alloc(out * sizeof(int32_t) + 64);
-        l->dx = fbuf(in);
+        y = fbuf(a, out);
+        arg = sbuf(a, out, sizeof(int32_t));
+        dx = fbuf(a, in);
         break;
     case ENG_L_GAP:
-        l->y = fbuf(out);
-        l->dx = fbuf(in);
+        y = fbuf(a, out);
+        dx = fbuf(a, in);
         break;
     case ENG_L_FLATTEN:
-        l->y_alias = 1;
+        alias = 1;
         break;
     case ENG_L_DROPOUT:
-        l->y = fbuf(out);
-        l->mask = fbuf(out);
+        y = fbuf(a, out);
+        mask = fbuf(a, out);
         break;
     case ENG_L_BATCHNORM:
-        l->y = fbuf(out);
-        l->xhat = fbuf(out);
-        l->invstd = fbuf((size_t)l->out_shape[l->out_rank - 1]);
+        y = fbuf(a, out);
+        xhat = fbuf(a, out);
+        invstd = fbuf(a, (size_t)l->out_shape[l->out_rank - 1]);
         break;
     case ENG_L_AUGMENT:
-        l->y = fbuf(out);
-        l->arg = eng_alloc(cap * 3 * sizeof(int32_t) + 64);
-        l->dx = fbuf(in);
+        y = fbuf(a, out);
+        arg = sbuf(a, cap * 3, sizeof(int32_t));
+        dx = fbuf(a, in);
         break;
     case ENG_L_ACT:
-        if (l->act == ENG_ACT_NONE) l->y_alias = 1;
-        else l->y = fbuf(out);
+        if (l->act == ENG_ACT_NONE) alias = 1;
+        else y = fbuf(a, out);
         break;
     case ENG_L_RESIDUAL:
-        l->z = fbuf(out);
-        l->y = l->act == ENG_ACT_NONE ? l->z : fbuf(out);
-        l->dcopy = fbuf(out);
-        l->dx = fbuf(in);
-        reserve_list(m, l->sub, l->nsub, cap);
-        if (l->proj) reserve_layer(m, l->proj, cap);
+        z = fbuf(a, out);
+        y = l->act == ENG_ACT_NONE ? z : fbuf(a, out);
+        dcopy = fbuf(a, out);
+        dx = fbuf(a, in);
+        reserve_list(l->sub, l->nsub, cap, precision, a);
+        if (l->proj) reserve_layer(l->proj, cap, precision, a);
         break;
+    }
+    if (a->dry) return;
+    l->y = y;
+    l->z = z;
+    l->dx = dx;
+    l->dcopy = dcopy;
+    l->mask = mask;
+    l->xhat = xhat;
+    l->invstd = invstd;
+    l->xb = xb;
+    l->d16 = d16;
+    l->arg = arg;
+    l->y_alias = alias;
+}
+
+static void reserve_list(eng_layer *ls, int n, size_t cap, int precision, arena *a) {
+    for (int i = 0; i < n; i++) reserve_layer(&ls[i], cap, precision, a);
+}
+
+static void free_bufs_list(eng_layer *ls, int n) {
+    for (int i = 0; i < n; i++) {
+        eng_layer_free_bufs(&ls[i]);
+        free_bufs_list(ls[i].sub, ls[i].nsub);
+        if (ls[i].proj) eng_layer_free_bufs(ls[i].proj);
     }
 }
 
-static void reserve_list(eng_model *m, eng_layer *ls, int n, size_t cap) {
-    for (int i = 0; i < n; i++) reserve_layer(m, &ls[i], cap);
+/* Everything eng_model_reserve allocates (or, dry, would allocate). */
+static void reserve_all(eng_model *m, size_t cap, int precision, int replica, arena *a) {
+    reserve_list(m->layers, m->nlayers, cap, precision, a);
+    float *input = fbuf(a, eng_size_mul(cap, m->in_size)), *dlogits = fbuf(a, eng_size_mul(cap, (size_t)m->out_dim));
+    void *b16 = NULL, *h = NULL;
+    if (!replica && precision == ENG_PREC_BF16) b16 = take(a, eng_size_mul(m->nparams + 1, sizeof(uint16_t)));
+    if (!replica && precision == ENG_PREC_FP16) h = fbuf(a, m->nparams);
+    if (a->dry) return;
+    free(m->input);
+    free(m->dlogits);
+    m->input = input;
+    m->dlogits = dlogits;
+    if (replica) return; /* the shadows are the primary's */
+    free(m->params_b16);
+    free(m->params_h);
+    m->params_b16 = b16;
+    m->params_h = h;
+}
+
+size_t eng_model_buffer_bytes(const eng_model *m, int cap, int precision, int replica) {
+    arena a = {1, 0, 0};
+    reserve_all((eng_model *)m, (size_t)(cap > 0 ? cap : 1), precision, replica, &a); /* dry: m is only read */
+    return a.bytes;
+}
+
+size_t eng_layer_buffer_bytes(const eng_layer *l, int cap, int precision) {
+    arena a = {1, 0, 0};
+    reserve_layer((eng_layer *)l, (size_t)(cap > 0 ? cap : 1), precision, &a); /* dry: l is only read */
+    return a.bytes;
 }
 
 int eng_model_reserve(eng_model *m, int cap, int precision) {
-    if (cap < 1 || precision < 0 || precision > ENG_PREC_FP16) return HPO_EINVAL;
+    if (cap < 1 || precision < 0 || precision > ENG_PREC_FP16 || !m->params) return HPO_EINVAL;
     if (cap == m->cap && precision == m->precision && m->input) return HPO_OK;
+    arena a = {0, 0, 0};
+    reserve_all(m, (size_t)cap, precision, m->is_replica, &a);
+    if (a.failed) { /* no half-reserved model: it holds no buffers, cap 0 */
+        free_bufs_list(m->layers, m->nlayers);
+        free(m->input);
+        free(m->dlogits);
+        m->input = m->dlogits = NULL;
+        if (!m->is_replica) {
+            free(m->params_b16);
+            free(m->params_h);
+            m->params_b16 = NULL;
+            m->params_h = NULL;
+        }
+        m->cap = 0;
+        return HPO_ENOMEM;
+    }
     m->precision = precision;
     m->cap = cap;
-    reserve_list(m, m->layers, m->nlayers, (size_t)cap);
-    free(m->input);
-    free(m->dlogits);
-    m->input = fbuf((size_t)cap * m->in_size);
-    m->dlogits = fbuf((size_t)cap * m->out_dim);
     m->shadow_dirty = !m->is_replica;
-    if (m->is_replica) return HPO_OK; /* the shadows are the primary's */
-    free(m->params_b16);
-    free(m->params_h);
-    m->params_b16 = NULL;
-    m->params_h = NULL;
-    if (precision == ENG_PREC_BF16) m->params_b16 = eng_alloc((m->nparams + 1) * sizeof(uint16_t));
-    if (precision == ENG_PREC_FP16) m->params_h = fbuf(m->nparams);
     return HPO_OK;
 }
 
@@ -362,14 +443,16 @@ int eng_model_forward_from(eng_model *m, const float *x, int B, int train, const
     return forward_list(m, m->layers, m->nlayers, x, B, train, out);
 }
 
-int eng_model_bf16_input(const eng_model *m) {
+int eng_model_bf16_input_at(const eng_model *m, int precision) {
     for (int i = 0; i < m->nlayers; i++) {
         const eng_layer *l = &m->layers[i];
         if (l->kind == ENG_L_FLATTEN) continue;
-        return l->kind == ENG_L_DENSE && uses_bf16(m, l);
+        return l->kind == ENG_L_DENSE && uses_bf16_at(precision, l);
     }
     return 0;
 }
+
+int eng_model_bf16_input(const eng_model *m) { return eng_model_bf16_input_at(m, m->precision); }
 
 int eng_model_forward_bf16(eng_model *m, const uint16_t *xb, int B, int train, const float **out) {
     if (B < 1 || B > m->cap || !xb || !eng_model_bf16_input(m)) return HPO_EINVAL;

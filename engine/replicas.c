@@ -160,10 +160,15 @@ static void wait_helpers(eng_replicas *r) {
 int eng_replicas_new(eng_model *m, int threads, eng_replicas **out) {
     if (!m || m->is_replica || threads < 2 || m->cap < threads) return HPO_EINVAL;
     eng_replicas *r = eng_alloc(sizeof *r);
+    if (!r) return HPO_ENOMEM;
     memset(r, 0, sizeof *r);
     r->m = m;
     r->threads = threads;
     r->shares = eng_alloc((size_t)threads * sizeof *r->shares);
+    if (!r->shares) {
+        free(r);
+        return HPO_ENOMEM;
+    }
     memset(r->shares, 0, (size_t)threads * sizeof *r->shares);
     atomic_init(&r->generation, 0);
     atomic_init(&r->finished, 0);
@@ -188,6 +193,12 @@ int eng_replicas_new(eng_model *m, int threads, eng_replicas **out) {
     m->be->set_threads(1);
     *out = r;
     return HPO_OK;
+}
+
+size_t eng_replicas_bytes(const eng_model *m, int threads, int cap, int precision) {
+    if (threads < 2) return 0;
+    size_t b = eng_size_add(eng_alloc_size(sizeof(eng_replicas)), eng_alloc_size((size_t)threads * sizeof(share)));
+    return eng_size_add(b, eng_size_mul((size_t)(threads - 1), eng_model_replica_bytes(m, cap, precision)));
 }
 
 void eng_replicas_free(eng_replicas *r) {

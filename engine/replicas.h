@@ -49,9 +49,13 @@
 typedef struct eng_replicas eng_replicas;
 
 /* T - 1 replicas of the reserved model m and T - 1 helper threads (T >= 2);
- * kernels run single-threaded from then on. */
+ * kernels run single-threaded from then on. HPO_ENOMEM when a replica does
+ * not fit (nothing is left allocated). */
 int eng_replicas_new(eng_model *m, int threads, eng_replicas **out);
 void eng_replicas_free(eng_replicas *r);
+/* Bytes eng_replicas_new allocates for m reserved at (cap, precision) on
+ * threads threads (0 for fewer than 2): T - 1 replicas and the bookkeeping. */
+size_t eng_replicas_bytes(const eng_model *m, int threads, int cap, int precision);
 
 /* One training step on the batch bt (threads <= bt->n <= capacity rows;
  * train a smaller batch on the model alone): bt->x is f32

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tensor.h"
+
 #define MAX_HEADER (100u << 20)
 #define MAX_NAME 1023
 
@@ -278,7 +280,11 @@ struct eng_st_file {
     size_t n;
     char **meta_k, **meta_v;
     size_t n_meta;
-    void *data; /* aligned copy of the data section */
+    void *data;  /* the data section, 64-byte aligned; NULL after eng_st_open */
+    void *block; /* the allocation holding it (a copy, or the file read by eng_st_read_file) */
+    int fd;      /* eng_st_open: the file, read by eng_st_read_tensor; -1 otherwise */
+    uint64_t data_start; /* eng_st_open: the data section's offset in the file */
+    char *path;  /* eng_st_open: for messages */
 };
 
 void eng_st_file_free(eng_st_file *f) {
@@ -288,7 +294,9 @@ void eng_st_file_free(eng_st_file *f) {
     free(f->t);
     free(f->meta_k);
     free(f->meta_v);
-    free(f->data);
+    free(f->block);
+    if (f->fd >= 0) close(f->fd);
+    free(f->path);
     free(f);
 }
 
@@ -332,12 +340,19 @@ static int span_cmp(const void *a, const void *b) {
 
 #define BAD(...) do { rc = hpo_fail(err, HPO_EFORMAT, "", __VA_ARGS__); goto fail; } while (0)
 
-int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error *err) {
+/* eng_st_read_buffer; when owned is not NULL, buf lies in the block owned
+ * (from eng_alloc) with its data section 64-byte aligned, and on success the
+ * file object keeps the block instead of copying the data section. */
+/* header_only: buf holds the 8-byte length and the header of a file of len
+ * bytes, whose data section is not read (eng_st_open). */
+static int read_buffer(const void *buf, size_t len, void *owned, int header_only, eng_st_file **out,
+                       hpo_error *err) {
     const unsigned char *b = buf;
     int rc = HPO_EFORMAT;
     json_t *root = NULL;
     span *spans = NULL;
     eng_st_file *f = hpo_xcalloc(1, sizeof *f);
+    f->fd = -1;
     json_error_t je;
     if (len < 8) BAD("safetensors: file of %zu bytes is shorter than its 8-byte header length",
                      len);
@@ -425,20 +440,31 @@ int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error
     }
     if (pos != data_len)
         BAD("safetensors: data section has %zu bytes but the tensors cover %zu", data_len, pos);
-    f->data = aligned_alloc(64, (data_len + 63) & ~(size_t)63 ? (data_len + 63) & ~(size_t)63
-                                                              : 64);
-    if (!f->data) abort();
-    if (data_len) memcpy(f->data, b + 8 + hl, data_len);
+    if (header_only) {
+        f->data = NULL;
+    } else if (owned) {
+        f->data = (void *)(b + 8 + hl);
+    } else {
+        f->data = eng_alloc(data_len);
+        if (!f->data) {
+            rc = hpo_fail(err, HPO_ENOMEM, "", "safetensors: out of memory for a data section of %zu bytes", data_len);
+            goto fail;
+        }
+        f->block = f->data;
+        if (data_len) memcpy(f->data, b + 8 + hl, data_len);
+    }
     /* reorder the tensors by offset so eng_st_get follows the file */
     eng_st_tensor *sorted = hpo_xcalloc(f->n ? f->n : 1, sizeof *sorted);
     for (size_t i = 0; i < f->n; i++) {
         sorted[i] = f->t[spans[i].idx];
-        sorted[i].data = (char *)f->data + spans[i].begin;
+        sorted[i].data = f->data ? (char *)f->data + spans[i].begin : NULL;
+        sorted[i].offset = spans[i].begin;
     }
     free(f->t);
     f->t = sorted;
     free(spans);
     json_decref(root);
+    if (owned) f->block = owned; /* only now: on failure the caller keeps it */
     *out = f;
     return 0;
 fail:
@@ -448,6 +474,37 @@ fail:
     return rc;
 }
 
+/* Prefixes err's message with the file's name. */
+static void name_file(hpo_error *err, const char *path) {
+    if (!err) return;
+    char m[sizeof err->message + 64];
+    snprintf(m, sizeof m, "%.60s: %s", path, err->message);
+    size_t l = strlen(m);
+    if (l >= sizeof err->message) l = sizeof err->message - 1;
+    memcpy(err->message, m, l);
+    err->message[l] = 0;
+}
+
+static int read_at(int fd, void *dst, size_t n, uint64_t off) {
+    char *c = dst;
+    while (n > 0) {
+        ssize_t k = pread(fd, c, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        c += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error *err) {
+    return read_buffer(buf, len, NULL, 0, out, err);
+}
+
+/* The file is read once, into a block where its data section starts on a
+ * 64-byte boundary, which the file object then keeps: a checkpoint being
+ * resumed takes its own size in memory, not twice that. */
 int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err) {
     int rc;
     char *buf = NULL;
@@ -460,27 +517,85 @@ int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err) {
         rc = hpo_fail(err, HPO_EIO, "path", "%s is not a regular file", path);
         goto fail;
     }
-    size_t len = (size_t)st.st_size;
-    buf = malloc(len ? len : 1);
+    size_t len = (size_t)st.st_size, pad = 0;
+    unsigned char head[8];
+    if (len >= 8 && fread(head, 1, 8, fp) == 8) {
+        uint64_t hl = 0;
+        for (int k = 0; k < 8; k++) hl |= (uint64_t)head[k] << (8 * k);
+        if (hl <= len - 8) pad = (64 - (size_t)((8 + hl) % 64)) % 64;
+    }
+    rewind(fp);
+    buf = eng_alloc(pad + len);
     if (!buf) {
         rc = hpo_fail(err, HPO_ENOMEM, "path", "%s: out of memory for %zu bytes", path, len);
         goto fail;
     }
-    if (fread(buf, 1, len, fp) != len) {
+    if (fread(buf + pad, 1, len, fp) != len) {
         rc = hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
         goto fail;
     }
-    rc = eng_st_read_buffer(buf, len, out, err);
-    if (rc < 0 && err) {
-        char m[sizeof err->message + 64];
-        snprintf(m, sizeof m, "%.60s: %s", path, err->message);
-        size_t l = strlen(m);
-        if (l >= sizeof err->message) l = sizeof err->message - 1;
-        memcpy(err->message, m, l);
-        err->message[l] = 0;
-    }
+    rc = read_buffer(buf + pad, len, buf, 0, out, err);
+    if (rc == 0) buf = NULL; /* the file object owns it */
+    if (rc < 0) name_file(err, path);
 fail:
     free(buf);
     fclose(fp);
     return rc;
+}
+
+int eng_st_open(const char *path, eng_st_file **out, hpo_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+    if (fd < 0)
+        return hpo_fail(err, errno == ENOENT ? HPO_ENOTFOUND : HPO_EIO, "path", "cannot open %s: %s", path,
+                        strerror(errno));
+    char *buf = NULL;
+    struct stat st;
+    unsigned char head[8];
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        rc = hpo_fail(err, HPO_EIO, "path", "%s is not a regular file", path);
+        goto fail;
+    }
+    size_t len = (size_t)st.st_size;
+    uint64_t hl = 0;
+    if (len >= 8) {
+        if (read_at(fd, head, 8, 0)) {
+            rc = hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
+            goto fail;
+        }
+        for (int k = 0; k < 8; k++) hl |= (uint64_t)head[k] << (8 * k);
+    }
+    /* a length past the limits is left to read_buffer's messages */
+    size_t want = len < 8 ? len : hl > MAX_HEADER || hl > len - 8 ? 8 : 8 + (size_t)hl;
+    buf = hpo_xmalloc(want ? want : 1);
+    if (want && read_at(fd, buf, want, 0)) {
+        rc = hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
+        goto fail;
+    }
+    rc = read_buffer(buf, len, NULL, 1, out, err);
+    if (rc < 0) {
+        name_file(err, path);
+        goto fail;
+    }
+    (*out)->fd = fd;
+    (*out)->data_start = 8 + hl;
+    (*out)->path = hpo_strdup(path);
+    free(buf);
+    return 0;
+fail:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+int eng_st_read_tensor(const eng_st_file *f, const eng_st_tensor *t, void *dst, hpo_error *err) {
+    if (t->data) {
+        if (t->nbytes) memcpy(dst, t->data, t->nbytes);
+        return 0;
+    }
+    if (f->fd < 0) return hpo_fail(err, HPO_EINVAL, "", "safetensors: tensor %s has no data", t->name);
+    errno = 0;
+    if (t->nbytes && read_at(f->fd, dst, t->nbytes, f->data_start + t->offset))
+        return hpo_fail(err, HPO_EIO, "path", "cannot read tensor %s of %s: %s", t->name, f->path,
+                        errno ? strerror(errno) : "the file is shorter than its header says");
+    return 0;
 }

@@ -23,9 +23,11 @@
  *   product(shape) * dtype size, no overlaps and no holes (the data section
  *   is covered exactly, as the reference reader requires), unique names,
  *   metadata values strings. Any violation is HPO_EFORMAT with a message in
- *   err. The data section is copied into one 64-byte-aligned block, so a
- *   tensor's data pointer is aligned to its element size when the file's
- *   offsets are (always true for files from this writer).
+ *   err. The data section lies in one 64-byte-aligned block (a copy for
+ *   eng_st_read_buffer; for eng_st_read_file the file itself, read once to
+ *   an offset that aligns it), so a tensor's data pointer is aligned to its
+ *   element size when the file's offsets are (always true for files from
+ *   this writer).
  * - Names are UTF-8 strings up to 1023 bytes; "__metadata__" is reserved.
  *
  * Threading: a writer or reader object is used by one thread at a time; a
@@ -65,8 +67,9 @@ typedef struct eng_st_tensor {
     eng_st_dtype dtype;
     int rank;
     int64_t shape[ENG_ST_MAX_RANK];
-    const void *data;      /* borrowed; nbytes long */
+    const void *data;      /* borrowed; nbytes long (NULL in a file from eng_st_open) */
     size_t nbytes;
+    size_t offset;         /* reader: where its bytes start in the data section */
 } eng_st_tensor;
 
 /* ---- writer ---- */
@@ -94,6 +97,13 @@ int eng_st_write_buffer(const eng_st_writer *w, void **buf, size_t *len, hpo_err
 typedef struct eng_st_file eng_st_file;
 
 int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err);
+/* The header only, validated as eng_st_read_file does against the file's
+ * size; the tensors' data stays on disk (data NULL) until eng_st_read_tensor
+ * copies it where it is wanted: loading a large checkpoint costs no memory
+ * beyond its destination. The file stays open until eng_st_file_free. */
+int eng_st_open(const char *path, eng_st_file **out, hpo_error *err);
+/* Copies tensor t of f (from eng_st_open or a read) into dst (t->nbytes). */
+int eng_st_read_tensor(const eng_st_file *f, const eng_st_tensor *t, void *dst, hpo_error *err);
 /* Parse a file image (copied; buf may be freed afterwards). */
 int eng_st_read_buffer(const void *buf, size_t len, eng_st_file **out, hpo_error *err);
 void eng_st_file_free(eng_st_file *f);

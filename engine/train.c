@@ -24,6 +24,68 @@ void eng_train_opts_init(eng_train_opts *o) {
     o->checkpoint_durable = 1;
 }
 
+/* ---- memory ---- */
+
+/* eng_train's rule: data parallelism needs a range-wise update (no clipping,
+ * not mixed_fp16), several threads and two rows per thread. */
+static int wants_data_parallel(const eng_model *m, const eng_train_opts *o) {
+    int fused_update = m->opt.clipnorm <= 0.0f && o->precision != ENG_PREC_FP16;
+    return fused_update && o->threads > 1 && o->batch_size >= 2 * o->threads;
+}
+
+/* One batcher slot (batch.c): x in f32 or bf16, and labels or targets. */
+static size_t batch_slot_bytes(const eng_model *m, int precision, size_t rows) {
+    size_t xe = eng_model_bf16_input_at(m, precision) ? 2 : 4;
+    size_t ye = m->loss == ENG_LOSS_SCCE || m->out_dim < 1 ? 4 : (size_t)m->out_dim * 4;
+    return eng_size_add(eng_alloc_size(eng_size_mul(eng_size_mul(rows, m->in_size), xe)),
+                        eng_alloc_size(eng_size_mul(rows, ye)));
+}
+
+static void estimate(const eng_model *m, const eng_train_opts *o, int data_parallel, eng_train_mem *e) {
+    int bs = o->batch_size > 0 ? o->batch_size : 1, prec = o->precision;
+    memset(e, 0, sizeof *e);
+    e->data_parallel = data_parallel;
+    e->weights = eng_model_block_bytes(m);
+    e->activations = eng_model_buffer_bytes(m, bs, prec, 0);
+    e->replicas = data_parallel ? eng_replicas_bytes(m, o->threads, bs, prec) : 0;
+    e->best = o->restore_best ? eng_alloc_size(eng_size_mul(m->nparams + 1, sizeof(float))) : 0;
+    size_t slot = batch_slot_bytes(m, prec, (size_t)bs);
+    size_t train_batches = eng_size_mul(slot, o->prefetch && !data_parallel ? 2 : 1), val_batches = slot;
+    e->batches = eng_size_add(train_batches, val_batches);
+    e->total = eng_size_add(eng_size_add(eng_size_add(e->weights, e->activations), eng_size_add(e->best, e->replicas)),
+                            e->batches);
+}
+
+void eng_train_mem_estimate(const eng_model *m, const eng_train_opts *o, eng_train_mem *out) {
+    int dp = wants_data_parallel(m, o);
+    estimate(m, o, dp, out);
+    if (dp && o->max_bytes && out->total > o->max_bytes) /* one model on intra-op threads is smaller */
+        estimate(m, o, 0, out);
+}
+
+int eng_train_check_budget(const eng_model *m, const eng_train_opts *o, eng_train_mem *out, hpo_error *err) {
+    eng_train_mem e;
+    eng_train_mem_estimate(m, o, &e);
+    if (out) *out = e;
+    if (!o->max_bytes || e.total <= o->max_bytes) return 0;
+    char need[32], budget[32], w[32], a[32], field[128] = "model.layers", lname[256] = "";
+    size_t lbytes = 0;
+    const eng_layer *big = eng_model_largest_layer(m, o->batch_size > 0 ? o->batch_size : 1, o->precision, &lbytes);
+    if (big) {
+        eng_layer_size_field(big, field, sizeof field);
+        snprintf(lname, sizeof lname, "; the largest layer is %s%s (%zu parameters)",
+                 strncmp(big->path, "model.", 6) ? "model." : "", big->path, big->nw + big->nb);
+    }
+    eng_format_bytes(e.total, need, sizeof need);
+    eng_format_bytes(o->max_bytes, budget, sizeof budget);
+    eng_format_bytes(eng_size_add(e.weights, e.best), w, sizeof w);
+    eng_format_bytes(e.total - eng_size_add(e.weights, e.best), a, sizeof a);
+    return hpo_fail(err, HPO_ETOOLARGE, field,
+                    "model needs %s, budget %s: weights, gradients, optimiser state and best-epoch copy %s; activations and "
+                    "batches of %d %s%s",
+                    need, budget, w, o->batch_size, a, lname);
+}
+
 static int check_data(const eng_model *m, const eng_split *s, hpo_error *err) {
     const eng_dataset *ds = s->ds;
     if (ds->sample_size != m->in_size)
@@ -46,7 +108,10 @@ static int evaluate(eng_model *m, eng_replicas *reps, int threads, const eng_spl
     int rc;
     memset(&sums, 0, sizeof sums);
     if (batch_size < 1) batch_size = 256;
-    if (m->cap < 1 && (rc = eng_model_reserve(m, batch_size, m->precision))) return rc;
+    if (m->cap < 1 && (rc = eng_model_reserve(m, batch_size, m->precision)))
+        return rc == HPO_ENOMEM ? hpo_fail(err, rc, "training.batch_size", "out of memory for the activations of "
+                                           "batches of %d", batch_size)
+                                : rc;
     if (batch_size > m->cap) batch_size = m->cap;
     if ((rc = check_data(m, s, err))) return rc;
     int bf16_batches = eng_model_bf16_input(m); /* as in eng_train */
@@ -112,16 +177,26 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
         goto fail;
     }
     if ((rc = check_data(m, train, err)) || (val && (rc = check_data(m, val, err)))) goto fail;
+    eng_train_mem mem;
+    if ((rc = eng_train_check_budget(m, o, &mem, err))) goto fail;
     if (o->threads > 0) m->be->set_threads(o->threads);
-    if ((rc = eng_model_reserve(m, bs, o->precision))) goto fail;
+    if ((rc = eng_model_reserve(m, bs, o->precision))) {
+        char sz[32];
+        eng_format_bytes(mem.activations, sz, sizeof sz);
+        if (rc == HPO_ENOMEM)
+            rc = hpo_fail(err, rc, "training.batch_size", "out of memory for the activations of batches of %d (%s)",
+                          bs, sz);
+        goto fail;
+    }
     eng_batcher_opts bo = {.batch_size = (size_t)bs, .shuffle = 1, .seed = o->seed, .drop_last = 0,
                            .x_type = ENG_BATCH_F32, .prefetch = o->prefetch};
     int fused_update = m->opt.clipnorm <= 0.0f && o->precision != ENG_PREC_FP16;
     /* several threads: data parallelism over the batch (replicas.h); the
      * threads then keep their cores busy, and a prefetch thread would only
      * preempt one of them while the others wait at the step's barrier
-     * (measured: 8% slower), so the batch is gathered in line */
-    int data_parallel = fused_update && o->threads > 1 && bs >= 2 * o->threads;
+     * (measured: 8% slower), so the batch is gathered in line. Under a
+     * memory budget the replicas must fit it (eng_train_mem). */
+    int data_parallel = mem.data_parallel;
     if (data_parallel) {
         bo.prefetch = 0;
         bo.defer_gather = 1; /* each thread gathers its share of the batch (eng_replicas_step) */
@@ -142,7 +217,13 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
     long spe = (long)eng_batcher_n_batches(b), total = spe * o->epochs;
     st.loss_scale = o->precision == ENG_PREC_FP16 ? 32768.0 : 1.0;
     st.best = mode < 0 ? INFINITY : -INFINITY;
-    if (o->restore_best) best_params = eng_alloc((m->nparams + 1) * sizeof(float));
+    if (o->restore_best && !(best_params = eng_alloc((m->nparams + 1) * sizeof(float)))) {
+        char sz[32];
+        eng_format_bytes(mem.best, sz, sizeof sz);
+        rc = hpo_fail(err, HPO_ENOMEM, "training.early_stopping.restore_best_weights",
+                      "out of memory for a copy of the best epoch's weights (%s)", sz);
+        goto fail;
+    }
     if (o->checkpoint_dir) {
         mkdir(o->checkpoint_dir, 0755);
         snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint_dir,
@@ -157,7 +238,13 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
     }
     /* per-layer updates inside backward unless a global look at the
      * gradients (clipping norm, fp16 overflow check) must come first */
-    if (data_parallel && (rc = eng_replicas_new(m, o->threads, &reps))) goto fail;
+    if (data_parallel && (rc = eng_replicas_new(m, o->threads, &reps))) {
+        char sz[32];
+        eng_format_bytes(mem.replicas, sz, sizeof sz);
+        if (rc == HPO_ENOMEM)
+            rc = hpo_fail(err, rc, "training", "out of memory for %d data-parallel replicas (%s)", o->threads - 1, sz);
+        goto fail;
+    }
     double t_all = hpo_monotonic(), sps_sum = 0;
     int stop = 0;
     r.epochs_run = st.epoch;

@@ -40,6 +40,19 @@
  * - Checkpoints are fsynced unless checkpoint_durable is 0 (hpod under
  *   --sync normal): then they survive a crash of the process, not of the
  *   machine (eng_st_writer_set_durable).
+ * - Memory budget: eng_train_mem adds up, before anything large is
+ *   allocated, every block a run takes through eng_alloc (tensor.h): the
+ *   model's parameter blocks, its batch buffers, the data-parallel
+ *   replicas, the best epoch's weights, the batcher's buffers and, when
+ *   resuming, the checkpoint file; the same dry-run sizes as the code that
+ *   allocates (model.h), so the estimate is the allocation (tests compare
+ *   the two). With max_bytes set, eng_train trains on intra-op threads
+ *   instead of data-parallel replicas when only the replicas go over it,
+ *   and otherwise refuses with HPO_ETOOLARGE ("model needs 15.9 GiB, budget
+ *   4.0 GiB", naming the largest layer's size field);
+ *   eng_train_check_budget says the same about a shape-only model
+ *   (eng_model_new_shape) before its parameters exist. Not counted: the
+ *   dataset, the batcher's row index arrays, OpenBLAS/oneDNN scratch.
  * - The callback runs on the training thread after each epoch, BEFORE that
  *   epoch's checkpoint is written (so what it records about the epoch is
  *   durable first: a crash in between repeats the epoch, never skips it);
@@ -101,6 +114,7 @@ typedef struct eng_train_opts {
     int prefetch;           /* background batch gathering */
     eng_epoch_fn on_epoch;
     void *user;
+    size_t max_bytes;       /* memory budget of the run (eng_train_mem); 0 = none */
 } eng_train_opts;
 
 void eng_train_opts_init(eng_train_opts *o); /* defaults: 10 epochs, batch 128, ... */
@@ -117,7 +131,29 @@ typedef struct eng_train_result {
     double samples_per_s;   /* mean over epochs */
 } eng_train_result;
 
-/* Train m on train (val may be NULL). m's buffers are reserved here. */
+/* What a training run of m with options o takes from eng_alloc, in bytes
+ * (saturating at SIZE_MAX). Batches are counted at full batch_size and with
+ * a validation split (upper bounds). */
+typedef struct eng_train_mem {
+    size_t weights;     /* parameters, gradients, optimiser state, batch-norm statistics */
+    size_t activations; /* every layer's batch buffers, input, loss gradient, bf16/fp16 weight copies */
+    size_t replicas;    /* data-parallel replicas (0 on one thread) */
+    size_t best;        /* the best epoch's weights (restore_best) */
+    size_t batches;     /* the batcher's buffers: training (two with prefetch) and validation */
+    size_t total;       /* their sum, the peak (a resumed checkpoint is read straight into the
+                         * model: safetensors.h, eng_st_open) */
+    int data_parallel;  /* trains on replicas (replicas.h); decided as eng_train decides: not when
+                         * the replicas would take the run over max_bytes */
+} eng_train_mem;
+void eng_train_mem_estimate(const eng_model *m, const eng_train_opts *o, eng_train_mem *out);
+/* 0 when the run fits o->max_bytes (or there is no budget); otherwise
+ * HPO_ETOOLARGE with err: "model needs X, budget Y: ..." and the field that
+ * sizes the largest layer ("model.layers[1].dense.units"). m may be
+ * shape-only. out (may be NULL) gets the estimate. */
+int eng_train_check_budget(const eng_model *m, const eng_train_opts *o, eng_train_mem *out, hpo_error *err);
+
+/* Train m on train (val may be NULL). m's buffers are reserved here. Out of
+ * memory anywhere is HPO_ENOMEM with err saying for what. */
 int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
               eng_train_result *res, hpo_error *err);
 

@@ -1,7 +1,8 @@
 /* main.c - hpod: flags, configuration, start-up and shutdown.
  *
  *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--token T] [--sync normal|full]
- *        [--http-threads N] [--max-body BYTES] [--log-level debug|info|warn|error]
+ *        [--http-threads N] [--max-body BYTES] [--max-model-bytes SIZE]
+ *        [--log-level debug|info|warn|error]
  *   hpod --help | --version
  *
  * Not listed by --help (tests, special set-ups): --max-upload BYTES, the
@@ -27,6 +28,7 @@ typedef struct config {
     const char *devices;
     sto_sync sync;
     uint64_t max_upload; /* --max-upload; 0: the api's default */
+    uint64_t max_model;  /* --max-model-bytes; 0: srv_default_model_budget */
 } config;
 
 static void usage(FILE *f) {
@@ -46,6 +48,10 @@ static void usage(FILE *f) {
             "                      durable against power loss\n"
             "  --max-connections N concurrent HTTP connections, a thread each (default 256)\n"
             "  --max-body BYTES    largest accepted request body (default 1048576)\n"
+            "  --max-model-bytes SIZE  memory one model may take to train (weights,\n"
+            "                      gradients, optimiser state, activations; e.g. 2G, 512M);\n"
+            "                      larger models fail their trial with the reason. Default:\n"
+            "                      half the memory shared by the slots, at most 4G\n"
             "  --log-level L       debug, info (default), warn or error\n"
             "  --help, --version\n");
 }
@@ -62,10 +68,30 @@ static int parse_uint(const char *flag, const char *s, long lo, long hi, long *o
     return 0;
 }
 
+/* A byte count with an optional K, M, G or T suffix (powers of 1024). */
+static int parse_size(const char *flag, const char *s, uint64_t lo, uint64_t *out) {
+    char *end = (char *)s;
+    unsigned long long v = 0;
+    int shift = -1;
+    errno = 0;
+    if (*s >= '0' && *s <= '9') v = strtoull(s, &end, 10);
+    if (end != s && !errno) {
+        if (!*end) shift = 0;
+        else if (!end[1]) shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : *end == 'T' ? 40 : -1;
+    }
+    if (shift < 0 || v > (UINT64_MAX >> shift) || (v << shift) < lo) {
+        fprintf(stderr, "hpod: %s must be a size of at least %llu bytes (e.g. 4G, 512M), got '%s'\n", flag,
+                (unsigned long long)lo, s);
+        return -1;
+    }
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
 /* 0 to run, 1 to exit successfully (help/version), -1 on a bad flag. */
 static int parse_flags(int argc, char **argv, config *cfg) {
     enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION,
-           O_DEVICES };
+           O_DEVICES, O_MAXMODEL };
     enum { O_MAXUPLOAD = 64 }; /* not in --help, see the top */
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
@@ -73,7 +99,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         {"sync", required_argument, 0, O_SYNC},       {"max-connections", required_argument, 0, O_THREADS},
         {"max-body", required_argument, 0, O_MAXBODY}, {"log-level", required_argument, 0, O_LOG},
         {"help", no_argument, 0, O_HELP},             {"version", no_argument, 0, O_VERSION},
-        {"devices", required_argument, 0, O_DEVICES},
+        {"devices", required_argument, 0, O_DEVICES}, {"max-model-bytes", required_argument, 0, O_MAXMODEL},
         {"max-upload", required_argument, 0, O_MAXUPLOAD},
         {0, 0, 0, 0}};
     long v;
@@ -105,6 +131,9 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         case O_MAXUPLOAD:
             if (parse_uint("--max-upload", optarg, 1, 1L << 40, &v)) return -1;
             cfg->max_upload = (uint64_t)v;
+            break;
+        case O_MAXMODEL:
+            if (parse_size("--max-model-bytes", optarg, UINT64_C(1) << 20, &cfg->max_model)) return -1;
             break;
         case O_MAXBODY:
             if (parse_uint("--max-body", optarg, 1024, 1L << 30, &v)) return -1;
@@ -163,8 +192,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hpod: cannot open the database %s: %s\n", db_path, hpo_strerror(rc));
         goto done;
     }
+    if (!cfg.max_model) cfg.max_model = srv_default_model_budget(n_slots);
     api_options api_opt = {.data_dir = cfg.data_dir, .max_upload_bytes = cfg.max_upload,
-                           .durable_checkpoints = cfg.sync == STO_SYNC_FULL};
+                           .durable_checkpoints = cfg.sync == STO_SYNC_FULL, .max_model_bytes = cfg.max_model};
     if ((rc = api_ctx_new(db, &api_opt, &api))) goto done;
     if ((rc = srv_scheduler_new(api, slots, n_slots, &sched))) goto done;
     if ((rc = srv_http_start(api, &cfg.http, &http, &err))) {
@@ -172,10 +202,10 @@ int main(int argc, char **argv) {
         goto done;
     }
     HPO_INFO("hpod %s listening on http://%s:%d (data %s, sync %s, auth %s, %d slot(s) of %d thread(s), "
-             "OpenBLAS kernel %s)",
+             "model budget %.1f GiB, OpenBLAS kernel %s)",
              HPO_VERSION, cfg.http.bind, srv_http_port(http), db_path, cfg.sync == STO_SYNC_FULL ? "full" : "normal",
              cfg.http.token && *cfg.http.token ? "bearer token" : "none", n_slots, slots[0].threads,
-             eng_blas_corename());
+             (double)cfg.max_model / (1 << 30), eng_blas_corename());
     printf("hpod listening on http://%s:%d\n", cfg.http.bind, srv_http_port(http));
     fflush(stdout);
     srv_scheduler_run(sched);

@@ -102,6 +102,10 @@ int srv_scheduler_new(api_ctx *api, const srv_slot *slots, int n_slots, srv_sche
         return rc;
     }
     api_set_wakeup(api, wake, s);
+    /* the signal handlers before hpod says it listens: a SIGTERM right
+     * after that line is a clean shutdown, never the default kill */
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     int requeued = api_sched_recover(api);
     if (requeued > 0) HPO_INFO("recovery: %d trial(s) will resume from their checkpoints", requeued);
     *out = s;
@@ -110,8 +114,6 @@ int srv_scheduler_new(api_ctx *api, const srv_slot *slots, int n_slots, srv_sche
 
 int srv_scheduler_run(srv_scheduler *s) {
     uv_timer_start(&s->tick, on_tick, 0, 1000);
-    uv_signal_start(&s->sigint, on_signal, SIGINT);
-    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     return s->stopped_by;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct worker {
     srv_workers *pool;
@@ -26,6 +27,28 @@ struct srv_workers {
     void (*on_done)(void *arg);
     void *arg;
 };
+
+/* The machine's memory: physical, or the cgroup's limit when lower (a
+ * container), v2 or v1. */
+static uint64_t machine_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_C(8) << 30;
+    static const char *limits[] = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
+        FILE *f = fopen(limits[i], "r");
+        unsigned long long v;
+        if (!f) continue;
+        if (fscanf(f, "%llu", &v) == 1 && v > 0 && v < mem) mem = v; /* "max": no limit */
+        fclose(f);
+    }
+    return mem;
+}
+
+uint64_t srv_default_model_budget(int n_slots) {
+    uint64_t b = machine_memory() / 2 / (uint64_t)(n_slots > 0 ? n_slots : 1);
+    uint64_t lo = UINT64_C(64) << 20, hi = UINT64_C(4) << 30;
+    return b < lo ? lo : b > hi ? hi : b;
+}
 
 int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err) {
     srv_slot *out = NULL;

@@ -29,6 +29,13 @@ typedef struct srv_slot {
 /* Parses a --devices value into slots (*slots malloc'd). */
 int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err);
 
+/* The default memory budget of one model (--max-model-bytes): half the
+ * machine's memory (or its cgroup limit) shared by the n slots, so that all
+ * of them training a model at the budget at once leave the other half to
+ * datasets, the database and the system; at most 4 GiB (a model beyond that
+ * is asked for with the flag), at least 64 MiB. */
+uint64_t srv_default_model_budget(int n_slots);
+
 typedef struct srv_workers srv_workers;
 
 int srv_workers_new(api_ctx *api, const srv_slot *slots, int n, void (*on_done)(void *arg), void *arg,

@@ -111,6 +111,24 @@ static void test_round_trip(void **state) {
         assert_int_equal(eng_st_meta_count(f), 2);
         eng_st_file_free(f);
     }
+    /* eng_st_open: the header now, each tensor read from disk into its place */
+    eng_st_file *f;
+    assert_int_equal(eng_st_open(path, &f, &err), 0);
+    assert_int_equal(eng_st_count(f), 8);
+    const eng_st_tensor *t = eng_st_find(f, "dense_1/kernel");
+    assert_null(t->data);
+    float w2[6];
+    assert_int_equal(eng_st_read_tensor(f, t, w2, &err), 0);
+    assert_memory_equal(w2, w, sizeof w);
+    int32_t iv2[sizeof iv / sizeof *iv];
+    assert_int_equal(eng_st_read_tensor(f, eng_st_find(f, "ints"), iv2, &err), 0);
+    assert_memory_equal(iv2, iv, sizeof iv);
+    double d2[2];
+    assert_int_equal(eng_st_read_tensor(f, eng_st_find(f, "scalar_f64"), d2, &err), 0);
+    assert_memory_equal(d2, d, sizeof d);
+    assert_int_equal(eng_st_read_tensor(f, eng_st_find(f, "empty"), NULL, &err), 0);
+    assert_string_equal(eng_st_meta(f, "epoch"), "4");
+    eng_st_file_free(f);
     free(buf);
     eng_st_writer_free(wr);
     /* no temp files left behind */
@@ -139,6 +157,16 @@ static void expect_bad(const char *hdr, size_t data_len, const char *what) {
     assert_int_equal(rc, HPO_EFORMAT);
     assert_ptr_equal(f, (eng_st_file *)0x1); /* out-param untouched */
     assert_true(err.message[0] != 0);
+    /* the same from a file, whole or header only */
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.safetensors", tmpdir);
+    FILE *fp = fopen(path, "wb");
+    assert_int_equal(fwrite(b, 1, len, fp), len);
+    fclose(fp);
+    assert_int_equal(eng_st_read_file(path, &f, &err), HPO_EFORMAT);
+    assert_int_equal(eng_st_open(path, &f, &err), HPO_EFORMAT);
+    assert_ptr_equal(f, (eng_st_file *)0x1);
+    unlink(path);
     free(b);
 }
 
@@ -190,6 +218,8 @@ static void test_malformed(void **state) {
     assert_int_equal(truncate(path, 100), 0);
     assert_int_equal(eng_st_read_file(path, &f, &err), HPO_EFORMAT);
     printf("  %-28s -> %s\n", "truncated file", err.message);
+    assert_int_equal(eng_st_open(path, &f, &err), HPO_EFORMAT);
+    assert_int_equal(eng_st_open("/nonexistent/x.safetensors", &f, &err), HPO_ENOTFOUND);
     assert_int_equal(eng_st_read_file("/nonexistent/x.safetensors", &f, &err), HPO_ENOTFOUND);
 }
 

@@ -1,0 +1,168 @@
+/* template_check.c - checking an embedded study's model template when the
+ * study is created (api_embedded_check_model): the template is built,
+ * shape only (engine/model.h, eng_model_new_shape: nothing in proportion to
+ * the model is allocated), and its training run held against the memory
+ * budget, at several points of the search space:
+ *   - the middle: every int/float at the middle of its range (geometric
+ *     middle on a log scale, snapped to its step), every choice at its
+ *     first value, every bool false;
+ *   - all low and all high (choices first / last value, bools false / true);
+ *   - each parameter in turn at each of its values, the others in the
+ *     middle: low and high of a number, every value of a choice (at most
+ *     32, evenly spaced), both of a bool; a conditional parameter with its
+ *     parents set to a value that activates it.
+ * A template that builds (and fits) at some point is accepted: the points
+ * where it does not are trials that will fail with the reason, which is
+ * data. A template that fails at every point with the same error (same
+ * code, same field once layer indices are set aside, since "repeat" blocks
+ * shift them) does not depend on the params: the study is refused with
+ * that error, a 400 naming the field ("model.layers[1].dense.units: model
+ * needs 15.9 GiB, budget 4.0 GiB"). Different errors at different points
+ * are left to the trials. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "model.h"
+#include "train.h"
+
+#define MAX_POINTS 512
+#define MAX_CHOICE_POINTS 32
+
+typedef struct points {
+    const tun_space *s;
+    double *x; /* n_points rows of s->n */
+    int n;
+} points;
+
+static double *add_point(points *p, const double *from) {
+    if (p->n >= MAX_POINTS) return NULL;
+    double *row = p->x + (size_t)p->n * (size_t)p->s->n;
+    memcpy(row, from, (size_t)p->s->n * sizeof *row);
+    p->n++;
+    return row;
+}
+
+static double mid_of(const tun_space *s, int i) {
+    const tun_param *q = &s->params[i];
+    if (q->type == TUN_CHOICE || q->type == TUN_BOOL) return 0;
+    double v = q->log && q->low > 0 ? exp(0.5 * (log(q->low) + log(q->high))) : 0.5 * (q->low + q->high);
+    return tun_space_snap(s, i, v);
+}
+
+static double low_of(const tun_space *s, int i) {
+    const tun_param *q = &s->params[i];
+    return q->type == TUN_CHOICE || q->type == TUN_BOOL ? 0 : tun_space_snap(s, i, q->low);
+}
+
+static double high_of(const tun_space *s, int i) {
+    const tun_param *q = &s->params[i];
+    if (q->type == TUN_CHOICE) return q->n_choices - 1;
+    if (q->type == TUN_BOOL) return 1;
+    return tun_space_snap(s, i, q->high);
+}
+
+/* Sets the parents of parameter i (recursively) to values that activate it. */
+static void activate(const tun_space *s, double *x, int i) {
+    for (int p = s->params[i].parent, guard = 0; p >= 0 && guard < s->n; p = s->params[p].parent, guard++) {
+        if (s->params[i].n_parent_values > 0) x[p] = s->params[i].parent_values[0];
+        i = p;
+    }
+}
+
+static void make_points(points *p) {
+    const tun_space *s = p->s;
+    int n = s->n;
+    double *base = hpo_xcalloc((size_t)n + 1, sizeof *base), *row;
+    for (int i = 0; i < n; i++) base[i] = mid_of(s, i);
+    add_point(p, base);
+    if ((row = add_point(p, base)))
+        for (int i = 0; i < n; i++) row[i] = low_of(s, i);
+    if ((row = add_point(p, base)))
+        for (int i = 0; i < n; i++) row[i] = high_of(s, i);
+    for (int i = 0; i < n; i++) {
+        const tun_param *q = &s->params[i];
+        int k = q->type == TUN_CHOICE ? q->n_choices : 2, m = k > MAX_CHOICE_POINTS ? MAX_CHOICE_POINTS : k;
+        for (int j = 0; j < m; j++) {
+            if (!(row = add_point(p, base))) break;
+            activate(s, row, i);
+            if (q->type == TUN_CHOICE) row[i] = m == k ? j : (double)((int64_t)j * (k - 1) / (m - 1));
+            else row[i] = j ? high_of(s, i) : low_of(s, i);
+        }
+    }
+    free(base);
+}
+
+/* Builds the template at x (shape only) and holds it against the budget. */
+static int try_point(api_ctx *ctx, const api_study_def *d, const double *x, hpo_error *err) {
+    json_t *params = tun_space_to_json(d->space, x), *model = NULL;
+    if (!params) return hpo_fail(err, HPO_ENOMEM, "space", "out of memory");
+    eng_model *m = NULL;
+    int rc = api_model_expand(d->emb.model, params, d->space, &model, err);
+    if (rc == 0)
+        rc = eng_model_new_shape(model, params, d->emb.in_rank, d->emb.in_shape, d->emb.n_classes, &m, err);
+    if (rc == 0) {
+        eng_train_opts o;
+        api_trial_train_opts(ctx, &d->emb, 1, &o); /* one thread: replicas are dropped before a trial fails */
+        o.checkpoint_dir = ctx->opt.data_dir;      /* only for the estimate: trials resume from checkpoints */
+        rc = eng_train_check_budget(m, &o, NULL, err);
+    }
+    eng_model_free(m);
+    json_decref(model);
+    json_decref(params);
+    if (rc && strncmp(err->field, "model", 5) != 0 && strncmp(err->field, "dataset", 7) != 0)
+        hpo_error_prefix(err, "model");
+    return rc;
+}
+
+/* A field with the numbers inside brackets left out: "model.layers[].dense". */
+static void field_shape(const char *f, char *out, size_t n) {
+    size_t k = 0;
+    int in = 0;
+    for (; *f && k + 1 < n; f++) {
+        if (*f == '[') in = 1;
+        else if (*f == ']') in = 0;
+        else if (in) continue;
+        out[k++] = *f;
+    }
+    out[k] = 0;
+}
+
+int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *err) {
+    points p = {d->space, NULL, 0};
+    p.x = hpo_xcalloc((size_t)MAX_POINTS * ((size_t)d->space->n + 1), sizeof *p.x);
+    make_points(&p);
+    int first = 0, same = 1;
+    hpo_error e0;
+    char shape0[sizeof e0.field], shape[sizeof e0.field];
+    memset(&e0, 0, sizeof e0);
+    for (int i = 0; i < p.n; i++) {
+        hpo_error e;
+        memset(&e, 0, sizeof e);
+        int rc = try_point(ctx, d, p.x + (size_t)i * (size_t)d->space->n, &e);
+        if (rc == 0) { /* it builds here: the failing points are failed trials */
+            free(p.x);
+            return 0;
+        }
+        field_shape(e.field, shape, sizeof shape);
+        if (i == 0) {
+            first = rc;
+            e0 = e;
+            memcpy(shape0, shape, sizeof shape0);
+        } else if (rc != first || strcmp(shape, shape0) != 0) {
+            same = 0;
+        }
+    }
+    free(p.x);
+    if (!same) {
+        HPO_INFO("study \"%s\": the model template fails at every point of the space checked, with different errors "
+                 "(at the middle: %s); its trials will fail with the reasons",
+                 d->name, e0.message);
+        return 0;
+    }
+    /* the same error everywhere: the template cannot build; a client error */
+    *err = e0;
+    return first == HPO_ETOOLARGE ? HPO_EINVAL : first; /* over the budget: a 400, not a 413 */
+}

@@ -1,0 +1,173 @@
+/* test_recovery.c - crash loops (api.h, api_sched_recover; internal.h,
+ * api_training_*): a trial found running at start is queued again to resume
+ * from its checkpoint, but one whose training hpod died in API_MAX_CRASHES
+ * times in a row with no epoch finished in between (it is what takes hpod
+ * down) fails with the reason, the tuner is told, and the study completes.
+ * A death before training starts (the dataset loading) does not count; an
+ * epoch, or training that returns, starts the count again. Runs in-process:
+ * api_sched_next is what a free worker slot calls, api_training_begin what
+ * the runner does before it allocates the model (a "crash" is not calling
+ * api_training_end), api_sched_recover what a start does. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static char dir[64];
+static sto_db *db;
+static api_ctx *ctx;
+
+static json_t *call(const char *method, const char *path, const char *body, int *status) {
+    api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};
+    api_response resp;
+    api_handle(ctx, &req, &resp);
+    *status = resp.status;
+    json_t *j = resp.body_len ? json_loadb(resp.body, resp.body_len, 0, NULL) : NULL;
+    api_response_clear(&resp);
+    return j;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/hpo-recovery-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    api_options opt = {.data_dir = dir};
+    assert_int_equal(api_ctx_new(db, &opt, &ctx), 0);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    api_ctx_free(ctx);
+    sto_close(db);
+    nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+static int64_t create_study(int max_epochs) {
+    char body[640];
+    snprintf(body, sizeof body,
+             "{\"name\": \"r\", \"objective\": {\"metric\": \"val_accuracy\"},"
+             " \"model\": {\"layers\": [{\"flatten\": {}}, {\"dense\": {\"units\": 8, \"activation\": \"relu\"}},"
+             " {\"dense\": {\"units\": 10, \"activation\": \"softmax\"}}], \"optimizer\": {\"name\": \"adam\", "
+             "\"learning_rate\": \"$lr\"}}, \"space\": {\"lr\": {\"type\": \"float\", \"low\": 0.001, \"high\": 0.01}},"
+             " \"dataset\": {\"name\": \"fashion-mnist\", \"limit\": 200, \"validation_split\": 100},"
+             " \"training\": {\"max_epochs\": %d, \"batch_size\": 50},"
+             " \"tuner\": {\"algorithm\": \"random\", \"seed\": 2, \"max_trials\": 1}}",
+             max_epochs);
+    int status;
+    json_t *s = call("POST", "/api/v1/studies", body, &status);
+    assert_int_equal(status, 201);
+    int64_t id = json_integer_value(json_object_get(s, "id"));
+    json_decref(s);
+    return id;
+}
+
+static sto_trial trial_of(int64_t study) {
+    sto_trial_filter f = {.state = -1, .order = STO_ORDER_NUMBER};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    assert_int_equal(sto_trial_list(db, study, &f, &t, &n), 0);
+    assert_int_equal(n, 1);
+    sto_trial one = t[0];
+    memset(&t[0], 0, sizeof t[0]); /* keep its strings */
+    sto_trial_list_free(t, n);
+    return one;
+}
+
+static void test_crash_loop_fails_the_trial(void **state) {
+    (void)state;
+    int64_t sid = create_study(1);
+    api_job job;
+    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    /* killed twice before it trained (loading its data): not counted */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(api_sched_recover(ctx), 1);
+        assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    }
+    for (int crash = 1; crash <= API_MAX_CRASHES; crash++) {
+        assert_int_equal(api_training_begin(ctx, job.trial_id), crash); /* dies while training */
+        int requeued = api_sched_recover(ctx);
+        sto_trial t = trial_of(sid);
+        printf("  start after crash %d in training: trial %s%s%s\n", crash, sto_trial_state_name(t.state),
+               t.error ? ": " : "", t.error ? t.error : "");
+        if (crash < API_MAX_CRASHES) {
+            assert_int_equal(requeued, 1);
+            assert_int_equal(t.state, STO_TRIAL_QUEUED);
+            assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0); /* resumed: running again */
+            assert_true(job.resumed);
+        } else {
+            assert_int_equal(requeued, 0);
+            assert_int_equal(t.state, STO_TRIAL_FAILED);
+            assert_non_null(strstr(t.error, "hpod stopped 3 times in a row while training this trial"));
+        }
+        sto_trial_clear(&t);
+    }
+    /* the tuner was told: nothing is left to run and the study completes */
+    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
+    api_sched_settle(ctx);
+    int status;
+    char path[64];
+    snprintf(path, sizeof path, "/api/v1/studies/%lld", (long long)sid);
+    json_t *s = call("GET", path, NULL, &status);
+    assert_string_equal(json_string_value(json_object_get(s, "state")), "complete");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "trials_by_state"), "failed")), 1);
+    json_decref(s);
+}
+
+static void test_progress_resets_the_count(void **state) {
+    (void)state;
+    int64_t sid = create_study(3);
+    api_job job;
+    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    for (int i = 0; i < API_MAX_CRASHES - 1; i++) { /* two crashes in training */
+        api_training_begin(ctx, job.trial_id);
+        assert_int_equal(api_sched_recover(ctx), 1);
+        assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    }
+    assert_int_equal(api_training_crashes(ctx, job.trial_id), API_MAX_CRASHES - 1);
+    /* an epoch: the count is this one attempt again */
+    api_training_epoch(ctx, job.trial_id);
+    assert_int_equal(api_training_crashes(ctx, job.trial_id), 1);
+    /* the real runner: one epoch, then a clean shutdown (requeued); training
+     * returned, so nothing is counted */
+    static const atomic_int shutdown = API_STOP_SHUTDOWN;
+    assert_int_equal(api_run_job(ctx, &job, "cpu:0", 1, &shutdown), 0);
+    sto_trial t = trial_of(sid);
+    assert_int_equal(t.state, STO_TRIAL_QUEUED);
+    assert_int_equal(api_training_crashes(ctx, t.id), 0);
+    for (int i = 0; i < API_MAX_CRASHES - 1; i++) { /* two more crashes: still resumed */
+        assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+        api_training_begin(ctx, job.trial_id);
+        assert_int_equal(api_sched_recover(ctx), 1);
+    }
+    sto_trial_clear(&t);
+    t = trial_of(sid);
+    assert_int_equal(t.state, STO_TRIAL_QUEUED);
+    printf("  after progress and two more crashes: trial %s, count %d\n", sto_trial_state_name(t.state),
+           api_training_crashes(ctx, t.id));
+    sto_trial_clear(&t);
+}
+
+int main(void) {
+    hpo_log_level = HPO_LOG_WARN;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_crash_loop_fails_the_trial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_resets_the_count, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
