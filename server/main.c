@@ -1,8 +1,13 @@
 /* main.c - hpod: flags, configuration, start-up and shutdown.
  *
  *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--token T] [--sync normal|full]
- *        [--http-threads N] [--max-body BYTES] [--log-level debug|info|warn|error]
+ *        [--http-threads N] [--max-body BYTES] [--max-dataset-bytes BYTES]
+ *        [--max-dataset-loads N] [--log-level debug|info|warn|error]
  *   hpod --help | --version
+ *
+ * --max-dataset-bytes and --max-dataset-loads set the engine's process-wide
+ * dataset limits (engine/data.h: the most bytes one dataset may take, and
+ * how many are loaded at once) before anything is loaded.
  *
  * Not listed by --help (tests, special set-ups): --max-upload BYTES, the
  * largest dataset upload (POST /api/v1/datasets, the whole multipart body;
@@ -17,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "blas_select.h"
+#include "data.h"
 #include "engine_cli.h"
 #include "http.h"
 #include "scheduler.h"
@@ -27,6 +33,8 @@ typedef struct config {
     const char *devices;
     sto_sync sync;
     uint64_t max_upload; /* --max-upload; 0: the api's default */
+    size_t max_dataset_bytes; /* --max-dataset-bytes; 0: the engine's default */
+    int max_dataset_loads;    /* --max-dataset-loads; 0: the engine's default */
 } config;
 
 static void usage(FILE *f) {
@@ -46,6 +54,14 @@ static void usage(FILE *f) {
             "                      durable against power loss\n"
             "  --max-connections N concurrent HTTP connections, a thread each (default 256)\n"
             "  --max-body BYTES    largest accepted request body (default 1048576)\n"
+            "  --max-dataset-bytes BYTES\n"
+            "                      the most memory one dataset may take, decoded (an upload\n"
+            "                      or a study's dataset over it gets 413); default: a quarter\n"
+            "                      of physical memory, at least 256 MiB, at most 4 GiB\n"
+            "  --max-dataset-loads N\n"
+            "                      datasets decoded at once (uploads wait up to 30 s for a\n"
+            "                      turn, then get 503); default: as many as fit in a quarter\n"
+            "                      of memory at --max-dataset-bytes each, 1 to 4\n"
             "  --log-level L       debug, info (default), warn or error\n"
             "  --help, --version\n");
 }
@@ -66,7 +82,7 @@ static int parse_uint(const char *flag, const char *s, long lo, long hi, long *o
 static int parse_flags(int argc, char **argv, config *cfg) {
     enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION,
            O_DEVICES };
-    enum { O_MAXUPLOAD = 64 }; /* not in --help, see the top */
+    enum { O_MAXUPLOAD = 64, O_MAXDSBYTES, O_MAXDSLOADS }; /* --max-upload: not in --help */
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
         {"data-dir", required_argument, 0, O_DATA},   {"token", required_argument, 0, O_TOKEN},
@@ -75,6 +91,8 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         {"help", no_argument, 0, O_HELP},             {"version", no_argument, 0, O_VERSION},
         {"devices", required_argument, 0, O_DEVICES},
         {"max-upload", required_argument, 0, O_MAXUPLOAD},
+        {"max-dataset-bytes", required_argument, 0, O_MAXDSBYTES},
+        {"max-dataset-loads", required_argument, 0, O_MAXDSLOADS},
         {0, 0, 0, 0}};
     long v;
     int c;
@@ -105,6 +123,14 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         case O_MAXUPLOAD:
             if (parse_uint("--max-upload", optarg, 1, 1L << 40, &v)) return -1;
             cfg->max_upload = (uint64_t)v;
+            break;
+        case O_MAXDSBYTES:
+            if (parse_uint("--max-dataset-bytes", optarg, 1L << 20, 1L << 46, &v)) return -1;
+            cfg->max_dataset_bytes = (size_t)v;
+            break;
+        case O_MAXDSLOADS:
+            if (parse_uint("--max-dataset-loads", optarg, 1, 64, &v)) return -1;
+            cfg->max_dataset_loads = (int)v;
             break;
         case O_MAXBODY:
             if (parse_uint("--max-body", optarg, 1024, 1L << 30, &v)) return -1;
@@ -139,6 +165,8 @@ int main(int argc, char **argv) {
     cfg.http.token = getenv("HPO_TOKEN");
     int rc = parse_flags(argc, argv, &cfg);
     if (rc) return rc > 0 ? 0 : 2;
+    eng_data_set_max_bytes(cfg.max_dataset_bytes);
+    eng_data_set_max_loads(cfg.max_dataset_loads);
     srv_slot *slots = NULL;
     int n_slots = 0;
     hpo_error derr = {{0}, {0}};
@@ -172,10 +200,10 @@ int main(int argc, char **argv) {
         goto done;
     }
     HPO_INFO("hpod %s listening on http://%s:%d (data %s, sync %s, auth %s, %d slot(s) of %d thread(s), "
-             "OpenBLAS kernel %s)",
+             "OpenBLAS kernel %s, datasets up to %zu bytes, %d loaded at once)",
              HPO_VERSION, cfg.http.bind, srv_http_port(http), db_path, cfg.sync == STO_SYNC_FULL ? "full" : "normal",
              cfg.http.token && *cfg.http.token ? "bearer token" : "none", n_slots, slots[0].threads,
-             eng_blas_corename());
+             eng_blas_corename(), eng_data_max_bytes(), eng_data_max_loads());
     printf("hpod listening on http://%s:%d\n", cfg.http.bind, srv_http_port(http));
     fflush(stdout);
     srv_scheduler_run(sched);
