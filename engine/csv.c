@@ -137,8 +137,7 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
                         "cannot open %s: %s", path, strerror(errno));
     rd.cap = 1 << 16;
     rd.buf = malloc(rd.cap);
-    fields = malloc(CSV_MAX_COLS * sizeof *fields);
-    if (!rd.buf || !fields) goto oom;
+    if (!rd.buf) goto oom;
 
     /* header: first non-blank line */
     long lineno = 0;
@@ -148,7 +147,13 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
         if ((rc = read_line(&rd, path, lineno, &line, err)) < 0) goto fail;
         if (rc == 0) break;
         if (is_blank(line)) continue;
-        ncols = split_fields(line, fields, CSV_MAX_COLS);
+        /* as many field pointers as the header has fields, at most CSV_MAX_COLS */
+        size_t nf_max = 1;
+        for (const char *c = line; (c = strchr(c, ',')) && nf_max <= CSV_MAX_COLS; c++) nf_max++;
+        if (nf_max > CSV_MAX_COLS) nf_max = CSV_MAX_COLS;
+        fields = malloc(nf_max * sizeof *fields);
+        if (!fields) goto oom;
+        ncols = split_fields(line, fields, (int)nf_max);
         if (ncols < 0) {
             rc = hpo_fail(err, HPO_ETOOLARGE, "path", "%s: line %ld: over %d columns", path,
                           lineno, CSV_MAX_COLS);
@@ -184,7 +189,7 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
     /* a row takes nf features and one label, 4 bytes each, in memory */
     size_t row_bytes = ((size_t)nf + 1) * 4, max_rows = eng_data_max_bytes() / row_bytes;
     if (max_rows > UINT32_MAX) max_rows = UINT32_MAX;
-    size_t n = 0, rcap = ((size_t)1 << 20) / row_bytes; /* ~1 MiB to start */
+    size_t n = 0, rcap = ((size_t)32 << 10) / row_bytes; /* 32 KiB to start, then doubling */
     if (rcap < 1) rcap = 1;
     if (rcap > max_rows) rcap = max_rows;
     xs = malloc((rcap ? rcap : 1) * (size_t)nf * sizeof *xs);
@@ -195,10 +200,15 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
         if ((rc = read_line(&rd, path, lineno, &line, err)) < 0) goto fail;
         if (rc == 0) break;
         if (is_blank(line)) continue;
-        int k = split_fields(line, fields, CSV_MAX_COLS);
+        int k = split_fields(line, fields, ncols);
         if (k != ncols) {
-            rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: line %ld: %d fields, the header has %d",
-                          path, lineno, k < 0 ? CSV_MAX_COLS : k, ncols);
+            if (k < 0)
+                rc = hpo_fail(err, HPO_EFORMAT, "path",
+                              "%s: line %ld: more than the %d fields of the header", path, lineno,
+                              ncols);
+            else
+                rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: line %ld: %d fields, the header has %d",
+                              path, lineno, k, ncols);
             goto fail;
         }
         if (n == rcap) {

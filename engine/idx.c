@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "data.h"
@@ -204,7 +205,14 @@ static gzFile open_gz(const char *path, hpo_error *err, int *rc) {
                        path, e ? strerror(e) : "zlib error");
         return NULL;
     }
-    gzbuffer(g, 1 << 17);
+    /* 128 KiB of input a read decodes fastest (Fashion-MNIST); a small
+     * file gets a buffer of its size (zlib's minimum is 8 KiB): gzread
+     * allocates the buffer and twice it for output per file opened */
+    struct stat st;
+    unsigned want = 1u << 17;
+    if (stat(path, &st) == 0 && st.st_size >= 0 && (unsigned long long)st.st_size < want)
+        want = st.st_size < 8192 ? 8192 : (unsigned)st.st_size;
+    gzbuffer(g, want);
     return g;
 }
 
