@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data.h"
 
@@ -145,6 +146,10 @@ static int open_npy(const char *path, FILE **fpo, npy_head *h, hpo_error *err) {
                       path, pre[6], pre[7]);
         goto fail;
     }
+    /* never allocate by the declared length past what the file holds */
+    struct stat st;
+    long here = ftell(fp);
+    if (fstat(fileno(fp), &st) == 0 && here >= 0 && (off_t)hl > st.st_size - here) goto trunc;
     hdr = malloc(hl + 1);
     if (!hdr) {
         rc = hpo_fail(err, HPO_ENOMEM, "path", "out of memory");
