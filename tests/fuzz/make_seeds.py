@@ -256,12 +256,12 @@ def http_seeds():
         "events": http("POST", "/api/v1/studies", json.dumps(ext), [J]) +
         http("GET", "/api/v1/studies/1/events?after=0", headers=["Last-Event-ID: 0"]),
     }
+    # the first byte: pieces of (byte + 1) bytes
     for name, data in seeds.items():
-        put("http", name, b"\x00" + data)
-    put("http", "token_create", b"\x01" + http("POST", "/api/v1/studies", json.dumps(ext),
-                                                [J, "Authorization: Bearer fuzz-token"]))
-    put("http", "token_missing", b"\x01" + http("POST", "/api/v1/studies/1/ask"))
-    put("http", "chunked", b"\x00" + b"POST /api/v1/studies HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        put("http", name, b"\xff" + data)
+    put("http", "upload_csv_in_7_byte_pieces", b"\x06" + seeds["upload_csv"])
+    put("http", "create_in_1_byte_pieces", b"\x00" + http("POST", "/api/v1/studies", json.dumps(ext), [J]))
+    put("http", "chunked", b"\x03" + b"POST /api/v1/studies HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"4\r\n{\"na\r\n0\r\n\r\n")
 
 
