@@ -10,10 +10,12 @@
  * state and SQLite need the rest; 4 GiB because the engine trains on CPU
  * cores, where a bigger dataset would take hours an epoch (the flag raises
  * it). Load slots: as many as fit in a quarter of the budget at the cap
- * each, 1 to 4 (1 with the defaults on a machine under 64 GiB).
+ * each, 1 to 4 (with the default cap: 1 under 32 GiB, 2 from 32 GiB, 4
+ * from 64 GiB).
  *
- * Threading: the settings are atomics; the slots one mutex and a condition
- * variable on CLOCK_MONOTONIC. */
+ * Threading: the settings are atomics, the budget is read once
+ * (pthread_once); the slots are one mutex and a condition variable on
+ * CLOCK_MONOTONIC. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -35,17 +37,25 @@ static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t slots_cv;
 static int slots_used;
 
+static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
+static size_t budget;
+
 /* Physical memory, or the cgroup's limit when smaller; 4 GiB if unknown. */
-static size_t memory_budget(void) {
+static void read_budget(void) {
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     size_t mem = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : 4 * GIB;
-    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); /* "max" when unlimited */
     if (f) {
         unsigned long long lim;
         if (fscanf(f, "%llu", &lim) == 1 && lim > 0 && lim < mem) mem = (size_t)lim;
         fclose(f);
     }
-    return mem;
+    budget = mem;
+}
+
+static size_t memory_budget(void) {
+    pthread_once(&budget_once, read_budget);
+    return budget;
 }
 
 void eng_data_set_max_bytes(size_t max_bytes) {

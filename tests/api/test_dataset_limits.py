@@ -2,9 +2,9 @@
 --max-dataset-loads): a 2 MB gzip IDX whose header declares 16 GiB (and
 whose body inflates to 2 GiB) gets a 413 naming the form field, without
 hpod's peak memory (VmHWM in /proc/<pid>/status) growing past a generous
-bound, also when several arrive at once; concurrent uploads of real 80 MB
+bound, also when several arrive at once; concurrent uploads of real 50 MB
 datasets are decoded one at a time (--max-dataset-loads 1), so the peak
-stays near one dataset instead of six; under a small cap CSV (as it
+stays near one dataset instead of six (one that waits past 30 s gets 503); under a small cap CSV (as it
 grows) and NPY (declared shapes) uploads get 413 naming their field while
 small ones still work; and a study whose uploaded dataset is over the cap
 of a restarted hpod fails cleanly with a 4xx naming "dataset". Bounds are
@@ -20,6 +20,18 @@ from hpod import Checks, Hpod, parse_args
 from test_datasets import npy, upload
 
 GZ_MEMBER_ZEROS = 64 << 20
+
+
+def sanitized(hpod):
+    """Whether hpod was built with HPO_SANITIZE (its CMakeCache.txt says)."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(hpod)), "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("HPO_SANITIZE:"):
+                    return line.strip().split("=", 1)[1] != ""
+    except OSError:
+        pass
+    return False
 
 
 def vm_hwm_mb(hp):
@@ -107,18 +119,23 @@ def main():
         c.check(hp.stop() == 0, "graceful stop")
 
         # ---- real datasets at once, one load at a time ----
+        if sanitized(args.hpod):  # freed datasets held in ASan's quarantine are not hpod's
+            os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=8"
         hp = Hpod(args.hpod, args=["--max-dataset-bytes", str(128 << 20), "--max-dataset-loads", "1"]).start()
         hps.append(hp)
         base = vm_hwm_mb(hp)
-        n = 102000  # 80 MB of 28x28 images
+        n = 64000  # 50 MB of 28x28 images
         x, y = idx_gz(n)
         res = at_once(lambda i: upload(hp, idx_fields("real%d" % i, x, y)), 6)
-        c.check(all(r and r[0] == 201 and r[1].get("n_rows") == n for r in res),
-                "six 80 MB datasets uploaded at once -> 201 each (%s)" % [r and r[0] for r in res])
+        codes = [r and r[0] for r in res]
+        # each is stored, or (a slow build: over 30 s in the queue) told to retry later
+        c.check(all(r and (r[0] == 201 and r[1].get("n_rows") == n or r[0] == 503) for r in res)
+                and codes.count(201) >= 2, "six 50 MB datasets uploaded at once -> 201 (or 503) (%s)" % codes)
         peak = vm_hwm_mb(hp)
-        print("hpod peak memory: %.0f MB at start, %.0f MB after six 80 MB uploads at once" % (base, peak))
-        # one at a time: about one dataset (80 MB) over the start; six at once would be ~480 MB
-        c.check(peak - base < 240, "the peak grew by under 3 datasets (%.0f MB)" % (peak - base))
+        print("hpod peak memory: %.0f MB at start, %.0f MB after six 50 MB uploads at once (%s)" %
+              (base, peak, codes))
+        # one at a time: about one dataset (50 MB) over the start; six at once would be ~300 MB
+        c.check(peak - base < 150, "the peak grew by under 3 datasets (%.0f MB)" % (peak - base))
         c.check(hp.stop() == 0, "graceful stop")
 
         # ---- a small cap: CSV, NPY, and a study over the cap ----

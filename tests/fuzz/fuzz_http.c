@@ -31,7 +31,8 @@
  * status line, walked answer by answer; a 500, or any other 5xx from the
  * api (JSON) than 501 (valid, not available in this build) and 503 (busy),
  * is a finding (libmicrohttpd's own 505 for an unknown HTTP version is
- * not); the connection ends within a bounded number of MHD_run rounds.
+ * not); an upload's answer names no path on the server; the connection
+ * ends within a bounded number of MHD_run rounds.
  * Set-up: uploads up to 64 KiB, bodies up to 64 KiB, datasets up to 1 MiB,
  * a one-second wait for a load slot, a 100-image stand-in for
  * Fashion-MNIST (HPO_FASHION_MNIST_DIR), no scheduler (studies are stored
@@ -125,6 +126,23 @@ static const char *query_arg(void *arg, const char *key) {
     return MHD_lookup_connection_value((struct MHD_Connection *)arg, MHD_GET_ARGUMENT_KIND, key);
 }
 
+static const uint8_t *input; /* the current input, for the echo test below */
+static size_t input_len;
+
+/* An upload's answer never names a path on the server (its temporary
+ * folder, the data folder), unless the client sent that text itself (the
+ * fuzzer learns such strings from comparisons) and it is echoed. Only
+ * uploads are checked: other answers may echo names stored by earlier
+ * inputs. */
+static void check_upload_answer(const api_response *resp) {
+    if (resp->body && memmem(resp->body, resp->body_len, root, strlen(root)) &&
+        !memmem(input, input_len, root, strlen(root))) {
+        fprintf(stderr, "fuzz_http: a server path in an upload's answer: %.*s\n",
+                (int)resp->body_len, resp->body);
+        abort();
+    }
+}
+
 static enum MHD_Result send_response(struct MHD_Connection *c, api_response *resp) {
     if (resp->stream) { /* an event stream would block this thread: answered empty */
         resp->stream_free(resp->stream_arg);
@@ -181,6 +199,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rs->upload = NULL;
         api_response resp = {0};
         api_upload_finish(api, u, &resp);
+        check_upload_answer(&resp);
         return send_response(c, &resp);
     }
     if (*upload_data_size) {
@@ -326,6 +345,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     size_t piece = (size_t)data[0] + 1;
     data++, size--;
+    input = data, input_len = size;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) abort();
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
