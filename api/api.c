@@ -11,6 +11,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     ctx->opt.data_dir = hpo_strdup(ctx->opt.data_dir ? ctx->opt.data_dir : ".");
     if (ctx->opt.max_upload_bytes == 0) ctx->opt.max_upload_bytes = UINT64_C(1) << 30;
     if (ctx->opt.max_model_bytes == 0) ctx->opt.max_model_bytes = API_DEFAULT_MAX_MODEL_BYTES;
+    if (!(ctx->opt.upload_wait_seconds > 0)) ctx->opt.upload_wait_seconds = 30;
     api_cache_init(ctx);
     pthread_mutex_init(&ctx->event_mu, NULL);
     pthread_cond_init(&ctx->event_cond, NULL);

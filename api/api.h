@@ -57,6 +57,7 @@ typedef struct api_response {
     size_t body_len;
     const char *route;        /* route name for logs and metrics (static) */
     const char *cache_control; /* Cache-Control (static string); NULL: "no-store" */
+    int retry_after;           /* > 0: a Retry-After header of that many seconds (503) */
     /* A streamed body (server-sent events): when stream is set, body is
      * unused and the server calls stream(arg, buf, max) for more bytes until
      * it returns -1 (the end). It may block: every connection has its own
@@ -70,6 +71,9 @@ typedef struct api_options {
     double default_lease_seconds; /* default 600 */
     const char *data_dir;         /* where uploads and checkpoints live (default ".") */
     uint64_t max_upload_bytes;    /* largest dataset upload (default 1 GiB) */
+    /* the longest an upload waits for one of the engine's dataset load
+     * slots (eng_data_load_acquire) before it gets 503 (default 30 s) */
+    double upload_wait_seconds;
     /* fsync trial checkpoints (hpod --sync full); 0: they survive a crash of
      * hpod but not a power cut, as the database does under --sync normal */
     int durable_checkpoints;
@@ -107,7 +111,11 @@ void api_metrics_observe_request(api_ctx *ctx, const char *route, int status);
  * memory: text fields are collected, file fields are written to a temporary
  * folder under the data dir. finish validates the files, stores the dataset
  * and fills the response; abort (connection lost) removes the temporary
- * files. Exactly one of finish/abort is called. */
+ * files. Exactly one of finish/abort is called. finish loads the files in
+ * one of the engine's dataset load slots (bounded concurrency, data.h): it
+ * waits for one at most opt.upload_wait_seconds, then answers 503 with
+ * Retry-After; a dataset over eng_data_max_bytes() gets 413 naming the
+ * form field of the file. */
 typedef struct api_upload api_upload;
 /* 1 if method+path is an upload route. */
 int api_is_upload(const char *method, const char *path);

@@ -18,7 +18,12 @@
  * the fields, loads the files with eng_load_csv/idx/npy (the dataset is
  * then dropped: training loads it again through the engine's cache),
  * inserts the row (the unique name is decided there, atomically) and
- * renames the folder to its final place. Every failure removes the
+ * renames the folder to its final place. The load runs in one of the
+ * engine's load slots (at most eng_data_max_loads() at once, see data.h);
+ * an upload that waits for one longer than opt.upload_wait_seconds gets
+ * 503 with Retry-After, one whose files declare more than
+ * eng_data_max_bytes() gets 413 naming its form field (the loaders check
+ * the declared sizes before allocating). Every failure removes the
  * temporary folder; abort (the client went away) too. A crash of hpod in
  * the middle can leave a .upload-* folder behind (nothing cleans those yet).
  *
@@ -45,6 +50,7 @@
 #define UPLOAD_ROUTE "/api/v1/datasets"
 #define NAME_MAX_LEN 64
 #define TEXT_MAX 256
+#define RETRY_AFTER_S 5 /* the Retry-After of a 503 (no load slot in time) */
 
 enum { F_FILE = 0, F_X, F_Y, N_FILES };
 static const char *const file_keys[N_FILES] = {"file", "x", "y"};
@@ -340,9 +346,19 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
 
     eng_dataset *ds = NULL;
     hpo_error err = {{0}, {0}};
+    /* At most eng_data_max_loads() datasets are decoded at once (each up
+     * to eng_data_max_bytes()); the others wait here, a bounded time. */
+    if (eng_data_load_acquire(ctx->opt.upload_wait_seconds) < 0) {
+        api_fail(resp, 503, "unavailable", "",
+                 "hpod is busy loading other datasets (at most %d at once): retry later",
+                 eng_data_max_loads());
+        resp->retry_after = RETRY_AFTER_S;
+        return;
+    }
     int rc = csv ? eng_load_csv(paths[F_FILE], label, strcmp(task, "regression") != 0, &ds, &err)
              : npy ? eng_load_npy(paths[F_X], paths[F_Y], 1, &ds, &err)
                    : eng_load_idx(paths[F_X], paths[F_Y], &ds, &err);
+    eng_data_load_release();
     if (rc) {
         if (csv && !task[0] && strstr(err.message, "not a class number"))
             snprintf(err.message + strlen(err.message), sizeof err.message - strlen(err.message),

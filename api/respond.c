@@ -34,10 +34,27 @@ void api_reply_text(api_response *resp, int status, const char *content_type, co
     resp->body_len = len;
 }
 
+/* src with every byte outside printable ASCII replaced by '?'. */
+static void printable_copy(char *dst, size_t cap, const char *src) {
+    size_t i = 0;
+    for (; src[i] && i + 1 < cap; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    dst[i] = '\0';
+}
+
 void api_error_response(api_response *resp, int status, const char *code, const char *message,
                         const char *field) {
+    if (!field) field = "";
     json_t *e = json_pack("{s:{s:s, s:s, s:s}}", "error", "code", code, "message", message,
-                          "field", field ? field : "");
+                          "field", field);
+    if (!e) { /* a message or field quoting client bytes that are not UTF-8 */
+        char m[512], f[128];
+        printable_copy(m, sizeof m, message);
+        printable_copy(f, sizeof f, field);
+        e = json_pack("{s:{s:s, s:s, s:s}}", "error", "code", code, "message", m, "field", f);
+    }
     api_reply_json(resp, status, e);
 }
 

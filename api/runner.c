@@ -230,7 +230,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     char dir[900], done[1024], name[64];
     api_checkpoint_dir(r->ctx, r->job->trial_id, dir, sizeof dir);
     done_path(r->ctx, r->job->trial_id, e, done, sizeof done);
-    int best_epoch;
+    int best_epoch = 0;
     json_t *prev = json_load_file(done, 0, NULL);
     if (prev) { /* finished before a restart */
         *value = json_number_value(json_object_get(prev, "best"));

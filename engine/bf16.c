@@ -2,6 +2,7 @@
  * AVX-512 / F16C fast paths chosen at run time (see bf16.h). */
 #include "bf16.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -198,7 +199,8 @@ static int cpu_level(void) {
     if (l >= 0) return l;
     __builtin_cpu_init();
     l = L_SCALAR;
-    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) l = L_F16C;
+    unsigned a, b, c, d; /* F16C from cpuid: clang < 16 has no __builtin_cpu_supports("f16c") */
+    if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && __builtin_cpu_supports("avx")) l = L_F16C;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
         l = L_512;

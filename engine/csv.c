@@ -4,7 +4,13 @@
  * double quotes around a field (no embedded commas or quotes), LF or CRLF
  * line ends, blank lines skipped. Every data field must parse completely as
  * a number (strtod: decimal, exponent, inf, nan). Errors name the file, the
- * 1-based line number and the column. */
+ * 1-based line number and the column.
+ *
+ * Memory: the file is read line by line (a line may take up to 16 MiB) and
+ * the rows are parsed into arrays that grow by doubling; before each row
+ * the dataset it would make is checked against eng_data_max_bytes(), and
+ * the arrays never grow past what the cap allows. The parsed features
+ * become the dataset's x without a copy. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,7 +19,7 @@
 
 #include "data.h"
 
-#define CSV_MAX_BYTES ((size_t)4 << 30)
+#define CSV_MAX_LINE ((size_t)16 << 20)
 #define CSV_MAX_COLS 100000
 
 /* Split line (modified in place) into fields; returns count, or -1 if more
@@ -55,63 +61,99 @@ static int is_blank(const char *s) {
     return 1;
 }
 
+/* Lines of a file, read in blocks; each line is NUL-terminated in place
+ * (without its '\n'). */
+typedef struct line_reader {
+    FILE *fp;
+    char *buf;
+    size_t cap, start, end; /* buf[start, end) is read and not yet returned */
+    int eof;
+} line_reader;
+
+/* 1 and *line, *len; 0 at the end; HPO_ETOOLARGE (a line over
+ * CSV_MAX_LINE), HPO_EIO or HPO_ENOMEM. */
+static int next_line(line_reader *r, char **line, size_t *len) {
+    for (;;) {
+        char *b = r->buf + r->start;
+        char *nl = memchr(b, '\n', r->end - r->start);
+        if (nl || (r->eof && r->end > r->start)) {
+            size_t n = nl ? (size_t)(nl - b) : r->end - r->start;
+            b[n] = '\0'; /* at eof there is room: end < cap (see below) */
+            r->start += nl ? n + 1 : n;
+            *line = b;
+            *len = n;
+            return 1;
+        }
+        if (r->eof) return 0;
+        if (r->start) { /* keep the partial line at the front */
+            memmove(r->buf, b, r->end - r->start);
+            r->end -= r->start;
+            r->start = 0;
+        }
+        if (r->end + 1 >= r->cap) {
+            if (r->cap >= CSV_MAX_LINE) return HPO_ETOOLARGE;
+            char *t = realloc(r->buf, r->cap * 2);
+            if (!t) return HPO_ENOMEM;
+            r->buf = t;
+            r->cap *= 2;
+        }
+        size_t k = fread(r->buf + r->end, 1, r->cap - 1 - r->end, r->fp);
+        r->end += k;
+        if (k == 0) {
+            if (ferror(r->fp)) return HPO_EIO;
+            r->eof = 1;
+        }
+    }
+}
+
+/* A line from next_line, or the error it gave as an hpo_fail. */
+static int read_line(line_reader *r, const char *path, long lineno, char **line, hpo_error *err) {
+    size_t len;
+    int k = next_line(r, line, &len);
+    if (k == HPO_ETOOLARGE)
+        return hpo_fail(err, HPO_ETOOLARGE, "dataset", "%s: line %ld is over %zu bytes", path,
+                        lineno, CSV_MAX_LINE);
+    if (k == HPO_EIO) return hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
+    if (k == HPO_ENOMEM) return hpo_fail(err, HPO_ENOMEM, "path", "%s: out of memory", path);
+    if (k == 1 && strlen(*line) != len)
+        return hpo_fail(err, HPO_EFORMAT, "path", "%s: line %ld: binary data (NUL byte) in a CSV file",
+                        path, lineno);
+    return k;
+}
+
 int eng_load_csv(const char *path, const char *label_column, int classify, eng_dataset **out,
                  hpo_error *err) {
     int rc = 0;
-    char *text = NULL, **fields = NULL;
+    char **fields = NULL, *line = NULL;
     float *xs = NULL, *ys = NULL;
     eng_dataset *ds = NULL;
-    FILE *fp = NULL;
+    line_reader rd = {0};
     if (!path || !label_column || !*label_column)
         return hpo_fail(err, HPO_EINVAL, "dataset.label_column",
                         "CSV needs a file and a label column name");
-    fp = fopen(path, "rb");
-    if (!fp)
+    rd.fp = fopen(path, "rb");
+    if (!rd.fp)
         return hpo_fail(err, errno == ENOENT ? HPO_ENOTFOUND : HPO_EIO, "path",
                         "cannot open %s: %s", path, strerror(errno));
-    /* read everything */
-    size_t cap = 1 << 16, len = 0;
-    text = malloc(cap);
-    if (!text) goto oom;
-    for (;;) {
-        if (len + 1 >= cap) {
-            if (cap >= CSV_MAX_BYTES) {
-                rc = hpo_fail(err, HPO_ETOOLARGE, "path", "%s: CSV over 4 GB", path);
-                goto fail;
-            }
-            char *t = realloc(text, cap * 2);
-            if (!t) goto oom;
-            text = t;
-            cap *= 2;
-        }
-        size_t k = fread(text + len, 1, cap - 1 - len, fp);
-        if (k == 0) break;
-        len += k;
-    }
-    if (ferror(fp)) {
-        rc = hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
-        goto fail;
-    }
-    text[len] = 0;
-    if (memchr(text, 0, len)) {
-        rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: binary data (NUL byte) in a CSV file", path);
-        goto fail;
-    }
+    rd.cap = 1 << 16;
+    rd.buf = malloc(rd.cap);
+    if (!rd.buf) goto oom;
 
-    fields = malloc(CSV_MAX_COLS * sizeof *fields);
-    if (!fields) goto oom;
     /* header: first non-blank line */
-    char *p = text, *line;
     long lineno = 0;
     int ncols = -1, label = -1;
-    while (*p) {
-        line = p;
-        char *nl = strchr(p, '\n');
-        if (nl) *nl = 0, p = nl + 1;
-        else p += strlen(p);
+    for (;;) {
         lineno++;
+        if ((rc = read_line(&rd, path, lineno, &line, err)) < 0) goto fail;
+        if (rc == 0) break;
         if (is_blank(line)) continue;
-        ncols = split_fields(line, fields, CSV_MAX_COLS);
+        /* as many field pointers as the header has fields, at most CSV_MAX_COLS */
+        size_t nf_max = 1;
+        for (const char *c = line; (c = strchr(c, ',')) && nf_max <= CSV_MAX_COLS; c++) nf_max++;
+        if (nf_max > CSV_MAX_COLS) nf_max = CSV_MAX_COLS;
+        fields = malloc(nf_max * sizeof *fields);
+        if (!fields) goto oom;
+        ncols = split_fields(line, fields, (int)nf_max);
         if (ncols < 0) {
             rc = hpo_fail(err, HPO_ETOOLARGE, "path", "%s: line %ld: over %d columns", path,
                           lineno, CSV_MAX_COLS);
@@ -144,29 +186,42 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
         goto fail;
     }
     int nf = ncols - 1;
-    size_t n = 0, rcap = 1024;
-    xs = malloc(rcap * (size_t)nf * sizeof *xs);
-    ys = malloc(rcap * sizeof *ys);
+    /* a row takes nf features and one label, 4 bytes each, in memory */
+    size_t row_bytes = ((size_t)nf + 1) * 4, max_rows = eng_data_max_bytes() / row_bytes;
+    if (max_rows > UINT32_MAX) max_rows = UINT32_MAX;
+    size_t n = 0, rcap = ((size_t)32 << 10) / row_bytes; /* 32 KiB to start, then doubling */
+    if (rcap < 1) rcap = 1;
+    if (rcap > max_rows) rcap = max_rows;
+    xs = malloc((rcap ? rcap : 1) * (size_t)nf * sizeof *xs);
+    ys = malloc((rcap ? rcap : 1) * sizeof *ys);
     if (!xs || !ys) goto oom;
-    while (*p) {
-        line = p;
-        char *nl = strchr(p, '\n');
-        if (nl) *nl = 0, p = nl + 1;
-        else p += strlen(p);
+    for (;;) {
         lineno++;
+        if ((rc = read_line(&rd, path, lineno, &line, err)) < 0) goto fail;
+        if (rc == 0) break;
         if (is_blank(line)) continue;
-        int k = split_fields(line, fields, CSV_MAX_COLS);
+        int k = split_fields(line, fields, ncols);
         if (k != ncols) {
-            rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: line %ld: %d fields, the header has %d",
-                          path, lineno, k < 0 ? CSV_MAX_COLS : k, ncols);
+            if (k < 0)
+                rc = hpo_fail(err, HPO_EFORMAT, "path",
+                              "%s: line %ld: more than the %d fields of the header", path, lineno,
+                              ncols);
+            else
+                rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: line %ld: %d fields, the header has %d",
+                              path, lineno, k, ncols);
             goto fail;
         }
         if (n == rcap) {
-            if (n >= UINT32_MAX / 2) {
-                rc = hpo_fail(err, HPO_ETOOLARGE, "path", "%s: too many rows", path);
+            if (n >= max_rows) {
+                char desc[96];
+                snprintf(desc, sizeof desc, "line %ld: %zu rows of %d columns", lineno, n + 1,
+                         ncols);
+                rc = n >= UINT32_MAX ? hpo_fail(err, HPO_ETOOLARGE, "dataset",
+                                                "%s: too many rows", path)
+                                     : eng_data_check_bytes(path, desc, (n + 1) * row_bytes, err);
                 goto fail;
             }
-            rcap *= 2;
+            rcap = rcap > max_rows / 2 ? max_rows : rcap * 2;
             float *a = realloc(xs, rcap * (size_t)nf * sizeof *xs);
             if (!a) goto oom;
             xs = a;
@@ -205,7 +260,12 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
     rc = eng_dataset_new(path, n, 1, shape, ENG_DATA_F32,
                          classify ? ENG_DATA_Y_CLASS : ENG_DATA_Y_TARGET, 1, &ds);
     if (rc < 0) goto oom;
-    memcpy(ds->x, xs, n * (size_t)nf * sizeof *xs);
+    /* the parsed rows become x (trimmed to n rows): no second copy; the
+     * x that eng_dataset_new allocated was never touched */
+    float *x = realloc(xs, n * (size_t)nf * sizeof *xs);
+    free(ds->x);
+    ds->x = x ? x : xs;
+    xs = NULL;
     if (classify) {
         int maxl = 0;
         for (size_t i = 0; i < n; i++) {
@@ -216,21 +276,20 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
     } else {
         memcpy(ds->y_target, ys, n * sizeof *ys);
     }
-    free(text);
+    free(rd.buf);
     free(fields);
-    free(xs);
     free(ys);
-    fclose(fp);
+    fclose(rd.fp);
     *out = ds;
     return 0;
 oom:
     rc = hpo_fail(err, HPO_ENOMEM, "path", "%s: out of memory", path);
 fail:
-    free(text);
+    free(rd.buf);
     free(fields);
     free(xs);
     free(ys);
     eng_dataset_unref(ds);
-    if (fp) fclose(fp);
+    fclose(rd.fp);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* data.c - datasets: allocation and refcount, builtin datasets, the
  * process-wide cache, and train/validation splits (see data.h). The file
- * formats live in idx.c, csv.c and npy.c; batching in batch.c. */
+ * formats live in idx.c, csv.c and npy.c; batching in batch.c; the size
+ * cap and the load slots in data_limits.c. */
 #include "data.h"
 
 #include <limits.h>
@@ -25,9 +26,9 @@ int eng_dataset_new(const char *name, size_t n, int rank, const int64_t *shape,
     }
     if (y_type == ENG_DATA_Y_CLASS) y_dim = 1;
     if (y_dim == 0) return HPO_EINVAL;
-    size_t es = x_type == ENG_DATA_U8 ? 1 : 4, xb, yb;
-    if (__builtin_mul_overflow(ss, n, &xb) || __builtin_mul_overflow(xb, es, &xb) ||
-        __builtin_mul_overflow(n, y_dim * 4, &yb))
+    size_t es = x_type == ENG_DATA_U8 ? 1 : 4, xb = ss * n * es, yb = n * y_dim * 4, total;
+    /* the products cannot overflow once their sum fits (checked first) */
+    if (eng_dataset_bytes(n, ss, x_type, y_type, y_dim, &total) < 0 || total > eng_data_max_bytes())
         return HPO_ETOOLARGE;
     eng_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) return HPO_ENOMEM;
@@ -202,7 +203,9 @@ int eng_dataset_cache_get_source(const eng_data_source *src, eng_dataset **out, 
 
     eng_dataset *ds = NULL;
     double t0 = hpo_monotonic();
+    eng_data_load_acquire(-1); /* bounded concurrency: see data.h */
     int rc = load_source(src, &ds, err);
+    eng_data_load_release();
 
     pthread_mutex_lock(&cache_mu);
     if (rc < 0) { /* remove the placeholder; waiters retry and see the error */

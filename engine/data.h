@@ -35,6 +35,18 @@
  * - Errors: malformed files give HPO_EFORMAT (HPO_EIO when the file cannot be
  *   read, HPO_ENOTFOUND for a missing file or unknown builtin) and fill the
  *   hpo_error with a sentence naming the file and, for CSV, the line number.
+ * - Limits (process-wide, data_limits.c): one dataset may take at most
+ *   eng_data_max_bytes() bytes, counting both the data its files declare
+ *   (decoded, after gunzip) and its in-memory form (x as stored plus the
+ *   labels/targets). Every loader checks the sizes a file declares (IDX
+ *   dims, NPY shape, CSV rows as they are read) against the cap, with
+ *   overflow-checked products, BEFORE allocating anything of that size, and
+ *   fails with HPO_ETOOLARGE (field "dataset") naming the file; it never
+ *   allocates by a number read from a file otherwise, and converts non-u8
+ *   data in fixed 64 KiB pieces (no raw copy of the file beside the
+ *   dataset). eng_dataset_new refuses the same sizes. At most
+ *   eng_data_max_loads() loads run at once: the cache and the api's upload
+ *   validation take a load slot (eng_data_load_acquire) around each load.
  *
  * Threading: loaders and splits are reentrant; the cache is mutex-protected;
  * a dataset may be read from any number of threads; one eng_batcher is used
@@ -82,10 +94,35 @@ eng_dataset *eng_dataset_ref(eng_dataset *ds);
 /* Drop a reference (atomic); frees the dataset when it was the last. NULL ok. */
 void eng_dataset_unref(eng_dataset *ds);
 /* A new empty dataset (refcount 1) with x and y allocated for n samples of the
- * given shape; used by loaders and tests. y_dim is ignored for CLASS. */
+ * given shape; used by loaders and tests. y_dim is ignored for CLASS.
+ * HPO_ETOOLARGE when it would take more than eng_data_max_bytes(). */
 int eng_dataset_new(const char *name, size_t n, int rank, const int64_t *shape,
                     eng_data_xtype x_type, eng_data_ytype y_type, size_t y_dim,
                     eng_dataset **out);
+
+/* ---- limits (process-wide; see the design notes) ---- */
+
+/* The most bytes one dataset may take (decoded file data and in memory).
+ * 0 restores the default: a quarter of the memory this process may use
+ * (physical memory, or the cgroup's memory.max when smaller), at least
+ * 256 MiB (the builtin Fashion-MNIST takes 47 MB) and at most 4 GiB. */
+void eng_data_set_max_bytes(size_t max_bytes);
+size_t eng_data_max_bytes(void);
+/* The most loads at once. 0 restores the default: as many as fit in a
+ * quarter of memory at eng_data_max_bytes() each, 1 to 4. */
+void eng_data_set_max_loads(int n);
+int eng_data_max_loads(void);
+/* Takes a load slot, waiting at most timeout_s seconds (< 0: as long as it
+ * takes): 0, or HPO_ETIMEOUT. eng_data_load_release gives it back. */
+int eng_data_load_acquire(double timeout_s);
+void eng_data_load_release(void);
+/* 0 when `bytes` fits the cap; else HPO_ETOOLARGE with err naming `what`
+ * (a file) and `desc` (what the file declares), field "dataset". */
+int eng_data_check_bytes(const char *what, const char *desc, size_t bytes, hpo_error *err);
+/* The in-memory bytes of a dataset of n samples of sample_size elements
+ * (x_type) with its labels/targets: 0, or HPO_ETOOLARGE on overflow. */
+int eng_dataset_bytes(size_t n, size_t sample_size, eng_data_xtype x_type, eng_data_ytype y_type,
+                      size_t y_dim, size_t *out);
 
 /* ---- loaders (each returns a new dataset, refcount 1) ---- */
 

@@ -9,6 +9,7 @@
  * a reorder primitive and a buffer for the blocked weights. */
 #include "dnnl_ops.h"
 
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <dnnl.h>
 #include <pthread.h>
@@ -144,7 +145,11 @@ int eng_dnnl_set_num_threads(int n) {
 
 int eng_dnnl_has_bf16(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+    /* AMX-BF16 from cpuid (leaf 7, EDX bit 22): clang < 16 has no
+     * __builtin_cpu_supports("amx-bf16") */
+    unsigned a, b, c, d;
+    int amx = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22));
+    return __builtin_cpu_supports("avx512bf16") || amx;
 }
 
 /* Find k in the cache; on a miss, *fresh = 1 and the LRU slot is returned

@@ -3,16 +3,22 @@
  *
  * Supported: little-endian (or byte-order-free) dtypes |u1 <f4 <f8 <i4 <i8
  * (also '<u1', '|i1', '<i1'), C order only; big-endian and Fortran order
- * are rejected with HPO_EFORMAT. */
+ * are rejected with HPO_EFORMAT.
+ *
+ * Memory: the header's shape is checked against eng_data_max_bytes() (the
+ * file's data, then the array or dataset in memory) before anything of its
+ * size is allocated; |u1 data is read straight into place, other dtypes are
+ * converted through one 64 KiB buffer. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data.h"
 
-#define NPY_MAX_BYTES ((size_t)16 << 30)
+#define CHUNK ((size_t)64 << 10) /* conversion buffer; a multiple of every dtype size */
 
 typedef enum { T_U1, T_I1, T_F4, T_F8, T_I4, T_I8 } npy_t;
 
@@ -96,14 +102,18 @@ static int parse_header(const char *path, const char *h, npy_head *o, hpo_error 
             return hpo_fail(err, HPO_EFORMAT, "path", "%s: npy rank over 8", path);
         o->shape[o->rank++] = v;
         if (__builtin_mul_overflow(o->count, (size_t)v, &o->count) ||
-            o->count > NPY_MAX_BYTES / o->esize)
-            return hpo_fail(err, HPO_ETOOLARGE, "path", "%s: npy array over 16 GB", path);
+            o->count > SIZE_MAX / o->esize)
+            return hpo_fail(err, HPO_ETOOLARGE, "dataset",
+                            "%s: the npy shape overflows the address space", path);
         s = end;
         while (*s == ' ') s++;
         if (*s != ',' && *s != ')')
             return hpo_fail(err, HPO_EFORMAT, "path", "%s: bad npy shape", path);
     }
-    return 0;
+    char desc[96];
+    snprintf(desc, sizeof desc, "the npy header declares %zu elements of %zu byte(s)", o->count,
+             o->esize);
+    return eng_data_check_bytes(path, desc, o->count * o->esize, err);
 }
 
 /* Open path, parse the header; leaves fp at the data. */
@@ -136,6 +146,10 @@ static int open_npy(const char *path, FILE **fpo, npy_head *h, hpo_error *err) {
                       path, pre[6], pre[7]);
         goto fail;
     }
+    /* never allocate by the declared length past what the file holds */
+    struct stat st;
+    long here = ftell(fp);
+    if (fstat(fileno(fp), &st) == 0 && here >= 0 && (off_t)hl > st.st_size - here) goto trunc;
     hdr = malloc(hl + 1);
     if (!hdr) {
         rc = hpo_fail(err, HPO_ENOMEM, "path", "out of memory");
@@ -168,51 +182,68 @@ static double get(const npy_head *h, const unsigned char *raw, size_t i) {
     return 0;
 }
 
-/* Read the whole body raw (exactly count*esize bytes). */
-static int read_raw(const char *path, FILE *fp, const npy_head *h, unsigned char **out,
-                    hpo_error *err) {
-    size_t nb = h->count * h->esize;
-    unsigned char *raw = malloc(nb ? nb : 1);
-    if (!raw) return hpo_fail(err, HPO_ENOMEM, "path", "%s: out of memory", path);
-    size_t got = fread(raw, 1, nb, fp);
-    if (got != nb) {
-        free(raw);
-        return hpo_fail(err, HPO_EFORMAT, "path",
-                        "%s: truncated npy data: %zu of %zu bytes", path, got, nb);
+static int truncated(const char *path, size_t got, size_t nb, hpo_error *err) {
+    return hpo_fail(err, HPO_EFORMAT, "path", "%s: truncated npy data: %zu of %zu bytes", path,
+                    got, nb);
+}
+
+/* The body as raw bytes (|u1) into raw: exactly count bytes. */
+static int read_u8(const char *path, FILE *fp, const npy_head *h, void *raw, hpo_error *err) {
+    size_t got = fread(raw, 1, h->count, fp);
+    return got == h->count ? 0 : truncated(path, got, h->count, err);
+}
+
+/* The body converted to f32 into f[count], through a CHUNK-byte buffer. */
+static int read_f32(const char *path, FILE *fp, const npy_head *h, float *f, hpo_error *err) {
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf) return hpo_fail(err, HPO_ENOMEM, "path", "%s: out of memory", path);
+    size_t per = CHUNK / h->esize, done = 0;
+    int rc = 0;
+    while (done < h->count) {
+        size_t n = h->count - done < per ? h->count - done : per;
+        size_t got = fread(buf, h->esize, n, fp);
+        for (size_t i = 0; i < got; i++) f[done + i] = (float)get(h, buf, i);
+        if (got < n) {
+            rc = truncated(path, (done + got) * h->esize, h->count * h->esize, err);
+            break;
+        }
+        done += n;
     }
-    *out = raw;
-    return 0;
+    free(buf);
+    return rc;
 }
 
 int eng_npy_read(const char *path, int want_u8, void **data, int *rank, int64_t shape[8],
                  hpo_error *err) {
     FILE *fp;
     npy_head h;
-    unsigned char *raw = NULL;
+    void *out = NULL;
     int rc = open_npy(path, &fp, &h, err);
     if (rc < 0) return rc;
     if (want_u8 && h.t != T_U1) {
         rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: dtype is not |u1", path);
         goto fail;
     }
-    if ((rc = read_raw(path, fp, &h, &raw, err)) < 0) goto fail;
-    if (!want_u8) {
-        float *f = malloc((h.count ? h.count : 1) * sizeof *f);
-        if (!f) {
-            rc = hpo_fail(err, HPO_ENOMEM, "path", "out of memory");
-            goto fail;
-        }
-        for (size_t i = 0; i < h.count; i++) f[i] = (float)get(&h, raw, i);
-        free(raw);
-        raw = (unsigned char *)f;
+    size_t nb = h.count; /* |u1: checked by the header; f32: checked here */
+    if (!want_u8 && (__builtin_mul_overflow(h.count, sizeof(float), &nb) ||
+                     (rc = eng_data_check_bytes(path, "the array as f32", nb, err)) < 0)) {
+        if (rc == 0) rc = hpo_fail(err, HPO_ETOOLARGE, "dataset", "%s: npy array too large", path);
+        goto fail;
     }
+    out = malloc(nb ? nb : 1);
+    if (!out) {
+        rc = hpo_fail(err, HPO_ENOMEM, "path", "%s: out of memory", path);
+        goto fail;
+    }
+    if ((rc = want_u8 ? read_u8(path, fp, &h, out, err) : read_f32(path, fp, &h, out, err)) < 0)
+        goto fail;
     fclose(fp);
-    *data = raw;
+    *data = out;
     *rank = h.rank;
     for (int i = 0; i < h.rank; i++) shape[i] = h.shape[i];
     return 0;
 fail:
-    free(raw);
+    free(out);
     fclose(fp);
     return rc;
 }
@@ -255,7 +286,6 @@ int eng_load_npy(const char *x_path, const char *y_path, int scale_u8, eng_datas
                  hpo_error *err) {
     FILE *fx = NULL, *fy = NULL;
     npy_head hx, hy;
-    unsigned char *rx = NULL, *ry = NULL;
     eng_dataset *ds = NULL;
     int rc;
     if (!x_path || !y_path)
@@ -285,30 +315,41 @@ int eng_load_npy(const char *x_path, const char *y_path, int scale_u8, eng_datas
     int rank = hx.rank - 1;
     for (int i = 0; i < rank; i++) shape[i] = hx.shape[i + 1];
     if (rank == 0) rank = 1;
-    size_t ydim = hy.rank == 2 ? (size_t)hy.shape[1] : 1;
+    for (int i = 0; i < rank; i++)
+        if (shape[i] == 0) {
+            rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: sample dimension %d is 0", x_path, i + 1);
+            goto fail;
+        }
+    size_t n = (size_t)hx.shape[0], ydim = hy.rank == 2 ? (size_t)hy.shape[1] : 1, bytes = 0;
     int u8 = hx.t == T_U1;
-    rc = eng_dataset_new(x_path, (size_t)hx.shape[0], rank, shape, u8 ? ENG_DATA_U8 : ENG_DATA_F32,
-                         yfloat ? ENG_DATA_Y_TARGET : ENG_DATA_Y_CLASS, ydim, &ds);
+    eng_data_xtype xt = u8 ? ENG_DATA_U8 : ENG_DATA_F32;
+    eng_data_ytype yt = yfloat ? ENG_DATA_Y_TARGET : ENG_DATA_Y_CLASS;
+    if (eng_dataset_bytes(n, hx.count / n, xt, yt, ydim, &bytes) < 0) bytes = SIZE_MAX;
+    if ((rc = eng_data_check_bytes(x_path, "the dataset in memory", bytes, err)) < 0) goto fail;
+    rc = eng_dataset_new(x_path, n, rank, shape, xt, yt, ydim, &ds);
     if (rc < 0) {
         rc = hpo_fail(err, rc, "path", "%s: bad shape or out of memory", x_path);
         goto fail;
     }
-    if ((rc = read_raw(x_path, fx, &hx, &rx, err)) < 0) goto fail;
-    if ((rc = read_raw(y_path, fy, &hy, &ry, err)) < 0) goto fail;
     if (u8) {
-        memcpy(ds->x, rx, hx.count);
+        if ((rc = read_u8(x_path, fx, &hx, ds->x, err)) < 0) goto fail;
         ds->x_scale = scale_u8 ? 1.0f / 255.0f : 1.0f;
-    } else {
-        float *x = ds->x;
-        for (size_t i = 0; i < hx.count; i++) x[i] = (float)get(&hx, rx, i);
+    } else if ((rc = read_f32(x_path, fx, &hx, ds->x, err)) < 0) {
+        goto fail;
     }
     if (yfloat) {
-        for (size_t i = 0; i < hy.count; i++) ds->y_target[i] = (float)get(&hy, ry, i);
+        if ((rc = read_f32(y_path, fy, &hy, ds->y_target, err)) < 0) goto fail;
     } else {
+        /* labels: read as f32 into y_class's own n * 4 bytes, then made
+         * int32 in place (memcpy: no aliasing of the two types) */
+        float *yf = (float *)(void *)ds->y_class;
+        if ((rc = read_f32(y_path, fy, &hy, yf, err)) < 0) goto fail;
         int maxl = 0;
         for (size_t i = 0; i < hy.count; i++) {
-            double v = get(&hy, ry, i);
-            if (v < 0 || v > 1e6) {
+            float fv;
+            memcpy(&fv, &ds->y_class[i], sizeof fv);
+            double v = fv;
+            if (!(v >= 0 && v <= 1e6)) {
                 rc = hpo_fail(err, HPO_EFORMAT, "path", "%s: label %zu is %g, not a class number",
                               y_path, i, v);
                 goto fail;
@@ -318,15 +359,11 @@ int eng_load_npy(const char *x_path, const char *y_path, int scale_u8, eng_datas
         }
         ds->n_classes = maxl + 1;
     }
-    free(rx);
-    free(ry);
     fclose(fx);
     fclose(fy);
     *out = ds;
     return 0;
 fail:
-    free(rx);
-    free(ry);
     eng_dataset_unref(ds);
     if (fx) fclose(fx);
     if (fy) fclose(fy);

@@ -3,6 +3,7 @@
 # docker/Dockerfile and .ci/run, so the three cannot drift.
 #   scripts/deps.sh          build, run and test dependencies
 #   scripts/deps.sh --bench  also the peers the benchmarks compare against
+#   scripts/deps.sh --fuzz   also clang and libFuzzer (cmake -DHPO_FUZZ=ON, tests/fuzz/)
 set -euo pipefail
 
 build_pkgs=(
@@ -19,9 +20,11 @@ build_pkgs=(
 command -v node >/dev/null 2>&1 || build_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || build_pkgs+=(npm)
 bench_pkgs=(python3-torch python3-optuna python3-threadpoolctl python3-numpy)
+fuzz_pkgs=(clang-14 libclang-rt-14-dev)
 
 pkgs=("${build_pkgs[@]}")
 [[ "${1:-}" == "--bench" ]] && pkgs+=("${bench_pkgs[@]}")
+[[ "${1:-}" == "--fuzz" ]] && pkgs+=("${fuzz_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

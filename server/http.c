@@ -80,6 +80,11 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
                                                                                 : "application/json");
     MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
     if (resp->status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (resp->retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", resp->retry_after);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     double ms = (hpo_monotonic() - rs->started) * 1e3;

@@ -2,8 +2,13 @@
  *
  *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--token T] [--sync normal|full]
  *        [--http-threads N] [--max-body BYTES] [--max-model-bytes SIZE]
+ *        [--max-dataset-bytes SIZE] [--max-dataset-loads N]
  *        [--log-level debug|info|warn|error]
  *   hpod --help | --version
+ *
+ * --max-dataset-bytes and --max-dataset-loads set the engine's process-wide
+ * dataset limits (engine/data.h: the most bytes one dataset may take, and
+ * how many are loaded at once) before anything is loaded.
  *
  * Not listed by --help (tests, special set-ups): --max-upload BYTES, the
  * largest dataset upload (POST /api/v1/datasets, the whole multipart body;
@@ -18,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "blas_select.h"
+#include "data.h"
 #include "engine_cli.h"
 #include "http.h"
 #include "scheduler.h"
@@ -29,6 +35,8 @@ typedef struct config {
     sto_sync sync;
     uint64_t max_upload; /* --max-upload; 0: the api's default */
     uint64_t max_model;  /* --max-model-bytes; 0: srv_default_model_budget */
+    size_t max_dataset_bytes; /* --max-dataset-bytes; 0: the engine's default */
+    int max_dataset_loads;    /* --max-dataset-loads; 0: the engine's default */
 } config;
 
 static void usage(FILE *f) {
@@ -52,6 +60,14 @@ static void usage(FILE *f) {
             "                      gradients, optimiser state, activations; e.g. 2G, 512M);\n"
             "                      larger models fail their trial with the reason. Default:\n"
             "                      half the memory shared by the slots, at most 4G\n"
+            "  --max-dataset-bytes BYTES\n"
+            "                      the most memory one dataset may take, decoded (an upload\n"
+            "                      or a study's dataset over it gets 413); default: a quarter\n"
+            "                      of physical memory, at least 256 MiB, at most 4 GiB\n"
+            "  --max-dataset-loads N\n"
+            "                      datasets decoded at once (uploads wait up to 30 s for a\n"
+            "                      turn, then get 503); default: as many as fit in a quarter\n"
+            "                      of memory at --max-dataset-bytes each, 1 to 4\n"
             "  --log-level L       debug, info (default), warn or error\n"
             "  --help, --version\n");
 }
@@ -92,7 +108,7 @@ static int parse_size(const char *flag, const char *s, uint64_t lo, uint64_t *ou
 static int parse_flags(int argc, char **argv, config *cfg) {
     enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION,
            O_DEVICES, O_MAXMODEL };
-    enum { O_MAXUPLOAD = 64 }; /* not in --help, see the top */
+    enum { O_MAXUPLOAD = 64, O_MAXDSBYTES, O_MAXDSLOADS }; /* --max-upload: not in --help */
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
         {"data-dir", required_argument, 0, O_DATA},   {"token", required_argument, 0, O_TOKEN},
@@ -101,6 +117,8 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         {"help", no_argument, 0, O_HELP},             {"version", no_argument, 0, O_VERSION},
         {"devices", required_argument, 0, O_DEVICES}, {"max-model-bytes", required_argument, 0, O_MAXMODEL},
         {"max-upload", required_argument, 0, O_MAXUPLOAD},
+        {"max-dataset-bytes", required_argument, 0, O_MAXDSBYTES},
+        {"max-dataset-loads", required_argument, 0, O_MAXDSLOADS},
         {0, 0, 0, 0}};
     long v;
     int c;
@@ -135,6 +153,16 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         case O_MAXMODEL:
             if (parse_size("--max-model-bytes", optarg, UINT64_C(1) << 20, &cfg->max_model)) return -1;
             break;
+        case O_MAXDSBYTES: {
+            uint64_t bytes;
+            if (parse_size("--max-dataset-bytes", optarg, UINT64_C(1) << 20, &bytes)) return -1;
+            cfg->max_dataset_bytes = (size_t)bytes;
+            break;
+        }
+        case O_MAXDSLOADS:
+            if (parse_uint("--max-dataset-loads", optarg, 1, 64, &v)) return -1;
+            cfg->max_dataset_loads = (int)v;
+            break;
         case O_MAXBODY:
             if (parse_uint("--max-body", optarg, 1024, 1L << 30, &v)) return -1;
             cfg->http.max_body = (size_t)v;
@@ -168,6 +196,8 @@ int main(int argc, char **argv) {
     cfg.http.token = getenv("HPO_TOKEN");
     int rc = parse_flags(argc, argv, &cfg);
     if (rc) return rc > 0 ? 0 : 2;
+    eng_data_set_max_bytes(cfg.max_dataset_bytes);
+    eng_data_set_max_loads(cfg.max_dataset_loads);
     srv_slot *slots = NULL;
     int n_slots = 0;
     hpo_error derr = {{0}, {0}};
@@ -202,10 +232,11 @@ int main(int argc, char **argv) {
         goto done;
     }
     HPO_INFO("hpod %s listening on http://%s:%d (data %s, sync %s, auth %s, %d slot(s) of %d thread(s), "
-             "model budget %.1f GiB, OpenBLAS kernel %s)",
+             "model budget %.1f GiB, datasets up to %.1f GiB, %d loaded at once, OpenBLAS kernel %s)",
              HPO_VERSION, cfg.http.bind, srv_http_port(http), db_path, cfg.sync == STO_SYNC_FULL ? "full" : "normal",
              cfg.http.token && *cfg.http.token ? "bearer token" : "none", n_slots, slots[0].threads,
-             (double)cfg.max_model / (1 << 30), eng_blas_corename());
+             (double)cfg.max_model / (1 << 30), (double)eng_data_max_bytes() / (1 << 30), eng_data_max_loads(),
+             eng_blas_corename());
     printf("hpod listening on http://%s:%d\n", cfg.http.bind, srv_http_port(http));
     fflush(stdout);
     srv_scheduler_run(sched);

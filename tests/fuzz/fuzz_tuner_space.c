@@ -10,11 +10,10 @@
  * configuration survives to_json -> from_json unchanged; grid, random and the
  * pruners run a few steps on it.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
- *     -I tuners -I common $(pkg-config --cflags jansson) \
- *     tests/fuzz/fuzz_tuner_space.c tuners/{space,config,study,random,grid,pruners,stats,tpe,gp,gp_model}.c \
- *     common/hpo.c common/rng.c $(pkg-config --libs jansson lapacke openblas nlopt) -lm -o /tmp/fuzz_tuner_space
- *   /tmp/fuzz_tuner_space -max_total_time=120 -dict=tests/fuzz/tuner_space.dict
+ *   cmake -S . -B build-fuzz -DHPO_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+ *   cmake --build build-fuzz --target fuzz_tuner_space
+ *   build-fuzz/tests/fuzz/fuzz_tuner_space -max_total_time=120 -dict=tests/fuzz/tuner_space.dict \
+ *       <scratch copy of tests/fuzz/corpus/tuner_space>
  */
 #include <math.h>
 #include <stdint.h>

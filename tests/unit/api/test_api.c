@@ -62,6 +62,35 @@ static void test_validation_errors_name_fields(void **state) {
     sto_close(db);
 }
 
+/* Found by fuzz_http: an error message quoting client bytes that are not
+ * UTF-8 (a path, a method) could not be encoded, and the answer was a 500. */
+static void test_client_bytes_in_errors(void **state) {
+    sto_db *db;
+    api_ctx *ctx;
+    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(api_ctx_new(db, NULL, &ctx), 0);
+    static const struct {
+        const char *method, *path;
+        int status;
+    } cases[] = {
+        {"GET", "/metr\xff\xfe" "cs", 404},
+        {"POST", "/api/v1/datasets\xfe\xff\x0f", 404},
+        {"G\xc3T", "/api/v1/studies", 405},
+        {"GET", "/api/v1/studies/1/\xe2\x82", 404},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status;
+        json_t *j = call(ctx, cases[i].method, cases[i].path, NULL, &status);
+        const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        printf("%s %s -> %d %s\n", cases[i].method, cases[i].path, status, msg ? msg : "(null)");
+        assert_int_equal(status, cases[i].status);
+        assert_non_null(msg);
+        json_decref(j);
+    }
+    api_ctx_free(ctx);
+    sto_close(db);
+}
+
 static void test_ask_tell_best_and_leases(void **state) {
     sto_db *db;
     api_ctx *ctx;
@@ -180,6 +209,7 @@ static void test_replay_is_deterministic(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_validation_errors_name_fields),
+        cmocka_unit_test(test_client_bytes_in_errors),
         cmocka_unit_test(test_ask_tell_best_and_leases),
         cmocka_unit_test(test_replay_is_deterministic),
     };

@@ -1,6 +1,7 @@
 /* test_datasets.c - the api's datasets in-process (no HTTP): the upload
  * interface the server drives (pieces in several chunks, the size cap
- * deleting the temporary files at once, abort), and api_dataset_source(),
+ * deleting the temporary files at once, abort, the dataset size cap and
+ * the load slots: 413 and 503), and api_dataset_source(),
  * which the trial runner uses: builtin, by name, by id, disagreeing
  * name/id, unknown ones, the test part, the single owned block, and the
  * paths it gives load through the engine's cache. */
@@ -142,6 +143,84 @@ static void test_upload(void **state) {
     assert_string_equal(listing, want);
 }
 
+/* The error of resp: status, code, field, and the message holding needle. */
+static void expect_error(api_response *resp, int status, const char *code, const char *field,
+                         const char *needle) {
+    printf("  -> %d %.*s\n", resp->status, (int)resp->body_len, resp->body);
+    assert_int_equal(resp->status, status);
+    json_t *j = json_loadb(resp->body, resp->body_len, 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    assert_string_equal(json_string_value(json_object_get(e, "code")), code);
+    assert_string_equal(json_string_value(json_object_get(e, "field")), field);
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    assert_non_null(strstr(msg, needle));
+    assert_null(strstr(msg, ".upload-")); /* no temporary path leaks */
+    json_decref(j);
+    api_response_clear(resp);
+}
+
+/* An IDX upload: x declares n images of 28x28 (only `body` bytes follow). */
+static void upload_idx(fixture *f, const char *name, uint32_t n, size_t body, api_response *resp) {
+    api_upload *u = NULL;
+    assert_int_equal(api_upload_begin(f->ctx, &u, resp), 0);
+    assert_int_equal(piece(u, "name", NULL, name), 0);
+    assert_int_equal(piece(u, "format", NULL, "idx"), 0);
+    unsigned char hx[16] = {0, 0, 8, 3, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                            (unsigned char)(n >> 8), (unsigned char)n, 0, 0, 0, 28, 0, 0, 0, 28};
+    unsigned char hy[8] = {0, 0, 8, 1, hx[4], hx[5], hx[6], hx[7]};
+    assert_int_equal(api_upload_part(u, "x", "images.idx", (const char *)hx, 0, 16), 0);
+    char zeros[784] = {0};
+    for (size_t off = 0; off < body; off += sizeof zeros)
+        assert_int_equal(api_upload_part(u, "x", "images.idx", zeros, 16 + off,
+                                         body - off < sizeof zeros ? body - off : sizeof zeros), 0);
+    assert_int_equal(api_upload_part(u, "y", "labels.idx", (const char *)hy, 0, 8), 0);
+    for (uint32_t i = 0; i < n && body; i++)
+        assert_int_equal(api_upload_part(u, "y", "labels.idx", "\x01", 8 + i, 1), 0);
+    api_upload_finish(f->ctx, u, resp);
+}
+
+/* The engine's dataset limits at upload: files declaring more than
+ * --max-dataset-bytes get 413 naming the form field of the file; with no
+ * load slot free within opt.upload_wait_seconds, 503 with Retry-After. */
+static void test_upload_limits(void **state) {
+    fixture *f = *state;
+    api_response resp = {0};
+    char listing[256];
+    f->ctx->opt.max_upload_bytes = 1 << 20;
+    printf(" images declaring 16 GiB in a 24-byte file\n");
+    upload_idx(f, "bomb", 21913098, 0, &resp);
+    expect_error(&resp, 413, "too_large", "x", "images.idx");
+    list_datasets_dir(f, listing, sizeof listing);
+    assert_string_equal(listing, "");
+
+    eng_data_set_max_bytes((size_t)1 << 20);
+    printf(" 1 MiB cap: 1400 images (1.1 MB)\n");
+    upload_idx(f, "big", 1400, 0, &resp);
+    expect_error(&resp, 413, "too_large", "x", "--max-dataset-bytes");
+    printf(" 1 MiB cap: 10 images\n");
+    upload_idx(f, "small", 10, 7840, &resp);
+    assert_int_equal(resp.status, 201);
+    api_response_clear(&resp);
+
+    printf(" the only load slot is taken: 503 after the wait\n");
+    eng_data_set_max_loads(1);
+    f->ctx->opt.upload_wait_seconds = 0.1;
+    assert_int_equal(eng_data_load_acquire(-1), 0);
+    upload_idx(f, "waits", 10, 7840, &resp);
+    assert_int_equal(resp.retry_after, 5);
+    expect_error(&resp, 503, "unavailable", "", "retry later");
+    list_datasets_dir(f, listing, sizeof listing);
+    assert_null(strstr(listing, ".upload-"));
+    assert_null(strstr(listing, "waits"));
+    eng_data_load_release();
+    upload_idx(f, "waits", 10, 7840, &resp);
+    assert_int_equal(resp.status, 201);
+    assert_int_equal(resp.retry_after, 0);
+    api_response_clear(&resp);
+    eng_data_set_max_loads(0);
+    eng_data_set_max_bytes(0);
+}
+
 static void test_source(void **state) {
     fixture *f = *state;
     int64_t blobs, vec, img;
@@ -246,6 +325,7 @@ static void test_source(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_upload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upload_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_source, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

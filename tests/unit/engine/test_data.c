@@ -1,5 +1,6 @@
 /* test_data.c - dataset loaders (IDX plain and gzipped, CSV, NPY), their
- * error messages, Fashion-MNIST, the cache under concurrent use, splits,
+ * error messages, the size cap on what files declare and the load slots,
+ * Fashion-MNIST, the cache under concurrent use, splits,
  * shuffle determinism, and the prefetching batcher against synchronous
  * gathering. Test files are written into a temporary directory. */
 #include <math.h>
@@ -349,6 +350,215 @@ static void test_fashion_mnist_and_cache(void **state) {
     assert_int_equal(eng_dataset_cache_get("mnist-digits", NULL, &again, &err), HPO_ENOTFOUND);
 }
 
+/* An IDX file of the given header and `body` bytes of (i * 13) % 256,
+ * however many bytes the header declares. */
+static void write_idx_body(const char *path, int type, int ndim, const uint32_t *dims, size_t body,
+                           int gz) {
+    uint8_t *buf = malloc(4 + 4 * (size_t)ndim + body);
+    size_t n = 4;
+    buf[0] = 0, buf[1] = 0, buf[2] = (uint8_t)type, buf[3] = (uint8_t)ndim;
+    for (int i = 0; i < ndim; i++) {
+        buf[n++] = (uint8_t)(dims[i] >> 24), buf[n++] = (uint8_t)(dims[i] >> 16);
+        buf[n++] = (uint8_t)(dims[i] >> 8), buf[n++] = (uint8_t)dims[i];
+    }
+    for (size_t i = 0; i < body; i++) buf[n++] = (uint8_t)(i * 13);
+    write_bytes(path, buf, n, gz);
+    free(buf);
+}
+
+/* An .npy v1.0 header declaring `descr` and `shape` (text), then `body` zero bytes. */
+static void write_npy_head(const char *path, const char *descr, const char *shape, size_t body) {
+    char h[256];
+    int hl = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
+                      shape);
+    size_t pad = (64 - (10 + (size_t)hl + 1) % 64) % 64, total = (size_t)hl + pad + 1;
+    uint8_t *buf = calloc(1, 10 + total + body);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (uint8_t)(total & 0xff), buf[9] = (uint8_t)(total >> 8);
+    memcpy(buf + 10, h, (size_t)hl);
+    memset(buf + 10 + hl, ' ', pad);
+    buf[10 + total - 1] = '\n';
+    write_bytes(path, buf, 10 + total + body, 0);
+    free(buf);
+}
+
+static void expect_cap(int rc, const hpo_error *err, const char *file) {
+    expect_err(rc, HPO_ETOOLARGE, err, "--max-dataset-bytes");
+    assert_string_equal(err->field, "dataset");
+    assert_non_null(strstr(err->message, file));
+}
+
+/* The size cap (--max-dataset-bytes): what a file declares is checked
+ * before anything of that size is allocated; a failure names the file. */
+static void test_size_cap(void **state) {
+    (void)state;
+    eng_dataset *ds = (eng_dataset *)0x1;
+    hpo_error err = {0};
+    eng_data_set_max_bytes(0);
+    size_t def = eng_data_max_bytes();
+    printf("  default cap %zu bytes, %d load(s) at once\n", def, eng_data_max_loads());
+    assert_true(def >= ((size_t)256 << 20) && def <= ((size_t)4 << 30)); /* Fashion-MNIST fits */
+    assert_true(eng_data_max_loads() >= 1 && eng_data_max_loads() <= 4);
+
+    /* The defect: a 50-byte IDX file declaring ~16 GiB (under the old
+     * 16 GiB per-file limit) made the loader allocate what it declared. */
+    printf(" IDX declaring 16 GiB, default cap\n");
+    uint32_t huge[3] = {21913098, 28, 28}, hl[1] = {21913098};
+    write_idx_body(p("i"), 0x08, 3, huge, 32, 1);
+    write_idx_body(p("l"), 0x08, 1, hl, 32, 0);
+    expect_cap(eng_load_idx(p("i"), p("l"), &ds, &err), &err, p("i"));
+
+    eng_data_set_max_bytes((size_t)1 << 20);
+    assert_int_equal(eng_data_max_bytes(), (size_t)1 << 20);
+    printf(" 1 MiB cap: IDX u8 images of 1.5 MiB (gz)\n");
+    uint32_t di[3] = {2000, 28, 28}, dl[1] = {2000};
+    write_idx_body(p("i"), 0x08, 3, di, 2000 * 784, 1);
+    write_idx_body(p("l"), 0x08, 1, dl, 2000, 1);
+    expect_cap(eng_load_idx(p("i"), p("l"), &ds, &err), &err, p("i"));
+    printf(" 1 MiB cap: f64 IDX of 1.2 MB decoded (0.6 MB as f32)\n");
+    uint32_t df[2] = {100, 1600}, dl100[1] = {100};
+    write_idx_body(p("i"), 0x0E, 2, df, 0, 0);
+    write_idx_body(p("l"), 0x08, 1, dl100, 100, 0);
+    expect_cap(eng_load_idx(p("i"), p("l"), &ds, &err), &err, p("i"));
+    printf(" 1 MiB cap: IDX i32 labels of 1.2 MB for 300 KB of images\n");
+    uint32_t dlab[1] = {300000}, dsm[2] = {300000, 1};
+    write_idx_body(p("i"), 0x08, 2, dsm, 0, 0);
+    write_idx_body(p("l"), 0x0C, 1, dlab, 0, 0);
+    expect_cap(eng_load_idx(p("i"), p("l"), &ds, &err), &err, p("l"));
+    printf(" 1 MiB cap: the same in memory, under it as files (u8 x, i32 labels: 5 B/row)\n");
+    uint32_t dm[2] = {300000, 1}, dlm[1] = {300000};
+    write_idx_body(p("i"), 0x08, 2, dm, 300000, 0);
+    write_idx_body(p("l"), 0x08, 1, dlm, 300000, 0);
+    expect_cap(eng_load_idx(p("i"), p("l"), &ds, &err), &err, p("i"));
+    printf(" 1 MiB cap: a fitting IDX f32 dataset still loads\n");
+    uint32_t dok[2] = {1000, 16}, dlok[1] = {1000};
+    write_idx_body(p("i"), 0x0D, 2, dok, 1000 * 16 * 4, 1);
+    uint8_t lab[1000];
+    for (int i = 0; i < 1000; i++) lab[i] = (uint8_t)(i % 7);
+    write_idx(p("l"), 0x08, 1, dlok, lab, 0, 0);
+    assert_int_equal(eng_load_idx(p("i"), p("l"), &ds, &err), 0);
+    assert_int_equal(ds->n, 1000);
+    assert_int_equal(ds->n_classes, 7);
+    /* converted through the 64 KiB buffer: element 5000 of the f32 data */
+    {
+        uint8_t be[4];
+        for (int k = 0; k < 4; k++) be[k] = (uint8_t)((5000 * 4 + k) * 13);
+        uint32_t u = (uint32_t)be[0] << 24 | (uint32_t)be[1] << 16 | (uint32_t)be[2] << 8 | be[3];
+        float f;
+        memcpy(&f, &u, 4);
+        float got = ((float *)ds->x)[5000];
+        assert_true(memcmp(&got, &f, 4) == 0 || (isnan(got) && isnan(f)));
+    }
+    eng_dataset_unref(ds);
+    ds = (eng_dataset *)0x1;
+
+    printf(" NPY declaring 8 GiB\n");
+    write_npy_head(p("x.npy"), "<f4", "(1073741824, 2)", 64);
+    int32_t y5[5] = {0, 1, 0, 1, 0};
+    int64_t s5[1] = {5};
+    assert_int_equal(eng_npy_write(p("y5.npy"), "<i4", 1, s5, y5, &err), 0);
+    expect_cap(eng_load_npy(p("x.npy"), p("y5.npy"), 0, &ds, &err), &err, p("x.npy"));
+    void *arr = (void *)0x1;
+    int rank;
+    int64_t shape[8];
+    expect_cap(eng_npy_read(p("x.npy"), 0, &arr, &rank, shape, &err), &err, p("x.npy"));
+    printf(" NPY |u1 of 600 KB: as u8 it fits, as f32 (2.4 MB) it does not\n");
+    write_npy_head(p("u.npy"), "|u1", "(300000, 2)", 600000);
+    assert_int_equal(eng_npy_read(p("u.npy"), 1, &arr, &rank, shape, &err), 0);
+    free(arr);
+    arr = (void *)0x1;
+    expect_cap(eng_npy_read(p("u.npy"), 0, &arr, &rank, shape, &err), &err, p("u.npy"));
+    assert_ptr_equal(arr, (void *)0x1);
+    printf(" NPY <i8 labels of 1.6 MB for 200 KB of samples\n");
+    write_npy_head(p("x.npy"), "|u1", "(200000,)", 200000);
+    write_npy_head(p("y.npy"), "<i8", "(200000,)", 0);
+    expect_cap(eng_load_npy(p("x.npy"), p("y.npy"), 0, &ds, &err), &err, p("y.npy"));
+
+    printf(" CSV growing past the cap (12 bytes a row, 90000 rows)\n");
+    FILE *f = fopen(p("big.csv"), "w");
+    fputs("a,b,label\n", f);
+    for (int i = 0; i < 90000; i++) fprintf(f, "%d,%d,%d\n", i % 10, i % 3, i % 2);
+    fclose(f);
+    expect_cap(eng_load_csv(p("big.csv"), "label", 1, &ds, &err), &err, p("big.csv"));
+    assert_non_null(strstr(err.message, "line 87383")); /* 87381 rows fit in 1 MiB */
+    printf(" CSV under the cap: 80000 rows load, x adopted without a copy\n");
+    f = fopen(p("ok.csv"), "w");
+    fputs("a,b,label\n", f);
+    for (int i = 0; i < 80000; i++) fprintf(f, "%d,%d,%d\n", i % 10, i % 3, i % 2);
+    fclose(f);
+    assert_int_equal(eng_load_csv(p("ok.csv"), "label", 1, &ds, &err), 0);
+    assert_int_equal(ds->n, 80000);
+    assert_true(((float *)ds->x)[2 * 79999] == 79999 % 10 && ((float *)ds->x)[2 * 79999 + 1] == 79999 % 3);
+    assert_int_equal(ds->y_class[79999], 1);
+    eng_dataset_unref(ds);
+    ds = (eng_dataset *)0x1;
+    printf(" CSV with a line over 16 MiB\n");
+    f = fopen(p("long.csv"), "w");
+    fputs("a,label\n", f);
+    for (int i = 0; i < (17 << 20) / 8; i++) fputs("11111111", f);
+    fputs(",1\n", f);
+    fclose(f);
+    expect_err(eng_load_csv(p("long.csv"), "label", 1, &ds, &err), HPO_ETOOLARGE, &err, "line 2");
+    printf(" CSV with a NUL byte\n");
+    write_bytes(p("nul.csv"), "a,label\n1,0\n2\0,1\n", 17, 0);
+    expect_err(eng_load_csv(p("nul.csv"), "label", 1, &ds, &err), HPO_EFORMAT, &err, "line 3");
+
+    int64_t big[1] = {1 << 20};
+    assert_int_equal(eng_dataset_new("big", 2, 1, big, ENG_DATA_U8, ENG_DATA_Y_CLASS, 1, &ds),
+                     HPO_ETOOLARGE);
+    assert_ptr_equal(ds, (eng_dataset *)0x1);
+    eng_data_set_max_bytes(0);
+    assert_int_equal(eng_data_max_bytes(), def);
+}
+
+typedef struct slot_arg {
+    const char *path;
+    eng_dataset *ds;
+    int rc;
+    volatile int done;
+} slot_arg;
+
+static void *slot_thread(void *arg) {
+    slot_arg *a = arg;
+    eng_data_source src = {.kind = ENG_SRC_CSV, .x_path = a->path, .label_column = "label", .classify = 1};
+    hpo_error err = {0};
+    a->rc = eng_dataset_cache_get_source(&src, &a->ds, &err);
+    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Load slots (--max-dataset-loads): a load waits for a free slot; a
+ * bounded wait times out. */
+static void test_load_slots(void **state) {
+    (void)state;
+    eng_data_set_max_loads(1);
+    assert_int_equal(eng_data_max_loads(), 1);
+    assert_int_equal(eng_data_load_acquire(-1), 0);
+    double t0 = hpo_monotonic();
+    assert_int_equal(eng_data_load_acquire(0.05), HPO_ETIMEOUT);
+    assert_true(hpo_monotonic() - t0 >= 0.04);
+    write_text(p("s.csv"), "a,label\n1,0\n2,1\n");
+    slot_arg a = {.path = p("s.csv")};
+    pthread_t th;
+    pthread_create(&th, NULL, slot_thread, &a);
+    usleep(100 * 1000);
+    assert_int_equal(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 0); /* waits for our slot */
+    assert_int_equal(eng_dataset_cache_size(), 0);
+    eng_data_load_release();
+    pthread_join(th, NULL);
+    assert_int_equal(a.rc, 0);
+    assert_int_equal(a.ds->n, 2);
+    eng_dataset_unref(a.ds);
+    /* the slot came back: a second one is free again */
+    assert_int_equal(eng_data_load_acquire(0), 0);
+    eng_data_set_max_loads(2); /* a raised limit lets a waiter in */
+    assert_int_equal(eng_data_load_acquire(0), 0);
+    eng_data_load_release();
+    eng_data_load_release();
+    eng_data_set_max_loads(0);
+    eng_dataset_cache_clear();
+}
+
 /* A synthetic classification dataset: x[i][k] = (i * 7 + k) % 256, y = i % 10. */
 static eng_dataset *synth(size_t n, int ss) {
     int64_t shape[1] = {ss};
@@ -521,6 +731,8 @@ int main(void) {
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_npy),
         cmocka_unit_test(test_fashion_mnist_and_cache),
+        cmocka_unit_test(test_size_cap),
+        cmocka_unit_test(test_load_slots),
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_batcher),
     };
