@@ -1,7 +1,9 @@
 /* main.c - hpod: flags, configuration, start-up and shutdown.
  *
  *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--token T] [--sync normal|full]
- *        [--http-threads N] [--max-body BYTES] [--log-level debug|info|warn|error]
+ *        [--max-connections N] [--max-connections-per-client N] [--max-streams N]
+ *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES]
+ *        [--log-level debug|info|warn|error]
  *   hpod --help | --version
  *
  * Not listed by --help (tests, special set-ups): --max-upload BYTES, the
@@ -21,8 +23,11 @@
 #include "http.h"
 #include "scheduler.h"
 
+#define MAX_ALLOWED_HOSTS 16
+
 typedef struct config {
     srv_http_options http;
+    const char *allowed_hosts[MAX_ALLOWED_HOSTS]; /* --allowed-host, into http */
     const char *data_dir;
     const char *devices;
     sto_sync sync;
@@ -44,7 +49,17 @@ static void usage(FILE *f) {
             "  --sync MODE         normal (default): durable against process crashes;\n"
             "                      full: fsync every commit and trial checkpoint,\n"
             "                      durable against power loss\n"
-            "  --max-connections N concurrent HTTP connections, a thread each (default 256)\n"
+            "  --max-connections N HTTP connections served at once, a thread each (default 1024;\n"
+            "                      as many more may wait for their first request headers)\n"
+            "  --max-connections-per-client N\n"
+            "                      connections one client address may hold (default 64;\n"
+            "                      0: no cap, e.g. behind a reverse proxy); over it: 503\n"
+            "  --max-streams N     open event streams (default 256); over it: 503\n"
+            "  --header-timeout S  seconds a connection has to send a request's headers,\n"
+            "                      from its accept or its previous response (default 10)\n"
+            "  --allowed-host NAME a Host name that reaches this hpod besides localhost and\n"
+            "                      the bind address (repeatable; without --token other names\n"
+            "                      get 421, against DNS rebinding)\n"
             "  --max-body BYTES    largest accepted request body (default 1048576)\n"
             "  --log-level L       debug, info (default), warn or error\n"
             "  --help, --version\n");
@@ -66,6 +81,7 @@ static int parse_uint(const char *flag, const char *s, long lo, long hi, long *o
 static int parse_flags(int argc, char **argv, config *cfg) {
     enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION,
            O_DEVICES };
+    enum { O_PERCLIENT = 32, O_STREAMS, O_HEADERTIMEOUT, O_ALLOWEDHOST };
     enum { O_MAXUPLOAD = 64 }; /* not in --help, see the top */
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
@@ -75,6 +91,10 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         {"help", no_argument, 0, O_HELP},             {"version", no_argument, 0, O_VERSION},
         {"devices", required_argument, 0, O_DEVICES},
         {"max-upload", required_argument, 0, O_MAXUPLOAD},
+        {"max-connections-per-client", required_argument, 0, O_PERCLIENT},
+        {"max-streams", required_argument, 0, O_STREAMS},
+        {"header-timeout", required_argument, 0, O_HEADERTIMEOUT},
+        {"allowed-host", required_argument, 0, O_ALLOWEDHOST},
         {0, 0, 0, 0}};
     long v;
     int c;
@@ -101,6 +121,27 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         case O_THREADS:
             if (parse_uint("--max-connections", optarg, 1, 100000, &v)) return -1;
             cfg->http.max_connections = (unsigned)v;
+            break;
+        case O_PERCLIENT:
+            if (parse_uint("--max-connections-per-client", optarg, 0, 100000, &v)) return -1;
+            cfg->http.max_per_client = v ? (unsigned)v : SRV_HTTP_UNLIMITED;
+            break;
+        case O_STREAMS:
+            if (parse_uint("--max-streams", optarg, 1, 100000, &v)) return -1;
+            cfg->http.max_streams = (unsigned)v;
+            break;
+        case O_HEADERTIMEOUT:
+            if (parse_uint("--header-timeout", optarg, 1, 3600, &v)) return -1;
+            cfg->http.header_timeout_s = (unsigned)v;
+            break;
+        case O_ALLOWEDHOST:
+            if (cfg->http.n_allowed_hosts == MAX_ALLOWED_HOSTS || !*optarg || strchr(optarg, ':')) {
+                fprintf(stderr, "hpod: --allowed-host takes a host name without a port, at most %d times\n",
+                        MAX_ALLOWED_HOSTS);
+                return -1;
+            }
+            cfg->allowed_hosts[cfg->http.n_allowed_hosts++] = optarg;
+            cfg->http.allowed_hosts = cfg->allowed_hosts;
             break;
         case O_MAXUPLOAD:
             if (parse_uint("--max-upload", optarg, 1, 1L << 40, &v)) return -1;
