@@ -6,6 +6,9 @@
  *        [--log-level debug|info|warn|error]
  *   hpod --help | --version
  *
+ * One hpod per data dir: a second one on the same dir exits with "data dir
+ * DIR in use by pid N" (datadir.h); one on a port in use exits too.
+ *
  * Not listed by --help (tests, special set-ups): --max-upload BYTES, the
  * largest dataset upload (POST /api/v1/datasets, the whole multipart body;
  * default 1 GiB); over it the upload gets 413.
@@ -19,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "blas_select.h"
+#include "datadir.h"
 #include "engine_cli.h"
 #include "http.h"
 #include "scheduler.h"
@@ -190,6 +194,12 @@ int main(int argc, char **argv) {
 
     if (mkdir(cfg.data_dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "hpod: cannot create --data-dir %s: %s\n", cfg.data_dir, strerror(errno));
+        return 1;
+    }
+    hpo_error lerr = {{0}, {0}};
+    if (srv_data_dir_lock(cfg.data_dir, &lerr)) {
+        fprintf(stderr, "hpod: %s\n", lerr.message);
+        free(slots);
         return 1;
     }
     char db_path[PATH_MAX];
