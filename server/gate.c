@@ -250,8 +250,7 @@ static double expire(srv_gate *g, double now) {
             release(g, p, 1);
             continue;
         }
-        srv_head head;
-        srv_head_check(g->buf, 0, &g->opt.limits, &head); /* an empty head for the log */
+        srv_head head = {.code = "", .field = ""}; /* no request line to log */
         char msg[96];
         snprintf(msg, sizeof msg, "the request headers did not arrive within %g s", g->opt.header_timeout);
         reply(g, p, &head, 408, "request_timeout", "headers", msg, 0);
