@@ -152,29 +152,39 @@ static int split_host(const char *s, size_t n, char *name, size_t cap, long *por
     return 0;
 }
 
-/* Whether name (with port, -1 for none) names this server: an allowed
- * host (any port) or one of its own addresses on its port. */
-static int names_us(const srv_http *h, const char *name, long port) {
+/* Whether a Host name names this server: localhost, a loopback or bind
+ * address (any IPv4 literal when bound to 0.0.0.0), or an allowed host.
+ * The port is not checked: a rebinding page is told apart by its name, and
+ * a published container port may differ from the one hpod listens on. */
+static int names_us(const srv_http *h, const char *name) {
     for (size_t i = 0; i < h->n_allowed; i++)
         if (strcmp(name, h->allowed[i]) == 0) return 1;
-    int ours = strcmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 || strcmp(name, "[::1]") == 0 ||
-               strcmp(name, h->bind) == 0;
+    if (strcmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 || strcmp(name, "[::1]") == 0 ||
+        strcmp(name, h->bind) == 0)
+        return 1;
     struct in_addr a;
-    if (!ours && h->bind_any) ours = inet_pton(AF_INET, name, &a) == 1;
-    return ours && (port < 0 || port == h->port);
+    return h->bind_any && inet_pton(AF_INET, name, &a) == 1;
+}
+
+/* Splits a header value (spaces around it dropped); 0 or -1. */
+static int split_value(const char *v, char *name, size_t cap, long *port) {
+    while (*v == ' ' || *v == '\t') v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+    return split_host(v, n, name, cap, port);
 }
 
 static int host_ok(const srv_http *h, const char *host) {
     char name[256];
     long port;
-    while (*host == ' ' || *host == '\t') host++;
-    size_t n = strlen(host);
-    while (n && (host[n - 1] == ' ' || host[n - 1] == '\t')) n--;
-    return split_host(host, n, name, sizeof name, &port) == 0 && names_us(h, name, port);
+    return split_value(host, name, sizeof name, &port) == 0 && names_us(h, name);
 }
 
-/* An Origin ("http://host:port") names this server on its port. */
-static int origin_ok(const srv_http *h, const char *origin) {
+/* An Origin ("http://name[:port]") is the site the request is addressed
+ * to (the same name and port as its Host: a page hpod served), or an
+ * allowed host. Without a Host (HTTP/1.0) it must name this server on its
+ * own port. */
+static int origin_ok(const srv_http *h, const char *origin, const char *host) {
     long def;
     if (strncasecmp(origin, "http://", 7) == 0) {
         def = 80;
@@ -186,12 +196,16 @@ static int origin_ok(const srv_http *h, const char *origin) {
         return 0; /* "null" (a sandboxed or file: page) and the rest */
     }
     size_t n = strcspn(origin, "/");
-    char name[256];
-    long port;
+    char name[256], hname[256];
+    long port, hport;
     if (split_host(origin, n, name, sizeof name, &port)) return 0;
     for (size_t i = 0; i < h->n_allowed; i++)
         if (strcmp(name, h->allowed[i]) == 0) return 1;
-    return names_us(h, name, port < 0 ? def : port);
+    if (port < 0) port = def;
+    if (!host) return names_us(h, name) && port == h->port;
+    if (split_value(host, hname, sizeof hname, &hport)) return 0;
+    if (hport < 0) hport = def; /* a Host without a port is on the scheme's default one */
+    return strcmp(name, hname) == 0 && port == hport;
 }
 
 /* A mutation's body is JSON, an upload's multipart, or there is none. */
@@ -261,7 +275,7 @@ static int check_request(const srv_http *h, struct MHD_Connection *c, const char
         return 0;
     }
     const char *origin = header(c, "Origin");
-    if (origin && !origin_ok(h, origin))
+    if (origin && !origin_ok(h, origin, host))
         return refuse(r, 403, "forbidden", "Origin", "a page from %.80s may not call this server", origin);
     if (!content_type_ok(c, method, url))
         return refuse(r, 415, "unsupported_media_type", "Content-Type",

@@ -30,11 +30,12 @@
  *   constant time), else 401.
  * - Without a token, browsers are kept out: the Host header must name this
  *   server (localhost, 127.0.0.1, [::1], the bind address, or one of
- *   allowed_hosts) else 421, which defeats DNS rebinding; and a call other
- *   than GET/HEAD must be application/json (multipart/form-data for a
- *   dataset upload) or carry no body and no Content-Type, else 415, and an
- *   Origin header must name this server, else 403: a cross-site form or
- *   fetch cannot send such a request without the server's consent.
+ *   allowed_hosts; any port) else 421, which defeats DNS rebinding; and a
+ *   call other than GET/HEAD must be application/json (multipart/form-data
+ *   for a dataset upload) or carry no body and no Content-Type, else 415,
+ *   and an Origin header must be the site the request is addressed to (its
+ *   Host's name and port) or an allowed host, else 403: a cross-site form
+ *   or fetch cannot send such a request without the server's consent.
  * - A request path or query holding an encoded NUL (%00) is refused (400).
  * - HEAD is served as GET without the body.
  * - Ownership: srv_http borrows the api context, which must outlive it.

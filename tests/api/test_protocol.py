@@ -125,10 +125,12 @@ def main():
         c.check(st == 405, "HEAD on a POST-only route -> 405 (%s)" % st)
 
         # ---- without a token: Host, Origin, Content-Type ----
-        for host in ("evil.example", "evil.example:%d" % port, "localhost:1", "127.0.0.2:%d" % port, "[::2]"):
+        for host in ("evil.example", "evil.example:%d" % port, "127.0.0.2:%d" % port, "[::2]", "localhost.evil.example"):
             data = exchange(port, ("GET /api/v1/studies HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
             one_json_error(c, data, 421, "Host %s" % host, "Host")
-        for host in ("localhost", "localhost:%d" % port, "LOCALHOST:%d" % port, "127.0.0.1", "[::1]:%d" % port):
+        # any port: a published container port may not be the one hpod listens on
+        for host in ("localhost", "localhost:%d" % port, "LOCALHOST:%d" % port, "127.0.0.1", "[::1]:%d" % port,
+                     "localhost:9999"):
             data = exchange(port, ("GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host).encode())
             c.check(data.startswith(b"HTTP/1.1 200"), "Host %s -> 200 (%r)" % (host, data[:60]))
         data = exchange(port, b"GET /healthz HTTP/1.0\r\n\r\n")
@@ -142,7 +144,8 @@ def main():
                 ("json; charset", {"Content-Type": "application/json; charset=utf-8"}, 200),
                 ("Origin of another site", {"Origin": "http://evil.example"}, 403),
                 ("Origin null", {"Origin": "null"}, 403),
-                ("Origin on another port", {"Origin": "http://localhost"}, 403),
+                ("Origin of another local site", {"Origin": "http://localhost"}, 403),
+                ("Origin on another port", {"Origin": "http://127.0.0.1:1"}, 403),
                 ("Origin of this server", {"Origin": "http://127.0.0.1:%d" % port}, 200),
                 ("Host of another site", {"Host": "evil.example"}, 421)]:
             st, out = hp.request("POST", ask, raw=b"{}", headers=headers)
