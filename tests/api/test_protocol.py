@@ -7,6 +7,8 @@ scheme in any case, and without a token: Host (DNS rebinding), Origin and
 Content-Type (cross-site requests)."""
 import http.client
 import json
+import os
+import subprocess
 
 from hpod import Checks, Hpod, parse_args
 from rawhttp import exchange, json_error
@@ -157,6 +159,11 @@ def main():
         one_json_error(c, data, 415, "a body without Content-Type", "Content-Type")
         data = exchange(port, ("POST %s HTTP/1.1\r\n%sConnection: close\r\nContent-Length: 0\r\n\r\n" % (ask, H)).encode())
         c.check(data.startswith(b"HTTP/1.1 200"), "an empty POST without Content-Type -> 200 (%r)" % data[:80])
+        # the hpo client follows the rules: a call without a body sends no Content-Type
+        r = subprocess.run([args.hpo, "ask", str(sid)], capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, HPO_URL=hp.url, HPO_TOKEN=""))
+        c.check(r.returncode == 0 and "trial_id" in r.stdout, "hpo ask without a token (rc %d: %s)"
+                % (r.returncode, r.stderr.strip()[:200]))
         c.check(hp.proc.poll() is None, "hpod alive")
     finally:
         hp.stop()
