@@ -23,7 +23,7 @@
  * - What libmicrohttpd 0.9.75 still answers itself, in HTML, because no
  *   hook of it reaches those paths: a malformed head on the second or a
  *   later request of a keep-alive connection (the gate only sees the
- *   first; such a head over 64 KiB, a bad request line or version, a bad
+ *   first; such a head over 32 KiB, a bad request line or version, a bad
  *   Content-Length), and a malformed chunked body.
  * - Auth: when a token is set, every method other than GET and HEAD needs
  *   "Authorization: Bearer <token>" (scheme in any case; token compared in

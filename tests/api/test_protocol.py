@@ -79,6 +79,21 @@ def main():
                                    .encode()), 501, "Transfer-Encoding gzip", "Transfer-Encoding")
         one_json_error(c, exchange(port, b"GET /healthz HTTP/1.1\r\n\r\n"), 400, "HTTP/1.1 without Host", "Host")
 
+        # ---- a head at the limits (16 KiB, 100 headers, 100 query arguments) is served ----
+        target = "/api/v1/studies?" + "&".join("a%d=1" % i for i in range(100))
+        line = "GET %s HTTP/1.1\r\n" % target
+        fields = [H.strip()] + ["X-H%02d: %s" % (i, "v" * 140) for i in range(99)]
+        big = line + "".join(f + "\r\n" for f in fields[:-1])
+        fields[-1] = "X-Pad: " + "p" * (16384 - len(big) - 2 - len("X-Pad: \r\n"))
+        big = (line + "".join(f + "\r\n" for f in fields) + "\r\n").encode()
+        for conn_what, prefix in [("first", b""), ("keep-alive", b"GET /healthz HTTP/1.1\r\n" + H.encode() + b"\r\n")]:
+            data = exchange(port, prefix + big)
+            last = data[data.rfind(b"HTTP/1.1 "):]
+            c.check(len(big) == 16384 and last.startswith(b"HTTP/1.1 200") and b'"studies"' in last,
+                    "a %d-byte head of 100 headers and 100 arguments (%s request) -> 200 (%r)"
+                    % (len(big), conn_what, last[:120]))
+        one_json_error(c, exchange(port, big[:-2] + b"X: \r\n\r\n"), 431, "a head over 16 KiB", "headers")
+
         # ---- malformed Content-Length: one clean 400 ----
         for what, cl in [("abc", "Content-Length: abc\r\n"), ("-1", "Content-Length: -1\r\n"),
                          ("empty", "Content-Length: \r\n"), ("two values", "Content-Length: 2, 2\r\n"),
