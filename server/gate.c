@@ -284,11 +284,14 @@ static void *gate_main(void *arg) {
             HPO_ERROR("gate: epoll_wait: %s", strerror(errno));
             break;
         }
+        /* clients first: accepting may close (and free) pending
+         * connections to make room, whose events would then dangle */
+        int accept_now = 0;
         for (int i = 0; i < n; i++) {
             void *tag = evs[i].data.ptr;
             if (tag == &g->wake_tag) return NULL;
             if (tag == &g->listen_tag) {
-                on_accept(g);
+                accept_now = 1;
                 continue;
             }
             pend *p = tag;
@@ -297,6 +300,7 @@ static void *gate_main(void *arg) {
             else
                 on_readable(g, p, evs[i].events);
         }
+        if (accept_now) on_accept(g);
     }
     return NULL;
 }

@@ -175,6 +175,14 @@ def main():
     try:
         port = hp.port
         sid = hp.ok("POST", "/api/v1/studies", STUDY)["id"]
+        # at most 16 sockets wait for their first head: a new one closes the oldest
+        quiet = [connect(port, "127.0.3.%d" % (i + 1)) for i in range(24)]
+        took, _ = closed_within(quiet[0], 5)
+        c.check(took is not None, "a full gate closes the socket that waited longest")
+        _, data = get(port, "/healthz", "127.0.2.2")
+        c.check(data.startswith(b"HTTP/1.1 200"), "a client is served past a full gate (%r)" % data[:40])
+        for s in quiet:
+            s.close()
         streams = []
         for i in range(8):  # 16 connections, 8 kept in reserve
             s, data = open_stream(port, sid, "127.0.1.%d" % (i + 1))
