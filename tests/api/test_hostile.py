@@ -155,6 +155,7 @@ def main():
         c.check(study["trials_by_state"].get("complete") == n, "%d trials complete (%s)"
                 % (n, study["trials_by_state"]))
         c.check(hp.proc.poll() is None, "hpod alive")
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM with the sockets and streams open (%s)" % hp.log_tail(3))
     finally:
         for s in idle + streams:
             s.close()

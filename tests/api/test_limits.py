@@ -103,6 +103,7 @@ def main():
         c.check(data.startswith(b"HTTP/1.1 200"), "a prompt client is still served (%r)" % data[:40])
         status, m = hp.request("GET", "/metrics")
         c.check(status == 200 and 'status="408"' in m, "the 408 is in the metrics")
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()
         hp.cleanup()
@@ -140,6 +141,7 @@ def main():
         c.check(data.startswith(b"HTTP/1.1 200"), "others are served meanwhile (%r)" % data[:40])
         for s in quiet + [extra]:
             s.close()
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()
         hp.cleanup()
@@ -166,6 +168,7 @@ def main():
                 time.sleep(0.2)
         c.check(ok, "a closed stream frees its place")
         b.close()
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()
         hp.cleanup()
@@ -199,6 +202,7 @@ def main():
             _, data = get(port, "/healthz", "127.0.2.1")
             time.sleep(0.1)
         c.check(data.startswith(b"HTTP/1.1 200"), "served again once streams closed (%r)" % data[:40])
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()
         hp.cleanup()

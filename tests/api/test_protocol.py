@@ -180,6 +180,7 @@ def main():
         c.check(r.returncode == 0 and "trial_id" in r.stdout, "hpo ask without a token (rc %d: %s)"
                 % (r.returncode, r.stderr.strip()[:200]))
         c.check(hp.proc.poll() is None, "hpod alive")
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()
         hp.cleanup()
@@ -195,6 +196,7 @@ def main():
                            headers={"Authorization": "Bearer s3cret", "Content-Type": "text/plain",
                                     "Host": "hpo.example"})
         c.check(st == 201, "with the token, any Host and Content-Type (%s)" % st)
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()
         hp.cleanup()
@@ -208,6 +210,7 @@ def main():
                     % (host, status, data[:60]))
         st, _ = hp.request("POST", "/api/v1/studies", STUDY, headers={"Origin": "https://hpo.example"})
         c.check(st == 201, "--allowed-host: Origin https://hpo.example -> 201 (%s)" % st)
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()
         hp.cleanup()
