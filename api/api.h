@@ -48,6 +48,12 @@ typedef struct api_request {
     const char *body; /* may be NULL when body_len == 0; not NUL-terminated */
     size_t body_len;
     const char *last_event_id; /* Last-Event-ID header, or NULL */
+    /* Whether the client has gone (closed its connection); NULL: unknown.
+     * An event stream asks while it waits for events, so a closed stream
+     * ends (and frees its place) within a second, not at its next write.
+     * Valid for as long as the response's stream is. */
+    int (*client_gone)(void *arg);
+    void *client_gone_arg;
 } api_request;
 
 typedef struct api_response {

@@ -4,14 +4,16 @@
  * an embedded study's running trials stop at their next epoch and go back
  * to the queue (resumed from their checkpoints by /resume). Cancel is
  * final: running trials are cancelled (embedded ones at their next epoch),
- * queued ones too, and the event stream ends with "study_cancelled". */
+ * queued ones too, and the event stream ends with "study_cancelled".
+ * None takes options: the body is empty or {}, anything else is a 400. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "internal.h"
 
-static void change_state(api_ctx *ctx, int64_t id, api_response *resp, const sto_study_state *from,
-                         size_t n_from, sto_study_state to, const char *event) {
+static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp,
+                         const sto_study_state *from, size_t n_from, sto_study_state to, const char *event) {
+    if (api_body_empty(req, resp)) return; /* no options: a body is {} or nothing */
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
@@ -60,15 +62,15 @@ static void change_state(api_ctx *ctx, int64_t id, api_response *resp, const sto
 
 void api_h_study_pause(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     static const sto_study_state from[] = {STO_STUDY_RUNNING};
-    change_state(ctx, id, resp, from, 1, STO_STUDY_PAUSED, "study_paused");
+    change_state(ctx, req, id, resp, from, 1, STO_STUDY_PAUSED, "study_paused");
 }
 
 void api_h_study_resume(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     static const sto_study_state from[] = {STO_STUDY_PAUSED};
-    change_state(ctx, id, resp, from, 1, STO_STUDY_RUNNING, "study_resumed");
+    change_state(ctx, req, id, resp, from, 1, STO_STUDY_RUNNING, "study_resumed");
 }
 
 void api_h_study_cancel(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     static const sto_study_state from[] = {STO_STUDY_RUNNING, STO_STUDY_PAUSED};
-    change_state(ctx, id, resp, from, 2, STO_STUDY_CANCELLED, "study_cancelled");
+    change_state(ctx, req, id, resp, from, 2, STO_STUDY_CANCELLED, "study_cancelled");
 }

@@ -4,7 +4,8 @@
  * api_event; streamed by
  * GET /api/v1/studies/{id}/events as server-sent events, resumable with
  * Last-Event-ID (or ?after=N). The stream ends after the study's final
- * event (study_complete, study_cancelled). */
+ * event (study_complete, study_cancelled), or within a second of its
+ * client leaving (api_request.client_gone). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "internal.h"
 
 #define KEEPALIVE_SECONDS 10
+#define GONE_CHECK_SECONDS 1 /* how often a waiting stream asks whether its client left */
 
 void api_events_wake(api_ctx *ctx) {
     pthread_mutex_lock(&ctx->event_mu);
@@ -52,6 +54,8 @@ typedef struct sse {
     char *out;         /* formatted, not yet sent */
     size_t len, off, cap;
     int final_sent;
+    int (*client_gone)(void *arg);
+    void *client_gone_arg;
 } sse;
 
 static void append(sse *s, const char *text, size_t n) {
@@ -110,15 +114,26 @@ static long sse_read(void *arg, char *buf, size_t max) {
         if (stopping) return -1;
         if (fetch(s) > 0) continue;
         if (study_over(s)) return -1;
-        /* wait for the next event (or send a keep-alive comment) */
+        /* wait for the next event (or send a keep-alive comment), asking
+         * every second whether the client is still there */
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += KEEPALIVE_SECONDS;
-        pthread_mutex_lock(&ctx->event_mu);
         int rc = 0;
-        while (ctx->event_seq == seq && !ctx->stopping && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&ctx->event_cond, &ctx->event_mu, &until);
-        pthread_mutex_unlock(&ctx->event_mu);
+        for (;;) {
+            struct timespec slice;
+            clock_gettime(CLOCK_REALTIME, &slice);
+            slice.tv_sec += GONE_CHECK_SECONDS;
+            int last = slice.tv_sec > until.tv_sec || (slice.tv_sec == until.tv_sec && slice.tv_nsec >= until.tv_nsec);
+            if (last) slice = until;
+            pthread_mutex_lock(&ctx->event_mu);
+            rc = 0;
+            while (ctx->event_seq == seq && !ctx->stopping && rc != ETIMEDOUT)
+                rc = pthread_cond_timedwait(&ctx->event_cond, &ctx->event_mu, &slice);
+            pthread_mutex_unlock(&ctx->event_mu);
+            if (rc != ETIMEDOUT || last) break;
+            if (s->client_gone && s->client_gone(s->client_gone_arg)) return -1;
+        }
         if (rc == ETIMEDOUT) append(s, ": keep-alive\n\n", 14);
     }
 }
@@ -154,6 +169,8 @@ void api_h_study_events(api_ctx *ctx, const api_request *req, int64_t id, api_re
     s->ctx = ctx;
     s->study_id = id;
     s->last_id = after;
+    s->client_gone = req->client_gone;
+    s->client_gone_arg = req->client_gone_arg;
     append(s, "retry: 2000\n\n", 13);
     resp->status = 200;
     resp->content_type = "text/event-stream";

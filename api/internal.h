@@ -42,6 +42,9 @@ int api_check_keys(const json_t *obj, const char *const *keys, size_t n, api_res
 /* Parses the request body as a JSON object; on failure fills resp and
  * returns NULL. */
 json_t *api_body_object(const api_request *req, api_response *resp);
+/* A call that takes no options: no body, or the empty JSON object {}. 0,
+ * or -1 with a 400 in resp (not JSON, not an object, a key). */
+int api_body_empty(const api_request *req, api_response *resp);
 /* Reads an integer query argument in [lo, hi] (default def); on a bad
  * value fills resp and returns -1. */
 int api_query_int(const api_request *req, api_response *resp, const char *key, int64_t def,

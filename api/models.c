@@ -209,6 +209,7 @@ void api_h_study_ensembles_list(api_ctx *ctx, const api_request *req, int64_t id
 }
 
 void api_h_trial_model_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    if (api_body_empty(req, resp)) return;
     sto_trial t;
     int rc = sto_trial_get(ctx->db, id, &t);
     if (rc) {

@@ -130,6 +130,15 @@ json_t *api_body_object(const api_request *req, api_response *resp) {
     return j;
 }
 
+int api_body_empty(const api_request *req, api_response *resp) {
+    if (req->body_len == 0) return 0;
+    json_t *body = api_body_object(req, resp);
+    if (!body) return -1;
+    int bad = api_check_keys(body, NULL, 0, resp);
+    json_decref(body);
+    return bad;
+}
+
 int api_query_int(const api_request *req, api_response *resp, const char *key, int64_t def,
                   int64_t lo, int64_t hi, int64_t *out) {
     const char *v = req->query ? req->query(req->query_arg, key) : NULL;

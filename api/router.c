@@ -1,4 +1,5 @@
-/* router.c - the route table and api_handle: method + path -> handler. */
+/* router.c - the route table and api_handle: method + path -> handler
+ * (HEAD goes to the GET route; the server drops the body). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +81,11 @@ static int match(const char *pattern, const char *path, int64_t *id) {
     return *p == '\0' && *s == '\0';
 }
 
+/* HEAD is served by the GET route (the server sends no body). */
+static const char *route_method(const char *method) { return strcmp(method, "HEAD") == 0 ? "GET" : method; }
+
 const char *api_route_name(const char *method, const char *path) {
+    method = route_method(method);
     for (size_t i = 0; i < HPO_ARRAY_LEN(table); i++) {
         int64_t id;
         if (strcmp(table[i].route.method, method) == 0 && match(table[i].route.pattern, path, &id))
@@ -96,7 +101,7 @@ void api_handle(api_ctx *ctx, const api_request *req, api_response *resp) {
         int64_t id = 0;
         if (!match(table[i].route.pattern, req->path, &id)) continue;
         path_known = 1;
-        if (strcmp(table[i].route.method, req->method) != 0) continue;
+        if (strcmp(table[i].route.method, route_method(req->method)) != 0) continue;
         resp->route = table[i].route.name;
         table[i].handler(ctx, req, id, resp);
         return;

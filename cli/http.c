@@ -93,6 +93,9 @@ int cli_call(cli_ctx *c, const char *method, const char *path, const json_t *bod
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, data);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(data));
     } else if (strcmp(method, "POST") == 0) {
+        /* no body: no Content-Type either (libcurl would send a form's, which
+         * hpod without a token refuses, see its README) */
+        headers = curl_slist_append(headers, "Content-Type:");
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
     }

@@ -2,23 +2,56 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conns.h"
+#include "gate.h"
+#include "head.h"
+
+/* libmicrohttpd's memory per connection: the head the gate lets through
+ * (16 KiB, 100 headers, 100 query arguments) fits (test_protocol sends
+ * one at the limits). Not more: above 32 KiB libmicrohttpd mmaps the pool,
+ * and the munmap at every close (a TLB shootdown across CPUs) cost ~0.8 ms
+ * of CPU per connection. */
+#define MHD_MEMORY_LIMIT ((size_t)32 * 1024)
+/* descriptors beside the connections: database, files, pipes */
+#define SPARE_FDS 256
 
 struct srv_http {
     struct MHD_Daemon *daemon;
+    srv_conns *conns;
+    srv_gate *gate;
     api_ctx *api;
     char *token;
     size_t max_body;
     int port;
+    char bind[INET_ADDRSTRLEN];
+    int bind_any; /* 0.0.0.0: any IPv4 literal names this server */
+    char **allowed; /* extra Host names, lower case */
+    size_t n_allowed;
+    unsigned max_streams;
+    atomic_uint streams;
+    srv_head_limits limits;
 };
 
-/* Per-request state across the calls libmicrohttpd makes for one request. */
+/* Per-request state across the calls libmicrohttpd makes for one request;
+ * created by on_uri when the request line is read. */
 typedef struct request_state {
     double started;
+    int headers_seen;   /* on_request had its first call */
+    const char *nul_in; /* "path" or "query": the raw target holds %00 */
     char *body;
     size_t len, cap;
     int too_large;
@@ -26,6 +59,42 @@ typedef struct request_state {
     api_upload *upload;
     struct MHD_PostProcessor *pp;
 } request_state;
+
+/* An event stream's response and the server whose stream count it holds. */
+typedef struct stream_ctx {
+    api_response resp;
+    srv_http *h;
+} stream_ctx;
+
+/* Why a request is refused before the api sees it. */
+typedef struct refusal {
+    int status;
+    const char *code, *field;
+    char message[256];
+} refusal;
+
+static int refuse(refusal *r, int status, const char *code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int refuse(refusal *r, int status, const char *code, const char *field, const char *fmt, ...) {
+    r->status = status;
+    r->code = code;
+    r->field = field;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static srv_conn *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static const char *header(struct MHD_Connection *c, const char *name) {
+    return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
 
 static enum MHD_Result on_upload_piece(void *cls, enum MHD_ValueKind kind, const char *key,
                                        const char *filename, const char *content_type,
@@ -46,31 +115,222 @@ static int tokens_equal(const char *a, const char *b) {
     return diff == 0;
 }
 
-static int authorized(const srv_http *h, struct MHD_Connection *c, const char *method) {
-    if (!h->token || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) return 1;
-    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    return auth && strncmp(auth, "Bearer ", 7) == 0 && tokens_equal(auth + 7, h->token);
+static int is_mutation(const char *method) { return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0; }
+
+static int authorized(const srv_http *h, struct MHD_Connection *c) {
+    const char *auth = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) return 0; /* the scheme is case-insensitive */
+    auth += 7;
+    while (*auth == ' ') auth++;
+    return tokens_equal(auth, h->token);
+}
+
+/* Splits "host[:port]" ("[v6]:port" for IPv6) into name (lower case,
+ * brackets kept, one trailing dot dropped) and port (-1 when absent);
+ * 0, or -1 when malformed. */
+static int split_host(const char *s, size_t n, char *name, size_t cap, long *port) {
+    size_t end;
+    if (n && s[0] == '[') {
+        const char *rb = memchr(s, ']', n);
+        if (!rb) return -1;
+        end = (size_t)(rb - s) + 1;
+    } else {
+        const char *colon = memchr(s, ':', n);
+        end = colon ? (size_t)(colon - s) : n;
+    }
+    if (end == 0 || end >= cap) return -1;
+    for (size_t i = 0; i < end; i++) name[i] = (char)tolower((unsigned char)s[i]);
+    name[end] = '\0';
+    if (end > 1 && name[end - 1] == '.') name[end - 1] = '\0';
+    *port = -1;
+    if (end == n) return 0;
+    if (s[end] != ':' || end + 1 == n || n - end - 1 > 5) return -1;
+    long p = 0;
+    for (size_t i = end + 1; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        p = p * 10 + (s[i] - '0');
+    }
+    if (p > 65535) return -1;
+    *port = p;
+    return 0;
+}
+
+/* Whether a Host name names this server: localhost, a loopback or bind
+ * address (any IPv4 literal when bound to 0.0.0.0), or an allowed host.
+ * The port is not checked: a rebinding page is told apart by its name, and
+ * a published container port may differ from the one hpod listens on. */
+static int names_us(const srv_http *h, const char *name) {
+    for (size_t i = 0; i < h->n_allowed; i++)
+        if (strcmp(name, h->allowed[i]) == 0) return 1;
+    if (strcmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 || strcmp(name, "[::1]") == 0 ||
+        strcmp(name, h->bind) == 0)
+        return 1;
+    struct in_addr a;
+    return h->bind_any && inet_pton(AF_INET, name, &a) == 1;
+}
+
+/* Splits a header value (spaces around it dropped); 0 or -1. */
+static int split_value(const char *v, char *name, size_t cap, long *port) {
+    while (*v == ' ' || *v == '\t') v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+    return split_host(v, n, name, cap, port);
+}
+
+static int host_ok(const srv_http *h, const char *host) {
+    char name[256];
+    long port;
+    return split_value(host, name, sizeof name, &port) == 0 && names_us(h, name);
+}
+
+/* An Origin ("http://name[:port]") is the site the request is addressed
+ * to (the same name and port as its Host: a page hpod served), or an
+ * allowed host. Without a Host (HTTP/1.0) it must name this server on its
+ * own port. */
+static int origin_ok(const srv_http *h, const char *origin, const char *host) {
+    long def;
+    if (strncasecmp(origin, "http://", 7) == 0) {
+        def = 80;
+        origin += 7;
+    } else if (strncasecmp(origin, "https://", 8) == 0) {
+        def = 443;
+        origin += 8;
+    } else {
+        return 0; /* "null" (a sandboxed or file: page) and the rest */
+    }
+    size_t n = strcspn(origin, "/");
+    char name[256], hname[256];
+    long port, hport;
+    if (split_host(origin, n, name, sizeof name, &port)) return 0;
+    for (size_t i = 0; i < h->n_allowed; i++)
+        if (strcmp(name, h->allowed[i]) == 0) return 1;
+    if (port < 0) port = def;
+    if (!host) return names_us(h, name) && port == h->port;
+    if (split_value(host, hname, sizeof hname, &hport)) return 0;
+    if (hport < 0) hport = def; /* a Host without a port is on the scheme's default one */
+    return strcmp(name, hname) == 0 && port == hport;
+}
+
+/* A mutation's body is JSON, an upload's multipart, or there is none. */
+static int content_type_ok(struct MHD_Connection *c, const char *method, const char *url) {
+    const char *ct = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!ct) {
+        const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        return !header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING) && (!cl || strtoull(cl, NULL, 10) == 0);
+    }
+    while (*ct == ' ' || *ct == '\t') ct++;
+    size_t n = strcspn(ct, ";");
+    while (n && (ct[n - 1] == ' ' || ct[n - 1] == '\t')) n--;
+    if (n == 16 && strncasecmp(ct, "application/json", 16) == 0) return 1;
+    return api_is_upload(method, url) && n == 19 && strncasecmp(ct, "multipart/form-data", 19) == 0;
+}
+
+typedef struct framing {
+    int content_length, transfer_encoding, chunked;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    framing *f = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) f->content_length++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->transfer_encoding++;
+        while (value && (*value == ' ' || *value == '\t')) value++;
+        f->chunked = value && strncasecmp(value, "chunked", 7) == 0 && strspn(value + 7, " \t") == strlen(value + 7);
+    }
+    return MHD_YES;
+}
+
+/* The checks every request passes before the api sees it (the gate has
+ * checked the first head of a connection already; later ones on a
+ * keep-alive connection only meet these). 0, or -1 with *r filled. */
+static int check_request(const srv_http *h, struct MHD_Connection *c, const char *method, const char *url,
+                         const char *version, const request_state *rs, refusal *r) {
+    if (rs->nul_in)
+        return refuse(r, 400, "invalid_argument", rs->nul_in, "the request %s holds an encoded NUL (%%00)",
+                      rs->nul_in);
+    const union MHD_ConnectionInfo *hs = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    framing f = {0};
+    int fields = MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    if ((hs && hs->header_size > h->limits.max_head) || fields > (int)h->limits.max_fields)
+        return refuse(r, 431, "header_too_large", "headers", "the request head is over %zu bytes or %zu fields",
+                      h->limits.max_head, h->limits.max_fields);
+    if (strlen(url) > h->limits.max_line ||
+        MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, NULL, NULL) > (int)h->limits.max_fields)
+        return refuse(r, 414, "uri_too_long", "request_line", "the request target is too long");
+    if (f.content_length > 1)
+        return refuse(r, 400, "bad_request", "Content-Length", "Content-Length is given twice");
+    if (f.transfer_encoding && (f.transfer_encoding > 1 || !f.chunked))
+        return refuse(r, 501, "not_implemented", "Transfer-Encoding", "the only Transfer-Encoding accepted is chunked");
+    if (f.transfer_encoding && f.content_length)
+        return refuse(r, 400, "bad_request", "Content-Length",
+                      "a request may not carry both Content-Length and Transfer-Encoding");
+    const char *host = header(c, MHD_HTTP_HEADER_HOST);
+    if (!host && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
+        return refuse(r, 400, "bad_request", "Host", "an HTTP/1.1 request needs a Host header");
+    if (!h->token && host && !host_ok(h, host))
+        return refuse(r, 421, "misdirected_request", "Host",
+                      "Host '%.80s' does not name this server (hpod --allowed-host NAME accepts more names)", host);
+    if (!is_mutation(method)) return 0;
+    if (h->token) {
+        if (!authorized(h, c))
+            return refuse(r, 401, "unauthorized", "Authorization",
+                          "this call needs the header Authorization: Bearer <token>");
+        return 0;
+    }
+    const char *origin = header(c, "Origin");
+    if (origin && !origin_ok(h, origin, host))
+        return refuse(r, 403, "forbidden", "Origin", "a page from %.80s may not call this server", origin);
+    if (!content_type_ok(c, method, url))
+        return refuse(r, 415, "unsupported_media_type", "Content-Type",
+                      api_is_upload(method, url)
+                          ? "a dataset upload is sent as multipart/form-data"
+                          : "send the body as JSON with the header Content-Type: application/json");
+    return 0;
+}
+
+/* The client closed its connection (end of stream; bytes it may have
+ * pipelined do not count). arg: the socket. */
+static int client_gone(void *arg) {
+    char b;
+    ssize_t n = recv((int)(intptr_t)arg, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    api_response *resp = cls;
-    long n = resp->stream(resp->stream_arg, buf, max);
+    stream_ctx *s = cls;
+    long n = s->resp.stream(s->resp.stream_arg, buf, max);
     return n < 0 ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
 }
 
 static void stream_free(void *cls) {
-    api_response *resp = cls;
-    resp->stream_free(resp->stream_arg);
-    free(resp);
+    stream_ctx *s = cls;
+    s->resp.stream_free(s->resp.stream_arg);
+    atomic_fetch_sub(&s->h->streams, 1);
+    free(s);
 }
 
 static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, const char *method,
                                      const char *url, api_response *resp, request_state *rs) {
+    if (resp->stream) {
+        int head = strcmp(method, "HEAD") == 0;
+        unsigned open = 0;
+        if (head || (open = atomic_fetch_add(&h->streams, 1)) >= h->max_streams) {
+            resp->stream_free(resp->stream_arg);
+            resp->stream = NULL;
+            if (!head) {
+                atomic_fetch_sub(&h->streams, 1);
+                char msg[128];
+                snprintf(msg, sizeof msg, "%u event streams are open, the most hpod serves; retry later", open);
+                api_error_response(resp, 503, "unavailable", msg, "");
+            } /* HEAD: the stream's headers, no body */
+        }
+    }
     struct MHD_Response *r;
     if (resp->stream) { /* server-sent events: the copy lives as long as the stream */
-        api_response *copy = hpo_xmalloc(sizeof *copy);
-        *copy = *resp;
-        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, copy, stream_free);
+        stream_ctx *s = hpo_xmalloc(sizeof *s);
+        s->resp = *resp;
+        s->h = h;
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
     } else {
         r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
@@ -80,9 +340,9 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
                                                                                 : "application/json");
     MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
     if (resp->status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (resp->retry_after > 0) {
+    if (resp->retry_after > 0 || resp->status == 503) { /* a 503 says when to come back */
         char ra[16];
-        snprintf(ra, sizeof ra, "%d", resp->retry_after);
+        snprintf(ra, sizeof ra, "%d", resp->retry_after > 0 ? resp->retry_after : 5);
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
@@ -96,11 +356,25 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
 
 static enum MHD_Result reply_error(srv_http *h, struct MHD_Connection *c, const char *method,
                                    const char *url, request_state *rs, int status, const char *code,
-                                   const char *message) {
+                                   const char *message, const char *field) {
     api_response resp = {0};
-    api_error_response(&resp, status, code, message, "");
+    api_error_response(&resp, status, code, message, field);
     resp.route = api_route_name(method, url);
     return send_response(h, c, method, url, &resp, rs);
+}
+
+/* The request line is read: the per-request state starts here, with the
+ * raw target (before libmicrohttpd decodes %XX and cuts it at a NUL). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+    request_state *rs = hpo_xcalloc(1, sizeof *rs);
+    rs->started = hpo_monotonic();
+    const char *q = uri ? strchr(uri, '?') : NULL;
+    for (const char *s = uri; s && *s; s++)
+        if (s[0] == '%' && s[1] == '0' && s[2] == '0') {
+            rs->nul_in = q && s > q ? "query" : "path";
+            break;
+        }
+    return rs;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -108,13 +382,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   size_t *upload_data_size, void **con_cls) {
     srv_http *h = cls;
     request_state *rs = *con_cls;
-    if (!rs) { /* first call: headers only */
-        rs = hpo_xcalloc(1, sizeof *rs);
-        rs->started = hpo_monotonic();
-        *con_cls = rs;
-        if (!authorized(h, c, method))
-            return reply_error(h, c, method, url, rs, 401, "unauthorized",
-                               "this call needs the header Authorization: Bearer <token>");
+    if (!rs) *con_cls = rs = on_uri(h, NULL, c); /* not reached: on_uri runs first */
+    if (!rs->headers_seen) { /* first call: headers only */
+        rs->headers_seen = 1;
+        srv_conn *k = conn_of(c);
+        if (k && srv_conns_busy(h->conns, k)) return MHD_NO; /* cut: its deadline passed */
+        refusal why;
+        if (check_request(h, c, method, url, version, rs, &why))
+            return reply_error(h, c, method, url, rs, why.status, why.code, why.message, why.field);
         if (api_is_upload(method, url)) {
             api_response resp = {0};
             if (api_upload_begin(h->api, &rs->upload, &resp)) {
@@ -126,17 +401,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 api_upload_abort(rs->upload);
                 rs->upload = NULL;
                 return reply_error(h, c, method, url, rs, 400, "invalid_argument",
-                                   "an upload must be a multipart/form-data body");
+                                   "an upload must be a multipart/form-data body", "");
             }
             return MHD_YES;
         }
         /* A body over the limit is read and dropped, so the client gets a
          * clean 413 instead of a reset; one far over it is refused at once. */
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
         unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
         if (announced > 64ull * h->max_body)
             return reply_error(h, c, method, url, rs, 413, "too_large",
-                               "the request body is over the size limit");
+                               "the request body is over the size limit", "");
         rs->too_large = announced > h->max_body;
         return MHD_YES;
     }
@@ -177,7 +452,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (rs->too_large)
-        return reply_error(h, c, method, url, rs, 413, "too_large", "the request body is over the size limit");
+        return reply_error(h, c, method, url, rs, 413, "too_large", "the request body is over the size limit", "");
     api_request req = {
         .method = method,
         .path = url,
@@ -185,8 +460,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .query_arg = c,
         .body = rs->body,
         .body_len = rs->len,
-        .last_event_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"),
+        .last_event_id = header(c, "Last-Event-ID"),
     };
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (fd) {
+        req.client_gone = client_gone;
+        req.client_gone_arg = (void *)(intptr_t)fd->connect_fd;
+    }
     api_response resp;
     api_handle(h->api, &req, &resp);
     return send_response(h, c, method, url, &resp, rs);
@@ -194,6 +474,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
+    srv_http *h = cls;
+    srv_conn *k = conn_of(c);
+    /* a keep-alive connection now waits for its next head: the deadline runs */
+    if (k && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) srv_conns_idle(h->conns, k, hpo_monotonic());
     request_state *rs = *con_cls;
     if (!rs) return;
     if (rs->pp) MHD_destroy_post_processor(rs->pp);
@@ -203,12 +487,82 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        srv_addr a;
+        srv_addr_from(ad ? ad->client_addr : NULL, &a);
+        *socket_context = srv_conns_started(h->conns, fd ? fd->connect_fd : -1, &a, hpo_monotonic());
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        srv_conns_closed(h->conns, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+static int handoff(void *arg, int fd, const struct sockaddr *sa, socklen_t len) {
+    srv_http *h = arg;
+    return MHD_add_connection(h->daemon, fd, sa, len) == MHD_YES ? 0 : -1;
+}
+
+static void on_gate_answer(void *arg, const srv_addr *from, const char *method, const char *target, int status,
+                           const char *message) {
+    srv_http *h = arg;
+    char ip[64], path[160];
+    srv_addr_format(from, ip, sizeof ip);
+    size_t n = strcspn(target, "?");
+    if (n >= sizeof path) n = sizeof path - 1;
+    memcpy(path, target, n);
+    path[n] = '\0';
+    hpo_log(HPO_LOG_INFO, "%s %s %d from %s: %s", *method ? method : "-", *path ? path : "-", status, ip, message);
+    api_metrics_observe_request(h->api, *method ? api_route_name(method, path) : "unmatched", status);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     if (n && line[n - 1] == '\n') line[n - 1] = '\0';
     HPO_DEBUG("libmicrohttpd: %s", line);
+}
+
+/* Raises the soft descriptor limit to the hard one; returns how many
+ * descriptors the process may hold. */
+static rlim_t raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max;
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl)) getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur;
+}
+
+static int listen_on(const struct sockaddr_in *addr, hpo_error *err, const char *name, int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return hpo_fail(err, HPO_EIO, "port", "cannot create a socket: %s", strerror(errno));
+    /* SO_REUSEADDR lets a restarted hpod bind past connections in TIME_WAIT;
+     * it does not let two listen on one port (SO_REUSEPORT would) */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (const struct sockaddr *)addr, sizeof *addr) || listen(fd, SOMAXCONN)) {
+        int e = errno;
+        close(fd);
+        return hpo_fail(err, HPO_EIO, "port", "cannot listen on %s:%d: %s%s", name, port, strerror(e),
+                        e == EADDRINUSE ? " (another hpod or program holds the port)" : "");
+    }
+    return fd;
+}
+
+static void free_http(srv_http *h) {
+    for (size_t i = 0; i < h->n_allowed; i++) free(h->allowed[i]);
+    free(h->allowed);
+    srv_conns_free(h->conns);
+    free(h->token);
+    free(h);
 }
 
 int srv_http_start(api_ctx *api, const srv_http_options *opt, srv_http **out, hpo_error *err) {
@@ -221,27 +575,79 @@ int srv_http_start(api_ctx *api, const srv_http_options *opt, srv_http **out, hp
         return hpo_fail(err, HPO_EINVAL, "bind", "--bind %s is not an IPv4 address", bind);
     if (opt->port < 0 || opt->port > 65535)
         return hpo_fail(err, HPO_EINVAL, "port", "--port %d is not in 0..65535", opt->port);
+    unsigned max_conn = opt->max_connections ? opt->max_connections : 1024;
+    rlim_t nofile = raise_nofile();
+    /* the connections libmicrohttpd serves and as many waiting at the gate */
+    if ((rlim_t)2 * max_conn + SPARE_FDS > nofile) {
+        unsigned fit = nofile > 2 * SPARE_FDS ? (unsigned)((nofile - SPARE_FDS) / 2) : 64;
+        HPO_WARN("the descriptor limit (%llu) holds %u connections, not %u: raise it (ulimit -n) to serve more",
+                 (unsigned long long)nofile, fit, max_conn);
+        max_conn = fit;
+    }
     srv_http *h = hpo_xcalloc(1, sizeof *h);
     h->api = api;
     h->token = opt->token && *opt->token ? hpo_strdup(opt->token) : NULL;
     h->max_body = opt->max_body ? opt->max_body : (size_t)1 << 20;
-    /* A thread per connection: an event stream may block its thread while it
-     * waits for the next event without holding up anyone else. */
-    h->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(opt->max_connections ? opt->max_connections : 256),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(opt->timeout_s ? opt->timeout_s : 60),
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
-    if (!h->daemon) {
-        free(h->token);
-        free(h);
-        return hpo_fail(err, HPO_EIO, "port", "cannot listen on %s:%d (in use or not permitted)", bind,
-                        opt->port);
+    h->max_streams = opt->max_streams ? opt->max_streams : 256;
+    snprintf(h->bind, sizeof h->bind, "%s", bind);
+    h->bind_any = addr.sin_addr.s_addr == htonl(INADDR_ANY);
+    h->limits = (srv_head_limits){8192, 16384, 100};
+    h->allowed = hpo_xcalloc(opt->n_allowed_hosts + 1, sizeof *h->allowed);
+    for (size_t i = 0; i < opt->n_allowed_hosts; i++) {
+        char *name = hpo_strdup(opt->allowed_hosts[i]);
+        for (char *p = name; *p; p++) *p = (char)tolower((unsigned char)*p);
+        h->allowed[h->n_allowed++] = name;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = info ? info->port : opt->port;
+    unsigned per_client = opt->max_per_client == SRV_HTTP_UNLIMITED ? 0
+                          : opt->max_per_client                   ? opt->max_per_client
+                                                                  : 64;
+    unsigned reserve = max_conn / 16 > 8 ? max_conn / 16 : 8;
+    double header_timeout = opt->header_timeout_s ? opt->header_timeout_s : 10;
+    /* room above the soft cap answers 503 instead of a reset */
+    srv_conns_opts copt = {.max_handed = max_conn > 2 * reserve ? max_conn - reserve : (max_conn + 1) / 2,
+                           .per_client = per_client,
+                           .max_pending = max_conn,
+                           .header_timeout = header_timeout};
+    int lfd = -1;
+    if (srv_conns_new(&copt, &h->conns)) {
+        free_http(h);
+        return hpo_fail(err, HPO_EINVAL, "max-connections", "bad connection limits");
+    }
+    lfd = listen_on(&addr, err, bind, opt->port);
+    if (lfd < 0) {
+        free_http(h);
+        return lfd;
+    }
+    struct sockaddr_in got;
+    socklen_t gl = sizeof got;
+    h->port = getsockname(lfd, (struct sockaddr *)&got, &gl) == 0 ? ntohs(got.sin_port) : opt->port;
+    /* A thread per connection: an event stream may block its thread while it
+     * waits for the next event without holding up anyone else. The gate
+     * accepts and hands connections over (MHD_add_connection). */
+    h->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG |
+            MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
+        0, NULL, NULL, on_request, h, MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)(opt->timeout_s ? opt->timeout_s : 60), MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_MEMORY_LIMIT,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+    if (!h->daemon) {
+        close(lfd);
+        free_http(h);
+        return hpo_fail(err, HPO_EIO, "port", "cannot start libmicrohttpd");
+    }
+    srv_gate_opts gopt = {.listen_fd = lfd,
+                          .max_pending = max_conn,
+                          .per_client = per_client,
+                          .header_timeout = header_timeout,
+                          .limits = h->limits};
+    srv_gate_hooks hooks = {.arg = h, .handoff = handoff, .answered = on_gate_answer};
+    if (srv_gate_start(&gopt, h->conns, &hooks, &h->gate)) {
+        close(lfd);
+        MHD_stop_daemon(h->daemon);
+        free_http(h);
+        return hpo_fail(err, HPO_EIO, "port", "cannot start accepting connections");
+    }
     *out = h;
     return 0;
 }
@@ -250,7 +656,7 @@ int srv_http_port(const srv_http *h) { return h->port; }
 
 void srv_http_stop(srv_http *h) {
     if (!h) return;
+    srv_gate_stop(h->gate); /* no new connections */
     MHD_stop_daemon(h->daemon);
-    free(h->token);
-    free(h);
+    free_http(h);
 }

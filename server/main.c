@@ -1,10 +1,14 @@
 /* main.c - hpod: flags, configuration, start-up and shutdown.
  *
  *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--token T] [--sync normal|full]
- *        [--http-threads N] [--max-body BYTES] [--max-model-bytes SIZE]
- *        [--max-dataset-bytes SIZE] [--max-dataset-loads N]
+ *        [--max-connections N] [--max-connections-per-client N] [--max-streams N]
+ *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES]
+ *        [--max-model-bytes SIZE] [--max-dataset-bytes SIZE] [--max-dataset-loads N]
  *        [--log-level debug|info|warn|error]
  *   hpod --help | --version
+ *
+ * One hpod per data dir: a second one on the same dir exits with "data dir
+ * DIR in use by pid N" (datadir.h); one on a port in use exits too.
  *
  * --max-dataset-bytes and --max-dataset-loads set the engine's process-wide
  * dataset limits (engine/data.h: the most bytes one dataset may take, and
@@ -24,12 +28,16 @@
 
 #include "blas_select.h"
 #include "data.h"
+#include "datadir.h"
 #include "engine_cli.h"
 #include "http.h"
 #include "scheduler.h"
 
+#define MAX_ALLOWED_HOSTS 16
+
 typedef struct config {
     srv_http_options http;
+    const char *allowed_hosts[MAX_ALLOWED_HOSTS]; /* --allowed-host, into http */
     const char *data_dir;
     const char *devices;
     sto_sync sync;
@@ -54,7 +62,17 @@ static void usage(FILE *f) {
             "  --sync MODE         normal (default): durable against process crashes;\n"
             "                      full: fsync every commit and trial checkpoint,\n"
             "                      durable against power loss\n"
-            "  --max-connections N concurrent HTTP connections, a thread each (default 256)\n"
+            "  --max-connections N HTTP connections served at once, a thread each (default 1024;\n"
+            "                      as many more may wait for their first request headers)\n"
+            "  --max-connections-per-client N\n"
+            "                      connections one client address may hold (default 64;\n"
+            "                      0: no cap, e.g. behind a reverse proxy); over it: 503\n"
+            "  --max-streams N     open event streams (default 256); over it: 503\n"
+            "  --header-timeout S  seconds a connection has to send a request's headers,\n"
+            "                      from its accept or its previous response (default 10)\n"
+            "  --allowed-host NAME a Host name that reaches this hpod besides localhost and\n"
+            "                      the bind address (repeatable; without --token other names\n"
+            "                      get 421, against DNS rebinding)\n"
             "  --max-body BYTES    largest accepted request body (default 1048576)\n"
             "  --max-model-bytes SIZE  memory one model may take to train (weights,\n"
             "                      gradients, optimiser state, activations; e.g. 2G, 512M);\n"
@@ -108,6 +126,7 @@ static int parse_size(const char *flag, const char *s, uint64_t lo, uint64_t *ou
 static int parse_flags(int argc, char **argv, config *cfg) {
     enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION,
            O_DEVICES, O_MAXMODEL };
+    enum { O_PERCLIENT = 32, O_STREAMS, O_HEADERTIMEOUT, O_ALLOWEDHOST };
     enum { O_MAXUPLOAD = 64, O_MAXDSBYTES, O_MAXDSLOADS }; /* --max-upload: not in --help */
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
@@ -119,6 +138,10 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         {"max-upload", required_argument, 0, O_MAXUPLOAD},
         {"max-dataset-bytes", required_argument, 0, O_MAXDSBYTES},
         {"max-dataset-loads", required_argument, 0, O_MAXDSLOADS},
+        {"max-connections-per-client", required_argument, 0, O_PERCLIENT},
+        {"max-streams", required_argument, 0, O_STREAMS},
+        {"header-timeout", required_argument, 0, O_HEADERTIMEOUT},
+        {"allowed-host", required_argument, 0, O_ALLOWEDHOST},
         {0, 0, 0, 0}};
     long v;
     int c;
@@ -145,6 +168,27 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         case O_THREADS:
             if (parse_uint("--max-connections", optarg, 1, 100000, &v)) return -1;
             cfg->http.max_connections = (unsigned)v;
+            break;
+        case O_PERCLIENT:
+            if (parse_uint("--max-connections-per-client", optarg, 0, 100000, &v)) return -1;
+            cfg->http.max_per_client = v ? (unsigned)v : SRV_HTTP_UNLIMITED;
+            break;
+        case O_STREAMS:
+            if (parse_uint("--max-streams", optarg, 1, 100000, &v)) return -1;
+            cfg->http.max_streams = (unsigned)v;
+            break;
+        case O_HEADERTIMEOUT:
+            if (parse_uint("--header-timeout", optarg, 1, 3600, &v)) return -1;
+            cfg->http.header_timeout_s = (unsigned)v;
+            break;
+        case O_ALLOWEDHOST:
+            if (cfg->http.n_allowed_hosts == MAX_ALLOWED_HOSTS || !*optarg || strchr(optarg, ':')) {
+                fprintf(stderr, "hpod: --allowed-host takes a host name without a port, at most %d times\n",
+                        MAX_ALLOWED_HOSTS);
+                return -1;
+            }
+            cfg->allowed_hosts[cfg->http.n_allowed_hosts++] = optarg;
+            cfg->http.allowed_hosts = cfg->allowed_hosts;
             break;
         case O_MAXUPLOAD:
             if (parse_uint("--max-upload", optarg, 1, 1L << 40, &v)) return -1;
@@ -208,6 +252,12 @@ int main(int argc, char **argv) {
 
     if (mkdir(cfg.data_dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "hpod: cannot create --data-dir %s: %s\n", cfg.data_dir, strerror(errno));
+        return 1;
+    }
+    hpo_error lerr = {{0}, {0}};
+    if (srv_data_dir_lock(cfg.data_dir, &lerr)) {
+        fprintf(stderr, "hpod: %s\n", lerr.message);
+        free(slots);
         return 1;
     }
     char db_path[PATH_MAX];

@@ -1,0 +1,49 @@
+"""One hpod per data dir and per port (issue 12, item 7): a second hpod on
+a data dir in use exits with "data dir DIR in use by pid N" (two hpods on
+one database trained a trial twice); a second hpod on a port in use exits
+too (the port was shared through SO_REUSEPORT). The lock goes with its
+process, however it ends: a kill -9 does not leave a stale one."""
+import subprocess
+import tempfile
+
+from hpod import Checks, Hpod, parse_args
+
+
+def second(args, data_dir, port=0):
+    """Runs a second hpod; returns (exit code or None if it kept running, stderr)."""
+    p = subprocess.Popen([args.hpod, "--port", str(port), "--data-dir", data_dir],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=15)
+        return p.returncode, err
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return None, err
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = Hpod(args.hpod).start()
+    try:
+        rc, err = second(args, hp.data_dir)
+        c.check(rc not in (None, 0) and ("in use by pid %d" % hp.proc.pid) in err,
+                "a second hpod on the data dir exits naming pid %d (rc %s: %s)" % (hp.proc.pid, rc, err.strip()[-200:]))
+        other = tempfile.mkdtemp(prefix="hpo-test-")
+        rc, err = second(args, other, hp.port)
+        c.check(rc not in (None, 0) and str(hp.port) in err and "in use" in err,
+                "a second hpod on port %d exits (rc %s: %s)" % (hp.port, rc, err.strip()[-200:]))
+        c.check(hp.request("GET", "/healthz")[0] == 200, "the first hpod still serves")
+        hp.kill9()
+        hp2 = Hpod(args.hpod, data_dir=hp.data_dir).start()
+        c.check(hp2.request("GET", "/healthz")[0] == 200, "after a kill -9 the data dir is free again")
+        hp2.stop()
+        subprocess.run(["rm", "-rf", other])
+    finally:
+        hp.cleanup()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
