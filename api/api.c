@@ -1,14 +1,21 @@
-/* api.c - the api context: storage handle, study cache, metrics. */
+/* api.c - the api context: storage handle, study cache, run queue, metrics. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "jobs_internal.h"
 
 int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
+    const char *root = opt && opt->data_dir ? opt->data_dir : ".";
+    hpo_error err = {{0}, {0}};
+    int rc = api_dir_check_root(root, "data_dir", &err);
+    if (rc) {
+        HPO_ERROR("api: %s", err.message);
+        return rc;
+    }
     api_ctx *ctx = hpo_xcalloc(1, sizeof *ctx);
     ctx->db = db;
     if (opt) ctx->opt = *opt;
     if (ctx->opt.default_lease_seconds <= 0) ctx->opt.default_lease_seconds = 600;
-    ctx->opt.data_dir = hpo_strdup(ctx->opt.data_dir ? ctx->opt.data_dir : ".");
+    ctx->opt.data_dir = hpo_strdup(root);
     if (ctx->opt.max_upload_bytes == 0) ctx->opt.max_upload_bytes = UINT64_C(1) << 30;
     if (ctx->opt.max_model_bytes == 0) ctx->opt.max_model_bytes = API_DEFAULT_MAX_MODEL_BYTES;
     if (!(ctx->opt.upload_wait_seconds > 0)) ctx->opt.upload_wait_seconds = 30;
@@ -17,12 +24,17 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     pthread_cond_init(&ctx->event_cond, NULL);
     pthread_mutex_init(&ctx->disk_mu, NULL);
     api_metrics_new(&ctx->metrics);
+    if ((rc = api_queue_new(ctx))) {
+        api_ctx_free(ctx);
+        return rc;
+    }
     *out = ctx;
     return 0;
 }
 
 void api_ctx_free(api_ctx *ctx) {
     if (!ctx) return;
+    api_queue_free(ctx);
     api_cache_close(ctx);
     pthread_mutex_destroy(&ctx->event_mu);
     pthread_cond_destroy(&ctx->event_cond);

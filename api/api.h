@@ -18,7 +18,11 @@
  *   Each study's tuner state has its own mutex; ask, report and tell for one
  *   study are serialised by it (they also write storage under it, so the
  *   trial numbers storage assigns match the tuner's), different studies run
- *   in parallel. The cache itself has a mutex held only for lookups.
+ *   in parallel. The cache's mutex guards the table and the reference
+ *   counts; a study's first load (replaying its history) runs under it, so
+ *   two threads never load one study twice. The lock order is in jobs.h.
+ * - The work hpod does on its worker slots (training, refits, ensembles) is
+ *   the job layer, jobs.h; the server's scheduler and workers use that.
  * - Leases: an asked trial of an external study holds a lease of the
  *   study's "lease_seconds" (default 600). Every report renews it; tell ends
  *   it. api_expire_leases (called every second by the server) fails the
@@ -93,6 +97,8 @@ typedef struct api_options {
 
 #define API_DEFAULT_MAX_MODEL_BYTES (UINT64_C(4) << 30)
 
+/* 0 and *out, or an error: the data dir path too long (data_dir.h), the
+ * run queue not loaded from storage. */
 int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out);
 /* Ends open event streams promptly (before the server stops). */
 void api_ctx_shutdown(api_ctx *ctx);
@@ -133,64 +139,6 @@ int api_upload_part(api_upload *u, const char *key, const char *filename, const 
                     uint64_t off, size_t size);
 void api_upload_finish(api_ctx *ctx, api_upload *u, api_response *resp);
 void api_upload_abort(api_upload *u);
-
-/* ---- embedded studies: the scheduler's side of the api ----
- * The scheduler (server/) owns the worker slots and the timers; the api
- * owns the studies. The scheduler calls these from its own thread, except
- * api_run_trial, which a worker thread calls. */
-enum { API_JOB_TRIAL = 0, API_JOB_MODEL = 1 };
-typedef struct api_job {
-    int kind;           /* API_JOB_TRIAL: train a trial; API_JOB_MODEL: a refit, a model from a trial, an ensemble */
-    int64_t trial_id, study_id, number;
-    int64_t model_id;   /* API_JOB_MODEL */
-    int resumed;        /* the trial ran before (paused, or hpod restarted) */
-    double timeout;     /* seconds the trial may run; 0 = no limit */
-} api_job;
-
-/* Why a running job must stop, in *stop of api_run_trial. */
-enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API_STOP_SHUTDOWN };
-
-/* Start-up: running trials of embedded studies go back to queued (their
- * worker died with the old process); returns how many, or a negative code.
- * A trial whose training hpod died in API_MAX_CRASHES times in a row
- * without an epoch finished in between (it is what takes hpod down, e.g.
- * the kernel's OOM killer) fails instead, with the reason: no crash loop. */
-int api_sched_recover(api_ctx *ctx);
-/* The next job for a free slot: a queued model job (refit, model, ensemble:
- * asked for explicitly, so first), else a queued trial (resumed from its
- * checkpoint), else a new trial from the tuner of a running embedded study
- * within its budget. 0 and *job (now running on slot), or HPO_ENOTFOUND
- * when there is nothing to run (or the disk was full a moment ago: a
- * back-off, see api/internal.h). */
-int api_sched_next(api_ctx *ctx, const char *slot, api_job *job);
-/* Runs a job on the calling worker thread until it finishes or *stop
- * becomes nonzero (checked between epochs). For a trial: PAUSE and SHUTDOWN
- * put it back in the queue (its checkpoint stays), CANCEL cancels it,
- * TIMEOUT fails it; a model job interrupted by SHUTDOWN is queued again at
- * the next start. A job that finds the disk full (HPO_ENOSPACE) is queued
- * again at once and resumes from its last checkpoint after a back-off. A
- * job whose study was deleted stores nothing and removes its files. Every
- * other outcome is stored; returns 0 unless storage failed. */
-int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);
-/* The stop reason the study's state asks of a running job (a paused,
- * cancelled or deleted study), or API_STOP_NONE. */
-int api_job_stop_reason(api_ctx *ctx, const api_job *job);
-/* Queues again every running trial of an embedded study (and running
- * model job) that none of the busy jobs runs: its worker ended without
- * storing its outcome (the disk was full). Called by the scheduler thread,
- * which alone starts jobs, with the jobs of its busy slots; nothing during
- * a disk-full back-off. Returns how many. */
-int api_sched_reap(api_ctx *ctx, const api_job *busy, size_t n_busy);
-/* Completes embedded studies whose budget is spent and whose trials have all
- * ended (emits "study_complete"); cancels the queued trials of cancelled
- * studies. */
-void api_sched_settle(api_ctx *ctx);
-/* The server's wake-up call: the api calls fn(arg) when the scheduler has
- * something to look at (a study created, paused, resumed or cancelled). */
-void api_set_wakeup(api_ctx *ctx, void (*fn)(void *arg), void *arg);
-
-/* Fails trials whose lease expired; returns how many (or a negative code). */
-int api_expire_leases(api_ctx *ctx, double now);
 
 /* The route table, for the server's 405 handling and the openapi test. */
 typedef struct api_route {

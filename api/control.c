@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "jobs_internal.h"
 
 static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp,
                          const sto_study_state *from, size_t n_from, sto_study_state to, const char *event) {
@@ -34,7 +34,9 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
         api_fail(resp, 409, "conflict", "state", "study %lld is %s", (long long)id, sto_study_state_name(s.state));
     } else if ((rc = sto_study_set_state_ev(ctx->db, id, to, &ev))) {
         api_fail_rc(resp, rc, NULL);
-    } else if (to == STO_STUDY_CANCELLED && !st->def.embedded) {
+    } else if (st->def.embedded) {
+        api_queue_set(ctx, id, to);
+    } else if (to == STO_STUDY_CANCELLED) {
         /* external trials in flight are cancelled now; their tells get 409 */
         sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
         sto_trial *t = NULL;
@@ -51,7 +53,7 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
     free(data);
     if (resp->body) return; /* an error was filled */
     api_events_wake(ctx);
-    api_wake_scheduler(ctx);
+    api_jobs_wake(ctx);
     if (sto_study_get(ctx->db, id, &s) == 0) {
         api_reply_json(resp, 200, api_study_json(ctx, &s, 0));
         sto_study_clear(&s);

@@ -35,7 +35,6 @@
  * time); the handlers share only storage, which is thread-safe. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,7 +44,8 @@
 #include <unistd.h>
 
 #include "data.h"
-#include "internal.h"
+#include "api_internal.h"
+#include "data_dir.h"
 
 #define UPLOAD_ROUTE "/api/v1/datasets"
 #define NAME_MAX_LEN 64
@@ -66,7 +66,7 @@ typedef struct upload_file {
 
 struct api_upload {
     api_ctx *ctx;
-    char dir[PATH_MAX]; /* the temporary folder; "" once removed */
+    char dir[API_PATH_MAX]; /* the temporary folder; "" once removed */
     uint64_t total;     /* bytes received, all fields */
     int rc;             /* first failure, reported by finish */
     hpo_error err;
@@ -100,26 +100,14 @@ static int name_ok(const char *s) {
     return 1;
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    if (remove(path) && errno != ENOENT) HPO_WARN("datasets: cannot remove %s: %s", path, strerror(errno));
-    return 0;
-}
-
-/* Removes a folder and everything in it (no-op for ""). */
-static void rm_tree(const char *dir) {
-    if (dir && dir[0]) nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-/* <data_dir>/datasets */
+/* <data_dir>/datasets (data_dir.h) */
 static int datasets_root(api_ctx *ctx, char *buf, size_t cap) {
-    int n = snprintf(buf, cap, "%s/datasets", ctx->opt.data_dir);
-    return n < 0 || (size_t)n >= cap ? HPO_EINVAL : 0;
+    return cap < API_PATH_MAX ? HPO_EINVAL : api_dir_datasets(buf, ctx->opt.data_dir);
 }
 
 /* <data_dir>/datasets/<id>-<name> */
 static int dataset_dir(api_ctx *ctx, int64_t id, const char *name, char *buf, size_t cap) {
-    int n = snprintf(buf, cap, "%s/datasets/%lld-%s", ctx->opt.data_dir, (long long)id, name);
-    return n < 0 || (size_t)n >= cap ? HPO_EINVAL : 0;
+    return cap < API_PATH_MAX ? HPO_EINVAL : api_dir_dataset(buf, ctx->opt.data_dir, id, name);
 }
 
 static int is_two_file(const char *format) { return strcmp(format, "csv") != 0; }
@@ -141,12 +129,12 @@ static void close_files(api_upload *u) {
 /* Closes and deletes everything written so far. */
 static void discard(api_upload *u) {
     close_files(u);
-    rm_tree(u->dir);
+    api_dir_remove(u->dir);
     u->dir[0] = '\0';
 }
 
 int api_upload_begin(api_ctx *ctx, api_upload **out, api_response *resp) {
-    char root[PATH_MAX];
+    char root[API_PATH_MAX];
     if (datasets_root(ctx, root, sizeof root)) {
         api_fail(resp, 500, "internal_error", "", "the data directory path is too long");
         return HPO_EINVAL;
@@ -220,7 +208,7 @@ int api_upload_part(api_upload *u, const char *key, const char *filename, const 
         if (!f->seen) {
             f->seen = 1;
             printable(f->client_name, sizeof f->client_name, filename && *filename ? filename : key);
-            char path[PATH_MAX + 8];
+            char path[API_PATH_MAX + 8];
             snprintf(path, sizeof path, "%s/%s", u->dir, key);
             f->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
             if (f->fd < 0) {
@@ -327,12 +315,12 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
     static const char *const idx_names[N_FILES] = {NULL, "x.idx", "y.idx"};
     static const char *const npy_names[N_FILES] = {NULL, "x.npy", "y.npy"};
     const char *const *names = csv ? csv_names : npy ? npy_names : idx_names;
-    char paths_buf[N_FILES][PATH_MAX + 16];
+    char paths_buf[N_FILES][API_PATH_MAX + 16];
     const char *paths[N_FILES] = {NULL, NULL, NULL};
     uint64_t bytes = 0;
     for (int i = 0; i < N_FILES; i++) {
         if (!names[i]) continue;
-        char from[PATH_MAX + 8];
+        char from[API_PATH_MAX + 8];
         snprintf(from, sizeof from, "%s/%s", u->dir, file_keys[i]);
         snprintf(paths_buf[i], sizeof paths_buf[i], "%s/%s", u->dir, names[i]);
         if (rename(from, paths_buf[i])) {
@@ -410,7 +398,7 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
         api_fail_rc(resp, rc, NULL);
         return;
     }
-    char final_dir[PATH_MAX];
+    char final_dir[API_PATH_MAX];
     if (dataset_dir(ctx, id, name, final_dir, sizeof final_dir) || rename(u->dir, final_dir)) {
         HPO_ERROR("datasets: cannot move %s to its place: %s", u->dir, strerror(errno));
         sto_dataset_delete(ctx->db, id);
@@ -621,8 +609,8 @@ void api_h_dataset_delete(api_ctx *ctx, const api_request *req, int64_t id, api_
         api_fail_lookup(resp, rc, "dataset", id);
         goto done;
     }
-    char dir[PATH_MAX];
-    if (dataset_dir(ctx, d.id, d.name, dir, sizeof dir) == 0) rm_tree(dir);
+    char dir[API_PATH_MAX];
+    if (dataset_dir(ctx, d.id, d.name, dir, sizeof dir) == 0) api_dir_remove(dir);
     HPO_INFO("datasets: deleted %s (id %lld)", d.name, (long long)d.id);
     api_reply_text(resp, 204, "application/json", "", 0);
 done:
@@ -688,7 +676,7 @@ int api_dataset_source(api_ctx *ctx, const json_t *spec, const char *part, eng_d
     json_t *meta = json_loads(d.meta ? d.meta : "{}", 0, NULL);
     json_t *files = NULL;
     const char *f1 = NULL, *f2 = NULL;
-    char dir[PATH_MAX];
+    char dir[API_PATH_MAX];
     if (part && strcmp(part, "test") == 0) {
         rc = hpo_fail(err, HPO_ENOTFOUND, "dataset", "the uploaded dataset %s has no test part",
                       d.name);

@@ -1,7 +1,7 @@
 /* disk_full.c - the back-off after a job found the disk full (see
  * internal.h): the scheduler starts nothing until it ends, so jobs neither
  * spin on a full disk nor fail one after another. */
-#include "internal.h"
+#include "api_internal.h"
 
 void api_disk_full(api_ctx *ctx) {
     pthread_mutex_lock(&ctx->disk_mu);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "data.h"
-#include "internal.h"
+#include "api_internal.h"
 #include "model.h"
 
 static int only_keys(const json_t *obj, const char *field, const char **keys, size_t n, hpo_error *err) {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "api_internal.h"
 
 #define KEEPALIVE_SECONDS 10
 #define GONE_CHECK_SECONDS 1 /* how often a waiting stream asks whether its client left */

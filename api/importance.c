@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
 
 enum { MAX_TRIALS = 2000 };
 

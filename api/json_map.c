@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
 
 /* Parses stored JSON text; stored text was validated, so failure is a bug
  * that must still not crash a response: it shows as null. */

@@ -18,7 +18,7 @@
 
 #include "data.h"
 #include "ensemble.h"
-#include "internal.h"
+#include "jobs_internal.h"
 #include "model.h"
 #include "weights.h"
 
@@ -30,7 +30,7 @@ static json_t *stored(const char *text) {
     return j ? j : json_null();
 }
 
-json_t *api_model_json(const sto_model *m) {
+static json_t *api_model_json(const sto_model *m) {
     json_t *j = json_pack("{s:I, s:I, s:s, s:s, s:o, s:o, s:o, s:o, s:f, s:o, s:o}", "id", (json_int_t)m->id,
                           "study_id", (json_int_t)m->study_id, "kind", sto_model_kind_name(m->kind), "state",
                           sto_model_state_name(m->state), "trial_id",
@@ -167,7 +167,7 @@ void api_h_study_refits_create(api_ctx *ctx, const api_request *req, int64_t id,
                   json_pack("{s:I, s:s, s:I}", "model_id", (json_int_t)ids[i], "kind", "refit", "epochs",
                             (json_int_t)epochs));
     }
-    api_wake_scheduler(ctx);
+    api_jobs_wake(ctx);
     reply_models(ctx, resp, 201, "refits", ids, n);
     free(ids);
 done:
@@ -233,7 +233,7 @@ void api_h_trial_model_create(api_ctx *ctx, const api_request *req, int64_t id, 
         } else {
             api_event(ctx, t.study_id, id, "model_queued",
                       json_pack("{s:I, s:s}", "model_id", (json_int_t)mid, "kind", "trial"));
-            api_wake_scheduler(ctx);
+            api_jobs_wake(ctx);
             sto_model m;
             if (sto_model_get(ctx->db, mid, &m) == 0) {
                 api_reply_json(resp, 201, api_model_json(&m));
@@ -327,7 +327,7 @@ void api_h_study_ensembles_create(api_ctx *ctx, const api_request *req, int64_t 
         goto done;
     }
     api_event(ctx, id, 0, "model_queued", json_pack("{s:I, s:s}", "model_id", (json_int_t)mid, "kind", "ensemble"));
-    api_wake_scheduler(ctx);
+    api_jobs_wake(ctx);
     sto_model m;
     if (sto_model_get(ctx->db, mid, &m) == 0) {
         api_reply_json(resp, 201, api_model_json(&m));
@@ -366,9 +366,8 @@ void api_h_model_weights(api_ctx *ctx, const api_request *req, int64_t id, api_r
         api_fail(resp, 409, "conflict", "id", "model %lld is %s: no weights yet", (long long)id,
                  sto_model_state_name(m.state));
     } else {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, m.path);
-        FILE *f = fopen(path, "rb");
+        char path[API_PATH_MAX];
+        FILE *f = api_dir_file(path, ctx->opt.data_dir, m.path) == 0 ? fopen(path, "rb") : NULL;
         long len = -1;
         if (f && fseek(f, 0, SEEK_END) == 0) len = ftell(f);
         if (f && len >= 0 && fseek(f, 0, SEEK_SET) == 0) {

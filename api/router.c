@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
 
 static const struct {
     api_route route;

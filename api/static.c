@@ -7,7 +7,7 @@
  * URL) an asset is "no-cache" too, so a stale copy is never pinned. */
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
 #include "web_assets.h"
 
 static const hpo_web_asset *find(const char *path) {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "jobs_internal.h"
 
 void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     json_t *def = api_body_object(req, resp);
@@ -30,6 +30,7 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     /* the study and its first event ({"id": N}) in one transaction */
     sto_event_in created = {"study_created", NULL};
     rc = spec ? sto_study_create_ev(ctx->db, d.name, spec, &created, &study_id) : HPO_ENOMEM;
+    if (rc == 0 && d.embedded) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
     free(spec);
     api_study_def_close(&d);
     json_decref(def);
@@ -44,7 +45,7 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
         return;
     }
     api_events_wake(ctx);
-    api_wake_scheduler(ctx);
+    api_jobs_wake(ctx);
     sto_study s;
     if (sto_study_get(ctx->db, study_id, &s) == 0) {
         api_reply_json(resp, 201, api_study_json(ctx, &s, 0));
@@ -100,6 +101,7 @@ void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_re
     int rc = api_study_acquire(ctx, id, &st);
     if (rc == 0) pthread_mutex_lock(&st->lock);
     if (rc == 0 || rc != HPO_ENOTFOUND) rc = sto_study_delete(ctx->db, id);
+    if (rc == 0) api_queue_remove(ctx, id);
     if (st) {
         pthread_mutex_unlock(&st->lock);
         api_study_release(ctx, st);
@@ -111,20 +113,15 @@ void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_re
         api_fail_lookup(resp, rc, "study", id);
         return;
     }
-    api_wake_scheduler(ctx); /* stops the study's running jobs */
+    api_jobs_wake(ctx); /* stops the study's running jobs */
     /* the files of its trials and models go with it */
-    char path[1200];
-    for (size_t i = 0; i < n_trials; i++) {
-        api_checkpoint_dir(ctx, trials[i].id, path, sizeof path);
-        api_remove_dir(path);
-    }
+    const char *root = ctx->opt.data_dir;
+    char path[API_PATH_MAX];
+    for (size_t i = 0; i < n_trials; i++)
+        if (api_dir_trial(path, root, trials[i].id) == 0) api_dir_remove(path);
     for (size_t i = 0; i < n_models; i++) {
-        snprintf(path, sizeof path, "%s/checkpoints/model-%lld", ctx->opt.data_dir, (long long)models[i].id);
-        api_remove_dir(path);
-        if (models[i].path) {
-            snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, models[i].path);
-            unlink(path);
-        }
+        if (api_dir_model_checkpoint(path, root, models[i].id) == 0) api_dir_remove(path);
+        if (models[i].path && api_dir_file(path, root, models[i].path) == 0) api_dir_unlink(path);
     }
     sto_trial_list_free(trials, n_trials);
     sto_model_list_free(models, n_models);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
 
 typedef struct api_cache {
     pthread_mutex_t lock;

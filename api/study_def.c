@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
 
 static const char *top_keys[] = {"name", "description", "objective", "space",
                                  "tuner", "model", "dataset", "training"};

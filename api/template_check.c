@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "jobs_internal.h"
 #include "model.h"
 #include "train.h"
 

@@ -4,7 +4,7 @@
  * adds on top of the engine's: "repeat" blocks and optional residuals. */
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
 
 /* Default spaces: what a KerasTuner user would tune on such a model. */
 static const char *mlp_space =

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
 
 void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     double t0 = hpo_monotonic();
@@ -272,24 +272,4 @@ void api_h_trial_get(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     }
     api_reply_json(resp, 200, api_trial_json(&t, 1, ctx->db));
     sto_trial_clear(&t);
-}
-
-int api_expire_leases(api_ctx *ctx, double now) {
-    sto_trial *expired = NULL;
-    size_t n = 0;
-    int rc = sto_trials_expire(ctx->db, now, &expired, &n);
-    if (rc) return rc;
-    for (size_t i = 0; i < n; i++) {
-        HPO_INFO("trial %lld (study %lld, number %lld) failed: lease expired",
-                 (long long)expired[i].id, (long long)expired[i].study_id,
-                 (long long)expired[i].number);
-        api_study *st;
-        if (api_study_acquire(ctx, expired[i].study_id, &st)) continue;
-        pthread_mutex_lock(&st->lock);
-        tun_study_finish(st->tuner, expired[i].number, TUN_TRIAL_FAILED, NAN);
-        pthread_mutex_unlock(&st->lock);
-        api_study_release(ctx, st);
-    }
-    sto_trial_list_free(expired, n);
-    return (int)n;
 }

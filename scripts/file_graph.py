@@ -41,6 +41,14 @@ def symbols(obj):
     return defined, used
 
 
+def source_dir(build):
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        for line in f:
+            if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                return line.split("=", 1)[1].strip()
+    return None
+
+
 def objects(build):
     for root, dirs, files in os.walk(build):
         dirs[:] = [d for d in dirs if d not in ("tests", "fuzz", "_deps", "Testing")]
@@ -99,9 +107,12 @@ def main():
         return 2
     build = sys.argv[1]
     owner, uses = {}, {}
+    top = source_dir(build)
     for obj in objects(build):
         # one executable's main.c is not another's: key by target folder too
         src = source_of(build, obj)
+        if top and not os.path.exists(os.path.join(top, src)) and "../" not in src:
+            continue  # the object of a file that was removed or renamed
         target = os.path.basename(os.path.dirname(obj))
         key = src if target.startswith("hpo_") else "%s (%s)" % (src, target[:-4])
         defined, used = symbols(obj)

@@ -8,7 +8,7 @@
  *   hpod --help | --version
  *
  * One hpod per data dir: a second one on the same dir exits with "data dir
- * DIR in use by pid N" (datadir.h); one on a port in use exits too.
+ * DIR in use by pid N" (api/data_dir.h); one on a port in use exits too.
  *
  * --max-dataset-bytes and --max-dataset-loads set the engine's process-wide
  * dataset limits (engine/data.h: the most bytes one dataset may take, and
@@ -28,7 +28,7 @@
 
 #include "blas_select.h"
 #include "data.h"
-#include "datadir.h"
+#include "data_dir.h"
 #include "engine_cli.h"
 #include "http.h"
 #include "scheduler.h"
@@ -250,18 +250,24 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    hpo_error lerr = {{0}, {0}};
+    if (api_dir_check_root(cfg.data_dir, "data-dir", &lerr)) { /* every path below it fits (data_dir.h) */
+        fprintf(stderr, "hpod: --data-dir: %s\n", lerr.message);
+        free(slots);
+        return 2;
+    }
     if (mkdir(cfg.data_dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "hpod: cannot create --data-dir %s: %s\n", cfg.data_dir, strerror(errno));
+        free(slots);
         return 1;
     }
-    hpo_error lerr = {{0}, {0}};
-    if (srv_data_dir_lock(cfg.data_dir, &lerr)) {
+    if (api_dir_lock(cfg.data_dir, &lerr)) {
         fprintf(stderr, "hpod: %s\n", lerr.message);
         free(slots);
         return 1;
     }
-    char db_path[PATH_MAX];
-    snprintf(db_path, sizeof db_path, "%s/hpo.db", cfg.data_dir);
+    char db_path[API_PATH_MAX];
+    api_dir_db(db_path, cfg.data_dir);
     sto_db *db = NULL;
     api_ctx *api = NULL;
     srv_http *http = NULL;
@@ -275,7 +281,10 @@ int main(int argc, char **argv) {
     if (!cfg.max_model) cfg.max_model = srv_default_model_budget(n_slots);
     api_options api_opt = {.data_dir = cfg.data_dir, .max_upload_bytes = cfg.max_upload,
                            .durable_checkpoints = cfg.sync == STO_SYNC_FULL, .max_model_bytes = cfg.max_model};
-    if ((rc = api_ctx_new(db, &api_opt, &api))) goto done;
+    if ((rc = api_ctx_new(db, &api_opt, &api))) {
+        fprintf(stderr, "hpod: cannot start the api: %s\n", hpo_strerror(rc));
+        goto done;
+    }
     if ((rc = srv_scheduler_new(api, slots, n_slots, &sched))) goto done;
     if ((rc = srv_http_start(api, &cfg.http, &http, &err))) {
         fprintf(stderr, "hpod: %s\n", err.message);

@@ -29,18 +29,18 @@ static void schedule(srv_scheduler *s) {
         double started;
         if (!srv_workers_job(s->workers, i, &job, &started)) continue;
         busy[n_busy++] = job;
-        int reason = api_job_stop_reason(s->api, &job);
+        int reason = api_jobs_stop_reason(s->api, &job);
         if (reason == API_STOP_NONE && job.timeout > 0 && now - started > job.timeout) reason = API_STOP_TIMEOUT;
         if (reason != API_STOP_NONE) srv_workers_stop(s->workers, i, reason);
     }
     /* only this thread starts jobs: a running trial no slot runs is orphaned */
-    api_sched_reap(s->api, busy, n_busy);
+    api_jobs_reap(s->api, busy, n_busy);
     free(busy);
-    api_sched_settle(s->api);
+    api_jobs_settle(s->api);
     int slot;
     while ((slot = srv_workers_idle(s->workers)) >= 0) {
         api_job job;
-        if (api_sched_next(s->api, srv_workers_slot_name(s->workers, slot), &job)) break;
+        if (api_jobs_next(s->api, srv_workers_slot_name(s->workers, slot), &job)) break;
         if (job.kind == API_JOB_MODEL)
             HPO_INFO("model %lld (study %lld) starts on %s", (long long)job.model_id, (long long)job.study_id,
                      srv_workers_slot_name(s->workers, slot));
@@ -101,12 +101,12 @@ int srv_scheduler_new(api_ctx *api, const srv_slot *slots, int n_slots, srv_sche
         srv_scheduler_free(s);
         return rc;
     }
-    api_set_wakeup(api, wake, s);
+    api_jobs_set_wakeup(api, wake, s);
     /* the signal handlers before hpod says it listens: a SIGTERM right
      * after that line is a clean shutdown, never the default kill */
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-    int requeued = api_sched_recover(api);
+    int requeued = api_jobs_recover(api);
     if (requeued > 0) HPO_INFO("recovery: %d trial(s) will resume from their checkpoints", requeued);
     *out = s;
     return 0;
@@ -124,7 +124,7 @@ static void on_close(uv_handle_t *h) { (void)h; }
 
 void srv_scheduler_free(srv_scheduler *s) {
     if (!s) return;
-    api_set_wakeup(s->api, NULL, NULL);
+    api_jobs_set_wakeup(s->api, NULL, NULL);
     srv_workers_free(s->workers); /* running trials are requeued: they resume after a restart */
     uv_close((uv_handle_t *)&s->tick, on_close);
     uv_close((uv_handle_t *)&s->sigint, on_close);

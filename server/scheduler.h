@@ -9,20 +9,20 @@
  *   one-second uv_timer (leases, per-trial timeouts, and a safety net), and
  *   the signals. Each wake-up runs one pass: stop the jobs whose study or
  *   timeout asks it, queue again the jobs stored as running that no slot
- *   runs (api_sched_reap: a worker could not store their outcome on a full
+ *   runs (api_jobs_reap: a worker could not store their outcome on a full
  *   disk), settle finished studies, then fill every idle slot with the next
- *   trial (api_sched_next: queued trials first, then new ones).
+ *   trial (api_jobs_next: queued trials first, then new ones).
  * - The api owns the studies and their tuner state; the scheduler owns the
  *   slots and the clock. It never blocks: trials run on worker threads.
  * - At start, trials that were running when hpod died are queued again
- *   (api_sched_recover) and resume from their last epoch checkpoint.
+ *   (api_jobs_recover) and resume from their last epoch checkpoint.
  * - srv_scheduler_run runs the loop on the calling thread (hpod's main
  *   thread) until a signal or srv_scheduler_stop (any thread).
  */
 #ifndef HPO_SERVER_SCHEDULER_H
 #define HPO_SERVER_SCHEDULER_H
 
-#include "api.h"
+#include "jobs.h"
 #include "workers.h"
 
 typedef struct srv_scheduler srv_scheduler;

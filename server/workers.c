@@ -97,7 +97,7 @@ static void *worker_main(void *arg) {
         if (w->quit && !w->busy) break;
         api_job job = w->job;
         pthread_mutex_unlock(&w->mu);
-        api_run_job(w->pool->api, &job, w->slot.name, w->slot.threads, &w->stop);
+        api_jobs_run(w->pool->api, &job, w->slot.name, w->slot.threads, &w->stop);
         pthread_mutex_lock(&w->mu);
         w->busy = 0;
         pthread_mutex_unlock(&w->mu);

@@ -19,7 +19,7 @@
 #ifndef HPO_SERVER_WORKERS_H
 #define HPO_SERVER_WORKERS_H
 
-#include "api.h"
+#include "jobs.h"
 
 typedef struct srv_slot {
     char name[32]; /* "cpu:0" */

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 
 #define MAX_INT_OPTION 1000000000LL
 

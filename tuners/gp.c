@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "gp_model.h"
-#include "internal.h"
+#include "tuners_internal.h"
 
 #define N_RANDOM_CANDIDATES 1000
 #define N_TOP_PERTURBED 5

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 
 #define CAP ((uint64_t)TUN_GRID_MAX + 1)
 

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 
 #define DEFAULT_MAX_RESOURCE 81
 

@@ -11,7 +11,7 @@
  */
 #include <math.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 
 #define MAX_REDRAWS 32
 

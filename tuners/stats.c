@@ -11,7 +11,7 @@
  */
 #include <math.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 
 void tun_mean_std(const double *v, int n, double *mean, double *std) {
     double m = NAN, s = NAN;

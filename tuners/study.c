@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 
 int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, tun_study **out) {
     if (!space || !cfg || !out || space->n <= 0) return HPO_EINVAL;

@@ -66,7 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 
 #define PRIOR_WEIGHT 1.0
 #define LOG_SQRT_2PI 0.91893853320467274178

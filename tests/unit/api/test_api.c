@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "jobs.h"
 
 static json_t *call(api_ctx *ctx, const char *method, const char *path, const char *body, int *status) {
     api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "data.h"
-#include "internal.h"
+#include "api_internal.h"
 
 typedef struct fixture {
     char dir[64];

@@ -3,10 +3,10 @@
  * - a full database (SQLITE_FULL, made with PRAGMA max_page_count) in the
  *   middle of a trial: the trial is not failed; it stops without
  *   checkpointing the epoch it could not store, the scheduler backs off,
- *   api_sched_reap queues it again once space is back (its requeue could not
+ *   api_jobs_reap queues it again once space is back (its requeue could not
  *   be stored either), and it resumes from its last good checkpoint: every
  *   epoch is stored exactly once and the event stream tells it all;
- * - api_sched_reap queues again what no busy slot runs, nothing else;
+ * - api_jobs_reap queues again what no busy slot runs, nothing else;
  * - a study deleted while a worker trains its trial (and a new study at
  *   once): the worker stores nothing more, anywhere (ids are never reused),
  *   and leaves no files. */
@@ -26,7 +26,8 @@
 #include <unistd.h>
 
 #include "db_internal.h"
-#include "internal.h"
+#include "api_internal.h"
+#include "data_dir.h"
 
 static char dir[64];
 static sto_db *db;
@@ -58,11 +59,11 @@ static const atomic_int no_stop = API_STOP_NONE;
 static int run_jobs(void) {
     int n = 0;
     api_job job;
-    while (api_sched_next(ctx, "cpu:0", &job) == 0) {
-        api_run_job(ctx, &job, "cpu:0", 1, &no_stop);
+    while (api_jobs_next(ctx, "cpu:0", &job) == 0) {
+        api_jobs_run(ctx, &job, "cpu:0", 1, &no_stop);
         n++;
     }
-    api_sched_settle(ctx);
+    api_jobs_settle(ctx);
     return n;
 }
 
@@ -106,8 +107,8 @@ static void test_full_database_mid_trial(void **state) {
     snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", (long long)raw_int("PRAGMA page_count"));
     raw_int(sql);
     api_job job;
-    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
-    assert_int_equal(api_run_job(ctx, &job, "cpu:0", 1, &no_stop), 0);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    assert_int_equal(api_jobs_run(ctx, &job, "cpu:0", 1, &no_stop), 0);
     int64_t stored = raw_int("SELECT COUNT(*) FROM epochs");
     printf("the database filled up after %lld epochs\n", (long long)stored);
     assert_true(stored >= 2 && stored < EPOCHS);
@@ -118,12 +119,12 @@ static void test_full_database_mid_trial(void **state) {
     assert_true(left == STO_TRIAL_QUEUED || left == STO_TRIAL_RUNNING);
     /* the scheduler backs off, and so does the reaper */
     assert_true(api_disk_wait(ctx) > 0);
-    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
-    assert_int_equal(api_sched_reap(ctx, NULL, 0), 0);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
+    assert_int_equal(api_jobs_reap(ctx, NULL, 0), 0);
     /* space again (the back-off is ended by hand instead of waited for) */
     raw_int("PRAGMA max_page_count = 1073741823");
     api_disk_ok(ctx);
-    assert_int_equal(api_sched_reap(ctx, NULL, 0), left == STO_TRIAL_RUNNING); /* no slot runs it: queued */
+    assert_int_equal(api_jobs_reap(ctx, NULL, 0), left == STO_TRIAL_RUNNING); /* no slot runs it: queued */
     assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_QUEUED);
     assert_int_equal(run_jobs(), 1);
     json_t *s = call("GET", "/api/v1/studies/1", NULL, &status);
@@ -162,7 +163,7 @@ static void test_full_database_mid_trial(void **state) {
     teardown();
 }
 
-/* api_sched_reap queues again a trial stored as running that no busy slot
+/* api_jobs_reap queues again a trial stored as running that no busy slot
  * runs, and leaves a busy slot's alone. */
 static void test_reap(void **state) {
     (void)state;
@@ -171,13 +172,13 @@ static void test_reap(void **state) {
     json_decref(call("POST", "/api/v1/studies", study_json, &status));
     assert_int_equal(status, 201);
     api_job job;
-    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0); /* running, on no thread */
-    assert_int_equal(api_sched_reap(ctx, &job, 1), 0);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0); /* running, on no thread */
+    assert_int_equal(api_jobs_reap(ctx, &job, 1), 0);
     assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_RUNNING);
-    assert_int_equal(api_sched_reap(ctx, NULL, 0), 1);
+    assert_int_equal(api_jobs_reap(ctx, NULL, 0), 1);
     assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_QUEUED);
     assert_int_equal(raw_int("SELECT COUNT(*) FROM events WHERE type = 'trial_requeued'"), 1);
-    assert_int_equal(api_sched_reap(ctx, NULL, 0), 0);
+    assert_int_equal(api_jobs_reap(ctx, NULL, 0), 0);
     teardown();
 }
 
@@ -188,7 +189,7 @@ typedef struct job_thread {
 
 static void *run_one(void *arg) {
     job_thread *j = arg;
-    j->rc = api_run_job(ctx, &j->job, "cpu:0", 1, &no_stop);
+    j->rc = api_jobs_run(ctx, &j->job, "cpu:0", 1, &no_stop);
     return NULL;
 }
 
@@ -210,7 +211,7 @@ static void test_deleted_study_job_stores_nothing(void **state) {
     json_decref(call("POST", "/api/v1/studies", slow_json, &status));
     assert_int_equal(status, 201);
     job_thread j = {.rc = -100};
-    assert_int_equal(api_sched_next(ctx, "cpu:0", &j.job), 0);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &j.job), 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, run_one, &j), 0);
     while (raw_int("SELECT COUNT(*) FROM epochs") < 1) usleep(1000);
@@ -225,15 +226,15 @@ static void test_deleted_study_job_stores_nothing(void **state) {
     assert_int_equal(status, 200);
     assert_true(json_integer_value(json_object_get(asked, "trial_id")) > j.job.trial_id);
     json_decref(asked);
-    assert_int_equal(api_job_stop_reason(ctx, &j.job), API_STOP_CANCEL); /* what the scheduler would ask */
+    assert_int_equal(api_jobs_stop_reason(ctx, &j.job), API_STOP_CANCEL); /* what the scheduler would ask */
     pthread_join(th, NULL);
     assert_int_equal(j.rc, 0);
     assert_int_equal(raw_int("SELECT COUNT(*) FROM epochs"), 0);
     assert_int_equal(raw_int("SELECT COUNT(*) FROM intermediates"), 0);
     assert_int_equal(raw_int("SELECT COUNT(*) FROM events WHERE study_id <> 2 OR type <> 'study_created'"), 0);
     assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_RUNNING); /* study 2's, untouched */
-    char path[200];
-    api_checkpoint_dir(ctx, j.job.trial_id, path, sizeof path);
+    char path[API_PATH_MAX];
+    assert_int_equal(api_dir_trial(path, dir, j.job.trial_id), 0);
     assert_int_equal(access(path, F_OK), -1);
     char url[64];
     snprintf(url, sizeof url, "/api/v1/trials/%lld/tell", (long long)j.job.trial_id);

@@ -1,5 +1,5 @@
 /* test_models.c - refits, models and ensembles in-process: an embedded
- * study's jobs run on this thread (api_sched_next + api_run_job, what a
+ * study's jobs run on this thread (api_jobs_next + api_jobs_run, what a
  * worker does), then refits (epochs = ceil(1.2 x best_epoch)), a model from
  * a trial, a weighted ensemble, the weights download (the stored file, byte
  * for byte, loads back), and predict over the api equal to the engine's own
@@ -19,7 +19,7 @@
 
 #include "data.h"
 #include "ensemble.h"
-#include "internal.h"
+#include "api_internal.h"
 #include "weights.h"
 
 static char dir[64];
@@ -46,11 +46,11 @@ static int run_jobs(void) {
     static const atomic_int no_stop = API_STOP_NONE;
     int n = 0;
     api_job job;
-    while (api_sched_next(ctx, "cpu:0", &job) == 0) {
-        assert_int_equal(api_run_job(ctx, &job, "cpu:0", 1, &no_stop), 0);
+    while (api_jobs_next(ctx, "cpu:0", &job) == 0) {
+        assert_int_equal(api_jobs_run(ctx, &job, "cpu:0", 1, &no_stop), 0);
         n++;
     }
-    api_sched_settle(ctx);
+    api_jobs_settle(ctx);
     return n;
 }
 

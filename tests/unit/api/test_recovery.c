@@ -1,13 +1,13 @@
-/* test_recovery.c - crash loops (api.h, api_sched_recover; internal.h,
+/* test_recovery.c - crash loops (api.h, api_jobs_recover; internal.h,
  * api_training_*): a trial found running at start is queued again to resume
  * from its checkpoint, but one whose training hpod died in API_MAX_CRASHES
  * times in a row with no epoch finished in between (it is what takes hpod
  * down) fails with the reason, the tuner is told, and the study completes.
  * A death before training starts (the dataset loading) does not count; an
  * epoch, or training that returns, starts the count again. Runs in-process:
- * api_sched_next is what a free worker slot calls, api_training_begin what
+ * api_jobs_next is what a free worker slot calls, api_training_begin what
  * the runner does before it allocates the model (a "crash" is not calling
- * api_training_end), api_sched_recover what a start does. */
+ * api_training_end), api_jobs_recover what a start does. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api_internal.h"
+#include "data_dir.h"
 
 static char dir[64];
 static sto_db *db;
@@ -93,22 +94,22 @@ static void test_crash_loop_fails_the_trial(void **state) {
     (void)state;
     int64_t sid = create_study(1);
     api_job job;
-    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
     /* killed twice before it trained (loading its data): not counted */
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(api_sched_recover(ctx), 1);
-        assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+        assert_int_equal(api_jobs_recover(ctx), 1);
+        assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
     }
     for (int crash = 1; crash <= API_MAX_CRASHES; crash++) {
-        assert_int_equal(api_training_begin(ctx, job.trial_id), crash); /* dies while training */
-        int requeued = api_sched_recover(ctx);
+        assert_int_equal(api_training_begin(dir, job.trial_id), crash); /* dies while training */
+        int requeued = api_jobs_recover(ctx);
         sto_trial t = trial_of(sid);
         printf("  start after crash %d in training: trial %s%s%s\n", crash, sto_trial_state_name(t.state),
                t.error ? ": " : "", t.error ? t.error : "");
         if (crash < API_MAX_CRASHES) {
             assert_int_equal(requeued, 1);
             assert_int_equal(t.state, STO_TRIAL_QUEUED);
-            assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0); /* resumed: running again */
+            assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0); /* resumed: running again */
             assert_true(job.resumed);
         } else {
             assert_int_equal(requeued, 0);
@@ -118,8 +119,8 @@ static void test_crash_loop_fails_the_trial(void **state) {
         sto_trial_clear(&t);
     }
     /* the tuner was told: nothing is left to run and the study completes */
-    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
-    api_sched_settle(ctx);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
+    api_jobs_settle(ctx);
     int status;
     char path[64];
     snprintf(path, sizeof path, "/api/v1/studies/%lld", (long long)sid);
@@ -133,33 +134,33 @@ static void test_progress_resets_the_count(void **state) {
     (void)state;
     int64_t sid = create_study(3);
     api_job job;
-    assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
     for (int i = 0; i < API_MAX_CRASHES - 1; i++) { /* two crashes in training */
-        api_training_begin(ctx, job.trial_id);
-        assert_int_equal(api_sched_recover(ctx), 1);
-        assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
+        api_training_begin(dir, job.trial_id);
+        assert_int_equal(api_jobs_recover(ctx), 1);
+        assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
     }
-    assert_int_equal(api_training_crashes(ctx, job.trial_id), API_MAX_CRASHES - 1);
+    assert_int_equal(api_training_crashes(dir, job.trial_id), API_MAX_CRASHES - 1);
     /* an epoch: the count is this one attempt again */
-    api_training_epoch(ctx, job.trial_id);
-    assert_int_equal(api_training_crashes(ctx, job.trial_id), 1);
+    api_training_epoch(dir, job.trial_id);
+    assert_int_equal(api_training_crashes(dir, job.trial_id), 1);
     /* the real runner: one epoch, then a clean shutdown (requeued); training
      * returned, so nothing is counted */
     static const atomic_int shutdown = API_STOP_SHUTDOWN;
-    assert_int_equal(api_run_job(ctx, &job, "cpu:0", 1, &shutdown), 0);
+    assert_int_equal(api_jobs_run(ctx, &job, "cpu:0", 1, &shutdown), 0);
     sto_trial t = trial_of(sid);
     assert_int_equal(t.state, STO_TRIAL_QUEUED);
-    assert_int_equal(api_training_crashes(ctx, t.id), 0);
+    assert_int_equal(api_training_crashes(dir, t.id), 0);
     for (int i = 0; i < API_MAX_CRASHES - 1; i++) { /* two more crashes: still resumed */
-        assert_int_equal(api_sched_next(ctx, "cpu:0", &job), 0);
-        api_training_begin(ctx, job.trial_id);
-        assert_int_equal(api_sched_recover(ctx), 1);
+        assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+        api_training_begin(dir, job.trial_id);
+        assert_int_equal(api_jobs_recover(ctx), 1);
     }
     sto_trial_clear(&t);
     t = trial_of(sid);
     assert_int_equal(t.state, STO_TRIAL_QUEUED);
     printf("  after progress and two more crashes: trial %s, count %d\n", sto_trial_state_name(t.state),
-           api_training_crashes(ctx, t.id));
+           api_training_crashes(dir, t.id));
     sto_trial_clear(&t);
 }
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 #include "tuners.h"
 
 #define MAXP 16

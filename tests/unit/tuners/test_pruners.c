@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 #include "optuna_golden.h"
 #include "tuners.h"
 

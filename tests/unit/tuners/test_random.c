@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 #include "tuners.h"
 
 static tun_space *parse_ok(const char *text) {

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 #include "rng.h"
 #include "tuners.h"
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "tuners_internal.h"
 #include "tuners/sampler_util.h"
 
 static tun_study *new_study(const tun_space *s, uint64_t seed) {

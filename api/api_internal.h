@@ -1,7 +1,8 @@
 /*
- * internal.h - what the api's files share behind api.h: the context, the
- * handler signature, response helpers, the study definition and the cache
- * of per-study tuner state.
+ * api_internal.h - what the api's files share behind api.h: the context,
+ * the handler signature, response helpers, the study definition, the cache
+ * of per-study tuner state, events and the disk-full back-off. The job
+ * layer's own declarations are in jobs_internal.h.
  *
  * Design notes
  * - A handler gets the request, the integer id from the path (0 if the route
@@ -18,6 +19,7 @@
 #include <pthread.h>
 
 #include "api.h"
+#include "jobs.h"
 #include "tuners.h"
 
 typedef void (*api_handler)(api_ctx *ctx, const api_request *req, int64_t id,
@@ -166,13 +168,13 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out);
 
 /* ---- the context ---- */
 struct api_cache;
+struct api_run_queue;
 struct api_ctx {
     sto_db *db;
     api_options opt;
     struct api_cache *cache;
     api_metrics *metrics;
-    void (*wakeup)(void *arg); /* the scheduler's, or NULL */
-    void *wakeup_arg;
+    struct api_run_queue *queue; /* the embedded studies (job_queue.c) */
     /* the event stream: appends bump event_seq and wake SSE readers */
     pthread_mutex_t event_mu;
     pthread_cond_t event_cond;
@@ -198,7 +200,6 @@ void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *typ
 void api_events_wake(api_ctx *ctx);
 /* The compact JSON text of data (stolen; NULL: "{}"), malloc'd. */
 char *api_event_text(json_t *data);
-void api_wake_scheduler(api_ctx *ctx);
 
 /* ---- a full disk (disk_full.c) ----
  * A job that cannot store its progress because the disk is full
@@ -213,59 +214,6 @@ void api_disk_full(api_ctx *ctx);
 void api_disk_ok(api_ctx *ctx);
 /* Seconds left in the back-off (0: none). */
 double api_disk_wait(api_ctx *ctx);
-
-/* ---- trials and models on worker threads (runner.c, model_jobs.c) ---- */
-/* The training and validation splits of an embedded study's dataset. */
-struct eng_split;
-int api_open_splits(api_ctx *ctx, const api_embedded *emb, struct eng_split *train, struct eng_split *val,
-                    hpo_error *err);
-/* Mixes two numbers into a seed (the seed of a trial's execution, a refit). */
-uint64_t api_seed_mix(uint64_t a, uint64_t b);
-/* The training options of an embedded study's trials on threads threads
- * (runner.c): its training block, the best weights kept, resumed from
- * checkpoints, the memory budget of --max-model-bytes. The caller sets the
- * seed, the checkpoint files and the callback. */
-struct eng_train_opts;
-void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, struct eng_train_opts *o);
-/* Trains a trial (api_run_job's API_JOB_TRIAL). */
-int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);
-/* Builds a model job (refit, model from a trial, ensemble) on the calling
- * worker thread and records its outcome. */
-int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads, const atomic_int *stop);
-/* JSON of a stored model. */
-json_t *api_model_json(const sto_model *m);
-/* The model an ensemble member ({"model_id"} or {"trial_id"}) predicts the
- * test split (and requests) with; *trial_id gets its origin trial. */
-struct eng_model;
-struct api_study;
-int api_member_model(api_ctx *ctx, const struct api_study *st, const json_t *member, struct eng_model **out,
-                     int64_t *trial_id, hpo_error *err);
-
-/* ---- checkpoints (runner.c, sched.c) ---- */
-/* <data_dir>/checkpoints/trial-<id>: the checkpoints of a trial's executions. */
-void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n);
-/* Crash loops (sched.c): a file in the trial's checkpoint folder counts
- * the deaths of hpod while training it. The runner writes it when it starts
- * training (before the model's memory is allocated: api_training_begin adds
- * one to what a crash left there), sets it back to 1 after every epoch, and
- * removes it when training returns (the process survived). At start-up the
- * file exists only for trials that were training when hpod died, holding
- * how many times in a row that happened without an epoch finished; at
- * API_MAX_CRASHES the trial fails instead of being resumed again. Kills
- * before training starts (while the dataset loads) do not count. */
-#define API_MAX_CRASHES 3
-int api_training_begin(api_ctx *ctx, int64_t trial_id);
-void api_training_epoch(api_ctx *ctx, int64_t trial_id);
-void api_training_end(api_ctx *ctx, int64_t trial_id);
-int api_training_crashes(api_ctx *ctx, int64_t trial_id); /* 0 when there is no file */
-/* How many of a study's best complete trials keep their checkpoints. */
-#define API_KEEP_CHECKPOINTS 8
-/* Removes a folder and the files in it (one level, as checkpoints are). */
-void api_remove_dir(const char *dir);
-/* Keeps the checkpoints of the best keep_best complete trials of a study
- * (refits and ensembles start from them) and removes those of every other
- * finished trial, so disk use stays bounded. */
-void api_prune_checkpoints(api_ctx *ctx, int64_t study_id, int maximize, int keep_best);
 
 /* ---- handlers (one file per resource) ---- */
 void api_h_healthz(api_ctx *, const api_request *, int64_t, api_response *);

@@ -1,47 +1,25 @@
-/* sched.c - the api's side of the scheduler for embedded studies: which
- * trial runs next (none during a disk-full back-off), what a running trial
- * must do when its study changes state, when a study is complete, jobs left
- * running without a worker, and recovery after a restart. Every state
- * change is stored with its event (internal.h). */
-#include <dirent.h>
+/* job_sched.c - the job layer's decisions for the scheduler thread (see
+ * jobs.h): which job runs next (none during a disk-full back-off), what a
+ * running job must do when its study changes state, when a study is
+ * complete, jobs left running without a worker, and recovery after a
+ * restart. It looks only at the embedded studies of the run queue. Every
+ * state change is stored with its event (api_internal.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "internal.h"
+#include "jobs_internal.h"
 
-void api_set_wakeup(api_ctx *ctx, void (*fn)(void *arg), void *arg) {
-    ctx->wakeup = fn;
-    ctx->wakeup_arg = arg;
-}
-
-void api_wake_scheduler(api_ctx *ctx) {
-    if (ctx->wakeup) ctx->wakeup(ctx->wakeup_arg);
-}
-
-#define STATE(s) (1u << (s))
-
-/* Embedded studies in the states of mask, oldest first (a new reference each). */
+/* The embedded studies of the run queue in the states of mask, oldest
+ * first (a new reference each). */
 static size_t embedded_studies(api_ctx *ctx, unsigned mask, api_study ***out) {
-    sto_study *list = NULL;
-    size_t n = 0, k = 0;
-    *out = NULL;
-    if (sto_study_list(ctx->db, &list, &n)) return 0;
+    int64_t *ids = NULL;
+    size_t n = api_queue_list(ctx, mask, &ids), k = 0;
     api_study **sts = hpo_xcalloc(n + 1, sizeof *sts);
-    for (size_t i = n; i-- > 0;) { /* the list is newest first */
-        if (!(mask & STATE(list[i].state))) continue;
-        if (!strstr(list[i].spec, "\"model\"")) continue; /* cheap filter; the def decides */
-        api_study *st;
-        if (api_study_acquire(ctx, list[i].id, &st)) continue;
-        if (st->def.embedded)
-            sts[k++] = st;
-        else
-            api_study_release(ctx, st);
-    }
-    sto_study_list_free(list, n);
+    for (size_t i = 0; i < n; i++)
+        if (api_study_acquire(ctx, ids[i], &sts[k]) == 0) k++;
+    free(ids);
     *out = sts;
     return k;
 }
@@ -49,52 +27,6 @@ static size_t embedded_studies(api_ctx *ctx, unsigned mask, api_study ***out) {
 static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
     for (size_t i = 0; i < n; i++) api_study_release(ctx, sts[i]);
     free(sts);
-}
-
-static void crashes_path(api_ctx *ctx, int64_t trial_id, char *out, size_t n) {
-    char dir[900];
-    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
-    snprintf(out, n, "%s/training", dir);
-}
-
-int api_training_crashes(api_ctx *ctx, int64_t trial_id) {
-    char path[1024];
-    crashes_path(ctx, trial_id, path, sizeof path);
-    int k = 0;
-    FILE *f = fopen(path, "r");
-    if (f) {
-        if (fscanf(f, "%d", &k) != 1 || k < 0) k = 0;
-        fclose(f);
-    }
-    return k;
-}
-
-static void write_count(api_ctx *ctx, int64_t trial_id, int k) {
-    char dir[900], parent[1024], path[1024];
-    snprintf(parent, sizeof parent, "%s/checkpoints", ctx->opt.data_dir);
-    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
-    mkdir(parent, 0755); /* no epoch checkpointed yet: the folders may not exist */
-    mkdir(dir, 0755);
-    crashes_path(ctx, trial_id, path, sizeof path);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "%d\n", k);
-        fclose(f);
-    }
-}
-
-int api_training_begin(api_ctx *ctx, int64_t trial_id) {
-    int k = api_training_crashes(ctx, trial_id) + 1;
-    write_count(ctx, trial_id, k);
-    return k;
-}
-
-void api_training_epoch(api_ctx *ctx, int64_t trial_id) { write_count(ctx, trial_id, 1); }
-
-void api_training_end(api_ctx *ctx, int64_t trial_id) {
-    char path[1024];
-    crashes_path(ctx, trial_id, path, sizeof path);
-    unlink(path);
 }
 
 /* The running trials of one study after an unclean stop: queued again, or
@@ -109,7 +41,7 @@ static int64_t recover_trials(api_ctx *ctx, api_study *st) {
     pthread_mutex_unlock(&st->lock);
     if (rc) return 0;
     for (size_t i = 0; i < n; i++) {
-        int k = api_training_crashes(ctx, t[i].id), failed = 0;
+        int k = api_training_crashes(ctx->opt.data_dir, t[i].id), failed = 0;
         char msg[200];
         snprintf(msg, sizeof msg,
                  "hpod stopped %d times in a row while training this trial, before it finished an epoch "
@@ -132,7 +64,7 @@ static int64_t recover_trials(api_ctx *ctx, api_study *st) {
     return requeued;
 }
 
-int api_sched_recover(api_ctx *ctx) {
+int api_jobs_recover(api_ctx *ctx) {
     api_study **sts;
     size_t n = embedded_studies(ctx, ~0u, &sts);
     int64_t total = 0, models = 0;
@@ -205,7 +137,7 @@ static int take_new(api_ctx *ctx, api_study *st, double created, const char *slo
         st->next_number = number + 1;
         tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
         /* should this fail (a full disk), the trial is running without a
-         * worker: api_sched_reap queues it again */
+         * worker: api_jobs_reap queues it again */
         rc = start_trial(ctx, trial_id, number, 0, slot);
     }
     if (rc == 0)
@@ -236,19 +168,23 @@ static int take_model(api_ctx *ctx, const char *slot, api_job *job) {
     return rc;
 }
 
-int api_sched_next(api_ctx *ctx, const char *slot, api_job *job) {
+int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
     if (api_disk_wait(ctx) > 0) return HPO_ENOTFOUND; /* the disk was full: wait */
     if (take_model(ctx, slot, job) == 0) return 0;
     api_study **sts;
-    size_t n = embedded_studies(ctx, STATE(STO_STUDY_RUNNING), &sts);
+    size_t n = embedded_studies(ctx, API_STATE_BIT(STO_STUDY_RUNNING), &sts);
     int rc = HPO_ENOTFOUND;
     for (size_t i = 0; i < n && rc == HPO_ENOTFOUND; i++) {
         api_study *st = sts[i];
         sto_study s;
-        if (sto_study_get(ctx->db, st->id, &s)) continue;
+        /* the state under the study's lock: storage decides, the queue is an index */
         pthread_mutex_lock(&st->lock);
+        if (sto_study_get(ctx->db, st->id, &s)) {
+            pthread_mutex_unlock(&st->lock);
+            continue;
+        }
         int64_t counts[STO_TRIAL_N_STATES] = {0};
-        if (sto_trial_counts(ctx->db, st->id, counts) == 0 &&
+        if (s.state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
             (st->def.emb.parallel <= 0 || counts[STO_TRIAL_RUNNING] < st->def.emb.parallel)) {
             rc = counts[STO_TRIAL_QUEUED] > 0 ? take_queued(ctx, st, slot, job) : HPO_ENOTFOUND;
             if (rc == HPO_ENOTFOUND) rc = take_new(ctx, st, s.created, slot, job);
@@ -271,7 +207,7 @@ static int is_busy(const api_job *busy, size_t n_busy, int kind, int64_t id) {
     return 0;
 }
 
-int api_sched_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
+int api_jobs_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
     if (api_disk_wait(ctx) > 0) return 0; /* it would fail the same way: after the back-off */
     api_study **sts;
     size_t n = embedded_studies(ctx, ~0u, &sts);
@@ -318,12 +254,12 @@ int api_sched_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
     return reaped;
 }
 
-int api_run_job(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop) {
+int api_jobs_run(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop) {
     if (job->kind == API_JOB_MODEL) return api_run_model(ctx, job->model_id, slot, threads, stop);
     return api_run_trial(ctx, job, slot, threads, stop);
 }
 
-int api_job_stop_reason(api_ctx *ctx, const api_job *job) {
+int api_jobs_stop_reason(api_ctx *ctx, const api_job *job) {
     sto_study s;
     int rc = sto_study_get(ctx->db, job->study_id, &s);
     if (rc == HPO_ENOTFOUND) return API_STOP_CANCEL;
@@ -352,9 +288,9 @@ static void cancel_queued(api_ctx *ctx, api_study *st) {
     sto_trial_list_free(t, n);
 }
 
-void api_sched_settle(api_ctx *ctx) {
+void api_jobs_settle(api_ctx *ctx) {
     api_study **sts;
-    size_t n = embedded_studies(ctx, STATE(STO_STUDY_RUNNING) | STATE(STO_STUDY_CANCELLED), &sts);
+    size_t n = embedded_studies(ctx, API_STATE_BIT(STO_STUDY_RUNNING) | API_STATE_BIT(STO_STUDY_CANCELLED), &sts);
     for (size_t i = 0; i < n; i++) {
         api_study *st = sts[i];
         sto_study s;
@@ -371,6 +307,7 @@ void api_sched_settle(api_ctx *ctx) {
                 (json_int_t)counts[STO_TRIAL_CANCELLED]));
             sto_event_in ev = {"study_complete", data};
             done = sto_study_set_state_ev(ctx->db, st->id, STO_STUDY_COMPLETE, &ev) == 0;
+            if (done) api_queue_set(ctx, st->id, STO_STUDY_COMPLETE);
             free(data);
         }
         pthread_mutex_unlock(&st->lock);
@@ -382,37 +319,4 @@ void api_sched_settle(api_ctx *ctx) {
         sto_study_clear(&s);
     }
     release_all(ctx, sts, n);
-}
-
-void api_remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1400];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-void api_prune_checkpoints(api_ctx *ctx, int64_t study_id, int maximize, int keep_best) {
-    sto_trial_filter f = {.state = -1, .order = STO_ORDER_VALUE, .descending = maximize};
-    sto_trial *t = NULL;
-    size_t n = 0;
-    if (sto_trial_list(ctx->db, study_id, &f, &t, &n)) return;
-    int kept = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) continue;
-        if (t[i].state == STO_TRIAL_COMPLETE && kept < keep_best) {
-            kept++;
-            continue;
-        }
-        char dir[1024];
-        api_checkpoint_dir(ctx, t[i].id, dir, sizeof dir);
-        api_remove_dir(dir);
-    }
-    sto_trial_list_free(t, n);
 }

@@ -1,4 +1,4 @@
-/* model_jobs.c - the worker side of refits, models and ensembles: the last
+/* job_model.c - the worker side of refits, models and ensembles: the last
  * steps of the KerasTuner workflow, run as jobs on the worker pool.
  *
  * - refit: the trial's configuration retrained on train+validation for
@@ -13,7 +13,7 @@
  *   split; the members themselves (refits or trial models) are evaluated on
  *   the test split. A member that cannot be used is skipped with its reason.
  * The test split is touched only here: tuning never sees it.
- * A full disk queues the job again (HPO_ENOSPACE, see internal.h); a job
+ * A full disk queues the job again (HPO_ENOSPACE, see jobs.h); a job
  * whose study was deleted meanwhile stores nothing and removes its files. */
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@
 
 #include "data.h"
 #include "ensemble.h"
-#include "internal.h"
+#include "jobs_internal.h"
 #include "model.h"
 #include "train.h"
 #include "weights.h"
@@ -37,83 +37,23 @@ static json_t *metrics_json(const eng_metrics *m, int classify) {
                      api_json_real(m->mae));
 }
 
-/* The study's test split (the dataset's "test" part); HPO_ENOTFOUND when
- * the dataset has none (uploaded datasets). */
-static int open_test(api_ctx *ctx, const api_embedded *emb, eng_split *test, hpo_error *err) {
-    eng_dataset *ds = NULL;
-    int rc = api_dataset_open(ctx, emb->dataset, "test", &ds, err);
-    if (rc) return rc;
-    rc = eng_split_all(ds, test);
-    eng_dataset_unref(ds);
-    return rc;
-}
 
-/* The trial's params and expanded model template (new references). */
-static int trial_template(api_ctx *ctx, const api_study *st, int64_t trial_id, sto_trial *t, json_t **params,
-                          json_t **model, hpo_error *err) {
-    int rc = sto_trial_get(ctx->db, trial_id, t);
-    if (rc) return hpo_fail(err, rc, "trial_id", "trial %lld does not exist", (long long)trial_id);
-    *params = json_loads(t->params, 0, NULL);
-    if (!*params) {
-        sto_trial_clear(t);
-        return hpo_fail(err, HPO_EINTERNAL, "trial_id", "stored params are unreadable");
-    }
-    rc = api_model_expand(st->def.emb.model, *params, st->def.space, model, err);
-    if (rc) {
-        json_decref(*params);
-        sto_trial_clear(t);
-    }
-    return rc;
-}
 
-/* A trial's search-phase model: its first execution's best-epoch weights. */
-static int trial_model(api_ctx *ctx, const api_study *st, int64_t trial_id, eng_model **out, hpo_error *err) {
-    sto_trial t;
-    json_t *params = NULL, *model = NULL;
-    int rc = trial_template(ctx, st, trial_id, &t, &params, &model, err);
-    if (rc) return rc;
-    const api_embedded *emb = &st->def.emb;
-    eng_model *m = NULL;
-    char dir[900], path[1024];
-    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/exec-0.safetensors", dir);
-    if (t.state != STO_TRIAL_COMPLETE) {
-        rc = hpo_fail(err, HPO_ECONFLICT, "trial_id", "trial %lld is %s, not complete", (long long)trial_id,
-                      sto_trial_state_name(t.state));
-    } else if (access(path, R_OK) != 0) {
-        rc = hpo_fail(err, HPO_ENOTFOUND, "trial_id",
-                      "trial %lld's checkpoint was removed (only the best trials of a study keep theirs)",
-                      (long long)trial_id);
-    } else {
-        rc = eng_model_new(model, params, emb->in_rank, emb->in_shape, emb->n_classes, 1, &m, err);
-        if (rc == 0) rc = eng_model_from_checkpoint(m, path, 1, err);
-    }
-    if (rc == 0) m->precision = ENG_PREC_FP32;
-    json_decref(params);
-    json_decref(model);
-    sto_trial_clear(&t);
-    if (rc) {
-        eng_model_free(m);
-        return rc;
-    }
-    *out = m;
-    return 0;
-}
-
-static void models_dir(api_ctx *ctx, char *out, size_t n) { snprintf(out, n, "%s/models", ctx->opt.data_dir); }
 
 /* Exports m's weights as models/model-<id>.safetensors under the data dir;
  * *rel gets the path relative to the data dir (malloc'd). */
 static int export(api_ctx *ctx, const api_study *st, int64_t model_id, const eng_model *m, int64_t trial_id,
                   const char *kind, hpo_error *err, char **rel) {
-    char dir[900], path[1024], relpath[128];
-    models_dir(ctx, dir, sizeof dir);
-    mkdir(dir, 0755);
-    snprintf(relpath, sizeof relpath, "models/model-%lld.safetensors", (long long)model_id);
-    snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, relpath);
+    const char *root = ctx->opt.data_dir;
+    char dir[API_PATH_MAX], path[API_PATH_MAX], relpath[128];
+    if (api_dir_models(dir, root) || api_dir_model_file_rel(relpath, sizeof relpath, model_id) ||
+        api_dir_file(path, root, relpath))
+        return hpo_fail(err, HPO_EINVAL, "", "the models folder's path is too long");
+    int rc = api_dir_make(root, dir, err);
+    if (rc) return rc;
     sto_trial t;
     json_t *params = NULL, *model = NULL;
-    int rc = trial_template(ctx, st, trial_id, &t, &params, &model, err);
+    rc = api_trial_template(ctx, st, trial_id, &t, &params, &model, err);
     if (rc) return rc;
     char study[32], trial[32];
     snprintf(study, sizeof study, "%lld", (long long)st->id);
@@ -154,17 +94,19 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     json_t *params = NULL, *model = NULL;
     eng_split train = {0}, val = {0}, all = {0}, test = {0};
     eng_model *m = NULL;
-    int rc = trial_template(ctx, st, mrow->trial_id, &t, &params, &model, err);
+    int rc = api_trial_template(ctx, st, mrow->trial_id, &t, &params, &model, err);
     if (rc) return rc;
     if ((rc = api_open_splits(ctx, emb, &train, &val, err))) goto done;
     if ((rc = eng_split_concat(&train, &val, &all))) goto done;
     uint64_t seed = api_seed_mix(api_seed_mix(st->def.tuner.seed, (uint64_t)t.number), 0x7e517 + (uint64_t)mrow->id);
     if ((rc = eng_model_new_shape(model, params, emb->in_rank, emb->in_shape, emb->n_classes, &m, err))) goto done;
     /* checkpoints/model-<id>/refit.safetensors: a restart resumes the refit */
-    char ckdir[900], ckname[] = "refit.safetensors";
-    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", ctx->opt.data_dir);
-    mkdir(ckdir, 0755);
-    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/model-%lld", ctx->opt.data_dir, (long long)mrow->id);
+    char ckdir[API_PATH_MAX], ckname[] = "refit.safetensors";
+    if (api_dir_model_checkpoint(ckdir, ctx->opt.data_dir, mrow->id)) {
+        rc = hpo_fail(err, HPO_EINVAL, "", "the refit's checkpoint path is too long");
+        goto done;
+    }
+    if ((rc = api_dir_make(ctx->opt.data_dir, ckdir, err))) goto done;
     refit_progress prog = {ctx, st->id, mrow->id, mrow->trial_id, stop, 0};
     eng_train_opts o;
     eng_train_opts_init(&o);
@@ -198,7 +140,7 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     json_object_set_new(result, "train", metrics_json(&res.train, classify));
     json_object_set_new(result, "seconds", json_real(hpo_monotonic() - t0));
     hpo_error terr = {{0}, {0}};
-    if (open_test(ctx, emb, &test, &terr) == 0) {
+    if (api_open_test(ctx, emb, &test, &terr) == 0) {
         eng_metrics tm;
         if ((rc = eng_evaluate(m, &test, emb->batch_size, &tm, err))) goto done;
         json_object_set_new(result, "test", metrics_json(&tm, classify));
@@ -208,12 +150,7 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
         json_object_set_new(result, "test_error", json_string(terr.message));
     }
     rc = export(ctx, st, mrow->id, m, mrow->trial_id, "refit", err, rel);
-    if (rc == 0) { /* the refit's own checkpoint is no longer needed */
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", ckdir, ckname);
-        unlink(path);
-        rmdir(ckdir);
-    }
+    if (rc == 0) api_dir_remove(ckdir); /* the refit's own checkpoint is no longer needed */
 done:
     eng_model_free(m);
     eng_split_close(&train);
@@ -231,7 +168,7 @@ static int run_trial_model(api_ctx *ctx, api_study *st, const sto_model *mrow, j
     const api_embedded *emb = &st->def.emb;
     eng_model *m = NULL;
     eng_split train = {0}, val = {0}, test = {0};
-    int rc = trial_model(ctx, st, mrow->trial_id, &m, err);
+    int rc = api_trial_model(ctx, st, mrow->trial_id, &m, err);
     if (rc) return rc;
     int classify = emb->n_classes > 0;
     if ((rc = api_open_splits(ctx, emb, &train, &val, err))) goto done;
@@ -239,7 +176,7 @@ static int run_trial_model(api_ctx *ctx, api_study *st, const sto_model *mrow, j
     if ((rc = eng_evaluate(m, &val, emb->batch_size, &vm, err))) goto done;
     json_object_set_new(result, "val", metrics_json(&vm, classify));
     hpo_error terr = {{0}, {0}};
-    if (open_test(ctx, emb, &test, &terr) == 0) {
+    if (api_open_test(ctx, emb, &test, &terr) == 0) {
         if ((rc = eng_evaluate(m, &test, emb->batch_size, &tm, err))) goto done;
         json_object_set_new(result, "test", metrics_json(&tm, classify));
     } else {
@@ -270,29 +207,6 @@ static void split_truth(const eng_split *s, int32_t **labels, float **targets) {
     }
 }
 
-/* The model a member is evaluated with on the test split: its refit or
- * trial model's weights file, or the trial's checkpoint. */
-int api_member_model(api_ctx *ctx, const api_study *st, const json_t *member, eng_model **out, int64_t *trial_id,
-                     hpo_error *err) {
-    json_int_t model_id = json_integer_value(json_object_get(member, "model_id"));
-    json_int_t tid = json_integer_value(json_object_get(member, "trial_id"));
-    if (model_id > 0) {
-        sto_model mr;
-        int rc = sto_model_get(ctx->db, model_id, &mr);
-        if (rc) return hpo_fail(err, rc, "members", "model %lld does not exist", (long long)model_id);
-        if (mr.study_id != st->id || mr.kind == STO_MODEL_ENSEMBLE || mr.state != STO_MODEL_COMPLETE || !mr.path)
-            rc = hpo_fail(err, HPO_ECONFLICT, "members", "model %lld is not a complete trained model of study %lld",
-                          (long long)model_id, (long long)st->id);
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, mr.path ? mr.path : "");
-        if (rc == 0) rc = eng_model_open_weights(path, out, NULL, err);
-        *trial_id = mr.trial_id;
-        sto_model_clear(&mr);
-        return rc;
-    }
-    *trial_id = tid;
-    return trial_model(ctx, st, tid, out, err);
-}
 
 static int run_ensemble(api_ctx *ctx, api_study *st, const sto_model *mrow, json_t *result, hpo_error *err) {
     const api_embedded *emb = &st->def.emb;
@@ -311,7 +225,7 @@ static int run_ensemble(api_ctx *ctx, api_study *st, const sto_model *mrow, json
     hpo_error terr = {{0}, {0}};
     int rc = api_open_splits(ctx, emb, &train, &val, err);
     if (rc) goto done;
-    int have_test = open_test(ctx, emb, &test, &terr) == 0;
+    int have_test = api_open_test(ctx, emb, &test, &terr) == 0;
     split_truth(&val, &val_labels, &val_targets);
     if (have_test) split_truth(&test, &test_labels, &test_targets);
     size_t i;
@@ -327,7 +241,7 @@ static int run_ensemble(api_ctx *ctx, api_study *st, const sto_model *mrow, json
         eng_model *search = NULL, *final = NULL;
         int64_t tid = 0;
         int mrc = api_member_model(ctx, st, member, &final, &tid, &merr);
-        if (mrc == 0) mrc = trial_model(ctx, st, tid, &search, &merr); /* its search-phase counterpart */
+        if (mrc == 0) mrc = api_trial_model(ctx, st, tid, &search, &merr); /* its search-phase counterpart */
         if (mrc == 0 && K && final->out_dim != K)
             mrc = hpo_fail(&merr, HPO_ESHAPE, "members", "its output width %d differs from the others' %d",
                            final->out_dim, K);
@@ -450,7 +364,7 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
     } else if (rc == HPO_ENOSPACE) {
         /* a full disk is not the model's fault: it runs again (a refit from
          * its checkpoint) after the back-off; if even this cannot be stored,
-         * api_sched_reap queues it once this worker is idle */
+         * api_jobs_reap queues it once this worker is idle */
         HPO_WARN("model %lld: the data disk is full (%s): queued again", (long long)model_id, err.message);
         stored = sto_model_requeue(ctx->db, model_id);
         api_disk_full(ctx);
@@ -477,13 +391,9 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
         rc = 0;
     }
     if (stored == HPO_ENOTFOUND) { /* deleted with its study meanwhile: leave nothing behind */
-        char path[1200];
-        snprintf(path, sizeof path, "%s/checkpoints/model-%lld", ctx->opt.data_dir, (long long)model_id);
-        api_remove_dir(path);
-        if (rel) {
-            snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, rel);
-            unlink(path);
-        }
+        char path[API_PATH_MAX];
+        if (api_dir_model_checkpoint(path, ctx->opt.data_dir, model_id) == 0) api_dir_remove(path);
+        if (rel && api_dir_file(path, ctx->opt.data_dir, rel) == 0) api_dir_unlink(path);
         HPO_INFO("model %lld: its study was deleted; nothing stored", (long long)model_id);
         rc = 0;
     } else if (stored < 0) {

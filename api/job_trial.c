@@ -1,4 +1,4 @@
-/* runner.c - runs one trial of an embedded study on a worker thread: builds
+/* job_trial.c - runs one trial of an embedded study on a worker thread: builds
  * the model from the template and the trial's params, trains each execution
  * with the engine, stores every epoch's metrics (the learning curves, each
  * with its "epoch" event), reports the objective to the pruner after every
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "data.h"
-#include "internal.h"
+#include "jobs_internal.h"
 #include "model.h"
 #include "train.h"
 
@@ -40,16 +40,7 @@ typedef struct run {
     double started;  /* monotonic start of this run, for job->timeout */
 } run;
 
-void api_checkpoint_dir(api_ctx *ctx, int64_t trial_id, char *out, size_t n) {
-    snprintf(out, n, "%s/checkpoints/trial-%lld", ctx->opt.data_dir, (long long)trial_id);
-}
 
-static void mkdirs(api_ctx *ctx, const char *dir) {
-    char parent[1024];
-    snprintf(parent, sizeof parent, "%s/checkpoints", ctx->opt.data_dir);
-    mkdir(parent, 0755);
-    mkdir(dir, 0755);
-}
 
 /* The objective metric of an epoch report. */
 static double objective_of(const api_study *st, const eng_metrics *train, const eng_metrics *val, int has_val) {
@@ -87,7 +78,7 @@ static void curve_set(run *r, int e, int epoch, double v) {
 static int on_epoch(const eng_epoch_report *rep, void *user) {
     run *r = user;
     api_study *st = r->st;
-    api_training_epoch(r->ctx, r->job->trial_id); /* progress: not a crash loop (internal.h) */
+    api_training_epoch(r->ctx->opt.data_dir, r->job->trial_id); /* progress: not a crash loop (data_dir.h) */
     if (r->epochs_seen++ == 0 && rep->epoch > 1) /* the engine resumed from a checkpoint */
         api_event(r->ctx, r->job->study_id, r->job->trial_id, "execution_resumed",
                   json_pack("{s:I, s:I, s:i, s:i}", "trial_id", (json_int_t)r->job->trial_id, "number",
@@ -132,32 +123,16 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     return prune || r->stopped;
 }
 
-/* The result file of a finished execution: {"best": v, "best_epoch": k}. */
-static void done_path(api_ctx *ctx, int64_t trial_id, int e, char *out, size_t n) {
-    char dir[900];
-    api_checkpoint_dir(ctx, trial_id, dir, sizeof dir);
-    snprintf(out, n, "%s/exec-%d.done.json", dir, e);
-}
-
-/* Writes an execution's result file (d stolen) atomically: a temporary
- * file renamed over it, so a full disk leaves no half file behind.
- * HPO_ENOSPACE when the disk is full (the trial is queued again and this
- * execution, whose last checkpoint is its final epoch, ends at once when
- * resumed). */
-static int write_done(const char *path, json_t *d, hpo_error *err) {
-    char tmp[1100], *text = json_dumps(d, JSON_COMPACT);
+/* Writes an execution's result file (d stolen) atomically, so a full disk
+ * leaves no half file behind. HPO_ENOSPACE when the disk is full (the
+ * trial is queued again and this execution, whose last checkpoint is its
+ * final epoch, ends at once when resumed). */
+static int write_done(api_ctx *ctx, const char *path, json_t *d, hpo_error *err) {
+    char *text = json_dumps(d, JSON_COMPACT);
     json_decref(d);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = text ? fopen(tmp, "w") : NULL;
-    int ok = f && fputs(text, f) >= 0;
-    if (f && fclose(f) != 0) ok = 0;
-    int e = errno;
-    if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
+    int rc = text ? api_dir_write_atomic(path, text, ctx->opt.durable_checkpoints, err) : HPO_ENOMEM;
     free(text);
-    if (ok) return 0;
-    unlink(tmp);
-    return hpo_fail(err, e == ENOSPC || e == EDQUOT ? HPO_ENOSPACE : HPO_EIO, "", "cannot write %s: %s", path,
-                    strerror(e));
+    return rc;
 }
 
 /* Loads the stored curves of a resumed trial. */
@@ -215,11 +190,6 @@ static int mean_best_epoch(const run *r, int executions) {
     return best_epoch;
 }
 
-uint64_t api_seed_mix(uint64_t a, uint64_t b) {
-    uint64_t z = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL + (a << 6) + (a >> 2));
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    return z ^ (z >> 31);
-}
 
 /* Trains execution e; *value gets its best objective. 0, HPO_ECANCELLED
  * when stopped (pruned or told to), or an error (the trial fails). */
@@ -227,9 +197,12 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
                          const eng_split *val, int threads, double *value, hpo_error *err) {
     api_study *st = r->st;
     const api_embedded *emb = &st->def.emb;
-    char dir[900], done[1024], name[64];
-    api_checkpoint_dir(r->ctx, r->job->trial_id, dir, sizeof dir);
-    done_path(r->ctx, r->job->trial_id, e, done, sizeof done);
+    const char *root = r->ctx->opt.data_dir;
+    char dir[API_PATH_MAX], done[API_PATH_MAX], name[64], done_name[64];
+    snprintf(name, sizeof name, "exec-%d.safetensors", e);
+    snprintf(done_name, sizeof done_name, "exec-%d.done.json", e); /* {"best": v, "best_epoch": k} */
+    if (api_dir_trial(dir, root, r->job->trial_id) || api_dir_trial_file(done, root, r->job->trial_id, done_name))
+        return hpo_fail(err, HPO_EINVAL, "", "the trial's checkpoint path is too long");
     int best_epoch = 0;
     json_t *prev = json_load_file(done, 0, NULL);
     if (prev) { /* finished before a restart */
@@ -237,8 +210,8 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
         json_decref(prev);
         return 0;
     }
-    mkdirs(r->ctx, dir);
-    snprintf(name, sizeof name, "exec-%d.safetensors", e);
+    int rc = api_dir_make(root, dir, err);
+    if (rc) return rc;
     eng_model *m = NULL;
     uint64_t seed = api_seed_mix(api_seed_mix(st->def.tuner.seed, (uint64_t)r->job->number), (uint64_t)e);
     eng_train_opts o;
@@ -252,63 +225,30 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     r->epochs_seen = 0;
     /* the model's memory is checked against the budget before its
      * parameters exist: a model over it fails the trial, never hpod */
-    int rc = eng_model_new_shape(model_tmpl, params, emb->in_rank, emb->in_shape, emb->n_classes, &m, err);
+    rc = eng_model_new_shape(model_tmpl, params, emb->in_rank, emb->in_shape, emb->n_classes, &m, err);
     if (rc == 0) rc = eng_train_check_budget(m, &o, NULL, err);
     if (rc) {
         eng_model_free(m);
         return rc;
     }
-    api_training_begin(r->ctx, r->job->trial_id); /* a death from here on counts (internal.h) */
+    api_training_begin(root, r->job->trial_id); /* a death from here on counts (data_dir.h) */
     eng_train_result res;
     rc = eng_model_alloc(m, seed, err);
     if (rc == 0) rc = eng_train(m, train, val, &o, &res, err);
-    api_training_end(r->ctx, r->job->trial_id);
+    api_training_end(root, r->job->trial_id);
     eng_model_free(m);
     if (rc) return rc;
     if (r->pruned || r->stopped) return HPO_ECANCELLED;
     *value = e < MAX_EXECUTIONS ? best_of(st, r->curve[e], r->curve_len[e], &best_epoch) : NAN;
     json_t *d = json_pack("{s:o, s:i, s:i}", "best", api_json_real(*value), "best_epoch", best_epoch, "epochs",
                           res.epochs_run);
-    return write_done(done, d, err);
+    return write_done(r->ctx, done, d, err);
 }
 
-void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, eng_train_opts *o) {
-    eng_train_opts_init(o);
-    o->epochs = emb->max_epochs;
-    o->batch_size = emb->batch_size;
-    o->threads = threads;
-    o->precision = emb->precision;
-    o->patience = emb->patience;
-    o->monitor = emb->monitor;
-    o->min_delta = emb->min_delta;
-    /* The checkpoint always keeps the best epoch's weights too: a model taken
-     * from the trial (POST /trials/{id}/model, ensembles) uses them. */
-    o->restore_best = 1;
-    o->resume = 1;
-    o->checkpoint_durable = ctx->opt.durable_checkpoints;
-    o->prefetch = 1;
-    o->max_bytes = (size_t)ctx->opt.max_model_bytes;
-}
 
-int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng_split *val, hpo_error *err) {
-    eng_dataset *ds = NULL;
-    int rc = api_dataset_open(ctx, emb->dataset, "train", &ds, err);
-    if (rc) return rc;
-    eng_split_spec spec = {0};
-    if (emb->validation_split >= 1)
-        spec.val_count = (size_t)emb->validation_split;
-    else
-        spec.val_fraction = emb->validation_split;
-    spec.mode = ENG_SPLIT_TAIL;
-    spec.limit = (size_t)emb->limit;
-    spec.val_limit = (size_t)emb->validation_limit;
-    rc = eng_split_make(ds, &spec, train, val, err);
-    eng_dataset_unref(ds);
-    return rc;
-}
 
 /* Logs why an outcome was not stored. Not stored, the trial stays running
- * in storage: api_sched_reap queues it again once this worker is idle (a
+ * in storage: api_jobs_reap queues it again once this worker is idle (a
  * resume finds its finished executions' result files). */
 static void outcome_not_stored(const api_job *job, const char *what, int rc) {
     if (rc == HPO_ENOTFOUND)
@@ -439,12 +379,11 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
      * trial whose study was deleted meanwhile keeps nothing */
     sto_trial gone;
     if (sto_trial_get(ctx->db, job->trial_id, &gone) == HPO_ENOTFOUND) {
-        char dir[900];
-        api_checkpoint_dir(ctx, job->trial_id, dir, sizeof dir);
-        api_remove_dir(dir);
+        char dir[API_PATH_MAX];
+        if (api_dir_trial(dir, ctx->opt.data_dir, job->trial_id) == 0) api_dir_remove(dir);
     } else {
         sto_trial_clear(&gone);
-        if (!requeued) api_prune_checkpoints(ctx, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
+        if (!requeued) api_dir_prune_checkpoints(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
     }
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);
     eng_split_close(&train);

@@ -1,0 +1,221 @@
+/* data_dir.c - the data directory's layout, folders and small files (see
+ * data_dir.h). */
+#define _XOPEN_SOURCE 700
+#include "data_dir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int api_dir_check_root(const char *root, const char *field, hpo_error *err) {
+    size_t n = root ? strlen(root) : 0;
+    if (n == 0) return hpo_fail(err, HPO_EINVAL, field, "the data dir must not be empty");
+    if (n > API_DIR_ROOT_MAX)
+        return hpo_fail(err, HPO_EINVAL, field, "the data dir path is %zu bytes long; at most %d are allowed", n,
+                        API_DIR_ROOT_MAX);
+    return 0;
+}
+
+int api_dir_path(char *out, const char *root, const char *fmt, ...) {
+    int n = snprintf(out, API_PATH_MAX, "%s/", root);
+    if (n < 0 || n >= API_PATH_MAX) return HPO_EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(out + n, (size_t)(API_PATH_MAX - n), fmt, ap);
+    va_end(ap);
+    if (k < 0 || k >= API_PATH_MAX - n) {
+        out[0] = '\0';
+        return HPO_EINVAL;
+    }
+    return 0;
+}
+
+int api_dir_db(char *out, const char *root) { return api_dir_path(out, root, "hpo.db"); }
+int api_dir_datasets(char *out, const char *root) { return api_dir_path(out, root, "datasets"); }
+int api_dir_dataset(char *out, const char *root, int64_t id, const char *name) {
+    return api_dir_path(out, root, "datasets/%lld-%s", (long long)id, name);
+}
+int api_dir_trial(char *out, const char *root, int64_t trial_id) {
+    return api_dir_path(out, root, "checkpoints/trial-%lld", (long long)trial_id);
+}
+int api_dir_trial_file(char *out, const char *root, int64_t trial_id, const char *name) {
+    return api_dir_path(out, root, "checkpoints/trial-%lld/%s", (long long)trial_id, name);
+}
+int api_dir_file(char *out, const char *root, const char *rel) { return api_dir_path(out, root, "%s", rel); }
+int api_dir_model_checkpoint(char *out, const char *root, int64_t model_id) {
+    return api_dir_path(out, root, "checkpoints/model-%lld", (long long)model_id);
+}
+int api_dir_models(char *out, const char *root) { return api_dir_path(out, root, "models"); }
+int api_dir_model_file_rel(char *out, size_t cap, int64_t model_id) {
+    int n = snprintf(out, cap, "models/model-%lld.safetensors", (long long)model_id);
+    return n < 0 || (size_t)n >= cap ? HPO_EINVAL : 0;
+}
+
+static int io_error(hpo_error *err, int e, const char *what, const char *path) {
+    return hpo_fail(err, e == ENOSPC || e == EDQUOT ? HPO_ENOSPACE : HPO_EIO, "", "cannot %s %s: %s", what, path,
+                    strerror(e));
+}
+
+int api_dir_lock(const char *root, hpo_error *err) {
+    char path[API_PATH_MAX];
+    if (api_dir_path(path, root, "hpod.lock")) return hpo_fail(err, HPO_EINVAL, "data-dir", "the data dir path is too long");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return hpo_fail(err, HPO_EIO, "data-dir", "cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        if (e == EWOULDBLOCK) {
+            char text[32] = "";
+            ssize_t n = pread(fd, text, sizeof text - 1, 0);
+            text[n > 0 ? n : 0] = '\0';
+            long pid = strtol(text, NULL, 10);
+            close(fd);
+            if (pid > 0)
+                return hpo_fail(err, HPO_ECONFLICT, "data-dir", "data dir %s in use by pid %ld", root, pid);
+            return hpo_fail(err, HPO_ECONFLICT, "data-dir", "data dir %s in use by another hpod", root);
+        }
+        HPO_WARN("cannot lock %s (%s): nothing stops a second hpod on this data dir", path, strerror(e));
+        close(fd);
+        return 0;
+    }
+    char text[32];
+    int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) || pwrite(fd, text, (size_t)n, 0) != n)
+        HPO_WARN("cannot write the pid to %s: %s", path, strerror(errno));
+    /* fd stays open (and the lock held) until the process exits */
+    return 0;
+}
+
+int api_dir_make(const char *root, const char *dir, hpo_error *err) {
+    size_t skip = strlen(root);
+    if (strncmp(dir, root, skip) != 0 || (dir[skip] != '/' && dir[skip] != '\0'))
+        return hpo_fail(err, HPO_EINTERNAL, "", "%s is not inside the data dir %s", dir, root);
+    char path[API_PATH_MAX];
+    size_t n = strlen(dir);
+    if (n >= sizeof path) return hpo_fail(err, HPO_EINVAL, "", "path too long: %.64s...", dir);
+    memcpy(path, dir, n + 1);
+    for (size_t i = skip + 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0') continue;
+        char c = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0755) && errno != EEXIST) return io_error(err, errno, "create", path);
+        path[i] = c;
+    }
+    return 0;
+}
+
+/* fsyncs path (a file or a folder); 0 or errno. */
+static int sync_path(const char *path, int flags) {
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0) return errno;
+    int e = fsync(fd) ? errno : 0;
+    close(fd);
+    return e;
+}
+
+int api_dir_write_atomic(const char *path, const char *text, int durable, hpo_error *err) {
+    char tmp[API_PATH_MAX + 8];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (n < 0 || (size_t)n >= sizeof tmp) return hpo_fail(err, HPO_EINVAL, "", "path too long: %.64s...", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return io_error(err, errno, "create", tmp);
+    int e = fputs(text, f) < 0 || fflush(f) ? errno : 0;
+    if (!e && durable && fsync(fileno(f))) e = errno;
+    if (fclose(f) && !e) e = errno;
+    if (!e && rename(tmp, path)) e = errno;
+    if (e) {
+        unlink(tmp);
+        return io_error(err, e, "write", path);
+    }
+    if (durable) {
+        char dir[API_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        if ((e = sync_path(slash ? dir : ".", O_RDONLY | O_DIRECTORY))) return io_error(err, e, "sync", dir);
+    }
+    return 0;
+}
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    if (remove(path) && errno != ENOENT) HPO_WARN("cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+void api_dir_remove(const char *dir) {
+    if (!dir || !dir[0]) return;
+    if (nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
+        HPO_WARN("cannot remove %s: %s", dir, strerror(errno));
+}
+
+void api_dir_unlink(const char *path) {
+    if (unlink(path) && errno != ENOENT) HPO_WARN("cannot remove %s: %s", path, strerror(errno));
+}
+
+void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best) {
+    sto_trial_filter f = {.state = -1, .order = STO_ORDER_VALUE, .descending = maximize};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    if (sto_trial_list(db, study_id, &f, &t, &n)) return;
+    int kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) continue;
+        if (t[i].state == STO_TRIAL_COMPLETE && kept < keep_best) {
+            kept++;
+            continue;
+        }
+        char dir[API_PATH_MAX];
+        if (api_dir_trial(dir, root, t[i].id) == 0) api_dir_remove(dir);
+    }
+    sto_trial_list_free(t, n);
+}
+
+/* ---- the crash counter ---- */
+
+static int counter_path(char *out, const char *root, int64_t trial_id) {
+    return api_dir_path(out, root, "checkpoints/trial-%lld/training", (long long)trial_id);
+}
+
+int api_training_crashes(const char *root, int64_t trial_id) {
+    char path[API_PATH_MAX];
+    int k = 0;
+    FILE *f = counter_path(path, root, trial_id) ? NULL : fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%d", &k) != 1 || k < 0) k = 0;
+        fclose(f);
+    }
+    return k;
+}
+
+static void write_count(const char *root, int64_t trial_id, int k) {
+    char dir[API_PATH_MAX], path[API_PATH_MAX], text[16];
+    hpo_error err = {{0}, {0}};
+    int rc = api_dir_trial(dir, root, trial_id);
+    if (rc == 0) rc = api_dir_make(root, dir, &err); /* no epoch checkpointed yet: it may not exist */
+    if (rc == 0) rc = counter_path(path, root, trial_id);
+    snprintf(text, sizeof text, "%d\n", k);
+    if (rc == 0) rc = api_dir_write_atomic(path, text, 0, &err);
+    if (rc)
+        HPO_WARN("trial %lld: cannot write its crash counter (%s): the crash-loop guard is off for it",
+                 (long long)trial_id, err.message[0] ? err.message : hpo_strerror(rc));
+}
+
+int api_training_begin(const char *root, int64_t trial_id) {
+    int k = api_training_crashes(root, trial_id) + 1;
+    write_count(root, trial_id, k);
+    return k;
+}
+
+void api_training_epoch(const char *root, int64_t trial_id) { write_count(root, trial_id, 1); }
+
+void api_training_end(const char *root, int64_t trial_id) {
+    char path[API_PATH_MAX];
+    if (counter_path(path, root, trial_id) == 0) api_dir_unlink(path);
+}

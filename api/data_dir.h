@@ -1,0 +1,104 @@
+/*
+ * data_dir.h - the layout of hpod's data directory: the only code that
+ * formats its paths, creates and removes its folders, writes its small
+ * files atomically and prunes old checkpoints.
+ *
+ *   <root>/hpo.db                          the database (storage/)
+ *   <root>/hpod.lock                       one hpod per data dir (flock, pid inside)
+ *   <root>/datasets/<id>-<name>/           an uploaded dataset's files (api/datasets.c)
+ *   <root>/datasets/.upload-XXXXXX/        an upload in progress
+ *   <root>/checkpoints/trial-<id>/         a trial: exec-<k>.safetensors (the engine's
+ *                                          checkpoint), exec-<k>.done.json (a finished
+ *                                          execution's result), training (crash counter)
+ *   <root>/checkpoints/model-<id>/         a refit's checkpoint
+ *   <root>/models/model-<id>.safetensors   exported weights; storage keeps the path
+ *                                          relative to the root
+ *
+ * Design notes
+ * - Lengths: the root is checked once, at start (api_dir_check_root: hpod
+ *   refuses a --data-dir longer than API_DIR_ROOT_MAX, and so does
+ *   api_ctx_new). Every path below it adds at most API_DIR_SUFFIX_MAX bytes
+ *   (a dataset folder of a 64-character name and a file in it is the
+ *   longest), so an API_PATH_MAX buffer holds every path; the formatters
+ *   still check and return HPO_EINVAL instead of truncating.
+ * - Results: every I/O call is checked. A full disk (ENOSPC, EDQUOT) is
+ *   HPO_ENOSPACE, which the jobs turn into a requeue (jobs.h); other
+ *   failures are HPO_EIO with the path and the reason in the error. Removal
+ *   is best effort (a file already gone is fine) and logs what it cannot
+ *   remove: nothing a client waits for depends on it.
+ * - Threads: the functions keep no state; two threads never write one file
+ *   (a trial's folder belongs to the worker running it).
+ */
+#ifndef HPO_API_DATA_DIR_H
+#define HPO_API_DATA_DIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hpo.h"
+#include "storage.h"
+
+#define API_PATH_MAX 4096
+#define API_DIR_SUFFIX_MAX 256
+#define API_DIR_ROOT_MAX (API_PATH_MAX - API_DIR_SUFFIX_MAX)
+
+/* 0 if root can be hpod's data dir (1 to API_DIR_ROOT_MAX bytes), else
+ * HPO_EINVAL naming field ("data-dir" for the flag). */
+int api_dir_check_root(const char *root, const char *field, hpo_error *err);
+
+/* <root>/<relative> into out (API_PATH_MAX bytes); HPO_EINVAL if too long. */
+int api_dir_path(char *out, const char *root, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int api_dir_db(char *out, const char *root);
+int api_dir_datasets(char *out, const char *root);
+int api_dir_dataset(char *out, const char *root, int64_t id, const char *name);
+int api_dir_trial(char *out, const char *root, int64_t trial_id);
+/* checkpoints/trial-<id>/<name>: exec-<k>.safetensors, exec-<k>.done.json */
+int api_dir_trial_file(char *out, const char *root, int64_t trial_id, const char *name);
+int api_dir_model_checkpoint(char *out, const char *root, int64_t model_id);
+/* A file storage names relative to the root (a model's weights). */
+int api_dir_file(char *out, const char *root, const char *rel);
+int api_dir_models(char *out, const char *root);
+/* models/model-<id>.safetensors: the path relative to the root (stored). */
+int api_dir_model_file_rel(char *out, size_t cap, int64_t model_id);
+
+/* Takes the data dir's lock for the life of the process: HPO_ECONFLICT
+ * "data dir DIR in use by pid N" if another hpod holds it. */
+int api_dir_lock(const char *root, hpo_error *err);
+
+/* Creates dir and its missing parents below root (root itself must
+ * exist). 0, HPO_ENOSPACE or HPO_EIO (err names the folder). */
+int api_dir_make(const char *root, const char *dir, hpo_error *err);
+/* Writes text to path atomically: a temporary file renamed over it, so a
+ * crash or a full disk leaves the old file or the new one, never half of
+ * one. durable: fsync the file and its folder. 0, HPO_ENOSPACE or HPO_EIO. */
+int api_dir_write_atomic(const char *path, const char *text, int durable, hpo_error *err);
+/* Removes a folder and everything in it; "" or a missing folder is fine. */
+void api_dir_remove(const char *dir);
+/* Removes one file; a missing file is fine. */
+void api_dir_unlink(const char *path);
+
+/* Keeps the checkpoints of the best keep_best complete trials of a study
+ * (refits and ensembles start from them) and removes those of every other
+ * finished trial, so disk use stays bounded. */
+void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best);
+/* How many of a study's best complete trials keep their checkpoints. */
+#define API_KEEP_CHECKPOINTS 8
+
+/* ---- the crash counter of a trial (checkpoints/trial-<id>/training) ----
+ * Counts the deaths of hpod while training a trial. The runner calls
+ * begin when it starts training (before the model's memory is allocated:
+ * one more than what a crash left there), epoch after every epoch (back to
+ * 1: progress is not a crash loop) and end when training returns (the
+ * process survived: the file goes). At start-up the file exists only for
+ * trials that were training when hpod died, holding how many times in a row
+ * that happened without an epoch finished; at API_MAX_CRASHES the trial
+ * fails instead of being resumed again. Kills before training starts (while
+ * the dataset loads) do not count. A counter that cannot be written is
+ * logged: it only weakens the crash-loop guard. */
+#define API_MAX_CRASHES 3
+int api_training_begin(const char *root, int64_t trial_id);
+void api_training_epoch(const char *root, int64_t trial_id);
+void api_training_end(const char *root, int64_t trial_id);
+int api_training_crashes(const char *root, int64_t trial_id); /* 0 when there is no file */
+
+#endif

@@ -1,0 +1,56 @@
+/* job_setup.c - what a training job is set up with: its options, its
+ * splits, its seeds (jobs_internal.h). Shared by the trial runner, the
+ * model jobs and the template checks at study creation. */
+#include "data.h"
+#include "jobs_internal.h"
+#include "train.h"
+
+uint64_t api_seed_mix(uint64_t a, uint64_t b) {
+    uint64_t z = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL + (a << 6) + (a >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    return z ^ (z >> 31);
+}
+
+void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, eng_train_opts *o) {
+    eng_train_opts_init(o);
+    o->epochs = emb->max_epochs;
+    o->batch_size = emb->batch_size;
+    o->threads = threads;
+    o->precision = emb->precision;
+    o->patience = emb->patience;
+    o->monitor = emb->monitor;
+    o->min_delta = emb->min_delta;
+    /* The checkpoint always keeps the best epoch's weights too: a model taken
+     * from the trial (POST /trials/{id}/model, ensembles) uses them. */
+    o->restore_best = 1;
+    o->resume = 1;
+    o->checkpoint_durable = ctx->opt.durable_checkpoints;
+    o->prefetch = 1;
+    o->max_bytes = (size_t)ctx->opt.max_model_bytes;
+}
+
+int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng_split *val, hpo_error *err) {
+    eng_dataset *ds = NULL;
+    int rc = api_dataset_open(ctx, emb->dataset, "train", &ds, err);
+    if (rc) return rc;
+    eng_split_spec spec = {0};
+    if (emb->validation_split >= 1)
+        spec.val_count = (size_t)emb->validation_split;
+    else
+        spec.val_fraction = emb->validation_split;
+    spec.mode = ENG_SPLIT_TAIL;
+    spec.limit = (size_t)emb->limit;
+    spec.val_limit = (size_t)emb->validation_limit;
+    rc = eng_split_make(ds, &spec, train, val, err);
+    eng_dataset_unref(ds);
+    return rc;
+}
+
+int api_open_test(api_ctx *ctx, const api_embedded *emb, eng_split *test, hpo_error *err) {
+    eng_dataset *ds = NULL;
+    int rc = api_dataset_open(ctx, emb->dataset, "test", &ds, err);
+    if (rc) return rc;
+    rc = eng_split_all(ds, test);
+    eng_dataset_unref(ds);
+    return rc;
+}
