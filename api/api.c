@@ -19,7 +19,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     if (ctx->opt.max_upload_bytes == 0) ctx->opt.max_upload_bytes = UINT64_C(1) << 30;
     if (ctx->opt.max_model_bytes == 0) ctx->opt.max_model_bytes = API_DEFAULT_MAX_MODEL_BYTES;
     if (!(ctx->opt.upload_wait_seconds > 0)) ctx->opt.upload_wait_seconds = 30;
-    api_cache_init(ctx);
+    api_cache_new(ctx);
     pthread_mutex_init(&ctx->event_mu, NULL);
     pthread_cond_init(&ctx->event_cond, NULL);
     pthread_mutex_init(&ctx->disk_mu, NULL);
@@ -35,7 +35,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
 void api_ctx_free(api_ctx *ctx) {
     if (!ctx) return;
     api_queue_free(ctx);
-    api_cache_close(ctx);
+    api_cache_free(ctx);
     pthread_mutex_destroy(&ctx->event_mu);
     pthread_cond_destroy(&ctx->event_cond);
     pthread_mutex_destroy(&ctx->disk_mu);

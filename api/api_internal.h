@@ -101,12 +101,12 @@ int api_study_def_parse(api_ctx *ctx, const json_t *def, api_study_def *out, hpo
  * usable when hpod restarts with a smaller --max-model-bytes (its trials
  * over the new budget fail with the reason). */
 int api_study_def_load(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_error *err);
-void api_study_def_close(api_study_def *d);
+void api_study_def_clear(api_study_def *d);
 /* The embedded part of a definition (embedded.c). space_out gets the search
  * space to use: the study's "space" merged over a premade template's own. */
 int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t **space_out,
                        hpo_error *err);
-void api_embedded_close(api_embedded *e);
+void api_embedded_clear(api_embedded *e);
 /* Premade templates (templates.c): the model of template `name` for a
  * dataset with n_classes classes and per-sample rank, and its default space
  * (new references). HPO_EINVAL naming "model.template" if unknown. */
@@ -148,8 +148,8 @@ int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out);
 void api_study_release(api_ctx *ctx, api_study *st);
 /* Drops a study from the cache (after DELETE). */
 void api_study_forget(api_ctx *ctx, int64_t id);
-int api_cache_init(api_ctx *ctx);
-void api_cache_close(api_ctx *ctx);
+int api_cache_new(api_ctx *ctx);
+void api_cache_free(api_ctx *ctx);
 
 /* Maps storage trial states to tuner states. */
 tun_trial_state api_tun_state(sto_trial_state s);

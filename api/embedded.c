@@ -243,11 +243,11 @@ int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t
     return 0;
 fail:
     json_decref(tmpl_space);
-    api_embedded_close(e);
+    api_embedded_clear(e);
     return rc;
 }
 
-void api_embedded_close(api_embedded *e) {
+void api_embedded_clear(api_embedded *e) {
     json_decref(e->model);
     json_decref(e->dataset);
     e->model = NULL;

@@ -34,11 +34,12 @@
  *   runs one job at a time (api_jobs_run) and reads its stop flag between
  *   epochs; HTTP threads change studies and wake the scheduler
  *   (api_jobs_wake, through the run queue).
- * - Lock order: the study cache's mutex -> a study's mutex -> storage
- *   (SQLite's own lock) -> the run queue's mutex (a leaf: nothing is called
- *   under it); events last (stored in the storage call's transaction, the
- *   readers woken after every lock is released). No lock is held while a
- *   job trains; the study's mutex is taken per epoch to tell the pruner.
+ * - Lock order: the study cache's mutex -> a study's mutex -> storage's
+ *   connection mutex (storage/db_internal.h) -> the leaves: the run queue's
+ *   mutex, the disk-full back-off's, the events' (event_mu: readers are
+ *   woken after every other lock is released). Events are stored in the
+ *   storage call's own transaction. No lock is held while a job trains; the
+ *   study's mutex is taken once per epoch to tell the pruner.
  */
 #ifndef HPO_API_JOBS_H
 #define HPO_API_JOBS_H

@@ -32,7 +32,7 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     rc = spec ? sto_study_create_ev(ctx->db, d.name, spec, &created, &study_id) : HPO_ENOMEM;
     if (rc == 0 && d.embedded) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
     free(spec);
-    api_study_def_close(&d);
+    api_study_def_clear(&d);
     json_decref(def);
     if (rc == HPO_ENOSPACE) {
         hpo_fail(&err, rc, "", "the data disk is full: the study was not created (nothing was stored); "

@@ -12,7 +12,7 @@ typedef struct api_cache {
     size_t n, cap;
 } api_cache;
 
-int api_cache_init(api_ctx *ctx) {
+int api_cache_new(api_ctx *ctx) {
     api_cache *c = hpo_xcalloc(1, sizeof *c);
     pthread_mutex_init(&c->lock, NULL);
     ctx->cache = c;
@@ -22,13 +22,13 @@ int api_cache_init(api_ctx *ctx) {
 static void study_free(api_study *st) {
     if (!st) return;
     tun_study_free(st->tuner);
-    api_study_def_close(&st->def);
+    api_study_def_clear(&st->def);
     json_decref(st->spec);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
 
-void api_cache_close(api_ctx *ctx) {
+void api_cache_free(api_ctx *ctx) {
     api_cache *c = ctx->cache;
     if (!c) return;
     for (size_t i = 0; i < c->n; i++) study_free(c->items[i]);

@@ -94,13 +94,13 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
                         "\"dataset\" and \"training\" need a \"model\" (an embedded study)");
     }
     if (!space) {
-        api_embedded_close(&d.emb);
+        api_embedded_clear(&d.emb);
         return hpo_fail(err, HPO_EINVAL, "space", "a study needs a \"space\" object");
     }
     rc = tun_space_parse(space, &d.space, err);
     json_decref(space);
     if (rc) {
-        api_embedded_close(&d.emb);
+        api_embedded_clear(&d.emb);
         return rc;
     }
 
@@ -135,7 +135,7 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
     return 0;
 fail:
     tun_space_free(d.space);
-    api_embedded_close(&d.emb);
+    api_embedded_clear(&d.emb);
     return rc;
 }
 
@@ -147,8 +147,8 @@ int api_study_def_load(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_
     return def_parse(ctx, def, 0, out, err);
 }
 
-void api_study_def_close(api_study_def *d) {
+void api_study_def_clear(api_study_def *d) {
     tun_space_free(d->space);
     d->space = NULL;
-    api_embedded_close(&d->emb);
+    api_embedded_clear(&d->emb);
 }

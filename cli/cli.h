@@ -40,7 +40,7 @@ typedef struct cli_ctx {
 } cli_ctx;
 
 int cli_init(cli_ctx *c, const char *url, const char *token);
-void cli_close(cli_ctx *c);
+void cli_clear(cli_ctx *c);
 
 /* Sends method path (with query) and body (NULL: none; borrowed) and
  * parses the JSON answer into *out (NULL for an empty body; the caller

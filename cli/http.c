@@ -34,7 +34,7 @@ int cli_init(cli_ctx *c, const char *url, const char *token) {
     return c->curl ? CLI_OK : CLI_ECONNECT;
 }
 
-void cli_close(cli_ctx *c) {
+void cli_clear(cli_ctx *c) {
     if (c->curl) curl_easy_cleanup(c->curl);
     c->curl = NULL;
     curl_global_cleanup();

@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
         cli_ctx c = {0};
         int rc = cli_init(&c, base, token);
         if (rc == CLI_OK) rc = cmd->fn(&c, argc - i - words, argv + i + words);
-        cli_close(&c);
+        cli_clear(&c);
         return rc;
     }
     if (strcmp(argv[i], "study") == 0)

@@ -12,7 +12,9 @@
  * - Logging is a single global level and one line per message on stderr,
  *   with a timestamp; hpo_log is thread-safe (one fprintf per line).
  * - Nothing here allocates except hpo_strdup/hpo_xmalloc, which abort on
- *   out-of-memory: the only place the project aborts besides CUDA_CHECK.
+ *   out-of-memory: they are for small bookkeeping only. What a client can
+ *   make large (a model's tensors, a dataset) is allocated with checks and
+ *   fails with HPO_ENOMEM instead (engine/tensor.h, engine/data.h).
  */
 #ifndef HPO_H
 #define HPO_H

@@ -4,16 +4,19 @@
  * turns SIGINT/SIGTERM into a graceful shutdown.
  *
  * Design notes
- * - The loop wakes on three things: a uv_async (a worker finished a trial,
- *   or the api reports a study created, paused, resumed or cancelled), a
+ * - The loop wakes on three things: a uv_async (a worker finished a job,
+ *   or the job layer reports a study created, paused, resumed, cancelled or
+ *   deleted, or a model job queued: api_jobs_set_wakeup), a
  *   one-second uv_timer (leases, per-trial timeouts, and a safety net), and
  *   the signals. Each wake-up runs one pass: stop the jobs whose study or
  *   timeout asks it, queue again the jobs stored as running that no slot
  *   runs (api_jobs_reap: a worker could not store their outcome on a full
  *   disk), settle finished studies, then fill every idle slot with the next
- *   trial (api_jobs_next: queued trials first, then new ones).
- * - The api owns the studies and their tuner state; the scheduler owns the
- *   slots and the clock. It never blocks: trials run on worker threads.
+ *   job (api_jobs_next: model jobs, queued trials, then new ones).
+ * - The job layer (api/jobs.h) owns the studies, the run queue and the
+ *   choice of what runs next; the scheduler owns the slots and the clock.
+ *   It never blocks: jobs run on worker threads. A pass costs the same
+ *   however many external studies there are (tests/unit/api/test_tick_cost).
  * - At start, trials that were running when hpod died are queued again
  *   (api_jobs_recover) and resume from their last epoch checkpoint.
  * - srv_scheduler_run runs the loop on the calling thread (hpod's main

@@ -1,6 +1,7 @@
 /*
  * workers.h - the worker pool: one thread per device slot, each running one
- * trial at a time with the slot's BLAS thread count.
+ * job (a trial, a refit, a model, an ensemble: api/jobs.h) at a time with
+ * the slot's BLAS thread count.
  *
  * Design notes
  * - Slots come from --devices: "cpu:2" is two CPU slots of one BLAS thread
@@ -8,10 +9,10 @@
  *   commas ("cpu:2,cuda:0x1" once a CUDA backend exists). Slot names are
  *   "cpu:0", "cpu:1", ... and are recorded on the trials they run.
  * - Only the scheduler thread dispatches and stops jobs; a worker thread
- *   runs api_run_trial and, when it returns, marks its slot idle and calls
- *   on_done (which wakes the scheduler's loop). The stop flag is the one
- *   word both sides touch while a job runs: the scheduler writes it, the
- *   trial reads it between epochs.
+ *   runs api_jobs_run and, when it returns, marks its slot idle and calls
+ *   on_done (which wakes the scheduler's loop). The stop flag (an
+ *   atomic_int) is the one word both sides touch while a job runs: the
+ *   scheduler writes it, the job reads it between epochs.
  * - srv_workers_free asks every running trial to stop (API_STOP_SHUTDOWN:
  *   it is requeued and resumes from its checkpoint after a restart) and
  *   joins the threads.

@@ -1,6 +1,8 @@
 /*
- * storage.h - the only code that touches persistent state: studies, trials,
- * their parameters, intermediate values, results and events, in SQLite.
+ * storage.h - the database: studies, trials, their parameters,
+ * intermediate values, results, models, datasets' rows and events, in
+ * SQLite. The files beside it (checkpoints, uploaded datasets, exported
+ * weights) are api/data_dir.h's.
  *
  * Design notes
  * - One file, <data-dir>/hpo.db, in WAL mode. The schema is created and

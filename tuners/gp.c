@@ -292,7 +292,7 @@ static int fit_hyperparameters(tun_gp *gp, hpo_rng *rng, double fixed_noise) {
     if ((rc = tun_gp_fit(&sub, rng, FIT_RESTARTS, FIT_MAX_EVAL)) < 0) goto fail;
     rc = tun_gp_set_theta(gp, sub.theta);
 fail:
-    if (sub_ready) tun_gp_close(&sub);
+    if (sub_ready) tun_gp_clear(&sub);
     free(order);
     free(take);
     free(Xs);
@@ -511,7 +511,7 @@ fail:
     free(var);
     free(cands);
     free(xs);
-    if (gp_ready) tun_gp_close(&gp);
+    if (gp_ready) tun_gp_clear(&gp);
     free(h.U);
     free(h.y);
 fail_enc:

@@ -87,7 +87,7 @@ int tun_gp_init(tun_gp *gp, int n, int d, const double *X, const double *y) {
     gp->L = malloc((size_t)n * n * sizeof(double));
     gp->alpha = malloc((size_t)n * sizeof(double));
     if (!gp->X || !gp->y || !gp->theta || !gp->L || !gp->alpha) {
-        tun_gp_close(gp);
+        tun_gp_clear(gp);
         return HPO_ENOMEM;
     }
     memcpy(gp->X, X, (size_t)n * d * sizeof(double));
@@ -101,7 +101,7 @@ int tun_gp_init(tun_gp *gp, int n, int d, const double *X, const double *y) {
     return 0;
 }
 
-void tun_gp_close(tun_gp *gp) {
+void tun_gp_clear(tun_gp *gp) {
     if (!gp) return;
     free(gp->X);
     free(gp->y);

@@ -62,7 +62,7 @@ typedef struct tun_gp {
 /* Copies X and y (n >= 1); y is used as given (see tun_gp_standardise).
  * theta starts at the default (lengthscales 0.5, s2 1, noise 1e-4). */
 int tun_gp_init(tun_gp *gp, int n, int d, const double *X, const double *y);
-void tun_gp_close(tun_gp *gp);
+void tun_gp_clear(tun_gp *gp);
 
 /* Standardises v[0..n) in place to mean 0 and std 1 (std 1 when constant). */
 void tun_gp_standardise(double *v, int n, double *mean, double *std);

@@ -1,5 +1,5 @@
 /*
- * internal.h - what the algorithms of tuners/ share behind tuners.h: the
+ * tuners_internal.h - what the algorithms of tuners/ share behind tuners.h: the
  * history a tun_study keeps and the signature every sampler and pruner has.
  *
  * Design notes

@@ -81,7 +81,7 @@ static void test_lml_gradient(void **state) {
         printf("lml gradient (prior %d) vs central differences: max rel err %.3g\n", prior, maxrel);
         assert_true(maxrel < 1e-5);
     }
-    tun_gp_close(&gp);
+    tun_gp_clear(&gp);
 }
 
 /* Naive log EI where it is accurate: integrate directly. */
@@ -175,7 +175,7 @@ static void test_acquisition_gradient(void **state) {
         tun_gp_predict(&gp, Xs + i * D, &m, &v, NULL, NULL);
         assert_true(fabs(m - mb[i]) < 1e-10 && fabs(v - vb[i]) < 1e-10);
     }
-    tun_gp_close(&gp);
+    tun_gp_clear(&gp);
 }
 
 static void test_interpolates(void **state) {
@@ -213,7 +213,7 @@ static void test_interpolates(void **state) {
     tun_gp_predict(&gp, xp, &m1, &v1, NULL, NULL);
     printf("fantasy at (0.5,0.5): mean %.6g -> %.6g, var %.3g -> %.3g\n", m0, m1, v0, v1);
     assert_true(fabs(m0 - m1) < 1e-6 && v1 < 0.1 * v0 + 1e-5);
-    tun_gp_close(&gp);
+    tun_gp_clear(&gp);
 }
 
 /* With noisy data the near-noiseless prior still lets the fit raise the
@@ -251,7 +251,7 @@ static void test_noisy_fit(void **state) {
     gp.fixed_noise = 1e-6;
     assert_int_equal(tun_gp_fit(&gp, &fr, 1, 100), 0);
     assert_true(gp.theta[D + 1] == log(1e-6));
-    tun_gp_close(&gp);
+    tun_gp_clear(&gp);
 }
 
 /* ---- the sampler through tun_study ---------------------------------- */
