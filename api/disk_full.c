@@ -1,5 +1,5 @@
 /* disk_full.c - the back-off after a job found the disk full (see
- * internal.h): the scheduler starts nothing until it ends, so jobs neither
+ * api_internal.h): the scheduler starts nothing until it ends, so jobs neither
  * spin on a full disk nor fail one after another. */
 #include "api_internal.h"
 

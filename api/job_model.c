@@ -125,7 +125,7 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     o.on_epoch = on_refit_epoch;
     o.user = &prog;
     o.max_bytes = (size_t)ctx->opt.max_model_bytes;
-    /* the budget before the parameters exist (as for trials, runner.c) */
+    /* the budget before the parameters exist (as for trials, job_trial.c) */
     if ((rc = eng_train_check_budget(m, &o, NULL, err)) || (rc = eng_model_alloc(m, seed, err))) goto done;
     eng_train_result res;
     double t0 = hpo_monotonic();

@@ -30,7 +30,7 @@ static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
 }
 
 /* The running trials of one study after an unclean stop: queued again, or
- * failed when they keep taking hpod down (see api.h). */
+ * failed when they keep taking hpod down (see jobs.h, data_dir.h). */
 static int64_t recover_trials(api_ctx *ctx, api_study *st) {
     sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
     sto_trial *t = NULL;

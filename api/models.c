@@ -10,7 +10,7 @@
  *   POST /api/v1/models/{id}/predict     {"inputs": [[...], ...]}
  *
  * Creating answers at once (201) with queued models; the worker pool builds
- * them (model_jobs.c) with progress on the study's event stream. */
+ * them (job_model.c) with progress on the study's event stream. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

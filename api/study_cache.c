@@ -1,5 +1,5 @@
 /* study_cache.c - per-study tuner state, loaded lazily by replaying the
- * stored history (see api.h for the locking rules). */
+ * stored history (api.h: threading; jobs.h: the lock order). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

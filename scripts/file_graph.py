@@ -17,7 +17,7 @@ import sys
 
 
 def source_of(build, obj):
-    """api/CMakeFiles/hpo_api.dir/runner.c.o -> api/runner.c"""
+    """api/CMakeFiles/hpo_api.dir/job_trial.c.o -> api/job_trial.c"""
     rel = os.path.relpath(obj, build)
     head, _, tail = rel.partition("/CMakeFiles/")
     name = tail.split("/", 1)[1] if "/" in tail else tail

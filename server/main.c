@@ -1,6 +1,6 @@
 /* main.c - hpod: flags, configuration, start-up and shutdown.
  *
- *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--token T] [--sync normal|full]
+ *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--devices cpu:N[xT],...] [--token T] [--sync normal|full]
  *        [--max-connections N] [--max-connections-per-client N] [--max-streams N]
  *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES]
  *        [--max-model-bytes SIZE] [--max-dataset-bytes SIZE] [--max-dataset-loads N]
@@ -8,7 +8,9 @@
  *   hpod --help | --version
  *
  * One hpod per data dir: a second one on the same dir exits with "data dir
- * DIR in use by pid N" (api/data_dir.h); one on a port in use exits too.
+ * DIR in use by pid N" (api/data_dir.h); one on a port in use exits too. A
+ * --data-dir longer than API_DIR_ROOT_MAX bytes is refused at start (exit
+ * 2), so every path under it fits (data_dir.h).
  *
  * --max-dataset-bytes and --max-dataset-loads set the engine's process-wide
  * dataset limits (engine/data.h: the most bytes one dataset may take, and

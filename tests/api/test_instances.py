@@ -2,7 +2,10 @@
 a data dir in use exits with "data dir DIR in use by pid N" (two hpods on
 one database trained a trial twice); a second hpod on a port in use exits
 too (the port was shared through SO_REUSEPORT). The lock goes with its
-process, however it ends: a kill -9 does not leave a stale one."""
+process, however it ends: a kill -9 does not leave a stale one. A
+--data-dir too long for the paths under it is refused at start with a clear
+error (issue 13), before anything is created."""
+import os
 import subprocess
 import tempfile
 
@@ -40,6 +43,11 @@ def main():
         c.check(hp2.request("GET", "/healthz")[0] == 200, "after a kill -9 the data dir is free again")
         hp2.stop()
         subprocess.run(["rm", "-rf", other])
+        long_dir = os.path.join(tempfile.gettempdir(), "hpo-" + "d" * 4000)
+        rc, err = second(args, long_dir)
+        c.check(rc == 2 and "--data-dir" in err and "at most 3840" in err and not os.path.exists(long_dir),
+                "a --data-dir of %d bytes is refused at start, nothing created (rc %s: %s)"
+                % (len(long_dir), rc, err.strip()[-200:]))
     finally:
         hp.cleanup()
     c.finish()

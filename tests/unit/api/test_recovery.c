@@ -1,4 +1,4 @@
-/* test_recovery.c - crash loops (api.h, api_jobs_recover; internal.h,
+/* test_recovery.c - crash loops (jobs.h, api_jobs_recover; data_dir.h,
  * api_training_*): a trial found running at start is queued again to resume
  * from its checkpoint, but one whose training hpod died in API_MAX_CRASHES
  * times in a row with no epoch finished in between (it is what takes hpod
