@@ -47,6 +47,11 @@
  *   dataset). eng_dataset_new refuses the same sizes. At most
  *   eng_data_max_loads() loads run at once: the cache and the api's upload
  *   validation take a load slot (eng_data_load_acquire) around each load.
+ * - Files, and calls between them going one way: data.c (builtin datasets,
+ *   the loader table of eng_source_kind -> loader, the cache) calls the
+ *   loaders idx.c, csv.c and npy.c, which build their datasets with
+ *   dataset.c (the object's allocation and refcount); split.c holds the
+ *   splits, batch.c the batcher, data_limits.c the limits.
  *
  * Threading: loaders and splits are reentrant; the cache is mutex-protected;
  * a dataset may be read from any number of threads; one eng_batcher is used

@@ -350,6 +350,68 @@ static void test_fashion_mnist_and_cache(void **state) {
     assert_int_equal(eng_dataset_cache_get("mnist-digits", NULL, &again, &err), HPO_ENOTFOUND);
 }
 
+/* The cache reaches every loader through its table: each source kind loads
+ * its own files; the same source (by another path to the same file) is one
+ * entry, a source that loads differently (CSV targets instead of classes)
+ * another; a kind the table lacks fails cleanly and caches nothing. */
+static void test_cache_sources(void **state) {
+    (void)state;
+    hpo_error err = {0};
+    eng_dataset_cache_clear();
+    uint8_t img[4 * 2 * 2], lab[4] = {0, 1, 2, 1};
+    for (int i = 0; i < 16; i++) img[i] = (uint8_t)i;
+    uint32_t di[3] = {4, 2, 2}, dl[1] = {4};
+    write_idx(p("ci"), 0x08, 3, di, img, 0, 0);
+    write_idx(p("cl"), 0x08, 1, dl, lab, 0, 1);
+    write_text(p("c.csv"), "a,b,label\n1,2,0\n3,4,1\n5,6,1\n");
+    float x[3 * 2] = {1, 2, 3, 4, 5, 6};
+    int32_t y[3] = {0, 1, 1};
+    int64_t sx[2] = {3, 2}, sy[1] = {3};
+    assert_int_equal(eng_npy_write(p("cx.npy"), "<f4", 2, sx, x, &err), 0);
+    assert_int_equal(eng_npy_write(p("cy.npy"), "<i4", 1, sy, y, &err), 0);
+    char ci[600], cl[600], csv[600], dotted[600], cx[600], cy[600]; /* p() reuses 4 buffers */
+    snprintf(ci, sizeof ci, "%s/ci", dir);
+    snprintf(cl, sizeof cl, "%s/cl", dir);
+    snprintf(csv, sizeof csv, "%s/c.csv", dir);
+    snprintf(dotted, sizeof dotted, "%s/./c.csv", dir);
+    snprintf(cx, sizeof cx, "%s/cx.npy", dir);
+    snprintf(cy, sizeof cy, "%s/cy.npy", dir);
+
+    eng_data_source src[] = {
+        {.kind = ENG_SRC_IDX, .x_path = ci, .y_path = cl},
+        {.kind = ENG_SRC_CSV, .x_path = csv, .label_column = "label", .classify = 1},
+        {.kind = ENG_SRC_CSV, .x_path = dotted, .label_column = "label", .classify = 1},
+        {.kind = ENG_SRC_CSV, .x_path = csv, .label_column = "label", .classify = 0},
+        {.kind = ENG_SRC_NPY, .x_path = cx, .y_path = cy},
+    };
+    size_t want_n[] = {4, 3, 3, 3, 3}, want_size[] = {1, 2, 2, 3, 4};
+    eng_dataset *ds[5];
+    for (int i = 0; i < 5; i++) {
+        int rc = eng_dataset_cache_get_source(&src[i], &ds[i], &err);
+        if (rc < 0) printf("  source %d: %s\n", i, err.message);
+        assert_int_equal(rc, 0);
+        assert_int_equal(ds[i]->n, want_n[i]);
+        assert_int_equal(eng_dataset_cache_size(), want_size[i]);
+    }
+    assert_int_equal(ds[0]->x_type, ENG_DATA_U8);
+    assert_int_equal(ds[1]->y_type, ENG_DATA_Y_CLASS);
+    assert_ptr_equal(ds[2], ds[1]);
+    assert_int_equal(ds[3]->y_type, ENG_DATA_Y_TARGET);
+    assert_int_equal(ds[4]->x_type, ENG_DATA_F32);
+    assert_int_equal(ds[4]->sample_size, 2);
+
+    eng_data_source bad = {.kind = (eng_source_kind)(ENG_SRC_NPY + 1), .x_path = csv};
+    eng_dataset *none = (eng_dataset *)0x1;
+    expect_err(eng_dataset_cache_get_source(&bad, &none, &err), HPO_EINVAL, &err, "kind");
+    assert_ptr_equal(none, (eng_dataset *)0x1);
+    bad.kind = (eng_source_kind)-1;
+    expect_err(eng_dataset_cache_get_source(&bad, &none, &err), HPO_EINVAL, &err, "kind");
+    assert_int_equal(eng_dataset_cache_size(), 4);
+    for (int i = 0; i < 5; i++) eng_dataset_unref(ds[i]);
+    eng_dataset_cache_clear();
+    assert_int_equal(eng_dataset_cache_size(), 0);
+}
+
 /* An IDX file of the given header and `body` bytes of (i * 13) % 256,
  * however many bytes the header declares. */
 static void write_idx_body(const char *path, int type, int ndim, const uint32_t *dims, size_t body,
@@ -731,6 +793,7 @@ int main(void) {
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_npy),
         cmocka_unit_test(test_fashion_mnist_and_cache),
+        cmocka_unit_test(test_cache_sources),
         cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_load_slots),
         cmocka_unit_test(test_splits),
