@@ -60,6 +60,7 @@
 #ifndef ENG_DATA_H
 #define ENG_DATA_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,7 +92,7 @@ typedef struct eng_dataset {
     size_t y_dim;          /* regression: values per sample (1 for CLASS) */
     int32_t *y_class;      /* [n] when y_type == CLASS, else NULL */
     float *y_target;       /* [n * y_dim] when y_type == TARGET, else NULL */
-    long refcount_;        /* private: use eng_dataset_ref/unref */
+    atomic_long refcount_; /* private: use eng_dataset_ref/unref */
 } eng_dataset;
 
 /* Take another reference (atomic); returns ds for chaining. */

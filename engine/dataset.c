@@ -3,6 +3,7 @@
  * The loaders (idx.c, csv.c, npy.c) build their datasets here; it calls
  * nothing but data_limits.c, so the calls between the data files go one
  * way: data.c -> loaders -> dataset.c. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -34,7 +35,7 @@ int eng_dataset_new(const char *name, size_t n, int rank, const int64_t *shape,
     ds->x_scale = 1.0f;
     ds->y_type = y_type;
     ds->y_dim = y_dim;
-    ds->refcount_ = 1;
+    atomic_init(&ds->refcount_, 1);
     ds->x = malloc(xb ? xb : 1);
     if (y_type == ENG_DATA_Y_CLASS) ds->y_class = malloc(yb ? yb : 1);
     else ds->y_target = malloc(yb ? yb : 1);
@@ -50,13 +51,13 @@ int eng_dataset_new(const char *name, size_t n, int rank, const int64_t *shape,
 }
 
 eng_dataset *eng_dataset_ref(eng_dataset *ds) {
-    if (ds) __atomic_fetch_add(&ds->refcount_, 1, __ATOMIC_RELAXED);
+    if (ds) atomic_fetch_add_explicit(&ds->refcount_, 1, memory_order_relaxed);
     return ds;
 }
 
 void eng_dataset_unref(eng_dataset *ds) {
     if (!ds) return;
-    if (__atomic_sub_fetch(&ds->refcount_, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (atomic_fetch_sub_explicit(&ds->refcount_, 1, memory_order_acq_rel) != 1) return;
     free(ds->x);
     free(ds->y_class);
     free(ds->y_target);

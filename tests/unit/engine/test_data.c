@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -577,7 +578,7 @@ typedef struct slot_arg {
     const char *path;
     eng_dataset *ds;
     int rc;
-    volatile int done;
+    atomic_int done;
 } slot_arg;
 
 static void *slot_thread(void *arg) {
@@ -585,7 +586,7 @@ static void *slot_thread(void *arg) {
     eng_data_source src = {.kind = ENG_SRC_CSV, .x_path = a->path, .label_column = "label", .classify = 1};
     hpo_error err = {0};
     a->rc = eng_dataset_cache_get_source(&src, &a->ds, &err);
-    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    atomic_store_explicit(&a->done, 1, memory_order_release);
     return NULL;
 }
 
@@ -604,7 +605,7 @@ static void test_load_slots(void **state) {
     pthread_t th;
     pthread_create(&th, NULL, slot_thread, &a);
     usleep(100 * 1000);
-    assert_int_equal(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 0); /* waits for our slot */
+    assert_int_equal(atomic_load_explicit(&a.done, memory_order_acquire), 0); /* waits for our slot */
     assert_int_equal(eng_dataset_cache_size(), 0);
     eng_data_load_release();
     pthread_join(th, NULL);
