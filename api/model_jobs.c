@@ -44,7 +44,7 @@ static int open_test(api_ctx *ctx, const api_embedded *emb, eng_split *test, hpo
     int rc = api_dataset_open(ctx, emb->dataset, "test", &ds, err);
     if (rc) return rc;
     rc = eng_split_all(ds, test);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     return rc;
 }
 
@@ -216,10 +216,10 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     }
 done:
     eng_model_free(m);
-    eng_split_close(&train);
-    eng_split_close(&val);
-    eng_split_close(&all);
-    eng_split_close(&test);
+    eng_split_clear(&train);
+    eng_split_clear(&val);
+    eng_split_clear(&all);
+    eng_split_clear(&test);
     json_decref(params);
     json_decref(model);
     sto_trial_clear(&t);
@@ -249,9 +249,9 @@ static int run_trial_model(api_ctx *ctx, api_study *st, const sto_model *mrow, j
     rc = export(ctx, st, mrow->id, m, mrow->trial_id, "trial", err, rel);
 done:
     eng_model_free(m);
-    eng_split_close(&train);
-    eng_split_close(&val);
-    eng_split_close(&test);
+    eng_split_clear(&train);
+    eng_split_clear(&val);
+    eng_split_clear(&test);
     return rc;
 }
 
@@ -413,9 +413,9 @@ done:
     free(val_targets);
     free(test_labels);
     free(test_targets);
-    eng_split_close(&train);
-    eng_split_close(&val);
-    eng_split_close(&test);
+    eng_split_clear(&train);
+    eng_split_clear(&val);
+    eng_split_clear(&test);
     json_decref(out_members);
     json_decref(spec);
     return rc;

@@ -303,7 +303,7 @@ int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng
     spec.limit = (size_t)emb->limit;
     spec.val_limit = (size_t)emb->validation_limit;
     rc = eng_split_make(ds, &spec, train, val, err);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     return rc;
 }
 
@@ -447,8 +447,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         if (!requeued) api_prune_checkpoints(ctx, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
     }
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);
-    eng_split_close(&train);
-    eng_split_close(&val);
+    eng_split_clear(&train);
+    eng_split_clear(&val);
     json_decref(model);
     json_decref(params);
     sto_trial_clear(&t);

@@ -48,7 +48,7 @@ int eng_load_builtin(const char *name, const char *part, eng_dataset **out, hpo_
     int rc = eng_load_idx(xi, yl, &ds, err);
     if (rc < 0) return rc;
     if (ds->rank != 3 || ds->shape[0] != 28 || ds->shape[1] != 28 || ds->n_classes > 10) {
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
         return hpo_fail(err, HPO_EFORMAT, "dataset", "%s is not 28x28 images of 10 classes", xi);
     }
     ds->n_classes = 10;
@@ -169,7 +169,7 @@ int eng_dataset_cache_get_source(const eng_data_source *src, eng_dataset **out, 
         centry *e = find_entry(key);
         if (!e) break;
         if (e->ds) { /* loaded */
-            *out = eng_dataset_ref(e->ds);
+            *out = eng_dataset_retain(e->ds);
             pthread_mutex_unlock(&cache_mu);
             free(key);
             return 0;
@@ -200,7 +200,7 @@ int eng_dataset_cache_get_source(const eng_data_source *src, eng_dataset **out, 
         free(e);
     } else {
         e->ds = ds; /* the cache's reference */
-        *out = eng_dataset_ref(ds);
+        *out = eng_dataset_retain(ds);
         HPO_INFO("data: loaded %s (%zu samples) in %.3f s", e->key, ds->n,
                  hpo_monotonic() - t0);
     }
@@ -227,7 +227,7 @@ void eng_dataset_cache_clear(void) {
             continue;
         }
         *pp = e->next;
-        eng_dataset_unref(e->ds);
+        eng_dataset_release(e->ds);
         free(e->key);
         free(e);
     }

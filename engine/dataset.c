@@ -50,12 +50,12 @@ int eng_dataset_new(const char *name, size_t n, int rank, const int64_t *shape,
     return 0;
 }
 
-eng_dataset *eng_dataset_ref(eng_dataset *ds) {
+eng_dataset *eng_dataset_retain(eng_dataset *ds) {
     if (ds) atomic_fetch_add_explicit(&ds->refcount_, 1, memory_order_relaxed);
     return ds;
 }
 
-void eng_dataset_unref(eng_dataset *ds) {
+void eng_dataset_release(eng_dataset *ds) {
     if (!ds) return;
     if (atomic_fetch_sub_explicit(&ds->refcount_, 1, memory_order_acq_rel) != 1) return;
     free(ds->x);

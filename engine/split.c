@@ -11,7 +11,7 @@ static int split_from(eng_dataset *ds, const uint32_t *idx, size_t n, eng_split 
     uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
     if (!copy) return HPO_ENOMEM;
     if (n) memcpy(copy, idx, n * sizeof *copy);
-    out->ds = eng_dataset_ref(ds);
+    out->ds = eng_dataset_retain(ds);
     out->idx = copy;
     out->n = n;
     return 0;
@@ -22,7 +22,7 @@ int eng_split_all(eng_dataset *ds, eng_split *out) {
     uint32_t *idx = malloc((ds->n ? ds->n : 1) * sizeof *idx);
     if (!idx) return HPO_ENOMEM;
     for (size_t i = 0; i < ds->n; i++) idx[i] = (uint32_t)i;
-    out->ds = eng_dataset_ref(ds);
+    out->ds = eng_dataset_retain(ds);
     out->idx = idx;
     out->n = ds->n;
     return 0;
@@ -68,8 +68,8 @@ int eng_split_make(eng_dataset *ds, const eng_split_spec *spec, eng_split *train
     return 0;
 fail:
     free(perm);
-    eng_split_close(&tr);
-    eng_split_close(&va);
+    eng_split_clear(&tr);
+    eng_split_clear(&va);
     return rc == HPO_ENOMEM ? hpo_fail(err, rc, "", "out of memory") : rc;
 }
 
@@ -80,15 +80,15 @@ int eng_split_concat(const eng_split *a, const eng_split *b, eng_split *out) {
     if (!idx) return HPO_ENOMEM;
     if (a->n) memcpy(idx, a->idx, a->n * sizeof *idx);
     if (b->n) memcpy(idx + a->n, b->idx, b->n * sizeof *idx);
-    out->ds = eng_dataset_ref(a->ds);
+    out->ds = eng_dataset_retain(a->ds);
     out->idx = idx;
     out->n = n;
     return 0;
 }
 
-void eng_split_close(eng_split *s) {
+void eng_split_clear(eng_split *s) {
     if (!s) return;
-    eng_dataset_unref(s->ds);
+    eng_dataset_release(s->ds);
     free(s->idx);
     s->ds = NULL;
     s->idx = NULL;

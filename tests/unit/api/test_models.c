@@ -207,8 +207,8 @@ static void test_refit_ensemble_predict(void **state) {
     json_decref(e);
     free(req);
 
-    eng_split_close(&rows);
-    eng_dataset_unref(ds);
+    eng_split_clear(&rows);
+    eng_dataset_release(ds);
     eng_model_free(engine);
     api_ctx_free(ctx);
     sto_close(db);

@@ -102,7 +102,7 @@ static void test_idx(void **state) {
         assert_int_equal(ds->n_classes, 4);
         assert_memory_equal(ds->x, img, 30);
         assert_int_equal(ds->y_class[1], 3);
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
     }
     eng_dataset *ds = (eng_dataset *)0x1;
     hpo_error err = {0};
@@ -161,11 +161,11 @@ static void test_csv(void **state) {
     const float *x = ds->x;
     assert_true(x[3] == 4.5f && x[4] == -0.5f && x[5] == 6.f && isinf(x[8]));
     assert_int_equal(ds->y_class[1], 2);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     assert_int_equal(eng_load_csv(p("a.csv"), "x3", 0, &ds, &err), 0); /* regression */
     assert_int_equal(ds->y_type, ENG_DATA_Y_TARGET);
     assert_true(ds->y_target[1] == 6.f);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
 
     ds = (eng_dataset *)0x1;
     printf(" short row\n");
@@ -239,7 +239,7 @@ static void test_npy(void **state) {
             else assert_int_equal(ds->y_class[i], i % 3);
         }
         if (d == 0) assert_true(fabsf(ds->x_scale - 1.0f / 255) < 1e-9f);
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
         /* eng_npy_read round trip */
         void *data;
         int rank;
@@ -340,14 +340,14 @@ static void test_fashion_mnist_and_cache(void **state) {
     assert_int_equal(eng_dataset_cache_get("fashion-mnist", "train", &again, &err), 0);
     assert_ptr_equal(again, tr);
     assert_int_equal(tr->refcount_, 3); /* cache + tr + again */
-    eng_dataset_unref(again);
-    for (int i = 0; i < 4; i++) eng_dataset_unref(te[i]);
+    eng_dataset_release(again);
+    for (int i = 0; i < 4; i++) eng_dataset_release(te[i]);
     /* clearing the cache leaves our reference alive */
     eng_dataset_cache_clear();
     assert_int_equal(eng_dataset_cache_size(), 0);
     assert_int_equal(tr->refcount_, 1);
     assert_int_equal(tr->y_class[59999] >= 0, 1);
-    eng_dataset_unref(tr);
+    eng_dataset_release(tr);
     assert_int_equal(eng_dataset_cache_get("mnist-digits", NULL, &again, &err), HPO_ENOTFOUND);
 }
 
@@ -408,7 +408,7 @@ static void test_cache_sources(void **state) {
     bad.kind = (eng_source_kind)-1;
     expect_err(eng_dataset_cache_get_source(&bad, &none, &err), HPO_EINVAL, &err, "kind");
     assert_int_equal(eng_dataset_cache_size(), 4);
-    for (int i = 0; i < 5; i++) eng_dataset_unref(ds[i]);
+    for (int i = 0; i < 5; i++) eng_dataset_release(ds[i]);
     eng_dataset_cache_clear();
     assert_int_equal(eng_dataset_cache_size(), 0);
 }
@@ -512,7 +512,7 @@ static void test_size_cap(void **state) {
         float got = ((float *)ds->x)[5000];
         assert_true(memcmp(&got, &f, 4) == 0 || (isnan(got) && isnan(f)));
     }
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     ds = (eng_dataset *)0x1;
 
     printf(" NPY declaring 8 GiB\n");
@@ -553,7 +553,7 @@ static void test_size_cap(void **state) {
     assert_int_equal(ds->n, 80000);
     assert_true(((float *)ds->x)[2 * 79999] == 79999 % 10 && ((float *)ds->x)[2 * 79999 + 1] == 79999 % 3);
     assert_int_equal(ds->y_class[79999], 1);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     ds = (eng_dataset *)0x1;
     printf(" CSV with a line over 16 MiB\n");
     f = fopen(p("long.csv"), "w");
@@ -611,7 +611,7 @@ static void test_load_slots(void **state) {
     pthread_join(th, NULL);
     assert_int_equal(a.rc, 0);
     assert_int_equal(a.ds->n, 2);
-    eng_dataset_unref(a.ds);
+    eng_dataset_release(a.ds);
     /* the slot came back: a second one is free again */
     assert_int_equal(eng_data_load_acquire(0), 0);
     eng_data_set_max_loads(2); /* a raised limit lets a waiter in */
@@ -650,14 +650,14 @@ static void test_splits(void **state) {
     eng_split all;
     assert_int_equal(eng_split_concat(&tr, &va, &all), 0);
     assert_int_equal(all.n, 1000);
-    eng_split_close(&all);
-    eng_split_close(&tr), eng_split_close(&va);
+    eng_split_clear(&all);
+    eng_split_clear(&tr), eng_split_clear(&va);
     sp = (eng_split_spec){.val_fraction = 0.2, .limit = 50, .val_limit = 30};
     assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), 0);
     assert_int_equal(tr.n, 50);
     assert_int_equal(va.n, 30);
     assert_int_equal(va.idx[0], 800);
-    eng_split_close(&tr), eng_split_close(&va);
+    eng_split_clear(&tr), eng_split_clear(&va);
     /* seeded shuffle: deterministic, disjoint, covers everything */
     sp = (eng_split_spec){.val_count = 300, .mode = ENG_SPLIT_SHUFFLE, .seed = 5};
     eng_split tr2, va2;
@@ -672,13 +672,13 @@ static void test_splits(void **state) {
     int identity = 1;
     for (size_t i = 0; i < tr.n; i++) identity &= tr.idx[i] == i;
     assert_false(identity);
-    eng_split_close(&tr), eng_split_close(&va), eng_split_close(&tr2), eng_split_close(&va2);
+    eng_split_clear(&tr), eng_split_clear(&va), eng_split_clear(&tr2), eng_split_clear(&va2);
     sp = (eng_split_spec){.val_count = 1000};
     assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), HPO_EINVAL);
     sp = (eng_split_spec){.val_fraction = 1.5};
     assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), HPO_EINVAL);
     assert_int_equal(ds->refcount_, 1); /* every split released its reference */
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
 }
 
 /* Collect one epoch of a batcher: x as f32 or bf16 bytes, labels. */
@@ -783,9 +783,9 @@ static void test_batcher(void **state) {
     }
     assert_int_equal(cnt, 10);
     eng_batcher_free(b);
-    eng_split_close(&all);
+    eng_split_clear(&all);
     assert_int_equal(ds->refcount_, 1);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
 }
 
 int main(void) {

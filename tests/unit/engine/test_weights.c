@@ -341,8 +341,8 @@ static void test_save_load_open(void **state) {
     eng_model_free(a);
     eng_model_free(b);
     eng_model_free(c);
-    eng_split_close(&s);
-    eng_dataset_unref(ds);
+    eng_split_clear(&s);
+    eng_dataset_release(ds);
 }
 
 static void test_bad_files(void **state) {
@@ -492,8 +492,8 @@ static void test_predict(void **state) {
     eng_split s2;
     assert_int_equal(eng_split_all(d2, &s2), 0);
     assert_int_equal(eng_predict_split(m, &s2, 16, ps, &err), HPO_ESHAPE);
-    eng_split_close(&s2);
-    eng_dataset_unref(d2);
+    eng_split_clear(&s2);
+    eng_dataset_release(d2);
     free(s.idx);
     free(ps);
     free(pr);
@@ -501,8 +501,8 @@ static void test_predict(void **state) {
     free(x);
     free(xs);
     eng_model_free(m);
-    eng_split_close(&all);
-    eng_dataset_unref(ds);
+    eng_split_clear(&all);
+    eng_dataset_release(ds);
 }
 
 static void test_from_checkpoint(void **state) {
