@@ -285,7 +285,7 @@ int api_member_model(api_ctx *ctx, const api_study *st, const json_t *member, en
                           (long long)model_id, (long long)st->id);
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", ctx->opt.data_dir, mr.path ? mr.path : "");
-        if (rc == 0) rc = eng_model_open_weights(path, out, NULL, err);
+        if (rc == 0) rc = eng_model_new_from_weights(path, out, NULL, err);
         *trial_id = mr.trial_id;
         sto_model_clear(&mr);
         return rc;
