@@ -359,7 +359,7 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
         api_fail(resp, 400, "bad_format", "y",
                  classify ? "y holds integer class labels, but task is regression (send float targets)"
                           : "y holds float targets, but task is classification (send integer labels)");
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
         return;
     }
 
@@ -376,7 +376,7 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
     if (csv) json_object_set_new(meta, "label_column", json_string(label));
     if (npy && ds->x_type == ENG_DATA_U8) json_object_set_new(meta, "scale_u8", json_true());
     int64_t n_rows = (int64_t)ds->n;
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     char *meta_text = json_dumps(meta, JSON_COMPACT);
     json_decref(meta);
     char stored_path[64];

@@ -82,7 +82,7 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
     else
         e->in_shape[0] = (int)d->sample_size;
     size_t n = d->n;
-    eng_dataset_unref(d);
+    eng_dataset_release(d);
     double val = e->validation_split >= 1 ? e->validation_split : floor(e->validation_split * (double)n);
     if (val < 1 || val >= (double)n)
         return hpo_fail(err, HPO_EINVAL, "dataset.validation_split",

@@ -153,10 +153,10 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     if (rc == 0) api_dir_remove(ckdir); /* the refit's own checkpoint is no longer needed */
 done:
     eng_model_free(m);
-    eng_split_close(&train);
-    eng_split_close(&val);
-    eng_split_close(&all);
-    eng_split_close(&test);
+    eng_split_clear(&train);
+    eng_split_clear(&val);
+    eng_split_clear(&all);
+    eng_split_clear(&test);
     json_decref(params);
     json_decref(model);
     sto_trial_clear(&t);
@@ -186,9 +186,9 @@ static int run_trial_model(api_ctx *ctx, api_study *st, const sto_model *mrow, j
     rc = export(ctx, st, mrow->id, m, mrow->trial_id, "trial", err, rel);
 done:
     eng_model_free(m);
-    eng_split_close(&train);
-    eng_split_close(&val);
-    eng_split_close(&test);
+    eng_split_clear(&train);
+    eng_split_clear(&val);
+    eng_split_clear(&test);
     return rc;
 }
 
@@ -327,9 +327,9 @@ done:
     free(val_targets);
     free(test_labels);
     free(test_targets);
-    eng_split_close(&train);
-    eng_split_close(&val);
-    eng_split_close(&test);
+    eng_split_clear(&train);
+    eng_split_clear(&val);
+    eng_split_clear(&test);
     json_decref(out_members);
     json_decref(spec);
     return rc;

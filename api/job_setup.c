@@ -42,7 +42,7 @@ int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng
     spec.limit = (size_t)emb->limit;
     spec.val_limit = (size_t)emb->validation_limit;
     rc = eng_split_make(ds, &spec, train, val, err);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     return rc;
 }
 
@@ -51,6 +51,6 @@ int api_open_test(api_ctx *ctx, const api_embedded *emb, eng_split *test, hpo_er
     int rc = api_dataset_open(ctx, emb->dataset, "test", &ds, err);
     if (rc) return rc;
     rc = eng_split_all(ds, test);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     return rc;
 }

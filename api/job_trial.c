@@ -386,8 +386,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         if (!requeued) api_dir_prune_checkpoints(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
     }
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);
-    eng_split_close(&train);
-    eng_split_close(&val);
+    eng_split_clear(&train);
+    eng_split_clear(&val);
     json_decref(model);
     json_decref(params);
     sto_trial_clear(&t);

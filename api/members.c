@@ -72,7 +72,7 @@ int api_member_model(api_ctx *ctx, const api_study *st, const json_t *member, en
         char path[API_PATH_MAX];
         if (rc == 0 && api_dir_file(path, ctx->opt.data_dir, mr.path))
             rc = hpo_fail(err, HPO_EINVAL, "members", "model %lld's weights path is too long", (long long)model_id);
-        if (rc == 0) rc = eng_model_open_weights(path, out, NULL, err);
+        if (rc == 0) rc = eng_model_new_from_weights(path, out, NULL, err);
         *trial_id = mr.trial_id;
         sto_model_clear(&mr);
         return rc;

@@ -498,7 +498,7 @@ done:
     free(preds);
     free(acc);
     json_decref(members);
-    if (ds) eng_dataset_unref(ds);
+    if (ds) eng_dataset_release(ds);
     if (st) api_study_release(ctx, st);
     sto_model_clear(&m);
     json_decref(body);

@@ -176,7 +176,7 @@ int eng_batcher_new(const eng_split *s, const eng_batcher_opts *opts, eng_batche
     if (!b) return hpo_fail(err, HPO_ENOMEM, "", "out of memory");
     int rc = HPO_ENOMEM;
     b->o = *opts;
-    b->ds = eng_dataset_ref(s->ds);
+    b->ds = eng_dataset_retain(s->ds);
     size_t bs = opts->batch_size < s->n ? opts->batch_size : s->n;
     b->o.batch_size = opts->batch_size;
     b->nb = opts->drop_last ? s->n / opts->batch_size : (s->n + opts->batch_size - 1) / opts->batch_size;
@@ -184,7 +184,7 @@ int eng_batcher_new(const eng_split *s, const eng_batcher_opts *opts, eng_batche
         rc = hpo_fail(err, HPO_EINVAL, "training.batch_size",
                       "batch size %zu with drop_last leaves no batch of %zu rows",
                       opts->batch_size, s->n);
-        eng_dataset_unref(b->ds);
+        eng_dataset_release(b->ds);
         free(b);
         return rc;
     }
@@ -219,7 +219,7 @@ fail:
     for (int i = 0; i < 2; i++) free(b->s[i].x), free(b->s[i].y_class), free(b->s[i].y_target);
     free(b->view.idx);
     free(b->order);
-    eng_dataset_unref(b->ds);
+    eng_dataset_release(b->ds);
     free(b);
     return rc == HPO_ENOMEM ? hpo_fail(err, rc, "", "out of memory for batch buffers") : rc;
 }
@@ -326,6 +326,6 @@ void eng_batcher_free(eng_batcher *b) {
     for (int i = 0; i < 2; i++) free(b->s[i].x), free(b->s[i].y_class), free(b->s[i].y_target);
     free(b->view.idx);
     free(b->order);
-    eng_dataset_unref(b->ds);
+    eng_dataset_release(b->ds);
     free(b);
 }

@@ -4,6 +4,7 @@
 
 #include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -189,12 +190,12 @@ T_512 static void fp16_to_f32_512(const eng_fp16 *src, float *dst, size_t n) {
 
 enum { L_SCALAR = 0, L_F16C = 1, L_512 = 2, L_BF16 = 3 };
 
-static int forced = -1; /* eng_bf16_force_impl */
+static atomic_int forced = -1; /* eng_bf16_force_impl */
 
 static int cpu_level(void) {
-    static int level = -1; /* benign race: every thread computes the same value */
-    int f = __atomic_load_n(&forced, __ATOMIC_RELAXED);
-    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    static atomic_int level = -1; /* every thread computes the same value */
+    int f = atomic_load_explicit(&forced, memory_order_relaxed);
+    int l = atomic_load_explicit(&level, memory_order_relaxed);
     if (f >= 0 && (l < 0 || f <= l)) return f;
     if (l >= 0) return l;
     __builtin_cpu_init();
@@ -205,19 +206,19 @@ static int cpu_level(void) {
         __builtin_cpu_supports("avx512vl"))
         l = L_512;
     if (l == L_512 && __builtin_cpu_supports("avx512bf16")) l = L_BF16;
-    __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+    atomic_store_explicit(&level, l, memory_order_relaxed);
     return l;
 }
 
 int eng_bf16_force_impl(const char *name) {
     static const char *const names[] = {"scalar", "f16c", "avx512f", "avx512bf16"};
     int want = -1;
-    __atomic_store_n(&forced, -1, __ATOMIC_RELAXED);
+    atomic_store_explicit(&forced, -1, memory_order_relaxed);
     if (!name) return 0;
     for (int i = 0; i < 4; i++)
         if (strcmp(name, names[i]) == 0) want = i;
     if (want < 0 || want > cpu_level()) return -1;
-    __atomic_store_n(&forced, want, __ATOMIC_RELAXED);
+    atomic_store_explicit(&forced, want, memory_order_relaxed);
     return 0;
 }
 

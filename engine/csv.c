@@ -289,7 +289,7 @@ fail:
     free(fields);
     free(xs);
     free(ys);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     fclose(rd.fp);
     return rc;
 }

@@ -1,7 +1,9 @@
-/* data.c - datasets: allocation and refcount, builtin datasets, the
- * process-wide cache, and train/validation splits (see data.h). The file
- * formats live in idx.c, csv.c and npy.c; batching in batch.c; the size
- * cap and the load slots in data_limits.c. */
+/* data.c - where datasets come from: the builtin datasets, the loader
+ * table (which loader reads which eng_source_kind, and what makes two
+ * sources the same data) and the process-wide cache (see data.h). The file
+ * formats live in idx.c, csv.c and npy.c, the dataset object in dataset.c,
+ * splits in split.c, batching in batch.c, the size cap and the load slots
+ * in data_limits.c. Calls go one way: this file -> loaders -> dataset.c. */
 #include "data.h"
 
 #include <limits.h>
@@ -10,65 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include "rng.h"
-
-/* ---------------------------------------------------------------- dataset */
-
-int eng_dataset_new(const char *name, size_t n, int rank, const int64_t *shape,
-                    eng_data_xtype x_type, eng_data_ytype y_type, size_t y_dim,
-                    eng_dataset **out) {
-    if (rank < 1 || rank > ENG_DATA_MAX_RANK || n > UINT32_MAX) return HPO_EINVAL;
-    size_t ss = 1;
-    for (int i = 0; i < rank; i++) {
-        if (shape[i] <= 0) return HPO_EINVAL;
-        if (__builtin_mul_overflow(ss, (size_t)shape[i], &ss)) return HPO_ETOOLARGE;
-    }
-    if (y_type == ENG_DATA_Y_CLASS) y_dim = 1;
-    if (y_dim == 0) return HPO_EINVAL;
-    size_t es = x_type == ENG_DATA_U8 ? 1 : 4, xb = ss * n * es, yb = n * y_dim * 4, total;
-    /* the products cannot overflow once their sum fits (checked first) */
-    if (eng_dataset_bytes(n, ss, x_type, y_type, y_dim, &total) < 0 || total > eng_data_max_bytes())
-        return HPO_ETOOLARGE;
-    eng_dataset *ds = calloc(1, sizeof *ds);
-    if (!ds) return HPO_ENOMEM;
-    snprintf(ds->name, sizeof ds->name, "%s", name ? name : "");
-    ds->n = n;
-    ds->rank = rank;
-    for (int i = 0; i < rank; i++) ds->shape[i] = shape[i];
-    ds->sample_size = ss;
-    ds->x_type = x_type;
-    ds->x_scale = 1.0f;
-    ds->y_type = y_type;
-    ds->y_dim = y_dim;
-    ds->refcount_ = 1;
-    ds->x = malloc(xb ? xb : 1);
-    if (y_type == ENG_DATA_Y_CLASS) ds->y_class = malloc(yb ? yb : 1);
-    else ds->y_target = malloc(yb ? yb : 1);
-    if (!ds->x || (!ds->y_class && !ds->y_target)) {
-        free(ds->x);
-        free(ds->y_class);
-        free(ds->y_target);
-        free(ds);
-        return HPO_ENOMEM;
-    }
-    *out = ds;
-    return 0;
-}
-
-eng_dataset *eng_dataset_ref(eng_dataset *ds) {
-    if (ds) __atomic_fetch_add(&ds->refcount_, 1, __ATOMIC_RELAXED);
-    return ds;
-}
-
-void eng_dataset_unref(eng_dataset *ds) {
-    if (!ds) return;
-    if (__atomic_sub_fetch(&ds->refcount_, 1, __ATOMIC_ACQ_REL) != 0) return;
-    free(ds->x);
-    free(ds->y_class);
-    free(ds->y_target);
-    free(ds);
-}
 
 /* ---------------------------------------------------------------- builtin */
 
@@ -105,13 +48,95 @@ int eng_load_builtin(const char *name, const char *part, eng_dataset **out, hpo_
     int rc = eng_load_idx(xi, yl, &ds, err);
     if (rc < 0) return rc;
     if (ds->rank != 3 || ds->shape[0] != 28 || ds->shape[1] != 28 || ds->n_classes > 10) {
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
         return hpo_fail(err, HPO_EFORMAT, "dataset", "%s is not 28x28 images of 10 classes", xi);
     }
     ds->n_classes = 10;
     snprintf(ds->name, sizeof ds->name, "fashion-mnist:%s", part);
     *out = ds;
     return 0;
+}
+
+/* ---------------------------------------------------------------- loader table */
+
+/* realpath of p when it resolves, else p as given: one key per file. */
+static void canon(char *out, size_t cap, const char *p) {
+    char buf[PATH_MAX];
+    if (!p) p = "";
+    if (*p && realpath(p, buf)) p = buf;
+    snprintf(out, cap, "%s", p);
+}
+
+/* The loader table: one row per eng_source_kind, giving the name that
+ * starts its cache key, the rest of the key (what makes two sources the same
+ * data: canonical paths and the options that change what is loaded), and
+ * the loader. */
+typedef struct source_loader {
+    const char *name;
+    void (*key)(const eng_data_source *s, char *out, size_t cap);
+    int (*load)(const eng_data_source *s, eng_dataset **out, hpo_error *err);
+} source_loader;
+
+static void key_builtin(const eng_data_source *s, char *k, size_t cap) {
+    const char *name = s->name ? s->name : "";
+    if (strcmp(name, "fashion_mnist") == 0) name = "fashion-mnist";
+    snprintf(k, cap, "%s:%s", name, s->part ? s->part : "train");
+}
+
+static void key_idx(const eng_data_source *s, char *k, size_t cap) {
+    char a[PATH_MAX], b[PATH_MAX];
+    canon(a, sizeof a, s->x_path), canon(b, sizeof b, s->y_path);
+    snprintf(k, cap, "%s|%s", a, b);
+}
+
+static void key_csv(const eng_data_source *s, char *k, size_t cap) {
+    char a[PATH_MAX];
+    canon(a, sizeof a, s->x_path);
+    snprintf(k, cap, "%s|%s|%d", a, s->label_column ? s->label_column : "", s->classify != 0);
+}
+
+static void key_npy(const eng_data_source *s, char *k, size_t cap) {
+    char a[PATH_MAX], b[PATH_MAX];
+    canon(a, sizeof a, s->x_path), canon(b, sizeof b, s->y_path);
+    snprintf(k, cap, "%s|%s|%d", a, b, s->scale_u8 != 0);
+}
+
+static int load_builtin(const eng_data_source *s, eng_dataset **out, hpo_error *err) {
+    return eng_load_builtin(s->name, s->part, out, err);
+}
+
+static int load_idx(const eng_data_source *s, eng_dataset **out, hpo_error *err) {
+    return eng_load_idx(s->x_path, s->y_path, out, err);
+}
+
+static int load_csv(const eng_data_source *s, eng_dataset **out, hpo_error *err) {
+    return eng_load_csv(s->x_path, s->label_column, s->classify, out, err);
+}
+
+static int load_npy(const eng_data_source *s, eng_dataset **out, hpo_error *err) {
+    return eng_load_npy(s->x_path, s->y_path, s->scale_u8, out, err);
+}
+
+static const source_loader loaders[] = {
+    [ENG_SRC_BUILTIN] = {"builtin", key_builtin, load_builtin},
+    [ENG_SRC_IDX] = {"idx", key_idx, load_idx},
+    [ENG_SRC_CSV] = {"csv", key_csv, load_csv},
+    [ENG_SRC_NPY] = {"npy", key_npy, load_npy},
+};
+
+/* The row for s->kind, or NULL for a kind the table does not have. */
+static const source_loader *loader_of(const eng_data_source *s) {
+    unsigned k = (unsigned)s->kind;
+    return k < sizeof loaders / sizeof *loaders && loaders[k].load ? &loaders[k] : NULL;
+}
+
+/* "name:" then the row's key: "idx:/abs/x|/abs/y". Malloc'd. */
+static char *make_key(const source_loader *l, const eng_data_source *s) {
+    size_t cap = 2 * PATH_MAX + 512;
+    char *k = hpo_xmalloc(cap);
+    int n = snprintf(k, cap, "%s:", l->name);
+    l->key(s, k + n, cap - (size_t)n);
+    return k;
 }
 
 /* ---------------------------------------------------------------- cache */
@@ -126,53 +151,6 @@ static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cache_cv = PTHREAD_COND_INITIALIZER;
 static centry *cache_head;
 
-static void canon(char *out, size_t cap, const char *p) {
-    char buf[PATH_MAX];
-    if (!p) p = "";
-    if (*p && realpath(p, buf)) p = buf;
-    snprintf(out, cap, "%s", p);
-}
-
-static char *make_key(const eng_data_source *s) {
-    char a[PATH_MAX], b[PATH_MAX];
-    size_t cap = 2 * PATH_MAX + 512;
-    char *k = hpo_xmalloc(cap);
-    switch (s->kind) {
-    case ENG_SRC_BUILTIN:
-        snprintf(k, cap, "builtin:%s:%s",
-                 s->name && strcmp(s->name, "fashion_mnist") == 0 ? "fashion-mnist"
-                                                                  : (s->name ? s->name : ""),
-                 s->part ? s->part : "train");
-        break;
-    case ENG_SRC_IDX:
-        canon(a, sizeof a, s->x_path), canon(b, sizeof b, s->y_path);
-        snprintf(k, cap, "idx:%s|%s", a, b);
-        break;
-    case ENG_SRC_CSV:
-        canon(a, sizeof a, s->x_path);
-        snprintf(k, cap, "csv:%s|%s|%d", a, s->label_column ? s->label_column : "",
-                 s->classify != 0);
-        break;
-    case ENG_SRC_NPY:
-        canon(a, sizeof a, s->x_path), canon(b, sizeof b, s->y_path);
-        snprintf(k, cap, "npy:%s|%s|%d", a, b, s->scale_u8 != 0);
-        break;
-    default:
-        snprintf(k, cap, "?");
-    }
-    return k;
-}
-
-static int load_source(const eng_data_source *s, eng_dataset **out, hpo_error *err) {
-    switch (s->kind) {
-    case ENG_SRC_BUILTIN: return eng_load_builtin(s->name, s->part, out, err);
-    case ENG_SRC_IDX: return eng_load_idx(s->x_path, s->y_path, out, err);
-    case ENG_SRC_CSV: return eng_load_csv(s->x_path, s->label_column, s->classify, out, err);
-    case ENG_SRC_NPY: return eng_load_npy(s->x_path, s->y_path, s->scale_u8, out, err);
-    }
-    return hpo_fail(err, HPO_EINVAL, "dataset", "unknown dataset source kind %d", (int)s->kind);
-}
-
 static centry *find_entry(const char *key) {
     for (centry *e = cache_head; e; e = e->next)
         if (strcmp(e->key, key) == 0) return e;
@@ -181,13 +159,17 @@ static centry *find_entry(const char *key) {
 
 int eng_dataset_cache_get_source(const eng_data_source *src, eng_dataset **out, hpo_error *err) {
     if (!src) return hpo_fail(err, HPO_EINVAL, "dataset", "no dataset source");
-    char *key = make_key(src);
+    const source_loader *l = loader_of(src);
+    if (!l)
+        return hpo_fail(err, HPO_EINVAL, "dataset", "unknown dataset source kind %d",
+                        (int)src->kind);
+    char *key = make_key(l, src);
     pthread_mutex_lock(&cache_mu);
     for (;;) {
         centry *e = find_entry(key);
         if (!e) break;
         if (e->ds) { /* loaded */
-            *out = eng_dataset_ref(e->ds);
+            *out = eng_dataset_retain(e->ds);
             pthread_mutex_unlock(&cache_mu);
             free(key);
             return 0;
@@ -204,7 +186,7 @@ int eng_dataset_cache_get_source(const eng_data_source *src, eng_dataset **out, 
     eng_dataset *ds = NULL;
     double t0 = hpo_monotonic();
     eng_data_load_acquire(-1); /* bounded concurrency: see data.h */
-    int rc = load_source(src, &ds, err);
+    int rc = l->load(src, &ds, err);
     eng_data_load_release();
 
     pthread_mutex_lock(&cache_mu);
@@ -218,7 +200,7 @@ int eng_dataset_cache_get_source(const eng_data_source *src, eng_dataset **out, 
         free(e);
     } else {
         e->ds = ds; /* the cache's reference */
-        *out = eng_dataset_ref(ds);
+        *out = eng_dataset_retain(ds);
         HPO_INFO("data: loaded %s (%zu samples) in %.3f s", e->key, ds->n,
                  hpo_monotonic() - t0);
     }
@@ -245,7 +227,7 @@ void eng_dataset_cache_clear(void) {
             continue;
         }
         *pp = e->next;
-        eng_dataset_unref(e->ds);
+        eng_dataset_release(e->ds);
         free(e->key);
         free(e);
     }
@@ -258,94 +240,4 @@ size_t eng_dataset_cache_size(void) {
     for (centry *e = cache_head; e; e = e->next) n += e->ds != NULL;
     pthread_mutex_unlock(&cache_mu);
     return n;
-}
-
-/* ---------------------------------------------------------------- splits */
-
-static int split_from(eng_dataset *ds, const uint32_t *idx, size_t n, eng_split *out) {
-    uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
-    if (!copy) return HPO_ENOMEM;
-    if (n) memcpy(copy, idx, n * sizeof *copy);
-    out->ds = eng_dataset_ref(ds);
-    out->idx = copy;
-    out->n = n;
-    return 0;
-}
-
-int eng_split_all(eng_dataset *ds, eng_split *out) {
-    if (!ds || !out) return HPO_EINVAL;
-    uint32_t *idx = malloc((ds->n ? ds->n : 1) * sizeof *idx);
-    if (!idx) return HPO_ENOMEM;
-    for (size_t i = 0; i < ds->n; i++) idx[i] = (uint32_t)i;
-    out->ds = eng_dataset_ref(ds);
-    out->idx = idx;
-    out->n = ds->n;
-    return 0;
-}
-
-int eng_split_make(eng_dataset *ds, const eng_split_spec *spec, eng_split *train,
-                   eng_split *val, hpo_error *err) {
-    int rc = 0;
-    uint32_t *perm = NULL;
-    eng_split tr = {0}, va = {0};
-    if (!ds || !spec || !train) return hpo_fail(err, HPO_EINVAL, "dataset", "no dataset");
-    size_t n = ds->n, nv = spec->val_count;
-    if (nv == 0 && spec->val_fraction != 0) {
-        if (!(spec->val_fraction > 0 && spec->val_fraction < 1))
-            return hpo_fail(err, HPO_EINVAL, "dataset.validation_split",
-                            "validation fraction %g is not in [0, 1)", spec->val_fraction);
-        nv = n - (size_t)((double)n * (1.0 - spec->val_fraction)); /* Keras' split_at */
-    }
-    if (nv >= n)
-        return hpo_fail(err, HPO_EINVAL, "dataset.validation_split",
-                        "validation takes %zu of %zu rows of %s: nothing left to train on", nv,
-                        n, ds->name);
-    perm = malloc((n ? n : 1) * sizeof *perm);
-    if (!perm) return hpo_fail(err, HPO_ENOMEM, "", "out of memory");
-    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
-    if (spec->mode == ENG_SPLIT_SHUFFLE) {
-        hpo_rng r;
-        hpo_rng_seed(&r, spec->seed);
-        hpo_rng_shuffle_u32(&r, perm, (uint32_t)n);
-    } else if (spec->mode != ENG_SPLIT_TAIL) {
-        rc = hpo_fail(err, HPO_EINVAL, "dataset.split", "unknown split mode %d", (int)spec->mode);
-        goto fail;
-    }
-    size_t ntr = n - nv;
-    if (spec->limit && spec->limit < ntr) ntr = spec->limit;
-    size_t nva = nv;
-    if (spec->val_limit && spec->val_limit < nva) nva = spec->val_limit;
-    if ((rc = split_from(ds, perm, ntr, &tr)) < 0) goto fail;
-    if (val && (rc = split_from(ds, perm + (n - nv), nva, &va)) < 0) goto fail;
-    free(perm);
-    *train = tr;
-    if (val) *val = va;
-    return 0;
-fail:
-    free(perm);
-    eng_split_close(&tr);
-    eng_split_close(&va);
-    return rc == HPO_ENOMEM ? hpo_fail(err, rc, "", "out of memory") : rc;
-}
-
-int eng_split_concat(const eng_split *a, const eng_split *b, eng_split *out) {
-    if (!a || !b || !out || a->ds != b->ds) return HPO_EINVAL;
-    size_t n = a->n + b->n;
-    uint32_t *idx = malloc((n ? n : 1) * sizeof *idx);
-    if (!idx) return HPO_ENOMEM;
-    if (a->n) memcpy(idx, a->idx, a->n * sizeof *idx);
-    if (b->n) memcpy(idx + a->n, b->idx, b->n * sizeof *idx);
-    out->ds = eng_dataset_ref(a->ds);
-    out->idx = idx;
-    out->n = n;
-    return 0;
-}
-
-void eng_split_close(eng_split *s) {
-    if (!s) return;
-    eng_dataset_unref(s->ds);
-    free(s->idx);
-    s->ds = NULL;
-    s->idx = NULL;
-    s->n = 0;
 }

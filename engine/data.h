@@ -5,9 +5,10 @@
  *
  * Design notes
  * - An eng_dataset is immutable once loaded and shared read-only by every
- *   worker thread. Its lifetime is a refcount (eng_dataset_ref/unref, atomic);
- *   the last unref frees it. Loaders return a dataset with refcount 1 owned by
- *   the caller. The cache holds one reference of its own per entry.
+ *   worker thread. Its lifetime is a refcount (eng_dataset_retain/release,
+ *   atomic); the last release frees it. Loaders return a dataset with
+ *   refcount 1 owned by the caller. The cache holds one reference of its own
+ *   per entry.
  * - Samples are stored compactly: uint8 images stay uint8 (x_type
  *   ENG_DATA_U8, 47 MB for Fashion-MNIST train) and are converted only when a
  *   batch is gathered: to f32 scaled by x_scale (1/255 for images, so [0,1]),
@@ -47,6 +48,11 @@
  *   dataset). eng_dataset_new refuses the same sizes. At most
  *   eng_data_max_loads() loads run at once: the cache and the api's upload
  *   validation take a load slot (eng_data_load_acquire) around each load.
+ * - Files, and calls between them going one way: data.c (builtin datasets,
+ *   the loader table of eng_source_kind -> loader, the cache) calls the
+ *   loaders idx.c, csv.c and npy.c, which build their datasets with
+ *   dataset.c (the object's allocation and refcount); split.c holds the
+ *   splits, batch.c the batcher, data_limits.c the limits.
  *
  * Threading: loaders and splits are reentrant; the cache is mutex-protected;
  * a dataset may be read from any number of threads; one eng_batcher is used
@@ -55,6 +61,7 @@
 #ifndef ENG_DATA_H
 #define ENG_DATA_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -86,13 +93,13 @@ typedef struct eng_dataset {
     size_t y_dim;          /* regression: values per sample (1 for CLASS) */
     int32_t *y_class;      /* [n] when y_type == CLASS, else NULL */
     float *y_target;       /* [n * y_dim] when y_type == TARGET, else NULL */
-    long refcount_;        /* private: use eng_dataset_ref/unref */
+    atomic_long refcount_; /* private: use eng_dataset_retain/release */
 } eng_dataset;
 
 /* Take another reference (atomic); returns ds for chaining. */
-eng_dataset *eng_dataset_ref(eng_dataset *ds);
+eng_dataset *eng_dataset_retain(eng_dataset *ds);
 /* Drop a reference (atomic); frees the dataset when it was the last. NULL ok. */
-void eng_dataset_unref(eng_dataset *ds);
+void eng_dataset_release(eng_dataset *ds);
 /* A new empty dataset (refcount 1) with x and y allocated for n samples of the
  * given shape; used by loaders and tests. y_dim is ignored for CLASS.
  * HPO_ETOOLARGE when it would take more than eng_data_max_bytes(). */
@@ -190,7 +197,7 @@ typedef struct eng_data_source {
 
 /* Get a dataset from the cache, loading it on first use (once, even when
  * several threads ask at the same time). *out is a NEW reference: the caller
- * unrefs it when done. The key is built from the source fields. */
+ * releases it when done. The key is built from the source fields. */
 int eng_dataset_cache_get_source(const eng_data_source *src, eng_dataset **out, hpo_error *err);
 /* Shorthand for builtins: eng_dataset_cache_get("fashion-mnist", "test", ...). */
 int eng_dataset_cache_get(const char *name, const char *part, eng_dataset **out, hpo_error *err);
@@ -230,7 +237,9 @@ int eng_split_make(eng_dataset *ds, const eng_split_spec *spec, eng_split *train
                    eng_split *val, hpo_error *err);
 /* Concatenate two splits of the same dataset (train+validation for refits). */
 int eng_split_concat(const eng_split *a, const eng_split *b, eng_split *out);
-void eng_split_close(eng_split *s);
+/* Drop the split's dataset reference and free its index list, leaving *s
+ * empty (clearing it again is a no-op). NULL ok. */
+void eng_split_clear(eng_split *s);
 
 /* ---- gathering and batching ---- */
 
@@ -271,7 +280,7 @@ typedef struct eng_batch {
 typedef struct eng_batcher eng_batcher;
 
 /* The batcher keeps its own reference on the split's dataset and copies the
- * index list, so the split may be closed afterwards. */
+ * index list, so the split may be cleared afterwards. */
 int eng_batcher_new(const eng_split *s, const eng_batcher_opts *opts, eng_batcher **out,
                     hpo_error *err);
 /* Batches per epoch. */

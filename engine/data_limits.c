@@ -18,6 +18,7 @@
  * CLOCK_MONOTONIC. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -29,8 +30,8 @@
 #define GIB ((size_t)1 << 30)
 #define MAX_LOADS 4
 
-static size_t max_bytes_set; /* 0: default */
-static int max_loads_set;    /* 0: default */
+static atomic_size_t max_bytes_set; /* 0: default */
+static atomic_int max_loads_set;    /* 0: default */
 
 static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -59,11 +60,11 @@ static size_t memory_budget(void) {
 }
 
 void eng_data_set_max_bytes(size_t max_bytes) {
-    __atomic_store_n(&max_bytes_set, max_bytes, __ATOMIC_RELAXED);
+    atomic_store_explicit(&max_bytes_set, max_bytes, memory_order_relaxed);
 }
 
 size_t eng_data_max_bytes(void) {
-    size_t v = __atomic_load_n(&max_bytes_set, __ATOMIC_RELAXED);
+    size_t v = atomic_load_explicit(&max_bytes_set, memory_order_relaxed);
     if (v) return v;
     v = memory_budget() / 4;
     if (v < 256 * MIB) v = 256 * MIB;
@@ -81,14 +82,14 @@ static void slots_init(void) {
 
 void eng_data_set_max_loads(int n) {
     pthread_once(&slots_once, slots_init);
-    __atomic_store_n(&max_loads_set, n > 0 ? n : 0, __ATOMIC_RELAXED);
+    atomic_store_explicit(&max_loads_set, n > 0 ? n : 0, memory_order_relaxed);
     pthread_mutex_lock(&slots_mu); /* more slots may let waiters in */
     pthread_cond_broadcast(&slots_cv);
     pthread_mutex_unlock(&slots_mu);
 }
 
 int eng_data_max_loads(void) {
-    int v = __atomic_load_n(&max_loads_set, __ATOMIC_RELAXED);
+    int v = atomic_load_explicit(&max_loads_set, memory_order_relaxed);
     if (v) return v;
     size_t fit = memory_budget() / 4 / eng_data_max_bytes();
     return fit < 1 ? 1 : fit > MAX_LOADS ? MAX_LOADS : (int)fit;

@@ -130,14 +130,14 @@ void eng_dnnl_cache_stats(uint64_t *hits, uint64_t *misses) {
 
 int eng_dnnl_set_num_threads(int n) {
     typedef void (*set_fn)(int);
-    static set_fn cached; /* set by whichever thread gets here first: atomic */
+    static _Atomic(set_fn) cached; /* set by whichever thread gets here first */
     if (n < 1) return HPO_EINVAL;
-    set_fn fn = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    set_fn fn = atomic_load_explicit(&cached, memory_order_acquire);
     if (!fn) {
         void *p = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
         if (!p) return HPO_EUNSUPPORTED;
         memcpy(&fn, &p, sizeof fn);
-        __atomic_store_n(&cached, fn, __ATOMIC_RELEASE);
+        atomic_store_explicit(&cached, fn, memory_order_release);
     }
     fn(n);
     return 0;

@@ -76,9 +76,9 @@ int eng_dnnl_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha,
                        float *C, int ldc, const float *bias);
 /* Naive reference (double accumulation) with the same contract. A and B are
  * f32, or bf16 when `bf16` != 0 (then cast the pointers). */
-void eng_ref_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha,
-                  const void *A, int lda, const void *B, int ldb, float beta, float *C,
-                  int ldc, const float *bias);
+void eng_dnnl_gemm_ref(int bf16, int transA, int transB, int M, int N, int K, float alpha,
+                       const void *A, int lda, const void *B, int ldb, float beta, float *C,
+                       int ldc, const float *bias);
 
 /* ---- 2-D convolution ----
  * x: [N][H][W][C] (NHWC), w: [KH][KW][C][OC] (HWIO), bias: [OC] f32,
@@ -121,11 +121,11 @@ int eng_dnnl_conv2d_backward_weights(const eng_conv2d_shape *s, eng_dnnl_type t,
 
 /* Naive references (double accumulation), same contracts, f32 only or bf16
  * inputs when t == ENG_DNNL_BF16. */
-void eng_ref_conv2d_forward(const eng_conv2d_shape *s, eng_dnnl_type t, const void *x,
-                            const void *w, const float *bias, float *y);
-void eng_ref_conv2d_backward_data(const eng_conv2d_shape *s, eng_dnnl_type t, const void *dy,
-                                  const void *w, float *dx);
-void eng_ref_conv2d_backward_weights(const eng_conv2d_shape *s, eng_dnnl_type t,
-                                     const void *x, const void *dy, float *dw, float *db);
+void eng_dnnl_conv2d_forward_ref(const eng_conv2d_shape *s, eng_dnnl_type t, const void *x,
+                                 const void *w, const float *bias, float *y);
+void eng_dnnl_conv2d_backward_data_ref(const eng_conv2d_shape *s, eng_dnnl_type t, const void *dy,
+                                       const void *w, float *dx);
+void eng_dnnl_conv2d_backward_weights_ref(const eng_conv2d_shape *s, eng_dnnl_type t,
+                                          const void *x, const void *dy, float *dw, float *db);
 
 #endif

@@ -272,7 +272,7 @@ int eng_load_idx(const char *images_path, const char *labels_path, eng_dataset *
     *out = ds;
     return 0;
 fail:
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     if (gx) gzclose(gx);
     if (gy) gzclose(gy);
     return rc;

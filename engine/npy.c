@@ -364,7 +364,7 @@ int eng_load_npy(const char *x_path, const char *y_path, int scale_u8, eng_datas
     *out = ds;
     return 0;
 fail:
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     if (fx) fclose(fx);
     if (fy) fclose(fy);
     return rc;

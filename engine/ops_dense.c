@@ -298,13 +298,13 @@ int eng_conv2d_backward(const eng_backend *be, const eng_conv2d_shape *s, eng_dt
 
 void eng_conv2d_forward_ref(const eng_conv2d_shape *s, const float *x, const float *w, const float *b,
                             float *z, float *y, int act) {
-    eng_ref_conv2d_forward(s, ENG_DNNL_F32, x, w, b, z);
+    eng_dnnl_conv2d_forward_ref(s, ENG_DNNL_F32, x, w, b, z);
     eng_act_forward_ref(act, z, y, (size_t)s->N * s->OH * s->OW, (size_t)s->OC);
 }
 
 void eng_conv2d_backward_ref(const eng_conv2d_shape *s, const float *x, const float *w, const float *z,
                              const float *y, float *d, float *dx, float *dw, float *db, int act) {
     eng_act_backward_ref(act, z, y, d, (size_t)s->N * s->OH * s->OW, (size_t)s->OC);
-    eng_ref_conv2d_backward_weights(s, ENG_DNNL_F32, x, d, dw, db);
-    if (dx) eng_ref_conv2d_backward_data(s, ENG_DNNL_F32, d, w, dx);
+    eng_dnnl_conv2d_backward_weights_ref(s, ENG_DNNL_F32, x, d, dw, db);
+    if (dx) eng_dnnl_conv2d_backward_data_ref(s, ENG_DNNL_F32, d, w, dx);
 }

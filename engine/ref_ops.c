@@ -10,9 +10,9 @@ static double ld(int bf16, const void *p, size_t i) {
     return bf16 ? (double)eng_bf16_to_f32(((const uint16_t *)p)[i]) : (double)((const float *)p)[i];
 }
 
-void eng_ref_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha,
-                  const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc,
-                  const float *bias) {
+void eng_dnnl_gemm_ref(int bf16, int transA, int transB, int M, int N, int K, float alpha,
+                       const void *A, int lda, const void *B, int ldb, float beta, float *C,
+                       int ldc, const float *bias) {
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double s = 0;
@@ -28,8 +28,8 @@ void eng_ref_gemm(int bf16, int transA, int transB, int M, int N, int K, float a
 }
 
 /* x[n][h][w][c], w[kh][kw][c][oc], y[n][oh][ow][oc] */
-void eng_ref_conv2d_forward(const eng_conv2d_shape *s, eng_dnnl_type t, const void *x,
-                            const void *w, const float *bias, float *y) {
+void eng_dnnl_conv2d_forward_ref(const eng_conv2d_shape *s, eng_dnnl_type t, const void *x,
+                                 const void *w, const float *bias, float *y) {
     int b16 = t == ENG_DNNL_BF16;
     for (int n = 0; n < s->N; n++)
         for (int oh = 0; oh < s->OH; oh++)
@@ -51,8 +51,8 @@ void eng_ref_conv2d_forward(const eng_conv2d_shape *s, eng_dnnl_type t, const vo
                 }
 }
 
-void eng_ref_conv2d_backward_data(const eng_conv2d_shape *s, eng_dnnl_type t, const void *dy,
-                                  const void *w, float *dx) {
+void eng_dnnl_conv2d_backward_data_ref(const eng_conv2d_shape *s, eng_dnnl_type t, const void *dy,
+                                       const void *w, float *dx) {
     int b16 = t == ENG_DNNL_BF16;
     /* dx[n][ih][iw][c] = sum over (oh, ow, kh, kw) with ih = oh*sh - pt + kh of
      * dy[n][oh][ow][oc] * w[kh][kw][c][oc] */
@@ -80,8 +80,8 @@ void eng_ref_conv2d_backward_data(const eng_conv2d_shape *s, eng_dnnl_type t, co
                 }
 }
 
-void eng_ref_conv2d_backward_weights(const eng_conv2d_shape *s, eng_dnnl_type t,
-                                     const void *x, const void *dy, float *dw, float *db) {
+void eng_dnnl_conv2d_backward_weights_ref(const eng_conv2d_shape *s, eng_dnnl_type t,
+                                          const void *x, const void *dy, float *dw, float *db) {
     int b16 = t == ENG_DNNL_BF16;
     for (int kh = 0; kh < s->KH; kh++)
         for (int kw = 0; kw < s->KW; kw++)

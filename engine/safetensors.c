@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,12 +228,12 @@ static void fsync_dir_of(const char *path) {
 static int io_rc(int e) { return e == ENOSPC || e == EDQUOT ? HPO_ENOSPACE : HPO_EIO; }
 
 int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err) {
-    static unsigned long counter;
+    static atomic_ulong counter;
     char *hdr = NULL, tmp[4096];
     size_t hl, dl;
     int fd = -1, created = 0, rc = build_header(w, &hdr, &hl, &dl, err);
     if (rc < 0) return rc;
-    unsigned long c = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+    unsigned long c = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed);
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(), c) >=
         sizeof tmp) {
         rc = hpo_fail(err, HPO_EINVAL, "path", "path too long");

@@ -189,11 +189,11 @@ fail:
     if (rc) fprintf(stderr, "hpod train: %s: %s%s%s\n", hpo_strerror(rc), err.field[0] ? err.field : "",
                     err.field[0] ? ": " : "", err.message);
     eng_model_free(m);
-    eng_split_close(&tr);
-    if (vsplit) eng_split_close(&va);
-    eng_split_close(&te);
-    eng_dataset_unref(train_ds);
-    eng_dataset_unref(test_ds);
+    eng_split_clear(&tr);
+    if (vsplit) eng_split_clear(&va);
+    eng_split_clear(&te);
+    eng_dataset_release(train_ds);
+    eng_dataset_release(test_ds);
     json_decref(tmpl);
     json_decref(params);
     return rc ? 1 : status;

@@ -362,7 +362,8 @@ static json_t *meta_parse(const eng_st_file *f, const char *key, const char *pat
     return j;
 }
 
-int eng_model_open_weights(const char *path, eng_model **out, json_t **metadata_out, hpo_error *err) {
+int eng_model_new_from_weights(const char *path, eng_model **out, json_t **metadata_out,
+                               hpo_error *err) {
     eng_st_file *f = NULL;
     eng_model *m = NULL;
     json_t *tmpl = NULL, *params = NULL, *shape = NULL, *ncl = NULL, *md = NULL;

@@ -30,7 +30,7 @@
  *   (e.g. "trial", "epochs", "dataset") that is not one of these reserved
  *   keys: strings as they are, integers in decimal, anything else as its
  *   JSON text. The caller's "template" (object, needed for
- *   eng_model_open_weights) and "params" (object or null) give those two
+ *   eng_model_new_from_weights) and "params" (object or null) give those two
  *   keys; "n_classes" (integer) overrides the value derived from the model
  *   (out_dim for sparse categorical cross-entropy, else 0).
  * - Writes are crash-safe (temp file + fsync + rename, safetensors.h).
@@ -49,12 +49,13 @@
  *   m->precision) only when none are reserved yet (batch_size, or
  *   min(n, 256) rows); otherwise batches are capped at m->cap. Eval mode is
  *   per-sample, so the batch size does not change the results' meaning.
- *   A model from eng_model_open_weights predicts in fp32 (call
+ *   A model from eng_model_new_from_weights predicts in fp32 (call
  *   eng_model_reserve with another precision first to change that).
  * Threading: a model is used by one thread at a time; a file is read or
  *   written by the calling thread only.
- * Ownership: eng_model_open_weights returns a new model (eng_model_free) and a
- *   new metadata object (json_decref); out-params written only on success.
+ * Ownership: eng_model_new_from_weights returns a new model (eng_model_free)
+ *   and a new metadata object (json_decref); out-params written only on
+ *   success.
  */
 #ifndef ENG_WEIGHTS_H
 #define ENG_WEIGHTS_H
@@ -87,7 +88,8 @@ int eng_model_load_weights(eng_model *m, const char *path, hpo_error *err);
  * input_shape, n_classes) and load its weights. *metadata_out (may be NULL)
  * receives every metadata entry as a JSON object of strings. HPO_EFORMAT if
  * the metadata is missing or not valid JSON; model errors as eng_model_new. */
-int eng_model_open_weights(const char *path, eng_model **out, json_t **metadata_out, hpo_error *err);
+int eng_model_new_from_weights(const char *path, eng_model **out, json_t **metadata_out,
+                               hpo_error *err);
 
 /* Load a trial checkpoint's weights (train.h) into m: the best epoch's
  * weights when use_best is set and the checkpoint holds "best_params", else

@@ -372,7 +372,7 @@ int main(int argc, char **argv) {
                r->prec, r->threads, r->ours, r->torch, r->torch > 0 ? r->ours / r->torch : 0, r->bound, r->bound_how,
                100 * r->ours / r->bound, r->bound_all, 100 * r->ours / r->bound_all, r->gflops, own > 0 ? r->ours / own : 0);
     }
-    eng_split_close(&sp);
-    eng_dataset_unref(ds);
+    eng_split_clear(&sp);
+    eng_dataset_release(ds);
     return 0;
 }

@@ -199,8 +199,8 @@ static void bench_data(void) {
             eng_batcher_free(bt);
         }
     printf("fashion-mnist train load (gz IDX, 60000x784 uint8): %.3f s\n", tl);
-    eng_split_close(&sp);
-    eng_dataset_unref(ds);
+    eng_split_clear(&sp);
+    eng_dataset_release(ds);
 }
 
 int main(int argc, char **argv) {

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_check_dataset(ds);
         if (ds->rank != 1 || ds->x_type != ENG_DATA_F32) abort();
         if ((ds->y_type == ENG_DATA_Y_CLASS) != (classify != 0)) abort();
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
     } else {
         if (ds) abort();
         fuzz_check_error(rc, &err);

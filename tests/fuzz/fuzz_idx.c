@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc == 0) {
         fuzz_check_dataset(ds);
         if (ds->y_type != ENG_DATA_Y_CLASS) abort();
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
     } else {
         if (ds) abort(); /* never written on failure */
         fuzz_check_error(rc, &err);

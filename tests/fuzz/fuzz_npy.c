@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rc = eng_load_npy(px, py, flags & 1, &ds, &err);
     if (rc == 0) {
         fuzz_check_dataset(ds);
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
     } else {
         if (ds) abort();
         fuzz_check_error(rc, &err);

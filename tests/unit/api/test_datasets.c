@@ -268,7 +268,7 @@ static void test_source(void **state) {
     assert_int_equal(eng_dataset_cache_get_source(&src, &ds, &err), 0);
     assert_int_equal(ds->n, 5);
     assert_int_equal(ds->n_classes, 3);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     eng_dataset_cache_clear();
     free(owned);
     json_decref(spec);

@@ -135,7 +135,7 @@ static void test_refit_ensemble_predict(void **state) {
     api_response_clear(&keep);
     eng_model *engine = NULL;
     hpo_error err;
-    assert_int_equal(eng_model_open_weights(file, &engine, NULL, &err), 0);
+    assert_int_equal(eng_model_new_from_weights(file, &engine, NULL, &err), 0);
 
     /* predict over the api == the engine's own predictions, on 7 test rows */
     eng_dataset *ds;
@@ -207,8 +207,8 @@ static void test_refit_ensemble_predict(void **state) {
     json_decref(e);
     free(req);
 
-    eng_split_close(&rows);
-    eng_dataset_unref(ds);
+    eng_split_clear(&rows);
+    eng_dataset_release(ds);
     eng_model_free(engine);
     api_ctx_free(ctx);
     sto_close(db);

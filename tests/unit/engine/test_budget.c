@@ -241,9 +241,9 @@ static void test_estimate_matches_allocations(void **state) {
     snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
     unlink(path);
     rmdir(dir);
-    eng_split_close(&tr);
-    eng_split_close(&va);
-    eng_dataset_unref(ds);
+    eng_split_clear(&tr);
+    eng_split_clear(&va);
+    eng_dataset_release(ds);
 }
 
 /* ---- huge layers: refused before anything is allocated ---- */
@@ -333,9 +333,9 @@ static void test_budget_drops_replicas(void **state) {
     assert_int_equal(counted_run(mlp, &o, &tr, &va, &count, &err), HPO_ETOOLARGE);
     printf("  %s (%s)\n", err.message, err.field);
     assert_string_equal(err.field, "model.layers[1].dense.units");
-    eng_split_close(&tr);
-    eng_split_close(&va);
-    eng_dataset_unref(ds);
+    eng_split_clear(&tr);
+    eng_split_clear(&va);
+    eng_dataset_release(ds);
 }
 
 /* ---- every allocation failure is HPO_ENOMEM with a message ---- */
@@ -400,9 +400,9 @@ static void test_allocation_failures_return_enomem(void **state) {
     snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
     unlink(path);
     rmdir(dir);
-    eng_split_close(&tr);
-    eng_split_close(&va);
-    eng_dataset_unref(ds);
+    eng_split_clear(&tr);
+    eng_split_clear(&va);
+    eng_dataset_release(ds);
 }
 
 int main(void) {

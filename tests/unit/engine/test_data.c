@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +102,7 @@ static void test_idx(void **state) {
         assert_int_equal(ds->n_classes, 4);
         assert_memory_equal(ds->x, img, 30);
         assert_int_equal(ds->y_class[1], 3);
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
     }
     eng_dataset *ds = (eng_dataset *)0x1;
     hpo_error err = {0};
@@ -160,11 +161,11 @@ static void test_csv(void **state) {
     const float *x = ds->x;
     assert_true(x[3] == 4.5f && x[4] == -0.5f && x[5] == 6.f && isinf(x[8]));
     assert_int_equal(ds->y_class[1], 2);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     assert_int_equal(eng_load_csv(p("a.csv"), "x3", 0, &ds, &err), 0); /* regression */
     assert_int_equal(ds->y_type, ENG_DATA_Y_TARGET);
     assert_true(ds->y_target[1] == 6.f);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
 
     ds = (eng_dataset *)0x1;
     printf(" short row\n");
@@ -238,7 +239,7 @@ static void test_npy(void **state) {
             else assert_int_equal(ds->y_class[i], i % 3);
         }
         if (d == 0) assert_true(fabsf(ds->x_scale - 1.0f / 255) < 1e-9f);
-        eng_dataset_unref(ds);
+        eng_dataset_release(ds);
         /* eng_npy_read round trip */
         void *data;
         int rank;
@@ -339,15 +340,77 @@ static void test_fashion_mnist_and_cache(void **state) {
     assert_int_equal(eng_dataset_cache_get("fashion-mnist", "train", &again, &err), 0);
     assert_ptr_equal(again, tr);
     assert_int_equal(tr->refcount_, 3); /* cache + tr + again */
-    eng_dataset_unref(again);
-    for (int i = 0; i < 4; i++) eng_dataset_unref(te[i]);
+    eng_dataset_release(again);
+    for (int i = 0; i < 4; i++) eng_dataset_release(te[i]);
     /* clearing the cache leaves our reference alive */
     eng_dataset_cache_clear();
     assert_int_equal(eng_dataset_cache_size(), 0);
     assert_int_equal(tr->refcount_, 1);
     assert_int_equal(tr->y_class[59999] >= 0, 1);
-    eng_dataset_unref(tr);
+    eng_dataset_release(tr);
     assert_int_equal(eng_dataset_cache_get("mnist-digits", NULL, &again, &err), HPO_ENOTFOUND);
+}
+
+/* The cache reaches every loader through its table: each source kind loads
+ * its own files; the same source (by another path to the same file) is one
+ * entry, a source that loads differently (CSV targets instead of classes)
+ * another; a kind the table lacks fails cleanly and caches nothing. */
+static void test_cache_sources(void **state) {
+    (void)state;
+    hpo_error err = {0};
+    eng_dataset_cache_clear();
+    uint8_t img[4 * 2 * 2], lab[4] = {0, 1, 2, 1};
+    for (int i = 0; i < 16; i++) img[i] = (uint8_t)i;
+    uint32_t di[3] = {4, 2, 2}, dl[1] = {4};
+    write_idx(p("ci"), 0x08, 3, di, img, 0, 0);
+    write_idx(p("cl"), 0x08, 1, dl, lab, 0, 1);
+    write_text(p("c.csv"), "a,b,label\n1,2,0\n3,4,1\n5,6,1\n");
+    float x[3 * 2] = {1, 2, 3, 4, 5, 6};
+    int32_t y[3] = {0, 1, 1};
+    int64_t sx[2] = {3, 2}, sy[1] = {3};
+    assert_int_equal(eng_npy_write(p("cx.npy"), "<f4", 2, sx, x, &err), 0);
+    assert_int_equal(eng_npy_write(p("cy.npy"), "<i4", 1, sy, y, &err), 0);
+    char ci[600], cl[600], csv[600], dotted[600], cx[600], cy[600]; /* p() reuses 4 buffers */
+    snprintf(ci, sizeof ci, "%s/ci", dir);
+    snprintf(cl, sizeof cl, "%s/cl", dir);
+    snprintf(csv, sizeof csv, "%s/c.csv", dir);
+    snprintf(dotted, sizeof dotted, "%s/./c.csv", dir);
+    snprintf(cx, sizeof cx, "%s/cx.npy", dir);
+    snprintf(cy, sizeof cy, "%s/cy.npy", dir);
+
+    eng_data_source src[] = {
+        {.kind = ENG_SRC_IDX, .x_path = ci, .y_path = cl},
+        {.kind = ENG_SRC_CSV, .x_path = csv, .label_column = "label", .classify = 1},
+        {.kind = ENG_SRC_CSV, .x_path = dotted, .label_column = "label", .classify = 1},
+        {.kind = ENG_SRC_CSV, .x_path = csv, .label_column = "label", .classify = 0},
+        {.kind = ENG_SRC_NPY, .x_path = cx, .y_path = cy},
+    };
+    size_t want_n[] = {4, 3, 3, 3, 3}, want_size[] = {1, 2, 2, 3, 4};
+    eng_dataset *ds[5];
+    for (int i = 0; i < 5; i++) {
+        int rc = eng_dataset_cache_get_source(&src[i], &ds[i], &err);
+        if (rc < 0) printf("  source %d: %s\n", i, err.message);
+        assert_int_equal(rc, 0);
+        assert_int_equal(ds[i]->n, want_n[i]);
+        assert_int_equal(eng_dataset_cache_size(), want_size[i]);
+    }
+    assert_int_equal(ds[0]->x_type, ENG_DATA_U8);
+    assert_int_equal(ds[1]->y_type, ENG_DATA_Y_CLASS);
+    assert_ptr_equal(ds[2], ds[1]);
+    assert_int_equal(ds[3]->y_type, ENG_DATA_Y_TARGET);
+    assert_int_equal(ds[4]->x_type, ENG_DATA_F32);
+    assert_int_equal(ds[4]->sample_size, 2);
+
+    eng_data_source bad = {.kind = (eng_source_kind)(ENG_SRC_NPY + 1), .x_path = csv};
+    eng_dataset *none = (eng_dataset *)0x1;
+    expect_err(eng_dataset_cache_get_source(&bad, &none, &err), HPO_EINVAL, &err, "kind");
+    assert_ptr_equal(none, (eng_dataset *)0x1);
+    bad.kind = (eng_source_kind)-1;
+    expect_err(eng_dataset_cache_get_source(&bad, &none, &err), HPO_EINVAL, &err, "kind");
+    assert_int_equal(eng_dataset_cache_size(), 4);
+    for (int i = 0; i < 5; i++) eng_dataset_release(ds[i]);
+    eng_dataset_cache_clear();
+    assert_int_equal(eng_dataset_cache_size(), 0);
 }
 
 /* An IDX file of the given header and `body` bytes of (i * 13) % 256,
@@ -449,7 +512,7 @@ static void test_size_cap(void **state) {
         float got = ((float *)ds->x)[5000];
         assert_true(memcmp(&got, &f, 4) == 0 || (isnan(got) && isnan(f)));
     }
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     ds = (eng_dataset *)0x1;
 
     printf(" NPY declaring 8 GiB\n");
@@ -490,7 +553,7 @@ static void test_size_cap(void **state) {
     assert_int_equal(ds->n, 80000);
     assert_true(((float *)ds->x)[2 * 79999] == 79999 % 10 && ((float *)ds->x)[2 * 79999 + 1] == 79999 % 3);
     assert_int_equal(ds->y_class[79999], 1);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
     ds = (eng_dataset *)0x1;
     printf(" CSV with a line over 16 MiB\n");
     f = fopen(p("long.csv"), "w");
@@ -515,7 +578,7 @@ typedef struct slot_arg {
     const char *path;
     eng_dataset *ds;
     int rc;
-    volatile int done;
+    atomic_int done;
 } slot_arg;
 
 static void *slot_thread(void *arg) {
@@ -523,7 +586,7 @@ static void *slot_thread(void *arg) {
     eng_data_source src = {.kind = ENG_SRC_CSV, .x_path = a->path, .label_column = "label", .classify = 1};
     hpo_error err = {0};
     a->rc = eng_dataset_cache_get_source(&src, &a->ds, &err);
-    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    atomic_store_explicit(&a->done, 1, memory_order_release);
     return NULL;
 }
 
@@ -542,13 +605,13 @@ static void test_load_slots(void **state) {
     pthread_t th;
     pthread_create(&th, NULL, slot_thread, &a);
     usleep(100 * 1000);
-    assert_int_equal(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 0); /* waits for our slot */
+    assert_int_equal(atomic_load_explicit(&a.done, memory_order_acquire), 0); /* waits for our slot */
     assert_int_equal(eng_dataset_cache_size(), 0);
     eng_data_load_release();
     pthread_join(th, NULL);
     assert_int_equal(a.rc, 0);
     assert_int_equal(a.ds->n, 2);
-    eng_dataset_unref(a.ds);
+    eng_dataset_release(a.ds);
     /* the slot came back: a second one is free again */
     assert_int_equal(eng_data_load_acquire(0), 0);
     eng_data_set_max_loads(2); /* a raised limit lets a waiter in */
@@ -587,14 +650,14 @@ static void test_splits(void **state) {
     eng_split all;
     assert_int_equal(eng_split_concat(&tr, &va, &all), 0);
     assert_int_equal(all.n, 1000);
-    eng_split_close(&all);
-    eng_split_close(&tr), eng_split_close(&va);
+    eng_split_clear(&all);
+    eng_split_clear(&tr), eng_split_clear(&va);
     sp = (eng_split_spec){.val_fraction = 0.2, .limit = 50, .val_limit = 30};
     assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), 0);
     assert_int_equal(tr.n, 50);
     assert_int_equal(va.n, 30);
     assert_int_equal(va.idx[0], 800);
-    eng_split_close(&tr), eng_split_close(&va);
+    eng_split_clear(&tr), eng_split_clear(&va);
     /* seeded shuffle: deterministic, disjoint, covers everything */
     sp = (eng_split_spec){.val_count = 300, .mode = ENG_SPLIT_SHUFFLE, .seed = 5};
     eng_split tr2, va2;
@@ -609,13 +672,13 @@ static void test_splits(void **state) {
     int identity = 1;
     for (size_t i = 0; i < tr.n; i++) identity &= tr.idx[i] == i;
     assert_false(identity);
-    eng_split_close(&tr), eng_split_close(&va), eng_split_close(&tr2), eng_split_close(&va2);
+    eng_split_clear(&tr), eng_split_clear(&va), eng_split_clear(&tr2), eng_split_clear(&va2);
     sp = (eng_split_spec){.val_count = 1000};
     assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), HPO_EINVAL);
     sp = (eng_split_spec){.val_fraction = 1.5};
     assert_int_equal(eng_split_make(ds, &sp, &tr, &va, &err), HPO_EINVAL);
     assert_int_equal(ds->refcount_, 1); /* every split released its reference */
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
 }
 
 /* Collect one epoch of a batcher: x as f32 or bf16 bytes, labels. */
@@ -720,9 +783,9 @@ static void test_batcher(void **state) {
     }
     assert_int_equal(cnt, 10);
     eng_batcher_free(b);
-    eng_split_close(&all);
+    eng_split_clear(&all);
     assert_int_equal(ds->refcount_, 1);
-    eng_dataset_unref(ds);
+    eng_dataset_release(ds);
 }
 
 int main(void) {
@@ -731,6 +794,7 @@ int main(void) {
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_npy),
         cmocka_unit_test(test_fashion_mnist_and_cache),
+        cmocka_unit_test(test_cache_sources),
         cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_load_slots),
         cmocka_unit_test(test_splits),

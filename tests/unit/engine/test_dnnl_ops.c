@@ -60,11 +60,11 @@ static int check_gemm(int bf16, int ta, int tb, int M, int N, int K, int pad, fl
         eng_f32_to_bf16_n(A, Ah, na), eng_f32_to_bf16_n(B, Bh, nb);
         rc = eng_dnnl_gemm_bf16(ta, tb, M, N, K, alpha, Ah, lda, Bh, ldb, beta, C, ldc,
                                 use_bias ? bias : NULL);
-        eng_ref_gemm(1, ta, tb, M, N, K, alpha, Ah, lda, Bh, ldb, beta, R, ldc, use_bias ? bias : NULL);
+        eng_dnnl_gemm_ref(1, ta, tb, M, N, K, alpha, Ah, lda, Bh, ldb, beta, R, ldc, use_bias ? bias : NULL);
     } else {
         rc = eng_dnnl_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                                use_bias ? bias : NULL);
-        eng_ref_gemm(0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc, use_bias ? bias : NULL);
+        eng_dnnl_gemm_ref(0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc, use_bias ? bias : NULL);
     }
     assert_int_equal(rc, 0);
     /* compare only the M x N part; padding columns must be untouched */
@@ -167,15 +167,15 @@ static void check_conv(eng_dnnl_type t, int N, int H, int W, int C, int K, int O
     char impl[3][64];
     assert_int_equal(eng_dnnl_conv2d_forward(&s, t, px, pw, b, y), 0);
     snprintf(impl[0], 64, "%s", eng_dnnl_last_impl());
-    eng_ref_conv2d_forward(&s, t, px, pw, b, yr);
+    eng_dnnl_conv2d_forward_ref(&s, t, px, pw, b, yr);
     diff(y, yr, ny, &a1, &r1);
     assert_int_equal(eng_dnnl_conv2d_backward_data(&s, t, pdy, pw, dx), 0);
     snprintf(impl[1], 64, "%s", eng_dnnl_last_impl());
-    eng_ref_conv2d_backward_data(&s, t, pdy, pw, dxr);
+    eng_dnnl_conv2d_backward_data_ref(&s, t, pdy, pw, dxr);
     diff(dx, dxr, nx, &a2, &r2);
     assert_int_equal(eng_dnnl_conv2d_backward_weights(&s, t, px, pdy, dw, use_bias ? db : NULL), 0);
     snprintf(impl[2], 64, "%s", eng_dnnl_last_impl());
-    eng_ref_conv2d_backward_weights(&s, t, px, pdy, dwr, use_bias ? dbr : NULL);
+    eng_dnnl_conv2d_backward_weights_ref(&s, t, px, pdy, dwr, use_bias ? dbr : NULL);
     diff(dw, dwr, nw, &a3, &r3);
     if (use_bias) diff(db, dbr, (size_t)OC, &a4, &r4);
     printf("  conv %s %dx%dx%dx%d k%d->%d s%d %s bias %d: fwd %.1e/%.1e [%s] bwd_d %.1e/%.1e [%s] "
@@ -219,7 +219,7 @@ static void *thread_body(void *arg) {
     hpo_rng r;
     hpo_rng_seed(&r, (uint64_t)id);
     fill(&r, A, (size_t)M * K), fill(&r, B, (size_t)K * N);
-    eng_ref_gemm(0, 0, 0, M, N, K, 1, A, K, B, N, 0, R, N, NULL);
+    eng_dnnl_gemm_ref(0, 0, 0, M, N, K, 1, A, K, B, N, 0, R, N, NULL);
     long bad = 0;
     eng_dnnl_set_num_threads(1);
     for (int it = 0; it < 200; it++) {

@@ -62,8 +62,8 @@ static double run(const char *model, int epochs, int precision) {
     printf("  %s %-10s %2d epochs: test accuracy %.4f (train loss %.4f, %.0f samples/s, %.1f s)\n", model,
            eng_precision_name(precision), epochs, tm.accuracy, r.train.loss, r.samples_per_s, hpo_monotonic() - t0);
     fflush(stdout);
-    eng_split_close(&tr);
-    eng_split_close(&te);
+    eng_split_clear(&tr);
+    eng_split_clear(&te);
     eng_model_free(m);
     json_decref(t);
     return tm.accuracy;
@@ -100,8 +100,8 @@ int main(int argc, char **argv) {
     }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_mlp), cmocka_unit_test(test_cnn)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    eng_dataset_unref(train_ds);
-    eng_dataset_unref(test_ds);
+    eng_dataset_release(train_ds);
+    eng_dataset_release(test_ds);
     eng_dataset_cache_clear();
     return rc;
 }

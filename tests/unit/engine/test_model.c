@@ -380,9 +380,9 @@ static void resume_teardown(resume_fixture *f) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s %s", f->d1, f->d2);
     assert_int_equal(system(cmd), 0);
-    eng_split_close(&f->tr);
-    eng_split_close(&f->va);
-    eng_dataset_unref(f->ds);
+    eng_split_clear(&f->tr);
+    eng_split_clear(&f->va);
+    eng_dataset_release(f->ds);
 }
 
 static void test_checkpoint_resume_bit_identical(void **state) {
@@ -539,8 +539,8 @@ static void test_divergence_stop_and_fp16(void **state) {
     assert_int_equal(r.epochs_run, 2); /* Keras: the first epoch sets the best, the second does not improve */
     assert_int_equal(r.best_epoch, 1);
     eng_model_free(m);
-    eng_split_close(&tr);
-    eng_dataset_unref(ds);
+    eng_split_clear(&tr);
+    eng_dataset_release(ds);
 }
 
 int main(void) {

@@ -285,8 +285,8 @@ static void test_replicas_deferred_gather(void **state) {
         eng_replicas_free(ra), eng_replicas_free(rb);
         eng_model_free(a), eng_model_free(b);
     }
-    eng_split_close(&sp);
-    eng_dataset_unref(ds);
+    eng_split_clear(&sp);
+    eng_dataset_release(ds);
 }
 
 /* Evaluation on the replicas' threads gives the metrics of a single-threaded

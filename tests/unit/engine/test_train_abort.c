@@ -111,9 +111,9 @@ static void test_negative_callback_aborts_without_checkpoint(void **state) {
     json_decref(tmpl);
     unlink(path);
     rmdir(dir);
-    eng_split_close(&tr);
-    eng_split_close(&va);
-    eng_dataset_unref(ds);
+    eng_split_clear(&tr);
+    eng_split_clear(&va);
+    eng_dataset_release(ds);
 }
 
 int main(void) {

@@ -307,10 +307,10 @@ static void test_save_load_open(void **state) {
     /* open from the file's metadata alone */
     eng_model *c = NULL;
     json_t *mo = NULL;
-    assert_int_equal(eng_model_open_weights(p, &c, &mo, &err), 0);
+    assert_int_equal(eng_model_new_from_weights(p, &c, &mo, &err), 0);
     float *pc = predict_all(c, &s);
     int same_c = same_floats(pa, pc, s.n * NCLS);
-    printf("  open_weights (template/params/input_shape/n_classes from metadata): predictions %s; trial=%s\n",
+    printf("  new_from_weights (template/params/input_shape/n_classes from metadata): predictions %s; trial=%s\n",
            same_c ? "bit-identical" : "DIFFER", json_string_value(json_object_get(mo, "trial")));
     assert_true(same_c);
     assert_string_equal(json_string_value(json_object_get(mo, "format")), "hpo-model-1");
@@ -322,9 +322,9 @@ static void test_save_load_open(void **state) {
     assert_int_equal(eng_model_export_weights(a, p2, NULL, &err), 0);
     assert_int_equal(eng_model_load_weights(b, p2, &err), 0);
     eng_model *d = (eng_model *)0x1;
-    assert_int_equal(eng_model_open_weights(p2, &d, NULL, &err), HPO_EFORMAT);
+    assert_int_equal(eng_model_new_from_weights(p2, &d, NULL, &err), HPO_EFORMAT);
     assert_true(d == (eng_model *)0x1); /* out-param untouched */
-    printf("  open_weights without a template: %s (%s)\n", hpo_errname(HPO_EFORMAT), err.message);
+    printf("  new_from_weights without a template: %s (%s)\n", hpo_errname(HPO_EFORMAT), err.message);
 
     /* bad metadata arguments */
     json_t *bad = json_pack("{s:s}", "template", "not an object");
@@ -341,8 +341,8 @@ static void test_save_load_open(void **state) {
     eng_model_free(a);
     eng_model_free(b);
     eng_model_free(c);
-    eng_split_close(&s);
-    eng_dataset_unref(ds);
+    eng_split_clear(&s);
+    eng_dataset_release(ds);
 }
 
 static void test_bad_files(void **state) {
@@ -368,7 +368,7 @@ static void test_bad_files(void **state) {
     spit(q, img, 5);
     assert_int_equal(eng_model_load_weights(b, q, &err), HPO_EFORMAT);
     eng_model *o = NULL;
-    assert_int_equal(eng_model_open_weights(q, &o, NULL, &err), HPO_EFORMAT);
+    assert_int_equal(eng_model_new_from_weights(q, &o, NULL, &err), HPO_EFORMAT);
     assert_null(o);
     free(img);
 
@@ -410,7 +410,7 @@ static void test_bad_files(void **state) {
         assert_int_equal(rc, HPO_EFORMAT);
         assert_string_equal(err.field, mode ? "layers[9].dense.weight" : "layers[2].residual.layers[1].batchnorm.running_var");
         o = NULL;
-        assert_int_equal(eng_model_open_weights(q, &o, NULL, &err), HPO_EFORMAT);
+        assert_int_equal(eng_model_new_from_weights(q, &o, NULL, &err), HPO_EFORMAT);
         assert_null(o);
     }
     eng_st_file_free(f);
@@ -492,8 +492,8 @@ static void test_predict(void **state) {
     eng_split s2;
     assert_int_equal(eng_split_all(d2, &s2), 0);
     assert_int_equal(eng_predict_split(m, &s2, 16, ps, &err), HPO_ESHAPE);
-    eng_split_close(&s2);
-    eng_dataset_unref(d2);
+    eng_split_clear(&s2);
+    eng_dataset_release(d2);
     free(s.idx);
     free(ps);
     free(pr);
@@ -501,8 +501,8 @@ static void test_predict(void **state) {
     free(x);
     free(xs);
     eng_model_free(m);
-    eng_split_close(&all);
-    eng_dataset_unref(ds);
+    eng_split_clear(&all);
+    eng_dataset_release(ds);
 }
 
 static void test_from_checkpoint(void **state) {
@@ -550,7 +550,7 @@ static void test_from_checkpoint(void **state) {
     json_t *md = meta();
     assert_int_equal(eng_model_export_weights(b, wp, md, &err), 0);
     eng_model *c = NULL;
-    assert_int_equal(eng_model_open_weights(wp, &c, NULL, &err), 0);
+    assert_int_equal(eng_model_new_from_weights(wp, &c, NULL, &err), 0);
     assert_true(same_floats(c->params, best, c->nparams));
     json_decref(md);
     eng_model_free(b);
