@@ -33,7 +33,8 @@
  *      HPO_BLAS_SELECT=0 keeps whatever the environment chose; or
  *   b) OMP_WAIT_POLICY is unset: libgomp also reads it at load time, and
  *      spin-waiting OpenMP threads (oneDNN) fight OpenBLAS's threads on a
- *      2-core machine (2x slower in baselines.md), so it becomes PASSIVE.
+ *      2-core machine (PyTorch trains the MLP 2-3x slower on 2 threads
+ *      without it: tests/bench/peers/torch_mlp.py), so it becomes PASSIVE.
  *   The re-exec also sets OPENBLAS_NUM_THREADS=1 when unset (a worker sets
  *   its slot's count with openblas_set_num_threads) and the marker
  *   HPO_BLAS_REEXEC=1, which stops any second re-exec. If execv fails the

@@ -6,14 +6,17 @@
  *   bench_asktell [--threads T] [--trials-per-thread N] [--optuna-trials N]
  *                 [--repeats R] [--sync normal|full]
  * hpod: $HPO_HPOD (default build/hpod); the Optuna side runs
- * tests/bench/optuna_asktell.py with /usr/bin/python3.
+ * tests/bench/peers/optuna_asktell.py (or $HPO_PEERS/optuna_asktell.py) with
+ * /usr/bin/python3.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_hpod.h"
+#include "bench_peers.h"
 #include "hpo.h"
 
 typedef struct job {
@@ -85,9 +88,9 @@ static double run_hpod(const char *sync, int threads, int per_thread) {
 }
 
 static double run_optuna(int threads, int trials) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/bench/optuna_asktell.py --threads %d --trials %d", threads,
-             trials);
+    char cmd[PATH_MAX + 128];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/optuna_asktell.py' --threads %d --trials %d",
+             bench_peers_dir(), threads, trials);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     char line[512] = "";

@@ -20,13 +20,16 @@
  *             [--trials N] [--epochs E] [--limit L] [--validation V] [--threads T] [--no-peer]
  * Defaults: --devices cpu:2, precisions fp32 and mixed_bf16, seeds 0..2;
  * every configuration and the peer run once per seed, medians at the end.
+ * The peer: tests/bench/peers/optuna_e2e.py (or $HPO_PEERS/optuna_e2e.py).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "bench_hpod.h"
+#include "bench_peers.h"
 #include "hpo.h"
 
 typedef struct opts {
@@ -121,11 +124,11 @@ done:
 }
 
 static int run_peer(const opts *o, result *r) {
-    char cmd[1024];
+    char cmd[PATH_MAX + 256];
     snprintf(cmd, sizeof cmd,
-             "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench/optuna_e2e.py "
+             "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 '%s/optuna_e2e.py' "
              "--seed %d --trials %d --epochs %d --limit %d --validation %d --threads %d",
-             o->seed, o->trials, o->epochs, o->limit, o->validation, o->threads);
+             bench_peers_dir(), o->seed, o->trials, o->epochs, o->limit, o->validation, o->threads);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     char line[4096];

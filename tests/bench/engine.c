@@ -3,19 +3,20 @@
  * in torch_mlp.py) for the MLP and the CNN of engine/models, fp32 and
  * mixed_bf16, 1 and 2 threads; PyTorch run as a child with
  * OPENBLAS_CORETYPE=SkylakeX, OMP_WAIT_POLICY=PASSIVE and --flush-denormal
- * (its best settings here): f32 rows against ../shared/bench/torch_mlp.py,
- * mixed_bf16 rows against tests/bench/torch_bf16.py (the same recipe under
+ * (its best settings here): f32 rows against tests/bench/peers/torch_mlp.py,
+ * mixed_bf16 rows against tests/bench/peers/torch_bf16.py (the same recipe under
  * torch.autocast("cpu", dtype=torch.bfloat16)); ours with the same
  * OMP_WAIT_POLICY=PASSIVE and FTZ/DAZ (set by eng_train). Also the GEMM/conv-bound
  * limit measured in the same run: the time of just the GEMM and convolution
  * calls training makes for one batch (on T threads the better of intra-op
  * calls and T batch shares at once), the same with the first layer's input
- * gradient too (which training skips, but ../shared/baselines.md's GEMM
- * bound of 1.6 MFLOP per MLP sample includes), and the 1024^3 sgemm peak.
+ * gradient too (which training skips, but the usual count of 1.6 MFLOP per
+ * MLP sample - forward, dW and dX of every layer - includes), and the 1024^3
+ * sgemm peak; each printed beside PyTorch's samples/s of the same run.
  *
  *   bench_engine [--models mlp,cnn] [--threads 1,2] [--precisions fp32,mixed_bf16]
  *                [--no-torch] [--epochs 2] [--limit N]
- * Shared peer scripts: $HPO_SHARED or ../shared next to the repository. */
+ * Peer scripts: tests/bench/peers/, or $HPO_PEERS (lib/bench_peers.h). */
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_peers.h"
 #include "bf16.h"
 #include "blas_select.h"
 #include "data.h"
@@ -53,22 +55,18 @@ static int find_root(void) {
 }
 
 static double torch_sps(const char *model, int threads, int bf16) {
-    const char *shared = getenv("HPO_SHARED");
-    char sd[PATH_MAX + 16], cmd[2 * PATH_MAX];
-    if (!shared) {
-        snprintf(sd, sizeof sd, "%s/../shared", root);
-        shared = sd;
-    }
+    const char *peers = bench_peers_dir();
+    char cmd[2 * PATH_MAX];
     if (bf16)
         snprintf(cmd, sizeof cmd,
-                 "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 %s/tests/bench/torch_bf16.py "
+                 "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 '%s/torch_bf16.py' "
                  "--model %s --threads %d --epochs 2 --flush-denormal 2>/dev/null",
-                 root, model, threads);
+                 peers, model, threads);
     else
         snprintf(cmd, sizeof cmd,
-                 "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 %s/bench/torch_mlp.py --model %s "
+                 "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 '%s/torch_mlp.py' --model %s "
                  "--threads %d --epochs 2 --runs 1 --flush-denormal --quiet 2>/dev/null",
-                 shared, model, threads);
+                 peers, model, threads);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     char line[1024];
@@ -101,8 +99,8 @@ static void fill(void *p, size_t n, int bf) {
 
 /* The time of the model's GEMM/conv calls for one batch of B (best of reps).
  * first_dx: also the first layer's input gradient, which training skips
- * (nothing needs it) but ../shared/baselines.md counts in its 1.6 MFLOP per
- * MLP sample. */
+ * (nothing needs it) but the usual count of 1.6 MFLOP per MLP sample
+ * (forward, dW and dX of every layer) includes. */
 static double kernel_time(eng_model *m, int B, int prec, int reps, int first_dx) {
     const eng_backend *be = m->be;
     int bf = prec == ENG_PREC_BF16, es = bf ? 2 : 4;

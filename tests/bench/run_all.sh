@@ -8,7 +8,6 @@ set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 mkdir -p tests/bench/out
-export HPO_SHARED=${HPO_SHARED:-$(cd .. && pwd)/shared}
 export HPO_HPOD=${HPO_HPOD:-$build/hpod}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 for b in "$build"/tests/bench/bench_${BENCH:-*}; do

@@ -6,13 +6,13 @@
  * these budgets are below any useful grid of a continuous space) runs through the tun_study
  * ask/tell interface (suggest, add RUNNING, finish COMPLETE) on Branin 2D,
  * Hartmann6, Rosenbrock 4D on [-5,10]^4 and Ackley 5D, with the domains and
- * optima of the shared optuna_quality.py. One 100-trial run per seed gives the
- * budgets 25/50/100 as prefixes of best-so-far. Simple regret (best - f*) is
+ * optima of the peer tests/bench/peers/optuna_quality.py. One 100-trial run
+ * per seed gives the budgets 25/50/100 as prefixes of best-so-far. Simple regret (best - f*) is
  * printed as median [Q1..Q3] over the seeds (quartiles as numpy's default
  * linear interpolation), beside Optuna's TPE on the same functions, budgets
- * and seeds: the program starts /usr/bin/python3 $HPO_SHARED/bench/
- * optuna_quality.py --samplers tpe --csv FILE in the background (HPO_SHARED
- * defaults to ../shared relative to the repository root) and reads its CSV.
+ * and seeds: the program starts /usr/bin/python3 PEERS/optuna_quality.py
+ * --samplers tpe --csv FILE in the background (PEERS: tests/bench/peers, or
+ * $HPO_PEERS; lib/bench_peers.h) and reads its CSV.
  *
  *   bench_tuner_regret [--seeds 10] [--algos random,tpe,bayesian,bayesian-det]
  *                      [--problems branin2,hartmann6,rosenbrock4,ackley5]
@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_peers.h"
 #include "hpo.h"
 #include "tuners.h"
 
@@ -214,21 +215,6 @@ static int read_optuna_csv(const char *path, double opt[N_PROBLEMS][N_BUDGETS][M
     return 0;
 }
 
-static void shared_dir(char *buf, size_t len) {
-    const char *env = getenv("HPO_SHARED");
-    if (env && *env) {
-        snprintf(buf, len, "%s", env);
-        return;
-    }
-    /* the repository root is two levels above this file */
-    const char *src = __FILE__;
-    const char *cut = strstr(src, "/tests/bench/");
-    if (cut && src[0] == '/')
-        snprintf(buf, len, "%.*s/../shared", (int)(cut - src), src);
-    else
-        snprintf(buf, len, "../shared");
-}
-
 static int has(const char *list, const char *name) { /* name is an item of "a,b,c" */
     size_t n = strlen(name);
     for (const char *p = list; (p = strstr(p, name)); p += n)
@@ -259,9 +245,8 @@ int main(int argc, char **argv) {
     if (seed0 != 0) use_optuna = 0;
 
     /* start Optuna in the background: it runs while we do */
-    char shared[1024], tmpcsv[64] = "/tmp/hpo_optuna_XXXXXX", cmd[2048];
+    char tmpcsv[64] = "/tmp/hpo_optuna_XXXXXX", cmd[2048];
     FILE *py = NULL;
-    shared_dir(shared, sizeof shared);
     if (use_optuna) {
         int fd = mkstemp(tmpcsv);
         if (fd >= 0) close(fd);
@@ -272,8 +257,8 @@ int main(int argc, char **argv) {
                 strcat(plist, problems[p].name);
             }
         snprintf(cmd, sizeof cmd,
-                 "/usr/bin/python3 %s/bench/optuna_quality.py --seeds %d --samplers tpe "
-                 "--problems %s --csv %s", shared, n_seeds, plist, tmpcsv);
+                 "/usr/bin/python3 '%s/optuna_quality.py' --seeds %d --samplers tpe "
+                 "--problems %s --csv %s", bench_peers_dir(), n_seeds, plist, tmpcsv);
         printf("optuna: %s\n", cmd);
         fflush(stdout);
         py = popen(cmd, "r");

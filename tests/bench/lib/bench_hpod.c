@@ -130,8 +130,3 @@ const char *bench_hpod_path(void) {
     const char *p = getenv("HPO_HPOD");
     return p && *p ? p : "build/hpod";
 }
-
-const char *bench_shared_dir(void) {
-    const char *p = getenv("HPO_SHARED");
-    return p && *p ? p : "../shared";
-}

@@ -38,7 +38,5 @@ const char *bench_http_body(const bench_http *c);
 
 /* The hpod binary: $HPO_HPOD, else build/hpod. */
 const char *bench_hpod_path(void);
-/* The shared folder of the peer scripts: $HPO_SHARED, else ../shared. */
-const char *bench_shared_dir(void);
 
 #endif

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """The PyTorch side of bench_engine's mixed_bf16 rows: the same models and
-recipe as ../shared/bench/torch_mlp.py (Fashion-MNIST, batch 128, Adam 1e-3,
+recipe as torch_mlp.py (Fashion-MNIST, batch 128, Adam 1e-3,
 randperm each epoch, samples/s of the epochs after the first), trained under
 torch.autocast("cpu", dtype=torch.bfloat16) - PyTorch's own mixed precision
 on CPU (bf16 matmuls and convolutions through oneDNN, fp32 weights).
 
-  OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench/torch_bf16.py \
+  OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench/peers/torch_bf16.py \
       --model mlp|cnn --threads T [--epochs 2] [--flush-denormal]
 
 Prints "samples/s median [min..max] over runs: X" like torch_mlp.py, and the

@@ -12,8 +12,10 @@ Data, identical to hpod's {"name": "fashion-mnist", "limit": L,
 "validation_split": V}: validation = the last V rows of the 60,000 training
 images, training = the first L rows. Inputs /255.
 
-PyTorch at its best here (../shared/baselines.md): run with
-OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE; flush-to-zero is set below.
+PyTorch at its best here (the settings bench_engine gives its PyTorch rows;
+without PASSIVE, libgomp's spin-waiting threads fight OpenBLAS's on 2 cores):
+run with OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE; flush-to-zero is
+set below.
 Prints one JSON line.
 """
 import argparse

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The Optuna side of bench_asktell: ask+tell round trips per second with
 Optuna 3.1, RDB storage on an SQLite file, RandomSampler, N threads sharing
-one study (the setup of ../shared/bench/optuna_overhead.py, made concurrent).
+one study (Optuna's ask/tell overhead with a trivial objective, x^2 + y^2,
+made concurrent).
 
 Prints one JSON line: {"trials": N, "seconds": S, "trials_per_s": R}.
 Run with Debian's /usr/bin/python3 (python3-optuna).
