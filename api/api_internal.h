@@ -53,6 +53,9 @@ int api_query_int(const api_request *req, api_response *resp, const char *key, i
                   int64_t lo, int64_t hi, int64_t *out);
 /* JSON number for a double, null for NaN/Inf. */
 json_t *api_json_real(double v);
+/* json_dumps with every real in its shortest round-trip form (json_text.c);
+ * malloc'd, NULL only when jansson fails. */
+char *api_json_dumps(const json_t *json, size_t flags);
 
 /* ---- study definitions (study_def.c, embedded.c, templates.c) ---- */
 

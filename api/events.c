@@ -26,7 +26,7 @@ void api_events_wake(api_ctx *ctx) {
 
 char *api_event_text(json_t *data) {
     if (!data) return hpo_strdup("{}");
-    char *text = json_dumps(data, JSON_COMPACT);
+    char *text = api_json_dumps(data, JSON_COMPACT);
     json_decref(data);
     if (!text) abort(); /* jansson fails only out of memory, where hpo aborts anyway */
     return text;

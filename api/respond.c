@@ -9,7 +9,7 @@
 #include "api_internal.h"
 
 void api_reply_json(api_response *resp, int status, json_t *json) {
-    char *text = json ? json_dumps(json, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    char *text = json ? api_json_dumps(json, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(json);
     if (!text) {
         resp->status = 500;
