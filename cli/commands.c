@@ -251,19 +251,20 @@ int cli_trials(cli_ctx *c, int argc, char **argv) {
         cli_print_json(out, 0);
     } else {
         json_t *trials = json_object_get(out, "trials");
-        printf("%-8s %-6s %-10s %-12s %-6s %s\n", "TRIAL", "NUMBER", "STATE", "VALUE", "STEPS", "PARAMS");
+        printf("%-8s %-6s %-10s %-12s %-9s %s\n", "TRIAL", "NUMBER", "STATE", "VALUE", "LAST_STEP", "PARAMS");
         size_t i;
         json_t *t;
         json_array_foreach(trials, i, t) {
-            char value[48], params[1024], steps[24];
+            char value[48], params[1024], last_step[24];
             cli_fmt_value(value, sizeof value, json_object_get(t, "value"));
             fmt_params(params, sizeof params, json_object_get(t, "params"));
             json_t *ls = json_object_get(t, "last_step");
-            if (json_is_integer(ls)) snprintf(steps, sizeof steps, "%lld", (long long)json_integer_value(ls) + 1);
-            else snprintf(steps, sizeof steps, "-");
-            printf("%-8lld %-6lld %-10s %-12s %-6s %s\n", (long long)json_integer_value(json_object_get(t, "trial_id")),
+            /* the last step reported (an embedded trial's last epoch), not a count */
+            if (json_is_integer(ls)) snprintf(last_step, sizeof last_step, "%lld", (long long)json_integer_value(ls));
+            else snprintf(last_step, sizeof last_step, "-");
+            printf("%-8lld %-6lld %-10s %-12s %-9s %s\n", (long long)json_integer_value(json_object_get(t, "trial_id")),
                    (long long)json_integer_value(json_object_get(t, "number")),
-                   json_string_value(json_object_get(t, "state")), value, steps, params);
+                   json_string_value(json_object_get(t, "state")), value, last_step, params);
         }
         long long total = json_integer_value(json_object_get(out, "total"));
         if ((long long)json_array_size(trials) < total)

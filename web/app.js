@@ -141,7 +141,7 @@ function studyPage(main, { id }) {
       label, on ? (st.table.desc ? " ▼" : " ▲") : "");
     };
     thead.replaceChildren(h("tr", {}, h("th", { title: "show in the learning curves" }, "curve"), sortable("number", "#"), h("th", {}, "state"),
-      sortable("value", "value"), ...names.map((n) => h("th", {}, n)), h("th", {}, "steps"), h("th", {}, "duration")));
+      sortable("value", "value"), ...names.map((n) => h("th", {}, n)), h("th", {}, "last step"), h("th", {}, "duration")));
     tbody.replaceChildren(...page.trials.map((t) => h("tr", { "data-trial": t.trial_id },
       h("td", {}, h("input", { type: "checkbox", checked: st.curves.has(t.trial_id), title: "learning curve",
         onchange: (e) => { st.autoCurves = false; chooseCurve(t.trial_id, e.target.checked); drawCurves(); } })),
@@ -149,7 +149,7 @@ function studyPage(main, { id }) {
       h("td", {}, stateBadge(t.state)),
       h("td", { class: "num" }, fmt(t.value), t.value_n > 1 ? h("span", { class: "muted" }, ` ±${fmt(t.value_std, 2)}`) : null),
       ...names.map((n) => h("td", { class: "num" }, t.params && n in t.params ? fmt(t.params[n], 4) : "–")),
-      h("td", { class: "num" }, t.last_step === null ? "–" : t.last_step + 1),
+      h("td", { class: "num" }, t.last_step === null ? "–" : t.last_step),
       h("td", { class: "num" }, dur((t.finished || Date.now() / 1000) - t.started)))));
     const from = page.total ? page.offset + 1 : 0, to = page.offset + page.trials.length;
     pager.replaceChildren(

@@ -140,6 +140,11 @@ def main():
         rc, out, _ = hpo("trials", str(sid))
         lines = out.strip().splitlines()
         c.check(rc == 0 and lines[0].startswith("TRIAL") and len(lines) == 5, "trials: a table of the 4 trials")
+        head = lines[0].split()
+        row1 = next((l.split() for l in lines[1:] if l.split()[0] == str(t1["trial_id"])), [])
+        c.check("LAST_STEP" in head and len(row1) > head.index("LAST_STEP")
+                and row1[head.index("LAST_STEP")] == "2",
+                "trials: LAST_STEP is the last step reported (2 after steps 0, 1, 2), not one more (%r)" % row1)
         rc, out, _ = hpo("trials", str(sid), "--state", "pruned")
         c.check(rc == 0 and len(out.strip().splitlines()) == 2 and "pruned" in out, "trials --state pruned")
         rc, out, _ = hpo("trials", str(sid), "--order", "value", "--limit", "1", "--json")

@@ -81,6 +81,16 @@ try {
   check(par.axes === 6 && par.series[0].n === nComplete, `parallel coordinates: 6 axes, ${par.series[0].n} lines`);
   const tableRows = await page.$$eval("#trials tbody tr", (r) => r.length);
   check(tableRows === 50, `trials table: one page of 50 rows (${tableRows})`);
+  // the "last step" column is the trial's last reported step, as the API says
+  const shown = await page.$$eval("#trials", (tables) => {
+    const t = tables[0], col = [...t.querySelectorAll("thead th")].findIndex((th) => th.textContent === "last step");
+    return { col, rows: [...t.querySelectorAll("tbody tr")].map((r) => [r.dataset.trial, r.children[col] ? r.children[col].textContent : null]) };
+  });
+  const apiTrials = await page.evaluate(async (sid) => (await (await fetch(`/api/v1/studies/${sid}/trials?limit=1000`)).json()).trials, cfg.finished);
+  const lastStep = new Map(apiTrials.map((t) => [String(t.trial_id), t.last_step === null ? "–" : String(t.last_step)]));
+  const wrong = shown.rows.filter(([id, text]) => lastStep.get(id) !== text);
+  check(shown.col > 0 && shown.rows.length === 50 && wrong.length === 0,
+    `trials table: "last step" shows each trial's last_step (${wrong.length} rows differ${wrong.length ? ": " + JSON.stringify(wrong.slice(0, 3)) : ""})`);
   await shot("study-finished.png");
 
   // table: sort by value, filter by state, paginate
