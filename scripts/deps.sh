@@ -12,7 +12,7 @@ build_pkgs=(
   libopenblas-dev liblapacke-dev libdnnl-dev libnlopt-dev
   zlib1g-dev libcurl4-openssl-dev libcmocka-dev
   dataset-fashion-mnist
-  curl procps python3
+  curl jq procps python3  # jq: the README's curl examples
   chromium  # the dashboard's browser test (headless; tests/api/test_dashboard.py)
 )
 # Node.js for the dashboard's pinned JavaScript (web/package-lock.json): Debian's
