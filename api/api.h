@@ -68,6 +68,9 @@ typedef struct api_response {
     const char *route;        /* route name for logs and metrics (static) */
     const char *cache_control; /* Cache-Control (static string); NULL: "no-store" */
     int retry_after;           /* > 0: a Retry-After header of that many seconds (503) */
+    /* non-empty: the body is a file to save under this name (Content-Disposition:
+     * attachment); printable ASCII without quotes */
+    char filename[64];
     /* A streamed body (server-sent events): when stream is set, body is
      * unused and the server calls stream(arg, buf, max) for more bytes until
      * it returns -1 (the end). It may block: every connection has its own

@@ -376,6 +376,7 @@ void api_h_model_weights(api_ctx *ctx, const api_request *req, int64_t id, api_r
                 resp->status = 200;
                 resp->content_type = "application/octet-stream";
                 resp->body_len = (size_t)len;
+                snprintf(resp->filename, sizeof resp->filename, "model-%lld.safetensors", (long long)id);
             } else {
                 free(resp->body);
                 resp->body = NULL;

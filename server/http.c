@@ -339,6 +339,11 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type ? resp->content_type
                                                                                 : "application/json");
     MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
+    if (resp->filename[0]) {
+        char disposition[96];
+        snprintf(disposition, sizeof disposition, "attachment; filename=\"%s\"", resp->filename);
+        MHD_add_response_header(r, "Content-Disposition", disposition);
+    }
     if (resp->status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (resp->retry_after > 0 || resp->status == 503) { /* a 503 says when to come back */
         char ra[16];

@@ -64,10 +64,12 @@ def main():
                 "ensemble test accuracy %.4f >= best member's %.4f" % (res["test"]["accuracy"], best_member))
         c.check(abs(sum(m["weight"] for m in res["members"]) - 1) < 1e-9, "weights on the simplex")
 
-        status, raw = 0, None
+        status, raw, disposition = 0, None, ""
         import urllib.request
         with urllib.request.urlopen(hp.url + "/api/v1/models/%d/weights" % refits[0]["id"], timeout=30) as r:
-            status, raw = r.status, r.read()
+            status, raw, disposition = r.status, r.read(), r.headers.get("Content-Disposition", "")
+        c.check(disposition == 'attachment; filename="model-%d.safetensors"' % refits[0]["id"],
+                "weights: Content-Disposition names the file (%r)" % disposition)
         n = struct.unpack("<Q", raw[:8])[0]
         header = json.loads(raw[8:8 + n])
         meta = header.pop("__metadata__")
