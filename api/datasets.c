@@ -371,6 +371,15 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
                              ds->x_type == ENG_DATA_U8 ? "uint8" : "float32", "files", files);
     if (classify)
         json_object_set_new(meta, "n_classes", json_integer(ds->n_classes));
+    if (classify && ds->class_names) { /* class k is classes[k] (csv.c: named labels, sorted) */
+        json_t *classes = json_array();
+        for (int k = 0; k < ds->n_classes; k++) {
+            char shown[128]; /* printable ASCII: jansson takes only valid UTF-8 */
+            printable(shown, sizeof shown, ds->class_names[k]);
+            json_array_append_new(classes, json_string(shown));
+        }
+        json_object_set_new(meta, "classes", classes);
+    }
     else
         json_object_set_new(meta, "y_dim", json_integer((json_int_t)ds->y_dim));
     if (csv) json_object_set_new(meta, "label_column", json_string(label));

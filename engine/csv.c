@@ -2,9 +2,16 @@
  *
  * Accepted: comma-separated fields, optional surrounding spaces, optional
  * double quotes around a field (no embedded commas or quotes), LF or CRLF
- * line ends, blank lines skipped. Every data field must parse completely as
- * a number (strtod: decimal, exponent, inf, nan). Errors name the file, the
+ * line ends, blank lines skipped. Every feature must parse completely as a
+ * number (strtod: decimal, exponent, inf, nan). Errors name the file, the
  * 1-based line number and the column.
+ *
+ * Class labels. While reading, each distinct label text gets an id in a
+ * small hash table (labels); a row keeps its label's id. At the end, if
+ * every distinct label is a class number the ids are mapped to those
+ * numbers (the file's own classes); otherwise the labels are names and are
+ * sorted in byte order, class k being the k-th (as scikit-learn's
+ * LabelEncoder does), and the names are kept in the dataset.
  *
  * Memory: the file is read line by line (a line may take up to 16 MiB) and
  * the rows are parsed into arrays that grow by doubling; before each row
@@ -59,6 +66,127 @@ static int is_blank(const char *s) {
     for (; *s; s++)
         if (*s != ' ' && *s != '\t' && *s != '\r') return 0;
     return 1;
+}
+
+/* ---- the distinct labels of a class column ---- */
+typedef struct labels {
+    char **names;   /* by id, in order of first appearance */
+    long *line;     /* by id: the line it first appeared on (for messages) */
+    int n, cap;
+    int *slots;     /* open addressing: id + 1, 0 = empty; size a power of 2 */
+    size_t n_slots;
+} labels;
+
+static uint64_t hash_text(const char *s) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* The id of text (added when new); HPO_ETOOLARGE past ENG_CSV_MAX_CLASSES,
+ * HPO_ENOMEM. */
+static int label_id(labels *l, const char *text, long lineno) {
+    if ((size_t)l->n * 2 >= l->n_slots) { /* grow and rehash */
+        size_t ns = l->n_slots ? l->n_slots * 2 : 64;
+        int *slots = calloc(ns, sizeof *slots);
+        if (!slots) return HPO_ENOMEM;
+        for (int id = 0; id < l->n; id++) {
+            size_t i = hash_text(l->names[id]) & (ns - 1);
+            while (slots[i]) i = (i + 1) & (ns - 1);
+            slots[i] = id + 1;
+        }
+        free(l->slots);
+        l->slots = slots;
+        l->n_slots = ns;
+    }
+    size_t i = hash_text(text) & (l->n_slots - 1);
+    for (; l->slots[i]; i = (i + 1) & (l->n_slots - 1))
+        if (strcmp(l->names[l->slots[i] - 1], text) == 0) return l->slots[i] - 1;
+    if (l->n == ENG_CSV_MAX_CLASSES) return HPO_ETOOLARGE;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 16;
+        char **names = realloc(l->names, (size_t)cap * sizeof *names);
+        if (!names) return HPO_ENOMEM;
+        l->names = names;
+        long *line = realloc(l->line, (size_t)cap * sizeof *line);
+        if (!line) return HPO_ENOMEM;
+        l->line = line;
+        l->cap = cap;
+    }
+    char *copy = strdup(text);
+    if (!copy) return HPO_ENOMEM;
+    l->names[l->n] = copy;
+    l->line[l->n] = lineno;
+    l->slots[i] = l->n + 1;
+    return l->n++;
+}
+
+static void labels_clear(labels *l) {
+    for (int i = 0; i < l->n; i++) free(l->names[i]);
+    free(l->names);
+    free(l->line);
+    free(l->slots);
+    memset(l, 0, sizeof *l);
+}
+
+/* 1 if text is a class number (an integer in [0, 1e6]), with it in *k. */
+static int class_number(const char *text, int *k) {
+    double v;
+    if (parse_num(text, &v) < 0 || v < 0 || v != floor(v) || v > 1e6) return 0;
+    *k = (int)v;
+    return 1;
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Turns the label ids of the n rows in ids into classes of ds: the file's
+ * class numbers when every label is one, else the sorted names (moved into
+ * ds->class_names). Labels that are all numbers but not all class numbers
+ * (2.5, -1) are refused: that column holds a regression target. 0,
+ * HPO_EFORMAT or HPO_ENOMEM. */
+static int labels_to_classes(labels *l, const float *ids, size_t n, eng_dataset *ds, const char *path,
+                             hpo_error *err) {
+    int numeric = 1, numbers = 1, n_classes = 0, bad = -1;
+    for (int id = 0; id < l->n; id++) {
+        int k;
+        double v;
+        if (class_number(l->names[id], &k)) {
+            if (k + 1 > n_classes) n_classes = k + 1;
+            continue;
+        }
+        numeric = 0;
+        if (bad < 0) bad = id;
+        if (parse_num(l->names[id], &v) < 0) numbers = 0;
+    }
+    if (!numeric && numbers)
+        return hpo_fail(err, HPO_EFORMAT, "path", "%s: line %ld: label '%.40s' is not a class number (an integer >= 0)",
+                        path, l->line[bad], l->names[bad]);
+    int *class_of = malloc((size_t)(l->n > 0 ? l->n : 1) * sizeof *class_of);
+    if (!class_of) return HPO_ENOMEM;
+    for (int id = 0; id < l->n && numeric; id++) class_number(l->names[id], &class_of[id]);
+    if (!numeric) {
+        char **sorted = malloc((size_t)(l->n > 0 ? l->n : 1) * sizeof *sorted);
+        if (!sorted) {
+            free(class_of);
+            return HPO_ENOMEM;
+        }
+        memcpy(sorted, l->names, (size_t)l->n * sizeof *sorted);
+        qsort(sorted, (size_t)l->n, sizeof *sorted, compare_names);
+        for (int id = 0; id < l->n; id++) /* each name's place in the sorted list */
+            class_of[id] = (int)((char **)bsearch(&l->names[id], sorted, (size_t)l->n, sizeof *sorted,
+                                                  compare_names) - sorted);
+        n_classes = l->n;
+        ds->class_names = sorted; /* the strings move from l to ds */
+        free(l->names);
+        l->names = NULL;
+        l->n = 0;
+    }
+    for (size_t i = 0; i < n; i++) ds->y_class[i] = class_of[(int)ids[i]];
+    free(class_of);
+    ds->n_classes = n_classes;
+    return 0;
 }
 
 /* Lines of a file, read in blocks; each line is NUL-terminated in place
@@ -128,6 +256,7 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
     float *xs = NULL, *ys = NULL;
     eng_dataset *ds = NULL;
     line_reader rd = {0};
+    labels lab = {0};
     if (!path || !label_column || !*label_column)
         return hpo_fail(err, HPO_EINVAL, "dataset.label_column",
                         "CSV needs a file and a label column name");
@@ -232,6 +361,19 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
         int j = 0;
         for (int i = 0; i < ncols; i++) {
             double v;
+            if (i == label && classify) { /* a class number or a name (see the top) */
+                int id = label_id(&lab, fields[i], lineno);
+                if (id == HPO_ETOOLARGE) {
+                    rc = hpo_fail(err, HPO_EFORMAT, "dataset.label_column",
+                                  "%s: line %ld: more than %d distinct labels in column '%s': is it a class "
+                                  "column? (a regression target is a number)", path, lineno, ENG_CSV_MAX_CLASSES,
+                                  label_column);
+                    goto fail;
+                }
+                if (id < 0) goto oom;
+                ys[n] = (float)id;
+                continue;
+            }
             if (parse_num(fields[i], &v) < 0) {
                 rc = hpo_fail(err, HPO_EFORMAT, "path",
                               "%s: line %ld, column %d: '%.40s' is not a number", path, lineno,
@@ -239,12 +381,6 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
                 goto fail;
             }
             if (i == label) {
-                if (classify && (v < 0 || v != floor(v) || v > 1e6)) {
-                    rc = hpo_fail(err, HPO_EFORMAT, "path",
-                                  "%s: line %ld: label '%.40s' is not a class number (an "
-                                  "integer >= 0)", path, lineno, fields[i]);
-                    goto fail;
-                }
                 ys[n] = (float)v;
             } else {
                 xs[n * (size_t)nf + (size_t)j++] = (float)v;
@@ -267,18 +403,15 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
     ds->x = x ? x : xs;
     xs = NULL;
     if (classify) {
-        int maxl = 0;
-        for (size_t i = 0; i < n; i++) {
-            ds->y_class[i] = (int32_t)ys[i];
-            if (ds->y_class[i] > maxl) maxl = ds->y_class[i];
-        }
-        ds->n_classes = maxl + 1;
+        if ((rc = labels_to_classes(&lab, ys, n, ds, path, err)) == HPO_ENOMEM) goto oom;
+        if (rc < 0) goto fail;
     } else {
         memcpy(ds->y_target, ys, n * sizeof *ys);
     }
     free(rd.buf);
     free(fields);
     free(ys);
+    labels_clear(&lab);
     fclose(rd.fp);
     *out = ds;
     return 0;
@@ -289,6 +422,7 @@ fail:
     free(fields);
     free(xs);
     free(ys);
+    labels_clear(&lab);
     eng_dataset_release(ds);
     fclose(rd.fp);
     return rc;

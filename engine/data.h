@@ -92,6 +92,8 @@ typedef struct eng_dataset {
     int n_classes;         /* classification: number of classes */
     size_t y_dim;          /* regression: values per sample (1 for CLASS) */
     int32_t *y_class;      /* [n] when y_type == CLASS, else NULL */
+    char **class_names;    /* [n_classes] the label of each class when the file
+                            * named them (a CSV of "setosa", ...), else NULL */
     float *y_target;       /* [n * y_dim] when y_type == TARGET, else NULL */
     atomic_long refcount_; /* private: use eng_dataset_retain/release */
 } eng_dataset;
@@ -141,11 +143,14 @@ int eng_dataset_bytes(size_t n, size_t sample_size, eng_data_xtype x_type, eng_d
 int eng_load_idx(const char *images_path, const char *labels_path, eng_dataset **out,
                  hpo_error *err);
 
-/* CSV of numbers with a header row. label_column names the target column
- * (required); every other column is an f32 feature. classify != 0: labels
- * must be non-negative integers, n_classes = max + 1; classify == 0: f32
- * targets (y_dim 1). Empty lines are skipped; a row with the wrong number of
- * fields or a non-numeric field fails with its line number. */
+/* CSV with a header row. label_column names the target column (required);
+ * every other column is an f32 feature. classify != 0: when every label is
+ * a class number (an integer >= 0), n_classes = max + 1; otherwise the
+ * labels are names ("setosa"): class k is the k-th distinct label in byte
+ * order (at most ENG_CSV_MAX_CLASSES), kept in class_names. classify == 0:
+ * f32 targets (y_dim 1). Empty lines are skipped; a row with the wrong
+ * number of fields or a non-numeric feature fails with its line number. */
+#define ENG_CSV_MAX_CLASSES 65536
 int eng_load_csv(const char *path, const char *label_column, int classify, eng_dataset **out,
                  hpo_error *err);
 

@@ -58,6 +58,9 @@ eng_dataset *eng_dataset_retain(eng_dataset *ds) {
 void eng_dataset_release(eng_dataset *ds) {
     if (!ds) return;
     if (atomic_fetch_sub_explicit(&ds->refcount_, 1, memory_order_acq_rel) != 1) return;
+    if (ds->class_names)
+        for (int i = 0; i < ds->n_classes; i++) free(ds->class_names[i]);
+    free(ds->class_names);
     free(ds->x);
     free(ds->y_class);
     free(ds->y_target);
