@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "jobs_internal.h"
+#include "rng.h"
 
 void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     json_t *def = api_body_object(req, resp);
@@ -25,6 +26,14 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (!objective) json_object_set_new(def, "objective", objective = json_object());
     json_object_set_new(objective, "direction", json_string(d.maximize ? "maximize" : "minimize"));
     if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
+    /* A study without a seed gets one, stored in its definition and shown:
+     * its suggestions (and an embedded study's trainings) can be replayed. */
+    json_t *tuner = json_object_get(def, "tuner");
+    if (!json_object_get(tuner, "seed")) {
+        if (!json_is_object(tuner)) json_object_set_new(def, "tuner", tuner = json_object()); /* absent or null */
+        d.tuner.seed = hpo_rng_entropy_seed();
+        json_object_set_new(tuner, "seed", json_integer((json_int_t)d.tuner.seed));
+    }
     char *spec = json_dumps(def, JSON_COMPACT);
     int64_t study_id = 0;
     /* the study and its first event ({"id": N}) in one transaction */
