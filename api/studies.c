@@ -34,6 +34,8 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
         d.tuner.seed = hpo_rng_entropy_seed();
         json_object_set_new(tuner, "seed", json_integer((json_int_t)d.tuner.seed));
     }
+    int embedded = d.embedded;
+    double max_seconds = d.max_seconds;
     char *spec = json_dumps(def, JSON_COMPACT);
     int64_t study_id = 0;
     /* the study and its first event ({"id": N}) in one transaction */
@@ -56,7 +58,11 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     api_events_wake(ctx);
     api_jobs_wake(ctx);
     sto_study s;
-    if (sto_study_get(ctx->db, study_id, &s) == 0) {
+    int got = sto_study_get(ctx->db, study_id, &s);
+    /* an external study's max_seconds: its deadline (a later one if the
+     * study cannot be read back: it is checked again when due) */
+    if (!embedded && max_seconds > 0) api_deadline_add(ctx, study_id, (got == 0 ? s.created : hpo_now()) + max_seconds);
+    if (got == 0) {
         api_reply_json(resp, 201, api_study_json(ctx, &s, 0));
         sto_study_clear(&s);
     } else {
