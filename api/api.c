@@ -1,4 +1,4 @@
-/* api.c - the api context: storage handle, study cache, run queue, metrics. */
+/* api.c - the api context: storage handle, study cache, run queue, deadlines, metrics. */
 #include <stdlib.h>
 
 #include "jobs_internal.h"
@@ -24,6 +24,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     pthread_cond_init(&ctx->event_cond, NULL);
     pthread_mutex_init(&ctx->disk_mu, NULL);
     api_metrics_new(&ctx->metrics);
+    api_deadlines_new(ctx);
     if ((rc = api_queue_new(ctx))) {
         api_ctx_free(ctx);
         return rc;
@@ -35,6 +36,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
 void api_ctx_free(api_ctx *ctx) {
     if (!ctx) return;
     api_queue_free(ctx);
+    api_deadlines_free(ctx);
     api_cache_free(ctx);
     pthread_mutex_destroy(&ctx->event_mu);
     pthread_cond_destroy(&ctx->event_cond);

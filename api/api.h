@@ -30,6 +30,16 @@
  *   tuner; a late tell then gets 409. The lease is stored, so the rule holds
  *   across restarts: a trial asked before a crash and never told is failed
  *   once its lease runs out.
+ * - Budgets: an external study's budget is tuner.max_trials (trials asked),
+ *   tuner.max_seconds (since its creation) and, for a grid, its points. An
+ *   ask past it gets 409 "exhausted" naming the field ("tuner.max_trials",
+ *   "tuner.max_seconds", "space"). Once it is spent and no trial is out the
+ *   study is complete (a study_complete event): at the tell or lease expiry
+ *   of its last trial, at a refused ask or a resume, or at its max_seconds
+ *   deadline (the server's lease pass: an idle study ends within a second
+ *   of it, also after a restart). See jobs_internal.h: a study's end.
+ * - A study created without tuner.seed gets one drawn at random, stored in
+ *   its definition and shown in its JSON ("seed"), so it can be replayed.
  */
 #ifndef HPO_API_H
 #define HPO_API_H

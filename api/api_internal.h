@@ -60,7 +60,7 @@ char *api_json_dumps(const json_t *json, size_t flags);
 /* ---- study definitions (study_def.c, embedded.c, templates.c) ---- */
 
 /* What an embedded study (one with a "model") adds: the model template, the
- * dataset, training options and the budget keys of the tuner block. */
+ * dataset, training options and the tuner keys only hpod's own runs use. */
 typedef struct api_embedded {
     json_t *model;          /* the model template (owned; premade templates expanded) */
     json_t *dataset;        /* the "dataset" object (owned reference) */
@@ -81,7 +81,6 @@ typedef struct api_embedded {
     /* budget */
     int executions;          /* executions_per_trial, default 1 */
     int parallel;            /* parallel_trials; 0 = as many as there are slots */
-    double max_seconds;      /* study wall-clock budget; 0 = none */
     double trial_timeout;    /* seconds per trial; 0 = none */
 } api_embedded;
 
@@ -91,7 +90,9 @@ typedef struct api_study_def {
     const char *metric; /* objective metric (embedded studies), borrowed; may be NULL */
     tun_space *space;  /* owned */
     tun_config tuner;
-    int64_t max_trials;    /* 0 = unlimited */
+    int64_t max_trials;    /* tuner.max_trials: trials that may be created; 0 = unlimited */
+    double max_seconds;    /* tuner.max_seconds: no new trial once this long has passed since
+                            * the study was created (wall clock); 0 = none. Both kinds. */
     double lease_seconds;  /* external trials: ask -> tell deadline, renewed by report */
     int embedded;          /* has a "model": hpod trains it */
     api_embedded emb;      /* valid when embedded */
@@ -136,6 +137,7 @@ int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *er
 /* ---- per-study tuner state (study_cache.c) ---- */
 typedef struct api_study {
     int64_t id;
+    double created;       /* the stored study's (the start of max_seconds) */
     pthread_mutex_t lock; /* guards everything below */
     json_t *spec;         /* the stored definition */
     api_study_def def;
@@ -178,6 +180,7 @@ struct api_ctx {
     struct api_cache *cache;
     api_metrics *metrics;
     struct api_run_queue *queue; /* the embedded studies (job_queue.c) */
+    struct api_deadlines *deadlines; /* external studies' max_seconds (deadlines.c) */
     /* the event stream: appends bump event_seq and wake SSE readers */
     pthread_mutex_t event_mu;
     pthread_cond_t event_cond;

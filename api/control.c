@@ -4,7 +4,9 @@
  * an embedded study's running trials stop at their next epoch and go back
  * to the queue (resumed from their checkpoints by /resume). Cancel is
  * final: running trials are cancelled (embedded ones at their next epoch),
- * queued ones too, and the event stream ends with "study_cancelled".
+ * queued ones too, and the event stream ends with "study_cancelled". An
+ * external study resumed with its budget spent and no trial out completes
+ * at once (the answer shows it complete).
  * None takes options: the body is empty or {}, anything else is a 400. */
 #include <math.h>
 #include <stdlib.h>
@@ -36,6 +38,10 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
         api_fail_rc(resp, rc, NULL);
     } else if (st->def.embedded) {
         api_queue_set(ctx, id, to);
+    } else if (to == STO_STUDY_RUNNING) {
+        /* resumed with its budget spent and nothing out (its max_seconds
+         * passed while paused): it ends now (jobs_internal.h) */
+        api_external_end(ctx, st, hpo_now());
     } else if (to == STO_STUDY_CANCELLED) {
         /* external trials in flight are cancelled now; their tells get 409 */
         sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};

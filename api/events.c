@@ -5,7 +5,9 @@
  * GET /api/v1/studies/{id}/events as server-sent events, resumable with
  * Last-Event-ID (or ?after=N). The stream ends after the study's final
  * event (study_complete, study_cancelled), or within a second of its
- * client leaving (api_request.client_gone). */
+ * client leaving (api_request.client_gone). A Last-Event-ID on a finished
+ * study (complete or cancelled) with no event after it gets 204 and no
+ * body, which is what stops an EventSource from reconnecting. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +153,7 @@ void api_h_study_events(api_ctx *ctx, const api_request *req, int64_t id, api_re
         api_fail_lookup(resp, rc, "study", id);
         return;
     }
+    int over = st.state == STO_STUDY_COMPLETE || st.state == STO_STUDY_CANCELLED;
     sto_study_clear(&st);
     int64_t after = 0;
     if (req->last_event_id) {
@@ -162,6 +165,15 @@ void api_h_study_events(api_ctx *ctx, const api_request *req, int64_t id, api_re
             return;
         }
         after = v;
+        /* An EventSource reconnecting to a finished study that has told it
+         * everything: 204 makes it stop (a 200 that ends would be retried
+         * every 2 s). The state was read first: its final event is stored
+         * with it, so nothing of the search follows. */
+        int64_t last = 0;
+        if (over && sto_event_last_id(ctx->db, id, &last) == 0 && last <= after) {
+            api_reply_text(resp, 204, "text/event-stream", "", 0);
+            return;
+        }
     } else if (api_query_int(req, resp, "after", 0, 0, INT64_MAX, &after)) {
         return;
     }

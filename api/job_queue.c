@@ -1,7 +1,8 @@
 /* job_queue.c - the run queue: the embedded studies and their states, so
  * the scheduler's pass looks at the studies hpod trains and at nothing else
  * (jobs.h, jobs_internal.h). Loaded from storage once (every stored
- * definition is read there, and only there); then the calls that change a
+ * definition is read there, and only there: the max_seconds deadlines of
+ * external studies are loaded in the same pass); then the calls that change a
  * study keep it: create, pause, resume, cancel, complete, delete, under the
  * study's lock right after storage changed, then wake the scheduler once
  * every lock is released. It is an index: the scheduler still reads a
@@ -54,10 +55,12 @@ static void put(struct api_run_queue *q, int64_t id, int state) {
 }
 
 /* Whether a stored definition is an embedded study (it has a "model": the
- * rule of api_study_def_parse). */
-static int is_embedded(const char *spec) {
+ * rule of api_study_def_parse), and its tuner.max_seconds (0: none). */
+static int is_embedded(const char *spec, double *max_seconds) {
     json_t *def = json_loads(spec, 0, NULL);
     int yes = json_object_get(def, "model") != NULL;
+    json_t *ms = json_object_get(json_object_get(def, "tuner"), "max_seconds");
+    *max_seconds = json_is_number(ms) ? json_number_value(ms) : 0;
     json_decref(def);
     return yes;
 }
@@ -73,8 +76,13 @@ int api_queue_new(api_ctx *ctx) {
         free(q);
         return rc;
     }
-    for (size_t i = 0; i < n; i++)
-        if (is_embedded(list[i].spec)) put(q, list[i].id, list[i].state);
+    for (size_t i = 0; i < n; i++) {
+        double ms;
+        if (is_embedded(list[i].spec, &ms))
+            put(q, list[i].id, list[i].state);
+        else if (ms > 0 && (list[i].state == STO_STUDY_RUNNING || list[i].state == STO_STUDY_PAUSED))
+            api_deadline_add(ctx, list[i].id, list[i].created + ms); /* may be past: ends at the first pass */
+    }
     sto_study_list_free(list, n);
     ctx->queue = q;
     return 0;

@@ -84,13 +84,8 @@ int api_jobs_recover(api_ctx *ctx) {
     return (int)total;
 }
 
-/* Within the study's budget (trials asked, seconds)? */
-static int has_budget(const api_study *st, double created) {
-    if (st->exhausted) return 0;
-    if (st->def.max_trials > 0 && st->next_number >= st->def.max_trials) return 0;
-    if (st->def.emb.max_seconds > 0 && hpo_now() - created > st->def.emb.max_seconds) return 0;
-    return 1;
-}
+/* Within the study's budget (trials, seconds, the tuner; budget.c)? */
+static int has_budget(api_study *st) { return api_budget_spent(st, hpo_now(), 0) == NULL; }
 
 /* Marks a trial running on slot, with its trial_started/trial_resumed event. */
 static int start_trial(api_ctx *ctx, int64_t trial_id, int64_t number, int resumed, const char *slot) {
@@ -120,8 +115,8 @@ static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *j
 
 /* A new trial from the tuner, started on slot; 0, HPO_ENOTFOUND (no budget)
  * or an error. */
-static int take_new(api_ctx *ctx, api_study *st, double created, const char *slot, api_job *job) {
-    if (!has_budget(st, created)) return HPO_ENOTFOUND;
+static int take_new(api_ctx *ctx, api_study *st, const char *slot, api_job *job) {
+    if (!has_budget(st)) return HPO_ENOTFOUND;
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
     int64_t number = st->next_number, trial_id = 0;
     int rc = tun_study_suggest(st->tuner, number, x);
@@ -187,7 +182,7 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
         if (s.state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
             (st->def.emb.parallel <= 0 || counts[STO_TRIAL_RUNNING] < st->def.emb.parallel)) {
             rc = counts[STO_TRIAL_QUEUED] > 0 ? take_queued(ctx, st, slot, job) : HPO_ENOTFOUND;
-            if (rc == HPO_ENOTFOUND) rc = take_new(ctx, st, s.created, slot, job);
+            if (rc == HPO_ENOTFOUND) rc = take_new(ctx, st, slot, job);
         }
         pthread_mutex_unlock(&st->lock);
         sto_study_clear(&s);
@@ -298,24 +293,13 @@ void api_jobs_settle(api_ctx *ctx) {
         int64_t counts[STO_TRIAL_N_STATES] = {0};
         pthread_mutex_lock(&st->lock);
         if (s.state == STO_STUDY_CANCELLED) cancel_queued(ctx, st);
-        int done = s.state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
-                   counts[STO_TRIAL_RUNNING] == 0 && counts[STO_TRIAL_QUEUED] == 0 && !has_budget(st, s.created);
-        if (done) { /* the state and its study_complete event together */
-            char *data = api_event_text(json_pack(
-                "{s:I, s:I, s:I, s:I}", "complete", (json_int_t)counts[STO_TRIAL_COMPLETE], "pruned",
-                (json_int_t)counts[STO_TRIAL_PRUNED], "failed", (json_int_t)counts[STO_TRIAL_FAILED], "cancelled",
-                (json_int_t)counts[STO_TRIAL_CANCELLED]));
-            sto_event_in ev = {"study_complete", data};
-            done = sto_study_set_state_ev(ctx->db, st->id, STO_STUDY_COMPLETE, &ev) == 0;
-            if (done) api_queue_set(ctx, st->id, STO_STUDY_COMPLETE);
-            free(data);
-        }
+        const char *why = api_budget_spent(st, hpo_now(), 0);
+        int done = s.state == STO_STUDY_RUNNING && why && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
+                   counts[STO_TRIAL_RUNNING] == 0 && counts[STO_TRIAL_QUEUED] == 0;
+        /* the state and its study_complete event together (budget.c) */
+        if (done) done = api_study_complete(ctx, st, why, counts) == 0;
         pthread_mutex_unlock(&st->lock);
-        if (done) {
-            int64_t finished = counts[STO_TRIAL_COMPLETE] + counts[STO_TRIAL_PRUNED] + counts[STO_TRIAL_FAILED];
-            HPO_INFO("study %lld complete: %lld trials finished", (long long)st->id, (long long)finished);
-            api_events_wake(ctx);
-        }
+        if (done) api_events_wake(ctx);
         sto_study_clear(&s);
     }
     release_all(ctx, sts, n);

@@ -10,13 +10,18 @@
  *   job_model.c (a model job) -> job_setup.c (training options, splits,
  *   seeds), members.c (a trial's or a model's trained weights), data_dir.c
  *   (every path and file), job_queue.c (the run queue), study_cache.c (the
- *   tuner state), events.c. Handlers (studies.c, control.c, models.c) call
- *   into job_queue.c only, never into the runners.
+ *   tuner state), events.c; budget.c (a study's budget and its end, shared
+ *   with the ask/tell handlers). Handlers (studies.c, control.c, models.c,
+ *   trials.c) call into job_queue.c, budget.c and deadlines.c only, never
+ *   into the runners.
  * - The run queue (job_queue.c) is the set of embedded studies, oldest
  *   first, with their state: loaded once at start, then kept by the calls
  *   that change a study (create, pause, resume, cancel, complete, delete).
  *   The scheduler's pass reads it instead of scanning every stored study,
- *   so external (ask/tell) studies cost a tick nothing.
+ *   so external (ask/tell) studies cost a tick nothing: they end at their
+ *   own moments (a tell, a lease expiry, a refused ask, a resume), and
+ *   those with a max_seconds at their deadline, kept in a heap
+ *   (deadlines.c) whose top is all a tick looks at.
  * - Life cycle of a trial job: api_jobs_next creates it from the tuner (or
  *   takes a queued one) and marks it running on a slot (trial_started or
  *   trial_resumed event) -> a worker runs it (api_jobs_run) -> it ends
@@ -36,7 +41,7 @@
  *   (api_jobs_wake, through the run queue).
  * - Lock order: the study cache's mutex -> a study's mutex -> storage's
  *   connection mutex (storage/db_internal.h) -> the leaves: the run queue's
- *   mutex, the disk-full back-off's, the events' (event_mu: readers are
+ *   mutex, the deadlines', the disk-full back-off's, the events' (event_mu: readers are
  *   woken after every other lock is released). Events are stored in the
  *   storage call's own transaction. No lock is held while a job trains; the
  *   study's mutex is taken once per epoch to tell the pruner.
@@ -100,8 +105,10 @@ void api_jobs_settle(api_ctx *ctx);
  * look at: a study created, paused, resumed, cancelled or deleted, a model
  * job queued. NULL: none. */
 void api_jobs_set_wakeup(api_ctx *ctx, void (*fn)(void *arg), void *arg);
-/* Fails the external trials whose lease expired (leases.c, see api.h);
- * returns how many, or a negative code. */
+/* Fails the external trials whose lease expired (leases.c, see api.h), and
+ * completes the external studies whose budget that spent, or whose
+ * max_seconds deadline passed, with no trial out (jobs_internal.h);
+ * returns how many trials failed, or a negative code. */
 int api_expire_leases(api_ctx *ctx, double now);
 
 #endif

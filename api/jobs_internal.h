@@ -1,8 +1,10 @@
 /*
  * jobs_internal.h - what the job layer's files share behind jobs.h (the
  * layer's design note, files and lock order are there): the run queue the
- * handlers keep up to date, the two runners, and the setup they share with
- * the template checks and the model handlers.
+ * handlers keep up to date, a study's budget and its end (shared by the
+ * scheduler's settling of embedded studies and the ask/tell handlers of
+ * external ones), the deadlines of external studies, the two runners, and
+ * the setup they share with the template checks and the model handlers.
  */
 #ifndef HPO_API_JOBS_INTERNAL_H
 #define HPO_API_JOBS_INTERNAL_H
@@ -20,7 +22,9 @@ struct eng_train_opts;
  * embedded is never in it. The calls that change a study's state update it
  * under the study's lock once storage did, then call api_jobs_wake after
  * releasing their locks. */
-int api_queue_new(api_ctx *ctx);   /* loads it from storage (once, at start) */
+/* Loads it from storage (once, at start), and the deadlines of the external
+ * studies that are running or paused (api_deadlines_new first). */
+int api_queue_new(api_ctx *ctx);
 void api_queue_free(api_ctx *ctx);
 /* Adds or updates a study (sto_study_state). */
 void api_queue_set(api_ctx *ctx, int64_t study_id, int state);
@@ -31,6 +35,50 @@ size_t api_queue_list(api_ctx *ctx, unsigned mask, int64_t **ids);
 /* Wakes the scheduler (something changed: a study, a model job queued). */
 void api_jobs_wake(api_ctx *ctx);
 #define API_STATE_BIT(s) (1u << (s))
+
+/* ---- a study's budget and its end (budget.c) ----
+ * A study's budget is spent once tuner.max_trials trials were created,
+ * tuner.max_seconds have passed since it was created, or its tuner has
+ * nothing left (a grid with every point held by a trial). It then gets no
+ * new trial; once none of its trials runs or waits in the queue it is
+ * complete, with a study_complete event ({"complete", "pruned", "failed",
+ * "cancelled": the trial counts, "reason": the budget's field}) in the same
+ * transaction. Embedded studies are settled by the scheduler's pass
+ * (api_jobs_settle); external ones at the moments that can end them, all
+ * under the study's lock: a tell, a lease expiry (leases.c), an ask refused
+ * for the budget, a resume, and their max_seconds deadline (deadlines.c). */
+/* The field of the spent budget ("tuner.max_trials", "tuner.max_seconds",
+ * "space"), or NULL while the study may start a trial. now: wall clock.
+ * probe: ask a grid tuner whether a point is left (a suggestion's cost;
+ * otherwise only a suggestion that failed tells, st->exhausted). The
+ * study's lock is held. */
+const char *api_budget_spent(api_study *st, double now, int probe);
+/* Stores the study complete with its study_complete event (counts: the
+ * trials by state; reason: the budget's field), and updates the run queue
+ * of an embedded study. The study's lock is held; the caller wakes the
+ * event readers (api_events_wake) once it is released. */
+int api_study_complete(api_ctx *ctx, api_study *st, const char *reason, const int64_t counts[STO_TRIAL_N_STATES]);
+/* Ends an external study that is running, whose budget is spent at now
+ * (the grid probed) and with no trial running: 1 when it completed it, 0
+ * when not (an embedded study: 0), or a negative code. The study's lock is
+ * held; the caller wakes the event readers after releasing it. */
+int api_external_end(api_ctx *ctx, api_study *st, double now);
+
+/* ---- max_seconds deadlines of external studies (deadlines.c) ----
+ * A min-heap of (deadline, study id) holding the external studies with a
+ * tuner.max_seconds that may still end: added when one is created, loaded
+ * with the run queue at start (api_queue_new). The scheduler's lease pass
+ * (api_expire_leases) takes the due ones and ends those with no trial out
+ * (api_external_end); one with trials out ends at their tell or lease
+ * expiry, a paused one when resumed. A tick costs a look at the heap's top,
+ * whatever the number of external studies. A deleted study's entry is
+ * dropped when due. Its mutex is a leaf of the lock order. */
+int api_deadlines_new(api_ctx *ctx);
+void api_deadlines_free(api_ctx *ctx);
+void api_deadline_add(api_ctx *ctx, int64_t study_id, double at);
+/* Removes the entries due at now (at <= now); their study ids in *ids
+ * (malloc'd; NULL when none), returns how many. */
+size_t api_deadlines_due(api_ctx *ctx, double now, int64_t **ids);
 
 /* ---- the runners (job_trial.c, job_model.c) ---- */
 int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);

@@ -79,6 +79,12 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
     json_object_set_new(j, "algorithm", json_string(alg ? alg : "random"));
     json_t *mt = json_object_get(tuner, "max_trials");
     json_object_set_new(j, "max_trials", mt ? json_incref(mt) : json_null());
+    json_t *ms = json_object_get(tuner, "max_seconds");
+    json_object_set_new(j, "max_seconds", ms ? json_incref(ms) : json_null());
+    /* the seed its tuner uses: stored at creation (drawn when not given);
+     * studies stored before that used 0 */
+    json_t *seed = json_object_get(tuner, "seed");
+    json_object_set_new(j, "seed", seed ? json_incref(seed) : json_integer(0));
     json_object_set_new(j, "created", json_real(s->created));
     json_object_set_new(j, "updated", json_real(s->updated));
 

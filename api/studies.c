@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "jobs_internal.h"
+#include "rng.h"
 
 void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     json_t *def = api_body_object(req, resp);
@@ -25,6 +26,16 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (!objective) json_object_set_new(def, "objective", objective = json_object());
     json_object_set_new(objective, "direction", json_string(d.maximize ? "maximize" : "minimize"));
     if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
+    /* A study without a seed gets one, stored in its definition and shown:
+     * its suggestions (and an embedded study's trainings) can be replayed. */
+    json_t *tuner = json_object_get(def, "tuner");
+    if (!json_object_get(tuner, "seed")) {
+        if (!json_is_object(tuner)) json_object_set_new(def, "tuner", tuner = json_object()); /* absent or null */
+        d.tuner.seed = hpo_rng_entropy_seed();
+        json_object_set_new(tuner, "seed", json_integer((json_int_t)d.tuner.seed));
+    }
+    int embedded = d.embedded;
+    double max_seconds = d.max_seconds;
     char *spec = json_dumps(def, JSON_COMPACT);
     int64_t study_id = 0;
     /* the study and its first event ({"id": N}) in one transaction */
@@ -47,7 +58,11 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     api_events_wake(ctx);
     api_jobs_wake(ctx);
     sto_study s;
-    if (sto_study_get(ctx->db, study_id, &s) == 0) {
+    int got = sto_study_get(ctx->db, study_id, &s);
+    /* an external study's max_seconds: its deadline (a later one if the
+     * study cannot be read back: it is checked again when due) */
+    if (!embedded && max_seconds > 0) api_deadline_add(ctx, study_id, (got == 0 ? s.created : hpo_now()) + max_seconds);
+    if (got == 0) {
         api_reply_json(resp, 201, api_study_json(ctx, &s, 0));
         sto_study_clear(&s);
     } else {

@@ -70,6 +70,7 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
     st->id = id;
     int rc = sto_study_get(ctx->db, id, &s);
     if (rc) goto fail;
+    st->created = s.created;
     json_error_t jerr;
     st->spec = json_loads(s.spec, 0, &jerr);
     if (!st->spec) {

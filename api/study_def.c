@@ -109,19 +109,19 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
     /* tun_config_parse validated the types of the keys read here. */
     const json_t *mt = tuner ? json_object_get(tuner, "max_trials") : NULL;
     d.max_trials = mt ? json_integer_value(mt) : 0;
+    const json_t *ms = tuner ? json_object_get(tuner, "max_seconds") : NULL;
+    d.max_seconds = ms ? json_number_value(ms) : 0;
     const json_t *lease = tuner ? json_object_get(tuner, "lease_seconds") : NULL;
     d.lease_seconds = lease ? json_number_value(lease) : default_lease;
 
     if (d.embedded) {
         const json_t *ex = tuner ? json_object_get(tuner, "executions_per_trial") : NULL;
         const json_t *par = tuner ? json_object_get(tuner, "parallel_trials") : NULL;
-        const json_t *ms = tuner ? json_object_get(tuner, "max_seconds") : NULL;
         const json_t *tt = tuner ? json_object_get(tuner, "trial_timeout") : NULL;
         d.emb.executions = ex ? (int)json_integer_value(ex) : 1;
         d.emb.parallel = par ? (int)json_integer_value(par) : 0;
-        d.emb.max_seconds = ms ? json_number_value(ms) : 0;
         d.emb.trial_timeout = tt ? json_number_value(tt) : 0;
-        if (d.max_trials <= 0 && d.emb.max_seconds <= 0) {
+        if (d.max_trials <= 0 && d.max_seconds <= 0) {
             rc = hpo_fail(err, HPO_EINVAL, "tuner.max_trials",
                           "an embedded study needs a budget: tuner.max_trials or tuner.max_seconds");
             goto fail;

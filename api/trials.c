@@ -1,10 +1,24 @@
 /* trials.c - ask/tell: POST /studies/{id}/ask, /trials/{id}/report and
- * /trials/{id}/tell, and GET /trials/{id}. */
+ * /trials/{id}/tell, and GET /trials/{id}. An ask refused for the budget
+ * and a tell end a study whose budget is spent once none of its trials is
+ * out (jobs_internal.h: a study's end). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "jobs_internal.h"
+
+/* 409 exhausted naming the spent budget (api_budget_spent's field). */
+static void refuse_budget(api_response *resp, const api_study *st, const char *why) {
+    if (strcmp(why, "tuner.max_trials") == 0)
+        api_fail(resp, 409, "exhausted", why, "the study has reached max_trials (%lld trials asked)",
+                 (long long)st->next_number);
+    else if (strcmp(why, "tuner.max_seconds") == 0)
+        api_fail(resp, 409, "exhausted", why, "the study's max_seconds (%g s) have passed since it was created",
+                 st->def.max_seconds);
+    else
+        api_fail(resp, 409, "exhausted", why, "the search space is exhausted (every grid point was asked)");
+}
 
 void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     double t0 = hpo_monotonic();
@@ -25,7 +39,9 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     pthread_mutex_lock(&st->lock);
     int64_t number = st->next_number, trial_id = 0;
     json_t *params = NULL;
-    double lease = hpo_now() + st->def.lease_seconds;
+    double now = hpo_now(), lease = now + st->def.lease_seconds;
+    int ended = 0;
+    const char *why = NULL;
     if (st->def.embedded) {
         api_fail(resp, 409, "conflict", "id",
                  "study %lld is embedded: hpod runs its trials (follow GET /api/v1/studies/%lld/events)",
@@ -39,18 +55,23 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     }
     sto_study_state state = s.state;
     sto_study_clear(&s);
-    if (state != STO_STUDY_RUNNING) {
+    /* a spent budget is named, also once it completed the study */
+    if (state == STO_STUDY_RUNNING || state == STO_STUDY_COMPLETE)
+        why = api_budget_spent(st, now, state == STO_STUDY_COMPLETE);
+    if (!why && state != STO_STUDY_RUNNING) {
         api_fail(resp, 409, "conflict", "state", "study %lld is %s", (long long)id, sto_study_state_name(state));
         goto unlock;
     }
-    if (st->def.max_trials > 0 && number >= st->def.max_trials) {
-        api_fail(resp, 409, "exhausted", "tuner.max_trials",
-                 "the study has reached max_trials (%lld trials asked)", (long long)number);
-        goto unlock;
+    if (!why) {
+        rc = tun_study_suggest(st->tuner, number, x);
+        if (rc == HPO_EEXHAUSTED) {
+            st->exhausted = 1;
+            why = "space";
+        }
     }
-    rc = tun_study_suggest(st->tuner, number, x);
-    if (rc == HPO_EEXHAUSTED) {
-        api_fail(resp, 409, "exhausted", "space", "the search space is exhausted (every grid point was asked)");
+    if (why) {
+        refuse_budget(resp, st, why);
+        if (state == STO_STUDY_RUNNING) ended = api_external_end(ctx, st, now) > 0;
         goto unlock;
     }
     if (rc) {
@@ -77,6 +98,7 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
                                         "params", params, "lease_expires", lease));
 unlock:
     pthread_mutex_unlock(&st->lock);
+    if (ended) api_events_wake(ctx);
     json_decref(params);
     free(x);
     api_study_release(ctx, st);
@@ -237,7 +259,7 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
     pthread_mutex_lock(&st->lock);
     sto_trial_clear(&t);
-    int rc = sto_trial_get(ctx->db, id, &t);
+    int rc = sto_trial_get(ctx->db, id, &t), ended = 0;
     if (rc) {
         api_fail_lookup(resp, rc, "trial", id);
     } else if (!not_running(&t, resp)) {
@@ -247,15 +269,21 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
             if (state == STO_TRIAL_PRUNED && n == 0) value = t.last_value;
             rc = tun_study_finish(st->tuner, t.number, api_tun_state(state), value);
         }
-        if (rc)
+        if (rc) {
             api_fail_rc(resp, rc, NULL);
-        else
+        } else {
             api_reply_json(resp, 200, json_pack("{s:I, s:I, s:s, s:o}", "trial_id", (json_int_t)id,
                                                 "number", (json_int_t)t.number, "state",
                                                 sto_trial_state_name(state), "value",
                                                 api_json_real(value)));
+            /* the tell is stored: the study's end, if this was its last trial, is
+             * its own change (a failure to store it is logged, and the next
+             * moment that can end the study tries again) */
+            ended = api_external_end(ctx, st, hpo_now()) > 0;
+        }
     }
     pthread_mutex_unlock(&st->lock);
+    if (ended) api_events_wake(ctx);
     sto_trial_clear(&t);
     api_study_release(ctx, st);
 out:

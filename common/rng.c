@@ -2,6 +2,9 @@
 #include "rng.h"
 
 #include <math.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
@@ -65,4 +68,16 @@ void hpo_rng_shuffle_u32(hpo_rng *r, uint32_t *idx, uint32_t n) {
         idx[i - 1] = idx[j];
         idx[j] = t;
     }
+}
+
+uint64_t hpo_rng_entropy_seed(void) {
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        x ^= (uint64_t)getpid() << 32;
+        v = splitmix64(&x);
+    }
+    return v & 0x7fffffffULL;
 }

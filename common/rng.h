@@ -12,6 +12,9 @@
  *   an execution index, a worker) into an independent generator, so the
  *   n-th trial's randomness does not depend on how many draws came before.
  * - Not thread-safe: one generator per thread or per purpose.
+ * - The one call that is not deterministic is hpo_rng_entropy_seed: the
+ *   seed of a study created without one, drawn once and then stored, so
+ *   the study is reproducible from it like any other.
  */
 #ifndef HPO_RNG_H
 #define HPO_RNG_H
@@ -32,5 +35,10 @@ double hpo_rng_normal(hpo_rng *r);              /* standard normal (Box-Muller) 
 uint64_t hpo_rng_below(hpo_rng *r, uint64_t n); /* uniform in [0, n), unbiased; n > 0 */
 /* Fisher-Yates shuffle of idx[0..n). */
 void hpo_rng_shuffle_u32(hpo_rng *r, uint32_t *idx, uint32_t n);
+/* A fresh seed from the kernel (getrandom; the clock and pid mixed if it
+ * fails) in [0, 2^31): small enough that every client reads it back exactly
+ * (a JavaScript number, numpy's 32-bit seeds). Thread-safe; not for
+ * cryptography. */
+uint64_t hpo_rng_entropy_seed(void);
 
 #endif

@@ -214,6 +214,10 @@ static const char *const stmt_sql[STO_Q_N] = {
         "SELECT id, name, spec, state, created, updated FROM studies ORDER BY id DESC",
     [STO_Q_STUDY_DELETE] = "DELETE FROM studies WHERE id = ?1",
     [STO_Q_STUDY_SET_STATE] = "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1",
+    /* A trial changed (?2 now): the study's updated follows, never back. */
+    [STO_Q_STUDY_TOUCH] = "UPDATE studies SET updated = MAX(updated, ?2) WHERE id = ?1",
+    [STO_Q_STUDY_TOUCH_BY_TRIAL] =
+        "UPDATE studies SET updated = MAX(updated, ?2) WHERE id = (SELECT study_id FROM trials WHERE id = ?1)",
 
     /* The next number is read and used inside one statement of one IMMEDIATE
      * transaction, through the (study_id, number) unique index. */
@@ -395,6 +399,15 @@ void sto_db_read_trial(sqlite3_stmt *s, void *out) {
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
     return rc == 0 ? HPO_ECONFLICT : rc;
+}
+
+int sto_db_touch_study(sto_db *db, int q, int64_t id, double now) {
+    sqlite3_stmt *s = db->q[q];
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_double(s, 2, now);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : sto_db_error(db, "study updated");
+    sto_db_done(s);
+    return rc;
 }
 
 int sto_db_exec_id(sto_db *db, int q, int64_t id, const char *what) {

@@ -48,6 +48,8 @@ enum {
     STO_Q_STUDY_LIST,
     STO_Q_STUDY_DELETE,
     STO_Q_STUDY_SET_STATE,
+    STO_Q_STUDY_TOUCH,
+    STO_Q_STUDY_TOUCH_BY_TRIAL,
 
     STO_Q_TRIAL_INSERT,
     STO_Q_TRIAL_GET,
@@ -136,6 +138,12 @@ void sto_db_read_trial(sqlite3_stmt *s, void *t);
  * _TRIAL or _MODEL. HPO_ENOTFOUND when that row does not exist, so the
  * caller rolls back and neither the change nor its event is stored. */
 int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
+
+/* Inside the caller's transaction (lock held): moves the updated time of
+ * a study to now (never back), q being STO_Q_STUDY_TOUCH (id: the study)
+ * or STO_Q_STUDY_TOUCH_BY_TRIAL (id: one of its trials). Every call that
+ * changes a trial does it, so a study's updated follows its trials. */
+int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
 
 /* Runs statement q with ?1 = id in its own transaction (a delete by id);
  * HPO_ENOTFOUND when it changed no row. Takes the lock itself. */

@@ -95,7 +95,11 @@ typedef struct sto_study {
     char *name;
     char *spec; /* the validated study definition, JSON text */
     sto_study_state state;
-    double created, updated; /* wall-clock seconds */
+    double created;          /* wall-clock seconds */
+    double updated;          /* its latest change: a state change, or one of its trials
+                                created, started, reported, requeued, given an epoch or
+                                finished (stored in that change's transaction; never
+                                moves back for a trial's change) */
 } sto_study;
 
 /* name and spec are required (HPO_EINVAL); the study starts RUNNING. */

@@ -5,7 +5,8 @@
  * State rules live in the WHERE clauses of the statements (db.c): a call
  * that changes no row was either about an unknown trial (HPO_ENOTFOUND) or
  * one in the wrong state (HPO_ECONFLICT), told apart afterwards by
- * sto_db_trial_conflict() inside the same transaction. */
+ * sto_db_trial_conflict() inside the same transaction. Each change also
+ * moves its study's updated time, in that transaction. */
 #include "db_internal.h"
 
 #include <stdlib.h>
@@ -27,6 +28,8 @@ static int trial_update(sto_db *db, sqlite3_stmt *s, int64_t trial_id, int confl
         rc = conflict_possible ? sto_db_trial_conflict(db, trial_id) : HPO_ENOTFOUND;
         goto fail;
     }
+    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, hpo_now());
+    if (rc) goto fail;
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
     if (rc) goto fail;
     rc = sto_db_commit(db);
@@ -66,6 +69,7 @@ int sto_trials_requeue_running(sto_db *db, int64_t study_id, int64_t *n_out) {
     }
     n = sqlite3_changes(db->conn);
     sto_db_done(s);
+    if (n > 0 && (rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, hpo_now()))) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);
@@ -129,6 +133,8 @@ int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
         goto fail;
     }
     sto_db_done(s);
+    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, hpo_now());
+    if (rc) goto fail;
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
     if (rc) goto fail;
     rc = sto_db_commit(db);

@@ -1,5 +1,6 @@
 /* trials.c - trials: numbering, listing, intermediate values, finishing and
- * lease expiry (see storage.h). */
+ * lease expiry (see storage.h). Each change also moves its study's updated
+ * time, in the same transaction. */
 #include "db_internal.h"
 
 #include <stdlib.h>
@@ -48,11 +49,12 @@ int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double le
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_TRIAL_INSERT];
+    double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sqlite3_bind_int64(s, 1, study_id);
     sto_bind_text(s, 2, params ? params : "{}");
-    sqlite3_bind_double(s, 3, hpo_now());
+    sqlite3_bind_double(s, 3, now);
     sqlite3_bind_double(s, 4, lease_expires > 0 ? lease_expires : 0);
     if (sqlite3_step(s) != SQLITE_ROW) {
         rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "trial create");
@@ -64,6 +66,8 @@ int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double le
         goto fail;
     }
     sto_db_done(s);
+    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now);
+    if (rc) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);
@@ -162,6 +166,8 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
     }
     sto_db_done(up);
     sto_db_done(put);
+    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, hpo_now());
+    if (rc) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);
@@ -257,6 +263,7 @@ int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, dou
         return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_TRIAL_FINISH];
+    double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sqlite3_bind_int64(s, 1, trial_id);
@@ -265,7 +272,7 @@ int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, dou
     sto_bind_real(s, 4, value_std);
     sqlite3_bind_int(s, 5, value_n);
     sto_bind_text(s, 6, error);
-    sqlite3_bind_double(s, 7, hpo_now());
+    sqlite3_bind_double(s, 7, now);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = sto_db_error(db, "trial finish");
         goto fail;
@@ -275,6 +282,8 @@ int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, dou
         goto fail;
     }
     sto_db_done(s);
+    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now);
+    if (rc) goto fail;
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
     if (rc) goto fail;
     rc = sto_db_commit(db);
@@ -300,6 +309,8 @@ int sto_trials_expire(sto_db *db, double now, sto_trial **out, size_t *n_out) {
     rc = collect_trials(db, s, "trials expire", &list, &n);
     if (rc) goto fail;
     sto_db_done(s);
+    for (size_t i = 0; i < n; i++)
+        if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, list[i].study_id, now))) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);

@@ -2,8 +2,10 @@
  * external (ask/tell) studies as with none (jobs.h: the run queue). One
  * embedded study runs a trial at its parallel_trials limit, so every pass
  * looks at it in full (stop reason, reap, settle, next) and starts nothing;
- * the pass is the one server/scheduler.c makes on every tick: lease expiry,
- * stop reasons of the busy jobs, reap, settle, next.
+ * the pass is the one server/scheduler.c makes on every tick: lease expiry
+ * (and the external studies' max_seconds deadlines), stop reasons of the
+ * busy jobs, reap, settle, next. A third of the external studies have a
+ * max_seconds deadline, not yet due.
  *
  * The cost is counted, not timed: SQLite's trace hook counts the
  * statements the pass runs and the rows they return. Both must be equal
@@ -107,10 +109,11 @@ static void test_tick_cost_flat_in_external_studies(void **state) {
     sqlite3_trace_v2(db->conn, 0, NULL, NULL);
     char body[256];
     for (int i = 0; i < EXTERNAL; i++) {
+        /* a third with a max_seconds deadline (not due: deadlines.c keeps them in a heap) */
         snprintf(body, sizeof body,
                  "{\"name\": \"ext-%d\", \"space\": {\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 1}},"
-                 " \"tuner\": {\"algorithm\": \"random\", \"seed\": %d}}",
-                 i, i);
+                 " \"tuner\": {\"algorithm\": \"random\", \"seed\": %d%s}}",
+                 i, i, i % 3 == 0 ? ", \"max_seconds\": 86400" : "");
         post("/api/v1/studies", body, 201);
         if (i % 10 == 0) { /* some with a trial in flight, as ask/tell clients leave them */
             char path[64];
