@@ -51,6 +51,10 @@ int api_body_empty(const api_request *req, api_response *resp);
  * value fills resp and returns -1. */
 int api_query_int(const api_request *req, api_response *resp, const char *key, int64_t def,
                   int64_t lo, int64_t hi, int64_t *out);
+/* A JSON string of s, or, when s is not valid UTF-8 (bytes from a client's
+ * file), of its first 255 bytes with every one outside printable ASCII as
+ * '?'. */
+json_t *api_json_string_lossy(const char *s);
 /* JSON number for a double, null for NaN/Inf. */
 json_t *api_json_real(double v);
 /* json_dumps with every real in its shortest round-trip form (json_text.c);

@@ -373,11 +373,8 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
         json_object_set_new(meta, "n_classes", json_integer(ds->n_classes));
     if (classify && ds->class_names) { /* class k is classes[k] (csv.c: named labels, sorted) */
         json_t *classes = json_array();
-        for (int k = 0; k < ds->n_classes; k++) {
-            char shown[128]; /* printable ASCII: jansson takes only valid UTF-8 */
-            printable(shown, sizeof shown, ds->class_names[k]);
-            json_array_append_new(classes, json_string(shown));
-        }
+        for (int k = 0; k < ds->n_classes; k++)
+            json_array_append_new(classes, api_json_string_lossy(ds->class_names[k]));
         json_object_set_new(meta, "classes", classes);
     }
     else

@@ -40,6 +40,23 @@ static json_t *metrics_json(const eng_metrics *m, int classify) {
 
 
 
+/* The metadata that lets the weights be used outside hpod: "input_scale"
+ * (what a raw input value is multiplied by before the first layer: 1/255
+ * for uint8 images, 1 otherwise) and "classes" (class k's label, when the
+ * dataset named its classes, e.g. a CSV of species). */
+static void add_data_meta(api_ctx *ctx, const api_study *st, json_t *meta) {
+    eng_dataset *ds = NULL;
+    hpo_error derr = {{0}, {0}};
+    if (api_dataset_open(ctx, st->def.emb.dataset, "train", &ds, &derr)) return; /* it trained on it: cached */
+    json_object_set_new(meta, "input_scale", json_real(ds->x_scale));
+    if (ds->class_names) {
+        json_t *classes = json_array();
+        for (int k = 0; k < ds->n_classes; k++) json_array_append_new(classes, api_json_string_lossy(ds->class_names[k]));
+        json_object_set_new(meta, "classes", classes);
+    }
+    eng_dataset_release(ds);
+}
+
 /* Exports m's weights as models/model-<id>.safetensors under the data dir;
  * *rel gets the path relative to the data dir (malloc'd). */
 static int export(api_ctx *ctx, const api_study *st, int64_t model_id, const eng_model *m, int64_t trial_id,
@@ -60,6 +77,7 @@ static int export(api_ctx *ctx, const api_study *st, int64_t model_id, const eng
     snprintf(trial, sizeof trial, "%lld", (long long)trial_id);
     json_t *meta = json_pack("{s:o, s:o, s:s, s:s, s:s, s:i}", "template", model, "params", params, "study", study,
                              "trial", trial, "kind", kind, "n_classes", st->def.emb.n_classes);
+    add_data_meta(ctx, st, meta);
     rc = eng_model_export_weights(m, path, meta, err);
     json_decref(meta);
     sto_trial_clear(&t);

@@ -489,6 +489,15 @@ void api_h_model_predict(api_ctx *ctx, const api_request *req, int64_t id, api_r
         json_array_append_new(classes, json_integer(arg));
     }
     json_t *reply = json_pack("{s:I, s:o}", "model_id", (json_int_t)id, "predictions", out);
+    if (st->def.emb.n_classes > 0 && ds->class_names) { /* the dataset named its classes: their labels too */
+        json_t *labels = json_array();
+        json_t *k;
+        json_array_foreach(classes, i, k) {
+            json_int_t c = json_integer_value(k);
+            json_array_append_new(labels, c < ds->n_classes ? api_json_string_lossy(ds->class_names[c]) : json_null());
+        }
+        json_object_set_new(reply, "labels", labels);
+    }
     if (st->def.emb.n_classes > 0)
         json_object_set_new(reply, "classes", classes);
     else

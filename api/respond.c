@@ -44,6 +44,14 @@ static void printable_copy(char *dst, size_t cap, const char *src) {
     dst[i] = '\0';
 }
 
+json_t *api_json_string_lossy(const char *s) {
+    json_t *j = json_string(s);
+    if (j) return j;
+    char shown[256];
+    printable_copy(shown, sizeof shown, s);
+    return json_string(shown);
+}
+
 void api_error_response(api_response *resp, int status, const char *code, const char *message,
                         const char *field) {
     if (!field) field = "";

@@ -167,6 +167,29 @@ static void test_csv(void **state) {
     assert_true(ds->y_target[1] == 6.f);
     eng_dataset_release(ds);
 
+    /* named classes (iris.csv's species): sorted names, class k the k-th */
+    write_text(p("n.csv"), "sl,sw,species\n5.1,3.5,setosa\n7.0,3.2,versicolor\n6.3,3.3,\"virginica\"\n"
+                           "4.9,3.0,setosa\n5.0,2.0,10\n");
+    assert_int_equal(eng_load_csv(p("n.csv"), "species", 1, &ds, &err), 0);
+    assert_int_equal(ds->n_classes, 4);
+    assert_non_null(ds->class_names);
+    const char *want[] = {"10", "setosa", "versicolor", "virginica"}; /* byte order; "10" is a name here */
+    for (int k = 0; k < 4; k++) assert_string_equal(ds->class_names[k], want[k]);
+    int32_t want_y[] = {1, 2, 3, 1, 0};
+    for (int i = 0; i < 5; i++) assert_int_equal(ds->y_class[i], want_y[i]);
+    eng_dataset_release(ds);
+    assert_int_equal(eng_load_csv(p("a.csv"), "label", 1, &ds, &err), 0); /* class numbers: no names */
+    assert_null(ds->class_names);
+    eng_dataset_release(ds);
+    /* a column with more distinct names than classes can be */
+    FILE *big = fopen(p("many.csv"), "w");
+    fprintf(big, "x,y\n");
+    for (int i = 0; i <= ENG_CSV_MAX_CLASSES; i++) fprintf(big, "1,c%d\n", i);
+    fclose(big);
+    ds = (eng_dataset *)0x1;
+    printf(" too many named classes\n");
+    expect_err(eng_load_csv(p("many.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "distinct labels");
+
     ds = (eng_dataset *)0x1;
     printf(" short row\n");
     write_text(p("b.csv"), "a,b,y\n1,2,0\n3,4\n");
