@@ -1,6 +1,7 @@
 /* main.c - hpod: flags, configuration, start-up and shutdown.
  *
- *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--devices cpu:N[xT],...] [--token T] [--sync normal|full]
+ *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--devices cpu:N[xT],cuda:G[xK],...] [--token T]
+ *        [--sync normal|full]
  *        [--max-connections N] [--max-connections-per-client N] [--max-streams N]
  *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES]
  *        [--max-model-bytes SIZE] [--max-dataset-bytes SIZE] [--max-dataset-loads N]
@@ -32,6 +33,7 @@
 #include "data.h"
 #include "data_dir.h"
 #include "engine_cli.h"
+#include "gpu.h"
 #include "http.h"
 #include "scheduler.h"
 
@@ -60,7 +62,9 @@ static void usage(FILE *f) {
             "  --token T           require 'Authorization: Bearer T' on mutating calls\n"
             "                      (default: $HPO_TOKEN; none if unset)\n"
             "  --devices SPEC      worker slots: cpu:N (N slots of 1 BLAS thread) or cpu:NxT\n"
-            "                      (N slots of T threads); default cpu:2\n"
+            "                      (N slots of T threads); default cpu:2. cuda:G[xK],\n"
+            "                      cuda:G+H, cuda:all are parsed and checked against the\n"
+            "                      GPUs, but training runs on CPU slots only so far\n"
             "  --sync MODE         normal (default): durable against process crashes;\n"
             "                      full: fsync every commit and trial checkpoint,\n"
             "                      durable against power loss\n"
@@ -220,7 +224,12 @@ static int parse_flags(int argc, char **argv, config *cfg) {
             }
             break;
         case O_HELP: usage(stdout); return 1;
-        case O_VERSION: printf("hpod %s\n", HPO_VERSION); return 1;
+        case O_VERSION: {
+            char gpu[160];
+            eng_gpu_describe(gpu, sizeof gpu);
+            printf("hpod %s\nGPU: %s\n", HPO_VERSION, gpu);
+            return 1;
+        }
         default: usage(stderr); return -1;
         }
     }
@@ -247,8 +256,22 @@ int main(int argc, char **argv) {
     srv_slot *slots = NULL;
     int n_slots = 0;
     hpo_error derr = {{0}, {0}};
-    if (srv_devices_parse(cfg.devices, &slots, &n_slots, &derr)) {
+    if (srv_devices_parse(cfg.devices, &slots, &n_slots, &derr) ||
+        srv_devices_resolve(&slots, &n_slots, &derr)) { /* cuda slots: their GPUs must be there */
         fprintf(stderr, "hpod: %s\n", derr.message);
+        free(slots);
+        return 2;
+    }
+    for (int i = 0; i < n_slots; i++) {
+        if (slots[i].kind != SRV_SLOT_CUDA) continue;
+        /* the GPUs are there, but the engine trains on the CPU only so far:
+         * refuse rather than run "GPU" slots on the CPU */
+        eng_gpu_info g;
+        hpo_error gerr = {{0}, {0}};
+        if (eng_gpu_info_get(slots[i].gpus[0], &g, &gerr)) snprintf(g.name, sizeof g.name, "?");
+        fprintf(stderr, "hpod: --devices %s: GPU %d (%s) is there, but this hpod's training engine runs on CPU "
+                        "slots only (no CUDA kernels yet): use cpu:N\n", slots[i].name, slots[i].gpus[0], g.name);
+        free(slots);
         return 2;
     }
 

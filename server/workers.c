@@ -1,6 +1,8 @@
 /* workers.c - the worker pool (see workers.h). */
 #include "workers.h"
 
+#include "gpu.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,40 +52,131 @@ uint64_t srv_default_model_budget(int n_slots) {
     return b < lo ? lo : b > hi ? hi : b;
 }
 
+/* "cpu:N" or "cpu:NxT" appended to *out. */
+static int parse_cpu(const char *tok, srv_slot **out, int *count, hpo_error *err) {
+    int slots_n = 0, threads = 1, used = 0;
+    if (sscanf(tok + 4, "%d%n", &slots_n, &used) != 1 ||
+        (tok[4 + used] == 'x' ? sscanf(tok + 5 + used, "%d", &threads) != 1 : tok[4 + used] != '\0') ||
+        slots_n < 1 || slots_n > 256 || threads < 1 || threads > 256)
+        return hpo_fail(err, HPO_EINVAL, "devices",
+                        "--devices: '%s' must be cpu:N (N slots of 1 thread) or cpu:NxT (N slots of T threads)", tok);
+    *out = hpo_xrealloc(*out, (size_t)(*count + slots_n) * sizeof **out);
+    for (int i = 0; i < slots_n; i++) {
+        srv_slot *sl = &(*out)[*count];
+        memset(sl, 0, sizeof *sl);
+        snprintf(sl->name, sizeof sl->name, "cpu:%d", *count);
+        sl->threads = threads;
+        sl->kind = SRV_SLOT_CPU;
+        (*count)++;
+    }
+    return 0;
+}
+
+/* "cuda:G[+H...][xK]" or "cuda:all[xK]" appended to *out. */
+static int parse_cuda(const char *tok, srv_slot **out, int *count, hpo_error *err) {
+    srv_slot proto;
+    memset(&proto, 0, sizeof proto);
+    proto.kind = SRV_SLOT_CUDA;
+    proto.threads = 1;
+    const char *p = tok + 5;
+    int per_gpu = 1, used = 0;
+    if (strncmp(p, "all", 3) == 0) {
+        proto.gpus[proto.n_gpus++] = -1;
+        p += 3;
+    } else {
+        for (;;) {
+            int g;
+            if (sscanf(p, "%d%n", &g, &used) != 1 || g < 0 || g > 63 || proto.n_gpus == SRV_SLOT_MAX_GPUS) goto bad;
+            for (int i = 0; i < proto.n_gpus; i++)
+                if (proto.gpus[i] == g) goto bad;
+            proto.gpus[proto.n_gpus++] = g;
+            p += used;
+            if (*p != '+') break;
+            p++;
+        }
+    }
+    if (*p == 'x') {
+        if (sscanf(p + 1, "%d%n", &per_gpu, &used) != 1 || p[1 + used] != '\0' || per_gpu < 1 || per_gpu > 64)
+            goto bad;
+    } else if (*p != '\0') {
+        goto bad;
+    }
+    *out = hpo_xrealloc(*out, (size_t)(*count + per_gpu) * sizeof **out);
+    for (int k = 0; k < per_gpu; k++) {
+        srv_slot *sl = &(*out)[*count];
+        *sl = proto;
+        int len = snprintf(sl->name, sizeof sl->name, "cuda:");
+        for (int i = 0; i < proto.n_gpus; i++)
+            len += snprintf(sl->name + len, sizeof sl->name - (size_t)len, proto.gpus[i] < 0 ? "%sall" : "%s%d",
+                            i ? "+" : "", proto.gpus[i]);
+        snprintf(sl->name + len, sizeof sl->name - (size_t)len, "/%d", k);
+        (*count)++;
+    }
+    return 0;
+bad:
+    return hpo_fail(err, HPO_EINVAL, "devices",
+                    "--devices: '%s' must be cuda:G (a slot on GPU G), cuda:GxK (K slots on GPU G), cuda:G+H[xK] "
+                    "(slots spanning GPUs G and H) or cuda:all[xK]", tok);
+}
+
 int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err) {
     srv_slot *out = NULL;
     int count = 0;
     char *copy = hpo_strdup(spec), *save = NULL;
     int rc = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int slots_n = 0, threads = 1, used = 0;
-        if (strncmp(tok, "cpu:", 4) != 0) {
-            rc = hpo_fail(err, HPO_EINVAL, "devices",
-                          "--devices: '%s' is not cpu:N or cpu:NxT (no other device is built in)", tok);
-            goto done;
-        }
-        if (sscanf(tok + 4, "%d%n", &slots_n, &used) != 1 ||
-            (tok[4 + used] == 'x' ? sscanf(tok + 5 + used, "%d", &threads) != 1 : tok[4 + used] != '\0') ||
-            slots_n < 1 || slots_n > 256 || threads < 1 || threads > 256) {
-            rc = hpo_fail(err, HPO_EINVAL, "devices",
-                          "--devices: '%s' must be cpu:N (N slots of 1 thread) or cpu:NxT (N slots of T threads)",
-                          tok);
-            goto done;
-        }
-        out = hpo_xrealloc(out, (size_t)(count + slots_n) * sizeof *out);
-        for (int i = 0; i < slots_n; i++) {
-            snprintf(out[count].name, sizeof out[count].name, "cpu:%d", count);
-            out[count].threads = threads;
-            count++;
-        }
+    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+        if (strncmp(tok, "cpu:", 4) == 0)
+            rc = parse_cpu(tok, &out, &count, err);
+        else if (strncmp(tok, "cuda:", 5) == 0)
+            rc = parse_cuda(tok, &out, &count, err);
+        else
+            rc = hpo_fail(err, HPO_EINVAL, "devices", "--devices: '%s' is not cpu:N[xT] or cuda:G[xK]", tok);
     }
-    if (count == 0) rc = hpo_fail(err, HPO_EINVAL, "devices", "--devices names no slot");
-done:
+    if (rc == 0 && count == 0) rc = hpo_fail(err, HPO_EINVAL, "devices", "--devices names no slot");
     free(copy);
     if (rc) {
         free(out);
         return rc;
     }
+    *slots = out;
+    *n = count;
+    return 0;
+}
+
+int srv_devices_resolve(srv_slot **slots, int *n, hpo_error *err) {
+    int n_cuda = 0;
+    for (int i = 0; i < *n; i++) n_cuda += (*slots)[i].kind == SRV_SLOT_CUDA;
+    if (n_cuda == 0) return 0;
+    int n_gpus = 0;
+    int rc = eng_gpu_count(&n_gpus, err);
+    if (rc) return rc;
+    for (int i = 0; i < *n; i++) {
+        srv_slot *sl = &(*slots)[i];
+        for (int g = 0; sl->kind == SRV_SLOT_CUDA && g < sl->n_gpus; g++)
+            if (sl->gpus[g] >= n_gpus)
+                return hpo_fail(err, HPO_EINVAL, "devices", "--devices: slot %s names GPU %d; this machine has %d",
+                                sl->name, sl->gpus[g], n_gpus);
+    }
+    /* cuda:all[xK]: the same slots on every GPU */
+    srv_slot *out = NULL;
+    int count = 0;
+    for (int i = 0; i < *n; i++) {
+        srv_slot sl = (*slots)[i];
+        int all = sl.kind == SRV_SLOT_CUDA && sl.gpus[0] < 0;
+        out = hpo_xrealloc(out, (size_t)(count + (all ? n_gpus : 1)) * sizeof *out);
+        if (!all) {
+            out[count++] = sl;
+            continue;
+        }
+        int k = atoi(strrchr(sl.name, '/') + 1);
+        for (int g = 0; g < n_gpus; g++) {
+            srv_slot *o = &out[count++];
+            *o = sl;
+            o->gpus[0] = g;
+            snprintf(o->name, sizeof o->name, "cuda:%d/%d", g, k);
+        }
+    }
+    free(*slots);
     *slots = out;
     *n = count;
     return 0;

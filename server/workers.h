@@ -22,13 +22,28 @@
 
 #include "jobs.h"
 
+enum { SRV_SLOT_CPU = 0, SRV_SLOT_CUDA = 1 };
+#define SRV_SLOT_MAX_GPUS 8
 typedef struct srv_slot {
-    char name[32]; /* "cpu:0" */
-    int threads;   /* BLAS/oneDNN threads of the slot */
+    char name[32]; /* "cpu:0"; "cuda:0/1" (GPU 0, its slot 1); "cuda:0+1/0" (spans GPUs 0 and 1) */
+    int threads;   /* BLAS/oneDNN threads of the slot (CPU) */
+    int kind;      /* SRV_SLOT_CPU or SRV_SLOT_CUDA */
+    int gpus[SRV_SLOT_MAX_GPUS]; /* CUDA: the devices it spans; gpus[0] == -1: "all" (srv_devices_resolve) */
+    int n_gpus;
 } srv_slot;
 
-/* Parses a --devices value into slots (*slots malloc'd). */
+/* Parses a --devices value into slots (*slots malloc'd): comma-separated
+ * groups "cpu:N" / "cpu:NxT" (N slots of T BLAS threads), "cuda:G" / "cuda:GxK"
+ * (K slots on GPU G, default 1), "cuda:G+H[xK]" (slots spanning GPUs G and
+ * H: data parallel), "cuda:all[xK]" (K slots on every GPU, resolved by
+ * srv_devices_resolve). */
 int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err);
+
+/* Checks the CUDA slots against the machine's GPUs (engine/gpu.h) and
+ * expands "cuda:all"; *slots may be reallocated. HPO_EUNSUPPORTED "no CUDA
+ * device: ..." on a machine without one, HPO_EINVAL naming a GPU that is
+ * not there. A no-op for CPU-only layouts. */
+int srv_devices_resolve(srv_slot **slots, int *n, hpo_error *err);
 
 /* The default memory budget of one model (--max-model-bytes): half the
  * machine's memory (or its cgroup limit) shared by the n slots, so that all

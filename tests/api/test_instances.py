@@ -12,9 +12,9 @@ import tempfile
 from hpod import Checks, Hpod, parse_args
 
 
-def second(args, data_dir, port=0):
+def second(args, data_dir, port=0, extra=()):
     """Runs a second hpod; returns (exit code or None if it kept running, stderr)."""
-    p = subprocess.Popen([args.hpod, "--port", str(port), "--data-dir", data_dir],
+    p = subprocess.Popen([args.hpod, "--port", str(port), "--data-dir", data_dir] + list(extra),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = p.communicate(timeout=15)
@@ -48,6 +48,13 @@ def main():
         c.check(rc == 2 and "--data-dir" in err and "at most 3840" in err and not os.path.exists(long_dir),
                 "a --data-dir of %d bytes is refused at start, nothing created (rc %s: %s)"
                 % (len(long_dir), rc, err.strip()[-200:]))
+        # GPU slots: a clear refusal, never CPU training under a GPU's name (issue 14)
+        gpu_dir = os.path.join(tempfile.gettempdir(), "hpo-gpu-%d" % os.getpid())
+        rc, err = second(args, gpu_dir, extra=["--devices", "cuda:0x2"])
+        c.check(rc == 2 and ("no CUDA device: " in err or "CPU slots only" in err) and not os.path.exists(gpu_dir),
+                "--devices cuda:0x2 exits 2 with the reason (%s: %s)" % (rc, err.strip()[-200:]))
+        rc, err = second(args, gpu_dir, extra=["--devices", "cuda:0+0"])
+        c.check(rc == 2 and "cuda:G+H" in err, "--devices cuda:0+0 is a usage error (%s: %s)" % (rc, err.strip()[-120:]))
     finally:
         hp.cleanup()
     c.finish()

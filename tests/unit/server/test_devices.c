@@ -40,9 +40,30 @@ static void test_layouts(void **state) {
     free(slots);
 }
 
+static void test_cuda_layouts(void **state) {
+    srv_slot *slots = NULL;
+    int n = 0;
+    hpo_error err;
+    assert_int_equal(srv_devices_parse("cuda:0x2,cpu:1,cuda:1+2,cuda:all", &slots, &n, &err), 0);
+    assert_int_equal(n, 5);
+    static const char *names[] = {"cuda:0/0", "cuda:0/1", "cpu:2", "cuda:1+2/0", "cuda:all/0"};
+    for (int k = 0; k < n; k++) assert_string_equal(slots[k].name, names[k]);
+    assert_true(slots[0].kind == SRV_SLOT_CUDA && slots[0].n_gpus == 1 && slots[0].gpus[0] == 0);
+    assert_true(slots[2].kind == SRV_SLOT_CPU && slots[2].threads == 1);
+    assert_true(slots[3].n_gpus == 2 && slots[3].gpus[0] == 1 && slots[3].gpus[1] == 2);
+    assert_true(slots[4].gpus[0] == -1); /* resolved against the machine at start */
+    free(slots);
+    /* a CPU-only layout needs no GPU: resolving it changes nothing */
+    assert_int_equal(srv_devices_parse("cpu:2", &slots, &n, &err), 0);
+    assert_int_equal(srv_devices_resolve(&slots, &n, &err), 0);
+    assert_int_equal(n, 2);
+    free(slots);
+}
+
 static void test_errors(void **state) {
     static const char *bad[] = {"", "gpu:1", "cpu:", "cpu:0", "cpu:2x", "cpu:2x0", "cpu:x2", "cpu:2y2", "cpu:999",
-                                "cpu:1,", "cuda:0"};
+                                "cpu:1,", "cuda:", "cuda:x2", "cuda:0+0", "cuda:0x0", "cuda:-1", "cuda:0y", "cuda:0+",
+                                "cuda:all+1", "cuda:0x2x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         srv_slot *slots = (srv_slot *)0x1;
         int n = -7;
@@ -62,6 +83,7 @@ static void test_errors(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_layouts), cmocka_unit_test(test_errors)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_layouts), cmocka_unit_test(test_cuda_layouts),
+                                       cmocka_unit_test(test_errors)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

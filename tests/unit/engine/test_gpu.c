@@ -1,0 +1,52 @@
+/* test_gpu.c - the CUDA device query (gpu.h) answers on every machine: on
+ * one without a GPU (or its driver, or a build without CUDA) with
+ * HPO_EUNSUPPORTED naming "devices" and saying "no CUDA device: <why>"; on
+ * one with a GPU with its properties. --version's line names the backend
+ * either way. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu.h"
+
+static void test_device_query(void **state) {
+    (void)state;
+    char line[160];
+    eng_gpu_describe(line, sizeof line);
+    printf("backend: %s\n", line);
+    assert_true(strstr(line, eng_gpu_built() ? "CUDA runtime" : "not built") != NULL);
+    int n = -1;
+    hpo_error err = {{0}, {0}};
+    int rc = eng_gpu_count(&n, &err);
+    if (rc) {
+        printf("no GPU here: %s\n", err.message);
+        assert_int_equal(rc, HPO_EUNSUPPORTED);
+        assert_int_equal(n, 0);
+        assert_string_equal(err.field, "devices");
+        assert_true(strncmp(err.message, "no CUDA device: ", 16) == 0);
+        eng_gpu_info g;
+        assert_int_equal(eng_gpu_info_get(0, &g, &err), HPO_EUNSUPPORTED);
+        return;
+    }
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) {
+        eng_gpu_info g;
+        assert_int_equal(eng_gpu_info_get(i, &g, &err), 0);
+        printf("cuda:%d: %s, sm_%d%d, %.1f GiB, %d SMs\n", i, g.name, g.cc_major, g.cc_minor,
+               (double)g.total_bytes / (1 << 30), g.multiprocessors);
+        assert_int_equal(g.index, i);
+        assert_true(g.name[0] && g.total_bytes > 0 && g.multiprocessors > 0 && g.cc_major >= 1);
+    }
+    eng_gpu_info g;
+    assert_int_equal(eng_gpu_info_get(n, &g, &err), HPO_EINVAL); /* one past the last */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_device_query)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
