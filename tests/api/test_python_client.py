@@ -396,7 +396,7 @@ def section_retry(c, args):
         hpo._sleep = real_sleep
         if held is not None:
             held.close()
-        hp.stop()
+        c.check(hp.stop() == 0, "the second hpod exits 0")
         hp.cleanup()
 
 
