@@ -14,6 +14,7 @@ build_pkgs=(
   dataset-fashion-mnist
   curl jq procps python3  # jq: the README's curl examples
   chromium  # the dashboard's browser test (headless; tests/api/test_dashboard.py)
+  python3-pip python3-setuptools  # pip install ./clients/python (tests/api/test_python_client.py)
 )
 # Node.js for the dashboard's pinned JavaScript (web/package-lock.json): Debian's
 # nodejs and npm, unless a node (e.g. NodeSource's, which bundles npm) is there.
