@@ -68,7 +68,7 @@ static const command commands[] = {
     {"models", NULL, cli_models, "ID", "the study's refits, trial models and ensembles", " "},
     {"predict", NULL, cli_predict, "MODEL [FILE.json|-]",
      "predictions for {\"inputs\": [[...], ...]} (or the bare rows), from a file\nor stdin", " "},
-    {"weights", NULL, cli_weights, "MODEL [-o FILE|-]",
+    {"weights", NULL, cli_weights, "MODEL [-o|--output FILE|-]",
      "download a model's trained weights (safetensors) to FILE (default\nmodel-MODEL.safetensors; - for stdout); "
      "prints the file and its size", " -o --output "},
     {"dataset", "list", cli_dataset_list, "", "the builtin and uploaded datasets", " "},
