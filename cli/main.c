@@ -197,15 +197,16 @@ int main(int argc, char **argv) {
             url = argv[++i];
         } else if (strcmp(argv[i], "--token") == 0 && i + 1 < argc) {
             token = argv[++i];
-        } else if (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0 ||
-                   strcmp(argv[i], "--field") == 0) {
-            break; /* output flags: taken with the command's */
+        } else if (strcmp(argv[i], "--json") == 0) { /* the output flags may come first too */
+            c.json = 1;
+        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+            c.quiet = 1;
+        } else if (strcmp(argv[i], "--field") == 0 && i + 1 < argc && argv[i + 1][0] && c.n_field < CLI_MAX_FIELDS) {
+            c.field[c.n_field++] = argv[++i];
         } else {
             return cli_usage("unknown option %s", argv[i]);
         }
     }
-    int out_from = i; /* output flags before the command */
-    while (i < argc && argv[i][0] == '-') i += strcmp(argv[i], "--field") == 0 ? 2 : 1;
     if (i >= argc) {
         print_help(stderr);
         return CLI_EUSAGE;
@@ -223,11 +224,9 @@ int main(int argc, char **argv) {
             if (i + 1 >= argc || strcmp(argv[i + 1], cmd->word2) != 0) continue;
             words = 2;
         }
-        /* the command's arguments, with the output flags given before it */
-        int cargc = (i - out_from) + (argc - i - words);
+        int cargc = argc - i - words;
         char **cargv = hpo_xcalloc((size_t)cargc + 1, sizeof *cargv);
-        memcpy(cargv, argv + out_from, (size_t)(i - out_from) * sizeof *cargv);
-        memcpy(cargv + (i - out_from), argv + i + words, (size_t)(argc - i - words) * sizeof *cargv);
+        memcpy(cargv, argv + i + words, (size_t)cargc * sizeof *cargv);
         rc = output_flags(&c, cmd, &cargc, cargv);
         if (rc < 0) {
             print_command_help(cmd);
