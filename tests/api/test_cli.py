@@ -2,8 +2,10 @@
 output and exit code (0 ok, 1 usage, 2 HTTP 4xx with the JSON error on
 stderr, 3 prune, 4 unreachable, 6 failed job, 130 Ctrl-C), HPO_URL/HPO_TOKEN
 and --url/--token, `study watch` both on a pipe (plain lines) and on a
-terminal (a line redrawn in place), and refit/ensemble/models/predict on a
-tiny embedded study (Fashion-MNIST, 3,000 rows, 2 epochs)."""
+terminal (a line redrawn in place), ask --field (--params-only refused),
+and refit/ensemble/models/predict/weights on a tiny embedded study
+(Fashion-MNIST, 3,000 rows, 2 epochs). The other commands, --help and the
+bash completion: test_cli_commands.py."""
 import gzip
 import json
 import os
