@@ -3,9 +3,14 @@
  * share (the connection, the exit codes, output helpers).
  *
  * Design notes
- * - One process, one command: main.c parses the global flags and the
- *   subcommand, commands.c and watch.c do the work through cli_call, which
- *   is the only code that talks HTTP (libcurl, one reused handle).
+ * - One process, one command: main.c holds the command table (synopsis,
+ *   help, flags: `hpo --help`, `hpo CMD --help` and cli/hpo-completion.bash
+ *   follow it), parses the global flags and the output flags every command
+ *   takes (--json, --quiet, --field PATH, --help) into cli_ctx, and hands
+ *   the rest of argv to the command (commands.c, control.c, datasets.c,
+ *   models.c, stream.c, watch.c). http.c is the only code that talks HTTP
+ *   (libcurl, one reused handle): cli_call for JSON, cli_request for forms,
+ *   streams and downloads.
  * - Exit codes are the interface for scripts (documented in `hpo --help`):
  *   0 ok, 1 usage, 2 the server refused the request (HTTP 4xx; its JSON
  *   error goes to stderr), 3 `report` was told to prune, 4 hpod cannot be
@@ -13,7 +18,10 @@
  *   6 a refit or ensemble job waited for (--wait) failed, 130 interrupted
  *   (Ctrl-C in `watch`).
  * - Output: results on stdout (ids, JSON, tables), diagnostics on stderr, so
- *   `sid=$(hpo study create s.json)` works.
+ *   `sid=$(hpo study create s.json)` works. --json prints the server's
+ *   answer as one line of JSON, --field PATH (repeatable; dotted, array
+ *   indexes as numbers) one line per value (strings bare, missing: null),
+ *   --quiet nothing on stdout (errors still go to stderr): cli_emit.
  * - Configuration: HPO_URL (default http://127.0.0.1:8080) and HPO_TOKEN (sent
  *   as "Authorization: Bearer"), overridden by --url and --token.
  */
@@ -33,10 +41,15 @@ enum {
     CLI_EINTR = 130,  /* interrupted */
 };
 
+#define CLI_MAX_FIELDS 16
+
 typedef struct cli_ctx {
     const char *url;   /* base URL without a trailing slash */
     const char *token; /* NULL: none */
     void *curl;        /* CURL *, reused across calls */
+    int json, quiet;   /* --json, --quiet */
+    const char *field[CLI_MAX_FIELDS]; /* --field PATH, in order */
+    int n_field;
 } cli_ctx;
 
 int cli_init(cli_ctx *c, const char *url, const char *token);
@@ -48,6 +61,23 @@ void cli_clear(cli_ctx *c);
  * (the server's JSON error for 4xx/5xx) and returns CLI_EREFUSED,
  * CLI_ESERVER or CLI_ECONNECT; *out is then NULL. */
 int cli_call(cli_ctx *c, const char *method, const char *path, const json_t *body, json_t **out);
+
+/* A request beyond cli_call: a multipart form, a streamed or binary answer,
+ * its own time limit, an abort check. */
+typedef struct cli_req {
+    const char *method, *path;
+    const json_t *body;  /* a JSON body, or NULL */
+    void *mime;          /* a curl_mime * form (borrowed), or NULL */
+    long timeout_ms;     /* 0: none; cli_call uses 120 s */
+    /* The 2xx answer goes here as it arrives, not into *out; returns 0 to go
+     * on, nonzero to stop (then cli_request returns CLI_OK). */
+    int (*sink)(const char *data, size_t n, void *arg);
+    void *sink_arg;
+    int (*aborted)(void); /* nonzero: stop now (Ctrl-C); cli_request returns CLI_EINTR */
+    const char *accept;   /* Accept header; NULL: application/json */
+    int timed_out;        /* out: the time limit ended it (then CLI_OK) */
+} cli_req;
+int cli_request(cli_ctx *c, cli_req *r, json_t **out);
 
 /* ---- commands (commands.c, watch.c); argv starts after the command words ---- */
 int cli_study_create(cli_ctx *c, int argc, char **argv);
@@ -64,6 +94,17 @@ int cli_refit(cli_ctx *c, int argc, char **argv); /* models.c */
 int cli_ensemble(cli_ctx *c, int argc, char **argv);
 int cli_models(cli_ctx *c, int argc, char **argv);
 int cli_predict(cli_ctx *c, int argc, char **argv);
+int cli_study_pause(cli_ctx *c, int argc, char **argv); /* control.c */
+int cli_study_resume(cli_ctx *c, int argc, char **argv);
+int cli_study_cancel(cli_ctx *c, int argc, char **argv);
+int cli_trial(cli_ctx *c, int argc, char **argv);
+int cli_importance(cli_ctx *c, int argc, char **argv);
+int cli_dataset_list(cli_ctx *c, int argc, char **argv); /* datasets.c */
+int cli_dataset_get(cli_ctx *c, int argc, char **argv);
+int cli_dataset_upload(cli_ctx *c, int argc, char **argv);
+int cli_dataset_delete(cli_ctx *c, int argc, char **argv);
+int cli_weights(cli_ctx *c, int argc, char **argv); /* stream.c */
+int cli_events(cli_ctx *c, int argc, char **argv);
 
 /* ---- helpers (commands.c) ---- */
 /* Prints a usage error ("hpo: ..." and a hint) and returns CLI_EUSAGE. */
@@ -74,5 +115,14 @@ long long cli_id(const char *s);
 void cli_print_json(const json_t *j, int compact);
 /* A number as %.6g, "-" for null. */
 void cli_fmt_value(char *buf, size_t n, const json_t *v);
+/* Takes the flag argv[*i] with its value when it is `name`: 1 if taken, 0
+ * if not that flag, -1 if its value is missing. */
+int cli_flag_value(int argc, char **argv, int *i, const char *name, const char **out);
+/* The output flags (cli_ctx): --quiet prints nothing, --field the values,
+ * --json the answer on one line; returns 1 if one of them applied (the
+ * caller then prints no human form), 0 if the caller should. */
+int cli_emit(const cli_ctx *c, const json_t *answer);
+/* A one-argument command's ID (argv[0]): 0 after printing a usage error. */
+long long cli_one_id(int argc, char **argv, const char *cmd, const char *what);
 
 #endif

@@ -1,33 +1,15 @@
-/* commands.c - the subcommands of `hpo` other than watch: studies, best,
- * trials, ask/report/tell (cli.h). Each parses its own arguments, makes
- * one or two calls and prints the result. */
+/* commands.c - studies (create, list, get, delete), best, trials and
+ * ask/report/tell (cli.h). Each parses its own arguments (main.c has taken
+ * the output flags), makes one call and prints the answer: cli_emit for
+ * --json/--field/--quiet, else its human form. */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "hpo.h"
-
-int cli_usage(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("hpo: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs(" (see hpo --help)\n", stderr);
-    return CLI_EUSAGE;
-}
-
-long long cli_id(const char *s) {
-    if (!s || *s < '0' || *s > '9') return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    return errno || *end || v <= 0 ? 0 : v;
-}
 
 static int parse_number(const char *s, double *out) {
     if (!s || !*s) return -1;
@@ -37,23 +19,6 @@ static int parse_number(const char *s, double *out) {
     if (errno || *end || !isfinite(v)) return -1;
     *out = v;
     return 0;
-}
-
-void cli_print_json(const json_t *j, int compact) {
-    char *s = json_dumps(j, compact ? JSON_COMPACT : JSON_INDENT(2));
-    if (s) printf("%s\n", s);
-    free(s);
-}
-
-void cli_fmt_value(char *buf, size_t n, const json_t *v) {
-    if (json_is_number(v))
-        snprintf(buf, n, "%.6g", json_number_value(v));
-    else if (json_is_string(v))
-        snprintf(buf, n, "%s", json_string_value(v));
-    else if (json_is_true(v) || json_is_false(v))
-        snprintf(buf, n, "%s", json_is_true(v) ? "true" : "false");
-    else
-        snprintf(buf, n, "-");
 }
 
 /* "k=v, k=v" of a params object, at most n bytes. */
@@ -71,21 +36,11 @@ static void fmt_params(char *buf, size_t n, const json_t *params) {
     }
 }
 
-/* Takes the flag argv[*i] with a value when it is `name`; 1 if taken. */
-static int flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
-    if (strcmp(argv[*i], name) != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *out = argv[++*i];
-    return 1;
-}
-
 /* ---- studies ---- */
 int cli_study_create(cli_ctx *c, int argc, char **argv) {
     const char *file = NULL;
-    int as_json = 0;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) as_json = 1;
-        else if (!file) file = argv[i];
+        if (!file && (argv[i][0] != '-' || strcmp(argv[i], "-") == 0)) file = argv[i];
         else return cli_usage("study create takes one FILE.json");
     }
     if (!file) return cli_usage("study create needs FILE.json (or - for stdin)");
@@ -99,10 +54,7 @@ int cli_study_create(cli_ctx *c, int argc, char **argv) {
     int rc = cli_call(c, "POST", "/api/v1/studies", def, &out);
     json_decref(def);
     if (rc) return rc;
-    if (as_json)
-        cli_print_json(out, 0);
-    else
-        printf("%lld\n", (long long)json_integer_value(json_object_get(out, "id")));
+    if (!cli_emit(c, out)) printf("%lld\n", (long long)json_integer_value(json_object_get(out, "id")));
     json_decref(out);
     return CLI_OK;
 }
@@ -116,18 +68,12 @@ static long long finished_of(const json_t *study) {
 }
 
 int cli_study_list(cli_ctx *c, int argc, char **argv) {
-    int as_json = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) as_json = 1;
-        else return cli_usage("study list takes no argument %s", argv[i]);
-    }
+    if (argc) return cli_usage("study list takes no argument %s", argv[0]);
     json_t *out = NULL;
     int rc = cli_call(c, "GET", "/api/v1/studies", NULL, &out);
     if (rc) return rc;
     json_t *list = json_object_get(out, "studies");
-    if (as_json) {
-        cli_print_json(list, 0);
-    } else {
+    if (!cli_emit(c, out)) {
         printf("%-5s %-28s %-9s %-9s %-12s %s\n", "ID", "NAME", "ALGORITHM", "STATE", "FINISHED", "BEST");
         size_t i;
         json_t *s;
@@ -150,14 +96,15 @@ int cli_study_list(cli_ctx *c, int argc, char **argv) {
 
 /* GET or DELETE /api/v1/studies/ID for the commands that take just an ID. */
 static int one_study(cli_ctx *c, int argc, char **argv, const char *what, const char *method) {
-    if (argc != 1) return cli_usage("study %s takes one study ID", what);
-    long long id = cli_id(argv[0]);
-    if (!id) return cli_usage("%s is not a study id", argv[0]);
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "study %s", what);
+    long long id = cli_one_id(argc, argv, cmd, "study");
+    if (!id) return CLI_EUSAGE;
     char path[64];
     snprintf(path, sizeof path, "/api/v1/studies/%lld", id);
     json_t *out = NULL;
     int rc = cli_call(c, method, path, NULL, &out);
-    if (rc == CLI_OK && out) cli_print_json(out, 0);
+    if (rc == CLI_OK && out && !cli_emit(c, out)) cli_print_json(out, 0);
     json_decref(out);
     return rc;
 }
@@ -167,19 +114,16 @@ int cli_study_delete(cli_ctx *c, int argc, char **argv) { return one_study(c, ar
 
 int cli_best(cli_ctx *c, int argc, char **argv) {
     long long id = 0, top = 1;
-    int as_json = 0;
     for (int i = 0; i < argc; i++) {
         const char *v = NULL;
-        int f = flag_value(argc, argv, &i, "--top", &v);
+        int f = cli_flag_value(argc, argv, &i, "--top", &v);
         if (f < 0) return cli_usage("--top needs a number");
         if (f) {
             top = cli_id(v);
             if (top < 1 || top > 1000) return cli_usage("--top must be in 1..1000");
-        } else if (strcmp(argv[i], "--json") == 0) {
-            as_json = 1;
         } else if (!id && (id = cli_id(argv[i]))) {
         } else {
-            return cli_usage("best takes a study ID, --top N and --json, not %s", argv[i]);
+            return cli_usage("best takes a study ID and --top N, not %s", argv[i]);
         }
     }
     if (!id) return cli_usage("best needs a study ID");
@@ -188,9 +132,7 @@ int cli_best(cli_ctx *c, int argc, char **argv) {
     json_t *out = NULL;
     int rc = cli_call(c, "GET", path, NULL, &out);
     if (rc) return rc;
-    if (as_json) {
-        cli_print_json(out, 0);
-    } else {
+    if (!cli_emit(c, out)) {
         json_t *trials = json_object_get(out, "trials");
         if (json_array_size(trials) == 0) fprintf(stderr, "hpo: study %lld has no complete trial yet\n", id);
         else printf("%-4s %-8s %-6s %-12s %s\n", "RANK", "TRIAL", "NUMBER", "VALUE", "PARAMS");
@@ -216,18 +158,17 @@ int cli_best(cli_ctx *c, int argc, char **argv) {
 int cli_trials(cli_ctx *c, int argc, char **argv) {
     long long id = 0;
     const char *state = NULL, *order = NULL, *limit = "100", *offset = "0";
-    int as_json = 0, desc = 0;
+    int desc = 0;
     for (int i = 0; i < argc; i++) {
         const char *v = NULL;
         int f;
-        if ((f = flag_value(argc, argv, &i, "--state", &v))) state = v;
-        else if ((f = flag_value(argc, argv, &i, "--order", &v))) order = v;
-        else if ((f = flag_value(argc, argv, &i, "--limit", &v))) limit = v;
-        else if ((f = flag_value(argc, argv, &i, "--offset", &v))) offset = v;
-        else if (strcmp(argv[i], "--json") == 0) as_json = 1;
+        if ((f = cli_flag_value(argc, argv, &i, "--state", &v))) state = v;
+        else if ((f = cli_flag_value(argc, argv, &i, "--order", &v))) order = v;
+        else if ((f = cli_flag_value(argc, argv, &i, "--limit", &v))) limit = v;
+        else if ((f = cli_flag_value(argc, argv, &i, "--offset", &v))) offset = v;
         else if (strcmp(argv[i], "--desc") == 0) desc = 1;
         else if (!id && (id = cli_id(argv[i]))) continue;
-        else return cli_usage("trials takes a study ID and --state/--order/--desc/--limit/--offset/--json, not %s", argv[i]);
+        else return cli_usage("trials takes a study ID and --state/--order/--desc/--limit/--offset, not %s", argv[i]);
         if (f < 0) return cli_usage("%s needs a value", argv[i]);
     }
     if (!id) return cli_usage("trials needs a study ID");
@@ -247,9 +188,7 @@ int cli_trials(cli_ctx *c, int argc, char **argv) {
     json_t *out = NULL;
     int rc = cli_call(c, "GET", path, NULL, &out);
     if (rc) return rc;
-    if (as_json) {
-        cli_print_json(out, 0);
-    } else {
+    if (!cli_emit(c, out)) {
         json_t *trials = json_object_get(out, "trials");
         printf("%-8s %-6s %-10s %-12s %-9s %s\n", "TRIAL", "NUMBER", "STATE", "VALUE", "LAST_STEP", "PARAMS");
         size_t i;
@@ -277,11 +216,12 @@ int cli_trials(cli_ctx *c, int argc, char **argv) {
 /* ---- ask / report / tell ---- */
 int cli_ask(cli_ctx *c, int argc, char **argv) {
     long long id = 0;
-    int params_only = 0;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--params-only") == 0) params_only = 1;
+        if (strcmp(argv[i], "--params-only") == 0)
+            return cli_usage("ask --params-only is gone (it hid the trial id you must tell): use "
+                             "--field params, or --field trial_id --field params.NAME");
         else if (!id && (id = cli_id(argv[i]))) continue;
-        else return cli_usage("ask takes a study ID and --params-only, not %s", argv[i]);
+        else return cli_usage("ask takes a study ID, not %s", argv[i]);
     }
     if (!id) return cli_usage("ask needs a study ID");
     char path[64];
@@ -289,7 +229,7 @@ int cli_ask(cli_ctx *c, int argc, char **argv) {
     json_t *out = NULL;
     int rc = cli_call(c, "POST", path, NULL, &out);
     if (rc) return rc;
-    cli_print_json(params_only ? json_object_get(out, "params") : out, 1);
+    if (!cli_emit(c, out)) cli_print_json(out, 1);
     json_decref(out);
     return CLI_OK;
 }
@@ -311,7 +251,7 @@ int cli_report(cli_ctx *c, int argc, char **argv) {
     json_decref(body);
     if (rc) return rc;
     int prune = json_is_true(json_object_get(out, "prune"));
-    printf("%s\n", prune ? "prune" : "continue");
+    if (!cli_emit(c, out)) printf("%s\n", prune ? "prune" : "continue");
     json_decref(out);
     return prune ? CLI_PRUNE : CLI_OK;
 }
@@ -327,8 +267,8 @@ int cli_tell(cli_ctx *c, int argc, char **argv) {
         const char *v = NULL;
         int f;
         double x;
-        if ((f = flag_value(argc, argv, &i, "--state", &v))) state = v;
-        else if ((f = flag_value(argc, argv, &i, "--error", &v))) error = v;
+        if ((f = cli_flag_value(argc, argv, &i, "--state", &v))) state = v;
+        else if ((f = cli_flag_value(argc, argv, &i, "--error", &v))) error = v;
         else if (parse_number(argv[i], &x) == 0) json_array_append_new(values, json_real(x));
         else rc = cli_usage("tell: %s is neither a finite number nor --state/--error", argv[i]);
         if (f < 0) rc = cli_usage("%s needs a value", argv[i]);
@@ -355,7 +295,7 @@ int cli_tell(cli_ctx *c, int argc, char **argv) {
     json_t *out = NULL;
     rc = cli_call(c, "POST", path, body, &out);
     json_decref(body);
-    if (rc == CLI_OK) cli_print_json(out, 1);
+    if (rc == CLI_OK && !cli_emit(c, out)) cli_print_json(out, 1);
     json_decref(out);
     return rc;
 }

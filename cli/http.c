@@ -1,5 +1,7 @@
-/* http.c - the client's only HTTP code: one libcurl easy handle, JSON in
- * and out, HTTP failures mapped to the exit codes of cli.h. */
+/* http.c - the client's only HTTP code: one libcurl easy handle; JSON, a
+ * multipart form (curl_mime) or nothing in; JSON, a stream or a download
+ * out (cli_req.sink); HTTP failures mapped to the exit codes of cli.h. An
+ * error answer (4xx/5xx) is always buffered, never given to the sink. */
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +15,7 @@ typedef struct buf {
     size_t n, cap;
 } buf;
 
-static size_t on_data(char *data, size_t size, size_t nmemb, void *arg) {
-    buf *b = arg;
-    size_t n = size * nmemb;
+static void buf_add(buf *b, const char *data, size_t n) {
     if (b->n + n + 1 > b->cap) {
         b->cap = (b->n + n + 1) * 2;
         b->p = hpo_xrealloc(b->p, b->cap);
@@ -23,7 +23,35 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *arg) {
     memcpy(b->p + b->n, data, n);
     b->n += n;
     b->p[b->n] = '\0';
+}
+
+typedef struct xfer {
+    CURL *h;
+    cli_req *r;
+    buf b;        /* the answer, unless a 2xx goes to the sink */
+    int stopped;  /* the sink asked to stop */
+} xfer;
+
+static size_t on_data(char *data, size_t size, size_t nmemb, void *arg) {
+    xfer *x = arg;
+    size_t n = size * nmemb;
+    long status = 0;
+    if (x->r->sink) curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+    if (x->r->sink && status >= 200 && status < 300) {
+        if (x->r->sink(data, n, x->r->sink_arg)) {
+            x->stopped = 1;
+            return 0; /* ends the transfer (CURLE_WRITE_ERROR) */
+        }
+        return n;
+    }
+    buf_add(&x->b, data, n);
     return n;
+}
+
+static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+    (void)dt, (void)dn, (void)ut, (void)un;
+    const cli_req *r = arg;
+    return r->aborted && r->aborted();
 }
 
 int cli_init(cli_ctx *c, const char *url, const char *token) {
@@ -56,12 +84,19 @@ static void print_error(long status, const char *method, const char *path, const
 }
 
 int cli_call(cli_ctx *c, const char *method, const char *path, const json_t *body, json_t **out) {
+    cli_req r = {.method = method, .path = path, .body = body, .timeout_ms = 120 * 1000};
+    return cli_request(c, &r, out);
+}
+
+int cli_request(cli_ctx *c, cli_req *r, json_t **out) {
     CURL *h = c->curl;
-    buf b = {0};
+    xfer x = {.h = h, .r = r};
     char *data = NULL, *url = NULL;
     struct curl_slist *headers = NULL;
+    const char *method = r->method, *path = r->path;
     int rc = CLI_OK;
-    *out = NULL;
+    if (out) *out = NULL;
+    r->timed_out = 0;
     size_t ul = strlen(c->url) + strlen(path) + 1;
     url = hpo_xmalloc(ul);
     snprintf(url, ul, "%s%s", c->url, path);
@@ -69,12 +104,19 @@ int cli_call(cli_ctx *c, const char *method, const char *path, const json_t *bod
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    if (r->timeout_ms > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    if (r->aborted) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, r);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "hpo/" HPO_VERSION);
-    headers = curl_slist_append(headers, "Accept: application/json");
+    char accept[128];
+    snprintf(accept, sizeof accept, "Accept: %s", r->accept ? r->accept : "application/json");
+    headers = curl_slist_append(headers, accept);
     if (c->token) {
         size_t n = strlen(c->token) + 32;
         char *auth = hpo_xmalloc(n);
@@ -82,8 +124,10 @@ int cli_call(cli_ctx *c, const char *method, const char *path, const json_t *bod
         headers = curl_slist_append(headers, auth);
         free(auth);
     }
-    if (body) {
-        data = json_dumps(body, JSON_COMPACT);
+    if (r->mime) {
+        curl_easy_setopt(h, CURLOPT_MIMEPOST, (curl_mime *)r->mime); /* sets multipart/form-data */
+    } else if (r->body) {
+        data = json_dumps(r->body, JSON_COMPACT);
         if (!data) {
             fprintf(stderr, "hpo: cannot encode the request body\n");
             rc = CLI_EUSAGE;
@@ -101,22 +145,31 @@ int cli_call(cli_ctx *c, const char *method, const char *path, const json_t *bod
     }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     CURLcode cc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (x.stopped) goto fail; /* the sink has what it wanted */
+    if (cc == CURLE_ABORTED_BY_CALLBACK) {
+        rc = CLI_EINTR;
+        goto fail;
+    }
+    if (cc == CURLE_OPERATION_TIMEDOUT && r->sink && status >= 200 && status < 300) {
+        r->timed_out = 1; /* a stream bounded by its time limit: done */
+        goto fail;
+    }
     if (cc != CURLE_OK) {
         fprintf(stderr, "hpo: cannot reach hpod at %s: %s (set HPO_URL or --url)\n", c->url,
                 curl_easy_strerror(cc));
         rc = CLI_ECONNECT;
         goto fail;
     }
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (status >= 400) {
-        print_error(status, method, path, &b);
+        print_error(status, method, path, &x.b);
         rc = status < 500 ? CLI_EREFUSED : CLI_ESERVER;
         goto fail;
     }
-    if (b.n) {
+    if (x.b.n && out) {
         json_error_t jerr;
-        json_t *j = json_loads(b.p, 0, &jerr);
+        json_t *j = json_loads(x.b.p, 0, &jerr);
         if (!j) {
             fprintf(stderr, "hpo: %s %s: the answer is not JSON (%s)\n", method, path, jerr.text);
             rc = CLI_ESERVER;
@@ -128,6 +181,6 @@ fail:
     curl_slist_free_all(headers);
     free(data);
     free(url);
-    free(b.p);
+    free(x.b.p);
     return rc;
 }

@@ -1,4 +1,9 @@
-/* main.c - `hpo`: global flags, help, and the subcommand table (cli.h). */
+/* main.c - `hpo`: global flags, the command table (synopsis, help and flags
+ * of each command: `hpo --help`, `hpo CMD --help`), and the output flags
+ * every command takes (--json, --quiet, --field PATH, --help), taken out of
+ * argv here so the commands parse only their own (cli.h). The table and
+ * cli/hpo-completion.bash list the same commands and flags
+ * (tests/api/test_cli.py checks it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,51 +11,86 @@
 #include "cli.h"
 #include "hpo.h"
 
-static const char help[] =
-    "usage: hpo [--url URL] [--token TOKEN] COMMAND [ARGS]\n"
-    "\n"
-    "The command-line client of hpod, the hyperparameter-search service.\n"
-    "\n"
-    "Studies:\n"
-    "  study create FILE.json [--json]  create a study from its definition (FILE - reads stdin);\n"
-    "                                   prints its id (--json: the study)\n"
-    "  study list [--json]              id, name, algorithm, state, progress, best value\n"
-    "  study get ID                     the study as JSON (definition, counts, best)\n"
-    "  study delete ID                  delete it with its trials\n"
-    "  study watch ID [--interval S]    progress bar with ETA, trial counts by state and the\n"
-    "                                   best so far (plain lines when stdout is not a terminal);\n"
-    "                                   exits 0 when the study is finished (embedded: complete;\n"
-    "                                   external: max_trials trials finished), 130 on Ctrl-C\n"
-    "  best ID [--top N] [--json]       the N best complete trials, best first\n"
-    "  trials ID [--state S] [--order number|value] [--desc] [--limit N] [--offset N] [--json]\n"
-    "                                   the trials of a study (S: running, complete, pruned,\n"
-    "                                   failed, cancelled, queued)\n"
-    "\n"
-    "Ask/tell, for your own training loop:\n"
-    "  ask ID [--params-only]           start a trial; prints it as JSON (trial_id, number,\n"
-    "                                   params, lease_expires) or only its params\n"
-    "  report TRIAL STEP VALUE          report an intermediate value; prints \"continue\" (exit 0)\n"
-    "                                   or \"prune\" (exit 3): stop and `tell TRIAL --state pruned`\n"
-    "  tell TRIAL VALUE [VALUE...]      finish a trial with its value (several: one per execution)\n"
-    "  tell TRIAL --state failed|pruned [--error TEXT]\n"
-    "\n"
-    "Models of an embedded study (hpod trains them):\n"
-    "  refit ID [--top N | --trials T,T] [--epochs-factor F] [--wait] [--json]\n"
-    "                                   retrain the best trials on train+validation for\n"
-    "                                   ceil(F x best epoch) epochs (F 1.2), test them; prints\n"
-    "                                   the queued models, or with --wait their metrics\n"
-    "  ensemble ID [--members M,M | --top N] [--method mean|weighted|greedy] [--rounds R]\n"
-    "           [--wait] [--json]       ensemble models; prints its id, or with --wait each\n"
-    "                                   member's weight and the val/test metrics\n"
-    "  models ID [--json]               the study's refits, trial models and ensembles\n"
-    "  predict MODEL [FILE.json|-]      predictions for {\"inputs\": [[...], ...]} (or the bare\n"
-    "                                   rows), from a file or stdin\n"
-    "\n"
-    "Options and environment:\n"
-    "  --url URL      hpod's address; default $HPO_URL, else http://127.0.0.1:8080\n"
-    "  --token TOKEN  bearer token for hpod --token; default $HPO_TOKEN\n"
-    "  -h, --help     this text;  --version  the client's version\n"
-    "\n"
+typedef struct command {
+    const char *word1, *word2; /* "study" "create"; word2 NULL for one-word commands */
+    int (*fn)(cli_ctx *c, int argc, char **argv);
+    const char *args;  /* after the words: "ID [--top N]" */
+    const char *help;  /* what it does and prints, lines of at most ~72 columns */
+    const char *value_flags; /* its flags that take a value, " "-separated and -enclosed */
+} command;
+
+static const command commands[] = {
+    {"study", "create", cli_study_create, "FILE.json",
+     "create a study from its definition (FILE - reads stdin); prints its id\n(--json: the study)", " "},
+    {"study", "list", cli_study_list, "", "id, name, algorithm, state, progress, best value of every study", " "},
+    {"study", "get", cli_study_get, "ID", "the study as JSON (definition, counts, best)", " "},
+    {"study", "delete", cli_study_delete, "ID", "delete it with its trials", " "},
+    {"study", "pause", cli_study_pause, "ID",
+     "pause a study: no new trials; an embedded study's running trials are\nqueued again from their last checkpoint. "
+     "Prints \"study ID: paused\"", " "},
+    {"study", "resume", cli_study_resume, "ID", "resume a paused study; prints \"study ID: running\" (or complete: an\nexternal study whose budget was spent)", " "},
+    {"study", "cancel", cli_study_cancel, "ID",
+     "cancel a running or paused study for good (its running and queued trials\nare cancelled); prints \"study ID: cancelled\"",
+     " "},
+    {"study", "watch", cli_study_watch, "ID [--interval S]",
+     "progress bar with ETA, trial counts by state and the best so far (plain\nlines when stdout is not a terminal; "
+     "--json: the study's JSON at each change);\nexits 0 when the study is finished (embedded: complete; external:\n"
+     "max_trials trials finished), 130 on Ctrl-C",
+     " --interval "},
+    {"studies", NULL, cli_study_list, "", "the same as study list", " "},
+    {"best", NULL, cli_best, "ID [--top N]", "the N best complete trials, best first", " --top "},
+    {"trials", NULL, cli_trials, "ID [--state S] [--order number|value] [--desc] [--limit N] [--offset N]",
+     "the trials of a study (S: running, complete, pruned, failed, cancelled,\nqueued)",
+     " --state --order --limit --offset "},
+    {"trial", NULL, cli_trial, "TRIAL", "one trial as JSON, with its intermediate values (and curves)", " "},
+    {"importance", NULL, cli_importance, "ID",
+     "how much each hyperparameter matters for the objective, most important\nfirst (a random forest's permutation "
+     "importance over the complete trials)", " "},
+    {"events", NULL, cli_events, "ID [--after N] [--timeout S]",
+     "the study's events as JSON lines {\"id\", \"event\", \"data\"}, from after event\nN (default 0: all); ends "
+     "with the study (study_complete, study_cancelled),\nafter S seconds (exit 0) or on Ctrl-C (130)",
+     " --after --timeout "},
+    {"ask", NULL, cli_ask, "ID",
+     "start a trial; prints it as JSON (trial_id, number, params,\nlease_expires); --field trial_id --field params.lr "
+     "prints just those", " "},
+    {"report", NULL, cli_report, "TRIAL STEP VALUE",
+     "report an intermediate value; prints \"continue\" (exit 0) or \"prune\"\n(exit 3): stop and `tell TRIAL --state pruned`",
+     " "},
+    {"tell", NULL, cli_tell, "TRIAL VALUE [VALUE...] | TRIAL --state failed|pruned [--error TEXT]",
+     "finish a trial with its value (several: one per execution), or as failed\nor pruned", " --state --error "},
+    {"refit", NULL, cli_refit, "ID [--top N | --trials T,T] [--epochs-factor F] [--wait]",
+     "embedded studies: retrain the best trials on train+validation for\nceil(F x best epoch) epochs (F 1.2), test "
+     "them; prints the queued models,\nor with --wait their metrics (exit 6 if one failed)",
+     " --top --trials --epochs-factor "},
+    {"ensemble", NULL, cli_ensemble, "ID [--members M,M | --top N] [--method mean|weighted|greedy] [--rounds R] [--wait]",
+     "ensemble models; prints its id, or with --wait each member's weight and\nthe val/test metrics (exit 6 if it failed)",
+     " --members --top --method --rounds "},
+    {"models", NULL, cli_models, "ID", "the study's refits, trial models and ensembles", " "},
+    {"predict", NULL, cli_predict, "MODEL [FILE.json|-]",
+     "predictions for {\"inputs\": [[...], ...]} (or the bare rows), from a file\nor stdin", " "},
+    {"weights", NULL, cli_weights, "MODEL [-o|--output FILE|-]",
+     "download a model's trained weights (safetensors) to FILE (default\nmodel-MODEL.safetensors; - for stdout); "
+     "prints the file and its size", " -o --output "},
+    {"dataset", "list", cli_dataset_list, "", "the builtin and uploaded datasets", " "},
+    {"dataset", "get", cli_dataset_get, "ID", "an uploaded dataset as JSON", " "},
+    {"dataset", "upload", cli_dataset_upload,
+     "NAME FILE.csv [--label-column COL] [--task classification|regression] | NAME X Y [--format idx|npy]",
+     "upload a dataset: one CSV file (its label column named by --label-column),\nor the inputs X and labels Y as idx "
+     "(plain or gzipped) or .npy files\n(--format: by default npy when X ends with .npy, else idx); prints its id",
+     " --format --label-column --task "},
+    {"dataset", "delete", cli_dataset_delete, "ID", "delete an uploaded dataset and its files", " "},
+};
+
+static const char common_help[] =
+    "Every command also takes:\n"
+    "  --json          print the server's answer as one line of JSON\n"
+    "  --field PATH    print only that field of the answer (dotted: params.lr,\n"
+    "                  trials.0.value; strings bare; null when absent); repeatable,\n"
+    "                  one line each\n"
+    "  -q, --quiet     print nothing on success: the exit code says it\n"
+    "  -h, --help      that command's usage\n";
+
+static const char exit_help[] =
     "Exit codes:\n"
     "  0    ok\n"
     "  1    usage error (bad command, argument or file)\n"
@@ -59,31 +99,96 @@ static const char help[] =
     "  4    cannot reach hpod (connection refused, timeout, bad URL)\n"
     "  5    hpod failed (HTTP 5xx) or answered something unreadable\n"
     "  6    refit/ensemble --wait: the job failed (its error is printed)\n"
-    "  130  interrupted (Ctrl-C in watch)\n";
+    "  130  interrupted (Ctrl-C in watch, events)\n";
 
-typedef struct command {
-    const char *word1, *word2; /* "study" "create"; word2 NULL for one-word commands */
-    int (*fn)(cli_ctx *c, int argc, char **argv);
-} command;
+static void print_name(FILE *f, const command *cmd) {
+    fprintf(f, "%s%s%s", cmd->word1, cmd->word2 ? " " : "", cmd->word2 ? cmd->word2 : "");
+}
 
-static const command commands[] = {
-    {"study", "create", cli_study_create}, {"study", "list", cli_study_list},
-    {"study", "get", cli_study_get},       {"study", "delete", cli_study_delete},
-    {"study", "watch", cli_study_watch},   {"studies", NULL, cli_study_list},
-    {"best", NULL, cli_best},              {"ask", NULL, cli_ask},
-    {"report", NULL, cli_report},          {"tell", NULL, cli_tell},
-    {"trials", NULL, cli_trials},          {"refit", NULL, cli_refit},
-    {"ensemble", NULL, cli_ensemble},      {"models", NULL, cli_models},
-    {"predict", NULL, cli_predict},
-};
+/* The help text indented by `indent` spaces on every line. */
+static void print_indented(FILE *f, const char *text, int indent) {
+    for (const char *s = text; *s;) {
+        const char *nl = strchr(s, '\n');
+        int n = nl ? (int)(nl - s) : (int)strlen(s);
+        fprintf(f, "%*s%.*s\n", indent, "", n, s);
+        s += n + (nl ? 1 : 0);
+    }
+}
+
+static void print_help(FILE *f) {
+    fputs("usage: hpo [--url URL] [--token TOKEN] COMMAND [ARGS] [--json|--field PATH|--quiet]\n"
+          "\n"
+          "The command-line client of hpod, the hyperparameter-search service.\n"
+          "`hpo COMMAND --help` shows one command.\n\nCommands:\n",
+          f);
+    for (size_t k = 0; k < HPO_ARRAY_LEN(commands); k++) {
+        if (strcmp(commands[k].word1, "studies") == 0) continue; /* an alias */
+        fputs("  ", f);
+        print_name(f, &commands[k]);
+        fprintf(f, "%s%s\n", *commands[k].args ? " " : "", commands[k].args);
+        print_indented(f, commands[k].help, 6);
+    }
+    fprintf(f, "\n%s\n", common_help);
+    fputs("Options and environment:\n"
+          "  --url URL      hpod's address; default $HPO_URL, else http://127.0.0.1:8080\n"
+          "  --token TOKEN  bearer token for hpod --token; default $HPO_TOKEN\n"
+          "  -h, --help     this text;  --version  the client's version\n"
+          "\n",
+          f);
+    fputs(exit_help, f);
+}
+
+static void print_command_help(const command *cmd) {
+    fputs("usage: hpo ", stdout);
+    print_name(stdout, cmd);
+    printf(" %s [--json|--field PATH|--quiet]\n\n", cmd->args);
+    print_indented(stdout, cmd->help, 0);
+    printf("\n%s\n%s", common_help, exit_help);
+}
+
+static int takes_value(const command *cmd, const char *arg) {
+    char key[64];
+    if (strlen(arg) > sizeof key - 3) return 0;
+    snprintf(key, sizeof key, " %s ", arg);
+    return strstr(cmd->value_flags, key) != NULL;
+}
+
+/* Takes the output flags out of argv (in place; *argc shrinks). Returns
+ * CLI_OK, CLI_EUSAGE, or -1 for --help. */
+static int output_flags(cli_ctx *c, const command *cmd, int *argc, char **argv) {
+    int n = 0;
+    for (int i = 0; i < *argc; i++) {
+        const char *a = argv[i];
+        if (takes_value(cmd, a) && i + 1 < *argc) { /* a value that looks like --json is still a value */
+            argv[n++] = argv[i++];
+            argv[n++] = argv[i];
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            return -1;
+        } else if (strcmp(a, "--json") == 0) {
+            c->json = 1;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            c->quiet = 1;
+        } else if (strcmp(a, "--field") == 0) {
+            if (i + 1 >= *argc || !argv[i + 1][0]) return cli_usage("--field needs a PATH such as trial_id or params.lr");
+            if (c->n_field == CLI_MAX_FIELDS) return cli_usage("at most %d --field", CLI_MAX_FIELDS);
+            c->field[c->n_field++] = argv[++i];
+        } else {
+            argv[n++] = argv[i];
+        }
+    }
+    *argc = n;
+    if (c->quiet && (c->json || c->n_field)) return cli_usage("--quiet prints nothing: it goes with neither --json nor --field");
+    return CLI_OK;
+}
 
 int main(int argc, char **argv) {
     const char *url = getenv("HPO_URL");
     const char *token = getenv("HPO_TOKEN");
-    int i = 1;
+    cli_ctx c = {0};
+    int i = 1, rc;
     for (; i < argc && argv[i][0] == '-'; i++) { /* global flags come first */
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(help, stdout);
+            print_help(stdout);
             return CLI_OK;
         } else if (strcmp(argv[i], "--version") == 0) {
             printf("hpo %s\n", HPO_VERSION);
@@ -92,12 +197,18 @@ int main(int argc, char **argv) {
             url = argv[++i];
         } else if (strcmp(argv[i], "--token") == 0 && i + 1 < argc) {
             token = argv[++i];
+        } else if (strcmp(argv[i], "--json") == 0) { /* the output flags may come first too */
+            c.json = 1;
+        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+            c.quiet = 1;
+        } else if (strcmp(argv[i], "--field") == 0 && i + 1 < argc && argv[i + 1][0] && c.n_field < CLI_MAX_FIELDS) {
+            c.field[c.n_field++] = argv[++i];
         } else {
             return cli_usage("unknown option %s", argv[i]);
         }
     }
     if (i >= argc) {
-        fputs(help, stderr);
+        print_help(stderr);
         return CLI_EUSAGE;
     }
     if (!url || !*url) url = "http://127.0.0.1:8080";
@@ -113,13 +224,37 @@ int main(int argc, char **argv) {
             if (i + 1 >= argc || strcmp(argv[i + 1], cmd->word2) != 0) continue;
             words = 2;
         }
-        cli_ctx c = {0};
-        int rc = cli_init(&c, base, token);
-        if (rc == CLI_OK) rc = cmd->fn(&c, argc - i - words, argv + i + words);
-        cli_clear(&c);
+        int cargc = argc - i - words;
+        char **cargv = hpo_xcalloc((size_t)cargc + 1, sizeof *cargv);
+        memcpy(cargv, argv + i + words, (size_t)cargc * sizeof *cargv);
+        rc = output_flags(&c, cmd, &cargc, cargv);
+        if (rc < 0) {
+            print_command_help(cmd);
+            rc = CLI_OK;
+        } else if (rc == CLI_OK) {
+            rc = cli_init(&c, base, token);
+            if (rc == CLI_OK) rc = cmd->fn(&c, cargc, cargv);
+            cli_clear(&c);
+        }
+        free(cargv);
         return rc;
     }
-    if (strcmp(argv[i], "study") == 0)
-        return cli_usage("study needs one of: create, list, get, delete, watch");
+    for (size_t k = 0; k < HPO_ARRAY_LEN(commands); k++) {
+        if (!commands[k].word2 || strcmp(argv[i], commands[k].word1) != 0) continue;
+        int help = i + 1 < argc && (strcmp(argv[i + 1], "--help") == 0 || strcmp(argv[i + 1], "-h") == 0);
+        if (help) { /* `hpo study --help`: its subcommands */
+            for (size_t j = k; j < HPO_ARRAY_LEN(commands); j++) {
+                if (!commands[j].word2 || strcmp(commands[j].word1, argv[i]) != 0) continue;
+                printf("hpo %s %s %s\n", argv[i], commands[j].word2, commands[j].args);
+                print_indented(stdout, commands[j].help, 6);
+            }
+            return CLI_OK;
+        }
+        fprintf(stderr, "hpo: %s needs one of:", argv[i]);
+        for (size_t j = k; j < HPO_ARRAY_LEN(commands); j++)
+            if (commands[j].word2 && strcmp(commands[j].word1, argv[i]) == 0) fprintf(stderr, " %s", commands[j].word2);
+        fprintf(stderr, " (see hpo %s --help)\n", argv[i]);
+        return CLI_EUSAGE;
+    }
     return cli_usage("unknown command %s", argv[i]);
 }

@@ -126,7 +126,7 @@ static int wait_models(cli_ctx *c, json_t *ids, json_t **done) {
 
 int cli_refit(cli_ctx *c, int argc, char **argv) {
     long long id = 0;
-    int wait = 0, as_json = 0, rc;
+    int wait = 0, rc;
     json_t *body = json_object();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -138,11 +138,10 @@ int cli_refit(cli_ctx *c, int argc, char **argv) {
         }
         if (opt) continue;
         if (strcmp(a, "--wait") == 0) wait = 1;
-        else if (strcmp(a, "--json") == 0) as_json = 1;
         else if (!id && (id = cli_id(a))) continue;
         else {
             json_decref(body);
-            return cli_usage("refit takes a study ID, --top N, --trials ID,ID, --epochs-factor F, --wait, --json; not %s", a);
+            return cli_usage("refit takes a study ID, --top N, --trials ID,ID, --epochs-factor F, --wait; not %s", a);
         }
     }
     if (!id) {
@@ -160,8 +159,7 @@ int cli_refit(cli_ctx *c, int argc, char **argv) {
     json_t *m;
     json_array_foreach(refits, i, m) json_array_append(ids, json_object_get(m, "id"));
     if (!wait) {
-        if (as_json) cli_print_json(out, 0);
-        else {
+        if (!cli_emit(c, out)) {
             model_header();
             json_array_foreach(refits, i, m) print_model_row(m);
         }
@@ -173,16 +171,17 @@ int cli_refit(cli_ctx *c, int argc, char **argv) {
     json_t **done = hpo_xcalloc(n + 1, sizeof *done);
     rc = wait_models(c, ids, done);
     int failed = 0;
-    json_t *arr = json_array();
-    if (rc == CLI_OK && !as_json) model_header();
+    json_t *arr = json_array(); /* --json: the final models */
     for (i = 0; i < n; i++) {
         if (!done[i]) continue;
         failed |= strcmp(json_string_value(json_object_get(done[i], "state")), "complete") != 0;
-        if (as_json) json_array_append(arr, done[i]);
-        else print_model_row(done[i]);
+        json_array_append(arr, done[i]);
         json_decref(done[i]);
     }
-    if (rc == CLI_OK && as_json) cli_print_json(arr, 0);
+    if (rc == CLI_OK && !cli_emit(c, arr)) {
+        model_header();
+        json_array_foreach(arr, i, m) print_model_row(m);
+    }
     json_decref(arr);
     free(done);
     json_decref(ids);
@@ -192,7 +191,7 @@ int cli_refit(cli_ctx *c, int argc, char **argv) {
 
 int cli_ensemble(cli_ctx *c, int argc, char **argv) {
     long long id = 0;
-    int wait = 0, as_json = 0, rc;
+    int wait = 0, rc;
     json_t *body = json_object();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -203,12 +202,11 @@ int cli_ensemble(cli_ctx *c, int argc, char **argv) {
         }
         if (opt) continue;
         if (strcmp(a, "--wait") == 0) wait = 1;
-        else if (strcmp(a, "--json") == 0) as_json = 1;
         else if (!id && (id = cli_id(a))) continue;
         else {
             json_decref(body);
             return cli_usage("ensemble takes a study ID, --members ID,ID or --top N, --method mean|weighted|greedy, "
-                             "--rounds R, --wait, --json; not %s", a);
+                             "--rounds R, --wait; not %s", a);
         }
     }
     if (!id) {
@@ -222,8 +220,7 @@ int cli_ensemble(cli_ctx *c, int argc, char **argv) {
     json_decref(body);
     if (rc) return rc;
     if (!wait) {
-        if (as_json) cli_print_json(out, 0);
-        else printf("%lld\n", (long long)json_integer_value(json_object_get(out, "id")));
+        if (!cli_emit(c, out)) printf("%lld\n", (long long)json_integer_value(json_object_get(out, "id")));
         json_decref(out);
         return CLI_OK;
     }
@@ -233,9 +230,7 @@ int cli_ensemble(cli_ctx *c, int argc, char **argv) {
     json_decref(ids);
     if (rc) return rc;
     int failed = strcmp(json_string_value(json_object_get(e, "state")), "complete") != 0;
-    if (as_json) {
-        cli_print_json(e, 0);
-    } else {
+    if (!cli_emit(c, e)) {
         const json_t *res = json_object_get(e, "result");
         printf("ensemble %lld (%s): %s\n", (long long)json_integer_value(json_object_get(e, "id")),
                json_string_value(json_object_get(json_object_get(e, "how"), "method")),
@@ -266,11 +261,9 @@ int cli_ensemble(cli_ctx *c, int argc, char **argv) {
 
 int cli_models(cli_ctx *c, int argc, char **argv) {
     long long id = 0;
-    int as_json = 0;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) as_json = 1;
-        else if (!id && (id = cli_id(argv[i]))) continue;
-        else return cli_usage("models takes a study ID and --json, not %s", argv[i]);
+        if (!id && (id = cli_id(argv[i]))) continue;
+        else return cli_usage("models takes a study ID, not %s", argv[i]);
     }
     if (!id) return cli_usage("models needs a study ID");
     char path[64];
@@ -279,9 +272,7 @@ int cli_models(cli_ctx *c, int argc, char **argv) {
     int rc = cli_call(c, "GET", path, NULL, &out);
     if (rc) return rc;
     json_t *models = json_object_get(out, "models");
-    if (as_json) {
-        cli_print_json(models, 0);
-    } else {
+    if (!cli_emit(c, out)) {
         model_header();
         size_t i;
         json_t *m;
@@ -310,7 +301,7 @@ int cli_predict(cli_ctx *c, int argc, char **argv) {
     json_t *out = NULL;
     int rc = cli_call(c, "POST", path, body, &out);
     json_decref(body);
-    if (rc == CLI_OK) cli_print_json(out, 1);
+    if (rc == CLI_OK && !cli_emit(c, out)) cli_print_json(out, 1);
     json_decref(out);
     return rc;
 }

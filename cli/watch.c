@@ -7,7 +7,9 @@
  * plain line is printed only when something changed. Finished means: an
  * embedded study's state is complete or cancelled; an external study (whose
  * state stays running: only its clients know when they are done) has
- * max_trials trials finished. Ctrl-C ends it with exit 130. The SSE stream
+ * max_trials trials finished. Ctrl-C ends it with exit 130. --json (or
+ * --field) prints the study's JSON (its fields) on a line at each change
+ * instead, --quiet nothing: the exit code says it ended. The SSE stream
  * (GET /studies/{id}/events), when hpod has it, can replace the polling
  * without changing the output. */
 #include <math.h>
@@ -60,7 +62,8 @@ int cli_study_watch(cli_ctx *c, int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: the nap ends at once */
     sigaction(SIGTERM, &sa, NULL);
-    int tty = isatty(STDOUT_FILENO);
+    int emit = c->json || c->quiet || c->n_field; /* cli_emit at each change */
+    int tty = !emit && isatty(STDOUT_FILENO);
     char path[64], last[512] = "";
     snprintf(path, sizeof path, "/api/v1/studies/%lld", id);
     double t_first = -1;
@@ -106,7 +109,6 @@ int cli_study_watch(cli_ctx *c, int argc, char **argv) {
             snprintf(line, sizeof line, "%lld finished  running %lld  queued %lld  complete %lld  pruned %lld  failed %lld  best %s",
                      done, running, queued, complete, pruned, failed, best);
         }
-        json_decref(s);
         if (tty) {
             printf("\r\033[K%s", line);
             fflush(stdout);
@@ -115,14 +117,15 @@ int cli_study_watch(cli_ctx *c, int argc, char **argv) {
             snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %s", done, running, queued, complete, pruned,
                      failed, best);
             if (strcmp(key, last) != 0) {
-                printf("%s\n", line);
+                if (!cli_emit(c, s)) printf("%s\n", line);
                 fflush(stdout);
                 snprintf(last, sizeof last, "%s", key);
             }
         }
+        json_decref(s);
         if (finished) {
             if (tty) printf("\n");
-            printf("study %lld finished: %lld trials, best %s\n", id, done, best);
+            if (!emit) printf("study %lld finished: %lld trials, best %s\n", id, done, best);
             return CLI_OK;
         }
         nap(interval);

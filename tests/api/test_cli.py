@@ -2,8 +2,10 @@
 output and exit code (0 ok, 1 usage, 2 HTTP 4xx with the JSON error on
 stderr, 3 prune, 4 unreachable, 6 failed job, 130 Ctrl-C), HPO_URL/HPO_TOKEN
 and --url/--token, `study watch` both on a pipe (plain lines) and on a
-terminal (a line redrawn in place), and refit/ensemble/models/predict on a
-tiny embedded study (Fashion-MNIST, 3,000 rows, 2 epochs)."""
+terminal (a line redrawn in place), ask --field (--params-only refused),
+and refit/ensemble/models/predict/weights on a tiny embedded study
+(Fashion-MNIST, 3,000 rows, 2 epochs). The other commands, --help and the
+bash completion: test_cli_commands.py."""
 import gzip
 import json
 import os
@@ -15,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 from hpod import Checks, Hpod, parse_args
 import webdata
@@ -46,9 +49,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="hpo-cli-")
     env = dict(os.environ, HPO_URL=hp.url, HPO_TOKEN=TOKEN)
 
-    def hpo(*argv, stdin=None, env_=None, timeout=60):
+    def hpo(*argv, stdin=None, env_=None, timeout=60, cwd_=None):
         r = subprocess.run([args.hpo] + list(argv), input=stdin, capture_output=True, text=True,
-                           env=env_ or env, timeout=timeout)
+                           env=env_ or env, timeout=timeout, cwd=cwd_)
         return r.returncode, r.stdout, r.stderr
 
     try:
@@ -94,7 +97,8 @@ def main():
         rc, out, _ = hpo("study", "list")
         c.check(rc == 0 and "cli-study" in out and "0/8" in out and out.startswith("ID"), "study list: a table")
         rc, out, _ = hpo("study", "list", "--json")
-        c.check(rc == 0 and {s["id"] for s in json.loads(out)} >= {sid, other}, "study list --json")
+        c.check(rc == 0 and {s["id"] for s in json.loads(out)["studies"]} >= {sid, other} and out.count("\n") == 1,
+                "study list --json: the answer on one line")
         rc, out, _ = hpo("study", "get", str(sid))
         c.check(rc == 0 and json.loads(out)["definition"]["tuner"]["max_trials"] == 8, "study get: the JSON")
         rc, out, err = hpo("study", "get", "99999")
@@ -124,9 +128,14 @@ def main():
         c.check(at is not None and word == "prune", "report -> exit 3 and 'prune' when the pruner stops the trial")
         rc, out, _ = hpo("tell", str(t3["trial_id"]), "--state", "pruned")
         c.check(rc == 0 and json.loads(out)["state"] == "pruned", "tell --state pruned")
-        rc, out, _ = hpo("ask", str(sid), "--params-only")
-        p = json.loads(out)
-        c.check(rc == 0 and "lr" in p and "trial_id" not in p, "ask --params-only prints the params")
+        rc, out, err = hpo("ask", str(sid), "--params-only")
+        c.check(rc == 1 and out == "" and "--field" in err, "ask --params-only is gone: a usage error naming --field")
+        rc, out, _ = hpo("ask", str(sid), "--field", "trial_id", "--field", "params.lr", "--field", "params.nope")
+        lines = out.splitlines()
+        c.check(rc == 0 and len(lines) == 3 and lines[0].isdigit() and 1e-5 < float(lines[1]) < 1 and lines[2] == "null",
+                "ask --field trial_id --field params.lr: one value a line, null when absent (%r)" % out)
+        rc, out, _ = hpo("trial", lines[0], "--field", "state")
+        c.check(rc == 0 and out == "running\n", "--field prints a string bare")
         rc, out, _ = hpo("trials", str(sid), "--state", "running", "--json")
         t4 = json.loads(out)["trials"][0]
         rc, out, _ = hpo("tell", str(t4["trial_id"]), "--state", "failed", "--error", "CUDA out of memory")
@@ -246,7 +255,7 @@ def main():
         kinds = [l.split()[1] for l in out.strip().splitlines()[1:]]
         c.check(rc == 0 and kinds.count("refit") == 3 and kinds.count("ensemble") == 2, "models lists refits and ensembles")
         rc, out, _ = hpo("models", str(emb), "--json")
-        models = json.loads(out)
+        models = json.loads(out)["models"]
         c.check(rc == 0 and len(models) == 5, "models --json")
         rows = test_rows(3)
         rc, out, _ = hpo("predict", str(refit_ids[0]), "-", stdin=json.dumps(rows))
@@ -259,6 +268,31 @@ def main():
         c.check(rc == 0 and json.loads(out)["classes"] == p["classes"][:1], "predict: {\"inputs\"} from a file")
         rc, _, err = hpo("predict", str(refit_ids[0]), "-", stdin=json.dumps([[1, 2, 3]]))
         c.check(rc == 2 and json.loads(err)["error"]["code"], "predict with a wrong row size -> 2")
+
+        # ---- weights: the safetensors file, as hpod serves it
+        with urllib.request.urlopen(hp.url + "/api/v1/models/%d/weights" % refit_ids[0], timeout=60) as r:
+            st, raw = r.status, r.read()
+        wpath = os.path.join(tmp, "w.safetensors")
+        rc, out, err = hpo("weights", str(refit_ids[0]), "-o", wpath)
+        with open(wpath, "rb") as f:
+            got = f.read()
+        c.check(rc == 0 and st == 200 and got == raw and wpath in out and str(len(raw)) in out,
+                "weights -o FILE: the same bytes as GET .../weights (%d bytes)" % len(got))
+        c.check(not os.path.exists(wpath + ".part"), "weights leaves no partial file")
+        rc, out, _ = hpo("weights", str(refit_ids[0]), "-o", wpath, "--json")
+        c.check(rc == 0 and json.loads(out) == {"model_id": refit_ids[0], "file": wpath, "bytes": len(raw)},
+                "weights --json")
+        r = subprocess.run([args.hpo, "weights", str(refit_ids[0]), "-o", "-"], capture_output=True, env=env, timeout=60)
+        c.check(r.returncode == 0 and r.stdout == raw, "weights -o - writes the file to stdout")
+        rc, out, _ = hpo("weights", str(refit_ids[0]), cwd_=tmp)
+        c.check(rc == 0 and os.path.getsize(os.path.join(tmp, "model-%d.safetensors" % refit_ids[0])) == len(raw),
+                "weights without -o: model-ID.safetensors")
+        missing = os.path.join(tmp, "none.safetensors")
+        rc, out, err = hpo("weights", "99999", "-o", missing)
+        c.check(rc == 2 and json.loads(err)["error"]["code"] == "not_found" and not os.path.exists(missing)
+                and not os.path.exists(missing + ".part"), "weights of an unknown model -> 2, no file")
+        rc, _, err = hpo("weights", str(refit_ids[0]), "-o", os.path.join(tmp, "no-such-dir", "w"))
+        c.check(rc == 1 and "cannot write" in err, "weights into a folder that does not exist -> 1")
 
         # ---- delete
         rc, out, _ = hpo("study", "delete", str(other))

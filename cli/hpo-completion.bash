@@ -1,0 +1,86 @@
+# hpo-completion.bash - bash completion for `hpo`, the client of hpod:
+# commands, subcommands and each command's flags (the command table of
+# cli/main.c; tests/api/test_cli.py checks that the two agree), files for
+# the arguments that are files. Load it with
+#   source cli/hpo-completion.bash
+# (in ~/.bashrc), or copy it to ~/.local/share/bash-completion/completions/hpo.
+
+_hpo_flags() {
+    # The flags of one command ("study create", "best", ...), besides the
+    # output flags every command takes.
+    case "$1" in
+        "study watch") echo "--interval" ;;
+        best) echo "--top" ;;
+        trials) echo "--state --order --desc --limit --offset" ;;
+        events) echo "--after --timeout" ;;
+        tell) echo "--state --error" ;;
+        refit) echo "--top --trials --epochs-factor --wait" ;;
+        ensemble) echo "--members --top --method --rounds --wait" ;;
+        weights) echo "-o --output" ;;
+        "dataset upload") echo "--format --label-column --task" ;;
+    esac
+}
+
+_hpo() {
+    local cur prev words cword
+    if declare -F _init_completion >/dev/null 2>&1; then
+        _init_completion || return
+    else
+        cur="${COMP_WORDS[COMP_CWORD]}"
+        prev="${COMP_WORDS[COMP_CWORD-1]}"
+        words=("${COMP_WORDS[@]}")
+        cword=$COMP_CWORD
+    fi
+    local commands="study studies best trials trial importance events ask report tell refit ensemble models predict weights dataset"
+    local common="--json --field --quiet --help"
+
+    # the command words, after the global flags
+    local i=1 cmd="" sub=""
+    while [ "$i" -lt "$cword" ]; do
+        case "${words[i]}" in
+            --url|--token|--field) i=$((i + 2)); continue ;;
+            -*) i=$((i + 1)); continue ;;
+        esac
+        if [ -z "$cmd" ]; then
+            cmd="${words[i]}"
+        elif [ -z "$sub" ] && { [ "$cmd" = study ] || [ "$cmd" = dataset ]; }; then
+            sub="${words[i]}"
+        fi
+        i=$((i + 1))
+    done
+
+    case "$prev" in
+        --url|--token|--field|--top|--trials|--members|--rounds|--epochs-factor|--limit|--offset|--after|--timeout|--interval|--error|--label-column)
+            return ;;
+        --state)
+            if [ "$cmd" = tell ]; then COMPREPLY=($(compgen -W "failed pruned" -- "$cur"))
+            else COMPREPLY=($(compgen -W "running complete pruned failed cancelled queued" -- "$cur")); fi
+            return ;;
+        --order) COMPREPLY=($(compgen -W "number value" -- "$cur")); return ;;
+        --method) COMPREPLY=($(compgen -W "mean weighted greedy" -- "$cur")); return ;;
+        --format) COMPREPLY=($(compgen -W "csv idx npy" -- "$cur")); return ;;
+        --task) COMPREPLY=($(compgen -W "classification regression" -- "$cur")); return ;;
+        -o|--output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    esac
+
+    if [ -z "$cmd" ]; then
+        COMPREPLY=($(compgen -W "$commands --url --token --help --version" -- "$cur"))
+        return
+    fi
+    if [ -z "$sub" ]; then
+        case "$cmd" in
+            study) COMPREPLY=($(compgen -W "create list get delete pause resume cancel watch" -- "$cur")); return ;;
+            dataset) COMPREPLY=($(compgen -W "list get upload delete" -- "$cur")); return ;;
+        esac
+    fi
+    local key="$cmd${sub:+ $sub}"
+    if [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "$(_hpo_flags "$key") $common" -- "$cur"))
+        return
+    fi
+    case "$key" in
+        "study create"|predict|"dataset upload") COMPREPLY=($(compgen -f -- "$cur")) ;;
+    esac
+}
+
+complete -o filenames -o bashdefault -F _hpo hpo
