@@ -127,8 +127,25 @@ void api_error_response(api_response *resp, int status, const char *code, const 
                         const char *field);
 
 /* Records a finished request in the metrics (the server calls this after
- * sending, so errors produced by the HTTP layer are counted too). */
-void api_metrics_observe_request(api_ctx *ctx, const char *route, int status);
+ * sending, so errors produced by the HTTP layer are counted too): its
+ * count by route and status, and its duration (seconds from the request
+ * line to the response queued; < 0: unknown, not observed) in the latency
+ * histogram of its route. route NULL: "unmatched". */
+void api_metrics_observe_request(api_ctx *ctx, const char *route, int status, double seconds);
+
+/* The error of an error response ({"error": {"code","message","field"}}),
+ * for the log line of a 4xx: 0 and the three strings (cut to their buffers,
+ * each at least 1 byte), or HPO_ENOTFOUND when the body is not one. */
+typedef struct api_error_info {
+    char code[48], field[128], message[384];
+} api_error_info;
+int api_response_error(const api_response *resp, api_error_info *out);
+
+/* The metrics of the job layer's workers. api_metrics_slots names the slots
+ * once at start (before any job runs): hpo_slots and the per-slot series
+ * (epochs, samples/s) cover these names and no others, so the labels stay
+ * bounded. */
+void api_metrics_slots(api_ctx *ctx, const char *const *names, size_t n);
 
 /* ---- streamed uploads (POST /api/v1/datasets, multipart/form-data) ----
  * The server parses the multipart body (libmicrohttpd's post processor) and

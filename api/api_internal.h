@@ -173,6 +173,13 @@ int api_metrics_new(api_metrics **out);
 void api_metrics_free(api_metrics *m);
 enum { API_OP_ASK = 0, API_OP_REPORT, API_OP_TELL, API_N_OPS };
 void api_metrics_observe_op(api_ctx *ctx, int op, double seconds);
+/* A job starts (+1) or ends (-1) on a worker (api_jobs_run): hpo_slots_busy. */
+void api_metrics_job(api_ctx *ctx, int delta);
+/* A trial epoch trained on slot (named by api_metrics_slots; others are not
+ * counted), at samples_per_s. */
+void api_metrics_epoch(api_ctx *ctx, const char *slot, double samples_per_s);
+/* An event stream opens (+1) or ends (-1): hpo_event_streams. */
+void api_metrics_stream(api_ctx *ctx, int delta);
 char *api_metrics_render(api_ctx *ctx, size_t *len_out);
 
 /* ---- the context ---- */

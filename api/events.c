@@ -142,6 +142,7 @@ static long sse_read(void *arg, char *buf, size_t max) {
 
 static void sse_free(void *arg) {
     sse *s = arg;
+    api_metrics_stream(s->ctx, -1);
     free(s->out);
     free(s);
 }
@@ -183,6 +184,7 @@ void api_h_study_events(api_ctx *ctx, const api_request *req, int64_t id, api_re
     s->last_id = after;
     s->client_gone = req->client_gone;
     s->client_gone_arg = req->client_gone_arg;
+    api_metrics_stream(ctx, +1); /* hpo_event_streams, until sse_free */
     append(s, "retry: 2000\n\n", 13);
     resp->status = 200;
     resp->content_type = "text/event-stream";

@@ -250,8 +250,11 @@ int api_jobs_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
 }
 
 int api_jobs_run(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop) {
-    if (job->kind == API_JOB_MODEL) return api_run_model(ctx, job->model_id, slot, threads, stop);
-    return api_run_trial(ctx, job, slot, threads, stop);
+    api_metrics_job(ctx, +1); /* hpo_slots_busy */
+    int rc = job->kind == API_JOB_MODEL ? api_run_model(ctx, job->model_id, slot, threads, stop)
+                                        : api_run_trial(ctx, job, slot, threads, stop);
+    api_metrics_job(ctx, -1);
+    return rc;
 }
 
 int api_jobs_stop_reason(api_ctx *ctx, const api_job *job) {

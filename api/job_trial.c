@@ -29,6 +29,7 @@ typedef struct run {
     api_ctx *ctx;
     api_study *st;
     const api_job *job;
+    const char *slot; /* the worker slot, for the metrics */
     const atomic_int *stop;
     int execution;
     double *curve[MAX_EXECUTIONS]; /* objective per epoch (1-based), NaN when unknown */
@@ -111,6 +112,7 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     }
     if (rc) HPO_WARN("trial %lld: epoch %d not stored: %s", (long long)r->job->trial_id, rep->epoch, hpo_strerror(rc));
     api_events_wake(r->ctx);
+    api_metrics_epoch(r->ctx, r->slot, rep->samples_per_s);
     /* the engine checkpointed the previous epoch of this run: the disk has room */
     if (r->epochs_seen >= 2) api_disk_ok(r->ctx);
     curve_set(r, r->execution, rep->epoch, v);
@@ -317,6 +319,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     r.ctx = ctx;
     r.st = st;
     r.job = job;
+    r.slot = slot;
     r.stop = stop;
     r.started = t0;
     const api_embedded *emb = &st->def.emb;

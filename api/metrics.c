@@ -1,17 +1,44 @@
-/* metrics.c - Prometheus text metrics: requests by route and status,
- * trials by state, ask/report/tell latency histograms; and the small system
- * handlers (/healthz, /metrics, /api/v1/openapi.yaml). */
+/* metrics.c - Prometheus text metrics (exposition format 0.0.4) and the
+ * small system handlers (/healthz, /metrics, /api/v1/openapi.yaml).
+ *
+ * Series (every label set bounded: routes come from the static route table
+ * plus "unmatched", slots are named once at start, ops are three):
+ *   hpo_build_info{version,blas_core} 1
+ *   hpo_http_requests_total{route,status}          counter
+ *   hpo_http_request_duration_seconds{route}       histogram, request line to response queued
+ *   hpo_ask_tell_seconds{op}                       histogram of ask/report/tell's own work
+ *   hpo_trials{state}                              gauge, over all studies
+ *   hpo_slots, hpo_slots_busy                      gauges: worker slots, those running a job
+ *   hpo_jobs_queued                                gauge: queued trials of running studies + queued model jobs
+ *   hpo_epochs_total{slot}                         counter: trial epochs trained on the slot
+ *   hpo_samples_per_second{slot}                   gauge: the slot's last trial epoch (0 before one)
+ *   hpo_event_streams                              gauge: open SSE clients
+ *   hpo_uptime_seconds                             gauge
+ *   process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
+ *   process_open_fds, process_max_fds, process_start_time_seconds
+ *                                                  the Prometheus client convention, from /proc/self
+ * Everything counted here is under one mutex, a leaf of the lock order;
+ * storage is read (trial counts, queue depth) before it is taken. */
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "api_internal.h"
+#include "blas_select.h"
 
 static const double buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                  0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
 #define N_BUCKETS (sizeof buckets / sizeof buckets[0])
+/* request latency: a dataset upload or a predict may take seconds */
+static const double http_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                      0.1,    0.25,  0.5,    1.0,   2.5,  5.0,  10.0};
+#define N_HTTP_BUCKETS (sizeof http_buckets / sizeof http_buckets[0])
 static const char *op_names[API_N_OPS] = {"ask", "report", "tell"};
+#define MAX_SLOTS 256
 
 typedef struct request_count {
     const char *route; /* static string from the route table */
@@ -19,13 +46,32 @@ typedef struct request_count {
     uint64_t count;
 } request_count;
 
+typedef struct route_latency {
+    const char *route; /* static string from the route table */
+    uint64_t buckets[N_HTTP_BUCKETS + 1]; /* last: +Inf; not cumulative */
+    double sum;
+    uint64_t count;
+} route_latency;
+
+typedef struct slot_stats {
+    char name[32];
+    uint64_t epochs;
+    double samples_per_s; /* the last epoch's */
+} slot_stats;
+
 struct api_metrics {
     pthread_mutex_t lock;
     request_count *requests;
     size_t n_requests, cap_requests;
+    route_latency *latency;
+    size_t n_latency, cap_latency;
     uint64_t op_buckets[API_N_OPS][N_BUCKETS + 1]; /* last: +Inf */
     double op_sum[API_N_OPS];
     uint64_t op_count[API_N_OPS];
+    slot_stats *slots;
+    size_t n_slots;
+    int busy;    /* jobs running (api_jobs_run) */
+    int streams; /* open event streams */
     double started;
 };
 
@@ -41,10 +87,19 @@ void api_metrics_free(api_metrics *m) {
     if (!m) return;
     pthread_mutex_destroy(&m->lock);
     free(m->requests);
+    free(m->latency);
+    free(m->slots);
     free(m);
 }
 
-void api_metrics_observe_request(api_ctx *ctx, const char *route, int status) {
+/* The bucket of v: the first bound >= v, or n (+Inf). */
+static size_t bucket_of(const double *bounds, size_t n, double v) {
+    size_t b = 0;
+    while (b < n && v > bounds[b]) b++;
+    return b;
+}
+
+void api_metrics_observe_request(api_ctx *ctx, const char *route, int status, double seconds) {
     api_metrics *m = ctx->metrics;
     if (!route) route = "unmatched";
     pthread_mutex_lock(&m->lock);
@@ -60,17 +115,70 @@ void api_metrics_observe_request(api_ctx *ctx, const char *route, int status) {
         m->requests[m->n_requests++] = (request_count){route, status, 0};
     }
     m->requests[i].count++;
+    if (seconds >= 0) {
+        size_t j = 0;
+        while (j < m->n_latency && strcmp(m->latency[j].route, route) != 0) j++;
+        if (j == m->n_latency) {
+            if (m->n_latency == m->cap_latency) {
+                m->cap_latency = m->cap_latency ? 2 * m->cap_latency : 16;
+                m->latency = hpo_xrealloc(m->latency, m->cap_latency * sizeof *m->latency);
+            }
+            memset(&m->latency[j], 0, sizeof m->latency[j]);
+            m->latency[j].route = route;
+            m->n_latency++;
+        }
+        m->latency[j].buckets[bucket_of(http_buckets, N_HTTP_BUCKETS, seconds)]++;
+        m->latency[j].sum += seconds;
+        m->latency[j].count++;
+    }
     pthread_mutex_unlock(&m->lock);
 }
 
 void api_metrics_observe_op(api_ctx *ctx, int op, double seconds) {
     api_metrics *m = ctx->metrics;
-    size_t b = 0;
-    while (b < N_BUCKETS && seconds > buckets[b]) b++;
+    size_t b = bucket_of(buckets, N_BUCKETS, seconds);
     pthread_mutex_lock(&m->lock);
     m->op_buckets[op][b]++;
     m->op_sum[op] += seconds;
     m->op_count[op]++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void api_metrics_slots(api_ctx *ctx, const char *const *names, size_t n) {
+    api_metrics *m = ctx->metrics;
+    if (n > MAX_SLOTS) n = MAX_SLOTS;
+    pthread_mutex_lock(&m->lock);
+    free(m->slots);
+    m->slots = n ? hpo_xcalloc(n, sizeof *m->slots) : NULL;
+    for (size_t i = 0; i < n; i++) snprintf(m->slots[i].name, sizeof m->slots[i].name, "%s", names[i]);
+    m->n_slots = n;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void api_metrics_job(api_ctx *ctx, int delta) {
+    api_metrics *m = ctx->metrics;
+    pthread_mutex_lock(&m->lock);
+    m->busy += delta;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void api_metrics_epoch(api_ctx *ctx, const char *slot, double samples_per_s) {
+    api_metrics *m = ctx->metrics;
+    if (!slot) return;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->n_slots; i++)
+        if (strcmp(m->slots[i].name, slot) == 0) {
+            m->slots[i].epochs++;
+            m->slots[i].samples_per_s = samples_per_s;
+            break;
+        }
+    pthread_mutex_unlock(&m->lock);
+}
+
+void api_metrics_stream(api_ctx *ctx, int delta) {
+    api_metrics *m = ctx->metrics;
+    pthread_mutex_lock(&m->lock);
+    m->streams += delta;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -96,12 +204,107 @@ static void put(text *t, const char *fmt, ...) {
     }
 }
 
+/* A label value with \\, " and newline escaped, as the format asks. */
+static void put_label(text *t, const char *v) {
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            put(t, "\\%c", *v);
+        else if (*v == '\n')
+            put(t, "\\n");
+        else
+            put(t, "%c", *v);
+    }
+}
+
+/* A histogram's lines; counts[n] is +Inf; label="value" selects the series. */
+static void put_histogram(text *t, const char *name, const char *label, const char *value, const double *bounds,
+                          size_t n, const uint64_t *counts, double sum, uint64_t count) {
+    uint64_t cum = 0;
+    for (size_t b = 0; b <= n; b++) {
+        cum += counts[b];
+        put(t, "%s_bucket{%s=\"", name, label);
+        put_label(t, value);
+        if (b < n)
+            put(t, "\",le=\"%g\"} %llu\n", bounds[b], (unsigned long long)cum);
+        else
+            put(t, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    put(t, "%s_sum{%s=\"", name, label);
+    put_label(t, value);
+    put(t, "\"} %.9f\n%s_count{%s=\"", sum, name, label);
+    put_label(t, value);
+    put(t, "\"} %llu\n", (unsigned long long)count);
+}
+
+/* The process's own figures (/proc/self), in the Prometheus client
+ * libraries' names; a figure that cannot be read is left out. */
+static void put_process(text *t) {
+    long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    /* after the command name (in parentheses, may hold spaces): field 3 on */
+    const char *p = strrchr(buf, ')');
+    unsigned long long utime = 0, stime = 0, start = 0, vsize = 0;
+    long long rss = 0;
+    int ok = p && tick > 0 &&
+             sscanf(p + 2,
+                    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
+                    &utime, &stime, &start, &vsize, &rss) == 5;
+    double boot = -1;
+    if ((f = fopen("/proc/stat", "r"))) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "btime ", 6) == 0) boot = strtod(line + 6, NULL);
+        fclose(f);
+    }
+    if (ok) {
+        put(t, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+               "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n",
+            (double)(utime + stime) / (double)tick);
+        put(t, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+               "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %lld\n",
+            rss * (long long)page);
+        put(t, "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+               "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n", vsize);
+        if (boot >= 0)
+            put(t, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+                   "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
+                boot + (double)start / (double)tick);
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        long fds = 0;
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (e->d_name[0] != '.') fds++;
+        closedir(d);
+        put(t, "# HELP process_open_fds Number of open file descriptors.\n"
+               "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n", fds - 1); /* not the one reading */
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        put(t, "# HELP process_max_fds Maximum number of open file descriptors.\n"
+               "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+}
+
 char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
     api_metrics *m = ctx->metrics;
     text t = {hpo_xmalloc(4096), 0, 4096};
     t.s[0] = '\0';
     int64_t counts[STO_TRIAL_N_STATES] = {0};
     int have_counts = sto_trial_counts(ctx->db, -1, counts) == 0;
+    int64_t q_trials = 0, q_models = 0;
+    int have_queued = sto_jobs_queued(ctx->db, &q_trials, &q_models) == 0;
+
+    put(&t, "# HELP hpo_build_info hpod's version and the OpenBLAS kernel it runs.\n"
+            "# TYPE hpo_build_info gauge\nhpo_build_info{version=\"");
+    put_label(&t, HPO_VERSION);
+    put(&t, "\",blas_core=\"");
+    put_label(&t, eng_blas_corename());
+    put(&t, "\"} 1\n");
 
     pthread_mutex_lock(&m->lock);
     put(&t, "# HELP hpo_http_requests_total HTTP requests by route and status.\n"
@@ -109,25 +312,41 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
     for (size_t i = 0; i < m->n_requests; i++)
         put(&t, "hpo_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n", m->requests[i].route,
             m->requests[i].status, (unsigned long long)m->requests[i].count);
+    put(&t, "# HELP hpo_http_request_duration_seconds Time from a request's first line to its response, by route.\n"
+            "# TYPE hpo_http_request_duration_seconds histogram\n");
+    for (size_t i = 0; i < m->n_latency; i++)
+        put_histogram(&t, "hpo_http_request_duration_seconds", "route", m->latency[i].route, http_buckets,
+                      N_HTTP_BUCKETS, m->latency[i].buckets, m->latency[i].sum, m->latency[i].count);
     put(&t, "# HELP hpo_ask_tell_seconds Latency of ask, report and tell, in seconds.\n"
             "# TYPE hpo_ask_tell_seconds histogram\n");
-    for (int op = 0; op < API_N_OPS; op++) {
-        uint64_t cum = 0;
-        for (size_t b = 0; b < N_BUCKETS; b++) {
-            cum += m->op_buckets[op][b];
-            put(&t, "hpo_ask_tell_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n", op_names[op],
-                buckets[b], (unsigned long long)cum);
-        }
-        cum += m->op_buckets[op][N_BUCKETS];
-        put(&t, "hpo_ask_tell_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n", op_names[op],
-            (unsigned long long)cum);
-        put(&t, "hpo_ask_tell_seconds_sum{op=\"%s\"} %.9f\n", op_names[op], m->op_sum[op]);
-        put(&t, "hpo_ask_tell_seconds_count{op=\"%s\"} %llu\n", op_names[op],
-            (unsigned long long)m->op_count[op]);
+    for (int op = 0; op < API_N_OPS; op++)
+        put_histogram(&t, "hpo_ask_tell_seconds", "op", op_names[op], buckets, N_BUCKETS, m->op_buckets[op],
+                      m->op_sum[op], m->op_count[op]);
+    put(&t, "# HELP hpo_slots Worker slots (--devices).\n# TYPE hpo_slots gauge\nhpo_slots %zu\n"
+            "# HELP hpo_slots_busy Worker slots running a job.\n# TYPE hpo_slots_busy gauge\nhpo_slots_busy %d\n",
+        m->n_slots, m->busy);
+    put(&t, "# HELP hpo_epochs_total Trial epochs trained, by slot.\n# TYPE hpo_epochs_total counter\n");
+    for (size_t i = 0; i < m->n_slots; i++) {
+        put(&t, "hpo_epochs_total{slot=\"");
+        put_label(&t, m->slots[i].name);
+        put(&t, "\"} %llu\n", (unsigned long long)m->slots[i].epochs);
     }
+    put(&t, "# HELP hpo_samples_per_second Training samples per second of the last trial epoch, by slot.\n"
+            "# TYPE hpo_samples_per_second gauge\n");
+    for (size_t i = 0; i < m->n_slots; i++) {
+        put(&t, "hpo_samples_per_second{slot=\"");
+        put_label(&t, m->slots[i].name);
+        put(&t, "\"} %.3f\n", m->slots[i].samples_per_s);
+    }
+    put(&t, "# HELP hpo_event_streams Open event streams (SSE clients).\n# TYPE hpo_event_streams gauge\n"
+            "hpo_event_streams %d\n", m->streams);
     double uptime = hpo_now() - m->started;
     pthread_mutex_unlock(&m->lock);
 
+    if (have_queued)
+        put(&t, "# HELP hpo_jobs_queued Jobs waiting for a slot: queued trials of running studies and queued "
+                "model jobs.\n# TYPE hpo_jobs_queued gauge\nhpo_jobs_queued %lld\n",
+            (long long)(q_trials + q_models));
     if (have_counts) {
         put(&t, "# HELP hpo_trials Trials by state, over all studies.\n# TYPE hpo_trials gauge\n");
         for (int s = 0; s < STO_TRIAL_N_STATES; s++)
@@ -135,6 +354,7 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
     }
     put(&t, "# HELP hpo_uptime_seconds Seconds since hpod started.\n# TYPE hpo_uptime_seconds gauge\n"
             "hpo_uptime_seconds %.3f\n", uptime);
+    put_process(&t);
     *len_out = t.len;
     return t.s;
 }

@@ -66,6 +66,24 @@ void api_error_response(api_response *resp, int status, const char *code, const 
     api_reply_json(resp, status, e);
 }
 
+int api_response_error(const api_response *resp, api_error_info *out) {
+    if (!resp->body || resp->stream) return HPO_ENOTFOUND;
+    json_t *doc = json_loadb(resp->body, resp->body_len, 0, NULL);
+    json_t *e = json_object_get(doc, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *field = json_string_value(json_object_get(e, "field"));
+    const char *message = json_string_value(json_object_get(e, "message"));
+    if (!code || !message) {
+        json_decref(doc);
+        return HPO_ENOTFOUND;
+    }
+    snprintf(out->code, sizeof out->code, "%s", code);
+    snprintf(out->field, sizeof out->field, "%s", field ? field : "");
+    snprintf(out->message, sizeof out->message, "%s", message);
+    json_decref(doc);
+    return 0;
+}
+
 void api_fail(api_response *resp, int status, const char *code, const char *field,
               const char *fmt, ...) {
     char msg[512];

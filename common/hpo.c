@@ -1,4 +1,4 @@
-/* hpo.c - error names, logging, clocks and checked allocation (see hpo.h). */
+/* hpo.c - error names, clocks and checked allocation (see hpo.h; logging is log.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "hpo.h"
 
@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-int hpo_log_level = HPO_LOG_INFO;
 
 static const struct {
     int rc;
@@ -64,31 +62,6 @@ void hpo_error_prefix(hpo_error *err, const char *prefix) {
     else
         snprintf(tmp, sizeof tmp, "%s", prefix);
     snprintf(err->field, sizeof err->field, "%.*s", (int)sizeof err->field - 1, tmp);
-}
-
-int hpo_log_level_parse(const char *name) {
-    static const char *names[] = {"debug", "info", "warn", "error"};
-    for (int i = 0; i < 4; i++)
-        if (name && strcmp(name, names[i]) == 0) return i;
-    return -1;
-}
-
-void hpo_log(int level, const char *fmt, ...) {
-    static const char *tags[] = {"DEBUG", "INFO", "WARN", "ERROR"};
-    if (level < hpo_log_level) return;
-    char line[2048];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, tags[level < 0 ? 0 : level > 3 ? 3 : level]);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s\n", line); /* one call: lines from threads do not interleave */
 }
 
 double hpo_now(void) {

@@ -9,8 +9,13 @@
  *   field, a shape), the function also fills an hpo_error: a dotted field path
  *   ("space.lr.low") and a human sentence. The api layer maps the code to an
  *   HTTP status and the hpo_error to {"error": {"code","message","field"}}.
- * - Logging is a single global level and one line per message on stderr,
- *   with a timestamp; hpo_log is thread-safe (one fprintf per line).
+ * - Logging (log.c) is a single global level and one line per message on
+ *   stderr, thread-safe (one fprintf per line), in one of two formats
+ *   (hpod --log-format): text, "<UTC time> <LEVEL> <message> key=value ...",
+ *   or JSON, one object per line {"ts","level","msg", then the fields}.
+ *   Fields (hpo_log_fields) are named values a program can read back; the
+ *   JSON is always valid (bytes that are not UTF-8 become U+FFFD) and a line
+ *   is cut at HPO_LOG_LINE_MAX bytes, still valid.
  * - Nothing here allocates except hpo_strdup/hpo_xmalloc, which abort on
  *   out-of-memory: they are for small bookkeeping only. What a client can
  *   make large (a model's tensors, a dataset) is allocated with checks and
@@ -63,7 +68,29 @@ void hpo_error_prefix(hpo_error *err, const char *prefix);
 enum { HPO_LOG_DEBUG = 0, HPO_LOG_INFO = 1, HPO_LOG_WARN = 2, HPO_LOG_ERROR = 3 };
 extern int hpo_log_level;
 int hpo_log_level_parse(const char *name); /* -1 if unknown */
+enum { HPO_LOG_TEXT = 0, HPO_LOG_JSON = 1 };
+extern int hpo_log_format; /* HPO_LOG_TEXT (default) or HPO_LOG_JSON; set once at start */
+int hpo_log_format_parse(const char *name); /* "text" or "json"; -1 if unknown */
+#define HPO_LOG_LINE_MAX 8192
+/* A named value of a log line: a string (str != NULL) or a number. */
+typedef struct hpo_log_field {
+    const char *key; /* an identifier: [a-z_]+ */
+    const char *str;
+    double num;
+} hpo_log_field;
+static inline hpo_log_field hpo_log_str_(const char *key, const char *v) {
+    return (hpo_log_field){key, v ? v : "", 0};
+}
+#define HPO_LOG_STR(k, v) hpo_log_str_((k), (v)) /* NULL: "" */
+#define HPO_LOG_NUM(k, v) ((hpo_log_field){(k), NULL, (double)(v)})
 void hpo_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line with n fields after its message. */
+void hpo_log_fields(int level, const hpo_log_field *fields, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Formats one line into buf (cap >= 128) without its newline and returns its
+ * length; what hpo_log_fields writes (for tests). */
+size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int level,
+                           const hpo_log_field *fields, size_t n, const char *msg);
 #define HPO_DEBUG(...) do { if (hpo_log_level <= HPO_LOG_DEBUG) hpo_log(HPO_LOG_DEBUG, __VA_ARGS__); } while (0)
 #define HPO_INFO(...) hpo_log(HPO_LOG_INFO, __VA_ARGS__)
 #define HPO_WARN(...) hpo_log(HPO_LOG_WARN, __VA_ARGS__)

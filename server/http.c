@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -309,6 +310,29 @@ static void stream_free(void *cls) {
     free(s);
 }
 
+/* The line of an answered request: 5xx at WARN; report and tell (many a
+ * second from training code) at DEBUG when they succeed; the rest at INFO,
+ * a 4xx with the error the client got. */
+static void log_request(const char *method, const char *url, const char *route, int status, size_t in_bytes,
+                        double secs, const api_error_info *why) {
+    int level = status >= 500 ? HPO_LOG_WARN : HPO_LOG_INFO;
+    if (status < 400 && route && (strcmp(route, "trials.report") == 0 || strcmp(route, "trials.tell") == 0))
+        level = HPO_LOG_DEBUG;
+    if (level < hpo_log_level) return;
+    hpo_log_field f[8];
+    size_t n = 0;
+    f[n++] = HPO_LOG_STR("route", route ? route : "unmatched");
+    f[n++] = HPO_LOG_NUM("status", status);
+    f[n++] = HPO_LOG_NUM("bytes_in", (double)in_bytes);
+    f[n++] = HPO_LOG_NUM("ms", floor(secs * 1e5) / 100); /* two decimals */
+    if (why) {
+        f[n++] = HPO_LOG_STR("code", why->code);
+        f[n++] = HPO_LOG_STR("field", why->field);
+        f[n++] = HPO_LOG_STR("error", why->message);
+    }
+    hpo_log_fields(level, f, n, "%s %s %d", method, url, status);
+}
+
 static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, const char *method,
                                      const char *url, api_response *resp, request_state *rs) {
     if (resp->stream) {
@@ -325,6 +349,9 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
             } /* HEAD: the stream's headers, no body */
         }
     }
+    /* a 4xx logs its reason: the error the client got */
+    api_error_info why;
+    int has_why = resp->status >= 400 && resp->status < 500 && api_response_error(resp, &why) == 0;
     struct MHD_Response *r;
     if (resp->stream) { /* server-sent events: the copy lives as long as the stream */
         stream_ctx *s = hpo_xmalloc(sizeof *s);
@@ -352,10 +379,9 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
     }
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
-    double ms = (hpo_monotonic() - rs->started) * 1e3;
-    hpo_log(resp->status >= 500 ? HPO_LOG_WARN : HPO_LOG_INFO, "%s %s %d in=%zub %.2fms", method,
-            url, resp->status, rs->len, ms);
-    api_metrics_observe_request(h->api, resp->route, resp->status);
+    double secs = hpo_monotonic() - rs->started;
+    log_request(method, url, resp->route, resp->status, rs->len, secs, has_why ? &why : NULL);
+    api_metrics_observe_request(h->api, resp->route, resp->status, secs);
     return ok;
 }
 
@@ -521,8 +547,13 @@ static void on_gate_answer(void *arg, const srv_addr *from, const char *method, 
     if (n >= sizeof path) n = sizeof path - 1;
     memcpy(path, target, n);
     path[n] = '\0';
-    hpo_log(HPO_LOG_INFO, "%s %s %d from %s: %s", *method ? method : "-", *path ? path : "-", status, ip, message);
-    api_metrics_observe_request(h->api, *method ? api_route_name(method, path) : "unmatched", status);
+    const char *route = *method ? api_route_name(method, path) : "unmatched";
+    hpo_log_field f[] = {HPO_LOG_STR("route", route ? route : "unmatched"), HPO_LOG_NUM("status", status),
+                         HPO_LOG_STR("from", ip), HPO_LOG_STR("error", message)};
+    hpo_log_fields(HPO_LOG_INFO, f, HPO_ARRAY_LEN(f), "%s %s %d from %s: %s",
+                   *method ? method : "-", *path ? path : "-", status, ip, message);
+    /* no latency: the gate's answers are not the routes' */
+    api_metrics_observe_request(h->api, route, status, -1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {

@@ -5,7 +5,7 @@
  *        [--max-connections N] [--max-connections-per-client N] [--max-streams N]
  *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES]
  *        [--max-model-bytes SIZE] [--max-dataset-bytes SIZE] [--max-dataset-loads N]
- *        [--log-level debug|info|warn|error]
+ *        [--log-level debug|info|warn|error] [--log-format text|json]
  *   hpod --help | --version
  *
  * One hpod per data dir: a second one on the same dir exits with "data dir
@@ -93,6 +93,8 @@ static void usage(FILE *f) {
             "                      turn, then get 503); default: as many as fit in a quarter\n"
             "                      of memory at --max-dataset-bytes each, 1 to 4\n"
             "  --log-level L       debug, info (default), warn or error\n"
+            "  --log-format F      text (default) or json: one object per line with ts,\n"
+            "                      level, msg and the line's fields (route, status, ...)\n"
             "  --help, --version\n");
 }
 
@@ -134,6 +136,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
            O_DEVICES, O_MAXMODEL };
     enum { O_PERCLIENT = 32, O_STREAMS, O_HEADERTIMEOUT, O_ALLOWEDHOST };
     enum { O_MAXUPLOAD = 64, O_MAXDSBYTES, O_MAXDSLOADS }; /* --max-upload: not in --help */
+    enum { O_LOGFORMAT = 96 };
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
         {"data-dir", required_argument, 0, O_DATA},   {"token", required_argument, 0, O_TOKEN},
@@ -144,6 +147,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         {"max-upload", required_argument, 0, O_MAXUPLOAD},
         {"max-dataset-bytes", required_argument, 0, O_MAXDSBYTES},
         {"max-dataset-loads", required_argument, 0, O_MAXDSLOADS},
+        {"log-format", required_argument, 0, O_LOGFORMAT},
         {"max-connections-per-client", required_argument, 0, O_PERCLIENT},
         {"max-streams", required_argument, 0, O_STREAMS},
         {"header-timeout", required_argument, 0, O_HEADERTIMEOUT},
@@ -223,6 +227,13 @@ static int parse_flags(int argc, char **argv, config *cfg) {
                 return -1;
             }
             break;
+        case O_LOGFORMAT:
+            if ((hpo_log_format = hpo_log_format_parse(optarg)) < 0) {
+                hpo_log_format = HPO_LOG_TEXT;
+                fprintf(stderr, "hpod: --log-format must be text or json\n");
+                return -1;
+            }
+            break;
         case O_HELP: usage(stdout); return 1;
         case O_VERSION: {
             char gpu[160];
@@ -241,7 +252,19 @@ static int parse_flags(int argc, char **argv, config *cfg) {
     return 0;
 }
 
+/* --log-format before the flags are parsed, so that the lines logged
+ * before (the OpenBLAS re-exec) are in it too; parse_flags checks it. */
+static void early_log_format(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if (strcmp(argv[i], "--log-format") == 0 && i + 1 < argc) v = argv[i + 1];
+        else if (strncmp(argv[i], "--log-format=", 13) == 0) v = argv[i] + 13;
+        if (v && hpo_log_format_parse(v) >= 0) hpo_log_format = hpo_log_format_parse(v);
+    }
+}
+
 int main(int argc, char **argv) {
+    early_log_format(argc, argv);
     /* First: OpenBLAS picks its kernel when it loads, so a generic kernel on
      * an AVX-512 machine means re-executing with OPENBLAS_CORETYPE set. */
     eng_blas_select(argc, argv);

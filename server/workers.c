@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api.h"
+
 typedef struct worker {
     srv_workers *pool;
     int index;
@@ -208,6 +210,10 @@ int srv_workers_new(api_ctx *api, const srv_slot *slots, int n, void (*on_done)(
     p->on_done = on_done;
     p->arg = arg;
     p->w = hpo_xcalloc((size_t)n, sizeof *p->w);
+    const char **names = hpo_xcalloc((size_t)n + 1, sizeof *names);
+    for (int i = 0; i < n; i++) names[i] = slots[i].name;
+    api_metrics_slots(api, names, (size_t)n); /* before any job runs */
+    free(names);
     for (int i = 0; i < n; i++) {
         worker *w = &p->w[i];
         w->pool = p;

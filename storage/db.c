@@ -239,6 +239,9 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_TRIAL_COUNTS_STUDY] =
         "SELECT state, COUNT(*) FROM trials WHERE study_id = ?1 GROUP BY state",
     [STO_Q_TRIAL_COUNTS_ALL] = "SELECT state, COUNT(*) FROM trials GROUP BY state",
+    [STO_Q_JOBS_QUEUED] =
+        "SELECT (SELECT COUNT(*) FROM studies s JOIN trials t ON t.study_id = s.id AND t.state = ?1"
+        " WHERE s.state = ?2), (SELECT COUNT(*) FROM models WHERE state = ?3)",
     /* Right-hand sides see the old row: last_value follows the highest step. */
     [STO_Q_TRIAL_REPORT] =
         "UPDATE trials SET"

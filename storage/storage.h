@@ -180,6 +180,11 @@ int sto_trial_list(sto_db *db, int64_t study_id, const sto_trial_filter *f, sto_
 /* counts[s] = number of trials in state s; study_id < 0 counts all studies;
  * HPO_ENOTFOUND for an unknown study (counts untouched). */
 int sto_trial_counts(sto_db *db, int64_t study_id, int64_t counts[STO_TRIAL_N_STATES]);
+/* The queue depth of the job layer: *trials = queued trials of running
+ * studies (a paused study's wait), *models = queued model jobs. Two indexed
+ * counts (trials_study_state probed once per running study, models_state),
+ * for the metrics. */
+int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models);
 
 /* Records an intermediate value (replacing one at the same step) and extends
  * the lease: lease_expires > 0 replaces it, <= 0 keeps the current one.

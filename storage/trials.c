@@ -138,6 +138,25 @@ done:
     return rc;
 }
 
+int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models) {
+    if (!db || !trials || !models) return HPO_EINVAL;
+    sto_db_lock(db);
+    sqlite3_stmt *s = db->q[STO_Q_JOBS_QUEUED];
+    sqlite3_bind_int(s, 1, STO_TRIAL_QUEUED);
+    sqlite3_bind_int(s, 2, STO_STUDY_RUNNING);
+    sqlite3_bind_int(s, 3, STO_MODEL_QUEUED);
+    int rc = 0;
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        *trials = sqlite3_column_int64(s, 0);
+        *models = sqlite3_column_int64(s, 1);
+    } else {
+        rc = sto_db_error(db, "jobs queued");
+    }
+    sto_db_done(s);
+    sto_db_unlock(db);
+    return rc;
+}
+
 int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires) {
     if (!db || step < 0) return HPO_EINVAL;

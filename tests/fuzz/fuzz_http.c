@@ -155,7 +155,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, api_response *res
                             resp->content_type ? resp->content_type : "application/json");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
-    api_metrics_observe_request(api, resp->route, resp->status);
+    api_metrics_observe_request(api, resp->route, resp->status, 0.001);
     return ok;
 }
 

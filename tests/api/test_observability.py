@@ -1,0 +1,171 @@
+"""Observability (issue 17): /metrics and --log-format json on a real hpod.
+
+- /metrics parses as Prometheus text (every line HELP, TYPE or a sample with
+  a well-formed name, labels and value; histogram buckets cumulative) and
+  has hpo_build_info, the process_* series, hpo_slots, the request latency
+  histogram of every route that answered.
+- A tiny embedded study (fashion-mnist, limit 200, 1 epoch, 2 trials) moves
+  hpo_epochs_total and hpo_samples_per_second of the slots it ran on; an
+  open event stream shows in hpo_event_streams and leaves it when closed.
+- hpod --log-format json: every stderr line is a JSON object with ts, level
+  and msg; a 400 gets one INFO line with its route, status, code, field and
+  message; a successful tell is not logged at INFO (DEBUG only).
+No timing value is asserted.
+"""
+import json
+import math
+import re
+import socket
+import time
+
+from hpod import Checks, Hpod, parse_args, wait_for
+
+NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)')
+
+
+def parse_metrics(text, c):
+    """{(name, frozenset(labels without le), le): value}, checking the format."""
+    types, series, ok = {}, {}, True
+    for line in text.rstrip("\n").split("\n"):
+        if line.startswith("#"):
+            parts = line.split(" ", 3)
+            good = len(parts) == 4 and parts[1] in ("HELP", "TYPE") and NAME.match(parts[2])
+            if good and parts[1] == "TYPE":
+                good = parts[3] in ("counter", "gauge", "histogram", "summary", "untyped") and parts[2] not in types
+                types[parts[2]] = parts[3]
+            ok = bool(c.check(good, "comment line: %r" % line)) and ok
+            continue
+        m = re.match(r"^([^{ ]+)(?:\{(.*)\})? (\S+)$", line)
+        if not c.check(m and NAME.match(m.group(1)), "sample line: %r" % line):
+            ok = False
+            continue
+        name, labels_text, value = m.groups()
+        labels = {}
+        rest = labels_text or ""
+        while rest:
+            lm = LABEL.match(rest)
+            if not c.check(lm, "labels of %r" % line):
+                ok = False
+                break
+            labels[lm.group(1)] = lm.group(2)
+            rest = rest[lm.end():]
+        try:
+            v = float(value)
+        except ValueError:
+            v = None
+        ok = bool(c.check(v is not None, "value of %r" % line)) and ok
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        ok = bool(c.check(name in types or (types.get(base) == "histogram"), "typed: %r" % line)) and ok
+        le = labels.pop("le", None)
+        key = (name, frozenset(labels.items()), le)
+        ok = bool(c.check(key not in series, "series once: %r" % line)) and ok
+        series[key] = v
+    for (name, labels, le), v in series.items():  # histograms: cumulative, +Inf == _count
+        if not name.endswith("_count") or types.get(name[:-6]) != "histogram":
+            continue
+        base = name[:-6]
+        buckets = sorted(((float(b_le), bv) for (n, l, b_le), bv in series.items()
+                          if n == base + "_bucket" and l == labels), key=lambda x: x[0])
+        counts = [bv for _, bv in buckets]
+        ok = bool(c.check(buckets and math.isinf(buckets[-1][0]) and counts == sorted(counts) and counts[-1] == v,
+                          "%s{%s}: cumulative buckets ending at +Inf == count" % (base, dict(labels)))) and ok
+    c.check(ok, "/metrics is valid exposition text")
+    return series
+
+
+def get(series, name, **labels):
+    return series.get((name, frozenset(labels.items()), None))
+
+
+def scrape(hp, c):
+    st, text = hp.request("GET", "/metrics")
+    c.check(st == 200, "GET /metrics -> 200")
+    return parse_metrics(text, c)
+
+
+def open_stream(hp, sid):
+    s = socket.create_connection(("127.0.0.1", hp.port), timeout=10)
+    s.sendall(b"GET /api/v1/studies/%d/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % sid)
+    s.recv(4096)  # the head and the first bytes: the stream is open
+    return s
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = Hpod(args.hpod, args=["--log-format", "json", "--devices", "cpu:2"]).start()
+    try:
+        m = scrape(hp, c)
+        builds = [k for k in m if k[0] == "hpo_build_info"]
+        c.check(len(builds) == 1 and m[builds[0]] == 1 and {"version", "blas_core"} <= dict(builds[0][1]).keys(),
+                "hpo_build_info{version,blas_core} 1: %s" % builds)
+        for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                     "process_start_time_seconds"):
+            c.check((get(m, name) or 0) > 0 or name == "process_cpu_seconds_total" and get(m, name) == 0,
+                    "%s present: %s" % (name, get(m, name)))
+        c.check(get(m, "hpo_slots") == 2 and get(m, "hpo_slots_busy") == 0, "2 slots, none busy")
+        c.check(get(m, "hpo_event_streams") == 0 and get(m, "hpo_jobs_queued") == 0, "no streams, nothing queued")
+
+        # a 4xx, and an ask/tell round whose tell must not be an INFO line
+        bad = {"space": {"lr": {"type": "float", "low": 2, "high": 1}}}
+        st, out = hp.request("POST", "/api/v1/studies", bad)
+        c.check(st == 400, "bad space -> 400")
+        field = (out or {}).get("error", {}).get("field")
+        sid = hp.ok("POST", "/api/v1/studies", {"space": {"x": {"type": "float", "low": 0, "high": 1}}})["id"]
+        t = hp.ok("POST", "/api/v1/studies/%d/ask" % sid, {})
+        hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": 0.5})
+
+        study = {"name": "obs", "objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
+                 "dataset": {"name": "fashion-mnist", "limit": 200, "validation_split": 50},
+                 "space": {"layers": {"type": "int", "low": 1, "high": 2}},
+                 "training": {"max_epochs": 1, "batch_size": 50},
+                 "tuner": {"algorithm": "random", "seed": 1, "max_trials": 2}}
+        eid = hp.ok("POST", "/api/v1/studies", study)["id"]
+        stream = open_stream(hp, eid)
+        m = scrape(hp, c)
+        c.check(get(m, "hpo_event_streams") == 1, "an open stream: hpo_event_streams 1 (%s)" % get(m, "hpo_event_streams"))
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % eid)["state"] == "complete", 120)
+        trials = hp.ok("GET", "/api/v1/studies/%d/trials" % eid)["trials"]
+        slots = [t.get("slot") for t in trials]
+        stream.close()
+        m = wait_for(lambda: (lambda s: s if get(s, "hpo_event_streams") == 0 else None)(scrape(hp, c)), 10)
+        c.check(get(m, "hpo_event_streams") == 0, "the closed stream left hpo_event_streams")
+        epochs = {dict(k[1])["slot"]: v for k, v in m.items() if k[0] == "hpo_epochs_total"}
+        rates = {dict(k[1])["slot"]: v for k, v in m.items() if k[0] == "hpo_samples_per_second"}
+        c.check(set(epochs) == {"cpu:0", "cpu:1"} and sum(epochs.values()) == 2,
+                "hpo_epochs_total: 2 epochs over the slots: %s (trials on %s)" % (epochs, slots))
+        c.check(all(rates[s] > 0 for s in epochs if epochs[s] > 0),
+                "hpo_samples_per_second > 0 on the slots that trained: %s" % rates)
+        c.check(get(m, "hpo_slots_busy") == 0 and get(m, "hpo_jobs_queued") == 0, "all done: none busy, none queued")
+        for route in ("studies.create", "studies.ask", "trials.tell", "studies.events", "metrics"):
+            n = get(m, "hpo_http_request_duration_seconds_count", route=route)
+            c.check(n and n >= 1, "latency histogram of %s: count %s" % (route, n))
+        c.check(get(m, "hpo_http_requests_total", route="studies.create", status="400") == 1,
+                "the 400 is counted by route and status")
+    finally:
+        rc = hp.stop()
+        c.check(rc == 0, "hpod exits 0")
+        with open(hp.log_path, "rb") as f:
+            lines = f.read().decode("utf-8").splitlines()
+        hp.cleanup()
+    objs = []
+    for line in lines:
+        try:
+            o = json.loads(line)
+        except ValueError:
+            o = None
+        c.check(isinstance(o, dict) and {"ts", "level", "msg"} <= o.keys(), "a JSON log line: %r" % line[:200])
+        objs.append(o or {})
+    c.check(any(o.get("msg", "").startswith("hpod ") and "listening" in o["msg"] for o in objs), "the start line")
+    four = [o for o in objs if o.get("status") == 400]
+    c.check(len(four) == 1 and four[0].get("level") == "info" and four[0].get("route") == "studies.create"
+            and four[0].get("code") == "invalid_argument" and four[0].get("field") == field
+            and four[0].get("error"), "one INFO line for the 400 with its reason: %s" % four)
+    c.check(not [o for o in objs if o.get("route") == "trials.tell"], "a successful tell is not logged at INFO")
+    c.check([o for o in objs if o.get("route") == "studies.ask"], "an ask is (INFO)")
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()

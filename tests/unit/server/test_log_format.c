@@ -1,0 +1,90 @@
+/* test_log_format.c - hpod's log lines (common/log.c): --log-format json
+ * gives one valid JSON object per line with ts, level, msg and the fields,
+ * whatever bytes the message holds (control characters, quotes, bytes that
+ * are not UTF-8) and however long it is (cut, still valid); the text format
+ * quotes field values that need it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpo.h"
+
+static json_t *json_line(const char *msg, const hpo_log_field *f, size_t n, size_t cap, char *buf) {
+    size_t len = hpo_log_format_line(buf, cap, HPO_LOG_JSON, 1700000000.25, HPO_LOG_INFO, f, n, msg);
+    assert_int_equal(len, strlen(buf));
+    assert_true(len < cap);
+    assert_null(strchr(buf, '\n'));
+    json_error_t err;
+    json_t *j = json_loads(buf, 0, &err);
+    if (!j) fail_msg("not JSON (%s): %s", err.text, buf);
+    return j;
+}
+
+static void test_json_fields(void **state) {
+    char buf[HPO_LOG_LINE_MAX];
+    hpo_log_field f[] = {HPO_LOG_STR("route", "studies.create"), HPO_LOG_NUM("status", 400),
+                         HPO_LOG_NUM("ms", 0.25), HPO_LOG_STR("field", "space.lr.low"),
+                         HPO_LOG_STR("error", "low \"must\" be < high\n\tand\\ \x01 \xc3\xa9 \xff\xfe \xed\xa0\x80"),
+                         HPO_LOG_STR("none", NULL), HPO_LOG_NUM("nan", NAN)};
+    json_t *j = json_line("POST /api/v1/studies 400", f, sizeof f / sizeof f[0], sizeof buf, buf);
+    assert_string_equal(json_string_value(json_object_get(j, "ts")), "2023-11-14T22:13:20.250Z");
+    assert_string_equal(json_string_value(json_object_get(j, "level")), "info");
+    assert_string_equal(json_string_value(json_object_get(j, "msg")), "POST /api/v1/studies 400");
+    assert_string_equal(json_string_value(json_object_get(j, "route")), "studies.create");
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), 400);
+    assert_true(json_real_value(json_object_get(j, "ms")) == 0.25);
+    assert_string_equal(json_string_value(json_object_get(j, "field")), "space.lr.low");
+    /* é kept, \xff \xfe and the surrogate's bytes each U+FFFD */
+    assert_string_equal(json_string_value(json_object_get(j, "error")),
+                        "low \"must\" be < high\n\tand\\ \x01 \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd "
+                        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_object_get(j, "none")), "");
+    assert_true(json_is_null(json_object_get(j, "nan")));
+    json_decref(j);
+}
+
+static void test_json_cut(void **state) {
+    char big[HPO_LOG_LINE_MAX * 2];
+    for (size_t i = 0; i < sizeof big - 1; i++) big[i] = i % 7 == 0 ? '"' : (char)('a' + i % 26);
+    big[sizeof big - 1] = '\0';
+    hpo_log_field f[] = {HPO_LOG_STR("route", "x"), HPO_LOG_STR("error", big)};
+    for (size_t cap = 128; cap <= HPO_LOG_LINE_MAX; cap = cap * 3 + 1) {
+        char *buf = malloc(cap);
+        json_t *j = json_line(big, f, 2, cap, buf); /* cut inside the message */
+        assert_non_null(json_object_get(j, "msg"));
+        json_decref(j);
+        j = json_line("short", f, 2, cap, buf); /* a field too long is left out whole */
+        assert_string_equal(json_string_value(json_object_get(j, "msg")), "short");
+        assert_null(json_object_get(j, "error"));
+        json_decref(j);
+        free(buf);
+    }
+}
+
+static void test_text(void **state) {
+    char buf[512];
+    hpo_log_field f[] = {HPO_LOG_STR("route", "trials.tell"), HPO_LOG_NUM("status", 409),
+                         HPO_LOG_STR("field", ""), HPO_LOG_STR("error", "trial 3 is \"complete\"")};
+    hpo_log_format_line(buf, sizeof buf, HPO_LOG_TEXT, 1700000000.0, HPO_LOG_WARN, f, 4, "POST /x 409");
+    assert_string_equal(buf, "2023-11-14T22:13:20.000Z WARN  POST /x 409 route=trials.tell status=409 field=\"\" "
+                             "error=\"trial 3 is \\\"complete\\\"\"");
+    assert_int_equal(hpo_log_format_parse("json"), HPO_LOG_JSON);
+    assert_int_equal(hpo_log_format_parse("text"), HPO_LOG_TEXT);
+    assert_int_equal(hpo_log_format_parse("xml"), -1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_fields),
+        cmocka_unit_test(test_json_cut),
+        cmocka_unit_test(test_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
