@@ -21,6 +21,7 @@ import json
 import os
 import random
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -118,10 +119,13 @@ def load_contract(hp):
     """The served openapi.yaml as a dict with $refs resolved, or None (skip)."""
     with urllib.request.urlopen(hp.url + "/api/v1/openapi.yaml", timeout=10) as r:
         text = r.read()
+    node = shutil.which("node")
+    if not node:
+        raise RuntimeError("node is missing (`make deps` installs it)")
     with tempfile.NamedTemporaryFile(suffix=".yaml") as f:
         f.write(text)
         f.flush()
-        p = subprocess.run(["node", os.path.join(ROOT, "tests", "web", "openapi.mjs"), "json",
+        p = subprocess.run([node, os.path.join(ROOT, "tests", "web", "openapi.mjs"), "json",
                             os.path.join(ROOT, "web"), f.name], capture_output=True, timeout=60)
     if p.returncode == 77:
         print(p.stdout.decode().strip())
@@ -142,22 +146,19 @@ class Client:
     def op(self, method, pattern):
         return self.doc["paths"][pattern][method.lower()]
 
-    def raw(self, method, path, data=None, ctype=None, token=True, headers=None, stream=False):
+    def raw(self, method, path, data, ctype, token):
+        """(status, Content-Type, body bytes) of one request."""
         req = urllib.request.Request(self.hp.url + path, data=data, method=method)
         if ctype:
             req.add_header("Content-Type", ctype)
         if token:
             req.add_header("Authorization", "Bearer " + TOKEN)
-        for k, v in (headers or {}).items():
-            req.add_header(k, v)
         try:
             r = urllib.request.urlopen(req, timeout=60)
         except urllib.error.HTTPError as e:
             r = e
-        status, rtype = r.status if hasattr(r, "status") else r.code, r.headers.get("Content-Type", "")
-        body = r.read()
-        r.close()
-        return status, rtype, body
+        with r:
+            return r.getcode(), r.headers.get("Content-Type", ""), r.read()
 
     def call(self, method, pattern, expect, body=None, raw=None, ctype=None, query="", **ids):
         """One call; checks the answer; returns the parsed JSON (or bytes)."""
