@@ -402,8 +402,10 @@ def main():
                     c.check(ok, "%s %s was called with a 2xx answer (saw %s)" % (
                         method.upper(), path, sorted(cl.seen.get((method.upper(), path), ()))))
         print("%d operations, %d answers checked in %.1f s" % (len(cl.seen), c.passed + c.failed, time.time() - t0))
+        c.check(hp.stop() == 0, "hpod stops cleanly")
     finally:
-        hp.stop()
+        if c.failed:
+            print(hp.log_tail(30))
         hp.cleanup()
     c.finish()
 
