@@ -5,8 +5,9 @@ hpod runs with --token; the test calls every route of the contract it serves
 pinned swagger-parser) with valid inputs: an external study (ask, report,
 tell, pause, resume, cancel), an embedded template-only study on a slice of
 Fashion-MNIST (200 rows, 1 epoch, 2 trials) with a refit, a trial model, an
-ensemble and predictions, two dataset uploads (csv, npy), the event streams;
-and a few wrong ones. Each answer must have a status the operation
+ensemble and predictions, two dataset uploads (csv with class labels by
+name, npy) and a one-trial study on the csv whose model predicts labels, the
+event streams (with Last-Event-ID, and its 204); and a few wrong ones. Each answer must have a status the operation
 documents, a Content-Type it lists, and a JSON body that its schema accepts
 (checked here: the subset of JSON Schema the file uses; a keyword the
 checker does not know is a failure, so nothing is skipped silently). Object
@@ -255,7 +256,8 @@ def npy(descr, shape, payload):
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + payload
 
 
-CSV = "a,b,label\n" + "".join("%d.5,%d,%d\n" % (i, i % 5, i % 3) for i in range(60))
+CSV = "a,b,label\n" + "".join("%d.5,%d,%s\n" % (i, i % 5, ("setosa", "versicolor", "virginica")[i % 3])
+                               for i in range(60))  # class labels by name
 EXTERNAL = {"name": "conformance-external", "description": "ask/tell",
             "objective": {"direction": "minimize"},
             "space": {"x": {"type": "float", "low": -1, "high": 1},
@@ -294,6 +296,10 @@ def main():
         body, ctype = multipart([("name", "conf-csv", None), ("format", "csv", None),
                                  ("label_column", "label", None), ("file", CSV, "tiny.csv")])
         csv_id = cl.call("POST", D, 201, raw=body, ctype=ctype)["id"]
+        # a second embedded study, on the csv: a model that predicts labels by name
+        cid = cl.call("POST", S, 201, {"name": "conformance-csv", "model": {"template": "mlp"},
+                                       "dataset": {"id": csv_id}, "training": {"max_epochs": 1, "batch_size": 16},
+                                       "tuner": {"seed": 5, "max_trials": 1}})["id"]
         cl.call("POST", D, 409, raw=body, ctype=ctype)
         n, f = 40, 6
         x = npy("|u1", (n, f), bytes((i * 37) % 256 for i in range(n * f)))
@@ -388,6 +394,16 @@ def main():
         c.check({"study_created", "trial_started", "epoch", "trial_complete", "study_complete", "model_queued",
                  "model_started", "model_epoch", "model_complete"} <= set(types), "the embedded study's events: %s" % types)
         c.check(cl.events(sid, after=ext_events[0][0]) == ext_events[1:], "Last-Event-ID: the later events only")
+        c.check(cl.events(sid, after=ext_events[-1][0]) == [] and 204 in cl.seen[("GET", S + "/{id}/events")],
+                "Last-Event-ID of a finished study's last event: 204")
+
+        wait_for(lambda: hp.ok("GET", S + "/%d" % cid)["state"] == "complete", 120)
+        ct = cl.call("GET", S + "/{id}/trials", 200, id=cid)["trials"][0]
+        cm = cl.call("POST", T + "/{id}/model", 201, {}, id=ct["id"])
+        wait_for(lambda: hp.ok("GET", M + "/%d" % cm["id"])["state"] in ("complete", "failed"), 120)
+        p = cl.call("POST", M + "/{id}/predict", 200, {"inputs": [[1.5, 1], [40.5, 0]]}, id=cm["id"])
+        c.check(set(p.get("labels", [])) <= {"setosa", "versicolor", "virginica"} and len(p.get("labels", [])) == 2,
+                "predictions name their classes: %s" % p.get("labels"))
 
         # deletion last
         cl.call("DELETE", S + "/{id}", 204, id=sid)
