@@ -7,10 +7,11 @@ tell, pause, resume, cancel), an embedded template-only study on a slice of
 Fashion-MNIST (200 rows, 1 epoch, 2 trials) with a refit, a trial model, an
 ensemble and predictions, two dataset uploads (csv with class labels by
 name, npy) and a one-trial study on the csv whose model predicts labels, the
-event streams (with Last-Event-ID, and its 204); and a few wrong ones. Each answer must have a status the operation
-documents, a Content-Type it lists, and a JSON body that its schema accepts
-(checked here: the subset of JSON Schema the file uses; a keyword the
-checker does not know is a failure, so nothing is skipped silently). Object
+event streams (with Last-Event-ID, and its 204); and a few wrong ones. Each
+answer must have a status the operation documents, a Content-Type it lists,
+and a JSON body that its schema accepts (checked here: the subset of JSON
+Schema the file uses; a keyword the checker does not know is a failure, so
+nothing is skipped silently); a valid input must fit its request schema. Object
 fields missing from a schema's "properties" are failures too (undocumented
 fields), as are SSE events whose type or data x-events does not describe.
 Every operation that needs the token is first called without it (401), every
