@@ -93,6 +93,8 @@ typedef struct api_study_def {
     int maximize;
     const char *metric; /* objective metric (embedded studies), borrowed; may be NULL */
     tun_space *space;  /* owned */
+    json_t *space_json; /* owned: the effective space as JSON (a premade template's
+                         * own space merged with the definition's "space") */
     tun_config tuner;
     int64_t max_trials;    /* tuner.max_trials: trials that may be created; 0 = unlimited */
     double max_seconds;    /* tuner.max_seconds: no new trial once this long has passed since

@@ -118,8 +118,16 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
     int64_t last_event = 0;
     if (sto_event_last_id(ctx->db, s->id, &last_event) == 0)
         json_object_set_new(j, "last_event_id", json_integer(last_event)); /* GET .../events?after= */
-    if (full)
+    if (full) {
         json_object_set(j, "definition", spec);
+        /* the space the tuner searches: for a premade template, its own
+         * space merged with the definition's overrides */
+        api_study *st;
+        if (api_study_acquire(ctx, s->id, &st) == 0) {
+            json_object_set(j, "space", st->def.space_json);
+            api_study_release(ctx, st);
+        }
+    }
     json_decref(spec);
     return j;
 }

@@ -98,11 +98,12 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
         return hpo_fail(err, HPO_EINVAL, "space", "a study needs a \"space\" object");
     }
     rc = tun_space_parse(space, &d.space, err);
-    json_decref(space);
     if (rc) {
+        json_decref(space);
         api_embedded_clear(&d.emb);
         return rc;
     }
+    d.space_json = space; /* the effective space: a premade template's merged with "space" */
 
     const json_t *tuner = json_object_get(def, "tuner");
     if ((rc = tun_config_parse(tuner, d.space, &d.tuner, err))) goto fail;
@@ -135,6 +136,7 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
     return 0;
 fail:
     tun_space_free(d.space);
+    json_decref(d.space_json);
     api_embedded_clear(&d.emb);
     return rc;
 }
@@ -150,5 +152,7 @@ int api_study_def_load(api_ctx *ctx, const json_t *def, api_study_def *out, hpo_
 void api_study_def_clear(api_study_def *d) {
     tun_space_free(d->space);
     d->space = NULL;
+    json_decref(d->space_json);
+    d->space_json = NULL;
     api_embedded_clear(&d->emb);
 }

@@ -274,7 +274,7 @@ function studyPage(main, { id }) {
   for (const p of Object.values(first)) p.catch(() => {}); /* reported when awaited */
   const feed = studyFeed(st.id, 3000).on(async (s) => {
     st.study = s;
-    space = (s.definition && s.definition.space) || {};
+    space = s.space || (s.definition && s.definition.space) || {}; /* the effective space (template + overrides) */
     renderSummary(s);
     const pre = first || {};
     first = null;

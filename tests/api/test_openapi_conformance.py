@@ -362,6 +362,9 @@ def main():
         wait_for(lambda: hp.ok("GET", S + "/%d" % eid)["state"] == "complete", 120)
         got = cl.call("GET", S + "/{id}", 200, id=eid)
         c.check(got["n_trials"] == 2 and got["best"] is not None, "the embedded study ran its 2 trials")
+        trial_params = set(cl.call("GET", S + "/{id}/trials", 200, id=eid)["trials"][0]["params"])
+        c.check("space" not in got["definition"] and set(got.get("space", {})) >= trial_params and trial_params,
+                "a template-only study shows the space its tuner searches (%s)" % sorted(got.get("space", {})))
         ets = cl.call("GET", S + "/{id}/trials", 200, id=eid)["trials"]
         cl.call("GET", T + "/{id}", 200, id=ets[0]["id"])
         cl.call("GET", S + "/{id}/best", 200, id=eid)
