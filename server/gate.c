@@ -25,7 +25,8 @@
 typedef struct pend {
     struct pend *prev, *next;
     int fd;
-    int closing;    /* the reply is out; draining until EOF or LINGER_SECONDS */
+    int closing;    /* the reply is out; draining until EOF or LINGER_SECONDS; it no
+                     * longer counts among its client's pending connections */
     double since;   /* accepted, or (closing) replied */
     size_t seen;    /* bytes of the head seen so far */
     srv_addr addr;
@@ -80,7 +81,7 @@ static void release(srv_gate *g, pend *p, int close_fd) {
     plist_unlink(p->closing ? &g->closing : &g->reading, p);
     epoll_ctl(g->ep, EPOLL_CTL_DEL, p->fd, NULL);
     if (close_fd) close(p->fd);
-    srv_conns_pending_del(g->conns, &p->addr);
+    if (!p->closing) srv_conns_pending_del(g->conns, &p->addr);
     free(p);
 }
 
@@ -125,6 +126,9 @@ static void reply(srv_gate *g, pend *p, const srv_head *head, int status, const 
         g->hooks.answered(g->hooks.arg, &p->addr, head ? head->method : "", head ? head->target : "", status,
                           message);
     plist_unlink(&g->reading, p);
+    /* answered: a client's next connection must not find this one in its
+     * count (it would be closed unanswered while this one drains) */
+    srv_conns_pending_del(g->conns, &p->addr);
     p->closing = 1;
     p->since = hpo_monotonic();
     plist_push(&g->closing, p);

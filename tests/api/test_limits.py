@@ -149,6 +149,16 @@ def main():
         c.check(data.startswith(b"HTTP/1.1 200"), "others are served meanwhile (%r)" % data[:40])
         for s in quiet + [extra]:
             s.close()
+        # connections answered 503 that the client has not closed yet (they
+        # drain for a second) do not count against it: its next connection
+        # is answered too, never closed without a word
+        streams = [open_stream(port, sid, "127.0.0.8")[0] for _ in range(3)]
+        refused = [get(port, "/healthz", "127.0.0.8", keep=True) for _ in range(4)]
+        c.check(all(d.startswith(b"HTTP/1.1 503") for _, d in refused),
+                "a client at its cap gets 503 on every further connection, however many it leaves open (%r)"
+                % [d[:12] for _, d in refused])
+        for s in [r for r, _ in refused] + streams:
+            s.close()
         c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()
