@@ -12,13 +12,11 @@
 
 #include "api_internal.h"
 
-/* The shortest text of the real written at s (n bytes) into out (>= 32 bytes). */
+/* The shortest text of the real written at s (n bytes) into out (>= 32
+ * bytes), or 0: keep s as it is. */
 static size_t shortest(const char *s, size_t n, char *out) {
     char in[64];
-    if (n >= sizeof in) { /* not jansson's output: leave it */
-        memcpy(out, s, n < 31 ? n : 31);
-        return n < 31 ? n : 31;
-    }
+    if (n >= sizeof in) return 0; /* not a %.17g real: leave it */
     memcpy(in, s, n);
     in[n] = '\0';
     double v = strtod(in, NULL);
@@ -54,7 +52,7 @@ char *api_json_dumps(const json_t *json, size_t flags) {
             if (real) {
                 char buf[32];
                 size_t k = shortest(text + i, j - i, buf);
-                if (k <= j - i) { /* never longer than what it replaces */
+                if (k > 0 && k <= j - i) { /* never longer than what it replaces */
                     memcpy(out + o, buf, k);
                     o += k;
                     i = j;

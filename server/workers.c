@@ -107,11 +107,12 @@ static int parse_cuda(const char *tok, srv_slot **out, int *count, hpo_error *er
     for (int k = 0; k < per_gpu; k++) {
         srv_slot *sl = &(*out)[*count];
         *sl = proto;
-        int len = snprintf(sl->name, sizeof sl->name, "cuda:");
-        for (int i = 0; i < proto.n_gpus; i++)
-            len += snprintf(sl->name + len, sizeof sl->name - (size_t)len, proto.gpus[i] < 0 ? "%sall" : "%s%d",
-                            i ? "+" : "", proto.gpus[i]);
-        snprintf(sl->name + len, sizeof sl->name - (size_t)len, "/%d", k);
+        /* at most "cuda:" + 8 two-digit GPUs joined by '+' + "/63": 31 bytes */
+        size_t len = (size_t)snprintf(sl->name, sizeof sl->name, "cuda:");
+        for (int i = 0; i < proto.n_gpus && len < sizeof sl->name; i++)
+            len += (size_t)snprintf(sl->name + len, sizeof sl->name - len, proto.gpus[i] < 0 ? "%sall" : "%s%d",
+                                    i ? "+" : "", proto.gpus[i]);
+        if (len < sizeof sl->name) snprintf(sl->name + len, sizeof sl->name - len, "/%d", k);
         (*count)++;
     }
     return 0;

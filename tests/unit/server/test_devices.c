@@ -53,6 +53,12 @@ static void test_cuda_layouts(void **state) {
     assert_true(slots[3].n_gpus == 2 && slots[3].gpus[0] == 1 && slots[3].gpus[1] == 2);
     assert_true(slots[4].gpus[0] == -1); /* resolved against the machine at start */
     free(slots);
+    /* the longest name there can be fits its 32 bytes */
+    assert_int_equal(srv_devices_parse("cuda:10+11+12+13+14+15+16+17x64", &slots, &n, &err), 0);
+    assert_int_equal(n, 64);
+    assert_string_equal(slots[63].name, "cuda:10+11+12+13+14+15+16+17/63");
+    assert_int_equal(slots[63].n_gpus, 8);
+    free(slots);
     /* a CPU-only layout needs no GPU: resolving it changes nothing */
     assert_int_equal(srv_devices_parse("cpu:2", &slots, &n, &err), 0);
     assert_int_equal(srv_devices_resolve(&slots, &n, &err), 0);
