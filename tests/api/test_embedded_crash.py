@@ -16,11 +16,19 @@ STUDY = {"name": "crash", "objective": {"metric": "val_accuracy"},
                    "pruner": {"algorithm": "hyperband", "eta": 3, "min_resource": 1}}}
 
 
-def running_with_progress(hp, sid):
-    """A running trial that has finished at least one epoch (so a kill now
-    interrupts it after a checkpoint)."""
+def steps(hp, sid):
+    """trial id -> its last step, for every trial of the study."""
+    return {t["id"]: t["last_step"] for t in hp.ok("GET", "/api/v1/studies/%d/trials?limit=100" % sid)["trials"]}
+
+
+def running_with_progress(hp, sid, before):
+    """A running trial that has finished an epoch in this hpod (its last step
+    moved past what it was at the restart, `before`): a kill now interrupts
+    it after a checkpoint, and a resumed one has said so. On a slow build
+    (sanitizers) the stored last step of a resumed trial is not progress:
+    killing before it trains again would count towards its crash loop."""
     for t in hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["trials"]:
-        if t["last_step"] is not None and t["last_step"] >= 1:
+        if t["last_step"] is not None and t["last_step"] >= 1 and t["last_step"] > (before.get(t["id"]) or 0):
             return t
     return None
 
@@ -33,8 +41,9 @@ def main():
     try:
         sid = hp.ok("POST", "/api/v1/studies", STUDY)["id"]
         for round_ in range(3):
+            before = steps(hp, sid)
             try:
-                wait_for(lambda: running_with_progress(hp, sid), 120, step=0.05)
+                wait_for(lambda: running_with_progress(hp, sid, before), 120, step=0.05)
             except AssertionError:
                 pass  # the study may have finished: the kill still tests a restart
             time.sleep(rng.uniform(0.0, 0.4))
