@@ -7,11 +7,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "cma.h"
 #include "tuners_internal.h"
 
 #define MAX_INT_OPTION 1000000000LL
 
-static const char *const algorithm_names[] = {"random", "grid", "tpe", "bayesian"};
+static const char *const algorithm_names[] = {"random", "grid", "tpe", "bayesian", "cmaes",
+                                              "evolution"};
 
 const char *tun_algorithm_name(tun_algorithm a) {
     if ((unsigned)a < HPO_ARRAY_LEN(algorithm_names)) return algorithm_names[a];
@@ -28,6 +30,10 @@ void tun_config_default(tun_config *cfg) {
     cfg->tpe_multi_fidelity = 1;
     cfg->acquisition = TUN_ACQ_LOG_EI;
     cfg->ucb_beta = 2.0;
+    cfg->cma_popsize = 0;
+    cfg->cma_sigma0 = 1.0 / 6;
+    cfg->evo_population = 20;
+    cfg->evo_sample_size = 5;
     cfg->pruner.kind = TUN_PRUNER_NONE;
     cfg->pruner.eta = 3;
     cfg->pruner.min_resource = 1;
@@ -95,7 +101,7 @@ static int parse_pruner(const json_t *pj, tun_pruner_config *pc, hpo_error *err)
         return hpo_fail(err, HPO_EINVAL, "tuner.pruner", "must be an object with an \"algorithm\"");
     v = json_object_get(pj, "algorithm");
     if (!v) return hpo_fail(err, HPO_EINVAL, "tuner.pruner.algorithm", "is required");
-    int kind;
+    int kind = 0;
     if ((rc = get_enum(v, "tuner.pruner.algorithm", kinds, 4, &kind, err))) return rc;
     pc->kind = (tun_pruner_kind)kind; /* the enum follows the order of kinds[] */
 
@@ -174,7 +180,7 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
     json_t *v;
     int64_t i = 0;
     double d = 0;
-    int rc, e;
+    int rc, e = 0, have_sample_size = 0;
     char field[128];
 
     tun_config_default(&cfg);
@@ -184,7 +190,9 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
     json_object_foreach((json_t *)tuner, key, v) {
         snprintf(field, sizeof field, "tuner.%.80s", key);
         if (strcmp(key, "algorithm") == 0) {
-            if ((rc = get_enum(v, field, algorithm_names, 4, &e, err))) return rc;
+            if ((rc = get_enum(v, field, algorithm_names, (int)HPO_ARRAY_LEN(algorithm_names), &e,
+                               err)))
+                return rc;
             cfg.algorithm = (tun_algorithm)e;
         } else if (strcmp(key, "seed") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) < 0)
@@ -211,6 +219,20 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
         } else if (strcmp(key, "deterministic") == 0) {
             if (!json_is_boolean(v)) return hpo_fail(err, HPO_EINVAL, field, "must be true or false");
             cfg.deterministic = json_is_true(v);
+        } else if (strcmp(key, "popsize") == 0) {
+            if ((rc = get_int(v, field, 4, TUN_CMA_MAX_LAMBDA, &i, err))) return rc;
+            cfg.cma_popsize = (int)i;
+        } else if (strcmp(key, "sigma0") == 0) {
+            if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
+            if (d > 1) return hpo_fail(err, HPO_EINVAL, field, "must be in (0, 1] (the space is scaled to [0, 1])");
+            cfg.cma_sigma0 = d;
+        } else if (strcmp(key, "population") == 0) {
+            if ((rc = get_int(v, field, 2, 100000, &i, err))) return rc;
+            cfg.evo_population = (int)i;
+        } else if (strcmp(key, "sample_size") == 0) {
+            if ((rc = get_int(v, field, 1, 100000, &i, err))) return rc;
+            cfg.evo_sample_size = (int)i;
+            have_sample_size = 1;
         } else if (strcmp(key, "pruner") == 0) {
             if (json_is_null(v)) continue;
             if ((rc = parse_pruner(v, &cfg.pruner, err))) return rc;
@@ -223,6 +245,12 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
         } else {
             return unknown_key("tuner", key, err);
         }
+    }
+    if (cfg.evo_sample_size > cfg.evo_population) {
+        if (have_sample_size)
+            return hpo_fail(err, HPO_EINVAL, "tuner.sample_size",
+                            "must be at most the population (%d)", cfg.evo_population);
+        cfg.evo_sample_size = cfg.evo_population;
     }
 done:
     if (cfg.algorithm == TUN_GRID) {

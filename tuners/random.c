@@ -23,7 +23,7 @@ static int same_config(const tun_space *s, const double *a, const double *b) {
     return 1;
 }
 
-static int already_present(const tun_study *t, int64_t number, const double *x) {
+int tun_study_has_config(const tun_study *t, int64_t number, const double *x) {
     for (int64_t k = 0; k < t->cap; k++) {
         const tun_trial_rec *r = &t->trials[k];
         if (r->present && k != number && same_config(t->space, r->x, x)) return 1;
@@ -41,7 +41,7 @@ static int all_discrete(const tun_space *s) {
 int tun_random_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) {
     tun_space_sample(t->space, rng, x);
     if (!all_discrete(t->space)) return 0;
-    for (int tries = 0; tries < MAX_REDRAWS && already_present(t, number, x); tries++)
+    for (int tries = 0; tries < MAX_REDRAWS && tun_study_has_config(t, number, x); tries++)
         tun_space_sample(t->space, rng, x);
     return 0;
 }

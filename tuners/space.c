@@ -505,7 +505,7 @@ int tun_space_is_active(const tun_space *s, const double *x, int i) {
     return 1;
 }
 
-static double sample_param(const tun_param *p, hpo_rng *rng) {
+double tun_param_sample(const tun_param *p, hpo_rng *rng) {
     double u = hpo_rng_uniform(rng);
     switch (p->type) {
     case TUN_INT:
@@ -533,7 +533,7 @@ static double sample_param(const tun_param *p, hpo_rng *rng) {
 
 void tun_space_sample(const tun_space *s, hpo_rng *rng, double *x) {
     for (int i = 0; i < s->n; i++)
-        x[i] = tun_space_is_active(s, x, i) ? sample_param(&s->params[i], rng) : NAN;
+        x[i] = tun_space_is_active(s, x, i) ? tun_param_sample(&s->params[i], rng) : NAN;
 }
 
 double tun_space_snap(const tun_space *s, int i, double v) {

@@ -31,6 +31,7 @@ void tun_study_free(tun_study *t) {
         free(r->step_values);
     }
     free(t->trials);
+    tun_cmaes_state_free(t->cmaes);
     free(t);
 }
 
@@ -53,6 +54,8 @@ int tun_study_suggest(tun_study *t, int64_t number, double *x) {
     case TUN_GRID: rc = tun_grid_suggest(t, number, &rng, tmp); break;
     case TUN_TPE: rc = tun_tpe_suggest(t, number, &rng, tmp); break;
     case TUN_BAYESIAN: rc = tun_gp_suggest(t, number, &rng, tmp); break;
+    case TUN_CMAES: rc = tun_cmaes_suggest(t, number, &rng, tmp); break;
+    case TUN_EVOLUTION: rc = tun_evolution_suggest(t, number, &rng, tmp); break;
     default: return HPO_EINVAL;
     }
     if (rc) return rc;

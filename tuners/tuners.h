@@ -1,7 +1,7 @@
 /*
  * tuners.h - search spaces and the algorithms that search them: random,
- * grid, TPE, Gaussian-process Bayesian optimisation, and the multi-fidelity
- * pruners (median, ASHA, Hyperband). Pure C: no I/O, no clocks, no globals.
+ * grid, TPE, Gaussian-process Bayesian optimisation, CMA-ES, regularized
+ * evolution, and the multi-fidelity pruners (median, ASHA, Hyperband). Pure C: no I/O, no clocks, no globals.
  *
  * Design notes
  * - A configuration is a vector x of doubles, one per parameter of the space,
@@ -93,7 +93,7 @@ json_t *tun_space_to_json(const tun_space *s, const double *x);
 int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo_error *err);
 
 /* ---- algorithms ---- */
-typedef enum { TUN_RANDOM = 0, TUN_GRID, TUN_TPE, TUN_BAYESIAN } tun_algorithm;
+typedef enum { TUN_RANDOM = 0, TUN_GRID, TUN_TPE, TUN_BAYESIAN, TUN_CMAES, TUN_EVOLUTION } tun_algorithm;
 typedef enum { TUN_PRUNER_NONE = 0, TUN_PRUNER_MEDIAN, TUN_PRUNER_ASHA, TUN_PRUNER_HYPERBAND } tun_pruner_kind;
 typedef enum { TUN_ACQ_LOG_EI = 0, TUN_ACQ_UCB } tun_acquisition;
 
@@ -123,19 +123,31 @@ typedef struct tun_config {
     double ucb_beta;          /* default 2.0 */
     int deterministic;        /* the objective has no noise: the GP keeps its noise
                                * variance at 1e-6 instead of fitting it (default 0) */
+    /* cmaes */
+    int cma_popsize;          /* lambda of the first run; 0 (the default) = 4 + floor(3 ln n) */
+    double cma_sigma0;        /* initial step size in the [0, 1]-scaled space (default 1/6) */
+    /* evolution */
+    int evo_population;       /* P: the most recent complete trials kept (default 20) */
+    int evo_sample_size;      /* S: tournament size, 1..P (default min(5, P)) */
     tun_pruner_config pruner;
 } tun_config;
 
 /* Parses a "tuner" object (field names "tuner.algorithm", "tuner.pruner.eta").
  * A NULL tuner gives the defaults (random, seed 0, no pruner).
  *
- * Keys (all optional): "algorithm": "random" | "grid" | "tpe" | "bayesian"
- * (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10);
+ * Keys (all optional): "algorithm": "random" | "grid" | "tpe" | "bayesian" |
+ * "cmaes" | "evolution" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
+ * tpe and bayesian only);
  * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
  * "tpe_multi_fidelity": bool (true; false ranks trials by Optuna's rule even
  * when they report intermediate values);
  * "deterministic": bool (false; true tells the GP the objective is noise-free);
+ * "popsize": cmaes' first population, int 4..4096 (4 + floor(3 ln n));
+ * "sigma0": cmaes' initial step size in (0, 1] of the scaled space (1/6);
+ * "population": evolution's P, int 2..100000 (20); "sample_size": its
+ * tournament S, int 1..population (min(5, population); a larger one is an
+ * error naming "tuner.sample_size");
  * "pruner": {"algorithm": "none" | "median" | "asha" | "hyperband" (required),
  * "eta" >= 2 (3), "min_resource" or its alias "min_epochs" int >= 1 (1),
  * "max_resource" or "max_epochs" int >= min_resource (0: unset),

@@ -15,6 +15,7 @@
 #ifndef HPO_TUNERS_INTERNAL_H
 #define HPO_TUNERS_INTERNAL_H
 
+#include "cma.h"
 #include "rng.h"
 #include "tuners.h"
 
@@ -31,6 +32,18 @@ typedef struct tun_trial_rec {
     int bracket;          /* hyperband: its bracket (tun_hyperband_bracket_of), else 0 */
 } tun_trial_rec;
 
+/* cmaes' state (cmaes.c): the CMA-ES run the history has reached. */
+struct tun_cmaes_state {
+    int restarts;      /* IPOP restarts so far */
+    int n;             /* CMA coordinates (0: random search) */
+    int *idx;          /* their parameter indices */
+    tun_cma_dim *dims;
+    tun_cma cma;
+    int64_t pos;       /* the next trial number the walk reads */
+    int n_members;     /* complete members of the current generation so far */
+    double *X, *f;     /* their encoded points (lambda rows) and values */
+};
+
 struct tun_study {
     const tun_space *space;
     tun_config cfg;
@@ -38,6 +51,9 @@ struct tun_study {
     tun_trial_rec *trials; /* indexed by number */
     int64_t cap;           /* allocated slots */
     int64_t n_present;
+    /* cmaes: the CMA state of the generations complete so far, a cache of
+     * what the history determines (cmaes.c); NULL until the first suggestion */
+    struct tun_cmaes_state *cmaes;
 };
 
 /* The values of a discrete parameter (int, stepped float, choice, bool) are
@@ -48,6 +64,18 @@ struct tun_study {
 int64_t tun_param_n_values(const tun_param *p);
 double tun_param_value_at(const tun_param *p, int64_t k);
 int64_t tun_param_index_of(const tun_param *p, double v);
+/* One random value of p, as tun_space_sample draws it. */
+double tun_param_sample(const tun_param *p, hpo_rng *rng);
+
+/* The unit encoding of an int or float parameter (unit_scale.c), shared by
+ * cmaes and evolution: [0, 1] over its range, in log space where asked; a
+ * discrete parameter's values are the centres of the bins of tun_unit_dim
+ * (equal bins, or [ln(v - 1/2), ln(v + 1/2)] for a log int: Optuna's
+ * transform). decode maps any u (clipped to [0, 1]) to a value of the
+ * domain. */
+double tun_unit_encode(const tun_param *p, double v);
+double tun_unit_decode(const tun_param *p, double u);
+void tun_unit_dim(const tun_param *p, tun_cma_dim *d);
 
 /* Upper bound on trial numbers a study accepts (the history is dense). */
 #define TUN_MAX_TRIAL_NUMBER 10000000
@@ -56,11 +84,19 @@ int64_t tun_param_index_of(const tun_param *p, double v);
 #define TUN_GRID_MAX 1000000
 uint64_t tun_grid_size(const tun_space *s);
 
+/* Whether a present trial other than `number` has configuration x (NaN
+ * equals NaN; random.c). */
+int tun_study_has_config(const tun_study *t, int64_t number, const double *x);
+
 /* Samplers (one file each). */
 int tun_random_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_grid_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_tpe_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+int tun_evolution_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+/* cmaes keeps its cache in t->cmaes (freed by tun_cmaes_state_free). */
+int tun_cmaes_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x);
+void tun_cmaes_state_free(struct tun_cmaes_state *s);
 
 /* TPE's ranking (tpe.c), best first, of the trials it models: complete,
  * pruned and running (failed ones are left out). Writes their numbers to
