@@ -1,20 +1,22 @@
 /*
- * tuner_regret.c - sample efficiency of hpo's tuners beside Optuna 3.1's TPE.
+ * tuner_regret.c - sample efficiency of hpo's tuners beside Optuna 3.1's TPE
+ * and CmaEsSampler.
  *
- * Every algorithm (random, tpe, bayesian, and bayesian-det: bayesian with
- * cfg.deterministic, told the objective has no noise; grid is skipped:
+ * Every algorithm (random, tpe, bayesian, bayesian-det: bayesian with
+ * cfg.deterministic, told the objective has no noise, cmaes and evolution; grid is skipped:
  * these budgets are below any useful grid of a continuous space) runs through the tun_study
  * ask/tell interface (suggest, add RUNNING, finish COMPLETE) on Branin 2D,
  * Hartmann6, Rosenbrock 4D on [-5,10]^4 and Ackley 5D, with the domains and
  * optima of the peer tests/bench/peers/optuna_quality.py. One 100-trial run
  * per seed gives the budgets 25/50/100 as prefixes of best-so-far. Simple regret (best - f*) is
  * printed as median [Q1..Q3] over the seeds (quartiles as numpy's default
- * linear interpolation), beside Optuna's TPE on the same functions, budgets
- * and seeds: the program starts /usr/bin/python3 PEERS/optuna_quality.py
- * --samplers tpe --csv FILE in the background (PEERS: tests/bench/peers, or
+ * linear interpolation), beside Optuna's TPE and CmaEsSampler (cmaes' peer;
+ * default settings) on the same functions, budgets and seeds: the program
+ * starts /usr/bin/python3 PEERS/optuna_quality.py --samplers tpe,cmaes
+ * --csv FILE in the background (PEERS: tests/bench/peers, or
  * $HPO_PEERS; lib/bench_peers.h) and reads its CSV.
  *
- *   bench_tuner_regret [--seeds 10] [--algos random,tpe,bayesian,bayesian-det]
+ *   bench_tuner_regret [--seeds 10] [--algos random,tpe,bayesian,bayesian-det,cmaes,evolution]
  *                      [--problems branin2,hartmann6,rosenbrock4,ackley5]
  *                      [--no-optuna] [--startup N] [--csv FILE] [--seed0 S]
  * (--seed0 shifts our seeds, for tuning on seeds other than the reported
@@ -101,10 +103,16 @@ static const problem problems[] = {
 #define N_PROBLEMS 4
 
 /* "bayesian-det": bayesian told the objective is deterministic (cfg.deterministic) */
-static const char *algo_names[] = {"random", "tpe", "bayesian", "bayesian-det"};
-static const tun_algorithm algo_ids[] = {TUN_RANDOM, TUN_TPE, TUN_BAYESIAN, TUN_BAYESIAN};
-static const int algo_det[] = {0, 0, 0, 1};
-#define N_ALGOS 4
+static const char *algo_names[] = {"random", "tpe", "bayesian", "bayesian-det", "cmaes",
+                                   "evolution"};
+static const tun_algorithm algo_ids[] = {TUN_RANDOM, TUN_TPE,   TUN_BAYESIAN,
+                                         TUN_BAYESIAN, TUN_CMAES, TUN_EVOLUTION};
+static const int algo_det[] = {0, 0, 0, 1, 0, 0};
+#define N_ALGOS 6
+
+/* Optuna's samplers read from the peer's CSV: the column each is shown in */
+static const char *optuna_names[] = {"tpe", "cmaes"};
+#define N_OPTUNA 2
 
 /* ---- statistics -------------------------------------------------------- */
 
@@ -187,9 +195,10 @@ fail:
 
 /* ---- Optuna's side ------------------------------------------------------- */
 
-/* optuna[problem][budget][seed] from the CSV "problem,sampler,budget,seed,regret" */
-static int read_optuna_csv(const char *path, double opt[N_PROBLEMS][N_BUDGETS][MAX_SEEDS],
-                           int have[N_PROBLEMS][N_BUDGETS]) {
+/* optuna[sampler][problem][budget][seed] from the CSV "problem,sampler,budget,seed,regret" */
+static int read_optuna_csv(const char *path,
+                           double opt[N_OPTUNA][N_PROBLEMS][N_BUDGETS][MAX_SEEDS],
+                           int have[N_OPTUNA][N_PROBLEMS][N_BUDGETS]) {
     FILE *f = fopen(path, "r");
     if (!f) return HPO_EIO;
     char line[256];
@@ -203,12 +212,15 @@ static int read_optuna_csv(const char *path, double opt[N_PROBLEMS][N_BUDGETS][M
         double r;
         if (sscanf(line, "%63[^,],%31[^,],%d,%d,%lf", prob, sampler, &budget, &seed, &r) != 5)
             continue;
-        if (strcmp(sampler, "tpe") != 0 || seed < 0 || seed >= MAX_SEEDS) continue;
+        int o = -1;
+        for (int k = 0; k < N_OPTUNA; k++)
+            if (!strcmp(sampler, optuna_names[k])) o = k;
+        if (o < 0 || seed < 0 || seed >= MAX_SEEDS) continue;
         for (int p = 0; p < N_PROBLEMS; p++)
             for (int b = 0; b < N_BUDGETS; b++)
                 if (!strcmp(prob, problems[p].name) && budget == budgets[b]) {
-                    opt[p][b][seed] = r;
-                    if (seed + 1 > have[p][b]) have[p][b] = seed + 1;
+                    opt[o][p][b][seed] = r;
+                    if (seed + 1 > have[o][p][b]) have[o][p][b] = seed + 1;
                 }
     }
     fclose(f);
@@ -224,7 +236,7 @@ static int has(const char *list, const char *name) { /* name is an item of "a,b,
 
 int main(int argc, char **argv) {
     int n_seeds = 10, use_optuna = 1, startup = -1, seed0 = 0;
-    const char *algos = "random,tpe,bayesian,bayesian-det";
+    const char *algos = "random,tpe,bayesian,bayesian-det,cmaes,evolution";
     const char *probs = "branin2,hartmann6,rosenbrock4,ackley5";
     const char *csv = NULL;
     for (int i = 1; i < argc; i++) {
@@ -257,8 +269,9 @@ int main(int argc, char **argv) {
                 strcat(plist, problems[p].name);
             }
         snprintf(cmd, sizeof cmd,
-                 "/usr/bin/python3 '%s/optuna_quality.py' --seeds %d --samplers tpe "
-                 "--problems %s --csv %s", bench_peers_dir(), n_seeds, plist, tmpcsv);
+                 "/usr/bin/python3 '%s/optuna_quality.py' --seeds %d --samplers %s "
+                 "--problems %s --csv %s", bench_peers_dir(), n_seeds,
+                 has(algos, "cmaes") ? "tpe,cmaes" : "tpe", plist, tmpcsv);
         printf("optuna: %s\n", cmd);
         fflush(stdout);
         py = popen(cmd, "r");
@@ -300,8 +313,8 @@ int main(int argc, char **argv) {
     }
     if (out) fclose(out);
 
-    static double opt[N_PROBLEMS][N_BUDGETS][MAX_SEEDS];
-    int have[N_PROBLEMS][N_BUDGETS] = {{0}};
+    static double opt[N_OPTUNA][N_PROBLEMS][N_BUDGETS][MAX_SEEDS];
+    int have[N_OPTUNA][N_PROBLEMS][N_BUDGETS] = {{{0}}};
     if (py) {
         char line[512];
         while (fgets(line, sizeof line, py)) {
@@ -329,24 +342,32 @@ int main(int argc, char **argv) {
             }
             printf("   %7.2f\n", secs[p][a]);
         }
-        printf("  %-16s", "optuna tpe");
-        for (int b = 0; b < N_BUDGETS; b++) {
-            char c[64];
-            cell(c, sizeof c, opt[p][b], have[p][b] == n_seeds ? n_seeds : 0);
-            printf("%30s", c);
+        for (int o = 0; o < N_OPTUNA; o++) {
+            if (o > 0 && !has(algos, optuna_names[o])) continue;
+            printf("  optuna %-9s", optuna_names[o]);
+            for (int b = 0; b < N_BUDGETS; b++) {
+                char c[64];
+                cell(c, sizeof c, opt[o][p][b], have[o][p][b] == n_seeds ? n_seeds : 0);
+                printf("%30s", c);
+            }
+            printf("\n");
         }
-        printf("\n");
     }
-    printf("\nratio of medians at n=50, hpo / optuna tpe (goals: bayesian <= 0.5, tpe <= 1.0)\n");
-    printf("  %-12s %10s %10s %13s\n", "function", "tpe", "bayesian", "bayesian-det");
+    printf("\nratio of medians at n=50, hpo / optuna tpe (goals: bayesian <= 0.5, tpe <= 1.0);"
+           " cmaes / optuna cmaes\n");
+    printf("  %-12s %10s %10s %13s %10s %10s\n", "function", "tpe", "bayesian", "bayesian-det",
+           "evolution", "cmaes");
     for (int p = 0; p < N_PROBLEMS; p++) {
         if (!has(probs, problems[p].name)) continue;
-        double o = have[p][1] == n_seeds ? percentile(opt[p][1], n_seeds, 50) : NAN;
+        double o = have[0][p][1] == n_seeds ? percentile(opt[0][p][1], n_seeds, 50) : NAN;
+        double oc = have[1][p][1] == n_seeds ? percentile(opt[1][p][1], n_seeds, 50) : NAN;
         printf("  %-12s", problems[p].name);
-        for (int a = 1; a < N_ALGOS; a++) {
-            int w = a == 3 ? 13 : 10;
-            if (ran[p][a] && o > 0)
-                printf(" %*.3g", w, percentile(reg[p][a][1], n_seeds, 50) / o);
+        static const int cols[] = {1, 2, 3, 5, 4}; /* algo_names indices */
+        for (int k = 0; k < 5; k++) {
+            int a = cols[k], w = a == 3 ? 13 : 10;
+            double peer = a == 4 ? oc : o;
+            if (ran[p][a] && peer > 0)
+                printf(" %*.3g", w, percentile(reg[p][a][1], n_seeds, 50) / peer);
             else
                 printf(" %*s", w, "n/a");
         }
