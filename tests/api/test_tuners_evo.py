@@ -2,11 +2,12 @@
 runs to completion with several asks before tells (and failed trials), a
 cmaes and an evolution study suggest the same trials across an hpod restart
 as a twin study that ran without one (their state is replayed from the
-stored trials), and bad options are 400s naming the field. Seconds."""
+stored trials), an embedded study with each trains to completion, and bad
+options are 400s naming the field. Seconds."""
 import json
 import math
 
-from hpod import Checks, Hpod, parse_args
+from hpod import Checks, Hpod, parse_args, read_events
 
 SPACE = {
     "x": {"type": "float", "low": -5.0, "high": 5.0},
@@ -93,7 +94,23 @@ def main():
             distinct = len({json.dumps(p, sort_keys=True) for _, p in twin})
             c.check(distinct == 40, "%s: 40 distinct suggestions, got %d" % (algo, distinct))
 
-        # 3. bad options are 400s naming the field
+        # 3. embedded: hpod's own workers train the trials each suggests
+        for algo, extra in (("cmaes", {"popsize": 4}), ("evolution", {"population": 3})):
+            tuner = {"algorithm": algo, "seed": 3, "max_trials": 6}
+            tuner.update(extra)
+            body = {"name": "embedded-" + algo, "objective": {"metric": "val_accuracy"},
+                    "model": {"template": "mlp"},
+                    "dataset": {"name": "fashion-mnist", "limit": 1000, "validation_split": 300},
+                    "space": {"layers": {"type": "int", "low": 1, "high": 2},
+                              "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+                    "training": {"max_epochs": 1, "batch_size": 64}, "tuner": tuner}
+            sid = hp2.ok("POST", "/api/v1/studies", body)["id"]
+            read_events(hp2.url, sid, timeout=240)
+            study = hp2.ok("GET", "/api/v1/studies/%d" % sid)
+            c.check(study["state"] == "complete" and study["trials_by_state"]["complete"] == 6,
+                    "embedded %s: 6 trials complete (%s %s)" % (algo, study["state"], study["trials_by_state"]))
+
+        # 4. bad options are 400s naming the field
         cases = [
             ({"algorithm": "evolution", "population": 4, "sample_size": 5}, "tuner.sample_size"),
             ({"algorithm": "evolution", "population": 1}, "tuner.population"),
