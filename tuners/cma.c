@@ -125,7 +125,8 @@ static int eigen(tun_cma *c) {
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++) {
                 double s = 0;
-                for (int k = 0; k < n; k++) s += c->B[i * n + k] * c->D[k] * c->D[k] * c->B[j * n + k];
+                for (int k = 0; k < n; k++)
+                    s += c->B[i * n + k] * c->D[k] * c->D[k] * c->B[j * n + k];
                 c->C[i * n + j] = s;
             }
     }
@@ -299,7 +300,8 @@ int tun_cma_tell(tun_cma *c, const double *X, const double *f) {
         if (!isfinite(f[k])) return HPO_EINVAL;
     ranked *r = hpo_xmalloc((size_t)lam * sizeof *r);
     double *y = hpo_xmalloc((size_t)lam * n * sizeof *y), *yw = hpo_xcalloc((size_t)n, sizeof *yw);
-    double *cy = hpo_xmalloc((size_t)n * sizeof *cy), *Cinv = hpo_xmalloc((size_t)n * n * sizeof *Cinv);
+    double *cy = hpo_xmalloc((size_t)n * sizeof *cy);
+    double *Cinv = hpo_xmalloc((size_t)n * n * sizeof *Cinv);
     double *saved = hpo_xmalloc((size_t)n * (n + 4) * sizeof *saved);
     /* keep what eigen() may fail on, to leave the state as it was */
     memcpy(saved, c->C, (size_t)n * n * sizeof *saved);
@@ -392,6 +394,10 @@ int tun_cma_tell(tun_cma *c, const double *X, const double *f) {
 
 int tun_cma_should_stop(const tun_cma *c) {
     int n = c->n;
+    /* a state that overflowed cannot recover: restart */
+    if (!isfinite(c->sigma) || !(c->sigma > 0)) return 1;
+    for (int i = 0; i < n; i++)
+        if (!isfinite(c->m[i]) || !isfinite(c->D[i]) || !isfinite(c->A[i])) return 1;
     if (c->g > c->funhist_term) {
         double lo = INFINITY, hi = -INFINITY;
         for (int i = 0; i < 2 * c->funhist_term; i++) {

@@ -98,11 +98,11 @@ int64_t tun_cma_dim_bin(const tun_cma_dim *d, double u);
  * non-finite value, HPO_EINTERNAL when LAPACK fails (the state is then
  * unchanged). */
 int tun_cma_tell(tun_cma *c, const double *X, const double *f);
-/* Whether the run should restart: no progress in the best and worst values
- * over the last funhist_term generations (< 1e-12), the step below tolx in
- * every coordinate, sigma times the largest axis over 1e4, a step that no
- * longer changes a coordinate or a principal axis of the mean, or cond(C)
- * over 1e14. */
+/* Whether the run should restart: a non-finite state, no progress in the
+ * best and worst values over the last funhist_term generations (< 1e-12),
+ * the step below tolx in every coordinate, sigma times the largest axis over
+ * 1e4, a step that no longer changes a coordinate or a principal axis of the
+ * mean, or cond(C) over 1e14. */
 int tun_cma_should_stop(const tun_cma *c);
 
 /* The standard normal quantile (inverse CDF) for p in (0, 1). */

@@ -224,7 +224,9 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             cfg.cma_popsize = (int)i;
         } else if (strcmp(key, "sigma0") == 0) {
             if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
-            if (d > 1) return hpo_fail(err, HPO_EINVAL, field, "must be in (0, 1] (the space is scaled to [0, 1])");
+            if (d > 1)
+                return hpo_fail(err, HPO_EINVAL, field,
+                                "must be in (0, 1] (the space is scaled to [0, 1])");
             cfg.cma_sigma0 = d;
         } else if (strcmp(key, "population") == 0) {
             if ((rc = get_int(v, field, 2, 100000, &i, err))) return rc;

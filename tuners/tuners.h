@@ -1,7 +1,8 @@
 /*
  * tuners.h - search spaces and the algorithms that search them: random,
  * grid, TPE, Gaussian-process Bayesian optimisation, CMA-ES, regularized
- * evolution, and the multi-fidelity pruners (median, ASHA, Hyperband). Pure C: no I/O, no clocks, no globals.
+ * evolution, and the multi-fidelity pruners (median, ASHA, Hyperband).
+ * Pure C: no I/O, no clocks, no globals.
  *
  * Design notes
  * - A configuration is a vector x of doubles, one per parameter of the space,
@@ -93,7 +94,14 @@ json_t *tun_space_to_json(const tun_space *s, const double *x);
 int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo_error *err);
 
 /* ---- algorithms ---- */
-typedef enum { TUN_RANDOM = 0, TUN_GRID, TUN_TPE, TUN_BAYESIAN, TUN_CMAES, TUN_EVOLUTION } tun_algorithm;
+typedef enum {
+    TUN_RANDOM = 0,
+    TUN_GRID,
+    TUN_TPE,
+    TUN_BAYESIAN,
+    TUN_CMAES,
+    TUN_EVOLUTION,
+} tun_algorithm;
 typedef enum { TUN_PRUNER_NONE = 0, TUN_PRUNER_MEDIAN, TUN_PRUNER_ASHA, TUN_PRUNER_HYPERBAND } tun_pruner_kind;
 typedef enum { TUN_ACQ_LOG_EI = 0, TUN_ACQ_UCB } tun_acquisition;
 
