@@ -10,7 +10,6 @@
 static enum MHD_Result on_upload_piece(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
                                        const char *content_type, const char *transfer_encoding, const char *data,
                                        uint64_t off, size_t size) {
-    (void)kind, (void)content_type, (void)transfer_encoding;
     srv_request *r = cls;
     return api_upload_part(r->upload, key, filename, data, off, size) == 0 ? MHD_YES : MHD_NO;
 }
