@@ -421,6 +421,7 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
         char path[API_PATH_MAX];
         if (api_dir_model_checkpoint(path, ctx->opt.data_dir, model_id) == 0) api_dir_remove(path);
         if (rel && api_dir_file(path, ctx->opt.data_dir, rel) == 0) api_dir_unlink(path);
+        if (api_dir_study(path, ctx->opt.data_dir, mrow.study_id) == 0) api_dir_remove(path); /* TensorBoard */
         HPO_INFO("model %lld: its study was deleted; nothing stored", (long long)model_id);
         rc = 0;
     } else if (stored < 0) {
