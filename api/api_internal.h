@@ -82,6 +82,7 @@ typedef struct api_embedded {
     char monitor[64];        /* default: the objective metric */
     double min_delta;
     int restore_best;
+    int tensorboard;         /* training.tensorboard: event files per trial (job_tb.c); default 0 */
     /* budget */
     int executions;          /* executions_per_trial, default 1 */
     int parallel;            /* parallel_trials; 0 = as many as there are slots */
@@ -117,6 +118,9 @@ void api_study_def_clear(api_study_def *d);
 int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t **space_out,
                        hpo_error *err);
 void api_embedded_clear(api_embedded *e);
+/* Writes the training options a reader should see with their defaults
+ * into a definition about to be stored (training.tensorboard). */
+void api_embedded_show(json_t *def, const api_embedded *e);
 /* Premade templates (templates.c): the model of template `name` for a
  * dataset with n_classes classes and per-sample rank, and its default space
  * (new references). HPO_EINVAL naming "model.template" if unknown. */

@@ -52,6 +52,23 @@ int api_dir_file(char *out, const char *root, const char *rel) { return api_dir_
 int api_dir_model_checkpoint(char *out, const char *root, int64_t model_id) {
     return api_dir_path(out, root, "checkpoints/model-%lld", (long long)model_id);
 }
+int api_dir_study(char *out, const char *root, int64_t study_id) {
+    return api_dir_path(out, root, "studies/study-%lld", (long long)study_id);
+}
+int api_dir_tensorboard(char *out, const char *root, int64_t study_id) {
+    return api_dir_path(out, root, "studies/study-%lld/tensorboard", (long long)study_id);
+}
+int api_dir_tensorboard_trial(char *out, const char *root, int64_t study_id, int64_t number, int execution) {
+    if (execution == 0)
+        return api_dir_path(out, root, "studies/study-%lld/tensorboard/trial-%lld", (long long)study_id,
+                            (long long)number);
+    return api_dir_path(out, root, "studies/study-%lld/tensorboard/trial-%lld-exec-%d", (long long)study_id,
+                        (long long)number, execution);
+}
+int api_dir_tensorboard_refit(char *out, const char *root, int64_t study_id, int64_t model_id) {
+    return api_dir_path(out, root, "studies/study-%lld/tensorboard/refit-model-%lld", (long long)study_id,
+                        (long long)model_id);
+}
 int api_dir_models(char *out, const char *root) { return api_dir_path(out, root, "models"); }
 int api_dir_model_file_rel(char *out, size_t cap, int64_t model_id) {
     int n = snprintf(out, cap, "models/model-%lld.safetensors", (long long)model_id);

@@ -13,13 +13,21 @@
  *   <root>/checkpoints/model-<id>/         a refit's checkpoint
  *   <root>/models/model-<id>.safetensors   exported weights; storage keeps the path
  *                                          relative to the root
+ *   <root>/studies/study-<id>/             a study's own files, removed with it:
+ *     tensorboard/                         its TensorBoard logdir (training.tensorboard),
+ *                                          one run folder per trial execution or refit:
+ *       trial-<number>/                    a trial (its first execution)
+ *       trial-<number>-exec-<k>/           its execution k >= 1 (executions_per_trial)
+ *       refit-model-<id>/                  a refit; each holds events.out.tfevents.*
+ *                                          files (engine/tb_events.h names them)
  *
  * Design notes
  * - Lengths: the root is checked once, at start (api_dir_check_root: hpod
  *   refuses a --data-dir longer than API_DIR_ROOT_MAX, and so does
  *   api_ctx_new). Every path below it adds at most API_DIR_SUFFIX_MAX bytes
  *   (a dataset folder of a 64-character name and a file in it is the
- *   longest), so an API_PATH_MAX buffer holds every path; the formatters
+ *   longest; a refit's event file, ~180 bytes with a 64-byte host name,
+ *   comes next), so an API_PATH_MAX buffer holds every path; the formatters
  *   still check and return HPO_EINVAL instead of truncating.
  * - Results: every I/O call is checked. A full disk (ENOSPC, EDQUOT) is
  *   HPO_ENOSPACE, which the jobs turn into a requeue (jobs.h); other
@@ -55,6 +63,14 @@ int api_dir_trial(char *out, const char *root, int64_t trial_id);
 /* checkpoints/trial-<id>/<name>: exec-<k>.safetensors, exec-<k>.done.json */
 int api_dir_trial_file(char *out, const char *root, int64_t trial_id, const char *name);
 int api_dir_model_checkpoint(char *out, const char *root, int64_t model_id);
+/* studies/study-<id>: removed with the study */
+int api_dir_study(char *out, const char *root, int64_t study_id);
+/* studies/study-<id>/tensorboard: `tensorboard --logdir` it */
+int api_dir_tensorboard(char *out, const char *root, int64_t study_id);
+/* The run folder of a trial's execution (trial-<number>, or
+ * trial-<number>-exec-<k> for k >= 1) and of a refit (refit-model-<id>). */
+int api_dir_tensorboard_trial(char *out, const char *root, int64_t study_id, int64_t number, int execution);
+int api_dir_tensorboard_refit(char *out, const char *root, int64_t study_id, int64_t model_id);
 /* A file storage names relative to the root (a model's weights). */
 int api_dir_file(char *out, const char *root, const char *rel);
 int api_dir_models(char *out, const char *root);

@@ -92,7 +92,7 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
 }
 
 static int parse_training(const json_t *def, const char *metric, api_embedded *e, hpo_error *err) {
-    static const char *keys[] = {"batch_size", "max_epochs", "precision", "early_stopping"};
+    static const char *keys[] = {"batch_size", "max_epochs", "precision", "early_stopping", "tensorboard"};
     static const char *es_keys[] = {"monitor", "patience", "min_delta", "restore_best_weights"};
     const json_t *tr = json_object_get(def, "training");
     e->batch_size = 128;
@@ -100,6 +100,7 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     e->precision = ENG_PREC_FP32;
     e->patience = -1;
     e->restore_best = 0;
+    e->tensorboard = 0;
     snprintf(e->monitor, sizeof e->monitor, "%s", metric);
     if (!tr) return 0;
     if (!json_is_object(tr)) return hpo_fail(err, HPO_EINVAL, "training", "training must be an object");
@@ -117,6 +118,10 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
                             "precision must be \"fp32\", \"mixed_bf16\" or \"mixed_fp16\"");
         e->precision = prec;
     }
+    const json_t *tb = json_object_get(tr, "tensorboard");
+    if (tb && !json_is_boolean(tb))
+        return hpo_fail(err, HPO_EINVAL, "training.tensorboard", "tensorboard must be true or false");
+    e->tensorboard = tb ? json_is_true(tb) : 0;
     const json_t *es = json_object_get(tr, "early_stopping");
     if (es) {
         if (!json_is_object(es))
@@ -252,4 +257,10 @@ void api_embedded_clear(api_embedded *e) {
     json_decref(e->dataset);
     e->model = NULL;
     e->dataset = NULL;
+}
+
+void api_embedded_show(json_t *def, const api_embedded *e) {
+    json_t *tr = json_object_get(def, "training");
+    if (!json_is_object(tr)) json_object_set_new(def, "training", tr = json_object());
+    json_object_set_new(tr, "tensorboard", json_boolean(e->tensorboard));
 }

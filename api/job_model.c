@@ -90,6 +90,7 @@ typedef struct refit_progress {
     int64_t study_id, model_id, trial_id;
     const atomic_int *stop;
     int stopped;
+    api_tb_run *tb; /* training.tensorboard */
 } refit_progress;
 
 static int on_refit_epoch(const eng_epoch_report *r, void *user) {
@@ -97,6 +98,7 @@ static int on_refit_epoch(const eng_epoch_report *r, void *user) {
     api_event(p->ctx, p->study_id, p->trial_id, "model_epoch",
               json_pack("{s:I, s:i, s:i, s:o}", "model_id", (json_int_t)p->model_id, "epoch", r->epoch, "epochs",
                         r->epochs, "loss", api_json_real(r->train.loss)));
+    api_tb_run_epoch(p->tb, r);
     p->stopped = atomic_load(p->stop);
     return p->stopped;
 }
@@ -125,7 +127,12 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
         goto done;
     }
     if ((rc = api_dir_make(ctx->opt.data_dir, ckdir, err))) goto done;
-    refit_progress prog = {ctx, st->id, mrow->id, mrow->trial_id, stop, 0};
+    char what[40], tbdir[API_PATH_MAX];
+    snprintf(what, sizeof what, "model %lld", (long long)mrow->id);
+    api_tb_run tb;
+    api_tb_run_init(&tb, ctx, st, what);
+    if (api_dir_tensorboard_refit(tbdir, ctx->opt.data_dir, st->id, mrow->id) == 0) api_tb_run_select(&tb, tbdir);
+    refit_progress prog = {ctx, st->id, mrow->id, mrow->trial_id, stop, 0, &tb};
     eng_train_opts o;
     eng_train_opts_init(&o);
     o.epochs = epochs;
@@ -147,7 +154,9 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     if ((rc = eng_train_check_budget(m, &o, NULL, err)) || (rc = eng_model_alloc(m, seed, err))) goto done;
     eng_train_result res;
     double t0 = hpo_monotonic();
-    if ((rc = eng_train(m, &all, NULL, &o, &res, err))) goto done;
+    rc = eng_train(m, &all, NULL, &o, &res, err);
+    api_tb_run_clear(&tb);
+    if (rc) goto done;
     if (prog.stopped) {
         rc = hpo_fail(err, HPO_ECANCELLED, "", "stopped");
         goto done;
@@ -412,6 +421,7 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
         char path[API_PATH_MAX];
         if (api_dir_model_checkpoint(path, ctx->opt.data_dir, model_id) == 0) api_dir_remove(path);
         if (rel && api_dir_file(path, ctx->opt.data_dir, rel) == 0) api_dir_unlink(path);
+        if (api_dir_study(path, ctx->opt.data_dir, mrow.study_id) == 0) api_dir_remove(path); /* TensorBoard */
         HPO_INFO("model %lld: its study was deleted; nothing stored", (long long)model_id);
         rc = 0;
     } else if (stored < 0) {

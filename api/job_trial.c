@@ -7,7 +7,9 @@
  * a small result file so it is not trained again. A full disk (a
  * checkpoint, a result file or an epoch that cannot be written) queues the
  * trial again instead of failing it; a trial deleted with its study stops
- * at the first epoch it cannot store and leaves nothing behind. */
+ * at the first epoch it cannot store and leaves nothing behind. With
+ * training.tensorboard each execution's stored epochs also go to its
+ * TensorBoard run (job_tb.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +41,7 @@ typedef struct run {
     int store_rc; /* an epoch that could not be stored: HPO_ENOSPACE, or HPO_ENOTFOUND (trial deleted) */
     int epochs_seen; /* callbacks of the current execution */
     double started;  /* monotonic start of this run, for job->timeout */
+    api_tb_run tb;   /* training.tensorboard */
 } run;
 
 
@@ -96,6 +99,7 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     int rc = text ? sto_epoch_put_ev(r->ctx->db, r->job->trial_id, r->execution, rep->epoch, text, &ev) : HPO_ENOMEM;
     free(text);
     free(data);
+    int stored = rc == 0;
     int prune = 0;
     if (rc == 0 && r->execution == 0 && isfinite(v)) { /* the pruner watches the first execution */
         pthread_mutex_lock(&st->lock);
@@ -111,6 +115,7 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
         return rc;
     }
     if (rc) HPO_WARN("trial %lld: epoch %d not stored: %s", (long long)r->job->trial_id, rep->epoch, hpo_strerror(rc));
+    if (stored) api_tb_run_epoch(&r->tb, rep); /* the epoch as stored */
     api_events_wake(r->ctx);
     api_metrics_epoch(r->ctx, r->slot, rep->samples_per_s);
     /* the engine checkpointed the previous epoch of this run: the disk has room */
@@ -200,10 +205,11 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     api_study *st = r->st;
     const api_embedded *emb = &st->def.emb;
     const char *root = r->ctx->opt.data_dir;
-    char dir[API_PATH_MAX], done[API_PATH_MAX], name[64], done_name[64];
+    char dir[API_PATH_MAX], done[API_PATH_MAX], tb[API_PATH_MAX], name[64], done_name[64];
     snprintf(name, sizeof name, "exec-%d.safetensors", e);
     snprintf(done_name, sizeof done_name, "exec-%d.done.json", e); /* {"best": v, "best_epoch": k} */
-    if (api_dir_trial(dir, root, r->job->trial_id) || api_dir_trial_file(done, root, r->job->trial_id, done_name))
+    if (api_dir_trial(dir, root, r->job->trial_id) || api_dir_trial_file(done, root, r->job->trial_id, done_name) ||
+        api_dir_tensorboard_trial(tb, root, r->job->study_id, r->job->number, e))
         return hpo_fail(err, HPO_EINVAL, "", "the trial's checkpoint path is too long");
     int best_epoch = 0;
     json_t *prev = json_load_file(done, 0, NULL);
@@ -225,6 +231,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     o.user = r;
     r->execution = e;
     r->epochs_seen = 0;
+    api_tb_run_select(&r->tb, tb);
     /* the model's memory is checked against the budget before its
      * parameters exist: a model over it fails the trial, never hpod */
     rc = eng_model_new_shape(model_tmpl, params, emb->in_rank, emb->in_shape, emb->n_classes, &m, err);
@@ -322,6 +329,9 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     r.slot = slot;
     r.stop = stop;
     r.started = t0;
+    char what[40];
+    snprintf(what, sizeof what, "trial %lld", (long long)job->trial_id);
+    api_tb_run_init(&r.tb, ctx, st, what);
     const api_embedded *emb = &st->def.emb;
     int executions = emb->executions < 1 ? 1 : emb->executions > MAX_EXECUTIONS ? MAX_EXECUTIONS : emb->executions;
     double values[MAX_EXECUTIONS];
@@ -384,10 +394,13 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     if (sto_trial_get(ctx->db, job->trial_id, &gone) == HPO_ENOTFOUND) {
         char dir[API_PATH_MAX];
         if (api_dir_trial(dir, ctx->opt.data_dir, job->trial_id) == 0) api_dir_remove(dir);
+        api_tb_run_clear(&r.tb); /* its events too, if written after the study's files went */
+        if (api_dir_study(dir, ctx->opt.data_dir, job->study_id) == 0) api_dir_remove(dir);
     } else {
         sto_trial_clear(&gone);
         if (!requeued) api_dir_prune_checkpoints(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
     }
+    api_tb_run_clear(&r.tb);
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);
     eng_split_clear(&train);
     eng_split_clear(&val);

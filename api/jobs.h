@@ -8,8 +8,8 @@
  * - Files, and the one way they call: job_sched.c (what runs next, stop
  *   reasons, settling, reaping, recovery) -> job_trial.c (a trial) and
  *   job_model.c (a model job) -> job_setup.c (training options, splits,
- *   seeds), members.c (a trial's or a model's trained weights), data_dir.c
- *   (every path and file), job_queue.c (the run queue), study_cache.c (the
+ *   seeds), members.c (a trial's or a model's trained weights), job_tb.c
+ *   (TensorBoard runs), data_dir.c (every path and file), job_queue.c (the run queue), study_cache.c (the
  *   tuner state), events.c; budget.c (a study's budget and its end, shared
  *   with the ask/tell handlers). Handlers (studies.c, control.c, models.c,
  *   trials.c) call into job_queue.c, budget.c and deadlines.c only, never

@@ -99,6 +99,30 @@ int api_open_splits(api_ctx *ctx, const api_embedded *emb, struct eng_split *tra
  * the dataset has none (uploaded datasets). */
 int api_open_test(api_ctx *ctx, const api_embedded *emb, struct eng_split *test, hpo_error *err);
 
+/* ---- TensorBoard runs (job_tb.c) ----
+ * training.tensorboard: each execution of a trial and each refit writes its
+ * epochs' scalars (engine/tb_events.h) into its run folder of the study's
+ * logdir (data_dir.h). The file is made at the run's first epoch (a run
+ * that trains no epoch leaves none; a resumed run starts a new file in the
+ * same folder). A folder or file that cannot be made or written is logged
+ * once and ends the writing for the rest of the job; it never fails it. */
+struct eng_tb_writer;
+struct eng_epoch_report;
+typedef struct api_tb_run {
+    const char *root;
+    char what[40];              /* "trial 12", "model 3": for the log */
+    int classify;               /* the study's dataset has classes */
+    int off;                    /* not enabled, or a write failed */
+    char dir[API_PATH_MAX];     /* the current run folder ("" none) */
+    struct eng_tb_writer *w;    /* opened at the run's first epoch */
+} api_tb_run;
+/* what is copied; off unless the study has training.tensorboard. */
+void api_tb_run_init(api_tb_run *t, api_ctx *ctx, const api_study *st, const char *what);
+/* Makes dir (a data_dir.h run folder) the run that epochs go to next. */
+void api_tb_run_select(api_tb_run *t, const char *dir);
+void api_tb_run_epoch(api_tb_run *t, const struct eng_epoch_report *r);
+void api_tb_run_clear(api_tb_run *t);
+
 /* ---- trained weights (members.c) ---- */
 /* A trial's params and expanded model template (new references; *t filled). */
 int api_trial_template(api_ctx *ctx, const api_study *st, int64_t trial_id, sto_trial *t, json_t **params,

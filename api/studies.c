@@ -26,6 +26,7 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (!objective) json_object_set_new(def, "objective", objective = json_object());
     json_object_set_new(objective, "direction", json_string(d.maximize ? "maximize" : "minimize"));
     if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
+    if (d.embedded) api_embedded_show(def, &d.emb);
     /* A study without a seed gets one, stored in its definition and shown:
      * its suggestions (and an embedded study's trainings) can be replayed. */
     json_t *tuner = json_object_get(def, "tuner");
@@ -134,6 +135,7 @@ void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_re
     char path[API_PATH_MAX];
     for (size_t i = 0; i < n_trials; i++)
         if (api_dir_trial(path, root, trials[i].id) == 0) api_dir_remove(path);
+    if (api_dir_study(path, root, id) == 0) api_dir_remove(path); /* its TensorBoard logdir */
     for (size_t i = 0; i < n_models; i++) {
         if (api_dir_model_checkpoint(path, root, models[i].id) == 0) api_dir_remove(path);
         if (models[i].path && api_dir_file(path, root, models[i].path) == 0) api_dir_unlink(path);

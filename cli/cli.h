@@ -124,5 +124,11 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
 int cli_emit(const cli_ctx *c, const json_t *answer);
 /* A one-argument command's ID (argv[0]): 0 after printing a usage error. */
 long long cli_one_id(int argc, char **argv, const char *cmd, const char *what);
+/* A command whose one argument is an ID (cli_one_id): method on
+ * collection/ID ("/api/v1/studies"), the answer printed as indented JSON
+ * unless the output flags say otherwise (cli_emit); nothing for an empty
+ * answer (DELETE's 204). */
+int cli_id_call(cli_ctx *c, int argc, char **argv, const char *cmd, const char *what, const char *method,
+                const char *collection);
 
 #endif

@@ -94,23 +94,12 @@ int cli_study_list(cli_ctx *c, int argc, char **argv) {
     return CLI_OK;
 }
 
-/* GET or DELETE /api/v1/studies/ID for the commands that take just an ID. */
-static int one_study(cli_ctx *c, int argc, char **argv, const char *what, const char *method) {
-    char cmd[32];
-    snprintf(cmd, sizeof cmd, "study %s", what);
-    long long id = cli_one_id(argc, argv, cmd, "study");
-    if (!id) return CLI_EUSAGE;
-    char path[64];
-    snprintf(path, sizeof path, "/api/v1/studies/%lld", id);
-    json_t *out = NULL;
-    int rc = cli_call(c, method, path, NULL, &out);
-    if (rc == CLI_OK && out && !cli_emit(c, out)) cli_print_json(out, 0);
-    json_decref(out);
-    return rc;
+int cli_study_get(cli_ctx *c, int argc, char **argv) {
+    return cli_id_call(c, argc, argv, "study get", "study", "GET", "/api/v1/studies");
 }
-
-int cli_study_get(cli_ctx *c, int argc, char **argv) { return one_study(c, argc, argv, "get", "GET"); }
-int cli_study_delete(cli_ctx *c, int argc, char **argv) { return one_study(c, argc, argv, "delete", "DELETE"); }
+int cli_study_delete(cli_ctx *c, int argc, char **argv) {
+    return cli_id_call(c, argc, argv, "study delete", "study", "DELETE", "/api/v1/studies");
+}
 
 int cli_best(cli_ctx *c, int argc, char **argv) {
     long long id = 0, top = 1;

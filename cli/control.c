@@ -30,16 +30,7 @@ int cli_study_resume(cli_ctx *c, int argc, char **argv) { return control(c, argc
 int cli_study_cancel(cli_ctx *c, int argc, char **argv) { return control(c, argc, argv, "cancel"); }
 
 int cli_trial(cli_ctx *c, int argc, char **argv) {
-    long long id = cli_one_id(argc, argv, "trial", "trial");
-    if (!id) return CLI_EUSAGE;
-    char path[64];
-    snprintf(path, sizeof path, "/api/v1/trials/%lld", id);
-    json_t *out = NULL;
-    int rc = cli_call(c, "GET", path, NULL, &out);
-    if (rc) return rc;
-    if (!cli_emit(c, out)) cli_print_json(out, 0);
-    json_decref(out);
-    return CLI_OK;
+    return cli_id_call(c, argc, argv, "trial", "trial", "GET", "/api/v1/trials");
 }
 
 /* PARAM IMPORTANCE and a bar of the share, most important first. */

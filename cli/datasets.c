@@ -41,22 +41,11 @@ int cli_dataset_list(cli_ctx *c, int argc, char **argv) {
     return CLI_OK;
 }
 
-/* GET or DELETE /api/v1/datasets/ID. */
-static int one_dataset(cli_ctx *c, int argc, char **argv, const char *cmd, const char *method) {
-    long long id = cli_one_id(argc, argv, cmd, "dataset");
-    if (!id) return CLI_EUSAGE;
-    char path[64];
-    snprintf(path, sizeof path, "/api/v1/datasets/%lld", id);
-    json_t *out = NULL;
-    int rc = cli_call(c, method, path, NULL, &out);
-    if (rc == CLI_OK && out && !cli_emit(c, out)) cli_print_json(out, 0);
-    json_decref(out);
-    return rc;
+int cli_dataset_get(cli_ctx *c, int argc, char **argv) {
+    return cli_id_call(c, argc, argv, "dataset get", "dataset", "GET", "/api/v1/datasets");
 }
-
-int cli_dataset_get(cli_ctx *c, int argc, char **argv) { return one_dataset(c, argc, argv, "dataset get", "GET"); }
 int cli_dataset_delete(cli_ctx *c, int argc, char **argv) {
-    return one_dataset(c, argc, argv, "dataset delete", "DELETE");
+    return cli_id_call(c, argc, argv, "dataset delete", "dataset", "DELETE", "/api/v1/datasets");
 }
 
 static int ends_with(const char *s, const char *tail) {

@@ -1,6 +1,7 @@
 /* output.c - the helpers every command shares (cli.h): usage errors, ids,
- * flags with a value, and the output flags --json, --field and --quiet
- * (cli_emit). */
+ * flags with a value, the output flags --json, --field and --quiet
+ * (cli_emit), and the commands that show or delete one thing by its ID
+ * (cli_id_call). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +34,19 @@ long long cli_one_id(int argc, char **argv, const char *cmd, const char *what) {
     long long id = cli_id(argv[0]);
     if (!id) cli_usage("%s is not a %s id", argv[0], what);
     return id;
+}
+
+int cli_id_call(cli_ctx *c, int argc, char **argv, const char *cmd, const char *what, const char *method,
+                const char *collection) {
+    long long id = cli_one_id(argc, argv, cmd, what);
+    if (!id) return CLI_EUSAGE;
+    char path[160];
+    snprintf(path, sizeof path, "%s/%lld", collection, id);
+    json_t *out = NULL;
+    int rc = cli_call(c, method, path, NULL, &out);
+    if (rc == CLI_OK && out && !cli_emit(c, out)) cli_print_json(out, 0);
+    json_decref(out);
+    return rc;
 }
 
 int cli_flag_value(int argc, char **argv, int *i, const char *name, const char **out) {

@@ -11,6 +11,7 @@ build_pkgs=(
   libmicrohttpd-dev libjansson-dev libsqlite3-dev libuv1-dev
   libopenblas-dev liblapacke-dev libdnnl-dev libnlopt-dev
   zlib1g-dev libcurl4-openssl-dev libcmocka-dev
+  libisal-dev  # ISA-L's crc32_iscsi: the CRC-32C of TensorBoard event files (engine/tb_events.c)
   dataset-fashion-mnist
   curl jq procps python3  # jq: the README's curl examples
   chromium  # the dashboard's browser test (headless; tests/api/test_dashboard.py)

@@ -20,6 +20,7 @@
 #include "conns.h"
 #include "gate.h"
 #include "head.h"
+#include "request.h"
 
 /* libmicrohttpd's memory per connection: the head the gate lets through
  * (16 KiB, 100 headers, 100 query arguments) fits (test_protocol sends
@@ -53,12 +54,7 @@ typedef struct request_state {
     double started;
     int headers_seen;   /* on_request had its first call */
     const char *nul_in; /* "path" or "query": the raw target holds %00 */
-    char *body;
-    size_t len, cap;
-    int too_large;
-    /* streamed uploads */
-    api_upload *upload;
-    struct MHD_PostProcessor *pp;
+    srv_request req;    /* its body or upload (request.h) */
 } request_state;
 
 /* An event stream's response and the server whose stream count it holds. */
@@ -95,18 +91,6 @@ static srv_conn *conn_of(struct MHD_Connection *c) {
 
 static const char *header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
-}
-
-static enum MHD_Result on_upload_piece(void *cls, enum MHD_ValueKind kind, const char *key,
-                                       const char *filename, const char *content_type,
-                                       const char *transfer_encoding, const char *data, uint64_t off,
-                                       size_t size) {
-    request_state *rs = cls;
-    return api_upload_part(rs->upload, key, filename, data, off, size) == 0 ? MHD_YES : MHD_NO;
-}
-
-static const char *query_arg(void *arg, const char *key) {
-    return MHD_lookup_connection_value((struct MHD_Connection *)arg, MHD_GET_ARGUMENT_KIND, key);
 }
 
 static int tokens_equal(const char *a, const char *b) {
@@ -380,7 +364,7 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     double secs = hpo_monotonic() - rs->started;
-    log_request(method, url, resp->route, resp->status, rs->len, secs, has_why ? &why : NULL);
+    log_request(method, url, resp->route, resp->status, rs->req.len, secs, has_why ? &why : NULL);
     api_metrics_observe_request(h->api, resp->route, resp->status, secs);
     return ok;
 }
@@ -423,18 +407,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return reply_error(h, c, method, url, rs, why.status, why.code, why.message, why.field);
         if (api_is_upload(method, url)) {
             api_response resp = {0};
-            if (api_upload_begin(h->api, &rs->upload, &resp)) {
-                resp.route = api_route_name(method, url);
-                return send_response(h, c, method, url, &resp, rs);
-            }
-            rs->pp = MHD_create_post_processor(c, 64 * 1024, on_upload_piece, rs);
-            if (!rs->pp) {
-                api_upload_abort(rs->upload);
-                rs->upload = NULL;
-                return reply_error(h, c, method, url, rs, 400, "invalid_argument",
-                                   "an upload must be a multipart/form-data body", "");
-            }
-            return MHD_YES;
+            if (srv_request_upload_begin(&rs->req, h->api, c, &resp) == 0) return MHD_YES;
+            resp.route = api_route_name(method, url);
+            return send_response(h, c, method, url, &resp, rs);
         }
         /* A body over the limit is read and dropped, so the client gets a
          * clean 413 instead of a reset; one far over it is refused at once. */
@@ -443,56 +418,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (announced > 64ull * h->max_body)
             return reply_error(h, c, method, url, rs, 413, "too_large",
                                "the request body is over the size limit", "");
-        rs->too_large = announced > h->max_body;
+        rs->req.too_large = announced > h->max_body;
         return MHD_YES;
     }
-    if (rs->upload) { /* streamed: every piece goes to the api as it arrives */
+    if (rs->req.upload) { /* streamed: every piece goes to the api as it arrives */
         if (*upload_data_size) {
-            rs->len += *upload_data_size;
-            /* after a refused piece the api has failed the upload; the rest
-             * is read and dropped so the client still gets the answer */
-            MHD_post_process(rs->pp, upload_data, *upload_data_size);
+            srv_request_upload_piece(&rs->req, upload_data, *upload_data_size);
             *upload_data_size = 0;
             return MHD_YES;
         }
-        MHD_destroy_post_processor(rs->pp);
-        rs->pp = NULL;
-        api_upload *u = rs->upload;
-        rs->upload = NULL;
         api_response resp = {0};
-        api_upload_finish(h->api, u, &resp);
+        srv_request_upload_finish(&rs->req, h->api, &resp);
         resp.route = api_route_name(method, url);
         return send_response(h, c, method, url, &resp, rs);
     }
     if (*upload_data_size) { /* a piece of the body */
-        size_t n = *upload_data_size;
+        srv_request_append(&rs->req, upload_data, *upload_data_size, h->max_body);
         *upload_data_size = 0;
-        if (rs->too_large || rs->len + n > h->max_body) {
-            rs->too_large = 1;
-            free(rs->body);
-            rs->body = NULL;
-            rs->len = rs->cap = 0;
-            return MHD_YES;
-        }
-        if (rs->len + n > rs->cap) {
-            rs->cap = rs->len + n > 2 * rs->cap ? rs->len + n : 2 * rs->cap;
-            rs->body = hpo_xrealloc(rs->body, rs->cap);
-        }
-        memcpy(rs->body + rs->len, upload_data, n);
-        rs->len += n;
         return MHD_YES;
     }
-    if (rs->too_large)
+    if (rs->req.too_large)
         return reply_error(h, c, method, url, rs, 413, "too_large", "the request body is over the size limit", "");
-    api_request req = {
-        .method = method,
-        .path = url,
-        .query = query_arg,
-        .query_arg = c,
-        .body = rs->body,
-        .body_len = rs->len,
-        .last_event_id = header(c, "Last-Event-ID"),
-    };
+    api_request req;
+    srv_request_api(&rs->req, c, method, url, &req);
     const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (fd) {
         req.client_gone = client_gone;
@@ -511,9 +459,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (k && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) srv_conns_idle(h->conns, k, hpo_monotonic());
     request_state *rs = *con_cls;
     if (!rs) return;
-    if (rs->pp) MHD_destroy_post_processor(rs->pp);
-    if (rs->upload) api_upload_abort(rs->upload); /* the client went away */
-    free(rs->body);
+    srv_request_clear(&rs->req);
     free(rs);
     *con_cls = NULL;
 }

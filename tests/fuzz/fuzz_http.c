@@ -12,13 +12,13 @@
  * on two cores, too few for 10^6. So the harness runs its own
  * libmicrohttpd daemon without threads or a listening socket, hands it one
  * end of a socketpair per input (MHD_add_connection) and drives it with
- * MHD_run from the fuzzing thread; its request callback does what
- * server/http.c does for a request (the body into api_handle; an upload
- * through MHD_create_post_processor into api_upload_*), without http.c's
- * own token and size checks, which are small and tested by the API tests.
- * Everything behind the callback is the production code; libmicrohttpd is
- * the production parser. Deterministic and single-threaded: thousands of
- * inputs a second.
+ * MHD_run from the fuzzing thread; its request callback calls what
+ * server/http.c calls for a request (server/request.h: the body gathered
+ * into api_handle; an upload through libmicrohttpd's post processor into
+ * api_upload_*), without http.c's gate, head checks and tokens, which are
+ * tested by the API tests. Everything from the callback on is the
+ * production code; libmicrohttpd is the production parser. Deterministic
+ * and single-threaded: thousands of inputs a second.
  *
  * Input: a flags byte, then the bytes sent on the connection. flags + 1
  * (1..256) is the size of the pieces the bytes are sent in, one MHD_run
@@ -60,6 +60,7 @@
 
 #include "api.h"
 #include "data.h"
+#include "request.h"
 
 #define RESET_EVERY 2048
 #define MAX_BODY (64 << 10)
@@ -72,15 +73,6 @@ static sto_db *db;
 static api_ctx *api;
 static struct MHD_Daemon *daemon_;
 static long inputs;
-
-/* Per request, as in server/http.c. */
-typedef struct request_state {
-    char *body;
-    size_t len, cap;
-    int too_large;
-    api_upload *upload;
-    struct MHD_PostProcessor *pp;
-} request_state;
 
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
@@ -112,18 +104,6 @@ static void make_builtin(const char *dir) {
         snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte.gz", dir, pre);
         gz_file(p, lab, sizeof lab);
     }
-}
-
-static enum MHD_Result on_upload_piece(void *cls, enum MHD_ValueKind kind, const char *key,
-                                       const char *filename, const char *content_type,
-                                       const char *transfer_encoding, const char *data, uint64_t off,
-                                       size_t size) {
-    request_state *rs = cls;
-    return api_upload_part(rs->upload, key, filename, data, off, size) == 0 ? MHD_YES : MHD_NO;
-}
-
-static const char *query_arg(void *arg, const char *key) {
-    return MHD_lookup_connection_value((struct MHD_Connection *)arg, MHD_GET_ARGUMENT_KIND, key);
 }
 
 static const uint8_t *input; /* the current input, for the echo test below */
@@ -159,87 +139,51 @@ static enum MHD_Result send_response(struct MHD_Connection *c, api_response *res
     return ok;
 }
 
-static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *code,
-                                   const char *message) {
-    api_response resp = {0};
-    api_error_response(&resp, status, code, message, "");
-    return send_response(c, &resp);
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
-    request_state *rs = *con_cls;
-    if (!rs) {
+    srv_request *rs = *con_cls;
+    if (!rs) { /* the head: as http.c does once its own checks pass */
         rs = calloc(1, sizeof *rs);
         if (!rs) abort();
         *con_cls = rs;
-        if (api_is_upload(method, url)) {
-            api_response resp = {0};
-            if (api_upload_begin(api, &rs->upload, &resp)) return send_response(c, &resp);
-            rs->pp = MHD_create_post_processor(c, 64 * 1024, on_upload_piece, rs);
-            if (!rs->pp) {
-                api_upload_abort(rs->upload);
-                rs->upload = NULL;
-                return reply_error(c, 400, "invalid_argument",
-                                   "an upload must be a multipart/form-data body");
-            }
-        }
+        api_response resp = {0};
+        if (api_is_upload(method, url) && srv_request_upload_begin(rs, api, c, &resp))
+            return send_response(c, &resp);
         return MHD_YES;
     }
     if (rs->upload) {
         if (*upload_data_size) {
-            MHD_post_process(rs->pp, upload_data, *upload_data_size);
+            srv_request_upload_piece(rs, upload_data, *upload_data_size);
             *upload_data_size = 0;
             return MHD_YES;
         }
-        MHD_destroy_post_processor(rs->pp);
-        rs->pp = NULL;
-        api_upload *u = rs->upload;
-        rs->upload = NULL;
         api_response resp = {0};
-        api_upload_finish(api, u, &resp);
+        srv_request_upload_finish(rs, api, &resp);
         check_upload_answer(&resp);
         return send_response(c, &resp);
     }
     if (*upload_data_size) {
-        size_t n = *upload_data_size;
+        srv_request_append(rs, upload_data, *upload_data_size, MAX_BODY);
         *upload_data_size = 0;
-        if (rs->too_large || rs->len + n > MAX_BODY) {
-            rs->too_large = 1;
-            return MHD_YES;
-        }
-        if (rs->len + n > rs->cap) {
-            rs->cap = rs->len + n > 2 * rs->cap ? rs->len + n : 2 * rs->cap;
-            rs->body = realloc(rs->body, rs->cap);
-            if (!rs->body) abort();
-        }
-        memcpy(rs->body + rs->len, upload_data, n);
-        rs->len += n;
         return MHD_YES;
     }
-    if (rs->too_large) return reply_error(c, 413, "too_large", "the request body is over the size limit");
-    api_request req = {
-        .method = method,
-        .path = url,
-        .query = query_arg,
-        .query_arg = c,
-        .body = rs->body,
-        .body_len = rs->len,
-        .last_event_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"),
-    };
-    api_response resp;
+    api_response resp = {0};
+    if (rs->too_large) {
+        api_error_response(&resp, 413, "too_large", "the request body is over the size limit", "");
+        return send_response(c, &resp);
+    }
+    api_request req;
+    srv_request_api(rs, c, method, url, &req);
     api_handle(api, &req, &resp);
     return send_response(c, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    request_state *rs = *con_cls;
+    srv_request *rs = *con_cls;
     if (!rs) return;
-    if (rs->pp) MHD_destroy_post_processor(rs->pp);
-    if (rs->upload) api_upload_abort(rs->upload);
-    free(rs->body);
+    srv_request_clear(rs);
     free(rs);
     *con_cls = NULL;
 }
