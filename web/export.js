@@ -58,7 +58,9 @@ const Export = {
    * may be a promise: every trial, fresh). */
   buttons(study, trials) {
     const run = (ext) => async () => {
-      const s = study(), list = (await trials()).filter(Boolean);
+      const s = study();
+      if (!s) return; /* not loaded yet */
+      const list = (await trials()).filter(Boolean);
       if (ext === "csv") Export.save(Export.fileName(s, "csv"), "text/csv", Export.csv(studySpace(s), list));
       else Export.save(Export.fileName(s, "json"), "application/json", Export.json(s, list));
     };
