@@ -10,20 +10,37 @@
  */
 "use strict";
 
+/* hpod --token T wants "Authorization: Bearer T" on every call that
+ * changes something (reads need none). The dashboard asks for it when a call
+ * is refused (401) and keeps it for the tab's life in sessionStorage. */
+const Token = {
+  KEY: "hpo.token",
+  get() { try { return sessionStorage.getItem(Token.KEY) || ""; } catch (e) { return ""; } },
+  set(t) { try { if (t) sessionStorage.setItem(Token.KEY, t); else sessionStorage.removeItem(Token.KEY); } catch (e) { /* storage off */ } },
+};
+
 const Api = {
-  async get(path) {
-    const r = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+  async call(method, path, body) {
+    const headers = { Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (method !== "GET" && Token.get()) headers.Authorization = `Bearer ${Token.get()}`;
+    const r = await fetch(path, { method, headers, cache: "no-store", body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await r.text();
-    let body = null;
-    try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
+    let parsed = null;
+    try { parsed = text ? JSON.parse(text) : null; } catch (e) { parsed = null; }
     if (!r.ok) {
-      const msg = body && body.error ? body.error.message : `${r.status} ${r.statusText}`;
-      const err = new Error(msg);
+      const e = parsed && parsed.error;
+      const err = new Error(e ? e.message : `${r.status} ${r.statusText}`);
       err.status = r.status;
+      err.code = e ? e.code : "";
+      err.field = e ? e.field : "";
       throw err;
     }
-    return body;
+    return parsed;
   },
+  get(path) { return Api.call("GET", path); },
+  post(path, body = {}) { return Api.call("POST", path, body); },
+  del(path) { return Api.call("DELETE", path); },
   health() { return Api.get("/healthz"); },
   studies() { return Api.get("/api/v1/studies").then((b) => b.studies); },
   study(id) { return Api.get(`/api/v1/studies/${id}`); },
@@ -36,6 +53,13 @@ const Api = {
   trial(id) { return Api.get(`/api/v1/trials/${id}`); },
   importance(id) { return Api.get(`/api/v1/studies/${id}/importance`); },
   models(id) { return Api.get(`/api/v1/studies/${id}/models`).then((b) => b.models); },
+  /* study actions (routes of api/control.c and api/models.c) */
+  pause(id) { return Api.post(`/api/v1/studies/${id}/pause`); },
+  resume(id) { return Api.post(`/api/v1/studies/${id}/resume`); },
+  cancel(id) { return Api.post(`/api/v1/studies/${id}/cancel`); },
+  deleteStudy(id) { return Api.del(`/api/v1/studies/${id}`); },
+  refit(id, topN) { return Api.post(`/api/v1/studies/${id}/refits`, { top_n: topN }); },
+  ensemble(id, topN, method) { return Api.post(`/api/v1/studies/${id}/ensembles`, { top_n: topN, method }); },
 };
 
 /* Calls fn(data) with the value of load() now and whenever its signature

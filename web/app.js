@@ -1,6 +1,8 @@
 /* app.js - the dashboard's pages, routed by the URL hash:
  *   #/                 studies
- *   #/studies/{id}     a study: summary, charts, trials table
+ *   #/studies/{id}     a study: summary, actions, charts, trials table
+ *   #/studies/{id}/V   its analysis views (views.js: contour, slice, edf,
+ *                      timeline, compare)
  *   #/trials/{id}      a trial: params, timings, learning curve
  *
  * A page is a function(main, params) that renders and returns a cleanup
@@ -13,54 +15,6 @@
 
 const PAGE = 50;
 const MAX_CURVES = 12;
-const $ = (sel, root = document) => root.querySelector(sel);
-
-function h(tag, attrs = {}, ...kids) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "class") el.className = v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const kid of kids.flat()) if (kid !== null && kid !== undefined && kid !== false) el.append(kid instanceof Node ? kid : String(kid));
-  return el;
-}
-
-function when(t) { return t ? new Date(t * 1000).toLocaleString() : "–"; }
-function dur(sec) {
-  if (sec === null || sec === undefined || !isFinite(sec) || sec < 0) return "–";
-  if (sec < 60) return `${sec.toFixed(sec < 10 ? 1 : 0)} s`;
-  if (sec < 3600) return `${Math.floor(sec / 60)} min ${Math.round(sec % 60)} s`;
-  return `${Math.floor(sec / 3600)} h ${Math.round((sec % 3600) / 60)} min`;
-}
-function finishedCount(s) {
-  const b = s.trials_by_state || {};
-  return (b.complete || 0) + (b.pruned || 0) + (b.failed || 0) + (b.cancelled || 0);
-}
-function stateBadge(state) { return h("span", { class: `badge ${state}` }, state); }
-/* An external study stays "running" in the API; once max_trials trials have
- * finished (and none runs) nothing more will happen: show it as finished. */
-function studyState(s) {
-  const b = s.trials_by_state || {};
-  if (s.state === "running" && s.max_trials && finishedCount(s) >= s.max_trials && !b.running && !b.queued) return "finished";
-  return s.state;
-}
-function progress(s) {
-  const done = finishedCount(s);
-  const max = s.max_trials;
-  const pct = max ? Math.min(100, (100 * done) / max) : null;
-  return h("div", { class: "progress", title: max ? `${done} of ${max} trials finished` : `${done} trials finished (no max_trials)` },
-    h("div", { class: "bar" }, h("span", { style: `width:${pct === null ? 100 : pct}%`, class: pct === null ? "open" : "" })),
-    h("span", { class: "ptext" }, max ? `${done}/${max}` : `${done}`));
-}
-function paramsText(p) {
-  return Object.entries(p || {}).map(([k, v]) => `${k}=${fmt(v, 4)}`).join(", ");
-}
-function setCrumbs(...items) {
-  const nav = $("#crumbs");
-  nav.replaceChildren(...items.flatMap((it, i) => (i ? [h("span", { class: "sep" }, "/"), it] : [it])));
-}
 
 /* ---------------- studies ---------------- */
 function studiesPage(main) {
@@ -114,10 +68,26 @@ function studyPage(main, { id }) {
     h("div", { class: "charts models-grid" },
       h("div", { class: "chart", id: "chart-models" }),
       h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["model", "kind", "state", "from", "how", "validation", "test"].map((c) => h("th", {}, c)))), modelsBody)));
+  const actions = Actions.studyBar(() => feed.refresh());
   const stateSel = h("select", { id: "state-filter", onchange: () => { st.table.state = stateSel.value; st.table.offset = 0; loadTable(); } },
     ...["", "running", "complete", "pruned", "failed", "cancelled", "queued"].map((s) => h("option", { value: s }, s || "all states")));
+  /* the ticked trials, by number, for the compare view */
+  const ticked = () => st.store.byNumber.filter((t) => t && st.curves.has(t.trial_id)).map((t) => t.number);
+  const tools = h("span", { class: "tools" },
+    h("button", { id: "compare-ticked", title: "compare the ticked trials side by side",
+      onclick: () => { location.hash = `#/studies/${st.id}/compare/${ticked().join(",")}`; } }, "Compare ticked"),
+    h("button", { id: "untick-all", title: "untick every trial", onclick: () => {
+      st.autoCurves = false;
+      st.curves.clear();
+      for (const box of tbody.querySelectorAll("input[type=checkbox]")) box.checked = false;
+      drawCurves();
+    } }, "Untick all"),
+    Export.buttons(() => st.study, () => st.store.refresh()),
+    stateSel);
   main.replaceChildren(
+    studyTabs(id, ""),
     summary,
+    actions.el,
     h("div", { class: "charts" },
       panel("history", "Optimisation history", "objective per trial, best so far"),
       panel("importance", "Hyperparameter importance", "permutation importance, random forest"),
@@ -125,7 +95,7 @@ function studyPage(main, { id }) {
       panel("parallel", "Parallel coordinates", "hyperparameters against the objective")),
     modelsPanel,
     h("section", { class: "panel trials" },
-      h("h2", {}, "Trials", h("span", { class: "tools" }, stateSel)),
+      h("h2", {}, "Trials", tools),
       h("table", { class: "grid trials", id: "trials" }, thead, tbody), pager));
 
   let space = {};
@@ -274,8 +244,9 @@ function studyPage(main, { id }) {
   for (const p of Object.values(first)) p.catch(() => {}); /* reported when awaited */
   const feed = studyFeed(st.id, 3000).on(async (s) => {
     st.study = s;
-    space = s.space || (s.definition && s.definition.space) || {}; /* the effective space (template + overrides) */
+    space = studySpace(s); /* the effective space (template + overrides) */
     renderSummary(s);
+    actions.update(s);
     const pre = first || {};
     first = null;
     const now = performance.now();
@@ -346,6 +317,7 @@ window.__hpo = { ready: false };
 const routes = [
   [/^#?\/?$/, studiesPage],
   [/^#\/studies\/(\d+)$/, (m, p) => studyPage(m, { id: p[1] })],
+  [/^#\/studies\/(\d+)\/(contour|slice|edf|timeline|compare)(?:\/([\d,]*))?$/, (m, p) => studyView(m, p[1], p[2], p[3])],
   [/^#\/trials\/(\d+)$/, (m, p) => trialPage(m, { id: p[1] })],
 ];
 let leave = null;
@@ -365,5 +337,9 @@ function route() {
   main.replaceChildren(h("p", {}, "No such page. ", h("a", { href: "#/" }, "Studies")));
 }
 window.addEventListener("hashchange", route);
+/* a new theme: the page draws itself again with it */
+window.addEventListener("hpo-theme", () => { if (leave) route(); });
+Theme.init();
+Actions.initToken();
 Api.health().then((hh) => { $("#version").textContent = hh.version; }).catch(() => {});
 route();

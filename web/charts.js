@@ -1,5 +1,6 @@
 /* charts.js - ECharts options for the study page: optimisation history,
- * learning curves, parallel coordinates, hyperparameter importance.
+ * learning curves, parallel coordinates, hyperparameter importance, models
+ * (charts_params.js: contour and slice; charts_trials.js: EDF, timeline).
  *
  * Every chart goes through Charts.show(name, el, option), which keeps the
  * instance in Charts.all (the browser test reads their options from there)
@@ -29,20 +30,33 @@ const Charts = {
   all: {},
   available: typeof window.echarts !== "undefined",
 
+  theme: "light",
+
   show(name, el, option) {
     if (!Charts.available) {
       el.innerHTML = '<p class="muted">Charts are unavailable: this hpod was built without ECharts (run <code>npm ci</code> in web/ and rebuild).</p>';
       return null;
     }
     let c = Charts.all[name];
-    if (!c || c.isDisposed() || c.getDom() !== el) {
+    if (!c || c.isDisposed() || c.getDom() !== el || c.hpoTheme !== Charts.theme) {
       if (c && !c.isDisposed()) c.dispose();
-      c = echarts.init(el, null, { renderer: "canvas" });
+      c = echarts.init(el, Charts.theme === "dark" ? "dark" : null, { renderer: "canvas" });
+      c.hpoTheme = Charts.theme;
       Charts.all[name] = c;
     }
-    c.setOption(option, { notMerge: true, lazyUpdate: false });
+    c.setOption({ backgroundColor: "transparent", ...option }, { notMerge: true, lazyUpdate: false });
     return c;
   },
+
+  /* "light" or "dark": charts drawn from now on use it; the pages redraw
+   * theirs on the "hpo-theme" event (app.js). */
+  setTheme(t) {
+    if (t === Charts.theme) return;
+    Charts.theme = t;
+    window.dispatchEvent(new Event("hpo-theme"));
+  },
+  /* the colour of lines that must stand out from the background */
+  ink() { return Charts.theme === "dark" ? "#e8eaf0" : "#111"; },
 
   disposeAll() {
     for (const c of Object.values(Charts.all)) if (!c.isDisposed()) c.dispose();
@@ -74,7 +88,7 @@ const Charts = {
     }));
     series.push({
       name: "best so far", type: "line", step: "end", data: best, showSymbol: false,
-      lineStyle: { width: 2, color: "#111" }, itemStyle: { color: "#111" }, z: 5,
+      lineStyle: { width: 2, color: Charts.ink() }, itemStyle: { color: Charts.ink() }, z: 5,
     });
     return {
       animation: !large,
@@ -169,7 +183,7 @@ const Charts = {
       visualMap: {
         type: "continuous", dimension: names.length, min: lo, max: hi === lo ? lo + 1 : hi, calculable: false,
         right: 10, top: "middle", itemHeight: 120, itemWidth: 12, text: [fmt(hi, 3), fmt(lo, 3)], textGap: 6,
-        inRange: { color: maximize ? ["#c6d4f5", "#2f6fdf", "#0b2b7a"] : ["#0b2b7a", "#2f6fdf", "#c6d4f5"] },
+        inRange: { color: maximize ? seqColors() : seqColors().reverse() }, /* the best strongest */
       },
       series: [{ type: "parallel", data, lineStyle: { width: 1, opacity: 0.45 }, progressive: 500, smooth: false }],
     };

@@ -2,10 +2,15 @@
 playwright-core (web/node_modules) through tests/web/dashboard.mjs, against
 a real hpod with a finished study (60 trials, learning curves, pruned and
 failed ones), a running one (trials still open), a 10,000-trial one and an
-embedded one (trained by hpod, with refits and an ensemble). Checks that
-every chart has data, the trials table sorts, filters and pages, a trial
-opens, the page follows a trial finishing, the refits and ensemble show
-with their test metrics, and the large study is interactive within 2 s. Screenshots go to <build>/screenshots/.
+embedded one (trained by hpod, with refits and an ensemble), a template-only
+embedded one, small ones for the study actions, and a second hpod started
+with --token. Checks that every chart has data, the trials table sorts,
+filters and pages, a trial opens, the page follows a trial finishing, the
+refits and ensemble show with their test metrics, the large study is
+interactive, and the analysis views (contour, slice, EDF, timeline,
+compare), the CSV/JSON downloads, the study actions with and without a
+token and the dark theme (tests/web/views.mjs). Screenshots go to
+<build>/screenshots/.
 Skips (77) when /usr/bin/chromium, node or web/node_modules is missing
 (`make deps` installs them)."""
 import json
@@ -23,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WEB = os.path.join(ROOT, "web")
 CHROMIUM = os.environ.get("HPO_CHROMIUM", "/usr/bin/chromium")
+TOKEN = "dash-test-token"
 
 
 def skip_reason():
@@ -45,7 +51,9 @@ def main():
     out_dir = os.path.join(os.path.dirname(os.path.abspath(args.hpod)), "screenshots")
     os.makedirs(out_dir, exist_ok=True)
     hp = Hpod(args.hpod).start()
+    hp_tok = None
     tmp = tempfile.mkdtemp(prefix="hpo-dash-")
+    started = time.time()
     try:
         t0 = time.time()
         big = webdata.big_study(hp.port, n=10000)
@@ -55,12 +63,22 @@ def main():
         print("hpod trained the embedded study, 2 refits and an ensemble in %.1f s" % (time.time() - t0))
         running, open_trials = webdata.running_study(hp.port)
         finished, states = webdata.finished_study(hp.port, n=60)
+        t0 = time.time()
+        template = webdata.template_study(hp.port)
+        print("hpod trained the template-only study in %.1f s" % (time.time() - t0))
+        to_pause = webdata.small_study(hp.port, "actions: pause, resume, cancel")
+        to_delete = webdata.small_study(hp.port, "actions: delete")
+        hp_tok = Hpod(args.hpod, args=["--token", TOKEN]).start()
+        tok_study = webdata.small_study(hp_tok.port, "actions behind a token", token=TOKEN)
         print("finished study:", states)
         c.check(states["pruned"] > 0 and states["complete"] > 0, "the finished study has complete and pruned trials")
         cfg = {
             "url": hp.url, "web_dir": WEB, "chromium": CHROMIUM, "out_dir": out_dir,
             "finished": finished, "running": running, "big": big, "embedded": embedded,
-            "counts": {"complete": states["complete"], "pruned": states["pruned"],
+            "template": template, "to_pause": to_pause, "to_delete": to_delete,
+            "token": {"url": hp_tok.url, "token": TOKEN, "study": tok_study},
+            "counts": {"studies": len(hp.ok("GET", "/api/v1/studies")["studies"]),
+                       "complete": states["complete"], "pruned": states["pruned"],
                        "finished_done": 60, "finished_max": 60,
                        "running_done": 12, "running_max": 40, "running_open": len(open_trials)},
         }
@@ -93,10 +111,13 @@ def main():
                   "all charts in %.2f s, next page in %.2f s"
                   % (figures["big_table_s"], figures["big_interactive_s"], figures["big_all_charts_s"],
                      figures["big_next_page_s"]))
-        shots = sorted(f for f in os.listdir(out_dir) if f.endswith(".png"))
+        shots = sorted(f for f in os.listdir(out_dir)
+                       if f.endswith(".png") and os.path.getmtime(os.path.join(out_dir, f)) >= started - 1)
         print("screenshots in %s: %s" % (out_dir, ", ".join(shots)))
-        c.check(len(shots) >= 7, "seven screenshots saved")
+        c.check(len(shots) >= 16, "sixteen screenshots saved by this run (%d)" % len(shots))
     finally:
+        if hp_tok:
+            hp_tok.cleanup()
         hp.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()

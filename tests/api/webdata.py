@@ -174,3 +174,37 @@ def embedded_study(port, timeout=300):
     wait(lambda: cl.call("GET", "/api/v1/models/%d" % ens)["state"] in ("complete", "failed"))
     cl.close()
     return sid, refits, ens
+
+
+TEMPLATE_ONLY = {
+    "name": "fmnist template-only (embedded)", "objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
+    "dataset": {"name": "fashion-mnist", "limit": 2000, "validation_split": 500},
+    "training": {"max_epochs": 2, "batch_size": 64},
+    "tuner": {"algorithm": "random", "seed": 5, "max_trials": 4}}
+
+
+def template_study(port, timeout=300):
+    """An embedded study that names only a premade template (no space of
+    its own): the study JSON's definition.space carries the template's."""
+    cl = Client(port)
+    sid = cl.call("POST", "/api/v1/studies", TEMPLATE_ONLY)["id"]
+    deadline = time.time() + timeout
+    while cl.call("GET", "/api/v1/studies/%d" % sid)["state"] != "complete":
+        if time.time() > deadline:
+            raise AssertionError("the template-only study did not finish in %d s" % timeout)
+        time.sleep(0.2)
+    cl.close()
+    return sid
+
+
+def small_study(port, name, done=3, token=None):
+    """A running external study with `done` finished trials (for the
+    dashboard's pause / resume / cancel / delete buttons)."""
+    cl = Client(port, token)
+    sid = cl.call("POST", "/api/v1/studies", {
+        "name": name, "objective": {"direction": "minimize"}, "space": SPACE,
+        "tuner": {"algorithm": "random", "seed": 11, "max_trials": 20}})["id"]
+    for _ in range(done):
+        train(cl, sid, 3)
+    cl.close()
+    return sid

@@ -1,7 +1,9 @@
 // dashboard.mjs - drives the dashboard in Debian's headless Chromium through
 // playwright-core (never a downloaded browser). Run by tests/api/test_dashboard.py:
 //   node dashboard.mjs CONFIG.json
-// CONFIG: {url, web_dir, chromium, out_dir, finished, running, big, counts}.
+// CONFIG: {url, web_dir, chromium, out_dir, finished, running, big, embedded,
+// template, to_pause, to_delete, token: {url, token, study}, counts}.
+// The analysis views, downloads, actions and themes: views.mjs.
 // Prints one line per check ("ok ..." / "FAIL ..."), figures as
 // "figure NAME VALUE", and talks to the Python side over stdin/stdout for the
 // live-update check ("wait-live" -> Python tells a trial -> "told").
@@ -10,6 +12,7 @@ import fs from "node:fs";
 import path from "node:path";
 import readline from "node:readline";
 import os from "node:os";
+import * as views from "./views.mjs";
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
 const require = createRequire(path.join(cfg.web_dir, "package.json"));
@@ -36,8 +39,10 @@ const errors = [];
 try {
   const page = ctx.pages()[0] || await ctx.newPage();
   page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  const shot = (name) => page.screenshot({ path: path.join(cfg.out_dir, name), fullPage: true });
+  /* the 401s the token check provokes on purpose are the browser's network log, not errors */
+  const expected = (m) => / 401 /.test(m.text()) && cfg.token && (m.location().url || "").startsWith(cfg.token.url);
+  page.on("console", (m) => { if (m.type() === "error" && !expected(m)) errors.push(m.text()); });
+  const shot = (name, p = page) => p.screenshot({ path: path.join(cfg.out_dir, name), fullPage: true });
   /* the number of data points of every series of a chart */
   const chartInfo = (name) => page.evaluate((n) => {
     const c = window.Charts && window.Charts.all[n];
@@ -53,7 +58,7 @@ try {
   await page.goto(cfg.url + "/#/");
   await page.waitForSelector("tr[data-study]");
   const rows = await page.$$eval("tr[data-study]", (r) => r.map((x) => x.textContent));
-  check(rows.length === 4, `studies list shows the 4 studies (${rows.length})`);
+  check(rows.length === cfg.counts.studies, `studies list shows the ${cfg.counts.studies} studies (${rows.length})`);
   check(rows.some((r) => r.includes("fmnist-mlp") && r.includes(`${cfg.counts.finished_done}/${cfg.counts.finished_max}`)),
     "the finished study shows its progress");
   check(rows.some((r) => r.includes("resnet-ish") && r.includes(`${cfg.counts.running_done}/${cfg.counts.running_max}`)),
@@ -195,6 +200,18 @@ try {
      * checks: a test must not depend on the machine's speed or load */
     check(marks && marks.history > 0 && marks.curves > 0, `10,000-trial study: every chart drawn (${JSON.stringify(marks)})`);
     await p2.screenshot({ path: path.join(cfg.out_dir, "study-10k.png"), fullPage: true });
+    await p2.close(); /* its feed would keep redrawing 10,000 trials beside the checks below */
+  }
+  // ---- the analysis views, downloads, study actions (with and without a token), dark mode
+  const env = { ctx, page, cfg, check, shot };
+  for (const part of ["analysisViews", "downloads", "templateStudy", "darkMode", "actions"]) {
+    const t = Date.now();
+    try {
+      await views[part](env);
+    } catch (e) {
+      check(false, `${part}: ${e && e.stack || e}`);
+    }
+    console.log(`figure ${part}_s ${((Date.now() - t) / 1000).toFixed(2)}`);
   }
   check(errors.length === 0, `no JavaScript errors${errors.length ? ": " + errors.slice(0, 3).join(" | ") : ""}`);
 } catch (e) {

@@ -1,0 +1,69 @@
+/* charts_trials.js - the trials as a whole (ECharts options):
+ *   Charts.edf: the empirical distribution function of the complete trials'
+ *     objective values (the share of trials at or below each value);
+ *   Charts.timeline: one row per worker slot (or "ask/tell client" for an
+ *     external study's trials, which have none), a bar per trial from its
+ *     start to its end (now while it runs), coloured by state; the x axis
+ *     counts seconds from the first trial's start (the tooltip tells the
+ *     clock times).
+ */
+"use strict";
+
+const EXTERNAL_SLOT = "ask/tell client";
+
+Object.assign(Charts, {
+  edf(trials, maximize) {
+    const values = trials.filter((t) => t && t.state === "complete" && typeof t.value === "number").map((t) => t.value).sort((a, b) => a - b);
+    const n = values.length;
+    return {
+      animation: false,
+      grid: { left: 70, right: 30, top: 30, bottom: 50 },
+      tooltip: { trigger: "axis", formatter: (ps) => { const p = ps[0]; return `objective ≤ ${fmt(p.data[0])}: ${(p.data[1] * 100).toFixed(1)}% of ${n} trials`; } },
+      xAxis: { type: "value", name: `objective (${maximize ? "higher" : "lower"} is better)`, scale: true, nameLocation: "middle", nameGap: 28 },
+      yAxis: { type: "value", name: "cumulative share of trials", min: 0, max: 1, nameLocation: "middle", nameGap: 46,
+        axisLabel: { formatter: (v) => `${Math.round(v * 100)}%` } },
+      series: [{ name: "EDF", type: "line", step: "end", showSymbol: n <= 200, symbolSize: 4,
+        data: values.map((v, i) => [v, (i + 1) / n]), lineStyle: { width: 2 } }],
+    };
+  },
+
+  /* now: seconds since the epoch, the end of running trials' bars */
+  timeline(trials, now) {
+    const ran = trials.filter((t) => t && t.state !== "queued" && t.started);
+    const slotOf = (t) => t.slot || EXTERNAL_SLOT;
+    const slots = [...new Set(ran.map(slotOf))].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+    const row = new Map(slots.map((s, i) => [s, i]));
+    const t0 = ran.length ? Math.min(...ran.map((t) => t.started)) : 0;
+    const byState = {};
+    for (const t of ran) {
+      const end = t.finished || (t.state === "running" ? now : t.started);
+      (byState[t.state] = byState[t.state] || []).push([row.get(slotOf(t)), t.started - t0, Math.max(end, t.started) - t0, t.number, t.value]);
+    }
+    const clock = (s) => new Date((t0 + s) * 1000).toLocaleTimeString();
+    const renderBar = (params, api) => {
+      const y = api.value(0);
+      const a = api.coord([api.value(1), y]), b = api.coord([api.value(2), y]);
+      const height = Math.min(28, api.size([0, 1])[1] * 0.6);
+      const cs = params.coordSys;
+      const shape = echarts.graphic.clipRectByRect({ x: a[0], y: a[1] - height / 2, width: Math.max(2, b[0] - a[0]), height },
+        { x: cs.x, y: cs.y, width: cs.width, height: cs.height });
+      return shape && { type: "rect", shape, style: api.style() };
+    };
+    return {
+      animation: false,
+      grid: { left: 110, right: 30, top: 40, bottom: 84 },
+      legend: { top: 4 },
+      tooltip: { trigger: "item", formatter: (p) => `trial ${p.data[3]} (${p.seriesName})<br>${slots[p.data[0]]}<br>` +
+        `${clock(p.data[1])} – ${clock(p.data[2])} (${dur(p.data[2] - p.data[1])})` +
+        (typeof p.data[4] === "number" ? `<br>objective: ${fmt(p.data[4])}` : "") },
+      xAxis: { type: "value", min: 0, name: ran.length ? `time since the first trial started (${clock(0)})` : "time", nameLocation: "middle", nameGap: 26,
+        axisLabel: { formatter: (v) => dur(v) } },
+      yAxis: { type: "category", data: slots, inverse: true },
+      dataZoom: [{ type: "inside", filterMode: "weakFilter" }, { type: "slider", filterMode: "weakFilter", height: 18, bottom: 14 }],
+      series: Object.entries(byState).map(([state, data]) => ({
+        name: state, type: "custom", renderItem: renderBar, data, encode: { x: [1, 2], y: 0 },
+        itemStyle: { color: STATE_COLORS[state] || "#888", opacity: 0.9 },
+      })),
+    };
+  },
+});

@@ -1,0 +1,71 @@
+/* export.js - a study's trials downloaded as CSV or JSON, made in the
+ * browser from the trials it already holds (a Blob and a download link; no
+ * server route).
+ *
+ * Columns: number, trial_id, state, value, value_std, value_n, one column
+ * per parameter (the study's space, then any other name a trial has; empty
+ * when a conditional parameter is inactive), last_step, started, finished
+ * (seconds since the epoch), slot, error. CSV quotes a field holding a
+ * comma, a quote or a line break (RFC 4180). JSON: {study, trials: [...]}
+ * with the same fields, params as an object.
+ */
+"use strict";
+
+const Export = {
+  FIELDS: ["number", "trial_id", "state", "value", "value_std", "value_n"],
+  TAIL: ["last_step", "started", "finished", "slot", "error"],
+
+  paramNames(space, trials) {
+    const names = Object.keys(space || {});
+    for (const t of trials) for (const k of Object.keys(t.params || {})) if (!names.includes(k)) names.push(k);
+    return names;
+  },
+  cell(v) {
+    if (v === null || v === undefined) return "";
+    const s = typeof v === "object" ? JSON.stringify(v) : String(v);
+    return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  },
+  csv(space, trials) {
+    const params = Export.paramNames(space, trials);
+    const head = [...Export.FIELDS, ...params.map((p) => `param_${p}`), ...Export.TAIL];
+    const lines = [head.map(Export.cell).join(",")];
+    for (const t of trials) {
+      lines.push([...Export.FIELDS.map((f) => t[f]), ...params.map((p) => (t.params || {})[p]), ...Export.TAIL.map((f) => t[f])]
+        .map(Export.cell).join(","));
+    }
+    return lines.join("\r\n") + "\r\n";
+  },
+  json(study, trials) {
+    const keep = [...Export.FIELDS, "params", ...Export.TAIL];
+    return JSON.stringify({
+      study: { id: study.id, name: study.name, direction: study.direction, state: study.state },
+      trials: trials.map((t) => Object.fromEntries(keep.map((k) => [k, t[k] === undefined ? null : t[k]]))),
+    }, null, 2);
+  },
+  fileName(study, ext) {
+    const slug = String(study.name || "study").toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "study";
+    return `study-${study.id}-${slug}-trials.${ext}`;
+  },
+  save(name, type, text) {
+    const url = URL.createObjectURL(new Blob([text], { type }));
+    const a = h("a", { href: url, download: name, hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  },
+  /* The download buttons; study() and trials() give what to save (trials
+   * may be a promise: every trial, fresh). */
+  buttons(study, trials) {
+    const run = (ext) => async () => {
+      const s = study();
+      if (!s) return; /* not loaded yet */
+      const list = (await trials()).filter(Boolean);
+      if (ext === "csv") Export.save(Export.fileName(s, "csv"), "text/csv", Export.csv(studySpace(s), list));
+      else Export.save(Export.fileName(s, "json"), "application/json", Export.json(s, list));
+    };
+    return h("span", { class: "downloads" },
+      h("button", { id: "download-csv", title: "every trial as CSV", onclick: run("csv") }, "⤓ CSV"),
+      h("button", { id: "download-json", title: "every trial as JSON", onclick: run("json") }, "⤓ JSON"));
+  },
+};
