@@ -27,6 +27,8 @@ void sto_trial_clear(sto_trial *t) {
     free(t->params);
     free(t->error);
     free(t->slot);
+    free(t->user_attrs);
+    free(t->note);
     memset(t, 0, sizeof *t);
 }
 
@@ -77,6 +79,21 @@ int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double le
 fail:
     sto_db_done(s);
     sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_annotate(sto_db *db, int64_t trial_id, const char *user_attrs, const char *note,
+                       const sto_event_in *ev) {
+    if (!db || (ev && !ev->type)) return HPO_EINVAL;
+    sto_db_lock(db);
+    double now = hpo_now();
+    int rc = sto_db_begin(db);
+    if (rc == 0) rc = sto_db_annotate_in_tx(db, STO_Q_TRIAL_ANNOTATE, trial_id, user_attrs, note, now);
+    if (rc == 0) rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now);
+    if (rc == 0) rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
+    if (rc == 0) rc = sto_db_commit(db);
+    if (rc) sto_db_rollback(db);
     sto_db_unlock(db);
     return rc;
 }
