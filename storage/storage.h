@@ -29,8 +29,10 @@
  *   on success. Errors: HPO_ENOTFOUND for unknown ids, HPO_ECONFLICT when
  *   the state forbids the change (tell twice, report after the end),
  *   HPO_ESTORAGE when SQLite fails (logged with sqlite3_errmsg).
- * - JSON columns (spec, params, data) are stored as text, exactly as given;
- *   storage does not parse them.
+ * - JSON columns (spec, params, data, user_attrs) are stored as text,
+ *   exactly as given; storage does not parse them (the api merges a
+ *   study's or trial's user_attrs under the study's lock and stores the
+ *   result: sto_*_annotate).
  * - NaN is stored as NULL and read back as NaN (value, value_std,
  *   last_value, intermediate values).
  * - Ids are never reused: studies, trials, models, datasets and events are
@@ -39,7 +41,7 @@
  *   a newer row: a stale client or worker cannot write into another study.
  * - Events with their change: the _ev variants of the state-changing calls
  *   (study create and state, trial start/requeue/finish, epochs, model
- *   start/finish) store an event in the same transaction, so either both
+ *   start/finish, user_attrs and notes) store an event in the same transaction, so either both
  *   the change and its event are stored or neither is: an event stream
  *   replayed from the start tells every state change that happened.
  * - A full disk: when SQLite cannot write (SQLITE_FULL: ENOSPC/EDQUOT) a
