@@ -110,90 +110,100 @@ static int patch_body(const json_t *body, const json_t **attrs, const char **not
     return rc ? -1 : 0;
 }
 
-void api_h_study_patch(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+/* Under the study's lock: reads the stored study (trial 0) or trial,
+ * merges and stores with its event. */
+static int annotate_locked(api_ctx *ctx, int64_t id, int trial, const json_t *attrs, const char *note,
+                           hpo_error *err) {
+    if (trial) {
+        sto_trial t;
+        int rc = sto_trial_get(ctx->db, id, &t);
+        if (rc) return hpo_fail(err, rc, "id", "trial %lld does not exist", (long long)id);
+        rc = api_trial_annotate(ctx, &t, attrs, note, err);
+        sto_trial_clear(&t);
+        return rc;
+    }
+    sto_study s;
+    int rc = sto_study_get(ctx->db, id, &s);
+    if (rc) return hpo_fail(err, rc, "id", "study %lld does not exist", (long long)id);
+    char *merged = NULL;
+    rc = attrs ? api_attrs_merge(s.user_attrs, attrs, &merged, err) : 0;
+    sto_study_clear(&s);
+    if (rc) return rc;
+    char *data = api_event_text(json_pack("{s:o}", "fields", changed_fields(attrs, note)));
+    sto_event_in ev = {"study_updated", data};
+    rc = sto_study_annotate(ctx->db, id, merged, note, &ev);
+    free(data);
+    free(merged);
+    if (rc) hpo_fail(err, rc, rc == HPO_ENOTFOUND ? "id" : "", "study %lld: %s", (long long)id, hpo_strerror(rc));
+    return rc;
+}
+
+/* The study (trial 0) or trial as GET answers it; NULL if it is gone. */
+static json_t *current_json(api_ctx *ctx, int64_t id, int trial) {
+    json_t *j = NULL;
+    if (trial) {
+        sto_trial t;
+        if (sto_trial_get(ctx->db, id, &t) == 0) {
+            j = api_trial_json(&t, 1, ctx->db);
+            sto_trial_clear(&t);
+        }
+    } else {
+        sto_study s;
+        if (sto_study_get(ctx->db, id, &s) == 0) {
+            j = api_study_json(ctx, &s, 1);
+            sto_study_clear(&s);
+        }
+    }
+    return j;
+}
+
+/* PATCH of a study (trial 0) or a trial. The answer is built after the
+ * study's lock is released (api_study_json takes the cache's mutex, which
+ * comes first in the lock order). */
+static void patch(api_ctx *ctx, const api_request *req, int64_t id, int trial, api_response *resp) {
+    const char *what = trial ? "trial" : "study";
     json_t *body = api_body_object(req, resp);
     if (!body) return;
     const json_t *attrs;
     const char *note;
     api_study *st = NULL;
-    int changed = 0;
+    int64_t study_id = id;
+    hpo_error err = {{0}, {0}};
     if (patch_body(body, &attrs, &note, resp)) goto out;
-    int rc = api_study_acquire(ctx, id, &st);
+    int rc = 0;
+    if (trial) {
+        sto_trial t;
+        rc = sto_trial_get(ctx->db, id, &t);
+        if (rc == 0) study_id = t.study_id;
+        if (rc == 0) sto_trial_clear(&t);
+    }
+    if (rc == 0) rc = api_study_acquire(ctx, study_id, &st);
     if (rc) {
-        api_fail_lookup(resp, rc, "study", id);
+        api_fail_lookup(resp, rc, what, id);
         goto out;
     }
     pthread_mutex_lock(&st->lock);
-    sto_study s;
-    rc = sto_study_get(ctx->db, id, &s); /* under the lock: the attributes to merge into */
-    if (rc == 0 && (attrs || note)) {
-        hpo_error err = {{0}, {0}};
-        char *merged = NULL;
-        rc = attrs ? api_attrs_merge(s.user_attrs, attrs, &merged, &err) : 0;
-        if (rc == 0) {
-            char *data = api_event_text(json_pack("{s:o}", "fields", changed_fields(attrs, note)));
-            sto_event_in ev = {"study_updated", data};
-            rc = sto_study_annotate(ctx->db, id, merged, note, &ev);
-            changed = rc == 0;
-            free(data);
-            if (rc) hpo_fail(&err, rc, rc == HPO_ENOTFOUND ? "id" : "", "study %lld: %s", (long long)id, hpo_strerror(rc));
-        }
-        free(merged);
-        if (rc) api_fail_rc(resp, rc, &err);
-        sto_study_clear(&s);
-        if (rc == 0) rc = sto_study_get(ctx->db, id, &s);
-        else rc = 1; /* answered */
-    }
+    rc = attrs || note ? annotate_locked(ctx, id, trial, attrs, note, &err) : 0;
     pthread_mutex_unlock(&st->lock);
-    if (changed) api_events_wake(ctx);
-    if (rc == 0) {
-        api_reply_json(resp, 200, api_study_json(ctx, &s, 1));
-        sto_study_clear(&s);
-    } else if (rc < 0) {
-        api_fail_lookup(resp, rc, "study", id);
+    if (rc) {
+        api_fail_rc(resp, rc, &err);
+        goto out;
     }
+    if (attrs || note) api_events_wake(ctx);
+    json_t *answer = current_json(ctx, id, trial);
+    if (answer)
+        api_reply_json(resp, 200, answer);
+    else
+        api_fail_lookup(resp, HPO_ENOTFOUND, what, id);
 out:
     if (st) api_study_release(ctx, st);
     json_decref(body);
 }
 
+void api_h_study_patch(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    patch(ctx, req, id, 0, resp);
+}
+
 void api_h_trial_patch(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
-    json_t *body = api_body_object(req, resp);
-    if (!body) return;
-    const json_t *attrs;
-    const char *note;
-    api_study *st = NULL;
-    sto_trial t;
-    int changed = 0;
-    if (patch_body(body, &attrs, &note, resp)) goto out;
-    int rc = sto_trial_get(ctx->db, id, &t);
-    if (rc == 0) {
-        rc = api_study_acquire(ctx, t.study_id, &st);
-        sto_trial_clear(&t);
-    }
-    if (rc) {
-        api_fail_lookup(resp, rc, "trial", id);
-        goto out;
-    }
-    pthread_mutex_lock(&st->lock);
-    rc = sto_trial_get(ctx->db, id, &t); /* under the lock: the attributes to merge into */
-    if (rc == 0 && (attrs || note)) {
-        hpo_error err = {{0}, {0}};
-        rc = api_trial_annotate(ctx, &t, attrs, note, &err);
-        changed = rc == 0;
-        sto_trial_clear(&t);
-        if (rc) api_fail_rc(resp, rc, &err);
-        rc = rc ? 1 : sto_trial_get(ctx->db, id, &t);
-    }
-    pthread_mutex_unlock(&st->lock);
-    if (changed) api_events_wake(ctx);
-    if (rc == 0) {
-        api_reply_json(resp, 200, api_trial_json(&t, 1, ctx->db));
-        sto_trial_clear(&t);
-    } else if (rc < 0) {
-        api_fail_lookup(resp, rc, "trial", id);
-    }
-out:
-    if (st) api_study_release(ctx, st);
-    json_decref(body);
+    patch(ctx, req, id, 1, resp);
 }

@@ -17,14 +17,7 @@
 #include "storage.h"
 #include "storage/sto_testutil.h"
 
-static int64_t count(sto_db *db, const char *sql) {
-    sqlite3_stmt *s = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
+static int64_t count(sto_db *db, const char *sql) { return sto_test_int(db->conn, sql); }
 
 static void test_study_annotate(void **state) {
     (void)state;

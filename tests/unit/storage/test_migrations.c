@@ -18,15 +18,7 @@
 #include "storage.h"
 #include "storage/sto_testutil.h"
 
-/* A raw connection's single integer answer. */
-static int64_t raw_int(sqlite3 *c, const char *sql) {
-    sqlite3_stmt *s = NULL;
-    assert_int_equal(sqlite3_prepare_v2(c, sql, -1, &s, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
+#define raw_int sto_test_int /* a raw connection's single integer answer */
 
 static int has_object(sqlite3 *c, const char *type, const char *name) {
     char sql[256];
