@@ -190,9 +190,10 @@ int api_attrs_merge(const char *stored, const json_t *patch, char **out, hpo_err
 /* A note: a string of at most API_NOTE_MAX_BYTES (null: ""), borrowed into
  * *out; HPO_EINVAL / HPO_ETOOLARGE naming "note". */
 int api_note_check(const json_t *note, const char **out, hpo_error *err);
-/* Merges attrs (may be NULL) into trial t's user_attrs (t read under its
- * study's lock, which the caller holds) and sets note (NULL keeps it), with
- * a trial_updated event; nothing when both are NULL. Errors name the field. */
+/* Merges attrs (may be NULL) into trial t's user_attrs (atomically, in
+ * storage's transaction) and sets note (NULL keeps it), with a
+ * trial_updated event (the caller wakes the readers once its locks are
+ * released); nothing when both are NULL. Errors name the field. */
 int api_trial_annotate(api_ctx *ctx, const sto_trial *t, const json_t *attrs, const char *note, hpo_error *err);
 
 /* ---- metrics (metrics.c) ---- */

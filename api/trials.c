@@ -1,7 +1,6 @@
 /* trials.c - ask/tell: POST /studies/{id}/ask, /trials/{id}/report and
  * /trials/{id}/tell (both may carry user_attrs, merged into the trial's
- * under the study's lock before the report or outcome is stored), and GET
- * /trials/{id}. An ask refused for the budget
+ * before the report or outcome is stored), and GET /trials/{id}. An ask refused for the budget
  * and a tell end a study whose budget is spent once none of its trials is
  * out (jobs_internal.h: a study's end). */
 #include <math.h>

@@ -4,11 +4,12 @@
  * key set to null is deleted, any other value replaces the stored one), and
  * PATCH /api/v1/studies/{id} and /api/v1/trials/{id}.
  *
- * Every writer of a study's or trial's attributes holds the study's lock
- * (api_study: these handlers, and tell and report, which may carry
- * user_attrs), so a read-merge-write loses no concurrent change. Each change
- * stores a study_updated or trial_updated event in its transaction
- * (sto_*_annotate) naming the fields it changed. */
+ * The merge runs inside storage's transaction (sto_attrs_fn), so a
+ * read-merge-write loses no concurrent change, and needs neither the
+ * study's lock nor its tuner state (an old embedded study whose dataset is
+ * gone still takes a note). Each change stores a study_updated or
+ * trial_updated event in its transaction (sto_*_annotate) naming the
+ * fields it changed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,19 +82,40 @@ static json_t *changed_fields(const json_t *attrs, const char *note) {
     return f;
 }
 
-int api_trial_annotate(api_ctx *ctx, const sto_trial *t, const json_t *attrs, const char *note, hpo_error *err) {
+/* The sto_attrs_fn of a patch: api_attrs_merge inside the transaction. */
+typedef struct merge_arg {
+    const json_t *patch;
+    hpo_error *err;
+} merge_arg;
+
+static int merge_stored(void *arg, const char *stored, char **out) {
+    merge_arg *m = arg;
+    return api_attrs_merge(stored, m->patch, out, m->err);
+}
+
+/* Stores attrs (merged; may be NULL) and note (NULL keeps it) of the study
+ * `id` (trial NULL) or of trial t, with the event; nothing when both are
+ * NULL. Errors name the field. */
+static int annotate(api_ctx *ctx, int64_t id, const sto_trial *t, const json_t *attrs, const char *note,
+                    hpo_error *err) {
     if (!attrs && !note) return 0;
-    char *merged = NULL;
-    int rc = attrs ? api_attrs_merge(t->user_attrs, attrs, &merged, err) : 0;
-    if (rc) return rc;
-    char *data = api_event_text(json_pack("{s:I, s:I, s:o}", "trial_id", (json_int_t)t->id, "number",
-                                          (json_int_t)t->number, "fields", changed_fields(attrs, note)));
-    sto_event_in ev = {"trial_updated", data};
-    rc = sto_trial_annotate(ctx->db, t->id, merged, note, &ev);
-    free(data);
-    free(merged);
-    if (rc) hpo_fail(err, rc, rc == HPO_ENOTFOUND ? "id" : "", "trial %lld: %s", (long long)t->id, hpo_strerror(rc));
+    merge_arg m = {attrs, err};
+    json_t *data = t ? json_pack("{s:I, s:I, s:o}", "trial_id", (json_int_t)t->id, "number", (json_int_t)t->number,
+                                 "fields", changed_fields(attrs, note))
+                     : json_pack("{s:o}", "fields", changed_fields(attrs, note));
+    char *text = api_event_text(data);
+    sto_event_in ev = {t ? "trial_updated" : "study_updated", text};
+    sto_attrs_fn merge = attrs ? merge_stored : NULL;
+    int rc = t ? sto_trial_annotate(ctx->db, t->id, merge, &m, note, &ev) : sto_study_annotate(ctx->db, id, merge, &m, note, &ev);
+    free(text);
+    if (rc && !err->message[0]) /* not the merge's own error */
+        hpo_fail(err, rc, rc == HPO_ENOTFOUND ? "id" : "", "%s %lld: %s", t ? "trial" : "study",
+                 (long long)(t ? t->id : id), rc == HPO_ENOTFOUND ? "does not exist" : hpo_strerror(rc));
     return rc;
+}
+
+int api_trial_annotate(api_ctx *ctx, const sto_trial *t, const json_t *attrs, const char *note, hpo_error *err) {
+    return annotate(ctx, t->id, t, attrs, note, err);
 }
 
 /* The body of a PATCH: user_attrs and note, checked (note: NULL when absent). */
@@ -110,93 +132,40 @@ static int patch_body(const json_t *body, const json_t **attrs, const char **not
     return rc ? -1 : 0;
 }
 
-/* Under the study's lock: reads the stored study (trial 0) or trial,
- * merges and stores with its event. */
-static int annotate_locked(api_ctx *ctx, int64_t id, int trial, const json_t *attrs, const char *note,
-                           hpo_error *err) {
-    if (trial) {
-        sto_trial t;
-        int rc = sto_trial_get(ctx->db, id, &t);
-        if (rc) return hpo_fail(err, rc, "id", "trial %lld does not exist", (long long)id);
-        rc = api_trial_annotate(ctx, &t, attrs, note, err);
-        sto_trial_clear(&t);
-        return rc;
-    }
-    sto_study s;
-    int rc = sto_study_get(ctx->db, id, &s);
-    if (rc) return hpo_fail(err, rc, "id", "study %lld does not exist", (long long)id);
-    char *merged = NULL;
-    rc = attrs ? api_attrs_merge(s.user_attrs, attrs, &merged, err) : 0;
-    sto_study_clear(&s);
-    if (rc) return rc;
-    char *data = api_event_text(json_pack("{s:o}", "fields", changed_fields(attrs, note)));
-    sto_event_in ev = {"study_updated", data};
-    rc = sto_study_annotate(ctx->db, id, merged, note, &ev);
-    free(data);
-    free(merged);
-    if (rc) hpo_fail(err, rc, rc == HPO_ENOTFOUND ? "id" : "", "study %lld: %s", (long long)id, hpo_strerror(rc));
-    return rc;
-}
-
-/* The study (trial 0) or trial as GET answers it; NULL if it is gone. */
-static json_t *current_json(api_ctx *ctx, int64_t id, int trial) {
-    json_t *j = NULL;
-    if (trial) {
-        sto_trial t;
-        if (sto_trial_get(ctx->db, id, &t) == 0) {
-            j = api_trial_json(&t, 1, ctx->db);
-            sto_trial_clear(&t);
-        }
-    } else {
-        sto_study s;
-        if (sto_study_get(ctx->db, id, &s) == 0) {
-            j = api_study_json(ctx, &s, 1);
-            sto_study_clear(&s);
-        }
-    }
-    return j;
-}
-
-/* PATCH of a study (trial 0) or a trial. The answer is built after the
- * study's lock is released (api_study_json takes the cache's mutex, which
- * comes first in the lock order). */
+/* PATCH of a study (trial 0) or a trial; answers as GET does. */
 static void patch(api_ctx *ctx, const api_request *req, int64_t id, int trial, api_response *resp) {
     const char *what = trial ? "trial" : "study";
     json_t *body = api_body_object(req, resp);
     if (!body) return;
     const json_t *attrs;
     const char *note;
-    api_study *st = NULL;
-    int64_t study_id = id;
     hpo_error err = {{0}, {0}};
+    sto_trial t;
+    sto_study s;
     if (patch_body(body, &attrs, &note, resp)) goto out;
-    int rc = 0;
-    if (trial) {
-        sto_trial t;
-        rc = sto_trial_get(ctx->db, id, &t);
-        if (rc == 0) study_id = t.study_id;
-        if (rc == 0) sto_trial_clear(&t);
-    }
-    if (rc == 0) rc = api_study_acquire(ctx, study_id, &st);
+    /* a trial's event names its number: read it first (it never changes) */
+    int rc = trial ? sto_trial_get(ctx->db, id, &t) : 0;
     if (rc) {
         api_fail_lookup(resp, rc, what, id);
         goto out;
     }
-    pthread_mutex_lock(&st->lock);
-    rc = attrs || note ? annotate_locked(ctx, id, trial, attrs, note, &err) : 0;
-    pthread_mutex_unlock(&st->lock);
+    rc = annotate(ctx, id, trial ? &t : NULL, attrs, note, &err);
+    if (trial) sto_trial_clear(&t);
     if (rc) {
         api_fail_rc(resp, rc, &err);
         goto out;
     }
     if (attrs || note) api_events_wake(ctx);
-    json_t *answer = current_json(ctx, id, trial);
-    if (answer)
-        api_reply_json(resp, 200, answer);
-    else
-        api_fail_lookup(resp, HPO_ENOTFOUND, what, id);
+    if (trial && (rc = sto_trial_get(ctx->db, id, &t)) == 0) {
+        api_reply_json(resp, 200, api_trial_json(&t, 1, ctx->db));
+        sto_trial_clear(&t);
+    } else if (!trial && (rc = sto_study_get(ctx->db, id, &s)) == 0) {
+        api_reply_json(resp, 200, api_study_json(ctx, &s, 1));
+        sto_study_clear(&s);
+    } else {
+        api_fail_lookup(resp, rc, what, id);
+    }
 out:
-    if (st) api_study_release(ctx, st);
     json_decref(body);
 }
 

@@ -223,6 +223,7 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_STUDY_LIST] = "SELECT " STO_STUDY_COLS " FROM studies ORDER BY id DESC",
     /* get-or-create: the oldest study of that name */
     [STO_Q_STUDY_BY_NAME] = "SELECT id FROM studies WHERE name = ?1 ORDER BY id LIMIT 1",
+    [STO_Q_STUDY_ATTRS] = "SELECT user_attrs FROM studies WHERE id = ?1",
     /* ?2 user_attrs, ?3 note (NULL keeps either), ?4 now */
     [STO_Q_STUDY_ANNOTATE] =
         "UPDATE studies SET user_attrs = COALESCE(?2, user_attrs), note = COALESCE(?3, note),"
@@ -296,6 +297,7 @@ static const char *const stmt_sql[STO_Q_N] = {
         "UPDATE trials SET state = 0, slot = ?2,"
         " started = CASE WHEN started > 0 THEN started ELSE ?3 END"
         " WHERE id = ?1 AND state IN (0, 5)",
+    [STO_Q_TRIAL_ATTRS] = "SELECT user_attrs FROM trials WHERE id = ?1",
     /* ?2 user_attrs, ?3 note (NULL keeps either); any state */
     [STO_Q_TRIAL_ANNOTATE] =
         "UPDATE trials SET user_attrs = COALESCE(?2, user_attrs), note = COALESCE(?3, note) WHERE id = ?1",

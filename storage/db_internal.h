@@ -53,6 +53,7 @@ enum {
     STO_Q_STUDY_TOUCH_BY_TRIAL,
     STO_Q_STUDY_BY_NAME,  /* schema v6 */
     STO_Q_STUDY_ANNOTATE, /* schema v6 */
+    STO_Q_STUDY_ATTRS,    /* schema v6 */
 
     STO_Q_TRIAL_INSERT,
     STO_Q_TRIAL_GET,
@@ -75,6 +76,7 @@ enum {
     STO_Q_TRIAL_START,
     STO_Q_TRIAL_SET_TRAINING,
     STO_Q_TRIAL_ANNOTATE, /* schema v6 */
+    STO_Q_TRIAL_ATTRS,    /* schema v6 */
     STO_Q_EPOCH_PUT,
     STO_Q_EPOCHS_TRIAL,
     STO_Q_DATASET_INSERT,
@@ -158,6 +160,14 @@ int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
  * its updated to now) or a trial (STO_Q_TRIAL_ANNOTATE); HPO_ENOTFOUND
  * when the row does not exist. */
 int sto_db_annotate_in_tx(sto_db *db, int q, int64_t id, const char *user_attrs, const char *note, double now);
+/* Inside the caller's transaction: the new user_attrs of the study or trial
+ * `id` (q_read STO_Q_STUDY_ATTRS or STO_Q_TRIAL_ATTRS) from merge, in *out
+ * (NULL when merge is NULL); HPO_ENOTFOUND when the row does not exist. */
+int sto_db_merge_attrs_in_tx(sto_db *db, int q_read, int64_t id, sto_attrs_fn merge, void *arg, char **out);
+/* sto_study_annotate / sto_trial_annotate (q: STO_Q_STUDY_ANNOTATE or
+ * STO_Q_TRIAL_ANNOTATE). */
+int sto_db_annotate(sto_db *db, int q, int64_t id, sto_attrs_fn merge, void *arg, const char *note,
+                    const sto_event_in *ev);
 
 /* Runs statement q with ?1 = id in its own transaction (a delete by id);
  * HPO_ENOTFOUND when it changed no row. Takes the lock itself. */

@@ -30,9 +30,8 @@
  *   the state forbids the change (tell twice, report after the end),
  *   HPO_ESTORAGE when SQLite fails (logged with sqlite3_errmsg).
  * - JSON columns (spec, params, data, user_attrs) are stored as text,
- *   exactly as given; storage does not parse them (the api merges a
- *   study's or trial's user_attrs under the study's lock and stores the
- *   result: sto_*_annotate).
+ *   exactly as given; storage does not parse them (the api's merge of
+ *   user_attrs runs as a callback inside the transaction: sto_attrs_fn).
  * - NaN is stored as NULL and read back as NaN (value, value_std,
  *   last_value, intermediate values).
  * - Ids are never reused: studies, trials, models, datasets and events are
@@ -137,11 +136,18 @@ int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state);
 /* The same with an event (ev may be NULL). */
 int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev);
 const char *sto_study_state_name(sto_study_state s);
-/* Replaces a study's user_attrs (a JSON object text) and note; NULL keeps
- * either. Moves updated; stores ev (if not NULL) in the same transaction.
- * Any state. HPO_ENOTFOUND for an unknown study. The caller merges: it
- * holds the study's lock (api), so a read-merge-write loses nothing. */
-int sto_study_annotate(sto_db *db, int64_t id, const char *user_attrs, const char *note, const sto_event_in *ev);
+/* A study's (or trial's) user_attrs change: called inside the annotate
+ * call's transaction, under storage's lock, with the stored user_attrs
+ * text; *out gets the new text (malloc'd; storage frees it), or an error
+ * is returned, which stores nothing. It must not call storage. So a
+ * read-merge-write is atomic, whatever else writes. */
+typedef int (*sto_attrs_fn)(void *arg, const char *stored, char **out);
+/* Changes a study's user_attrs through merge (NULL keeps them) and sets
+ * its note (NULL keeps it), in one transaction with ev (if not NULL);
+ * moves updated. Any state. HPO_ENOTFOUND for an unknown study; merge's
+ * error as it returned it. */
+int sto_study_annotate(sto_db *db, int64_t id, sto_attrs_fn merge, void *arg, const char *note,
+                       const sto_event_in *ev);
 
 /* ---- trials ---- */
 typedef enum {
@@ -244,7 +250,7 @@ int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, dou
 
 /* A trial's user_attrs and note, as sto_study_annotate (any state; the
  * study's updated moves). HPO_ENOTFOUND for an unknown trial. */
-int sto_trial_annotate(sto_db *db, int64_t trial_id, const char *user_attrs, const char *note,
+int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *arg, const char *note,
                        const sto_event_in *ev);
 
 /* Fails every running trial whose lease expired before now, with the error

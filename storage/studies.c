@@ -136,16 +136,41 @@ fail:
     return rc;
 }
 
-int sto_study_annotate(sto_db *db, int64_t id, const char *user_attrs, const char *note, const sto_event_in *ev) {
+int sto_db_merge_attrs_in_tx(sto_db *db, int q_read, int64_t id, sto_attrs_fn merge, void *arg, char **out) {
+    *out = NULL;
+    sqlite3_stmt *s = db->q[q_read];
+    sqlite3_bind_int64(s, 1, id);
+    int src = sqlite3_step(s);
+    char *stored = src == SQLITE_ROW ? sto_col_text(s, 0) : NULL;
+    int rc = src == SQLITE_ROW ? 0 : src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "user_attrs");
+    sto_db_done(s);
+    if (rc == 0 && merge) rc = merge(arg, stored ? stored : "{}", out);
+    free(stored);
+    return rc;
+}
+
+int sto_db_annotate(sto_db *db, int q, int64_t id, sto_attrs_fn merge, void *arg, const char *note,
+                    const sto_event_in *ev) {
     if (!db || (ev && !ev->type)) return HPO_EINVAL;
+    int study = q == STO_Q_STUDY_ANNOTATE;
+    char *attrs = NULL;
+    double now = hpo_now();
     sto_db_lock(db);
     int rc = sto_db_begin(db);
-    if (rc == 0) rc = sto_db_annotate_in_tx(db, STO_Q_STUDY_ANNOTATE, id, user_attrs, note, hpo_now());
-    if (rc == 0) rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_STUDY, id, ev);
+    if (rc == 0) rc = sto_db_merge_attrs_in_tx(db, study ? STO_Q_STUDY_ATTRS : STO_Q_TRIAL_ATTRS, id, merge, arg, &attrs);
+    if (rc == 0) rc = sto_db_annotate_in_tx(db, q, id, attrs, note, now);
+    if (rc == 0 && !study) rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, id, now);
+    if (rc == 0) rc = sto_db_event_in_tx(db, study ? STO_Q_EVENT_OF_STUDY : STO_Q_EVENT_OF_TRIAL, id, ev);
     if (rc == 0) rc = sto_db_commit(db);
     if (rc) sto_db_rollback(db);
     sto_db_unlock(db);
+    free(attrs);
     return rc;
+}
+
+int sto_study_annotate(sto_db *db, int64_t id, sto_attrs_fn merge, void *arg, const char *note,
+                       const sto_event_in *ev) {
+    return sto_db_annotate(db, STO_Q_STUDY_ANNOTATE, id, merge, arg, note, ev);
 }
 
 int sto_study_get(sto_db *db, int64_t id, sto_study *out) {

@@ -83,19 +83,9 @@ fail:
     return rc;
 }
 
-int sto_trial_annotate(sto_db *db, int64_t trial_id, const char *user_attrs, const char *note,
+int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *arg, const char *note,
                        const sto_event_in *ev) {
-    if (!db || (ev && !ev->type)) return HPO_EINVAL;
-    sto_db_lock(db);
-    double now = hpo_now();
-    int rc = sto_db_begin(db);
-    if (rc == 0) rc = sto_db_annotate_in_tx(db, STO_Q_TRIAL_ANNOTATE, trial_id, user_attrs, note, now);
-    if (rc == 0) rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now);
-    if (rc == 0) rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
-    if (rc == 0) rc = sto_db_commit(db);
-    if (rc) sto_db_rollback(db);
-    sto_db_unlock(db);
-    return rc;
+    return sto_db_annotate(db, STO_Q_TRIAL_ANNOTATE, trial_id, merge, arg, note, ev);
 }
 
 int sto_trial_get(sto_db *db, int64_t trial_id, sto_trial *out) {

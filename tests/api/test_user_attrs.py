@@ -5,12 +5,15 @@ their limits with 4xx naming the field; updated moves; study_updated and
 trial_updated events; kept across a restart), and get-or-create by name
 (POST /studies with load_if_exists: 201 then 200, 409 naming the first
 differing field, the oldest of several studies of one name, 16 threads
-racing with one name make one study). External studies only: seconds."""
+racing with one name make one study). External studies, and one tiny
+embedded study (60 csv rows, 1 epoch) whose dataset is deleted: notes need
+no tuner state. Seconds."""
 import json
 import threading
 import time
 
-from hpod import Checks, Hpod, parse_args, read_events
+from hpod import Checks, Hpod, parse_args, read_events, wait_for
+from test_datasets import make_csv, upload
 
 S, T = "/api/v1/studies", "/api/v1/trials"
 SPACE = {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
@@ -161,6 +164,17 @@ def main():
                 "16 racing get-or-creates: one study, one 201 (%s)" % sorted(r[0] for r in results))
         c.check(len([x for x in hp.ok("GET", S)["studies"] if x["name"] == "raced"]) == 1, "one study named raced")
 
+        # an embedded study whose dataset is deleted once it is complete (its
+        # tuner state cannot be loaded after a restart: notes do not need it)
+        st, ds = upload(hp, [("name", "tiny", None), ("format", "csv", None), ("label_column", "species", None),
+                             ("file", make_csv(60), "tiny.csv")])
+        eid = hp.ok("POST", S, {"name": "emb", "model": {"template": "mlp"}, "dataset": {"id": ds["id"]},
+                                "training": {"max_epochs": 1, "batch_size": 16},
+                                "tuner": {"seed": 1, "max_trials": 1}})["id"]
+        wait_for(lambda: hp.ok("GET", S + "/%d" % eid)["state"] == "complete", 120)
+        etid = hp.ok("GET", S + "/%d/trials" % eid)["trials"][0]["id"]
+        hp.ok("DELETE", "/api/v1/datasets/%d" % ds["id"])
+
         # ---- kept across a restart
         c.check(hp.stop() == 0, "hpod stops")
         hp.start()
@@ -169,6 +183,10 @@ def main():
         c.check(got["note"] == "post mortem" and got["user_attrs"]["team"] == "vision"
                 and t["user_attrs"] == {"epoch_s": 1.5, "acc": 0.91} and t["note"] == "done: good",
                 "user_attrs and notes survive a restart")
+        st, p = hp.request("PATCH", S + "/%d" % eid, {"note": "its dataset is gone", "user_attrs": {"archived": True}})
+        st2, t2 = hp.request("PATCH", T + "/%d" % etid, {"note": "kept"})
+        c.check(st == 200 and p["note"] == "its dataset is gone" and st2 == 200 and t2["note"] == "kept",
+                "an embedded study whose dataset is gone takes notes after a restart (%d %s, %d)" % (st, p, st2))
         st, g5 = hp.request("POST", S, dict(base, load_if_exists=True))
         c.check(st == 200 and g5["id"] == g1["id"], "get-or-create after a restart")
         hp.ok("DELETE", S + "/%d" % g1["id"])

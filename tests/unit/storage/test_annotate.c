@@ -1,7 +1,8 @@
 /* test_annotate.c - storage, schema v6: user_attrs and notes of studies and
- * trials (stored as given, NULL keeps a value, the study's updated moves,
- * the event goes in the same transaction, unknown ids are HPO_ENOTFOUND
- * and change nothing), and get-or-create by name (the oldest study of the
+ * trials (the merge callback sees the stored text and its answer is
+ * stored, its error stores nothing, NULL keeps a value, the study's
+ * updated moves, the event goes in the same transaction, unknown ids are
+ * HPO_ENOTFOUND and change nothing), and get-or-create by name (the oldest study of the
  * name, nothing written when it exists, one study when 8 threads race). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,19 @@
 
 static int64_t count(sto_db *db, const char *sql) { return sto_test_int(db->conn, sql); }
 
+/* sto_attrs_fn: replaces the stored text with arg, noting what was stored. */
+static char seen[256];
+static int set_to(void *arg, const char *stored, char **out) {
+    snprintf(seen, sizeof seen, "%s", stored);
+    *out = strdup(arg);
+    return 0;
+}
+
+static int refuse(void *arg, const char *stored, char **out) {
+    (void)arg, (void)stored, (void)out;
+    return HPO_ETOOLARGE;
+}
+
 static void test_study_annotate(void **state) {
     (void)state;
     sto_db *db;
@@ -34,14 +48,15 @@ static void test_study_annotate(void **state) {
 
     assert_int_equal(sqlite3_exec(db->conn, "UPDATE studies SET updated = 1", NULL, NULL, NULL), SQLITE_OK);
     sto_event_in ev = {"study_updated", "{\"fields\":[\"user_attrs\"]}"};
-    assert_int_equal(sto_study_annotate(db, id, "{\"k\":1}", NULL, &ev), 0);
+    assert_int_equal(sto_study_annotate(db, id, set_to, "{\"k\":1}", NULL, &ev), 0);
+    assert_string_equal(seen, "{}"); /* the merge saw what was stored */
     assert_int_equal(sto_study_get(db, id, &s), 0);
     assert_string_equal(s.user_attrs, "{\"k\":1}");
     assert_string_equal(s.note, ""); /* NULL kept it */
     assert_true(s.updated > 1);
     sto_study_clear(&s);
     assert_int_equal(count(db, "SELECT COUNT(*) FROM events WHERE type = 'study_updated'"), 1);
-    assert_int_equal(sto_study_annotate(db, id, NULL, "héllo\nworld", NULL), 0);
+    assert_int_equal(sto_study_annotate(db, id, NULL, NULL, "héllo\nworld", NULL), 0);
     assert_int_equal(sto_study_get(db, id, &s), 0);
     assert_string_equal(s.user_attrs, "{\"k\":1}");
     assert_string_equal(s.note, "héllo\nworld");
@@ -52,14 +67,22 @@ static void test_study_annotate(void **state) {
     assert_true(s.updated == 1);
     sto_study_clear(&s);
     /* an unknown study: not found, no event */
-    assert_int_equal(sto_study_annotate(db, id + 100, "{}", "x", &ev), HPO_ENOTFOUND);
+    assert_int_equal(sto_study_annotate(db, id + 100, set_to, "{}", "x", &ev), HPO_ENOTFOUND);
     assert_int_equal(count(db, "SELECT COUNT(*) FROM events WHERE type = 'study_updated'"), 1);
+    /* the merge's error rolls everything back: no note, no event */
+    assert_int_equal(sto_study_annotate(db, id, refuse, NULL, "not stored", &ev), HPO_ETOOLARGE);
+    assert_int_equal(count(db, "SELECT COUNT(*) FROM events WHERE type = 'study_updated'"), 1);
+    assert_int_equal(sto_study_get(db, id, &s), 0);
+    assert_string_equal(s.note, "héllo\nworld");
+    sto_study_clear(&s);
+    assert_int_equal(sto_study_annotate(db, id, set_to, "{\"k\":2}", NULL, NULL), 0);
+    assert_string_equal(seen, "{\"k\":1}");
     /* in the list too */
     sto_study *list;
     size_t n;
     assert_int_equal(sto_study_list(db, &list, &n), 0);
     assert_int_equal(n, 2);
-    assert_string_equal(list[1].user_attrs, "{\"k\":1}");
+    assert_string_equal(list[1].user_attrs, "{\"k\":2}");
     sto_study_list_free(list, n);
     sto_close(db);
 }
@@ -75,7 +98,7 @@ static void test_trial_annotate(void **state) {
     assert_int_equal(sqlite3_exec(db->conn, "UPDATE studies SET updated = 1", NULL, NULL, NULL), SQLITE_OK);
     sto_event_in ev = {"trial_updated", NULL};
     /* any state: a finished trial gets its note */
-    assert_int_equal(sto_trial_annotate(db, tid, "{\"gpu\":\"a100\"}", "good run", &ev), 0);
+    assert_int_equal(sto_trial_annotate(db, tid, set_to, "{\"gpu\":\"a100\"}", "good run", &ev), 0);
     sto_trial t;
     assert_int_equal(sto_trial_get(db, tid, &t), 0);
     assert_string_equal(t.user_attrs, "{\"gpu\":\"a100\"}");
@@ -87,7 +110,7 @@ static void test_trial_annotate(void **state) {
     assert_true(s.updated > 1);
     sto_study_clear(&s);
     assert_int_equal(count(db, "SELECT COUNT(*) FROM events WHERE type = 'trial_updated' AND trial_id IS NOT NULL"), 1);
-    assert_int_equal(sto_trial_annotate(db, tid + 5, "{}", NULL, &ev), HPO_ENOTFOUND);
+    assert_int_equal(sto_trial_annotate(db, tid + 5, set_to, "{}", NULL, &ev), HPO_ENOTFOUND);
     assert_int_equal(count(db, "SELECT COUNT(*) FROM events WHERE type = 'trial_updated'"), 1);
     /* lists read them */
     sto_trial *list;

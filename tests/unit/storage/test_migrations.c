@@ -345,6 +345,12 @@ static void test_v4_is_migrated_to_v5(void **state) {
     sto_tmp_close(&tmp);
 }
 
+static int set_attrs(void *arg, const char *stored, char **out) {
+    assert_string_equal(stored, "{}");
+    *out = strdup(arg);
+    return 0;
+}
+
 /* v5 -> v6: user_attrs and note on studies and trials, with their
  * defaults on every old row; the name index of get-or-create. */
 static void test_v5_is_migrated_to_v6(void **state) {
@@ -374,7 +380,7 @@ static void test_v5_is_migrated_to_v6(void **state) {
     assert_string_equal(t.note, "");
     sto_trial_clear(&t);
     /* the new columns take values */
-    assert_int_equal(sto_trial_annotate(db, f.trial, "{\"a\":[1,2]}", "n", NULL), 0);
+    assert_int_equal(sto_trial_annotate(db, f.trial, set_attrs, "{\"a\":[1,2]}", "n", NULL), 0);
     assert_int_equal(sto_trial_get(db, f.trial, &t), 0);
     assert_string_equal(t.user_attrs, "{\"a\":[1,2]}");
     sto_trial_clear(&t);
