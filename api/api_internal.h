@@ -173,6 +173,33 @@ tun_trial_state api_tun_state(sto_trial_state s);
 json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db);
 json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full);
 
+/* The first place two JSON values differ, as a field path ("space.lr.high",
+ * "model.layers[1].units"; a key missing from one side counts): 1 and the
+ * path in buf (cut to cap), or 0 when they are equal. Numbers compare by
+ * value (1 and 1.0 are equal). json_diff.c */
+int api_json_first_diff(const json_t *a, const json_t *b, char *buf, size_t cap);
+
+/* ---- user_attrs and notes (user_attrs.c) ---- */
+#define API_ATTR_KEY_MAX 256          /* bytes of a user_attrs key */
+#define API_ATTRS_MAX_BYTES 65536     /* a study's or trial's user_attrs as compact JSON */
+#define API_NOTE_MAX_BYTES 65536      /* a note's UTF-8 bytes */
+/* patch is a JSON object with keys of 1..API_ATTR_KEY_MAX bytes; else
+ * HPO_EINVAL naming "user_attrs". */
+int api_attrs_check(const json_t *patch, hpo_error *err);
+/* Merges patch (null deletes a key; other values replace) into the stored
+ * object text (NULL: {}); *out the compact text (malloc'd). HPO_EINVAL as
+ * api_attrs_check, HPO_ETOOLARGE (413) when the result is over
+ * API_ATTRS_MAX_BYTES. */
+int api_attrs_merge(const char *stored, const json_t *patch, char **out, hpo_error *err);
+/* A note: a string of at most API_NOTE_MAX_BYTES (null: ""), borrowed into
+ * *out; HPO_EINVAL / HPO_ETOOLARGE naming "note". */
+int api_note_check(const json_t *note, const char **out, hpo_error *err);
+/* Merges attrs (may be NULL) into trial t's user_attrs (atomically, in
+ * storage's transaction) and sets note (NULL keeps it), with a
+ * trial_updated event (the caller wakes the readers once its locks are
+ * released); nothing when both are NULL. Errors name the field. */
+int api_trial_annotate(api_ctx *ctx, const sto_trial *t, const json_t *attrs, const char *note, hpo_error *err);
+
 /* ---- metrics (metrics.c) ---- */
 typedef struct api_metrics api_metrics;
 int api_metrics_new(api_metrics **out);
@@ -265,6 +292,8 @@ void api_h_trial_model_create(api_ctx *, const api_request *, int64_t, api_respo
 void api_h_model_get(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_model_weights(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_model_predict(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_patch(api_ctx *, const api_request *, int64_t, api_response *); /* user_attrs.c */
+void api_h_trial_patch(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_importance(api_ctx *, const api_request *, int64_t, api_response *); /* importance.c */
 void api_h_static_index(api_ctx *, const api_request *, int64_t, api_response *);     /* static.c */
 void api_h_static_asset(api_ctx *, const api_request *, int64_t, api_response *);

@@ -13,6 +13,14 @@ static json_t *stored_json(const char *text) {
     return j ? j : json_null();
 }
 
+/* A stored user_attrs object ({} when none: rows are "{}" by default). */
+static json_t *stored_object(const char *text) {
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    if (json_is_object(j)) return j;
+    json_decref(j);
+    return json_object();
+}
+
 json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db) {
     json_t *j = json_object();
     json_object_set_new(j, "id", json_integer(t->id));
@@ -34,6 +42,8 @@ json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db) {
     json_object_set_new(j, "best_epoch", t->best_epoch > 0 ? json_integer(t->best_epoch) : json_null());
     json_object_set_new(j, "slot", t->slot ? json_string(t->slot) : json_null());
     json_object_set_new(j, "train_seconds", api_json_real(t->train_seconds));
+    json_object_set_new(j, "user_attrs", stored_object(t->user_attrs));
+    if (with_intermediates) json_object_set_new(j, "note", json_string(t->note ? t->note : ""));
     if (with_intermediates) { /* and the learning curves of embedded trials */
         sto_epoch *eps = NULL;
         size_t ne = 0;
@@ -87,6 +97,8 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
     json_object_set_new(j, "seed", seed ? json_incref(seed) : json_integer(0));
     json_object_set_new(j, "created", json_real(s->created));
     json_object_set_new(j, "updated", json_real(s->updated));
+    json_object_set_new(j, "user_attrs", stored_object(s->user_attrs));
+    if (full) json_object_set_new(j, "note", json_string(s->note ? s->note : ""));
 
     int64_t counts[STO_TRIAL_N_STATES] = {0};
     json_t *by_state = json_object();

@@ -1,5 +1,6 @@
-/* studies.c - /api/v1/studies handlers: create, list, get, delete, the
- * trials of a study and its best trials. */
+/* studies.c - /api/v1/studies handlers: create (and get-or-create by name
+ * with load_if_exists), list, get, delete, the trials of a study and its
+ * best trials. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,14 +10,76 @@
 #include "jobs_internal.h"
 #include "rng.h"
 
+/* What POST /studies takes beside the definition: user_attrs, note and
+ * load_if_exists, taken out of def (checked; 400/413 naming the field). */
+typedef struct create_extras {
+    char *attrs; /* merged text, or NULL */
+    json_t *note; /* the note (a reference), or NULL */
+    const char *note_text;
+    int load_if_exists;
+} create_extras;
+
+static int take_extras(json_t *def, create_extras *x, hpo_error *err) {
+    memset(x, 0, sizeof *x);
+    json_t *attrs = json_object_get(def, "user_attrs"), *note = json_object_get(def, "note");
+    json_t *lie = json_object_get(def, "load_if_exists");
+    int rc = 0;
+    if (lie && !json_is_boolean(lie)) return hpo_fail(err, HPO_EINVAL, "load_if_exists", "load_if_exists must be true or false");
+    x->load_if_exists = json_is_true(lie);
+    if (attrs && (rc = api_attrs_merge(NULL, attrs, &x->attrs, err))) return rc;
+    if (note && (rc = api_note_check(note, &x->note_text, err))) return rc;
+    x->note = json_incref(note);
+    json_object_del(def, "user_attrs");
+    json_object_del(def, "note");
+    json_object_del(def, "load_if_exists");
+    return 0;
+}
+
+static void extras_clear(create_extras *x) {
+    free(x->attrs);
+    json_decref(x->note);
+    memset(x, 0, sizeof *x);
+}
+
+/* load_if_exists found study `id`: 200 with it when the stored definition
+ * is the posted one (def, normalised as a new study's would be; the seed
+ * is compared only when posted), else 409 naming the first field that
+ * differs. */
+static void answer_existing(api_ctx *ctx, int64_t id, json_t *def, int seeded, api_response *resp) {
+    sto_study s;
+    int rc = sto_study_get(ctx->db, id, &s);
+    if (rc) { /* deleted in between */
+        api_fail_lookup(resp, rc, "study", id);
+        return;
+    }
+    json_t *stored = json_loads(s.spec, 0, NULL);
+    if (!seeded) {
+        json_object_del(json_object_get(def, "tuner"), "seed");
+        json_object_del(json_object_get(stored, "tuner"), "seed");
+    }
+    char path[256];
+    if (api_json_first_diff(def, stored, path, sizeof path))
+        api_fail(resp, 409, "conflict", path,
+                 "study %lld is named \"%.128s\" with another definition: %s differs (load_if_exists answers "
+                 "only a study with the same definition)",
+                 (long long)id, s.name, path[0] ? path : "the definition");
+    else
+        api_reply_json(resp, 200, api_study_json(ctx, &s, 1));
+    json_decref(stored);
+    sto_study_clear(&s);
+}
+
 void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     json_t *def = api_body_object(req, resp);
     if (!def) return;
     api_study_def d;
+    create_extras x;
     hpo_error err = {{0}, {0}};
-    int rc = api_study_def_parse(ctx, def, &d, &err);
+    int rc = take_extras(def, &x, &err);
+    if (rc == 0) rc = api_study_def_parse(ctx, def, &d, &err);
     if (rc) {
         api_fail_rc(resp, rc, &err);
+        extras_clear(&x);
         json_decref(def);
         return;
     }
@@ -30,21 +93,31 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     /* A study without a seed gets one, stored in its definition and shown:
      * its suggestions (and an embedded study's trainings) can be replayed. */
     json_t *tuner = json_object_get(def, "tuner");
-    if (!json_object_get(tuner, "seed")) {
+    int seeded = json_object_get(tuner, "seed") != NULL;
+    if (!seeded) {
         if (!json_is_object(tuner)) json_object_set_new(def, "tuner", tuner = json_object()); /* absent or null */
         d.tuner.seed = hpo_rng_entropy_seed();
         json_object_set_new(tuner, "seed", json_integer((json_int_t)d.tuner.seed));
     }
-    int embedded = d.embedded;
+    int embedded = d.embedded, created = 0;
     double max_seconds = d.max_seconds;
     char *spec = json_dumps(def, JSON_COMPACT);
     int64_t study_id = 0;
-    /* the study and its first event ({"id": N}) in one transaction */
-    sto_event_in created = {"study_created", NULL};
-    rc = spec ? sto_study_create_ev(ctx->db, d.name, spec, &created, &study_id) : HPO_ENOMEM;
-    if (rc == 0 && d.embedded) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
+    /* the study and its first event ({"id": N}) in one transaction; with
+     * load_if_exists the lookup by name too */
+    sto_event_in created_ev = {"study_created", NULL};
+    sto_study_new in = {.name = d.name, .spec = spec, .user_attrs = x.attrs, .note = x.note_text,
+                        .load_if_exists = x.load_if_exists};
+    rc = spec ? sto_study_create_with(ctx->db, &in, &created_ev, &study_id, &created) : HPO_ENOMEM;
+    if (rc == 0 && created && d.embedded) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
     free(spec);
     api_study_def_clear(&d);
+    extras_clear(&x);
+    if (rc == 0 && !created) {
+        answer_existing(ctx, study_id, def, seeded, resp);
+        json_decref(def);
+        return;
+    }
     json_decref(def);
     if (rc == HPO_ENOSPACE) {
         hpo_fail(&err, rc, "", "the data disk is full: the study was not created (nothing was stored); "

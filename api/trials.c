@@ -1,5 +1,6 @@
 /* trials.c - ask/tell: POST /studies/{id}/ask, /trials/{id}/report and
- * /trials/{id}/tell, and GET /trials/{id}. An ask refused for the budget
+ * /trials/{id}/tell (both may carry user_attrs, merged into the trial's
+ * before the report or outcome is stored), and GET /trials/{id}. An ask refused for the budget
  * and a tell end a study whose budget is spent once none of its trials is
  * out (jobs_internal.h: a study's end). */
 #include <math.h>
@@ -105,6 +106,15 @@ unlock:
     api_metrics_observe_op(ctx, API_OP_ASK, hpo_monotonic() - t0);
 }
 
+/* The user_attrs a report or tell carries (NULL: none) is malformed: 400
+ * naming it (its size is checked once merged, under the study's lock). */
+static int attrs_invalid(const json_t *attrs, api_response *resp) {
+    hpo_error err = {{0}, {0}};
+    if (!attrs || api_attrs_check(attrs, &err) == 0) return 0;
+    api_fail_rc(resp, HPO_EINVAL, &err);
+    return 1;
+}
+
 /* Looks up a trial and its study (with a reference); on failure fills resp. */
 static int trial_and_study(api_ctx *ctx, int64_t trial_id, sto_trial *t, api_study **st,
                            api_response *resp) {
@@ -128,10 +138,12 @@ static int not_running(const sto_trial *t, api_response *resp) {
 
 void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     double t0 = hpo_monotonic();
-    static const char *keys[] = {"step", "value"};
+    static const char *keys[] = {"step", "value", "user_attrs"};
     json_t *body = api_body_object(req, resp);
     if (!body) return;
     if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    const json_t *attrs = json_object_get(body, "user_attrs");
+    if (attrs_invalid(attrs, resp)) goto out;
     json_t *jstep = json_object_get(body, "step"), *jvalue = json_object_get(body, "value");
     if (!json_is_integer(jstep) || json_integer_value(jstep) < 0) {
         api_fail(resp, 400, "invalid_argument", "step", "step must be an integer >= 0");
@@ -154,15 +166,18 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (rc) {
         api_fail_lookup(resp, rc, "trial", id);
     } else if (!not_running(&t, resp)) {
-        rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
+        hpo_error err = {{0}, {0}};
         int prune = 0;
+        rc = api_trial_annotate(ctx, &t, attrs, NULL, &err); /* before the report: a 413 changes nothing */
+        if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
         if (rc == 0) rc = tun_study_report(st->tuner, t.number, step, value, &prune);
         if (rc)
-            api_fail_rc(resp, rc, NULL);
+            api_fail_rc(resp, rc, err.message[0] ? &err : NULL);
         else
             api_reply_json(resp, 200, json_pack("{s:b}", "prune", prune));
     }
     pthread_mutex_unlock(&st->lock);
+    if (attrs) api_events_wake(ctx);
     sto_trial_clear(&t);
     api_study_release(ctx, st);
 out:
@@ -174,7 +189,7 @@ out:
  * std and n, and an error text. */
 static int parse_tell(const json_t *body, sto_trial_state *state, double *value, double *std,
                       int *n, const char **error, api_response *resp) {
-    static const char *keys[] = {"value", "values", "state", "error"};
+    static const char *keys[] = {"value", "values", "state", "error", "user_attrs"};
     if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) return -1;
     const json_t *jstate = json_object_get(body, "state");
     const json_t *jvalue = json_object_get(body, "value");
@@ -254,6 +269,8 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     int n;
     const char *error;
     if (parse_tell(body, &state, &value, &std, &n, &error, resp)) goto out;
+    const json_t *attrs = json_object_get(body, "user_attrs");
+    if (attrs_invalid(attrs, resp)) goto out;
     sto_trial t;
     api_study *st;
     if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
@@ -263,6 +280,13 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     if (rc) {
         api_fail_lookup(resp, rc, "trial", id);
     } else if (!not_running(&t, resp)) {
+        /* its user_attrs first (a 413 changes nothing), then the outcome */
+        hpo_error err = {{0}, {0}};
+        rc = api_trial_annotate(ctx, &t, attrs, NULL, &err);
+        if (rc) {
+            api_fail_rc(resp, rc, &err);
+            goto unlock;
+        }
         rc = sto_trial_finish(ctx->db, id, state, value, std, n, error);
         if (rc == 0) {
             /* Storage keeps the last intermediate as a pruned trial's value. */
@@ -282,8 +306,9 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
             ended = api_external_end(ctx, st, hpo_now()) > 0;
         }
     }
+unlock:
     pthread_mutex_unlock(&st->lock);
-    if (ended) api_events_wake(ctx);
+    if (ended || attrs) api_events_wake(ctx);
     sto_trial_clear(&t);
     api_study_release(ctx, st);
 out:

@@ -8,7 +8,7 @@
  *   follow it), parses the global flags and the output flags every command
  *   takes (--json, --quiet, --field PATH, --help) into cli_ctx, and hands
  *   the rest of argv to the command (commands.c, control.c, datasets.c,
- *   models.c, stream.c, watch.c). http.c is the only code that talks HTTP
+ *   models.c, annotate.c, stream.c, watch.c). http.c is the only code that talks HTTP
  *   (libcurl, one reused handle): cli_call for JSON, cli_request for forms,
  *   streams and downloads.
  * - Exit codes are the interface for scripts (documented in `hpo --help`):
@@ -74,10 +74,30 @@ typedef struct cli_req {
     int (*sink)(const char *data, size_t n, void *arg);
     void *sink_arg;
     int (*aborted)(void); /* nonzero: stop now (Ctrl-C); cli_request returns CLI_EINTR */
+    /* Called often (libcurl's progress callback: at least once a second,
+     * also while no byte arrives); nonzero stops the transfer, and
+     * cli_request returns CLI_OK as when the sink stops. */
+    int (*tick)(void *arg);
+    void *tick_arg;
     const char *accept;   /* Accept header; NULL: application/json */
+    long long last_event_id; /* > 0: sent as the Last-Event-ID header */
     int timed_out;        /* out: the time limit ended it (then CLI_OK) */
+    int broken;           /* out: a 2xx answer given to the sink broke off (then CLI_OK) */
+    long status;          /* out: the HTTP status (0: none came) */
 } cli_req;
 int cli_request(cli_ctx *c, cli_req *r, json_t **out);
+
+/* ---- server-sent events (stream.c): a parser fed by a cli_req sink ---- */
+typedef struct cli_sse cli_sse;
+/* on_event gets each complete event (type "message" when it has none;
+ * data: its data lines joined with \n); nonzero stops the stream. */
+typedef int (*cli_sse_fn)(void *arg, long long id, const char *type, const char *data);
+cli_sse *cli_sse_new(cli_sse_fn on_event, void *arg);
+void cli_sse_free(cli_sse *s);
+/* A cli_req sink: r.sink = cli_sse_feed, r.sink_arg = the parser. */
+int cli_sse_feed(const char *data, size_t n, void *parser);
+/* A line over the parser's 64 KiB was cut. */
+int cli_sse_cut(const cli_sse *s);
 
 /* ---- commands (commands.c, watch.c); argv starts after the command words ---- */
 int cli_study_create(cli_ctx *c, int argc, char **argv);
@@ -103,6 +123,10 @@ int cli_dataset_list(cli_ctx *c, int argc, char **argv); /* datasets.c */
 int cli_dataset_get(cli_ctx *c, int argc, char **argv);
 int cli_dataset_upload(cli_ctx *c, int argc, char **argv);
 int cli_dataset_delete(cli_ctx *c, int argc, char **argv);
+int cli_study_attr(cli_ctx *c, int argc, char **argv); /* annotate.c */
+int cli_trial_attr(cli_ctx *c, int argc, char **argv);
+int cli_study_note(cli_ctx *c, int argc, char **argv);
+int cli_trial_note(cli_ctx *c, int argc, char **argv);
 int cli_weights(cli_ctx *c, int argc, char **argv); /* stream.c */
 int cli_events(cli_ctx *c, int argc, char **argv);
 

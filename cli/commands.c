@@ -39,9 +39,11 @@ static void fmt_params(char *buf, size_t n, const json_t *params) {
 /* ---- studies ---- */
 int cli_study_create(cli_ctx *c, int argc, char **argv) {
     const char *file = NULL;
+    int load_if_exists = 0;
     for (int i = 0; i < argc; i++) {
-        if (!file && (argv[i][0] != '-' || strcmp(argv[i], "-") == 0)) file = argv[i];
-        else return cli_usage("study create takes one FILE.json");
+        if (strcmp(argv[i], "--load-if-exists") == 0) load_if_exists = 1;
+        else if (!file && (argv[i][0] != '-' || strcmp(argv[i], "-") == 0)) file = argv[i];
+        else return cli_usage("study create takes one FILE.json and --load-if-exists");
     }
     if (!file) return cli_usage("study create needs FILE.json (or - for stdin)");
     json_error_t jerr;
@@ -50,6 +52,7 @@ int cli_study_create(cli_ctx *c, int argc, char **argv) {
         fprintf(stderr, "hpo: %s: %s (line %d)\n", file, jerr.text, jerr.line);
         return CLI_EUSAGE;
     }
+    if (load_if_exists && json_is_object(def)) json_object_set_new(def, "load_if_exists", json_true());
     json_t *out = NULL;
     int rc = cli_call(c, "POST", "/api/v1/studies", def, &out);
     json_decref(def);

@@ -9,6 +9,7 @@ _hpo_flags() {
     # The flags of one command ("study create", "best", ...), besides the
     # output flags every command takes.
     case "$1" in
+        "study create") echo "--load-if-exists" ;;
         "study watch") echo "--interval" ;;
         best) echo "--top" ;;
         trials) echo "--state --order --desc --limit --offset" ;;
@@ -35,7 +36,7 @@ _hpo() {
     local common="--json --field --quiet --help"
 
     # the command words, after the global flags
-    local i=1 cmd="" sub=""
+    local i=1 cmd="" sub="" cmd_at=0
     while [ "$i" -lt "$cword" ]; do
         case "${words[i]}" in
             --url|--token|--field) i=$((i + 2)); continue ;;
@@ -43,8 +44,11 @@ _hpo() {
         esac
         if [ -z "$cmd" ]; then
             cmd="${words[i]}"
+            cmd_at=$i
         elif [ -z "$sub" ] && { [ "$cmd" = study ] || [ "$cmd" = dataset ]; }; then
             sub="${words[i]}"
+        elif [ -z "$sub" ] && [ "$cmd" = trial ] && [ "$i" -eq "$((cmd_at + 1))" ]; then
+            case "${words[i]}" in attr|note) sub="${words[i]}" ;; esac
         fi
         i=$((i + 1))
     done
@@ -69,7 +73,10 @@ _hpo() {
     fi
     if [ -z "$sub" ]; then
         case "$cmd" in
-            study) COMPREPLY=($(compgen -W "create list get delete pause resume cancel watch" -- "$cur")); return ;;
+            study) COMPREPLY=($(compgen -W "create list get delete pause resume cancel watch attr note" -- "$cur")); return ;;
+            trial) if [ "$cword" -eq "$((cmd_at + 1))" ] && [[ "$cur" != -* ]]; then
+                       COMPREPLY=($(compgen -W "attr note" -- "$cur")); return
+                   fi ;;
             dataset) COMPREPLY=($(compgen -W "list get upload delete" -- "$cur")); return ;;
         esac
     fi

@@ -50,8 +50,13 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *arg) {
 
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
     (void)dt, (void)dn, (void)ut, (void)un;
-    const cli_req *r = arg;
-    return r->aborted && r->aborted();
+    xfer *x = arg;
+    if (x->r->aborted && x->r->aborted()) return 1;
+    if (x->r->tick && x->r->tick(x->r->tick_arg)) {
+        x->stopped = 1; /* the caller has what it wanted */
+        return 1;
+    }
+    return 0;
 }
 
 int cli_init(cli_ctx *c, const char *url, const char *token) {
@@ -97,6 +102,8 @@ int cli_request(cli_ctx *c, cli_req *r, json_t **out) {
     int rc = CLI_OK;
     if (out) *out = NULL;
     r->timed_out = 0;
+    r->status = 0;
+    r->broken = 0;
     size_t ul = strlen(c->url) + strlen(path) + 1;
     url = hpo_xmalloc(ul);
     snprintf(url, ul, "%s%s", c->url, path);
@@ -107,9 +114,9 @@ int cli_request(cli_ctx *c, cli_req *r, json_t **out) {
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     if (r->timeout_ms > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, r->timeout_ms);
-    if (r->aborted) {
+    if (r->aborted || r->tick) {
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, r);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     }
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -117,6 +124,11 @@ int cli_request(cli_ctx *c, cli_req *r, json_t **out) {
     char accept[128];
     snprintf(accept, sizeof accept, "Accept: %s", r->accept ? r->accept : "application/json");
     headers = curl_slist_append(headers, accept);
+    if (r->last_event_id > 0) {
+        char last[64];
+        snprintf(last, sizeof last, "Last-Event-ID: %lld", r->last_event_id);
+        headers = curl_slist_append(headers, last);
+    }
     if (c->token) {
         size_t n = strlen(c->token) + 32;
         char *auth = hpo_xmalloc(n);
@@ -147,13 +159,18 @@ int cli_request(cli_ctx *c, cli_req *r, json_t **out) {
     CURLcode cc = curl_easy_perform(h);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (x.stopped) goto fail; /* the sink has what it wanted */
+    r->status = status;
+    if (x.stopped) goto fail; /* the sink or the tick has what it wanted */
     if (cc == CURLE_ABORTED_BY_CALLBACK) {
         rc = CLI_EINTR;
         goto fail;
     }
     if (cc == CURLE_OPERATION_TIMEDOUT && r->sink && status >= 200 && status < 300) {
         r->timed_out = 1; /* a stream bounded by its time limit: done */
+        goto fail;
+    }
+    if (cc != CURLE_OK && r->sink && status >= 200 && status < 300) {
+        r->broken = 1; /* the answer began and broke off: the caller says what it means */
         goto fail;
     }
     if (cc != CURLE_OK) {

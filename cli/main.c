@@ -20,8 +20,10 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"study", "create", cli_study_create, "FILE.json",
-     "create a study from its definition (FILE - reads stdin); prints its id\n(--json: the study)", " "},
+    {"study", "create", cli_study_create, "FILE.json [--load-if-exists]",
+     "create a study from its definition (FILE - reads stdin); prints its id\n(--json: the study). "
+     "--load-if-exists: if a study of that name exists,\nprint its id instead (the oldest of that name; "
+     "refused, exit 2, when its\ndefinition differs, naming the first differing field)", " "},
     {"study", "list", cli_study_list, "", "id, name, algorithm, state, progress, best value of every study", " "},
     {"study", "get", cli_study_get, "ID", "the study as JSON (definition, counts, best)", " "},
     {"study", "delete", cli_study_delete, "ID", "delete it with its trials", " "},
@@ -34,14 +36,25 @@ static const command commands[] = {
      " "},
     {"study", "watch", cli_study_watch, "ID [--interval S]",
      "progress bar with ETA, trial counts by state and the best so far (plain\nlines when stdout is not a terminal; "
-     "--json: the study's JSON at each change);\nexits 0 when the study is finished (embedded: complete; external:\n"
-     "max_trials trials finished), 130 on Ctrl-C",
+     "--json: the study's JSON at each change);\nfollows the study's event stream (reconnecting with Last-Event-ID), "
+     "and\nlooks at the study at least every S seconds (default 1) for what sends\nno event (external asks and "
+     "tells); exits 0 when the study is finished\n(complete or cancelled; external: max_trials trials finished), "
+     "130 on\nCtrl-C",
      " --interval "},
+    {"study", "attr", cli_study_attr, "ID [KEY=VALUE...]",
+     "set user attributes of a study (VALUE as JSON when it parses: 0.5, true,\n[1,2], \"text\"; null deletes "
+     "the key; else a string); prints its\nuser_attrs (all of them without KEY=VALUE)", " "},
+    {"study", "note", cli_study_note, "ID [TEXT|-]",
+     "set a study's note (- reads it from stdin; at most 64 KiB of UTF-8);\nprints the note (the current one "
+     "without TEXT)", " "},
     {"studies", NULL, cli_study_list, "", "the same as study list", " "},
     {"best", NULL, cli_best, "ID [--top N]", "the N best complete trials, best first", " --top "},
     {"trials", NULL, cli_trials, "ID [--state S] [--order number|value] [--desc] [--limit N] [--offset N]",
      "the trials of a study (S: running, complete, pruned, failed, cancelled,\nqueued)",
      " --state --order --limit --offset "},
+    {"trial", "attr", cli_trial_attr, "TRIAL [KEY=VALUE...]",
+     "set user attributes of a trial, as study attr; prints its user_attrs", " "},
+    {"trial", "note", cli_trial_note, "TRIAL [TEXT|-]", "set a trial's note, as study note; prints it", " "},
     {"trial", NULL, cli_trial, "TRIAL", "one trial as JSON, with its intermediate values (and curves)", " "},
     {"importance", NULL, cli_importance, "ID",
      "how much each hyperparameter matters for the objective, most important\nfirst (a random forest's permutation "

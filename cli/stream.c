@@ -5,7 +5,7 @@
  * `hpo events STUDY [--after N] [--timeout S]` prints a study's
  * server-sent events as JSON lines {"id", "event", "data"}, until the
  * stream ends (the study's final event), --timeout S passes (exit 0) or
- * Ctrl-C (exit 130). */
+ * Ctrl-C (exit 130). The SSE parser (cli_sse) is shared with watch.c. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -65,6 +65,10 @@ int cli_weights(cli_ctx *c, int argc, char **argv) {
     cli_req r = {.method = "GET", .path = path, .sink = write_chunk, .sink_arg = &d,
                  .accept = "application/octet-stream, application/json"};
     int rc = cli_request(c, &r, NULL);
+    if (rc == CLI_OK && r.broken) {
+        fprintf(stderr, "hpo: the download of model %lld broke off\n", id);
+        rc = CLI_ECONNECT;
+    }
     if (to_stdout) {
         if (fflush(stdout) && !d.failed) d.failed = 1, d.err = errno;
     } else if (fclose(d.f) && !d.failed) {
@@ -98,28 +102,36 @@ static void on_sigint(int sig) {
 
 static int was_interrupted(void) { return interrupted; }
 
-typedef struct sse {
-    const cli_ctx *c;
+struct cli_sse {
+    cli_sse_fn on_event;
+    void *arg;
     char line[1 << 16]; /* the line being read; longer ones are cut */
     size_t len;
-    int cut;
+    int cut, stop;
     long long id;
     char event[64];
     char *data; /* the event's data lines, joined with \n */
     size_t data_len;
-    long long n_events;
-} sse;
+};
 
-static void dispatch(sse *s) {
+cli_sse *cli_sse_new(cli_sse_fn on_event, void *arg) {
+    cli_sse *s = hpo_xcalloc(1, sizeof *s);
+    s->on_event = on_event;
+    s->arg = arg;
+    return s;
+}
+
+void cli_sse_free(cli_sse *s) {
+    if (!s) return;
+    free(s->data);
+    free(s);
+}
+
+int cli_sse_cut(const cli_sse *s) { return s->cut; }
+
+static void dispatch(cli_sse *s) {
     if (!s->data) return; /* no data: a comment or keep-alive block */
-    json_t *data = json_loads(s->data, 0, NULL);
-    if (!data) data = json_string(s->data); /* not JSON: kept as a string */
-    json_t *ev = json_pack("{s:I, s:s, s:o}", "id", (json_int_t)s->id, "event", s->event[0] ? s->event : "message",
-                           "data", data);
-    if (!cli_emit(s->c, ev)) cli_print_json(ev, 1);
-    fflush(stdout);
-    json_decref(ev);
-    s->n_events++;
+    if (s->on_event(s->arg, s->id, s->event[0] ? s->event : "message", s->data)) s->stop = 1;
     free(s->data);
     s->data = NULL;
     s->data_len = 0;
@@ -127,7 +139,7 @@ static void dispatch(sse *s) {
 }
 
 /* One line of the SSE grammar (without its newline). */
-static void on_line(sse *s, char *line) {
+static void on_line(cli_sse *s, char *line) {
     if (!*line) {
         dispatch(s);
         return;
@@ -153,9 +165,9 @@ static void on_line(sse *s, char *line) {
     }
 }
 
-static int read_stream(const char *data, size_t n, void *arg) {
-    sse *s = arg;
-    for (size_t i = 0; i < n; i++) {
+int cli_sse_feed(const char *data, size_t n, void *parser) {
+    cli_sse *s = parser;
+    for (size_t i = 0; i < n && !s->stop; i++) {
         char ch = data[i];
         if (ch == '\n') {
             if (s->len && s->line[s->len - 1] == '\r') s->len--;
@@ -168,6 +180,18 @@ static int read_stream(const char *data, size_t n, void *arg) {
             s->cut = 1;
         }
     }
+    return s->stop;
+}
+
+/* `hpo events`: each event as a JSON line. */
+static int print_event(void *arg, long long id, const char *type, const char *text) {
+    const cli_ctx *c = arg;
+    json_t *data = json_loads(text, 0, NULL);
+    if (!data) data = json_string(text); /* not JSON: kept as a string */
+    json_t *ev = json_pack("{s:I, s:s, s:o}", "id", (json_int_t)id, "event", type, "data", data);
+    if (!cli_emit(c, ev)) cli_print_json(ev, 1);
+    fflush(stdout);
+    json_decref(ev);
     return 0;
 }
 
@@ -202,17 +226,19 @@ int cli_events(cli_ctx *c, int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     char path[96];
     snprintf(path, sizeof path, "/api/v1/studies/%lld/events?after=%lld", id, after);
-    sse *s = hpo_xcalloc(1, sizeof *s);
-    s->c = c;
-    cli_req r = {.method = "GET", .path = path, .sink = read_stream, .sink_arg = s, .aborted = was_interrupted,
+    cli_sse *s = cli_sse_new(print_event, c);
+    cli_req r = {.method = "GET", .path = path, .sink = cli_sse_feed, .sink_arg = s, .aborted = was_interrupted,
                  .accept = "text/event-stream", .timeout_ms = timeout > 0 ? (long)(timeout * 1000) + 1 : 0};
     int rc = cli_request(c, &r, NULL);
+    if (rc == CLI_OK && r.broken) {
+        fprintf(stderr, "hpo: the event stream of study %lld broke off (resume with --after)\n", id);
+        rc = CLI_ECONNECT;
+    }
     if (rc == CLI_EINTR || interrupted) {
         fprintf(stderr, "hpo: interrupted\n");
         rc = CLI_EINTR;
     }
-    if (s->cut) fprintf(stderr, "hpo: an event line over %zu bytes was cut\n", sizeof s->line);
-    free(s->data);
-    free(s);
+    if (cli_sse_cut(s)) fprintf(stderr, "hpo: an event line over 64 KiB was cut\n");
+    cli_sse_free(s);
     return rc;
 }

@@ -187,6 +187,17 @@ static const char *const migrations[] = {
     "  (SELECT COALESCE(MAX(trial_id), 0) FROM epochs),"
     "  (SELECT COALESCE(MAX(trial_id), 0) FROM events),"
     "  (SELECT COALESCE(MAX(trial_id), 0) FROM models));",
+
+    /* 5 -> 6: user attributes and notes (Optuna's set_user_attr, Optuna
+     * Dashboard's notes) on studies and trials: user_attrs is a JSON object
+     * text, note plain UTF-8 text; the api checks and merges them. ADD
+     * COLUMN with a constant default rewrites nothing. studies_name serves
+     * the get-or-create lookup by name (POST /studies with load_if_exists). */
+    "ALTER TABLE studies ADD COLUMN user_attrs TEXT NOT NULL DEFAULT '{}';"
+    "ALTER TABLE studies ADD COLUMN note TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE trials ADD COLUMN user_attrs TEXT NOT NULL DEFAULT '{}';"
+    "ALTER TABLE trials ADD COLUMN note TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX studies_name ON studies (name, id);",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -207,11 +218,16 @@ static const char *const stmt_sql[STO_Q_N] = {
 
     [STO_Q_STUDY_INSERT] =
         "INSERT INTO studies (name, spec, state, created, updated) VALUES (?1, ?2, 0, ?3, ?3)",
-    [STO_Q_STUDY_GET] =
-        "SELECT id, name, spec, state, created, updated FROM studies WHERE id = ?1",
+    [STO_Q_STUDY_GET] = "SELECT " STO_STUDY_COLS " FROM studies WHERE id = ?1",
     [STO_Q_STUDY_EXISTS] = "SELECT 1 FROM studies WHERE id = ?1",
-    [STO_Q_STUDY_LIST] =
-        "SELECT id, name, spec, state, created, updated FROM studies ORDER BY id DESC",
+    [STO_Q_STUDY_LIST] = "SELECT " STO_STUDY_COLS " FROM studies ORDER BY id DESC",
+    /* get-or-create: the oldest study of that name */
+    [STO_Q_STUDY_BY_NAME] = "SELECT id FROM studies WHERE name = ?1 ORDER BY id LIMIT 1",
+    [STO_Q_STUDY_ATTRS] = "SELECT user_attrs FROM studies WHERE id = ?1",
+    /* ?2 user_attrs, ?3 note (NULL keeps either), ?4 now */
+    [STO_Q_STUDY_ANNOTATE] =
+        "UPDATE studies SET user_attrs = COALESCE(?2, user_attrs), note = COALESCE(?3, note),"
+        " updated = MAX(updated, ?4) WHERE id = ?1",
     [STO_Q_STUDY_DELETE] = "DELETE FROM studies WHERE id = ?1",
     [STO_Q_STUDY_SET_STATE] = "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1",
     /* A trial changed (?2 now): the study's updated follows, never back. */
@@ -281,6 +297,10 @@ static const char *const stmt_sql[STO_Q_N] = {
         "UPDATE trials SET state = 0, slot = ?2,"
         " started = CASE WHEN started > 0 THEN started ELSE ?3 END"
         " WHERE id = ?1 AND state IN (0, 5)",
+    [STO_Q_TRIAL_ATTRS] = "SELECT user_attrs FROM trials WHERE id = ?1",
+    /* ?2 user_attrs, ?3 note (NULL keeps either); any state */
+    [STO_Q_TRIAL_ANNOTATE] =
+        "UPDATE trials SET user_attrs = COALESCE(?2, user_attrs), note = COALESCE(?3, note) WHERE id = ?1",
     /* ?2 best epoch (< 0 keeps it), ?3 seconds to add. */
     [STO_Q_TRIAL_SET_TRAINING] =
         "UPDATE trials SET best_epoch = CASE WHEN ?2 >= 0 THEN ?2 ELSE best_epoch END,"
@@ -397,6 +417,8 @@ void sto_db_read_trial(sqlite3_stmt *s, void *out) {
     t->best_epoch = sqlite3_column_int64(s, 15);
     t->slot = sto_col_text(s, 16);
     t->train_seconds = sqlite3_column_double(s, 17);
+    t->user_attrs = sto_col_text(s, 18);
+    t->note = sto_col_text(s, 19);
 }
 
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {

@@ -24,8 +24,9 @@
  *   tests use it to build an "old" database and check that sto_open
  *   migrates it. Statements that do not prepare against that old schema
  *   (they name later columns or tables: every read of a trial row since
- *   v3) are left NULL, so such a handle supports only the calls the tests
- *   use to write old data: study/trial create, report, finish, events.
+ *   v3, of a study row since v6) are left NULL, so such a handle supports
+ *   only the calls the tests use to write old data: study/trial create
+ *   (without user_attrs, note or load_if_exists), report, finish, events.
  */
 #ifndef HPO_STORAGE_DB_INTERNAL_H
 #define HPO_STORAGE_DB_INTERNAL_H
@@ -50,6 +51,9 @@ enum {
     STO_Q_STUDY_SET_STATE,
     STO_Q_STUDY_TOUCH,
     STO_Q_STUDY_TOUCH_BY_TRIAL,
+    STO_Q_STUDY_BY_NAME,  /* schema v6 */
+    STO_Q_STUDY_ANNOTATE, /* schema v6 */
+    STO_Q_STUDY_ATTRS,    /* schema v6 */
 
     STO_Q_TRIAL_INSERT,
     STO_Q_TRIAL_GET,
@@ -71,6 +75,8 @@ enum {
     STO_Q_TRIALS_REQUEUE_RUNNING,
     STO_Q_TRIAL_START,
     STO_Q_TRIAL_SET_TRAINING,
+    STO_Q_TRIAL_ANNOTATE, /* schema v6 */
+    STO_Q_TRIAL_ATTRS,    /* schema v6 */
     STO_Q_EPOCH_PUT,
     STO_Q_EPOCHS_TRIAL,
     STO_Q_DATASET_INSERT,
@@ -102,7 +108,10 @@ enum {
 #define STO_TRIAL_COLS                                                                 \
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
-    "train_seconds"
+    "train_seconds, user_attrs, note"
+
+/* Column list of a study row, in the order studies.c reads it. */
+#define STO_STUDY_COLS "id, name, spec, state, created, updated, user_attrs, note"
 
 /* Column list of a model row, in the order models.c reads it. */
 #define STO_MODEL_COLS "id, study_id, trial_id, kind, state, spec, result, path, error, created, started, finished"
@@ -145,6 +154,20 @@ int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
  * or STO_Q_STUDY_TOUCH_BY_TRIAL (id: one of its trials). Every call that
  * changes a trial does it, so a study's updated follows its trials. */
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
+
+/* Inside the caller's transaction (lock held): sets user_attrs and note
+ * (NULL keeps either) of a study (q STO_Q_STUDY_ANNOTATE, which also moves
+ * its updated to now) or a trial (STO_Q_TRIAL_ANNOTATE); HPO_ENOTFOUND
+ * when the row does not exist. */
+int sto_db_annotate_in_tx(sto_db *db, int q, int64_t id, const char *user_attrs, const char *note, double now);
+/* Inside the caller's transaction: the new user_attrs of the study or trial
+ * `id` (q_read STO_Q_STUDY_ATTRS or STO_Q_TRIAL_ATTRS) from merge, in *out
+ * (NULL when merge is NULL); HPO_ENOTFOUND when the row does not exist. */
+int sto_db_merge_attrs_in_tx(sto_db *db, int q_read, int64_t id, sto_attrs_fn merge, void *arg, char **out);
+/* sto_study_annotate / sto_trial_annotate (q: STO_Q_STUDY_ANNOTATE or
+ * STO_Q_TRIAL_ANNOTATE). */
+int sto_db_annotate(sto_db *db, int q, int64_t id, sto_attrs_fn merge, void *arg, const char *note,
+                    const sto_event_in *ev);
 
 /* Runs statement q with ?1 = id in its own transaction (a delete by id);
  * HPO_ENOTFOUND when it changed no row. Takes the lock itself. */

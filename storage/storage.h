@@ -29,8 +29,9 @@
  *   on success. Errors: HPO_ENOTFOUND for unknown ids, HPO_ECONFLICT when
  *   the state forbids the change (tell twice, report after the end),
  *   HPO_ESTORAGE when SQLite fails (logged with sqlite3_errmsg).
- * - JSON columns (spec, params, data) are stored as text, exactly as given;
- *   storage does not parse them.
+ * - JSON columns (spec, params, data, user_attrs) are stored as text,
+ *   exactly as given; storage does not parse them (the api's merge of
+ *   user_attrs runs as a callback inside the transaction: sto_attrs_fn).
  * - NaN is stored as NULL and read back as NaN (value, value_std,
  *   last_value, intermediate values).
  * - Ids are never reused: studies, trials, models, datasets and events are
@@ -39,7 +40,7 @@
  *   a newer row: a stale client or worker cannot write into another study.
  * - Events with their change: the _ev variants of the state-changing calls
  *   (study create and state, trial start/requeue/finish, epochs, model
- *   start/finish) store an event in the same transaction, so either both
+ *   start/finish, user_attrs and notes) store an event in the same transaction, so either both
  *   the change and its event are stored or neither is: an event stream
  *   replayed from the start tells every state change that happened.
  * - A full disk: when SQLite cannot write (SQLITE_FULL: ENOSPC/EDQUOT) a
@@ -98,8 +99,11 @@ typedef struct sto_study {
     double created;          /* wall-clock seconds */
     double updated;          /* its latest change: a state change, or one of its trials
                                 created, started, reported, requeued, given an epoch or
-                                finished (stored in that change's transaction; never
-                                moves back for a trial's change) */
+                                finished, or its or a trial's user_attrs or note set
+                                (stored in that change's transaction; never moves back
+                                for a trial's change) */
+    char *user_attrs;        /* schema v6: the user's attributes, a JSON object text ("{}") */
+    char *note;              /* schema v6: free UTF-8 text ("" when none) */
 } sto_study;
 
 /* name and spec are required (HPO_EINVAL); the study starts RUNNING. */
@@ -108,6 +112,19 @@ int sto_study_create(sto_db *db, const char *name, const char *spec, int64_t *id
  * NULL is stored as {"id": <the new id>}. */
 int sto_study_create_ev(sto_db *db, const char *name, const char *spec, const sto_event_in *ev,
                         int64_t *id_out);
+/* The general create (schema v6): user_attrs (a JSON object text; NULL:
+ * "{}") and note (NULL: "") are stored with the study. load_if_exists: when
+ * a study named `name` exists the oldest one (lowest id) is the answer:
+ * *id_out is its id, *created_out 0, nothing is written and ev is not
+ * stored; the lookup and the insert are one transaction, so callers racing
+ * with one name get one study. created_out may be NULL. */
+typedef struct sto_study_new {
+    const char *name, *spec; /* required */
+    const char *user_attrs, *note;
+    int load_if_exists;
+} sto_study_new;
+int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_in *ev, int64_t *id_out,
+                          int *created_out);
 int sto_study_get(sto_db *db, int64_t id, sto_study *out);
 void sto_study_clear(sto_study *s);
 /* All studies, newest first. */
@@ -119,6 +136,18 @@ int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state);
 /* The same with an event (ev may be NULL). */
 int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev);
 const char *sto_study_state_name(sto_study_state s);
+/* A study's (or trial's) user_attrs change: called inside the annotate
+ * call's transaction, under storage's lock, with the stored user_attrs
+ * text; *out gets the new text (malloc'd; storage frees it), or an error
+ * is returned, which stores nothing. It must not call storage. So a
+ * read-merge-write is atomic, whatever else writes. */
+typedef int (*sto_attrs_fn)(void *arg, const char *stored, char **out);
+/* Changes a study's user_attrs through merge (NULL keeps them) and sets
+ * its note (NULL keeps it), in one transaction with ev (if not NULL);
+ * moves updated. Any state. HPO_ENOTFOUND for an unknown study; merge's
+ * error as it returned it. */
+int sto_study_annotate(sto_db *db, int64_t id, sto_attrs_fn merge, void *arg, const char *note,
+                       const sto_event_in *ev);
 
 /* ---- trials ---- */
 typedef enum {
@@ -151,6 +180,9 @@ typedef struct sto_trial {
     int64_t best_epoch;        /* 1-based epoch of the best mean objective; 0 if none */
     char *slot;                /* worker slot that last ran it ("cpu:0"); NULL if none */
     double train_seconds;      /* training time over all its runs */
+    /* schema v6 */
+    char *user_attrs;          /* the user's attributes, a JSON object text ("{}") */
+    char *note;                /* free UTF-8 text ("" when none) */
 } sto_trial;
 
 void sto_trial_clear(sto_trial *t);
@@ -215,6 +247,11 @@ int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double
 /* The same with an event (ev may be NULL). */
 int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
                         double value_std, int value_n, const char *error, const sto_event_in *ev);
+
+/* A trial's user_attrs and note, as sto_study_annotate (any state; the
+ * study's updated moves). HPO_ENOTFOUND for an unknown trial. */
+int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *arg, const char *note,
+                       const sto_event_in *ev);
 
 /* Fails every running trial whose lease expired before now, with the error
  * "lease expired". Returns the affected trials (caller frees the list) so the

@@ -1,5 +1,6 @@
-/* studies.c - studies: create, read, list, state changes and cascading
- * delete (see storage.h). */
+/* studies.c - studies: create (and get-or-create by name), read, list,
+ * state changes, user attributes and notes, and cascading delete (see
+ * storage.h). */
 #include "db_internal.h"
 
 #include <stdio.h>
@@ -26,12 +27,16 @@ static void read_study(sqlite3_stmt *s, void *out) {
     st->state = (sto_study_state)sqlite3_column_int(s, 3);
     st->created = sqlite3_column_double(s, 4);
     st->updated = sqlite3_column_double(s, 5);
+    st->user_attrs = sto_col_text(s, 6);
+    st->note = sto_col_text(s, 7);
 }
 
 void sto_study_clear(sto_study *s) {
     if (!s) return;
     free(s->name);
     free(s->spec);
+    free(s->user_attrs);
+    free(s->note);
     memset(s, 0, sizeof *s);
 }
 
@@ -49,20 +54,68 @@ int sto_study_create(sto_db *db, const char *name, const char *spec, int64_t *id
 
 int sto_study_create_ev(sto_db *db, const char *name, const char *spec, const sto_event_in *ev,
                         int64_t *id_out) {
-    if (!db || !name || !spec || (ev && !ev->type)) return HPO_EINVAL;
+    sto_study_new in = {.name = name, .spec = spec};
+    return sto_study_create_with(db, &in, ev, id_out, NULL);
+}
+
+/* In the caller's transaction: the oldest study named name (0 if none). */
+static int find_by_name(sto_db *db, const char *name, int64_t *id_out) {
+    sqlite3_stmt *s = db->q[STO_Q_STUDY_BY_NAME];
+    sto_bind_text(s, 1, name);
+    int src = sqlite3_step(s), rc = 0;
+    *id_out = src == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    if (src != SQLITE_ROW && src != SQLITE_DONE) rc = sto_db_error(db, "study by name");
+    sto_db_done(s);
+    return rc;
+}
+
+/* In the caller's transaction: binds and steps STO_Q_STUDY_ANNOTATE or
+ * STO_Q_TRIAL_ANNOTATE (?4 now for studies); HPO_ENOTFOUND if no row. */
+int sto_db_annotate_in_tx(sto_db *db, int q, int64_t id, const char *user_attrs, const char *note, double now) {
+    sqlite3_stmt *s = db->q[q];
+    sqlite3_bind_int64(s, 1, id);
+    sto_bind_text(s, 2, user_attrs);
+    sto_bind_text(s, 3, note);
+    if (q == STO_Q_STUDY_ANNOTATE) sqlite3_bind_double(s, 4, now);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : sto_db_error(db, "annotate");
+    sto_db_done(s);
+    if (rc == 0 && sqlite3_changes(db->conn) == 0) rc = HPO_ENOTFOUND;
+    return rc;
+}
+
+int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_in *ev, int64_t *id_out,
+                          int *created_out) {
+    if (!db || !in || !in->name || !in->spec || (ev && !ev->type)) return HPO_EINVAL;
     sto_db_lock(db);
     sqlite3_stmt *s = db->q[STO_Q_STUDY_INSERT];
+    double now = hpo_now();
+    int64_t id = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sto_bind_text(s, 1, name);
-    sto_bind_text(s, 2, spec);
-    sqlite3_bind_double(s, 3, hpo_now());
+    if (in->load_if_exists) {
+        rc = find_by_name(db, in->name, &id);
+        if (rc) goto fail;
+        if (id > 0) { /* it exists: nothing to write */
+            sto_db_rollback(db);
+            sto_db_unlock(db);
+            if (id_out) *id_out = id;
+            if (created_out) *created_out = 0;
+            return 0;
+        }
+    }
+    sto_bind_text(s, 1, in->name);
+    sto_bind_text(s, 2, in->spec);
+    sqlite3_bind_double(s, 3, now);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = sto_db_error(db, "study create");
         goto fail;
     }
     sto_db_done(s);
-    int64_t id = sqlite3_last_insert_rowid(db->conn);
+    id = sqlite3_last_insert_rowid(db->conn);
+    if (in->user_attrs || in->note) {
+        rc = sto_db_annotate_in_tx(db, STO_Q_STUDY_ANNOTATE, id, in->user_attrs, in->note, now);
+        if (rc) goto fail;
+    }
     if (ev) {
         char data[48];
         snprintf(data, sizeof data, "{\"id\":%lld}", (long long)id);
@@ -74,12 +127,50 @@ int sto_study_create_ev(sto_db *db, const char *name, const char *spec, const st
     if (rc) goto fail;
     sto_db_unlock(db);
     if (id_out) *id_out = id;
+    if (created_out) *created_out = 1;
     return 0;
 fail:
     sto_db_done(s);
     sto_db_rollback(db);
     sto_db_unlock(db);
     return rc;
+}
+
+int sto_db_merge_attrs_in_tx(sto_db *db, int q_read, int64_t id, sto_attrs_fn merge, void *arg, char **out) {
+    *out = NULL;
+    sqlite3_stmt *s = db->q[q_read];
+    sqlite3_bind_int64(s, 1, id);
+    int src = sqlite3_step(s);
+    char *stored = src == SQLITE_ROW ? sto_col_text(s, 0) : NULL;
+    int rc = src == SQLITE_ROW ? 0 : src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "user_attrs");
+    sto_db_done(s);
+    if (rc == 0 && merge) rc = merge(arg, stored ? stored : "{}", out);
+    free(stored);
+    return rc;
+}
+
+int sto_db_annotate(sto_db *db, int q, int64_t id, sto_attrs_fn merge, void *arg, const char *note,
+                    const sto_event_in *ev) {
+    if (!db || (ev && !ev->type)) return HPO_EINVAL;
+    int study = q == STO_Q_STUDY_ANNOTATE;
+    char *attrs = NULL;
+    double now = hpo_now();
+    sto_db_lock(db);
+    int rc = sto_db_begin(db);
+    if (rc == 0) rc = sto_db_merge_attrs_in_tx(db, study ? STO_Q_STUDY_ATTRS : STO_Q_TRIAL_ATTRS, id, merge, arg, &attrs);
+    if (rc == 0) rc = sto_db_annotate_in_tx(db, q, id, attrs, note, now);
+    if (rc == 0 && !study) rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, id, now);
+    if (rc == 0) rc = sto_db_event_in_tx(db, study ? STO_Q_EVENT_OF_STUDY : STO_Q_EVENT_OF_TRIAL, id, ev);
+    if (rc == 0) rc = sto_db_commit(db);
+    if (rc) sto_db_rollback(db);
+    sto_db_unlock(db);
+    free(attrs);
+    return rc;
+}
+
+int sto_study_annotate(sto_db *db, int64_t id, sto_attrs_fn merge, void *arg, const char *note,
+                       const sto_event_in *ev) {
+    return sto_db_annotate(db, STO_Q_STUDY_ANNOTATE, id, merge, arg, note, ev);
 }
 
 int sto_study_get(sto_db *db, int64_t id, sto_study *out) {

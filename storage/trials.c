@@ -27,6 +27,8 @@ void sto_trial_clear(sto_trial *t) {
     free(t->params);
     free(t->error);
     free(t->slot);
+    free(t->user_attrs);
+    free(t->note);
     memset(t, 0, sizeof *t);
 }
 
@@ -79,6 +81,11 @@ fail:
     sto_db_rollback(db);
     sto_db_unlock(db);
     return rc;
+}
+
+int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *arg, const char *note,
+                       const sto_event_in *ev) {
+    return sto_db_annotate(db, STO_Q_TRIAL_ANNOTATE, trial_id, merge, arg, note, ev);
 }
 
 int sto_trial_get(sto_db *db, int64_t trial_id, sto_trial *out) {

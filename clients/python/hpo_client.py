@@ -11,7 +11,8 @@ standard library only, in the style of Optuna.
 
 Objects: Client (studies, trials, models, datasets), Study (ask, tell,
 optimize, best_*, trials, pause/resume/cancel/delete, wait, events, refit,
-ensemble), Trial (params, report, should_prune, tell, model), Model (wait,
+ensemble, user_attrs, note), Trial (params, report, should_prune, tell,
+model, user_attrs, note), Model (wait,
 predict, weights). A Study, Trial or Model keeps the JSON hpod last sent
 about it in `.info`; `refresh()` reads it again.
 
@@ -36,9 +37,16 @@ Design:
   (the request could not be written, or the method is idempotent).
 - JSON: values with .tolist() (numpy arrays and scalars) are converted;
   NaN and infinities are refused before sending (JSON has none).
-- load_if_exists: hpod has no lookup by name, so the client lists the
-  studies and takes the newest one with that name (two clients creating
-  the same name at once can still make two studies).
+- load_if_exists: hpod's get-or-create (POST /studies with
+  "load_if_exists"): the study of that name when its definition is the
+  one given (the oldest, if several share the name), Conflict naming the
+  first differing field (err.field, e.g. "space.lr.high") when it is not;
+  two clients racing with one name get one study. Without a space or a
+  model (Optuna's load_if_exists with a define-by-run objective) the
+  client looks the name up (the oldest study of it, as hpod would).
+- User attributes and notes: Study.user_attrs / set_user_attr /
+  set_user_attrs / note, Trial.user_attrs / set_user_attr / note (PATCH:
+  merged, None deletes a key); tell and report take user_attrs too.
 - Study.wait and Model.wait poll GET every 0.1 s to 1 s; Study.events
   follows the server-sent events stream for those who want each event.
 - Study.optimize follows Optuna: fn(trial) returns the objective (a
@@ -526,7 +534,7 @@ class Client:
     # -- studies
     def create_study(self, name=None, space=None, direction=None, tuner=None, *, pruner=None, model=None,
                      dataset=None, training=None, metric=None, description=None, load_if_exists=False,
-                     **definition):
+                     user_attrs=None, note=None, **definition):
         """Creates a study and returns it.
 
         space: {"x": {"type": "float", "low": 0, "high": 1}, ...} (optional
@@ -537,15 +545,19 @@ class Client:
         template name such as "mlp", or the template object), dataset (a
         name such as "fashion-mnist", an uploaded dataset's id, or the
         object), training, metric (objective.metric). Other keyword
-        arguments go into the definition as they are. load_if_exists: when
-        a study of this name exists, return the newest such one instead
-        (found by listing the studies)."""
+        arguments go into the definition as they are. user_attrs (a dict)
+        and note (a text) are stored with a new study. load_if_exists: when
+        a study of this name exists, return it (hpod's get-or-create; the
+        oldest of the name): Conflict naming the first differing field
+        when its definition is not this one; with neither space nor model
+        the name is only looked up."""
         if load_if_exists:
             if not name:
                 raise ValueError("load_if_exists needs a name")
-            found = self.find_study(name)
-            if found is not None:
-                return found
+            if space is None and model is None and "space" not in definition and "model" not in definition:
+                named = [s for s in self._call("GET", "/api/v1/studies")["studies"] if s.get("name") == name]
+                if named:
+                    return Study(self, min(named, key=lambda s: s["id"]))
         d = dict(definition)
         if name is not None:
             d["name"] = name
@@ -579,6 +591,12 @@ class Client:
             d["dataset"] = dataset
         if training is not None:
             d["training"] = training
+        if user_attrs is not None:
+            d["user_attrs"] = dict(user_attrs)
+        if note is not None:
+            d["note"] = str(note)
+        if load_if_exists:
+            d["load_if_exists"] = True
         return Study(self, self._call("POST", "/api/v1/studies", d))
 
     def get_study(self, study_id):
@@ -696,18 +714,43 @@ class Study:
     def state(self):
         return self.refresh()["state"]
 
+    # -- user attributes and the note (Optuna's study.user_attrs)
+    @property
+    def user_attrs(self):
+        """The study's user attributes (read from hpod each time)."""
+        return dict(self.refresh().get("user_attrs") or {})
+
+    def set_user_attr(self, key, value):
+        """Sets one user attribute (value: anything JSON; None deletes it)."""
+        self.set_user_attrs({key: value})
+
+    def set_user_attrs(self, attrs):
+        """Merges a dict of user attributes (None values delete keys)."""
+        self.info = self._call("PATCH", "", {"user_attrs": dict(attrs)})
+
+    @property
+    def note(self):
+        """The study's note (Optuna Dashboard's), "" when none."""
+        return self.refresh().get("note", "")
+
+    @note.setter
+    def note(self, text):
+        self.info = self._call("PATCH", "", {"note": None if text is None else str(text)})
+
     # -- ask / tell
     def ask(self):
         """A new running trial with hpod's suggested params."""
         return Trial(self._client, self._call("POST", "/ask"), study=self)
 
-    def tell(self, trial, value=None, state=None, *, values=None, error=None, skip_if_finished=False):
+    def tell(self, trial, value=None, state=None, *, values=None, error=None, skip_if_finished=False,
+             user_attrs=None):
         """Finishes a trial (a Trial or its id): tell(trial, 0.37);
         tell(trial, [0.37, 0.39]) or values=[...] for one value per
         execution; state="pruned" (value optional: hpod keeps the last
         reported one) or state="failed" (with error, a text). Returns hpod's
         answer {"trial_id", "number", "state", "value"}. skip_if_finished:
-        a trial that is no longer running is left alone (None)."""
+        a trial that is no longer running is left alone (None). user_attrs:
+        merged into the trial's first."""
         body = {}
         if value is not None and not isinstance(value, (str, bytes)) and hasattr(value, "__len__"):
             if values is not None:
@@ -721,6 +764,8 @@ class Study:
             body["state"] = _state_name(state)
         if error is not None:
             body["error"] = str(error)
+        if user_attrs is not None:
+            body["user_attrs"] = dict(user_attrs)
         tid = _one_id(trial)
         try:
             out = self._client._call("POST", "/api/v1/trials/%d/tell" % tid, body)
@@ -1027,6 +1072,26 @@ class Trial:
         return self.info.get("value")
 
     @property
+    def user_attrs(self):
+        """The trial's user attributes as last read (refresh() reads them again)."""
+        return dict(self.info.get("user_attrs") or {})
+
+    def set_user_attr(self, key, value):
+        """Sets one user attribute (value: anything JSON; None deletes it),
+        in any state of the trial."""
+        self.info = self._client._call("PATCH", "/api/v1/trials/%d" % self.id, {"user_attrs": {key: value}})
+
+    @property
+    def note(self):
+        """The trial's note, "" when none (read from hpod each time)."""
+        return self.refresh().get("note", "")
+
+    @note.setter
+    def note(self, text):
+        self.info = self._client._call("PATCH", "/api/v1/trials/%d" % self.id,
+                                       {"note": None if text is None else str(text)})
+
+    @property
     def intermediate(self):
         """{step: value} of the reports (from client.trial(id) or refresh())."""
         return {e["step"]: e["value"] for e in self.info.get("intermediate") or ()}
@@ -1043,15 +1108,17 @@ class Trial:
         self._finished = self.state != "running"
         return self.info
 
-    def report(self, step, value):
+    def report(self, step, value, user_attrs=None):
         """Reports an intermediate value at step (an int >= 0; note: hpod's
         order, Optuna's is report(value, step)); renews the lease. Returns
         True when the pruner says to stop the trial."""
         if isinstance(step, bool) or not hasattr(step, "__index__"):
             raise TypeError("report(step, value): step must be an integer, got %r "
                             "(the order is step first, unlike Optuna's report(value, step))" % (step,))
-        out = self._client._call("POST", "/api/v1/trials/%d/report" % self.id,
-                                 {"step": step.__index__(), "value": value})
+        body = {"step": step.__index__(), "value": value}
+        if user_attrs is not None:
+            body["user_attrs"] = dict(user_attrs)
+        out = self._client._call("POST", "/api/v1/trials/%d/report" % self.id, body)
         self._prune = bool(out.get("prune"))
         return self._prune
 

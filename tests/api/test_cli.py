@@ -12,6 +12,7 @@ import os
 import pty
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,62 @@ TINY = {"name": "cli-embedded", "objective": {"metric": "val_accuracy"}, "model"
         "dataset": {"name": "fashion-mnist", "limit": 3000, "validation_split": 1000},
         "training": {"max_epochs": 2, "batch_size": 64},
         "tuner": {"algorithm": "random", "seed": 2, "max_trials": 3}}
+
+
+class CuttingProxy:
+    """A TCP proxy to hpod that closes every event stream cut_after seconds
+    after it opened, noting each one's Last-Event-ID header (None if none)."""
+
+    def __init__(self, port, cut_after):
+        self.upstream, self.cut_after = port, cut_after
+        self.last_event_ids = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.open = True
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while self.open:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.relay, args=(client,), daemon=True).start()
+
+    def relay(self, client):
+        up = socket.create_connection(("127.0.0.1", self.upstream))
+
+        def cut():
+            for x in (client, up):
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        def pump(a, b, requests):
+            try:
+                while True:
+                    data = a.recv(65536)
+                    if not data:
+                        break
+                    if requests and b" /api/v1/studies/" in data and b"/events" in data.split(b"\r\n", 1)[0]:
+                        # a stream opens on this connection (maybe a reused one)
+                        lei = [l.split(b":", 1)[1].strip() for l in data.split(b"\r\n")
+                               if l.lower().startswith(b"last-event-id:")]
+                        self.last_event_ids.append(int(lei[0]) if lei else None)
+                        threading.Timer(self.cut_after, cut).start()
+                    b.sendall(data)
+            except OSError:
+                pass
+            cut()
+        threading.Thread(target=pump, args=(client, up, True), daemon=True).start()
+        threading.Thread(target=pump, args=(up, client, False), daemon=True).start()
+
+    def close(self):
+        self.open = False
+        self.sock.close()
 
 
 def test_rows(n):
@@ -227,6 +284,62 @@ def main():
         c.check(buf.count(b"\r\033[K") >= 3 and b"3/100" in buf, "watch on a terminal redraws one line in place")
         c.check(w.returncode == 130, "watch: Ctrl-C -> 130 (%d)" % w.returncode)
         cl.close()
+
+        # ---- watch follows the event stream: with --interval 3600 (no polling
+        # to speak of) events alone drive it; a proxy cuts every stream after
+        # 0.4 s, so it must reconnect with Last-Event-ID; the study's
+        # study_cancelled event ends it
+        sid3 = int(hpo("study", "create", "-", stdin=json.dumps(
+            {"name": "watch-stream", "space": {"x": {"type": "float", "low": 0, "high": 1}},
+             "tuner": {"max_trials": 50}}))[1])
+        first_event = cl.call("GET", "/api/v1/studies/%d" % sid3)["last_event_id"]
+        proxy = CuttingProxy(hp.port, cut_after=0.4)
+        w = subprocess.Popen([args.hpo, "--url", "http://127.0.0.1:%d" % proxy.port, "study", "watch", str(sid3),
+                              "--interval", "3600"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.6)
+        for k in range(2):
+            t = cl.call("POST", "/api/v1/studies/%d/ask" % sid3)
+            cl.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": 0.5 - 0.1 * k})
+            cl.call("PATCH", "/api/v1/trials/%d" % t["trial_id"], {"note": "seen"})  # an event
+            time.sleep(1.2)  # past a cut and a reconnect
+        cl.call("POST", "/api/v1/studies/%d/cancel" % sid3)
+        try:
+            out, err = w.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            out, err = w.communicate()
+        proxy.close()
+        lines = out.strip().splitlines()
+        c.check(w.returncode == 0 and "1/50" in out and "2/50" in out and "best 0.4" in out
+                and "finished" in lines[-1], "watch over the stream: a line per change, ends at study_cancelled "
+                "(%s %r %r)" % (w.returncode, out[-300:], err[-300:]))
+        ids = [h for h in proxy.last_event_ids if h is not None]
+        c.check(len(proxy.last_event_ids) >= 3 and ids and ids[0] == first_event and max(ids) > first_event,
+                "watch reconnects with Last-Event-ID, later ids as events come (%s, from %d)"
+                % (proxy.last_event_ids, first_event))
+        c.check("polling" not in err, "no fallback while the stream works (%r)" % err[-200:])
+
+        # a stream refused (hpod --max-streams 1, taken): it says so and polls
+        hp2 = Hpod(args.hpod, args=["--max-streams", "1"]).start()
+        try:
+            cl2 = webdata.Client(hp2.port)
+            sid4 = cl2.call("POST", "/api/v1/studies", {"name": "poll", "tuner": {"max_trials": 2},
+                                                        "space": {"x": {"type": "float", "low": 0, "high": 1}}})["id"]
+            held = urllib.request.urlopen(hp2.url + "/api/v1/studies/%d/events" % sid4, timeout=30)
+            w = subprocess.Popen([args.hpo, "--url", hp2.url, "study", "watch", str(sid4), "--interval", "0.1"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            for _ in range(2):
+                t = cl2.call("POST", "/api/v1/studies/%d/ask" % sid4)
+                cl2.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": 1.0})
+            out, err = w.communicate(timeout=20)
+            held.close()
+            cl2.close()
+            c.check(w.returncode == 0 and "2/2" in out and "polling every 0.1 s" in err,
+                    "watch without a stream (503): the reason, then polling to the end (%d %r %r)"
+                    % (w.returncode, out[-200:], err[-300:]))
+        finally:
+            hp2.cleanup()
 
         # ---- models of an embedded study: refit, ensemble, models, predict
         rc, out, _ = hpo("study", "create", "-", stdin=json.dumps(TINY))

@@ -2,6 +2,7 @@
 token): `CMD --help` for every command (exit 0, no server needed), the bash
 completion (cli/hpo-completion.bash offers each command's flags as its
 --help states them), --json/--field/--quiet, study pause/resume/cancel,
+study create --load-if-exists, study/trial attr and note,
 trial, importance, events (JSON lines; --after, --timeout, the end of the
 study, Ctrl-C -> 130), dataset list/get/upload (multipart: csv, npy, idx)/
 delete; usage errors exit 1, refused calls 2 with the JSON error on
@@ -141,6 +142,52 @@ def main():
         c.check(lines[1].split()[0] == imp["importance"][0]["param"], "importance: the order of the answer")
         rc, _, err = hpo("importance", "99999")
         c.check(rc == 2 and json.loads(err)["error"]["code"] == "not_found", "importance of an unknown study -> 2")
+
+        # ---- study create --load-if-exists; study/trial attr and note (a study of their own)
+        spec = json.dumps({"name": "cli-attrs", "space": {"x": {"type": "float", "low": 0, "high": 1}},
+                           "tuner": {"seed": 4}})
+        rc, aid, _ = hpo("study", "create", "-", "--load-if-exists", stdin=spec)
+        rc2, again, _ = hpo("study", "create", "--load-if-exists", "-", stdin=spec)
+        c.check(rc == 0 and rc2 == 0 and aid.strip().isdigit() and again == aid, "study create --load-if-exists: the same id")
+        aid = aid.strip()
+        rc, out, err = hpo("study", "create", "-", "--load-if-exists",
+                           stdin=spec.replace('"high": 1', '"high": 2'))
+        c.check(rc == 2 and out == "" and json.loads(err)["error"]["field"] == "space.x.high",
+                "--load-if-exists with another definition -> 2 naming the field (%r)" % err)
+        rc, out, _ = hpo("study", "attr", aid, "team=vision", "budget=3", "tags=[1,2]", 'quoted="7"')
+        c.check(rc == 0 and json.loads(out) == {"team": "vision", "budget": 3, "tags": [1, 2], "quoted": "7"},
+                "study attr KEY=VALUE: JSON when it parses, else a string (%r)" % out)
+        rc, out, _ = hpo("study", "attr", aid, "budget=null")
+        c.check(rc == 0 and json.loads(out) == {"team": "vision", "tags": [1, 2], "quoted": "7"}, "study attr k=null deletes")
+        rc, out, _ = hpo("study", "attr", aid, "--field", "user_attrs.team")
+        c.check(rc == 0 and out == "vision\n", "study attr ID: the current ones (--field)")
+        rc, out, _ = hpo("study", "note", aid, "a first note")
+        c.check(rc == 0 and out == "a first note\n", "study note ID TEXT")
+        rc, out, _ = hpo("study", "note", aid, "-", stdin="from stdin\nline 2\n")
+        rc2, out2, _ = hpo("study", "note", aid)
+        c.check(rc == 0 and rc2 == 0 and out2 == "from stdin\nline 2\n", "study note ID - reads stdin; ID prints it")
+        rc, out, _ = hpo("study", "note", aid, "x", "--json")
+        c.check(rc == 0 and json.loads(out)["note"] == "x" and json.loads(out)["id"] == int(aid), "study note --json: the study")
+        rc, _, err = hpo("study", "note", aid, "-", stdin="n" * 70000)
+        c.check(rc == 1 and "64" in err, "a note over 64 KiB on stdin -> 1")
+        rc, _, err = hpo("study", "attr", aid, "k" * 300 + "=1")
+        c.check(rc == 2 and json.loads(err)["error"]["field"] == "user_attrs", "study attr with a long key -> 2")
+        rc, out, _ = hpo("ask", aid, "--field", "trial_id")
+        atid = out.strip()
+        rc, out, _ = hpo("trial", "attr", atid, "host=gpu-1")
+        c.check(rc == 0 and json.loads(out) == {"host": "gpu-1"}, "trial attr")
+        rc, out, _ = hpo("trial", "note", atid, "looks good")
+        rc2, out2, _ = hpo("trial", atid, "--field", "note", "--field", "user_attrs.host")
+        c.check(rc == 0 and out == "looks good\n" and out2 == "looks good\ngpu-1\n", "trial note; trial shows both")
+        rc, _, err = hpo("trial", "attr", "99999", "a=1")
+        c.check(rc == 2 and json.loads(err)["error"]["code"] == "not_found", "trial attr of an unknown trial -> 2")
+        for argv in [("study", "attr"), ("study", "attr", "x"), ("study", "attr", aid, "novalue"), ("study", "attr", aid, "=1"),
+                     ("study", "note"), ("study", "note", aid, "a", "b"), ("trial", "attr"), ("trial", "note", "0", "t"),
+                     ("study", "create", "-", "--load")]:
+            rc, out, err = hpo(*argv)
+            c.check(rc == 1 and out == "" and err.startswith("hpo: "), "usage error -> 1: hpo %s (%d %r)" % (" ".join(argv), rc, err))
+        c.check(complete(["hpo", "trial", ""]) == {"attr", "note"} and complete(["hpo", "trial", "attr", "--"]) >= {"--json"},
+                "completion: trial's attr and note")
 
         # ---- pause / resume and the events they make
         rc, out, _ = hpo("study", "pause", sid)

@@ -3,7 +3,8 @@
 hpod runs with --token; the test calls every route of the contract it serves
 (GET /api/v1/openapi.yaml, resolved to JSON by tests/web/openapi.mjs with the
 pinned swagger-parser) with valid inputs: an external study (ask, report,
-tell, pause, resume, cancel), an embedded template-only study on a slice of
+tell, pause, resume, cancel; user_attrs, notes and get-or-create on
+another), an embedded template-only study on a slice of
 Fashion-MNIST (200 rows, 1 epoch, 2 trials) with a refit, a trial model, an
 ensemble and predictions, two dataset uploads (csv with class labels by
 name, npy) and a one-trial study on the csv whose model predicts labels, the
@@ -356,6 +357,30 @@ def main():
         ext_events = cl.events(sid)
         c.check([t for _, t in ext_events] == ["study_created", "study_paused", "study_resumed", "study_cancelled"],
                 "the external study's events: %s" % ext_events)
+
+        # user_attrs and notes, get-or-create by name (a study of its own: the
+        # external study's events above stay as they are)
+        ann = dict(EXTERNAL, name="conformance-annotated", user_attrs={"team": "a"}, note="n")
+        aid = cl.call("POST", S, 201, dict(ann, load_if_exists=True))["id"]
+        c.check(cl.call("POST", S, 200, dict(ann, load_if_exists=True))["id"] == aid, "load_if_exists: the same study")
+        cl.call("POST", S, 409, dict(ann, load_if_exists=True, tuner=dict(EXTERNAL["tuner"], max_trials=11)))
+        cl.call("PATCH", S + "/{id}", 200, {"user_attrs": {"team": None, "k": [1, 2]}, "note": "changed"}, id=aid)
+        cl.call("PATCH", S + "/{id}", 400, {"nope": 1}, id=aid)
+        cl.call("PATCH", S + "/{id}", 413, {"note": "x" * 65537}, id=aid)
+        cl.call("PATCH", S + "/{id}", 404, {"note": "x"}, id=aid + 1000)
+        at = cl.call("POST", S + "/{id}/ask", 200, id=aid)["trial_id"]
+        cl.call("PATCH", T + "/{id}", 200, {"user_attrs": {"host": "h"}, "note": None}, id=at)
+        cl.call("PATCH", T + "/{id}", 400, {"user_attrs": []}, id=at)
+        cl.call("PATCH", T + "/{id}", 413, {"user_attrs": {"x": "y" * 70000}}, id=at)
+        cl.call("PATCH", T + "/{id}", 404, {"note": "x"}, id=at + 1000)
+        cl.call("POST", T + "/{id}/report", 200, {"step": 0, "value": 1.0, "user_attrs": {"s": 1}}, id=at)
+        cl.call("POST", T + "/{id}/tell", 200, {"value": 1.0, "user_attrs": {"t": True}}, id=at)
+        cl.call("GET", T + "/{id}", 200, id=at)
+        cl.call("GET", S + "/{id}/trials", 200, id=aid)
+        cl.call("POST", S + "/{id}/cancel", 200, id=aid)
+        types = [t for _, t in cl.events(aid)]
+        c.check(types.count("study_updated") == 1 and types.count("trial_updated") == 3,
+                "the annotated study's events: %s" % types)
 
         # the embedded study: trials, a refit, a trial model, an ensemble, predictions
         cl.call("POST", S + "/{id}/ask", 409, id=eid)

@@ -1,7 +1,7 @@
 """The Python client (clients/python/hpo_client.py) against a real hpod:
 optimize() on a quadratic (best near the optimum, stops at max_trials),
 pruning through report(), tell's forms (values, failed, pruned, twice),
-load_if_exists, typed errors (404, 400 naming the field, 401 with a wrong
+load_if_exists (hpod's get-or-create), user attributes and notes, typed errors (404, 400 naming the field, 401 with a wrong
 or no token, 409 exhausted, no hpod), pause/resume/cancel/delete, dataset
 uploads, an embedded study (fashion-mnist, 200 rows, 1 epoch, 2 trials)
 waited on and followed through its events, then a refit, a trial model and
@@ -90,14 +90,42 @@ def section_optimize(c, client):
     study.optimize(quadratic, n_trials=5)
     c.check(len(study.trials) == 40, "optimize on an exhausted study adds nothing")
 
-    # load_if_exists: the newest study with the name (found by listing)
-    again = client.create_study("quad", QUAD_SPACE, load_if_exists=True)
+    # load_if_exists: hpod's get-or-create (the same definition), the oldest of the name
+    again = client.create_study("quad", QUAD_SPACE, direction="minimize",
+                                tuner={"algorithm": "tpe", "max_trials": 40}, load_if_exists=True)
     c.check(again.id == study.id and again.name == "quad", "load_if_exists returns the existing study")
-    other = client.create_study("quad-2", QUAD_SPACE, load_if_exists=True)
-    c.check(other.id != study.id and other.name == "quad-2", "load_if_exists creates a missing one")
+    try:
+        client.create_study("quad", QUAD_SPACE, tuner={"algorithm": "random", "max_trials": 40}, load_if_exists=True)
+        c.check(False, "load_if_exists with another definition raises Conflict")
+    except hpo.Conflict as e:
+        c.check(e.field == "tuner.algorithm", "load_if_exists with another definition: Conflict naming %s" % e.field)
+    other = client.create_study("quad-2", QUAD_SPACE, load_if_exists=True, user_attrs={"owner": "me"}, note="n")
+    c.check(other.id != study.id and other.name == "quad-2" and other.user_attrs == {"owner": "me"}
+            and other.note == "n", "load_if_exists creates a missing one (with user_attrs and note)")
     dup = client.create_study("quad", QUAD_SPACE)
     c.check(dup.id not in (study.id, other.id), "without load_if_exists a new study is made")
-    c.check(client.create_study("quad", load_if_exists=True).id == dup.id, "load_if_exists takes the newest")
+    c.check(client.create_study("quad", load_if_exists=True).id == study.id,
+            "load_if_exists without a space looks the name up: the oldest")
+
+    # user attributes and notes (Optuna's set_user_attr, the dashboard's notes)
+    other.set_user_attr("lr_hint", 0.01)
+    other.set_user_attrs({"owner": None, "tags": ["a", "b"]})
+    c.check(other.user_attrs == {"lr_hint": 0.01, "tags": ["a", "b"]}, "Study.set_user_attr(s): merged, None deletes")
+    other.note = "tried the wide space"
+    c.check(client.get_study(other.id).note == "tried the wide space", "Study.note")
+    t = other.ask()
+    t.set_user_attr("host", "gpu-1")
+    t.report(0, 1.5, user_attrs={"step_s": 0.2})
+    other.tell(t, 1.25, user_attrs={"host": None})
+    t.note = "fine"
+    t.refresh()
+    c.check(t.user_attrs == {"step_s": 0.2} and t.note == "fine" and t.state == "complete",
+            "Trial.set_user_attr, report/tell user_attrs, Trial.note (%s)" % t.user_attrs)
+    try:
+        t.set_user_attr("x" * 300, 1)
+        c.check(False, "a long key raises InvalidArgument")
+    except hpo.InvalidArgument as e:
+        c.check(e.field == "user_attrs", "a long key: InvalidArgument naming user_attrs")
     c.check(client.find_study("no-such-name") is None, "find_study: None for an unknown name")
     c.check(client.get_study(study.id).name == "quad" and study in client.studies(), "get_study, studies")
 

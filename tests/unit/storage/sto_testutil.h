@@ -1,7 +1,8 @@
 /*
  * sto_testutil.h - helpers shared by the storage tests: a scratch directory
  * under /tmp (mkdtemp) that is removed with everything in it, and a db path
- * inside it. Header-only (static inline) so each test stays one executable.
+ * inside it, and the integer answer of a query (sto_test_int). Header-only
+ * (static inline) so each test stays one executable.
  */
 #ifndef STO_TESTUTIL_H
 #define STO_TESTUTIL_H
@@ -36,5 +37,18 @@ static inline void sto_tmp_close(sto_tmp *t) {
     if (t->dir[0]) nftw(t->dir, sto_tmp_rm_one, 8, FTW_DEPTH | FTW_PHYS);
     t->dir[0] = 0;
 }
+
+/* The single integer answer of a query on a raw connection (the test
+ * fails otherwise); for files that include sqlite3.h and cmocka.h first. */
+#if defined(SQLITE_OK) && defined(assert_int_equal)
+static inline int64_t sto_test_int(sqlite3 *c, const char *sql) {
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_prepare_v2(c, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+#endif
 
 #endif

@@ -2,7 +2,8 @@
  * sto_schema_version(), reopening keeps data, an old database (first
  * migration only, or v2 before the embedded-training step) is migrated with
  * its data, v4 is rebuilt with AUTOINCREMENT ids (v5) keeping every row and
- * foreign key, a newer one is refused, and the hot queries use their
+ * foreign key, v5 gains user_attrs and notes (v6) with their defaults on
+ * old rows, a newer one is refused, and the hot queries use their
  * indexes (EXPLAIN QUERY PLAN). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,15 +18,7 @@
 #include "storage.h"
 #include "storage/sto_testutil.h"
 
-/* A raw connection's single integer answer. */
-static int64_t raw_int(sqlite3 *c, const char *sql) {
-    sqlite3_stmt *s = NULL;
-    assert_int_equal(sqlite3_prepare_v2(c, sql, -1, &s, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
+#define raw_int sto_test_int /* a raw connection's single integer answer */
 
 static int has_object(sqlite3 *c, const char *type, const char *name) {
     char sql[256];
@@ -352,6 +345,52 @@ static void test_v4_is_migrated_to_v5(void **state) {
     sto_tmp_close(&tmp);
 }
 
+static int set_attrs(void *arg, const char *stored, char **out) {
+    assert_string_equal(stored, "{}");
+    *out = strdup(arg);
+    return 0;
+}
+
+/* v5 -> v6: user_attrs and note on studies and trials, with their
+ * defaults on every old row; the name index of get-or-create. */
+static void test_v5_is_migrated_to_v6(void **state) {
+    (void)state;
+    assert_true(sto_schema_version() >= 6);
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    sto_db *db = NULL;
+    assert_int_equal(sto_db_open_at(tmp.db, STO_SYNC_NORMAL, 5, &db), 0);
+    assert_null(db->q[STO_Q_STUDY_ANNOTATE]); /* v6 statements are left out */
+    struct fixture f;
+    write_data(db, &f);
+    sto_close(db);
+
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+    assert_int_equal(has_object(db->conn, "index", "studies_name"), 1);
+    check_data(db, &f, 2);
+    sto_study s;
+    assert_int_equal(sto_study_get(db, f.study, &s), 0);
+    assert_string_equal(s.user_attrs, "{}");
+    assert_string_equal(s.note, "");
+    sto_study_clear(&s);
+    sto_trial t;
+    assert_int_equal(sto_trial_get(db, f.pruned, &t), 0);
+    assert_string_equal(t.user_attrs, "{}");
+    assert_string_equal(t.note, "");
+    sto_trial_clear(&t);
+    /* the new columns take values */
+    assert_int_equal(sto_trial_annotate(db, f.trial, set_attrs, "{\"a\":[1,2]}", "n", NULL), 0);
+    assert_int_equal(sto_trial_get(db, f.trial, &t), 0);
+    assert_string_equal(t.user_attrs, "{\"a\":[1,2]}");
+    sto_trial_clear(&t);
+    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_integrity_check"
+                                       " WHERE integrity_check <> 'ok'"),
+                     0);
+    sto_close(db);
+    sto_tmp_close(&tmp);
+}
+
 static void test_newer_version_is_refused(void **state) {
     (void)state;
     sto_tmp tmp;
@@ -403,6 +442,7 @@ static void test_query_plans(void **state) {
     assert_plan_uses(db, STO_Q_EPOCHS_TRIAL, "PRIMARY KEY");
     assert_plan_uses(db, STO_Q_TRIALS_REQUEUE_RUNNING, "trials_study_state");
     assert_plan_uses(db, STO_Q_DATASET_GET_BY_NAME, "sqlite_autoindex_datasets_1");
+    assert_plan_uses(db, STO_Q_STUDY_BY_NAME, "studies_name");
     sto_close(db);
 }
 
@@ -412,6 +452,7 @@ int main(void) {
         cmocka_unit_test(test_old_version_is_migrated),
         cmocka_unit_test(test_v2_is_migrated_to_v3),
         cmocka_unit_test(test_v4_is_migrated_to_v5),
+        cmocka_unit_test(test_v5_is_migrated_to_v6),
         cmocka_unit_test(test_newer_version_is_refused),
         cmocka_unit_test(test_query_plans),
     };
