@@ -162,6 +162,41 @@ void api_study_forget(api_ctx *ctx, int64_t id);
 int api_cache_new(api_ctx *ctx);
 void api_cache_free(api_ctx *ctx);
 
+/* ---- enqueued trials (enqueued.c) ----
+ * An enqueued trial is stored QUEUED, never started (started = 0), with the
+ * parameters the client fixed; it holds its number (it counts toward
+ * max_trials) but is not in the tuner's history until it is handed out. */
+/* Hands out enqueued trial t: its parameters completed by the tuner
+ * (tun_study_suggest_fixed), stored running with lease (<= 0: none), slot
+ * (may be NULL) and ev (may be NULL), and added to the tuner as running;
+ * *params_out (may be NULL) gets the full parameters. The study's lock is
+ * held. HPO_ECONFLICT when t is no longer waiting. */
+int api_enqueued_hand_out(api_ctx *ctx, api_study *st, const sto_trial *t, double lease, const char *slot,
+                          const sto_event_in *ev, json_t **params_out);
+/* The oldest enqueued trial of a study (queued, never started) into *out
+ * (sto_trial_clear it); HPO_ENOTFOUND when none waits. */
+int api_enqueued_next(api_ctx *ctx, int64_t study_id, sto_trial *out);
+
+/* ---- trials a client brings (trials.c, trials_in.c) ---- */
+/* Reads a trial's outcome from body's "state" ("complete" default,
+ * "pruned", "failed"), "value" or "values" (one per execution: their mean,
+ * std and count) and "error" (a string); a complete trial needs a value, a
+ * failed one has none. 0, or -1 with a 400 naming the field in resp. The
+ * caller checks the keys. */
+int api_parse_outcome(const json_t *body, sto_trial_state *state, double *value, double *std, int *n,
+                      const char **error, api_response *resp);
+/* Stores a finished trial in st and tells its tuner, as a told trial
+ * (params full and valid: x its encoding); *id_out and *number_out (may be
+ * NULL) get it. The study's lock is held. */
+int api_trial_add(api_ctx *ctx, api_study *st, const sto_trial_in *in, const double *x, int64_t *id_out,
+                  int64_t *number_out);
+
+/* Reads {"<step>": value, ...} (steps integers >= 0, values numbers or
+ * null) into two malloc'd arrays (NULL, 0 for NULL or null); errors name
+ * field. */
+int api_parse_intermediates(const json_t *obj, const char *field, int64_t **steps, double **values, size_t *n,
+                            hpo_error *err);
+
 /* Maps storage trial states to tuner states. */
 tun_trial_state api_tun_state(sto_trial_state s);
 
@@ -245,6 +280,8 @@ void api_h_study_delete(api_ctx *, const api_request *, int64_t, api_response *)
 void api_h_study_trials(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_best(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_ask(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_enqueue(api_ctx *, const api_request *, int64_t, api_response *);   /* trials_in.c */
+void api_h_study_add_trial(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_get(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_report(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_tell(api_ctx *, const api_request *, int64_t, api_response *);

@@ -19,6 +19,8 @@ static const struct {
     {{"GET", "/api/v1/studies/{id}/trials", "studies.trials"}, api_h_study_trials},
     {{"GET", "/api/v1/studies/{id}/best", "studies.best"}, api_h_study_best},
     {{"POST", "/api/v1/studies/{id}/ask", "studies.ask"}, api_h_study_ask},
+    {{"POST", "/api/v1/studies/{id}/enqueue", "studies.enqueue"}, api_h_study_enqueue},
+    {{"POST", "/api/v1/studies/{id}/trials", "studies.add_trial"}, api_h_study_add_trial},
     {{"POST", "/api/v1/studies/{id}/pause", "studies.pause"}, api_h_study_pause},
     {{"POST", "/api/v1/studies/{id}/resume", "studies.resume"}, api_h_study_resume},
     {{"POST", "/api/v1/studies/{id}/cancel", "studies.cancel"}, api_h_study_cancel},

@@ -1,5 +1,6 @@
 /* trials.c - ask/tell: POST /studies/{id}/ask, /trials/{id}/report and
- * /trials/{id}/tell, and GET /trials/{id}. An ask refused for the budget
+ * /trials/{id}/tell, and GET /trials/{id}. An ask hands out the oldest
+ * enqueued trial before drawing a new one (enqueued.c). An ask refused for the budget
  * and a tell end a study whose budget is spent once none of its trials is
  * out (jobs_internal.h: a study's end). */
 #include <math.h>
@@ -18,6 +19,13 @@ static void refuse_budget(api_response *resp, const api_study *st, const char *w
                  st->def.max_seconds);
     else
         api_fail(resp, 409, "exhausted", why, "the search space is exhausted (every grid point was asked)");
+}
+
+static void reply_asked(api_response *resp, int64_t study_id, int64_t trial_id, int64_t number,
+                        json_t *params, double lease) {
+    api_reply_json(resp, 200, json_pack("{s:I, s:I, s:I, s:O, s:f}", "trial_id", (json_int_t)trial_id,
+                                        "study_id", (json_int_t)study_id, "number", (json_int_t)number,
+                                        "params", params, "lease_expires", lease));
 }
 
 void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
@@ -55,6 +63,20 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     }
     sto_study_state state = s.state;
     sto_study_clear(&s);
+    /* enqueued trials first, oldest first; they hold their numbers already,
+     * so a max_trials reached does not keep them waiting */
+    sto_trial q;
+    if (state == STO_STUDY_RUNNING && api_enqueued_next(ctx, id, &q) == 0) {
+        rc = api_enqueued_hand_out(ctx, st, &q, lease, NULL, NULL, &params);
+        trial_id = q.id;
+        number = q.number;
+        sto_trial_clear(&q);
+        if (rc)
+            api_fail_rc(resp, rc, NULL);
+        else
+            reply_asked(resp, id, trial_id, number, params, lease);
+        goto unlock;
+    }
     /* a spent budget is named, also once it completed the study */
     if (state == STO_STUDY_RUNNING || state == STO_STUDY_COMPLETE)
         why = api_budget_spent(st, now, state == STO_STUDY_COMPLETE);
@@ -93,9 +115,7 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     number = stored_number;
     st->next_number = number + 1;
     tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
-    api_reply_json(resp, 200, json_pack("{s:I, s:I, s:I, s:O, s:f}", "trial_id", (json_int_t)trial_id,
-                                        "study_id", (json_int_t)id, "number", (json_int_t)number,
-                                        "params", params, "lease_expires", lease));
+    reply_asked(resp, id, trial_id, number, params, lease);
 unlock:
     pthread_mutex_unlock(&st->lock);
     if (ended) api_events_wake(ctx);
@@ -170,12 +190,8 @@ out:
     api_metrics_observe_op(ctx, API_OP_REPORT, hpo_monotonic() - t0);
 }
 
-/* Reads the outcome of a tell: state, value (mean of "values" when given),
- * std and n, and an error text. */
-static int parse_tell(const json_t *body, sto_trial_state *state, double *value, double *std,
+int api_parse_outcome(const json_t *body, sto_trial_state *state, double *value, double *std,
                       int *n, const char **error, api_response *resp) {
-    static const char *keys[] = {"value", "values", "state", "error"};
-    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) return -1;
     const json_t *jstate = json_object_get(body, "state");
     const json_t *jvalue = json_object_get(body, "value");
     const json_t *jvalues = json_object_get(body, "values");
@@ -253,7 +269,9 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     double value, std;
     int n;
     const char *error;
-    if (parse_tell(body, &state, &value, &std, &n, &error, resp)) goto out;
+    static const char *keys[] = {"value", "values", "state", "error"};
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    if (api_parse_outcome(body, &state, &value, &std, &n, &error, resp)) goto out;
     sto_trial t;
     api_study *st;
     if (trial_and_study(ctx, id, &t, &st, resp)) goto out;

@@ -505,7 +505,7 @@ int tun_space_is_active(const tun_space *s, const double *x, int i) {
     return 1;
 }
 
-static double sample_param(const tun_param *p, hpo_rng *rng) {
+double tun_param_sample(const tun_param *p, hpo_rng *rng) {
     double u = hpo_rng_uniform(rng);
     switch (p->type) {
     case TUN_INT:
@@ -533,7 +533,7 @@ static double sample_param(const tun_param *p, hpo_rng *rng) {
 
 void tun_space_sample(const tun_space *s, hpo_rng *rng, double *x) {
     for (int i = 0; i < s->n; i++)
-        x[i] = tun_space_is_active(s, x, i) ? sample_param(&s->params[i], rng) : NAN;
+        x[i] = tun_space_is_active(s, x, i) ? tun_param_sample(&s->params[i], rng) : NAN;
 }
 
 double tun_space_snap(const tun_space *s, int i, double v) {
@@ -647,6 +647,35 @@ int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo
             continue;
         }
         if (!v || json_is_null(v)) return param_fail(err, p->name, "is missing");
+        if ((rc = decode_value(p, v, &tmp[i], err))) return rc;
+    }
+    memcpy(x, tmp, (size_t)s->n * sizeof *x);
+    return 0;
+}
+
+int tun_space_from_json_partial(const tun_space *s, const json_t *params, double *x, hpo_error *err) {
+    const char *key;
+    json_t *v;
+    double tmp[MAX_PARAMS];
+    int rc;
+
+    if (!json_is_object(params))
+        return hpo_fail(err, HPO_EINVAL, "params", "the parameters must be a JSON object");
+    json_object_foreach((json_t *)params, key, v) {
+        if (tun_space_index(s, key) < 0)
+            return param_fail(err, key, "is not a parameter of the space");
+    }
+    for (int i = 0; i < s->n; i++) {
+        const tun_param *p = &s->params[i];
+        v = json_object_get(params, p->name);
+        tmp[i] = NAN;
+        if (!v || json_is_null(v)) continue;
+        if (p->parent >= 0 && isnan(tmp[p->parent]))
+            return param_fail(err, p->name, "is conditional on '%s', which must be given too",
+                              s->params[p->parent].name);
+        if (!tun_space_is_active(s, tmp, i))
+            return param_fail(err, p->name, "is inactive: its parent '%s' does not enable it",
+                              s->params[p->parent].name);
         if ((rc = decode_value(p, v, &tmp[i], err))) return rc;
     }
     memcpy(x, tmp, (size_t)s->n * sizeof *x);

@@ -5,6 +5,11 @@
  * Design notes
  * - Trials are kept in an array indexed by trial number (numbers are dense,
  *   0, 1, 2, ... in a study); rec->present says whether a number is known.
+ *   Prior observations (warm start, tun_study_add_prior) come first: the
+ *   array holds n_prior of them (rec->prior, complete, numbers -n_prior ..
+ *   -1), then trial `number` at index n_prior + number. Samplers see them
+ *   as complete trials; pruners skip them; code comparing a record with a
+ *   trial number uses rec->number, never the index.
  * - Values are stored in the minimisation sign: a maximised study's values
  *   are negated by study.c before any algorithm sees them. Intermediate
  *   values likewise.
@@ -29,6 +34,7 @@ typedef struct tun_trial_rec {
     int n_steps, cap_steps;
     int prune_said;       /* the pruner stopped it once: later reports answer prune too */
     int bracket;          /* hyperband: its bracket (tun_hyperband_bracket_of), else 0 */
+    int prior;            /* a warm-start observation, not a trial of this study */
 } tun_trial_rec;
 
 struct tun_study {
@@ -37,7 +43,8 @@ struct tun_study {
     int maximize;
     tun_trial_rec *trials; /* indexed by number */
     int64_t cap;           /* allocated slots */
-    int64_t n_present;
+    int64_t n_present;     /* priors included */
+    int64_t n_prior;       /* warm-start observations at the front */
 };
 
 /* The values of a discrete parameter (int, stepped float, choice, bool) are
@@ -48,6 +55,8 @@ struct tun_study {
 int64_t tun_param_n_values(const tun_param *p);
 double tun_param_value_at(const tun_param *p, int64_t k);
 int64_t tun_param_index_of(const tun_param *p, double v);
+/* A value of p drawn from its prior (uniform, log-uniform, a choice). */
+double tun_param_sample(const tun_param *p, hpo_rng *rng);
 
 /* Upper bound on trial numbers a study accepts (the history is dense). */
 #define TUN_MAX_TRIAL_NUMBER 10000000

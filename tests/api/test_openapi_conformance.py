@@ -357,6 +357,21 @@ def main():
         c.check([t for _, t in ext_events] == ["study_created", "study_paused", "study_resumed", "study_cancelled"],
                 "the external study's events: %s" % ext_events)
 
+        # study management: enqueue, add a finished trial (then cancel: its stream ends)
+        mid = cl.call("POST", S, 201, dict(EXTERNAL, name="conformance-manage"))["id"]
+        q = cl.call("POST", S + "/{id}/enqueue", 201, {"params": {"x": 0.5}}, id=mid)
+        cl.call("POST", S + "/{id}/enqueue", 400, {"params": {"x": 5}}, id=mid)
+        cl.call("POST", S + "/{id}/trials", 201, {"params": {"x": 0.1, "k": "a"}, "value": 0.3,
+                                                  "intermediate_values": {"1": 0.4}}, id=mid)
+        cl.call("POST", S + "/{id}/trials", 400, {"params": {"x": 0.1}, "value": 0.3}, id=mid)
+        a = cl.call("POST", S + "/{id}/ask", 200, id=mid)
+        c.check(a["trial_id"] == q["id"] and a["params"]["x"] == 0.5, "the ask hands out the enqueued trial: %s" % a)
+        cl.call("POST", S + "/{id}/cancel", 200, id=mid)
+        cl.call("POST", S + "/{id}/enqueue", 409, {"params": {}}, id=mid)
+        mev = [t for _, t in cl.events(mid)]
+        c.check(mev == ["study_created", "trial_enqueued", "trial_added", "study_cancelled"],
+                "the managed study's events: %s" % mev)
+
         # the embedded study: trials, a refit, a trial model, an ensemble, predictions
         cl.call("POST", S + "/{id}/ask", 409, id=eid)
         wait_for(lambda: hp.ok("GET", S + "/%d" % eid)["state"] == "complete", 120)
