@@ -140,6 +140,34 @@ int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, struct 
  * rule); fails with the error when it fails everywhere with the same one. */
 int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *err);
 
+/* ---- creating a study (studies.c) ---- */
+/* Validates def (a definition; it gets the direction, the seed and a warm
+ * start's snapshot filled in), stores it as a new running study with its
+ * study_created event and *id_out its id; errors name the field. hold: an
+ * embedded study is not put in the run queue yet (the caller adds trials
+ * first, then api_queue_set). */
+int api_study_create(api_ctx *ctx, json_t *def, int hold, int64_t *id_out, hpo_error *err);
+/* status with the study's JSON (as a list shows it). */
+void api_reply_study(api_ctx *ctx, int status, int64_t id, api_response *resp);
+
+/* ---- warm start (warm_start.c) ---- */
+/* Checks a definition's "warm_start" against d's tuner; creating: only
+ * "study_ids" may be given and each must name a study (400 naming
+ * warm_start.study_ids[i]); a stored definition also holds the snapshot. */
+int api_warm_start_check(api_ctx *ctx, const json_t *def, const api_study_def *d, int creating, hpo_error *err);
+/* At creation: adds the snapshot to def's warm_start ("trials",
+ * "trials_used", "trials_skipped"): the complete trials of the studies
+ * named whose params lie in space. */
+int api_warm_start_snapshot(api_ctx *ctx, json_t *def, const tun_space *space, hpo_error *err);
+/* Feeds a stored definition's snapshot to a new tuner as priors. */
+int api_warm_start_feed(const json_t *spec, const tun_space *space, tun_study *tuner);
+/* {"study_ids", "trials_used", "trials_skipped"} of a stored definition, or
+ * NULL when it has no warm_start (a new reference). */
+json_t *api_warm_start_view(const json_t *spec);
+/* Leaves only "study_ids" in def's warm_start (a definition as a client
+ * writes it). */
+void api_warm_start_strip(json_t *def);
+
 /* ---- per-study tuner state (study_cache.c) ---- */
 typedef struct api_study {
     int64_t id;
@@ -282,6 +310,9 @@ void api_h_study_best(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_ask(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_enqueue(api_ctx *, const api_request *, int64_t, api_response *);   /* trials_in.c */
 void api_h_study_add_trial(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_export(api_ctx *, const api_request *, int64_t, api_response *);    /* study_io.c */
+void api_h_study_import(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_copy(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_get(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_report(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_tell(api_ctx *, const api_request *, int64_t, api_response *);

@@ -9,17 +9,10 @@
 #include "jobs_internal.h"
 #include "rng.h"
 
-void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
-    json_t *def = api_body_object(req, resp);
-    if (!def) return;
+int api_study_create(api_ctx *ctx, json_t *def, int hold, int64_t *id_out, hpo_error *err) {
     api_study_def d;
-    hpo_error err = {{0}, {0}};
-    int rc = api_study_def_parse(ctx, def, &d, &err);
-    if (rc) {
-        api_fail_rc(resp, rc, &err);
-        json_decref(def);
-        return;
-    }
+    int rc = api_study_def_parse(ctx, def, &d, err);
+    if (rc) return rc;
     /* Store the objective as it was understood (an embedded study's metric
      * and inferred direction), so every reader sees the same. */
     json_t *objective = json_object_get(def, "objective");
@@ -34,40 +27,56 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
         d.tuner.seed = hpo_rng_entropy_seed();
         json_object_set_new(tuner, "seed", json_integer((json_int_t)d.tuner.seed));
     }
+    /* the other studies' trials a warm start feeds the tuner, as they are now */
+    rc = api_warm_start_snapshot(ctx, def, d.space, err);
     int embedded = d.embedded;
     double max_seconds = d.max_seconds;
-    char *spec = json_dumps(def, JSON_COMPACT);
+    char *spec = rc ? NULL : json_dumps(def, JSON_COMPACT);
     int64_t study_id = 0;
     /* the study and its first event ({"id": N}) in one transaction */
     sto_event_in created = {"study_created", NULL};
-    rc = spec ? sto_study_create_ev(ctx->db, d.name, spec, &created, &study_id) : HPO_ENOMEM;
-    if (rc == 0 && d.embedded) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
+    if (rc == 0) rc = spec ? sto_study_create_ev(ctx->db, d.name, spec, &created, &study_id) : HPO_ENOMEM;
+    if (rc == 0 && d.embedded && !hold) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
     free(spec);
     api_study_def_clear(&d);
-    json_decref(def);
-    if (rc == HPO_ENOSPACE) {
-        hpo_fail(&err, rc, "", "the data disk is full: the study was not created (nothing was stored); "
-                               "free space and retry");
-        api_fail_rc(resp, rc, &err);
-        return;
-    }
-    if (rc) {
-        api_fail_rc(resp, rc, NULL);
-        return;
-    }
+    if (rc == HPO_ENOSPACE)
+        return hpo_fail(err, rc, "", "the data disk is full: the study was not created (nothing was stored); "
+                                     "free space and retry");
+    if (rc) return rc;
     api_events_wake(ctx);
     api_jobs_wake(ctx);
+    /* an external study's max_seconds: its deadline (checked again when due) */
+    if (!embedded && max_seconds > 0) {
+        sto_study s;
+        int got = sto_study_get(ctx->db, study_id, &s);
+        api_deadline_add(ctx, study_id, (got == 0 ? s.created : hpo_now()) + max_seconds);
+        if (got == 0) sto_study_clear(&s);
+    }
+    *id_out = study_id;
+    return 0;
+}
+
+void api_reply_study(api_ctx *ctx, int status, int64_t id, api_response *resp) {
     sto_study s;
-    int got = sto_study_get(ctx->db, study_id, &s);
-    /* an external study's max_seconds: its deadline (a later one if the
-     * study cannot be read back: it is checked again when due) */
-    if (!embedded && max_seconds > 0) api_deadline_add(ctx, study_id, (got == 0 ? s.created : hpo_now()) + max_seconds);
-    if (got == 0) {
-        api_reply_json(resp, 201, api_study_json(ctx, &s, 0));
+    if (sto_study_get(ctx->db, id, &s) == 0) {
+        api_reply_json(resp, status, api_study_json(ctx, &s, 0));
         sto_study_clear(&s);
     } else {
-        api_reply_json(resp, 201, json_pack("{s:I}", "id", (json_int_t)study_id));
+        api_reply_json(resp, status, json_pack("{s:I}", "id", (json_int_t)id));
     }
+}
+
+void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    json_t *def = api_body_object(req, resp);
+    if (!def) return;
+    hpo_error err = {{0}, {0}};
+    int64_t study_id = 0;
+    int rc = api_study_create(ctx, def, 0, &study_id, &err);
+    json_decref(def);
+    if (rc)
+        api_fail_rc(resp, rc, &err);
+    else
+        api_reply_study(ctx, 201, study_id, resp);
 }
 
 void api_h_study_list(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {

@@ -85,6 +85,10 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
     }
     if ((rc = tun_study_new(st->def.space, &st->def.tuner, st->def.maximize, &st->tuner)))
         goto fail;
+    if ((rc = api_warm_start_feed(st->spec, st->def.space, st->tuner))) { /* priors first */
+        HPO_ERROR("study %lld: its warm-start snapshot is unreadable", (long long)id);
+        goto fail;
+    }
     sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
     if ((rc = sto_trial_list(ctx->db, id, &all, &trials, &n))) goto fail;
     x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
