@@ -10,6 +10,10 @@ _hpo_flags() {
     # output flags every command takes.
     case "$1" in
         "study watch") echo "--interval" ;;
+        "study enqueue") echo "--param" ;;
+        "study add-trial") echo "--param --value --state --intermediate --error" ;;
+        "study export") echo "-o --output" ;;
+        "study import"|"study copy") echo "--name" ;;
         best) echo "--top" ;;
         trials) echo "--state --order --desc --limit --offset" ;;
         events) echo "--after --timeout" ;;
@@ -50,10 +54,11 @@ _hpo() {
     done
 
     case "$prev" in
-        --url|--token|--field|--top|--trials|--members|--rounds|--epochs-factor|--limit|--offset|--after|--timeout|--interval|--error|--label-column)
+        --url|--token|--field|--top|--trials|--members|--rounds|--epochs-factor|--limit|--offset|--after|--timeout|--interval|--error|--label-column|--param|--value|--intermediate|--name)
             return ;;
         --state)
             if [ "$cmd" = tell ]; then COMPREPLY=($(compgen -W "failed pruned" -- "$cur"))
+            elif [ "$sub" = add-trial ]; then COMPREPLY=($(compgen -W "complete pruned failed" -- "$cur"))
             else COMPREPLY=($(compgen -W "running complete pruned failed cancelled queued" -- "$cur")); fi
             return ;;
         --order) COMPREPLY=($(compgen -W "number value" -- "$cur")); return ;;
@@ -69,7 +74,7 @@ _hpo() {
     fi
     if [ -z "$sub" ]; then
         case "$cmd" in
-            study) COMPREPLY=($(compgen -W "create list get delete pause resume cancel watch" -- "$cur")); return ;;
+            study) COMPREPLY=($(compgen -W "create list get delete pause resume cancel watch enqueue add-trial export import copy" -- "$cur")); return ;;
             dataset) COMPREPLY=($(compgen -W "list get upload delete" -- "$cur")); return ;;
         esac
     fi
@@ -79,7 +84,7 @@ _hpo() {
         return
     fi
     case "$key" in
-        "study create"|predict|"dataset upload") COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "study create"|"study import"|predict|"dataset upload") COMPREPLY=($(compgen -f -- "$cur")) ;;
     esac
 }
 
