@@ -196,7 +196,6 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
     json_t *given = json_object_get(body, "params");
     int64_t trial_id = 0;
-    int ended = 0;
     if (!given)
         rc = hpo_fail(&err, HPO_EINVAL, "params", "params is required: the value of every active parameter");
     else
@@ -213,14 +212,13 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
         if (rc)
             api_fail_rc(resp, rc, NULL);
         else /* an external study whose budget this spent ends (jobs_internal.h) */
-            ended = api_external_end(ctx, st, hpo_now()) > 0;
+            api_external_end(ctx, st, hpo_now());
     }
     int embedded = st->def.embedded;
     free(x);
     close_study(ctx, st);
     if (rc) goto out;
-    (void)ended;
-    api_events_wake(ctx);
+    api_events_wake(ctx); /* trial_added, and study_complete if it ended */
     if (embedded) api_jobs_wake(ctx);
     reply_trial(ctx, trial_id, resp);
 out:

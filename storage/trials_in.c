@@ -21,15 +21,20 @@ static int insert_returning(sto_db *db, sqlite3_stmt *s, const char *what, int64
     return 0;
 }
 
-/* The event of a new trial, inside the transaction: ev's data, or
- * {"trial_id", "number", "state"} when it has none. */
-static int new_trial_event(sto_db *db, int64_t id, int64_t number, sto_trial_state state, const sto_event_in *ev) {
-    if (!ev) return 0;
-    char data[160];
-    snprintf(data, sizeof data, "{\"trial_id\":%lld,\"number\":%lld,\"state\":\"%s\"}", (long long)id,
-             (long long)number, sto_trial_state_name(state));
-    sto_event_in e = {ev->type, ev->data ? ev->data : data};
-    return sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, id, &e);
+/* The end of a new trial's transaction: the study's updated time, the
+ * event (ev's data, or {"trial_id", "number", "state"} when it has none)
+ * and the commit. */
+static int commit_new(sto_db *db, int64_t study_id, int64_t id, int64_t number, sto_trial_state state,
+                      const sto_event_in *ev, double now) {
+    int rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now);
+    if (rc == 0 && ev) {
+        char data[160];
+        snprintf(data, sizeof data, "{\"trial_id\":%lld,\"number\":%lld,\"state\":\"%s\"}", (long long)id,
+                 (long long)number, sto_trial_state_name(state));
+        sto_event_in e = {ev->type, ev->data ? ev->data : data};
+        rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, id, &e);
+    }
+    return rc ? rc : sto_db_commit(db);
 }
 
 int sto_trial_enqueue_ev(sto_db *db, int64_t study_id, const char *params, const sto_event_in *ev,
@@ -45,9 +50,7 @@ int sto_trial_enqueue_ev(sto_db *db, int64_t study_id, const char *params, const
     sto_bind_text(s, 2, params ? params : "{}");
     sqlite3_bind_double(s, 3, now);
     if ((rc = insert_returning(db, s, "trial enqueue", &id, &number))) goto fail;
-    if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now))) goto fail;
-    if ((rc = new_trial_event(db, id, number, STO_TRIAL_QUEUED, ev))) goto fail;
-    if ((rc = sto_db_commit(db))) goto fail;
+    if ((rc = commit_new(db, study_id, id, number, STO_TRIAL_QUEUED, ev, now))) goto fail;
     sto_db_unlock(db);
     if (trial_id_out) *trial_id_out = id;
     if (number_out) *number_out = number;
@@ -141,9 +144,7 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
         }
         sto_db_done(put);
     }
-    if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now))) goto fail;
-    if ((rc = new_trial_event(db, id, number, in->state, ev))) goto fail;
-    if ((rc = sto_db_commit(db))) goto fail;
+    if ((rc = commit_new(db, study_id, id, number, in->state, ev, now))) goto fail;
     sto_db_unlock(db);
     if (trial_id_out) *trial_id_out = id;
     if (number_out) *number_out = number;

@@ -679,6 +679,19 @@ def _one_id(x):
     return _ids([x], "id")[0]
 
 
+def _outcome(body, value, values, state, error):
+    """body with a trial's outcome (tell, add_trial)."""
+    if value is not None:
+        body["value"] = value
+    if values is not None:
+        body["values"] = list(values)
+    if state is not None:
+        body["state"] = _state_name(state)
+    if error is not None:
+        body["error"] = str(error)
+    return body
+
+
 def _imported(client, out):
     study = Study(client, out["study"])
     study.imported, study.skipped = out["imported"], out["skipped"]
@@ -743,19 +756,11 @@ class Study:
         reported one) or state="failed" (with error, a text). Returns hpod's
         answer {"trial_id", "number", "state", "value"}. skip_if_finished:
         a trial that is no longer running is left alone (None)."""
-        body = {}
         if value is not None and not isinstance(value, (str, bytes)) and hasattr(value, "__len__"):
             if values is not None:
                 raise ValueError("give either value or values")
             value, values = None, value
-        if value is not None:
-            body["value"] = value
-        if values is not None:
-            body["values"] = list(values)
-        if state is not None:
-            body["state"] = _state_name(state)
-        if error is not None:
-            body["error"] = str(error)
+        body = _outcome({}, value, values, state, error)
         tid = _one_id(trial)
         try:
             out = self._client._call("POST", "/api/v1/trials/%d/tell" % tid, body)
@@ -903,15 +908,7 @@ class Study:
             state = state or ft.state
             if intermediate_values is None:
                 intermediate_values = ft.intermediate_values
-        body = {"params": dict(params)}
-        if value is not None:
-            body["value"] = value
-        if values is not None:
-            body["values"] = list(values)
-        if state is not None:
-            body["state"] = _state_name(state)
-        if error is not None:
-            body["error"] = str(error)
+        body = _outcome({"params": dict(params)}, value, values, state, error)
         if intermediate_values:
             body["intermediate_values"] = {str(int(k)): v for k, v in dict(intermediate_values).items()}
         return Trial(self._client, self._call("POST", "/trials", body), study=self)
