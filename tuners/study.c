@@ -109,10 +109,10 @@ int tun_study_add_prior(tun_study *t, const double *x, double value) {
     r->x = hpo_xmalloc((size_t)t->space->n * sizeof *r->x);
     memcpy(r->x, x, (size_t)t->space->n * sizeof *r->x);
     r->value = to_min(t, value);
+    /* negative, increasing: oldest first (TPE breaks ties by number) */
+    r->number = t->n_prior - TUN_MAX_PRIORS;
     t->n_prior++;
     t->n_present++;
-    /* numbers -n_prior .. -1, oldest first (TPE breaks ties by number) */
-    for (int64_t i = 0; i < t->n_prior; i++) t->trials[i].number = i - t->n_prior;
     return 0;
 }
 

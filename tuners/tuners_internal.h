@@ -6,8 +6,8 @@
  * - Trials are kept in an array indexed by trial number (numbers are dense,
  *   0, 1, 2, ... in a study); rec->present says whether a number is known.
  *   Prior observations (warm start, tun_study_add_prior) come first: the
- *   array holds n_prior of them (rec->prior, complete, numbers -n_prior ..
- *   -1), then trial `number` at index n_prior + number. Samplers see them
+ *   array holds n_prior of them (rec->prior, complete, the k-th numbered
+ *   k - TUN_MAX_PRIORS < 0), then trial `number` at index n_prior + number. Samplers see them
  *   as complete trials; pruners skip them; code comparing a record with a
  *   trial number uses rec->number, never the index.
  * - Values are stored in the minimisation sign: a maximised study's values
