@@ -144,6 +144,45 @@ int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, struct 
  * rule); fails with the error when it fails everywhere with the same one. */
 int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *err);
 
+/* ---- creating a study (studies.c) ---- */
+/* What a new study carries beside its definition (checked already). */
+typedef struct api_study_extras {
+    char *attrs;           /* user_attrs as JSON text, or NULL for {} */
+    json_t *note;          /* the note (a reference held), or NULL */
+    const char *note_text; /* its text */
+    int load_if_exists;    /* an existing study of the name answers instead */
+} api_study_extras;
+void api_study_extras_clear(api_study_extras *x);
+/* Validates def (a definition; it gets the direction, the seed and a warm
+ * start's snapshot filled in), stores it as a new running study with its
+ * study_created event, user_attrs and note (x, or NULL for none) and
+ * *id_out its id; errors name the field. With x->load_if_exists an
+ * existing study of the name is *id_out instead, *created_out 0 (may be
+ * NULL). hold: an embedded study is not put in the run queue yet (the
+ * caller adds trials first, then api_queue_set). */
+int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras *x, int64_t *id_out,
+                     int *created_out, hpo_error *err);
+/* status with the study's JSON (as a list shows it). */
+void api_reply_study(api_ctx *ctx, int status, int64_t id, api_response *resp);
+
+/* ---- warm start (warm_start.c) ---- */
+/* Checks a definition's "warm_start" against d's tuner; creating: only
+ * "study_ids" may be given and each must name a study (400 naming
+ * warm_start.study_ids[i]); a stored definition also holds the snapshot. */
+int api_warm_start_check(api_ctx *ctx, const json_t *def, const api_study_def *d, int creating, hpo_error *err);
+/* At creation: adds the snapshot to def's warm_start ("trials",
+ * "trials_used", "trials_skipped"): the complete trials of the studies
+ * named whose params lie in space. */
+int api_warm_start_snapshot(api_ctx *ctx, json_t *def, const tun_space *space, hpo_error *err);
+/* Feeds a stored definition's snapshot to a new tuner as priors. */
+int api_warm_start_feed(const json_t *spec, const tun_space *space, tun_study *tuner);
+/* {"study_ids", "trials_used", "trials_skipped"} of a stored definition, or
+ * NULL when it has no warm_start (a new reference). */
+json_t *api_warm_start_view(const json_t *spec);
+/* Leaves only "study_ids" in def's warm_start (a definition as a client
+ * writes it). */
+void api_warm_start_strip(json_t *def);
+
 /* ---- per-study tuner state (study_cache.c) ---- */
 typedef struct api_study {
     int64_t id;
@@ -165,6 +204,41 @@ void api_study_release(api_ctx *ctx, api_study *st);
 void api_study_forget(api_ctx *ctx, int64_t id);
 int api_cache_new(api_ctx *ctx);
 void api_cache_free(api_ctx *ctx);
+
+/* ---- enqueued trials (enqueued.c) ----
+ * An enqueued trial is stored QUEUED, never started (started = 0), with the
+ * parameters the client fixed; it holds its number (it counts toward
+ * max_trials) but is not in the tuner's history until it is handed out. */
+/* Hands out enqueued trial t: its parameters completed by the tuner
+ * (tun_study_suggest_fixed), stored running with lease (<= 0: none), slot
+ * (may be NULL) and ev (may be NULL), and added to the tuner as running;
+ * *params_out (may be NULL) gets the full parameters. The study's lock is
+ * held. HPO_ECONFLICT when t is no longer waiting. */
+int api_enqueued_hand_out(api_ctx *ctx, api_study *st, const sto_trial *t, double lease, const char *slot,
+                          const sto_event_in *ev, json_t **params_out);
+/* The oldest enqueued trial of a study (queued, never started) into *out
+ * (sto_trial_clear it); HPO_ENOTFOUND when none waits. */
+int api_enqueued_next(api_ctx *ctx, int64_t study_id, sto_trial *out);
+
+/* ---- trials a client brings (trials.c, trials_in.c) ---- */
+/* Reads a trial's outcome from body's "state" ("complete" default,
+ * "pruned", "failed"), "value" or "values" (one per execution: their mean,
+ * std and count) and "error" (a string); a complete trial needs a value, a
+ * failed one has none. 0, or -1 with a 400 naming the field in resp. The
+ * caller checks the keys. */
+int api_parse_outcome(const json_t *body, sto_trial_state *state, double *value, double *std, int *n,
+                      const char **error, api_response *resp);
+/* Stores a finished trial in st and tells its tuner, as a told trial
+ * (params full and valid: x its encoding); *id_out and *number_out (may be
+ * NULL) get it. The study's lock is held. */
+int api_trial_add(api_ctx *ctx, api_study *st, const sto_trial_in *in, const double *x, int64_t *id_out,
+                  int64_t *number_out);
+
+/* Reads {"<step>": value, ...} (steps integers >= 0, values numbers or
+ * null) into two malloc'd arrays (NULL, 0 for NULL or null); errors name
+ * field. */
+int api_parse_intermediates(const json_t *obj, const char *field, int64_t **steps, double **values, size_t *n,
+                            hpo_error *err);
 
 /* Maps storage trial states to tuner states. */
 tun_trial_state api_tun_state(sto_trial_state s);
@@ -276,6 +350,11 @@ void api_h_study_delete(api_ctx *, const api_request *, int64_t, api_response *)
 void api_h_study_trials(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_best(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_ask(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_enqueue(api_ctx *, const api_request *, int64_t, api_response *);   /* trials_in.c */
+void api_h_study_add_trial(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_export(api_ctx *, const api_request *, int64_t, api_response *);    /* study_io.c */
+void api_h_study_import(api_ctx *, const api_request *, int64_t, api_response *);
+void api_h_study_copy(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_get(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_report(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_trial_tell(api_ctx *, const api_request *, int64_t, api_response *);

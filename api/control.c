@@ -43,13 +43,15 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
          * passed while paused): it ends now (jobs_internal.h) */
         api_external_end(ctx, st, hpo_now());
     } else if (to == STO_STUDY_CANCELLED) {
-        /* external trials in flight are cancelled now; their tells get 409 */
-        sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
+        /* external trials in flight are cancelled now (their tells get 409),
+         * and the enqueued ones still waiting */
+        sto_trial_filter f = {.state = -1, .order = STO_ORDER_NUMBER};
         sto_trial *t = NULL;
         size_t n = 0;
         if (sto_trial_list(ctx->db, id, &f, &t, &n) == 0)
             for (size_t i = 0; i < n; i++)
-                if (sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled") == 0)
+                if ((t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) &&
+                    sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled") == 0)
                     tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
         sto_trial_list_free(t, n);
     }

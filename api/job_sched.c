@@ -98,17 +98,29 @@ static int start_trial(api_ctx *ctx, int64_t trial_id, int64_t number, int resum
     return rc;
 }
 
-/* A queued trial of the study to resume, started on slot; 0 or HPO_ENOTFOUND. */
+/* The oldest queued trial of the study, started on slot: a requeued one
+ * resumes from its checkpoint, an enqueued one (never started) gets its
+ * parameters completed (enqueued.c); 0 or HPO_ENOTFOUND. */
 static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *job) {
     sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER, .limit = 1};
     sto_trial *t = NULL;
     size_t n = 0;
     int rc = sto_trial_list(ctx->db, st->id, &f, &t, &n);
     if (rc == 0 && n == 0) rc = HPO_ENOTFOUND;
-    if (rc == 0) rc = start_trial(ctx, t[0].id, t[0].number, 1, slot);
+    int resumed = rc == 0 && t[0].started > 0; /* else enqueued: never started */
+    if (rc == 0 && resumed) {
+        rc = start_trial(ctx, t[0].id, t[0].number, 1, slot);
+    } else if (rc == 0) {
+        char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)t[0].id, "number",
+                                              (json_int_t)t[0].number, "slot", slot));
+        sto_event_in ev = {"trial_started", data};
+        rc = api_enqueued_hand_out(ctx, st, &t[0], 0, slot, &ev, NULL);
+        free(data);
+        if (rc == 0) api_events_wake(ctx);
+    }
     if (rc == 0)
         *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = t[0].id, .study_id = st->id, .number = t[0].number,
-                         .resumed = 1, .timeout = st->def.emb.trial_timeout};
+                         .resumed = resumed, .timeout = st->def.emb.trial_timeout};
     sto_trial_list_free(t, n);
     return rc;
 }

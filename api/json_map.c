@@ -99,6 +99,8 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
     json_object_set_new(j, "updated", json_real(s->updated));
     json_object_set_new(j, "user_attrs", stored_object(s->user_attrs));
     if (full) json_object_set_new(j, "note", json_string(s->note ? s->note : ""));
+    json_t *warm = api_warm_start_view(spec);
+    if (warm) json_object_set_new(j, "warm_start", warm);
 
     int64_t counts[STO_TRIAL_N_STATES] = {0};
     json_t *by_state = json_object();
@@ -131,7 +133,10 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
     if (sto_event_last_id(ctx->db, s->id, &last_event) == 0)
         json_object_set_new(j, "last_event_id", json_integer(last_event)); /* GET .../events?after= */
     if (full) {
-        json_object_set(j, "definition", spec);
+        /* as the client wrote it (the warm-start snapshot left out) */
+        json_t *def = json_deep_copy(spec);
+        api_warm_start_strip(def);
+        json_object_set_new(j, "definition", def);
         /* the space the tuner searches: for a premade template, its own
          * space merged with the definition's overrides */
         api_study *st;

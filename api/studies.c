@@ -12,14 +12,7 @@
 
 /* What POST /studies takes beside the definition: user_attrs, note and
  * load_if_exists, taken out of def (checked; 400/413 naming the field). */
-typedef struct create_extras {
-    char *attrs; /* merged text, or NULL */
-    json_t *note; /* the note (a reference), or NULL */
-    const char *note_text;
-    int load_if_exists;
-} create_extras;
-
-static int take_extras(json_t *def, create_extras *x, hpo_error *err) {
+static int take_extras(json_t *def, api_study_extras *x, hpo_error *err) {
     memset(x, 0, sizeof *x);
     json_t *attrs = json_object_get(def, "user_attrs"), *note = json_object_get(def, "note");
     json_t *lie = json_object_get(def, "load_if_exists");
@@ -35,7 +28,7 @@ static int take_extras(json_t *def, create_extras *x, hpo_error *err) {
     return 0;
 }
 
-static void extras_clear(create_extras *x) {
+void api_study_extras_clear(api_study_extras *x) {
     free(x->attrs);
     json_decref(x->note);
     memset(x, 0, sizeof *x);
@@ -43,8 +36,8 @@ static void extras_clear(create_extras *x) {
 
 /* load_if_exists found study `id`: 200 with it when the stored definition
  * is the posted one (def, normalised as a new study's would be; the seed
- * is compared only when posted), else 409 naming the first field that
- * differs. */
+ * is compared only when posted, a warm start's snapshot of trials never),
+ * else 409 naming the first field that differs. */
 static void answer_existing(api_ctx *ctx, int64_t id, json_t *def, int seeded, api_response *resp) {
     sto_study s;
     int rc = sto_study_get(ctx->db, id, &s);
@@ -57,6 +50,8 @@ static void answer_existing(api_ctx *ctx, int64_t id, json_t *def, int seeded, a
         json_object_del(json_object_get(def, "tuner"), "seed");
         json_object_del(json_object_get(stored, "tuner"), "seed");
     }
+    json_object_del(json_object_get(def, "warm_start"), "trials");
+    json_object_del(json_object_get(stored, "warm_start"), "trials");
     char path[256];
     if (api_json_first_diff(def, stored, path, sizeof path))
         api_fail(resp, 409, "conflict", path,
@@ -69,79 +64,90 @@ static void answer_existing(api_ctx *ctx, int64_t id, json_t *def, int seeded, a
     sto_study_clear(&s);
 }
 
-void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
-    json_t *def = api_body_object(req, resp);
-    if (!def) return;
+int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras *x, int64_t *id_out,
+                     int *created_out, hpo_error *err) {
+    static const api_study_extras none;
+    if (!x) x = &none;
+    if (created_out) *created_out = 0;
     api_study_def d;
-    create_extras x;
-    hpo_error err = {{0}, {0}};
-    int rc = take_extras(def, &x, &err);
-    if (rc == 0) rc = api_study_def_parse(ctx, def, &d, &err);
-    if (rc) {
-        api_fail_rc(resp, rc, &err);
-        extras_clear(&x);
-        json_decref(def);
-        return;
-    }
+    int rc = api_study_def_parse(ctx, def, &d, err);
+    if (rc) return rc;
     /* Store the objective as it was understood (an embedded study's metric
      * and inferred direction), so every reader sees the same. */
     json_t *objective = json_object_get(def, "objective");
     if (!objective) json_object_set_new(def, "objective", objective = json_object());
     json_object_set_new(objective, "direction", json_string(d.maximize ? "maximize" : "minimize"));
     if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
-    if (d.embedded) api_embedded_show(def, &d.emb);
     /* A study without a seed gets one, stored in its definition and shown:
      * its suggestions (and an embedded study's trainings) can be replayed. */
     json_t *tuner = json_object_get(def, "tuner");
-    int seeded = json_object_get(tuner, "seed") != NULL;
-    if (!seeded) {
+    if (!json_object_get(tuner, "seed")) {
         if (!json_is_object(tuner)) json_object_set_new(def, "tuner", tuner = json_object()); /* absent or null */
         d.tuner.seed = hpo_rng_entropy_seed();
         json_object_set_new(tuner, "seed", json_integer((json_int_t)d.tuner.seed));
     }
+    /* the other studies' trials a warm start feeds the tuner, as they are now */
+    rc = api_warm_start_snapshot(ctx, def, d.space, err);
     int embedded = d.embedded, created = 0;
     double max_seconds = d.max_seconds;
-    char *spec = json_dumps(def, JSON_COMPACT);
+    char *spec = rc ? NULL : json_dumps(def, JSON_COMPACT);
     int64_t study_id = 0;
     /* the study and its first event ({"id": N}) in one transaction; with
      * load_if_exists the lookup by name too */
     sto_event_in created_ev = {"study_created", NULL};
-    sto_study_new in = {.name = d.name, .spec = spec, .user_attrs = x.attrs, .note = x.note_text,
-                        .load_if_exists = x.load_if_exists};
-    rc = spec ? sto_study_create_with(ctx->db, &in, &created_ev, &study_id, &created) : HPO_ENOMEM;
-    if (rc == 0 && created && d.embedded) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
+    sto_study_new in = {.name = d.name, .spec = spec, .user_attrs = x->attrs, .note = x->note_text,
+                        .load_if_exists = x->load_if_exists};
+    if (rc == 0) rc = spec ? sto_study_create_with(ctx->db, &in, &created_ev, &study_id, &created) : HPO_ENOMEM;
+    if (rc == 0 && created && d.embedded && !hold) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
     free(spec);
     api_study_def_clear(&d);
-    extras_clear(&x);
-    if (rc == 0 && !created) {
-        answer_existing(ctx, study_id, def, seeded, resp);
-        json_decref(def);
-        return;
-    }
-    json_decref(def);
-    if (rc == HPO_ENOSPACE) {
-        hpo_fail(&err, rc, "", "the data disk is full: the study was not created (nothing was stored); "
-                               "free space and retry");
-        api_fail_rc(resp, rc, &err);
-        return;
-    }
-    if (rc) {
-        api_fail_rc(resp, rc, NULL);
-        return;
-    }
+    if (rc == HPO_ENOSPACE)
+        return hpo_fail(err, rc, "", "the data disk is full: the study was not created (nothing was stored); "
+                                     "free space and retry");
+    if (rc) return rc;
+    *id_out = study_id;
+    if (created_out) *created_out = created;
+    if (!created) return 0; /* load_if_exists found it */
     api_events_wake(ctx);
     api_jobs_wake(ctx);
+    /* an external study's max_seconds: its deadline (checked again when due) */
+    if (!embedded && max_seconds > 0) {
+        sto_study s;
+        int got = sto_study_get(ctx->db, study_id, &s);
+        api_deadline_add(ctx, study_id, (got == 0 ? s.created : hpo_now()) + max_seconds);
+        if (got == 0) sto_study_clear(&s);
+    }
+    return 0;
+}
+
+void api_reply_study(api_ctx *ctx, int status, int64_t id, api_response *resp) {
     sto_study s;
-    int got = sto_study_get(ctx->db, study_id, &s);
-    /* an external study's max_seconds: its deadline (a later one if the
-     * study cannot be read back: it is checked again when due) */
-    if (!embedded && max_seconds > 0) api_deadline_add(ctx, study_id, (got == 0 ? s.created : hpo_now()) + max_seconds);
-    if (got == 0) {
-        api_reply_json(resp, 201, api_study_json(ctx, &s, 0));
+    if (sto_study_get(ctx->db, id, &s) == 0) {
+        api_reply_json(resp, status, api_study_json(ctx, &s, 0));
         sto_study_clear(&s);
     } else {
-        api_reply_json(resp, 201, json_pack("{s:I}", "id", (json_int_t)study_id));
+        api_reply_json(resp, status, json_pack("{s:I}", "id", (json_int_t)id));
     }
+}
+
+void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    json_t *def = api_body_object(req, resp);
+    if (!def) return;
+    hpo_error err = {{0}, {0}};
+    api_study_extras x;
+    int64_t study_id = 0;
+    int created = 0;
+    int seeded = json_object_get(json_object_get(def, "tuner"), "seed") != NULL;
+    int rc = take_extras(def, &x, &err);
+    if (rc == 0) rc = api_study_create(ctx, def, 0, &x, &study_id, &created, &err);
+    api_study_extras_clear(&x);
+    if (rc)
+        api_fail_rc(resp, rc, &err);
+    else if (!created)
+        answer_existing(ctx, study_id, def, seeded, resp);
+    else
+        api_reply_study(ctx, 201, study_id, resp);
+    json_decref(def);
 }
 
 void api_h_study_list(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {

@@ -85,10 +85,18 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
     }
     if ((rc = tun_study_new(st->def.space, &st->def.tuner, st->def.maximize, &st->tuner)))
         goto fail;
+    if ((rc = api_warm_start_feed(st->spec, st->def.space, st->tuner))) { /* priors first */
+        HPO_ERROR("study %lld: its warm-start snapshot is unreadable", (long long)id);
+        goto fail;
+    }
     sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
     if ((rc = sto_trial_list(ctx->db, id, &all, &trials, &n))) goto fail;
     x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
     for (size_t i = 0; i < n; i++) {
+        if (trials[i].number + 1 > st->next_number) st->next_number = trials[i].number + 1;
+        /* an enqueued trial never handed out (queued, or cancelled while it
+         * waited) holds its number but is not in the tuner's history */
+        if (trials[i].started <= 0) continue;
         json_t *params = json_loads(trials[i].params, 0, &jerr);
         rc = params ? tun_space_from_json(st->def.space, params, x, &err) : HPO_EINTERNAL;
         json_decref(params);
@@ -98,13 +106,12 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
             goto fail;
         }
         if ((rc = tun_study_add(st->tuner, trials[i].number, x, TUN_TRIAL_RUNNING, NAN))) goto fail;
-        if (trials[i].number + 1 > st->next_number) st->next_number = trials[i].number + 1;
     }
     replay r = {st->tuner};
     if ((rc = sto_study_intermediates(ctx->db, id, replay_intermediate, &r))) goto fail;
     for (size_t i = 0; i < n; i++) {
         tun_trial_state ts = api_tun_state(trials[i].state);
-        if (ts == TUN_TRIAL_RUNNING) continue;
+        if (ts == TUN_TRIAL_RUNNING || trials[i].started <= 0) continue;
         if ((rc = tun_study_finish(st->tuner, trials[i].number, ts, trials[i].value))) goto fail;
     }
     free(x);

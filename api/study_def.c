@@ -5,7 +5,7 @@
 #include "api_internal.h"
 
 static const char *top_keys[] = {"name", "description", "objective", "space",
-                                 "tuner", "model", "dataset", "training"};
+                                 "tuner", "model", "dataset", "training", "warm_start"};
 
 static int known(const char *key, const char **keys, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -107,6 +107,7 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
 
     const json_t *tuner = json_object_get(def, "tuner");
     if ((rc = tun_config_parse(tuner, d.space, &d.tuner, err))) goto fail;
+    if ((rc = api_warm_start_check(ctx, def, &d, check_model, err))) goto fail;
     /* tun_config_parse validated the types of the keys read here. */
     const json_t *mt = tuner ? json_object_get(tuner, "max_trials") : NULL;
     d.max_trials = mt ? json_integer_value(mt) : 0;

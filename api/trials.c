@@ -1,6 +1,8 @@
 /* trials.c - ask/tell: POST /studies/{id}/ask, /trials/{id}/report and
  * /trials/{id}/tell (both may carry user_attrs, merged into the trial's
- * before the report or outcome is stored), and GET /trials/{id}. An ask refused for the budget
+ * before the report or outcome is stored), and GET /trials/{id}. An ask
+ * hands out the oldest enqueued trial before drawing a new one
+ * (enqueued.c). An ask refused for the budget
  * and a tell end a study whose budget is spent once none of its trials is
  * out (jobs_internal.h: a study's end). */
 #include <math.h>
@@ -19,6 +21,13 @@ static void refuse_budget(api_response *resp, const api_study *st, const char *w
                  st->def.max_seconds);
     else
         api_fail(resp, 409, "exhausted", why, "the search space is exhausted (every grid point was asked)");
+}
+
+static void reply_asked(api_response *resp, int64_t study_id, int64_t trial_id, int64_t number,
+                        json_t *params, double lease) {
+    api_reply_json(resp, 200, json_pack("{s:I, s:I, s:I, s:O, s:f}", "trial_id", (json_int_t)trial_id,
+                                        "study_id", (json_int_t)study_id, "number", (json_int_t)number,
+                                        "params", params, "lease_expires", lease));
 }
 
 void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
@@ -56,6 +65,20 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     }
     sto_study_state state = s.state;
     sto_study_clear(&s);
+    /* enqueued trials first, oldest first; they hold their numbers already,
+     * so a max_trials reached does not keep them waiting */
+    sto_trial q;
+    if (state == STO_STUDY_RUNNING && api_enqueued_next(ctx, id, &q) == 0) {
+        rc = api_enqueued_hand_out(ctx, st, &q, lease, NULL, NULL, &params);
+        trial_id = q.id;
+        number = q.number;
+        sto_trial_clear(&q);
+        if (rc)
+            api_fail_rc(resp, rc, NULL);
+        else
+            reply_asked(resp, id, trial_id, number, params, lease);
+        goto unlock;
+    }
     /* a spent budget is named, also once it completed the study */
     if (state == STO_STUDY_RUNNING || state == STO_STUDY_COMPLETE)
         why = api_budget_spent(st, now, state == STO_STUDY_COMPLETE);
@@ -94,9 +117,7 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     number = stored_number;
     st->next_number = number + 1;
     tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
-    api_reply_json(resp, 200, json_pack("{s:I, s:I, s:I, s:O, s:f}", "trial_id", (json_int_t)trial_id,
-                                        "study_id", (json_int_t)id, "number", (json_int_t)number,
-                                        "params", params, "lease_expires", lease));
+    reply_asked(resp, id, trial_id, number, params, lease);
 unlock:
     pthread_mutex_unlock(&st->lock);
     if (ended) api_events_wake(ctx);
@@ -185,12 +206,8 @@ out:
     api_metrics_observe_op(ctx, API_OP_REPORT, hpo_monotonic() - t0);
 }
 
-/* Reads the outcome of a tell: state, value (mean of "values" when given),
- * std and n, and an error text. */
-static int parse_tell(const json_t *body, sto_trial_state *state, double *value, double *std,
+int api_parse_outcome(const json_t *body, sto_trial_state *state, double *value, double *std,
                       int *n, const char **error, api_response *resp) {
-    static const char *keys[] = {"value", "values", "state", "error", "user_attrs"};
-    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) return -1;
     const json_t *jstate = json_object_get(body, "state");
     const json_t *jvalue = json_object_get(body, "value");
     const json_t *jvalues = json_object_get(body, "values");
@@ -268,7 +285,9 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     double value, std;
     int n;
     const char *error;
-    if (parse_tell(body, &state, &value, &std, &n, &error, resp)) goto out;
+    static const char *keys[] = {"value", "values", "state", "error", "user_attrs"};
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    if (api_parse_outcome(body, &state, &value, &std, &n, &error, resp)) goto out;
     const json_t *attrs = json_object_get(body, "user_attrs");
     if (attrs_invalid(attrs, resp)) goto out;
     sto_trial t;

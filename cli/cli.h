@@ -8,7 +8,7 @@
  *   follow it), parses the global flags and the output flags every command
  *   takes (--json, --quiet, --field PATH, --help) into cli_ctx, and hands
  *   the rest of argv to the command (commands.c, control.c, datasets.c,
- *   models.c, annotate.c, stream.c, watch.c). http.c is the only code that talks HTTP
+ *   annotate.c, manage.c, models.c, stream.c, watch.c). http.c is the only code that talks HTTP
  *   (libcurl, one reused handle): cli_call for JSON, cli_request for forms,
  *   streams and downloads.
  * - Exit codes are the interface for scripts (documented in `hpo --help`):
@@ -127,6 +127,11 @@ int cli_study_attr(cli_ctx *c, int argc, char **argv); /* annotate.c */
 int cli_trial_attr(cli_ctx *c, int argc, char **argv);
 int cli_study_note(cli_ctx *c, int argc, char **argv);
 int cli_trial_note(cli_ctx *c, int argc, char **argv);
+int cli_study_enqueue(cli_ctx *c, int argc, char **argv); /* manage.c */
+int cli_study_add_trial(cli_ctx *c, int argc, char **argv);
+int cli_study_export(cli_ctx *c, int argc, char **argv);
+int cli_study_import(cli_ctx *c, int argc, char **argv);
+int cli_study_copy(cli_ctx *c, int argc, char **argv);
 int cli_weights(cli_ctx *c, int argc, char **argv); /* stream.c */
 int cli_events(cli_ctx *c, int argc, char **argv);
 

@@ -11,6 +11,10 @@ _hpo_flags() {
     case "$1" in
         "study create") echo "--load-if-exists" ;;
         "study watch") echo "--interval" ;;
+        "study enqueue") echo "--param" ;;
+        "study add-trial") echo "--param --value --state --intermediate --error" ;;
+        "study export") echo "-o --output" ;;
+        "study import"|"study copy") echo "--name" ;;
         best) echo "--top" ;;
         trials) echo "--state --order --desc --limit --offset" ;;
         events) echo "--after --timeout" ;;
@@ -54,10 +58,11 @@ _hpo() {
     done
 
     case "$prev" in
-        --url|--token|--field|--top|--trials|--members|--rounds|--epochs-factor|--limit|--offset|--after|--timeout|--interval|--error|--label-column)
+        --url|--token|--field|--top|--trials|--members|--rounds|--epochs-factor|--limit|--offset|--after|--timeout|--interval|--error|--label-column|--param|--value|--intermediate|--name)
             return ;;
         --state)
             if [ "$cmd" = tell ]; then COMPREPLY=($(compgen -W "failed pruned" -- "$cur"))
+            elif [ "$sub" = add-trial ]; then COMPREPLY=($(compgen -W "complete pruned failed" -- "$cur"))
             else COMPREPLY=($(compgen -W "running complete pruned failed cancelled queued" -- "$cur")); fi
             return ;;
         --order) COMPREPLY=($(compgen -W "number value" -- "$cur")); return ;;
@@ -73,7 +78,7 @@ _hpo() {
     fi
     if [ -z "$sub" ]; then
         case "$cmd" in
-            study) COMPREPLY=($(compgen -W "create list get delete pause resume cancel watch attr note" -- "$cur")); return ;;
+            study) COMPREPLY=($(compgen -W "create list get delete pause resume cancel watch enqueue add-trial export import copy attr note" -- "$cur")); return ;;
             trial) if [ "$cword" -eq "$((cmd_at + 1))" ] && [[ "$cur" != -* ]]; then
                        COMPREPLY=($(compgen -W "attr note" -- "$cur")); return
                    fi ;;
@@ -86,7 +91,7 @@ _hpo() {
         return
     fi
     case "$key" in
-        "study create"|predict|"dataset upload") COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "study create"|"study import"|predict|"dataset upload") COMPREPLY=($(compgen -f -- "$cur")) ;;
     esac
 }
 

@@ -47,6 +47,23 @@ static const command commands[] = {
     {"study", "note", cli_study_note, "ID [TEXT|-]",
      "set a study's note (- reads it from stdin; at most 64 KiB of UTF-8);\nprints the note (the current one "
      "without TEXT)", " "},
+    {"study", "enqueue", cli_study_enqueue, "ID [--param NAME=VALUE]...",
+     "enqueue a trial with these params fixed (the tuner draws the others when\nit is handed out); enqueued trials "
+     "go first. VALUE is JSON (3, 0.01,\ntrue, \"x\") or else a string (adam). Prints the queued trial",
+     " --param "},
+    {"study", "add-trial", cli_study_add_trial,
+     "ID --param NAME=VALUE... (--value V... | --state pruned|failed) [--intermediate STEP=V]... [--error TEXT]",
+     "add a finished trial (every active param; several --value: one per\nexecution); the tuner learns from it. "
+     "Prints the stored trial",
+     " --param --value --state --intermediate --error "},
+    {"study", "export", cli_study_export, "ID [-o|--output FILE]",
+     "the study and its trials as a JSON document (format hpo.study/1, which\nstudy import and Optuna read) on stdout, "
+     "or written to FILE", " -o --output "},
+    {"study", "import", cli_study_import, "FILE [--name NAME]",
+     "a new study from an exported document (FILE - reads stdin) with its\nfinished trials; prints its id (the counts "
+     "on stderr)", " --name "},
+    {"study", "copy", cli_study_copy, "ID [--name NAME]",
+     "copy a study with its finished trials (not an embedded study's weights);\nprints the copy's id", " --name "},
     {"studies", NULL, cli_study_list, "", "the same as study list", " "},
     {"best", NULL, cli_best, "ID [--top N]", "the N best complete trials, best first", " --top "},
     {"trials", NULL, cli_trials, "ID [--state S] [--order number|value] [--desc] [--limit N] [--offset N]",

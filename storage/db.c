@@ -287,6 +287,24 @@ static const char *const stmt_sql[STO_Q_N] = {
         "UPDATE trials SET state = 3, error = 'lease expired', finished = ?1"
         " WHERE state = 0 AND lease_expires > 0 AND lease_expires < ?1"
         " RETURNING " STO_TRIAL_COLS,
+    /* Trials a client brings (trials_in.c): enqueued (state 5, never
+     * started: started = 0 tells it from a requeued one), handed out once
+     * (its parameters completed), or added finished. */
+    [STO_Q_TRIAL_ENQUEUE] =
+        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
+        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 5, ?2, ?3, 0, 0"
+        " FROM trials WHERE study_id = ?1"
+        " RETURNING id, number",
+    [STO_Q_TRIAL_HAND_OUT] =
+        "UPDATE trials SET state = 0, params = ?2, started = ?3, lease_expires = ?4, slot = ?5"
+        " WHERE id = ?1 AND state = 5 AND started = 0",
+    [STO_Q_TRIAL_ADD] =
+        "INSERT INTO trials (study_id, number, state, params, value, value_std, value_n, last_step,"
+        " last_value, created, started, finished, error, user_attrs, note)"
+        " SELECT ?1, COALESCE(MAX(number) + 1, 0), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+        " COALESCE(?13, '{}'), COALESCE(?14, '')"
+        " FROM trials WHERE study_id = ?1"
+        " RETURNING id, number",
     /* Queueing (state 5 = queued): a requeued trial drops its lease. */
     [STO_Q_TRIAL_REQUEUE] =
         "UPDATE trials SET state = 5, lease_expires = 0 WHERE id = ?1 AND state = 0",

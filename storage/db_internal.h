@@ -70,6 +70,10 @@ enum {
     STO_Q_INTERMEDIATES_STUDY,
     STO_Q_TRIAL_FINISH,
     STO_Q_TRIAL_EXPIRE,
+    /* trials a client brings (trials_in.c) */
+    STO_Q_TRIAL_ENQUEUE,
+    STO_Q_TRIAL_HAND_OUT,
+    STO_Q_TRIAL_ADD,
     /* schema v3: queueing, training facts, per-epoch curves, datasets */
     STO_Q_TRIAL_REQUEUE,
     STO_Q_TRIALS_REQUEUE_RUNNING,

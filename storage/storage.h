@@ -47,7 +47,8 @@
  *   call returns HPO_ENOSPACE, with its transaction rolled back.
  * - Implementation: db.c (connection, pragmas, migrations, the statement
  *   cache with all SQL), studies.c, trials.c, training.c (queueing,
- *   epochs), datasets.c, events.c; db_internal.h is
+ *   epochs), trials_in.c (enqueued and added trials), datasets.c,
+ *   events.c; db_internal.h is
  *   shared by them and by the tests. Measured on the dev VM (2 vCPU, ext4),
  *   tests/unit/storage/test_perf: create/report/finish ~20-45 us mean each
  *   with NORMAL, ~0.2-0.35 ms with FULL (fsync); ~10,000 ask+report+tell round trips/s
@@ -258,6 +259,38 @@ int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *a
  * caller can update tuner state. They keep lease_expires (when it ran out);
  * finished = now. */
 int sto_trials_expire(sto_db *db, double now, sto_trial **out, size_t *n_out);
+
+/* ---- trials a client brings (trials_in.c) ----
+ * Enqueued trials (Optuna's enqueue_trial) are QUEUED with started = 0 and
+ * the parameters the client fixed (maybe not all); the first hand-out
+ * (an ask, or the scheduler) stores the completed parameters and makes it
+ * running. Finished trials (add_trial, an import) are created whole. The
+ * _ev calls store ev (may be NULL) with the change; ev->data NULL is stored
+ * as {"trial_id", "number", "state"}. */
+/* A queued trial with the next number. HPO_ENOTFOUND for an unknown study. */
+int sto_trial_enqueue_ev(sto_db *db, int64_t study_id, const char *params, const sto_event_in *ev,
+                         int64_t *trial_id_out, int64_t *number_out);
+/* An enqueued trial that was never started -> running, with params (the
+ * full set), started = now, lease_expires (<= 0: none) and slot (may be
+ * NULL). HPO_ECONFLICT for any other state (or a requeued trial). */
+int sto_trial_hand_out_ev(sto_db *db, int64_t trial_id, const char *params, double lease_expires,
+                          const char *slot, const sto_event_in *ev);
+typedef struct sto_trial_in {
+    const char *params;       /* JSON object text */
+    sto_trial_state state;    /* COMPLETE, PRUNED, FAILED or CANCELLED (else HPO_EINVAL) */
+    double value, value_std;  /* NaN: none (a pruned trial then keeps its last intermediate) */
+    int value_n;
+    const char *error;        /* may be NULL */
+    double started, finished; /* wall clock; <= 0: now */
+    const int64_t *steps;     /* intermediate values (steps >= 0, else HPO_EINVAL) */
+    const double *step_values;
+    size_t n_steps;
+    const char *user_attrs;   /* a JSON object text; NULL: "{}" */
+    const char *note;         /* NULL: "" */
+} sto_trial_in;
+/* A finished trial with the next number and its intermediate values. */
+int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const sto_event_in *ev,
+                     int64_t *trial_id_out, int64_t *number_out);
 
 /* ---- embedded trials: queueing, per-epoch curves (schema v3) ----
  * A trial of an embedded study is created running by the scheduler (with

@@ -88,7 +88,7 @@ int tun_evolution_suggest(const tun_study *t, int64_t number, hpo_rng *rng, doub
     const tun_trial_rec **pop = hpo_xmalloc((size_t)P * sizeof *pop);
     for (int64_t k = t->cap - 1; k >= 0 && n < P; k--) {
         const tun_trial_rec *r = &t->trials[k];
-        if (r->present && k != number && r->state == TUN_TRIAL_COMPLETE) pop[n++] = r;
+        if (r->present && k - t->n_prior != number && r->state == TUN_TRIAL_COMPLETE) pop[n++] = r;
     }
     if (n < P) {
         free(pop);

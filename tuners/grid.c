@@ -298,7 +298,7 @@ int tun_grid_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x
     used = hpo_xmalloc((size_t)(t->n_present + 1) * sizeof *used);
     for (int64_t k = 0; k < t->cap; k++) {
         const tun_trial_rec *r = &t->trials[k];
-        if (!r->present || k == number) continue;
+        if (!r->present || r->number == number) continue;
         int64_t e = grid_encode(&g, r->x);
         if (e >= 0) used[n_used++] = e;
     }

@@ -160,7 +160,7 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
         int64_t m = 1, smaller = 0;
         for (int64_t j = 0; j < t->cap; j++) {
             const tun_trial_rec *o = &t->trials[j];
-            if (!o->present || o == rec) continue;
+            if (!o->present || o->prior || o == rec) continue;
             if (bracket >= 0 && o->bracket != bracket) continue;
             int f = first_at_or_after(o, rs);
             if (f < 0 || isnan(o->step_values[f])) continue;
@@ -185,7 +185,7 @@ static int median_decide(const tun_study *t, const tun_trial_rec *rec, int64_t s
     if (step < pc->warmup_steps) return 0;
     int64_t n_complete = 0;
     for (int64_t j = 0; j < t->cap; j++)
-        if (t->trials[j].present && t->trials[j].state == TUN_TRIAL_COMPLETE) n_complete++;
+        if (t->trials[j].present && !t->trials[j].prior && t->trials[j].state == TUN_TRIAL_COMPLETE) n_complete++;
     if (n_complete == 0 || n_complete < pc->n_startup_trials) return 0;
 
     double best = NAN;
@@ -200,7 +200,7 @@ static int median_decide(const tun_study *t, const tun_trial_rec *rec, int64_t s
     int m = 0;
     for (int64_t j = 0; j < t->cap; j++) {
         const tun_trial_rec *o = &t->trials[j];
-        if (!o->present || o->state != TUN_TRIAL_COMPLETE) continue;
+        if (!o->present || o->prior || o->state != TUN_TRIAL_COMPLETE) continue;
         int f = first_at_or_after(o, step);
         if (f < 0 || o->steps[f] != step || isnan(o->step_values[f])) continue;
         vals[m++] = o->step_values[f];

@@ -26,7 +26,7 @@ static int same_config(const tun_space *s, const double *a, const double *b) {
 int tun_study_has_config(const tun_study *t, int64_t number, const double *x) {
     for (int64_t k = 0; k < t->cap; k++) {
         const tun_trial_rec *r = &t->trials[k];
-        if (r->present && k != number && same_config(t->space, r->x, x)) return 1;
+        if (r->present && r->number != number && same_config(t->space, r->x, x)) return 1;
     }
     return 0;
 }

@@ -624,7 +624,9 @@ static int decode_value(const tun_param *p, const json_t *v, double *out, hpo_er
     return HPO_EINTERNAL;
 }
 
-int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo_error *err) {
+/* The two readings of a configuration: full (every active parameter given)
+ * or partial (those given; a conditional one only with its parent). */
+static int from_json(const tun_space *s, const json_t *params, int partial, double *x, hpo_error *err) {
     const char *key;
     json_t *v;
     double tmp[MAX_PARAMS];
@@ -639,16 +641,31 @@ int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo
     for (int i = 0; i < s->n; i++) {
         const tun_param *p = &s->params[i];
         v = json_object_get(params, p->name);
+        tmp[i] = NAN;
+        int given = v && !json_is_null(v);
+        if (partial && given && p->parent >= 0 && isnan(tmp[p->parent]))
+            return param_fail(err, p->name, "is conditional on '%s', which must be given too",
+                              s->params[p->parent].name);
         if (!tun_space_is_active(s, tmp, i)) {
-            if (v && !json_is_null(v))
+            if (given)
                 return param_fail(err, p->name, "is inactive: its parent '%s' does not enable it",
                                   s->params[p->parent].name);
-            tmp[i] = NAN;
             continue;
         }
-        if (!v || json_is_null(v)) return param_fail(err, p->name, "is missing");
+        if (!given) {
+            if (partial) continue;
+            return param_fail(err, p->name, "is missing");
+        }
         if ((rc = decode_value(p, v, &tmp[i], err))) return rc;
     }
     memcpy(x, tmp, (size_t)s->n * sizeof *x);
     return 0;
+}
+
+int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo_error *err) {
+    return from_json(s, params, 0, x, err);
+}
+
+int tun_space_from_json_partial(const tun_space *s, const json_t *params, double *x, hpo_error *err) {
+    return from_json(s, params, 1, x, err);
 }

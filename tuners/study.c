@@ -36,8 +36,20 @@ void tun_study_free(tun_study *t) {
 }
 
 static tun_trial_rec *find(const tun_study *t, int64_t number) {
-    if (number < 0 || number >= t->cap || !t->trials[number].present) return NULL;
-    return &t->trials[number];
+    int64_t i = number + t->n_prior;
+    if (number < 0 || i >= t->cap || !t->trials[i].present) return NULL;
+    return &t->trials[i];
+}
+
+/* Room for index i in the history (i < TUN_MAX_TRIAL_NUMBER + TUN_MAX_PRIORS). */
+static void reserve(tun_study *t, int64_t i) {
+    if (i < t->cap) return;
+    int64_t cap = t->cap ? t->cap : 16, max = TUN_MAX_TRIAL_NUMBER + TUN_MAX_PRIORS;
+    while (cap <= i) cap *= 2;
+    if (cap > max) cap = max;
+    t->trials = hpo_xrealloc(t->trials, (size_t)cap * sizeof *t->trials);
+    memset(t->trials + t->cap, 0, (size_t)(cap - t->cap) * sizeof *t->trials);
+    t->cap = cap;
 }
 
 static double to_min(const tun_study *t, double v) { return t->maximize ? -v : v; }
@@ -72,16 +84,9 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
     if (!t || !x || number < 0 || number >= TUN_MAX_TRIAL_NUMBER) return HPO_EINVAL;
     if (state != TUN_TRIAL_RUNNING && !finished_state(state)) return HPO_EINVAL;
     if (state == TUN_TRIAL_COMPLETE && !isfinite(value)) return HPO_EINVAL;
-    if (number < t->cap && t->trials[number].present) return HPO_ECONFLICT;
-    if (number >= t->cap) {
-        int64_t cap = t->cap ? t->cap : 16;
-        while (cap <= number) cap *= 2;
-        if (cap > TUN_MAX_TRIAL_NUMBER) cap = TUN_MAX_TRIAL_NUMBER;
-        t->trials = hpo_xrealloc(t->trials, (size_t)cap * sizeof *t->trials);
-        memset(t->trials + t->cap, 0, (size_t)(cap - t->cap) * sizeof *t->trials);
-        t->cap = cap;
-    }
-    tun_trial_rec *r = &t->trials[number];
+    if (find(t, number)) return HPO_ECONFLICT;
+    reserve(t, number + t->n_prior);
+    tun_trial_rec *r = &t->trials[number + t->n_prior];
     memset(r, 0, sizeof *r);
     r->present = 1;
     r->number = number;
@@ -91,6 +96,54 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
     r->value = state == TUN_TRIAL_COMPLETE ? to_min(t, value) : NAN;
     r->bracket = t->cfg.pruner.kind == TUN_PRUNER_HYPERBAND ? tun_hyperband_bracket_of(t, number) : 0;
     t->n_present++;
+    return 0;
+}
+
+int tun_study_add_prior(tun_study *t, const double *x, double value) {
+    if (!t || !x || !isfinite(value)) return HPO_EINVAL;
+    if (t->n_present > t->n_prior) return HPO_ECONFLICT; /* a trial came first */
+    if (t->n_prior >= TUN_MAX_PRIORS) return HPO_ETOOLARGE;
+    reserve(t, t->n_prior);
+    tun_trial_rec *r = &t->trials[t->n_prior];
+    memset(r, 0, sizeof *r);
+    r->present = 1;
+    r->prior = 1;
+    r->state = TUN_TRIAL_COMPLETE;
+    r->x = hpo_xmalloc((size_t)t->space->n * sizeof *r->x);
+    memcpy(r->x, x, (size_t)t->space->n * sizeof *r->x);
+    r->value = to_min(t, value);
+    /* negative, increasing: oldest first (TPE breaks ties by number) */
+    r->number = t->n_prior - TUN_MAX_PRIORS;
+    t->n_prior++;
+    t->n_present++;
+    return 0;
+}
+
+int tun_study_suggest_fixed(tun_study *t, int64_t number, const double *fixed, double *x) {
+    const tun_space *s = t ? t->space : NULL;
+    if (!t || !fixed || !x || number < 0 || number >= TUN_MAX_TRIAL_NUMBER) return HPO_EINVAL;
+    if (s->n > 64) return HPO_EINTERNAL;
+    double sug[64];
+    int rc = tun_study_suggest(t, number, sug);
+    if (rc == HPO_EEXHAUSTED) { /* a full grid: the fixed values still make a trial */
+        for (int i = 0; i < s->n; i++) sug[i] = NAN;
+    } else if (rc) {
+        return rc;
+    }
+    hpo_rng rng;
+    hpo_rng_derive(&rng, t->cfg.seed, (uint64_t)number, 5);
+    /* parents come before their children: each activity is decided by the
+     * values already merged */
+    for (int i = 0; i < s->n; i++) {
+        if (!tun_space_is_active(s, x, i))
+            x[i] = NAN;
+        else if (!isnan(fixed[i]))
+            x[i] = fixed[i];
+        else if (!isnan(sug[i]))
+            x[i] = sug[i];
+        else /* the suggestion left it inactive under other parents */
+            x[i] = tun_param_sample(&s->params[i], &rng);
+    }
     return 0;
 }
 

@@ -92,6 +92,11 @@ json_t *tun_space_to_json(const tun_space *s, const double *x);
  * name "params.<name>" ("params" when not an object); x is written only on
  * success. */
 int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo_error *err);
+/* The same for a partial configuration (an enqueued trial's fixed
+ * parameters): each given parameter is checked as above, a missing one is
+ * NaN in x; a conditional parameter may be given only with its parent, and
+ * only when that parent enables it. */
+int tun_space_from_json_partial(const tun_space *s, const json_t *params, double *x, hpo_error *err);
 
 /* ---- algorithms ---- */
 typedef enum {
@@ -188,6 +193,20 @@ void tun_study_free(tun_study *t);
  * a grid has nothing left; HPO_ETOOLARGE for a grid over 10^6 points. The
  * caller then records the trial with tun_study_add. */
 int tun_study_suggest(tun_study *t, int64_t number, double *x);
+/* The same with some parameters fixed (an enqueued trial): fixed holds
+ * space->n values, NaN where the parameter is to be drawn
+ * (tun_space_from_json_partial). The tuner's suggestion fills the others;
+ * a parameter the suggestion left inactive but the fixed parents enable is
+ * drawn at random from (seed, number); one the fixed parents disable is
+ * NaN. A grid with nothing left still completes the fixed parameters. */
+int tun_study_suggest_fixed(tun_study *t, int64_t number, const double *fixed, double *x);
+/* Adds a prior observation (warm start: a complete trial of another study):
+ * the samplers learn from it as from a complete trial of this study, the
+ * pruners ignore it, and it has no number. Priors come before any trial
+ * (HPO_ECONFLICT once one was added); at most TUN_MAX_PRIORS
+ * (HPO_ETOOLARGE); HPO_EINVAL for a value that is not finite. */
+#define TUN_MAX_PRIORS 10000
+int tun_study_add_prior(tun_study *t, const double *x, double value);
 /* Adds a trial to the history (a new suggestion, or one replayed from storage).
  * HPO_ECONFLICT if the number is already known; HPO_EINVAL for a COMPLETE
  * trial whose value is not finite. To replay a trial with intermediate

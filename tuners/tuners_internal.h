@@ -5,6 +5,11 @@
  * Design notes
  * - Trials are kept in an array indexed by trial number (numbers are dense,
  *   0, 1, 2, ... in a study); rec->present says whether a number is known.
+ *   Prior observations (warm start, tun_study_add_prior) come first: the
+ *   array holds n_prior of them (rec->prior, complete, the k-th numbered
+ *   k - TUN_MAX_PRIORS < 0), then trial `number` at index n_prior + number. Samplers see them
+ *   as complete trials; pruners skip them; code comparing a record with a
+ *   trial number uses rec->number, never the index.
  * - Values are stored in the minimisation sign: a maximised study's values
  *   are negated by study.c before any algorithm sees them. Intermediate
  *   values likewise.
@@ -30,6 +35,7 @@ typedef struct tun_trial_rec {
     int n_steps, cap_steps;
     int prune_said;       /* the pruner stopped it once: later reports answer prune too */
     int bracket;          /* hyperband: its bracket (tun_hyperband_bracket_of), else 0 */
+    int prior;            /* a warm-start observation, not a trial of this study */
 } tun_trial_rec;
 
 /* cmaes' state (cmaes.c): the CMA-ES run the history has reached. */
@@ -50,7 +56,8 @@ struct tun_study {
     int maximize;
     tun_trial_rec *trials; /* indexed by number */
     int64_t cap;           /* allocated slots */
-    int64_t n_present;
+    int64_t n_present;     /* priors included */
+    int64_t n_prior;       /* warm-start observations at the front */
     /* cmaes: the CMA state of the generations complete so far, a cache of
      * what the history determines (cmaes.c); NULL until the first suggestion */
     struct tun_cmaes_state *cmaes;

@@ -120,7 +120,7 @@ function studyPage(main, { id }) {
       h("td", { class: "num" }, fmt(t.value), t.value_n > 1 ? h("span", { class: "muted" }, ` ±${fmt(t.value_std, 2)}`) : null),
       ...names.map((n) => h("td", { class: "num" }, t.params && n in t.params ? fmt(t.params[n], 4) : "–")),
       h("td", { class: "num" }, t.last_step === null ? "–" : t.last_step),
-      h("td", { class: "num" }, dur((t.finished || Date.now() / 1000) - t.started)))));
+      h("td", { class: "num" }, t.started ? dur((t.finished || Date.now() / 1000) - t.started) : "–"))));
     const from = page.total ? page.offset + 1 : 0, to = page.offset + page.trials.length;
     pager.replaceChildren(
       h("button", { disabled: page.offset <= 0, onclick: () => { st.table.offset = Math.max(0, st.table.offset - PAGE); loadTable(); } }, "‹ prev"),
@@ -292,7 +292,7 @@ function trialPage(main, { id }) {
         h("dl", { class: "facts" },
           h("dt", {}, "value"), h("dd", { class: "num" }, fmt(t.value), t.value_n > 1 ? ` ± ${fmt(t.value_std, 3)} over ${t.value_n} executions` : ""),
           h("dt", {}, "started"), h("dd", {}, when(t.started)),
-          h("dt", {}, "finished"), h("dd", {}, t.finished ? `${when(t.finished)} (${dur(t.finished - t.started)})` : "running"),
+          h("dt", {}, "finished"), h("dd", {}, t.finished ? `${when(t.finished)} (${t.started ? dur(t.finished - t.started) : "–"})` : t.state),
           t.lease_expires ? [h("dt", {}, "lease until"), h("dd", {}, when(t.lease_expires))] : null,
           t.error ? [h("dt", {}, "error"), h("dd", { class: "error" }, t.error)] : null,
           h("dt", {}, "steps reported"), h("dd", {}, (t.intermediate || []).length),

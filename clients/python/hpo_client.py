@@ -9,10 +9,11 @@ standard library only, in the style of Optuna.
     study.optimize(lambda trial: (trial.params["x"] - 2) ** 2, n_trials=30)
     print(study.best_params, study.best_value)
 
-Objects: Client (studies, trials, models, datasets), Study (ask, tell,
-optimize, best_*, trials, pause/resume/cancel/delete, wait, events, refit,
-ensemble, user_attrs, note), Trial (params, report, should_prune, tell,
-model, user_attrs, note), Model (wait,
+Objects: Client (studies, trials, models, datasets, import_study,
+copy_study), Study (ask, tell, optimize, enqueue_trial, add_trial, export,
+best_*, trials, pause/resume/cancel/delete, wait, events, refit, ensemble,
+user_attrs, note), Trial (params, report, should_prune, tell, model,
+user_attrs, note), Model (wait,
 predict, weights). A Study, Trial or Model keeps the JSON hpod last sent
 about it in `.info`; `refresh()` reads it again.
 
@@ -60,6 +61,12 @@ Design:
   reached: 409 exhausted, or the study complete or cancelled).
 - Trial.report(step, value): hpod's order (step first), unlike Optuna's
   report(value, step); a step that is not an integer raises TypeError.
+- Study management follows Optuna: enqueue_trial(params) (a partial set:
+  hpod's tuner draws the rest when the trial is handed out), add_trial
+  (a finished trial: params and value, or an optuna FrozenTrial),
+  create_study(warm_start=[studies]) (their complete trials seed the
+  tuner), export() / Client.import_study / Client.copy_study (the
+  "hpo.study/1" document, which Optuna can load: see the README).
 """
 import email.utils
 import http.client
@@ -534,7 +541,7 @@ class Client:
     # -- studies
     def create_study(self, name=None, space=None, direction=None, tuner=None, *, pruner=None, model=None,
                      dataset=None, training=None, metric=None, description=None, load_if_exists=False,
-                     user_attrs=None, note=None, **definition):
+                     user_attrs=None, note=None, warm_start=None, **definition):
         """Creates a study and returns it.
 
         space: {"x": {"type": "float", "low": 0, "high": 1}, ...} (optional
@@ -546,11 +553,13 @@ class Client:
         name such as "fashion-mnist", an uploaded dataset's id, or the
         object), training, metric (objective.metric). Other keyword
         arguments go into the definition as they are. user_attrs (a dict)
-        and note (a text) are stored with a new study. load_if_exists: when
-        a study of this name exists, return it (hpod's get-or-create; the
-        oldest of the name): Conflict naming the first differing field
-        when its definition is not this one; with neither space nor model
-        the name is only looked up."""
+        and note (a text) are stored with a new study. warm_start: studies
+        (or ids) whose complete trials seed the tuner (tpe, bayesian; see
+        Study.warm_start). load_if_exists: when a study of this name
+        exists, return it (hpod's get-or-create; the oldest of the name):
+        Conflict naming the first differing field when its definition is
+        not this one; with neither space nor model the name is only looked
+        up."""
         if load_if_exists:
             if not name:
                 raise ValueError("load_if_exists needs a name")
@@ -597,7 +606,27 @@ class Client:
             d["note"] = str(note)
         if load_if_exists:
             d["load_if_exists"] = True
+        if warm_start is not None:
+            d["warm_start"] = {"study_ids": _ids(warm_start, "warm_start")}
         return Study(self, self._call("POST", "/api/v1/studies", d))
+
+    def import_study(self, doc, name=None):
+        """A new study from an exported document (a dict, or the path of a
+        JSON file Study.export wrote): the study, with `imported` and
+        `skipped` (running and queued trials left out) set."""
+        if isinstance(doc, (str, os.PathLike)):
+            with open(doc, "r", encoding="utf-8") as f:
+                doc = json.load(f)
+        body = dict(doc)
+        if name is not None:
+            body["name"] = name
+        return _imported(self, self._call("POST", "/api/v1/studies/import", body))
+
+    def copy_study(self, study, name=None):
+        """A copy of a study (a Study or its id) with its finished trials
+        (Optuna's copy_study); an embedded study's weights are not copied."""
+        body = {} if name is None else {"name": name}
+        return _imported(self, self._call("POST", "/api/v1/studies/%d/copy" % _one_id(study), body))
 
     def get_study(self, study_id):
         """The study with this id (NotFound if there is none)."""
@@ -667,6 +696,26 @@ class Client:
 
 def _one_id(x):
     return _ids([x], "id")[0]
+
+
+def _outcome(body, value, values, state, error):
+    """body with a trial's outcome (tell, add_trial)."""
+    if value is not None:
+        body["value"] = value
+    if values is not None:
+        body["values"] = list(values)
+    if state is not None:
+        body["state"] = _state_name(state)
+    if error is not None:
+        body["error"] = str(error)
+    return body
+
+
+def _imported(client, out):
+    study = Study(client, out["study"])
+    study.imported, study.skipped = out["imported"], out["skipped"]
+    return study
+
 
 
 class Study:
@@ -751,19 +800,11 @@ class Study:
         answer {"trial_id", "number", "state", "value"}. skip_if_finished:
         a trial that is no longer running is left alone (None). user_attrs:
         merged into the trial's first."""
-        body = {}
         if value is not None and not isinstance(value, (str, bytes)) and hasattr(value, "__len__"):
             if values is not None:
                 raise ValueError("give either value or values")
             value, values = None, value
-        if value is not None:
-            body["value"] = value
-        if values is not None:
-            body["values"] = list(values)
-        if state is not None:
-            body["state"] = _state_name(state)
-        if error is not None:
-            body["error"] = str(error)
+        body = _outcome({}, value, values, state, error)
         if user_attrs is not None:
             body["user_attrs"] = dict(user_attrs)
         tid = _one_id(trial)
@@ -892,6 +933,50 @@ class Study:
             self._tell_quietly(trial, values=nums)
         else:
             self._tell_quietly(trial, value=nums[0])
+
+    # -- trials a client brings
+    def enqueue_trial(self, params):
+        """Enqueues a trial with these params fixed (Optuna's enqueue_trial;
+        a partial set is fine: the tuner draws the others when the trial is
+        handed out). Enqueued trials come first, oldest first; each counts
+        toward max_trials. The queued trial."""
+        return Trial(self._client, self._call("POST", "/enqueue", {"params": dict(params)}), study=self)
+
+    def add_trial(self, params, value=None, state=None, *, values=None, intermediate_values=None, error=None):
+        """Adds a finished trial (Optuna's add_trial): params (every active
+        parameter) and value; state "complete" (default), "pruned" or
+        "failed"; values: one per execution; intermediate_values: {step:
+        value}. params may also be an optuna FrozenTrial (its params, state,
+        value and intermediate values are taken). The stored trial."""
+        if hasattr(params, "params") and hasattr(params, "distributions"):  # an optuna FrozenTrial
+            ft = params
+            params, value = ft.params, ft.value if value is None else value
+            state = state or ft.state
+            if intermediate_values is None:
+                intermediate_values = ft.intermediate_values
+        body = _outcome({"params": dict(params)}, value, values, state, error)
+        if intermediate_values:
+            body["intermediate_values"] = {str(int(k)): v for k, v in dict(intermediate_values).items()}
+        return Trial(self._client, self._call("POST", "/trials", body), study=self)
+
+    def export(self, path=None):
+        """The study and its trials as a document ("hpo.study/1"; Optuna
+        can load it, see the README): a dict, or written to path as JSON
+        (returns path)."""
+        doc = self._call("GET", "/export")
+        if path is None:
+            return doc
+        tmp = "%s.part-%s" % (path, uuid.uuid4().hex[:8])
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+        return path
+
+    @property
+    def warm_start(self):
+        """{"study_ids", "trials_used", "trials_skipped"} of a warm-started
+        study, else None."""
+        return self.info.get("warm_start")
 
     # -- results
     def best(self, top_n=1):

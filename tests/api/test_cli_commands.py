@@ -51,7 +51,7 @@ def main():
     rc, top, _ = hpo("--help")
     cmds = [l[2:].split(" [")[0] for l in top.split("Commands:\n")[1].split("\n\n")[0].splitlines()
             if l.startswith("  ") and not l.startswith("   ")]
-    names = [" ".join(w for w in cmd.split() if w.islower() and w.isalpha()) for cmd in cmds]
+    names = [" ".join(w for w in cmd.split() if re.fullmatch(r"[a-z]+(-[a-z]+)*", w)) for cmd in cmds]
     c.check(rc == 0 and len(names) >= 25 and "study pause" in names and "dataset upload" in names
             and "events" in names and "weights" in names, "hpo --help lists the commands (%d)" % len(names))
     r = subprocess.run(["bash", "--norc", "-c", 'source "%s" && complete -p hpo' % COMPLETION],

@@ -382,6 +382,36 @@ def main():
         c.check(types.count("study_updated") == 1 and types.count("trial_updated") == 3,
                 "the annotated study's events: %s" % types)
 
+        # study management: enqueue, add a finished trial (then cancel: its stream ends)
+        mid = cl.call("POST", S, 201, dict(EXTERNAL, name="conformance-manage"))["id"]
+        q = cl.call("POST", S + "/{id}/enqueue", 201, {"params": {"x": 0.5}}, id=mid)
+        cl.call("POST", S + "/{id}/enqueue", 400, {"params": {"x": 5}}, id=mid)
+        cl.call("POST", S + "/{id}/trials", 201, {"params": {"x": 0.1, "k": "a"}, "value": 0.3,
+                                                  "intermediate_values": {"1": 0.4}}, id=mid)
+        cl.call("POST", S + "/{id}/trials", 400, {"params": {"x": 0.1}, "value": 0.3}, id=mid)
+        a = cl.call("POST", S + "/{id}/ask", 200, id=mid)
+        c.check(a["trial_id"] == q["id"] and a["params"]["x"] == 0.5, "the ask hands out the enqueued trial: %s" % a)
+        cl.call("POST", S + "/{id}/cancel", 200, id=mid)
+        cl.call("POST", S + "/{id}/enqueue", 409, {"params": {}}, id=mid)
+        mev = [t for _, t in cl.events(mid)]
+        c.check(mev == ["study_created", "trial_enqueued", "trial_added", "study_cancelled"],
+                "the managed study's events: %s" % mev)
+        # export, import, copy; a warm start from the managed study
+        exported = cl.call("GET", S + "/{id}/export", 200, id=mid)
+        cl.call("GET", S + "/{id}/export", 404, id=mid + 1000)
+        imp = cl.call("POST", S + "/import", 201, dict(exported, name="conformance-imported"))
+        c.check(imp["imported"] == 2 and imp["skipped"] == 0 and imp["study"]["n_trials"] == 2,
+                "the import holds the 2 finished trials: %s" % imp)
+        cl.call("POST", S + "/import", 400, {"format": "nope", "study": {}, "trials": []})
+        cl.call("POST", S + "/{id}/copy", 201, {"name": "conformance-copy"}, id=mid)
+        cl.call("POST", S + "/{id}/copy", 404, id=mid + 1000)
+        warm = cl.call("POST", S, 201, dict(EXTERNAL, name="conformance-warm", tuner={"algorithm": "tpe", "seed": 1},
+                                            warm_start={"study_ids": [mid]}))
+        c.check(warm.get("warm_start") == {"study_ids": [mid], "trials_used": 1, "trials_skipped": 0},
+                "the warm start used the 1 complete trial: %s" % warm.get("warm_start"))
+        cl.call("GET", S + "/{id}", 200, id=warm["id"])
+        cl.call("POST", S, 400, dict(EXTERNAL, tuner={"algorithm": "tpe"}, warm_start={"study_ids": [mid + 1000]}))
+
         # the embedded study: trials, a refit, a trial model, an ensemble, predictions
         cl.call("POST", S + "/{id}/ask", 409, id=eid)
         wait_for(lambda: hp.ok("GET", S + "/%d" % eid)["state"] == "complete", 120)

@@ -1,0 +1,471 @@
+/* study_io.c - a study as a document (Optuna's copy_study, and a JSON file
+ * Optuna can load): GET /studies/{id}/export, POST /studies/import and
+ * POST /studies/{id}/copy.
+ *
+ * The document, "format": "hpo.study/1":
+ *   {"format", "study": {"name", "direction", "kind", "state", "created",
+ *    "definition" (as GET /studies/{id} shows it), "space" (the effective
+ *    one), "user_attrs", "note"}, "trials": [{"number", "state", "params",
+ *    "value", "intermediate_values": {"<step>": v}, "datetime_start",
+ *    "datetime_complete" (ISO 8601, UTC, or null), "distributions",
+ *    "user_attrs", "note"}]}
+ * where each trial's distributions are Optuna's JSON form of its params'
+ * ranges (optuna.distributions.distribution_to_json: FloatDistribution,
+ * IntDistribution, CategoricalDistribution; a bool is a categorical of
+ * false/true) and a categorical param is its choice value, so
+ * optuna.trial.create_trial takes a trial as it is.
+ *
+ * Import makes a new study of the definition (its "name", or the body's
+ * "name") and adds the finished trials (complete, pruned, failed,
+ * cancelled) in number order, renumbered 0, 1, ..., with their
+ * user_attrs and notes (the study's too); running and queued
+ * ones are skipped and counted ("skipped"). Every trial is checked before
+ * anything is stored: its params against the definition's space (400
+ * naming trials[i].params.<name>), a complete one needs a value. Optuna's
+ * state names are read too (COMPLETE, PRUNED, FAIL, RUNNING, WAITING);
+ * "distributions" are not read: the definition's space decides. A
+ * definition's warm_start is dropped (its ids name studies of the hpod it
+ * came from). The new study runs: its tuner has learnt the imported
+ * trials, and an embedded one trains new trials until its budget is spent
+ * (a budget already spent completes it). Nothing but trials is copied: an
+ * embedded study's checkpoints, weights and models stay with the original.
+ * Copy is export + import inside hpod. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "jobs_internal.h"
+
+#define FORMAT "hpo.study/1"
+
+/* ---- export ---- */
+
+static json_t *iso_time(double t) {
+    if (!(t > 0)) return json_null();
+    time_t sec = (time_t)floor(t);
+    struct tm tm;
+    if (!gmtime_r(&sec, &tm)) return json_null();
+    char buf[64], frac[16];
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    int us = (int)((t - (double)sec) * 1e6);
+    snprintf(frac, sizeof frac, ".%06d", us > 999999 ? 999999 : us);
+    strncat(buf, frac, sizeof buf - strlen(buf) - 1);
+    strncat(buf, "+00:00", sizeof buf - strlen(buf) - 1);
+    return json_string(buf);
+}
+
+/* Optuna's distribution_to_json of one parameter, as an object. */
+static json_t *distribution(const tun_param *p) {
+    switch (p->type) {
+    case TUN_FLOAT:
+        return json_pack("{s:s, s:{s:f, s:f, s:b, s:o}}", "name", "FloatDistribution", "attributes", "low", p->low,
+                         "high", p->high, "log", p->log, "step", p->step > 0 ? json_real(p->step) : json_null());
+    case TUN_INT:
+        return json_pack("{s:s, s:{s:I, s:I, s:b, s:I}}", "name", "IntDistribution", "attributes", "low",
+                         (json_int_t)p->low, "high", (json_int_t)p->high, "log", p->log, "step",
+                         (json_int_t)(p->step >= 1 ? p->step : 1));
+    case TUN_CHOICE:
+        return json_pack("{s:s, s:{s:O}}", "name", "CategoricalDistribution", "attributes", "choices", p->choices);
+    default: /* TUN_BOOL */
+        return json_pack("{s:s, s:{s:[bb]}}", "name", "CategoricalDistribution", "attributes", "choices", 0, 1);
+    }
+}
+
+typedef struct collect {
+    const sto_trial *trials;
+    json_t **steps; /* per trial: {"<step>": value} */
+    size_t n;
+} collect;
+
+static void collect_intermediate(void *arg, int64_t number, int64_t step, double value) {
+    collect *c = arg;
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) { /* trials are ordered by number */
+        size_t mid = (lo + hi) / 2;
+        if (c->trials[mid].number < number)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == c->n || c->trials[lo].number != number) return;
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)step);
+    json_object_set_new(c->steps[lo], key, api_json_real(value));
+}
+
+/* The document of study st (stored row s); NULL with rc on failure. */
+static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *rc_out) {
+    sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    int rc = sto_trial_list(ctx->db, st->id, &all, &t, &n);
+    if (rc) {
+        *rc_out = rc;
+        return NULL;
+    }
+    collect c = {t, hpo_xcalloc(n + 1, sizeof(json_t *)), n};
+    for (size_t i = 0; i < n; i++) c.steps[i] = json_object();
+    rc = sto_study_intermediates(ctx->db, st->id, collect_intermediate, &c);
+    json_t *trials = json_array();
+    const tun_space *space = st->def.space;
+    for (size_t i = 0; i < n; i++) {
+        json_t *params = json_loads(t[i].params, 0, NULL);
+        if (!params) params = json_object();
+        json_t *dists = json_object();
+        for (int k = 0; k < space->n; k++)
+            if (json_object_get(params, space->params[k].name))
+                json_object_set_new(dists, space->params[k].name, distribution(&space->params[k]));
+        json_t *attrs = json_loads(t[i].user_attrs ? t[i].user_attrs : "{}", 0, NULL);
+        json_array_append_new(
+            trials, json_pack("{s:I, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "number", (json_int_t)t[i].number,
+                              "state", sto_trial_state_name(t[i].state), "params", params, "value",
+                              api_json_real(t[i].value), "intermediate_values", c.steps[i], "datetime_start",
+                              iso_time(t[i].started), "datetime_complete", iso_time(t[i].finished), "distributions",
+                              dists, "user_attrs", attrs ? attrs : json_object(), "note", t[i].note ? t[i].note : ""));
+    }
+    free(c.steps);
+    sto_trial_list_free(t, n);
+    if (rc) {
+        json_decref(trials);
+        *rc_out = rc;
+        return NULL;
+    }
+    json_t *def = json_deep_copy(st->spec);
+    api_warm_start_strip(def);
+    json_t *attrs = json_loads(s->user_attrs ? s->user_attrs : "{}", 0, NULL);
+    json_t *study = json_pack("{s:s, s:s, s:s, s:s, s:f, s:o, s:O, s:o, s:s}", "name", s->name, "direction",
+                              st->def.maximize ? "maximize" : "minimize", "kind", st->def.embedded ? "embedded" : "external",
+                              "state", sto_study_state_name(s->state), "created", s->created, "definition", def,
+                              "space", st->def.space_json, "user_attrs", attrs ? attrs : json_object(), "note",
+                              s->note ? s->note : "");
+    return json_pack("{s:s, s:o, s:o}", "format", FORMAT, "study", study, "trials", trials);
+}
+
+/* The document of study id, or NULL with the error in resp. */
+static json_t *export_study(api_ctx *ctx, int64_t id, api_response *resp) {
+    api_study *st = NULL;
+    int rc = api_study_acquire(ctx, id, &st);
+    if (rc) {
+        api_fail_lookup(resp, rc, "study", id);
+        return NULL;
+    }
+    json_t *doc = NULL;
+    sto_study s;
+    pthread_mutex_lock(&st->lock); /* no trial changes half-way */
+    if ((rc = sto_study_get(ctx->db, id, &s)) == 0) {
+        doc = export_doc(ctx, st, &s, &rc);
+        sto_study_clear(&s);
+    }
+    pthread_mutex_unlock(&st->lock);
+    api_study_release(ctx, st);
+    if (!doc) api_fail_lookup(resp, rc, "study", id);
+    return doc;
+}
+
+void api_h_study_export(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    (void)req;
+    json_t *doc = export_study(ctx, id, resp);
+    if (doc) api_reply_json(resp, 200, doc);
+}
+
+/* ---- import ---- */
+
+/* ISO 8601 (as Python's isoformat writes it: "YYYY-MM-DD[T ]HH:MM:SS[.f]"
+ * with "Z", "+HH:MM" or nothing, read as UTC), a number (seconds since the
+ * epoch) or null (0: now). */
+static int parse_time(const json_t *j, const char *field, double *out, hpo_error *err) {
+    *out = 0;
+    if (!j || json_is_null(j)) return 0;
+    if (json_is_number(j)) {
+        *out = json_number_value(j);
+        if (*out >= 0) return 0;
+    } else if (json_is_string(j)) {
+        const char *s = json_string_value(j);
+        struct tm tm = {0};
+        double sec = 0;
+        int used = 0;
+        if (sscanf(s, "%4d-%2d-%2d%*1[T ]%2d:%2d:%lf%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                   &tm.tm_min, &sec, &used) == 6 && sec >= 0 && sec < 61) {
+            const char *z = s + used;
+            int oh = 0, om = 0, sign = 0;
+            if (*z == '+' || *z == '-') {
+                sign = *z == '-' ? -1 : 1;
+                if (sscanf(z + 1, "%2d:%2d", &oh, &om) != 2) sign = 2;
+                z = "";
+            } else if (*z == 'Z') {
+                z++;
+            }
+            if (!*z && sign != 2) {
+                tm.tm_year -= 1900;
+                tm.tm_mon -= 1;
+                time_t t = timegm(&tm);
+                if (t != (time_t)-1) {
+                    *out = (double)t + sec - sign * (oh * 3600.0 + om * 60.0);
+                    return 0;
+                }
+            }
+        }
+    }
+    return hpo_fail(err, HPO_EINVAL, field, "%s must be an ISO 8601 time (or seconds since the epoch, or null)", field);
+}
+
+typedef struct import_trial {
+    int64_t number;
+    sto_trial_state state;
+    double value, started, finished;
+    char *params;
+    char *attrs, *note; /* user_attrs text, note (NULL: none) */
+    double *x;
+    int64_t *steps;
+    double *step_values;
+    size_t n_steps;
+} import_trial;
+
+static void import_trials_free(import_trial *t, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(t[i].params);
+        free(t[i].attrs);
+        free(t[i].note);
+        free(t[i].x);
+        free(t[i].steps);
+        free(t[i].step_values);
+    }
+    free(t);
+}
+
+static int cmp_number(const void *a, const void *b) {
+    const import_trial *x = a, *y = b;
+    return (x->number > y->number) - (x->number < y->number);
+}
+
+/* A trial's state by hpo's or Optuna's name; -1 skipped (running,
+ * queued), -2 unknown. */
+static int import_state(const char *s) {
+    static const struct {
+        const char *name;
+        int state;
+    } names[] = {{"complete", STO_TRIAL_COMPLETE}, {"pruned", STO_TRIAL_PRUNED}, {"failed", STO_TRIAL_FAILED},
+                 {"fail", STO_TRIAL_FAILED},        {"cancelled", STO_TRIAL_CANCELLED}, {"running", -1},
+                 {"queued", -1},                    {"waiting", -1}};
+    for (size_t i = 0; s && i < HPO_ARRAY_LEN(names); i++)
+        if (strcasecmp(s, names[i].name) == 0) return names[i].state;
+    return -2;
+}
+
+/* A trial's user_attrs and note (optional), checked as PATCH checks them;
+ * errors name trials[i].user_attrs / trials[i].note. */
+static int read_annotations(const json_t *j, size_t i, import_trial *out, hpo_error *err) {
+    const json_t *attrs = json_object_get(j, "user_attrs"), *note = json_object_get(j, "note");
+    hpo_error e = {{0}, {0}};
+    const char *text = NULL;
+    int rc = attrs ? api_attrs_merge(NULL, attrs, &out->attrs, &e) : 0;
+    if (rc == 0 && note && (rc = api_note_check(note, &text, &e)) == 0) out->note = hpo_strdup(text);
+    if (rc) {
+        char f[96];
+        snprintf(f, sizeof f, "trials[%zu].%.60s", i, e.field[0] ? e.field : (attrs ? "user_attrs" : "note"));
+        return hpo_fail(err, rc, f, "%s: %s", f, e.message);
+    }
+    return 0;
+}
+
+/* Reads and checks trial i of a document against space. 1 when it is
+ * skipped, 0 when read into *out, or an error naming trials[i].<field>. */
+static int read_trial(const json_t *j, size_t i, const tun_space *space, import_trial *out, hpo_error *err) {
+    static const char *keys[] = {"number", "state", "params", "value", "intermediate_values", "datetime_start",
+                                 "datetime_complete", "distributions", "user_attrs", "note"};
+    char f[96];
+    memset(out, 0, sizeof *out);
+    if (!json_is_object(j)) {
+        snprintf(f, sizeof f, "trials[%zu]", i);
+        return hpo_fail(err, HPO_EINVAL, f, "%s must be an object", f);
+    }
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)j, key, v) {
+        size_t k = 0;
+        while (k < HPO_ARRAY_LEN(keys) && strcmp(key, keys[k]) != 0) k++;
+        if (k == HPO_ARRAY_LEN(keys)) {
+            snprintf(f, sizeof f, "trials[%zu].%.40s", i, key);
+            return hpo_fail(err, HPO_EINVAL, f, "unknown key \"%.40s\" in trials[%zu]", key, i);
+        }
+    }
+    int state = import_state(json_string_value(json_object_get(j, "state")));
+    if (state == -2) {
+        snprintf(f, sizeof f, "trials[%zu].state", i);
+        return hpo_fail(err, HPO_EINVAL, f, "%s must be complete, pruned, failed, cancelled, running or queued", f);
+    }
+    if (state == -1) return 1;
+    out->state = (sto_trial_state)state;
+    const json_t *num = json_object_get(j, "number");
+    if (num && (!json_is_integer(num) || json_integer_value(num) < 0)) {
+        snprintf(f, sizeof f, "trials[%zu].number", i);
+        return hpo_fail(err, HPO_EINVAL, f, "%s must be an integer >= 0", f);
+    }
+    out->number = num ? json_integer_value(num) : (int64_t)i;
+    const json_t *value = json_object_get(j, "value");
+    out->value = json_is_number(value) ? json_number_value(value) : NAN;
+    if ((value && !json_is_null(value) && !json_is_number(value)) ||
+        (out->state == STO_TRIAL_COMPLETE && !json_is_number(value))) {
+        snprintf(f, sizeof f, "trials[%zu].value", i);
+        return hpo_fail(err, HPO_EINVAL, f, "%s must be a number%s", f,
+                        out->state == STO_TRIAL_COMPLETE ? " (a complete trial has one)" : " or null");
+    }
+    if (out->state == STO_TRIAL_FAILED || out->state == STO_TRIAL_CANCELLED) out->value = NAN;
+    out->x = hpo_xcalloc((size_t)space->n + 1, sizeof *out->x);
+    hpo_error perr = {{0}, {0}};
+    int rc = tun_space_from_json(space, json_object_get(j, "params"), out->x, &perr);
+    if (rc) {
+        snprintf(f, sizeof f, "trials[%zu].%.60s", i, perr.field);
+        return hpo_fail(err, rc, f, "%s %s", f, perr.message);
+    }
+    json_t *params = tun_space_to_json(space, out->x);
+    out->params = json_dumps(params, JSON_COMPACT);
+    json_decref(params);
+    if (!out->params) return HPO_ENOMEM;
+    snprintf(f, sizeof f, "trials[%zu].intermediate_values", i);
+    if ((rc = api_parse_intermediates(json_object_get(j, "intermediate_values"), f, &out->steps, &out->step_values,
+                                      &out->n_steps, err)))
+        return rc;
+    if ((rc = read_annotations(j, i, out, err))) return rc;
+    snprintf(f, sizeof f, "trials[%zu].datetime_start", i);
+    if ((rc = parse_time(json_object_get(j, "datetime_start"), f, &out->started, err))) return rc;
+    snprintf(f, sizeof f, "trials[%zu].datetime_complete", i);
+    return parse_time(json_object_get(j, "datetime_complete"), f, &out->finished, err);
+}
+
+/* The study's user_attrs and note of a document (optional), checked as
+ * PATCH checks them; errors name study.user_attrs / study.note. */
+static int read_study_extras(const json_t *study, api_study_extras *x, hpo_error *err) {
+    const json_t *attrs = json_object_get(study, "user_attrs"), *note = json_object_get(study, "note");
+    hpo_error e = {{0}, {0}};
+    int rc = attrs ? api_attrs_merge(NULL, attrs, &x->attrs, &e) : 0;
+    if (rc == 0 && note && (rc = api_note_check(note, &x->note_text, &e)) == 0) x->note = json_incref((json_t *)note);
+    if (rc) {
+        char f[96];
+        snprintf(f, sizeof f, "study.%.60s", e.field[0] ? e.field : (attrs ? "user_attrs" : "note"));
+        return hpo_fail(err, rc, f, "%s: %s", f, e.message);
+    }
+    return 0;
+}
+
+/* Makes a study of document doc (name: its name, or NULL): 201 with
+ * {"study", "imported", "skipped"}, or the error in resp. */
+static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_response *resp) {
+    hpo_error err = {{0}, {0}};
+    const char *format = json_string_value(json_object_get(doc, "format"));
+    if (!format || strcmp(format, FORMAT) != 0) {
+        api_fail(resp, 400, "invalid_argument", "format", "format must be \"" FORMAT "\" (GET .../export writes it)");
+        return;
+    }
+    const json_t *def_in = json_object_get(json_object_get(doc, "study"), "definition");
+    const json_t *jtrials = json_object_get(doc, "trials");
+    if (!json_is_object(def_in)) {
+        api_fail(resp, 400, "invalid_argument", "study.definition", "study.definition must be a study definition");
+        return;
+    }
+    if (jtrials && !json_is_array(jtrials)) {
+        api_fail(resp, 400, "invalid_argument", "trials", "trials must be an array");
+        return;
+    }
+    json_t *def = json_deep_copy(def_in);
+    json_object_del(def, "warm_start"); /* ids of the hpod it came from */
+    if (name) json_object_set_new(def, "name", json_string(name));
+    size_t n_in = json_array_size(jtrials), n = 0, skipped = 0;
+    import_trial *trials = hpo_xcalloc(n_in + 1, sizeof *trials);
+    api_study_def d;
+    api_study *st = NULL;
+    api_study_extras extras = {0};
+    int64_t id = 0;
+    int rc = api_study_def_load(ctx, def, &d, &err); /* the space, to check the trials first */
+    if (rc) goto fail;
+    for (size_t i = 0; rc == 0 && i < n_in; i++) {
+        rc = read_trial(json_array_get(jtrials, i), i, d.space, &trials[n], &err);
+        if (rc == 1) { /* running or queued: nothing was read */
+            skipped++;
+            rc = 0;
+        } else {
+            n++; /* read, or partly (freed below) */
+        }
+    }
+    api_study_def_clear(&d);
+    if (rc) goto fail;
+    qsort(trials, n, sizeof *trials, cmp_number);
+    if ((rc = read_study_extras(json_object_get(doc, "study"), &extras, &err))) goto fail;
+    if ((rc = api_study_create(ctx, def, 1, &extras, &id, NULL, &err))) goto fail;
+    if ((rc = api_study_acquire(ctx, id, &st))) goto fail;
+    pthread_mutex_lock(&st->lock);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        sto_trial_in in = {.params = trials[i].params, .state = trials[i].state, .value = trials[i].value,
+                           .value_std = NAN, .value_n = 1, .started = trials[i].started,
+                           .finished = trials[i].finished, .steps = trials[i].steps,
+                           .step_values = trials[i].step_values, .n_steps = trials[i].n_steps,
+                           .user_attrs = trials[i].attrs, .note = trials[i].note};
+        rc = api_trial_add(ctx, st, &in, trials[i].x, NULL, NULL);
+    }
+    if (rc == 0) api_external_end(ctx, st, hpo_now()); /* an external study whose budget is spent ends */
+    int embedded = st->def.embedded;
+    pthread_mutex_unlock(&st->lock);
+    api_study_release(ctx, st);
+    st = NULL;
+    if (rc) goto fail;
+    if (embedded) api_queue_set(ctx, id, STO_STUDY_RUNNING); /* now the scheduler may start its trials */
+    api_events_wake(ctx);
+    api_jobs_wake(ctx);
+    sto_study s;
+    if ((rc = sto_study_get(ctx->db, id, &s))) goto fail;
+    api_reply_json(resp, 201, json_pack("{s:o, s:I, s:I}", "study", api_study_json(ctx, &s, 0), "imported",
+                                        (json_int_t)n, "skipped", (json_int_t)skipped));
+    sto_study_clear(&s);
+    import_trials_free(trials, n);
+    api_study_extras_clear(&extras);
+    json_decref(def);
+    return;
+fail:
+    if (id > 0) { /* nothing half-imported stays */
+        sto_study_delete(ctx->db, id);
+        api_study_forget(ctx, id);
+    }
+    import_trials_free(trials, n);
+    api_study_extras_clear(&extras);
+    json_decref(def);
+    if (!resp->body) api_fail_rc(resp, rc, &err);
+}
+
+void api_h_study_import(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    (void)id;
+    static const char *keys[] = {"format", "study", "trials", "name"};
+    json_t *body = api_body_object(req, resp);
+    if (!body) return;
+    const json_t *name = json_object_get(body, "name");
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    if (name && !json_is_string(name)) {
+        api_fail(resp, 400, "invalid_argument", "name", "name must be a string");
+        goto out;
+    }
+    import_doc(ctx, body, json_string_value(name), resp);
+out:
+    json_decref(body);
+}
+
+void api_h_study_copy(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    static const char *keys[] = {"name"};
+    json_t *body = NULL;
+    if (req->body_len > 0) {
+        if (!(body = api_body_object(req, resp))) return;
+        if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    }
+    const json_t *name = json_object_get(body, "name");
+    if (name && !json_is_string(name)) {
+        api_fail(resp, 400, "invalid_argument", "name", "name must be a string");
+        goto out;
+    }
+    json_t *doc = export_study(ctx, id, resp);
+    if (doc) import_doc(ctx, doc, json_string_value(name), resp);
+    json_decref(doc);
+out:
+    json_decref(body);
+}

@@ -1,0 +1,238 @@
+/* trials_in.c - trials a client brings rather than the tuner (Optuna's
+ * enqueue_trial and add_trial): POST /studies/{id}/enqueue stores a queued
+ * trial with the parameters the client fixes (checked against the space;
+ * the rest are drawn when it is handed out, enqueued.c), POST
+ * /studies/{id}/trials stores a finished trial, which the tuner learns from
+ * as from a told one. Both hold a number: they count toward max_trials. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs_internal.h"
+
+#define MAX_INTERMEDIATES 100000
+
+/* The study of a request with its lock held, open to new trials: not
+ * complete or cancelled, and (full_budget) max_trials not reached; else a
+ * 404/409 in resp and NULL. */
+static api_study *open_study(api_ctx *ctx, int64_t id, int full_budget, api_response *resp) {
+    api_study *st = NULL;
+    int rc = api_study_acquire(ctx, id, &st);
+    if (rc) {
+        api_fail_lookup(resp, rc, "study", id);
+        return NULL;
+    }
+    pthread_mutex_lock(&st->lock);
+    sto_study s;
+    if ((rc = sto_study_get(ctx->db, id, &s))) {
+        api_fail_lookup(resp, rc, "study", id);
+        goto fail;
+    }
+    sto_study_state state = s.state;
+    sto_study_clear(&s);
+    if (state == STO_STUDY_COMPLETE || state == STO_STUDY_CANCELLED) {
+        api_fail(resp, 409, "conflict", "state", "study %lld is %s: it takes no new trial", (long long)id,
+                 sto_study_state_name(state));
+        goto fail;
+    }
+    const char *why = full_budget ? api_budget_spent(st, hpo_now(), 0)
+                      : st->def.max_trials > 0 && st->next_number >= st->def.max_trials ? "tuner.max_trials"
+                                                                                         : NULL;
+    if (why) {
+        api_fail(resp, 409, "exhausted", why, "the study's budget is spent (%s): it takes no new trial", why);
+        goto fail;
+    }
+    return st;
+fail:
+    pthread_mutex_unlock(&st->lock);
+    api_study_release(ctx, st);
+    return NULL;
+}
+
+static void close_study(api_ctx *ctx, api_study *st) {
+    pthread_mutex_unlock(&st->lock);
+    api_study_release(ctx, st);
+}
+
+/* 201 with the stored trial (and its intermediate values). */
+static void reply_trial(api_ctx *ctx, int64_t trial_id, api_response *resp) {
+    sto_trial t;
+    int rc = sto_trial_get(ctx->db, trial_id, &t);
+    if (rc) {
+        api_fail_rc(resp, rc, NULL);
+        return;
+    }
+    api_reply_json(resp, 201, api_trial_json(&t, 1, ctx->db));
+    sto_trial_clear(&t);
+}
+
+void api_h_study_enqueue(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    static const char *keys[] = {"params"};
+    json_t *body = api_body_object(req, resp);
+    if (!body) return;
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    json_t *given = json_object_get(body, "params");
+    if (!json_is_object(given)) {
+        api_fail(resp, 400, "invalid_argument", "params",
+                 "params must be an object of parameter values (the ones to fix; the tuner draws the rest)");
+        goto out;
+    }
+    api_study *st = open_study(ctx, id, 1, resp);
+    if (!st) goto out;
+    hpo_error err = {{0}, {0}};
+    double *fixed = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *fixed);
+    int64_t trial_id = 0, number = 0;
+    int rc = tun_space_from_json_partial(st->def.space, given, fixed, &err);
+    if (rc) {
+        api_fail_rc(resp, rc, &err);
+    } else {
+        json_t *params = tun_space_to_json(st->def.space, fixed); /* as the space writes them */
+        char *text = json_dumps(params, JSON_COMPACT);
+        sto_event_in ev = {"trial_enqueued", NULL};
+        rc = text ? sto_trial_enqueue_ev(ctx->db, id, text, &ev, &trial_id, &number) : HPO_ENOMEM;
+        free(text);
+        json_decref(params);
+        if (rc)
+            api_fail_rc(resp, rc, NULL);
+        else if (number + 1 > st->next_number)
+            st->next_number = number + 1;
+    }
+    int embedded = st->def.embedded;
+    free(fixed);
+    close_study(ctx, st);
+    if (rc) goto out;
+    api_events_wake(ctx);
+    if (embedded) api_jobs_wake(ctx);
+    reply_trial(ctx, trial_id, resp);
+out:
+    json_decref(body);
+}
+
+int api_trial_add(api_ctx *ctx, api_study *st, const sto_trial_in *in, const double *x, int64_t *id_out,
+                  int64_t *number_out) {
+    sto_event_in ev = {"trial_added", NULL};
+    int64_t id = 0, number = 0;
+    int rc = sto_trial_add_ev(ctx->db, st->id, in, &ev, &id, &number);
+    if (rc) return rc;
+    if (number + 1 > st->next_number) st->next_number = number + 1;
+    /* the tuner learns of it as of a told trial: running, its reports, its end
+     * (with the value storage kept: a pruned trial's last intermediate) */
+    sto_trial t;
+    if ((rc = sto_trial_get(ctx->db, id, &t)) == 0) {
+        rc = tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
+        for (size_t i = 0; rc == 0 && i < in->n_steps; i++)
+            rc = tun_study_report(st->tuner, number, in->steps[i], in->step_values[i], NULL);
+        if (rc == 0) rc = tun_study_finish(st->tuner, number, api_tun_state(t.state), t.value);
+        sto_trial_clear(&t);
+    }
+    if (rc) HPO_WARN("study %lld: the tuner refused added trial %lld: %s", (long long)st->id, (long long)number,
+                     hpo_strerror(rc));
+    if (id_out) *id_out = id;
+    if (number_out) *number_out = number;
+    return 0; /* stored: the tuner learns of it again at the next load */
+}
+
+int api_parse_intermediates(const json_t *obj, const char *field, int64_t **steps, double **values, size_t *n,
+                            hpo_error *err) {
+    *steps = NULL;
+    *values = NULL;
+    *n = 0;
+    if (!obj || json_is_null(obj)) return 0;
+    if (!json_is_object(obj) || json_object_size(obj) > MAX_INTERMEDIATES)
+        return hpo_fail(err, HPO_EINVAL, field,
+                        "%s must be an object {\"<step>\": value, ...} of at most %d values", field,
+                        MAX_INTERMEDIATES);
+    size_t cap = json_object_size(obj) + 1, k = 0;
+    int64_t *s = hpo_xmalloc(cap * sizeof *s);
+    double *v = hpo_xmalloc(cap * sizeof *v);
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        char *end = NULL;
+        errno = 0;
+        long long step = strtoll(key, &end, 10);
+        if (!*key || *end || errno || step < 0 || (key[0] < '0' || key[0] > '9')) {
+            free(s);
+            free(v);
+            return hpo_fail(err, HPO_EINVAL, field, "%s: the step \"%.40s\" is not an integer >= 0", field, key);
+        }
+        if (!json_is_number(val) && !json_is_null(val)) {
+            free(s);
+            free(v);
+            return hpo_fail(err, HPO_EINVAL, field, "%s[\"%lld\"] must be a number", field, step);
+        }
+        s[k] = step;
+        v[k++] = json_is_null(val) ? NAN : json_number_value(val);
+    }
+    *steps = s;
+    *values = v;
+    *n = k;
+    return 0;
+}
+
+void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
+    static const char *keys[] = {"params", "state", "value", "values", "error", "intermediate_values",
+                                 "user_attrs", "note"};
+    json_t *body = api_body_object(req, resp);
+    if (!body) return;
+    int64_t *steps = NULL;
+    double *values = NULL;
+    size_t n_steps = 0;
+    hpo_error err = {{0}, {0}};
+    sto_trial_in in = {0};
+    char *attrs = NULL; /* user_attrs, checked */
+    if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
+    if (api_parse_outcome(body, &in.state, &in.value, &in.value_std, &in.value_n, &in.error, resp)) goto out;
+    int rc = api_parse_intermediates(json_object_get(body, "intermediate_values"), "intermediate_values", &steps,
+                                     &values, &n_steps, &err);
+    if (rc) {
+        api_fail_rc(resp, rc, &err);
+        goto out;
+    }
+    in.steps = steps;
+    in.step_values = values;
+    in.n_steps = n_steps;
+    const json_t *jattrs = json_object_get(body, "user_attrs"), *jnote = json_object_get(body, "note");
+    if ((jattrs && (rc = api_attrs_merge(NULL, jattrs, &attrs, &err))) ||
+        (jnote && (rc = api_note_check(jnote, &in.note, &err)))) {
+        api_fail_rc(resp, rc, &err);
+        goto out;
+    }
+    in.user_attrs = attrs;
+    api_study *st = open_study(ctx, id, 0, resp);
+    if (!st) goto out;
+    double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
+    json_t *given = json_object_get(body, "params");
+    int64_t trial_id = 0;
+    if (!given)
+        rc = hpo_fail(&err, HPO_EINVAL, "params", "params is required: the value of every active parameter");
+    else
+        rc = tun_space_from_json(st->def.space, given, x, &err);
+    if (rc) {
+        api_fail_rc(resp, rc, &err);
+    } else {
+        json_t *params = tun_space_to_json(st->def.space, x);
+        char *text = json_dumps(params, JSON_COMPACT);
+        in.params = text;
+        rc = text ? api_trial_add(ctx, st, &in, x, &trial_id, NULL) : HPO_ENOMEM;
+        free(text);
+        json_decref(params);
+        if (rc)
+            api_fail_rc(resp, rc, NULL);
+        else /* an external study whose budget this spent ends (jobs_internal.h) */
+            api_external_end(ctx, st, hpo_now());
+    }
+    int embedded = st->def.embedded;
+    free(x);
+    close_study(ctx, st);
+    if (rc) goto out;
+    api_events_wake(ctx); /* trial_added, and study_complete if it ended */
+    if (embedded) api_jobs_wake(ctx);
+    reply_trial(ctx, trial_id, resp);
+out:
+    free(steps);
+    free(values);
+    free(attrs);
+    json_decref(body);
+}

@@ -1,0 +1,460 @@
+"""Study management (Optuna's enqueue_trial, add_trial, copy_study and warm
+starts) against a real hpod:
+
+- enqueue: each given param is checked against the space (400 naming
+  params.<name>: unknown, out of range, not a choice, wrong type, off the
+  step, a conditional one without its parent); a partial set is completed by
+  the tuner at hand-out; enqueued trials go first, oldest first (an external
+  study's asks; an embedded study's scheduler, which trains the fixed
+  params); they count toward max_trials; 409 on a cancelled study and once
+  the budget is spent; cancelling cancels those still waiting.
+- add_trial: a finished trial (complete with value or values, pruned
+  keeping its last intermediate, failed) moves best, updated and the events
+  (trial_added); the tuner learns from it (TPE's next suggestions crowd
+  around the optimum of 30 added trials); it counts toward max_trials and
+  an external study whose budget it spends completes.
+- export / import / copy: the document round-trips (imported = finished
+  trials, skipped = running and queued), a bad trial refuses the whole
+  import (400 naming trials[i].params.<name>, no study left behind); with
+  Optuna 3.1 (skipped with a message when it cannot be imported): an export
+  loaded through json_to_distribution + create_trial + add_trials has hpo's
+  best_value and best_params, and an Optuna study written in the format is
+  imported with Optuna's best.
+- warm start: 30 trials of a 1-D quadratic make TPE's first suggestions
+  close to the optimum (a cold study's are not); used/skipped counts; an
+  unknown id is a 400 naming warm_start.study_ids[i]; the tuner state
+  survives a restart with the source deleted (a twin study asked after the
+  restart suggests exactly what the original did before it).
+- the Python client's and the CLI's commands for all of it."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from hpod import Checks, Hpod, parse_args, wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+import hpo_client as hpo  # noqa: E402
+
+S = "/api/v1/studies"
+MIXED = {"x": {"type": "float", "low": -2, "high": 2},
+         "n": {"type": "int", "low": 1, "high": 9, "step": 2},
+         "lr": {"type": "float", "low": 1e-4, "high": 1, "log": True},
+         "q": {"type": "float", "low": 0, "high": 1, "step": 0.25},
+         "opt": {"type": "choice", "values": ["sgd", "adam", 3]},
+         "b": {"type": "bool"},
+         "m": {"type": "float", "low": 0, "high": 1, "condition": {"opt": ["sgd"]}}}
+LINE = {"x": {"type": "float", "low": 0, "high": 1}}
+
+
+def quad(x):
+    return (x - 0.3) ** 2
+
+
+def enqueue_checks(c, hp):
+    sid = hp.ok("POST", S, {"name": "enq", "space": MIXED, "tuner": {"seed": 1, "max_trials": 4}})["id"]
+    bad = [({"nope": 1}, "params.nope"), ({"x": 3}, "params.x"), ({"opt": "adagrad"}, "params.opt"),
+           ({"b": 1}, "params.b"), ({"n": 4}, "params.n"), ({"q": 0.3}, "params.q"), ({"n": "3"}, "params.n"),
+           ({"m": 0.5}, "params.m"), ({"opt": "adam", "m": 0.5}, "params.m")]
+    for params, field in bad:
+        st, out = hp.request("POST", S + "/%d/enqueue" % sid, {"params": params})
+        c.check(st == 400 and out["error"]["field"] == field, "enqueue %s: 400 naming %s (%s %s)" % (params, field, st, out))
+    st, out = hp.request("POST", S + "/%d/enqueue" % sid, {"params": [1]})
+    c.check(st == 400 and out["error"]["field"] == "params", "params must be an object: %s" % out)
+    st, out = hp.request("POST", S + "/%d/enqueue" % (sid + 1000), {"params": {}})
+    c.check(st == 404, "enqueue on an unknown study: 404 (%d)" % st)
+    a = hp.ok("POST", S + "/%d/enqueue" % sid, {"params": {"x": 0.5, "opt": "sgd", "m": 0.25}})
+    b = hp.ok("POST", S + "/%d/enqueue" % sid, {"params": {"n": 7}})
+    c.check(a["state"] == "queued" and a["params"] == {"x": 0.5, "opt": "sgd", "m": 0.25} and a["number"] == 0,
+            "the enqueued trial is queued with its fixed params: %s" % a)
+    got = [hp.ok("POST", S + "/%d/ask" % sid) for _ in range(3)]
+    c.check([g["trial_id"] for g in got[:2]] == [a["id"], b["id"]], "asks hand out the enqueued trials first, FIFO")
+    c.check(got[0]["params"]["x"] == 0.5 and got[0]["params"]["m"] == 0.25 and set(got[0]["params"]) == set(MIXED),
+            "the fixed params are kept, the others drawn: %s" % got[0]["params"])
+    c.check(got[1]["params"]["n"] == 7 and len(got[1]["params"]) >= 6, "a partial set completed: %s" % got[1]["params"])
+    c.check(got[2]["number"] == 2, "then a new trial: %s" % got[2])
+    t = hp.ok("GET", "/api/v1/trials/%d" % a["id"])
+    c.check(t["state"] == "running" and t["started"] > 0 and t["lease_expires"], "the handed-out trial runs with a lease")
+    # max_trials counts enqueued trials: one more fits, then 409
+    hp.ok("POST", S + "/%d/enqueue" % sid, {"params": {}})
+    st, out = hp.request("POST", S + "/%d/enqueue" % sid, {"params": {}})
+    c.check(st == 409 and out["error"]["field"] == "tuner.max_trials", "enqueue past max_trials: 409 %s" % out)
+    last = hp.ok("POST", S + "/%d/ask" % sid)
+    c.check(last["number"] == 3, "the 4th trial (enqueued) is still handed out at max_trials: %s" % last)
+    st, out = hp.request("POST", S + "/%d/ask" % sid)
+    c.check(st == 409 and out["error"]["code"] == "exhausted", "then asks are refused: %s" % out)
+    # cancel: an enqueued trial still waiting is cancelled; a cancelled study takes none
+    sid2 = hp.ok("POST", S, {"name": "enq2", "space": LINE})["id"]
+    w = hp.ok("POST", S + "/%d/enqueue" % sid2, {"params": {"x": 0.1}})
+    hp.ok("POST", S + "/%d/cancel" % sid2)
+    c.check(hp.ok("GET", "/api/v1/trials/%d" % w["id"])["state"] == "cancelled", "cancel cancels the waiting trial")
+    st, out = hp.request("POST", S + "/%d/enqueue" % sid2, {"params": {"x": 0.1}})
+    c.check(st == 409 and out["error"]["field"] == "state", "enqueue on a cancelled study: 409 %s" % out)
+    return sid
+
+
+def embedded_enqueue_checks(c, hp):
+    """An embedded study trains an enqueued trial's fixed params before any trial drawn after it."""
+    study = {"name": "emb-enq", "model": {"template": "mlp"},
+             "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True},
+                       "units": {"type": "int", "low": 8, "high": 32}},
+             "dataset": {"name": "fashion-mnist", "limit": 300, "validation_split": 100},
+             "training": {"max_epochs": 1, "batch_size": 64},
+             "tuner": {"algorithm": "random", "seed": 3, "max_trials": 3, "parallel_trials": 1}}
+    sid = hp.ok("POST", S, study)["id"]
+    q = hp.ok("POST", S + "/%d/enqueue" % sid, {"params": {"units": 17}})
+    wait_for(lambda: hp.ok("GET", S + "/%d" % sid)["state"] == "complete", 120)
+    trials = {t["id"]: t for t in hp.ok("GET", S + "/%d/trials" % sid)["trials"]}
+    mine = trials[q["id"]]
+    c.check(mine["state"] == "complete" and mine["params"]["units"] == 17 and "lr" in mine["params"],
+            "the embedded study trained the enqueued params, lr drawn: %s" % mine["params"])
+    later = [t for t in trials.values() if t["number"] > mine["number"]]
+    c.check(len(trials) == 3 and all(t["started"] >= mine["started"] for t in later),
+            "the enqueued trial was trained before the trials drawn after it (%d trials)" % len(trials))
+
+
+def add_trial_checks(c, hp):
+    sid = hp.ok("POST", S, {"name": "add", "space": LINE,
+                            "tuner": {"algorithm": "tpe", "seed": 4, "n_startup_trials": 5}})["id"]
+    before = hp.ok("GET", S + "/%d" % sid)
+    time.sleep(0.01)
+    t = hp.ok("POST", S + "/%d/trials" % sid, {"params": {"x": 0.5}, "value": 0.04,
+                                               "intermediate_values": {"1": 0.2, "2": 0.1}})
+    c.check(t["state"] == "complete" and t["value"] == 0.04 and t["number"] == 0 and t["last_step"] == 2 and
+            [i["step"] for i in t["intermediate"]] == [1, 2], "an added complete trial: %s" % t)
+    after = hp.ok("GET", S + "/%d" % sid)
+    c.check(after["best"] and after["best"]["trial_id"] == t["id"] and after["updated"] > before["updated"] and
+            after["last_event_id"] > before["last_event_id"], "best, updated and the events move")
+    p = hp.ok("POST", S + "/%d/trials" % sid, {"params": {"x": 0.9}, "state": "pruned",
+                                               "intermediate_values": {"3": 0.7, "1": 0.9}})
+    c.check(p["state"] == "pruned" and p["value"] == 0.7, "a pruned trial keeps its last intermediate: %s" % p)
+    f = hp.ok("POST", S + "/%d/trials" % sid, {"params": {"x": 0.1}, "state": "failed", "error": "oom"})
+    c.check(f["state"] == "failed" and f["value"] is None and f["error"] == "oom", "a failed trial: %s" % f)
+    v = hp.ok("POST", S + "/%d/trials" % sid, {"params": {"x": 0.2}, "values": [0.5, 0.7],
+                                               "user_attrs": {"source": "notebook"}, "note": "by hand"})
+    c.check(abs(v["value"] - 0.6) < 1e-12 and v["value_n"] == 2, "values: their mean: %s" % v)
+    vt = hp.ok("GET", "/api/v1/trials/%d" % v["id"])
+    c.check(vt["user_attrs"] == {"source": "notebook"} and vt["note"] == "by hand",
+            "an added trial keeps its user_attrs and note: %s %r" % (vt["user_attrs"], vt["note"]))
+    bad = [({"value": 1}, "params"), ({"params": {"x": 2}, "value": 1}, "params.x"), ({"params": {}, "value": 1}, "params.x"),
+           ({"params": {"x": 0.5}}, "value"), ({"params": {"x": 0.5}, "value": "1"}, "value"),
+           ({"params": {"x": 0.5}, "value": 1, "intermediate_values": {"-1": 0.5}}, "intermediate_values"),
+           ({"params": {"x": 0.5}, "value": 1, "intermediate_values": {"1": "a"}}, "intermediate_values"),
+           ({"params": {"x": 0.5}, "state": "failed", "value": 1}, "value"),
+           ({"params": {"x": 0.5}, "value": 1, "extra": 1}, "extra"),
+           ({"params": {"x": 0.5}, "value": 1, "user_attrs": [1]}, "user_attrs"),
+           ({"params": {"x": 0.5}, "value": 1, "note": 3}, "note")]
+    for body, field in bad:
+        st, out = hp.request("POST", S + "/%d/trials" % sid, body)
+        c.check(st == 400 and out["error"]["field"] == field, "add %s: 400 naming %s (%s)" % (body, field, out))
+    ev = [e for e in hp.ok("GET", S + "/%d/trials?state=complete" % sid)["trials"]]
+    c.check(len(ev) == 2, "only the valid trials were stored (%d complete)" % len(ev))
+    # the tuner learns from added trials like told ones
+    for i in range(30):
+        x = (i + 0.5) / 30
+        hp.ok("POST", S + "/%d/trials" % sid, {"params": {"x": x}, "value": quad(x)})
+    xs = [hp.ok("POST", S + "/%d/ask" % sid)["params"]["x"] for _ in range(5)]
+    err = sum(abs(x - 0.3) for x in xs) / len(xs)
+    c.check(err < 0.1, "TPE's suggestions after 30 added trials are near the optimum: mean |x-0.3| = %.3f %s" % (err, xs))
+    # max_trials: added trials count; an external study whose budget they spend completes
+    sid2 = hp.ok("POST", S, {"name": "add2", "space": LINE, "tuner": {"max_trials": 2}})["id"]
+    hp.ok("POST", S + "/%d/trials" % sid2, {"params": {"x": 0.5}, "value": 1})
+    hp.ok("POST", S + "/%d/trials" % sid2, {"params": {"x": 0.6}, "value": 2})
+    got = hp.ok("GET", S + "/%d" % sid2)
+    c.check(got["state"] == "complete" and got["n_trials"] == 2, "2 added trials spend max_trials 2: %s" % got["state"])
+    st, out = hp.request("POST", S + "/%d/trials" % sid2, {"params": {"x": 0.5}, "value": 1})
+    c.check(st == 409, "adding to a complete study: 409 (%s)" % out)
+    return sid
+
+
+def export_checks(c, hp, tmp):
+    """A mixed-space study with every kind of trial: export, import, copy."""
+    sid = hp.ok("POST", S, {"name": "exp", "space": MIXED, "tuner": {"algorithm": "tpe", "seed": 1}})["id"]
+    for i in range(12):
+        t = hp.ok("POST", S + "/%d/ask" % sid)
+        hp.ok("POST", "/api/v1/trials/%d/report" % t["trial_id"], {"step": 1, "value": 5.0 + i})
+        if i % 5 == 4:
+            hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"state": "pruned"})
+        elif i == 7:
+            hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"state": "failed"})
+        else:
+            hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": t["params"]["x"] ** 2 + i * 1e-3})
+    hp.ok("POST", S + "/%d/ask" % sid)  # running: skipped
+    hp.ok("POST", S + "/%d/enqueue" % sid, {"params": {"x": 1}})  # queued: skipped
+    # user_attrs and notes travel with the study and its trials
+    hp.ok("PATCH", S + "/%d" % sid, {"user_attrs": {"team": "vision", "grid": [1, 2]}, "note": "the study's note"})
+    t2 = hp.ok("GET", S + "/%d/trials" % sid)["trials"][2]
+    hp.ok("PATCH", "/api/v1/trials/%d" % t2["id"], {"user_attrs": {"host": "n1"}, "note": "looked at"})
+    doc = hp.ok("GET", S + "/%d/export" % sid)
+    c.check(doc["study"]["user_attrs"] == {"team": "vision", "grid": [1, 2]} and
+            doc["study"]["note"] == "the study's note" and doc["trials"][2]["user_attrs"] == {"host": "n1"} and
+            doc["trials"][2]["note"] == "looked at" and doc["trials"][0]["user_attrs"] == {} and
+            doc["trials"][0]["note"] == "", "the export holds user_attrs and notes: %s %s" % (doc["study"], doc["trials"][2]))
+    c.check(doc["format"] == "hpo.study/1" and len(doc["trials"]) == 14 and doc["study"]["definition"]["space"] == MIXED,
+            "the export holds the 14 trials and the definition")
+    t0 = doc["trials"][0]
+    c.check(t0["intermediate_values"] == {"1": 5.0} and t0["datetime_start"].endswith("+00:00") and
+            t0["distributions"]["n"] == {"name": "IntDistribution", "attributes": {"low": 1, "high": 9, "log": False, "step": 2}} and
+            t0["distributions"]["q"]["attributes"]["step"] == 0.25 and t0["distributions"]["lr"]["attributes"]["log"] is True,
+            "a trial's intermediate values, times and distributions: %s" % t0)
+    imp = hp.ok("POST", S + "/import", dict(doc, name="imported"))
+    c.check(imp["imported"] == 12 and imp["skipped"] == 2 and imp["study"]["name"] == "imported" and
+            imp["study"]["trials_by_state"]["pruned"] == 2 and imp["study"]["trials_by_state"]["failed"] == 1,
+            "import: 12 finished trials, running + queued skipped: %s" % imp)
+    best = hp.ok("GET", S + "/%d/best" % sid)["trials"][0]
+    ibest = hp.ok("GET", S + "/%d/best" % imp["study"]["id"])["trials"][0]
+    c.check(best["value"] == ibest["value"] and best["params"] == ibest["params"], "the import's best is the original's")
+    itr = hp.ok("GET", S + "/%d/trials" % imp["study"]["id"])["trials"]
+    c.check([t["number"] for t in itr] == list(range(12)) and
+            abs(itr[0]["started"] - hp.ok("GET", S + "/%d/trials" % sid)["trials"][0]["started"]) < 1e-3,
+            "imported trials are renumbered and keep their times")
+    cp = hp.ok("POST", S + "/%d/copy" % sid, {"name": "copied"})
+    c.check(cp["imported"] == 12 and cp["study"]["name"] == "copied" and cp["study"]["best"]["value"] == best["value"],
+            "copy: the finished trials and the best: %s" % cp["study"]["best"])
+    for new_id, what in ((imp["study"]["id"], "import"), (cp["study"]["id"], "copy")):
+        got = hp.ok("GET", S + "/%d" % new_id)
+        tr2 = hp.ok("GET", "/api/v1/trials/%d" % hp.ok("GET", S + "/%d/trials" % new_id)["trials"][2]["id"])
+        c.check(got["user_attrs"] == {"team": "vision", "grid": [1, 2]} and got["note"] == "the study's note" and
+                tr2["user_attrs"] == {"host": "n1"} and tr2["note"] == "looked at",
+                "%s keeps the user_attrs and notes: %s %s" % (what, got["user_attrs"], tr2["user_attrs"]))
+    # a bad trial refuses the whole import
+    n_before = len(hp.ok("GET", S)["studies"])
+    bad = json.loads(json.dumps(doc))
+    bad["trials"][3]["params"]["x"] = 7
+    st, out = hp.request("POST", S + "/import", bad)
+    c.check(st == 400 and out["error"]["field"] == "trials[3].params.x", "a bad trial: 400 naming it: %s" % out)
+    bad = json.loads(json.dumps(doc))
+    del bad["trials"][0]["value"]
+    st, out = hp.request("POST", S + "/import", bad)
+    c.check(st == 400 and out["error"]["field"] == "trials[0].value", "a complete trial without a value: %s" % out)
+    bad = json.loads(json.dumps(doc))
+    bad["trials"][1]["user_attrs"] = ["not", "an", "object"]
+    st, out = hp.request("POST", S + "/import", bad)
+    c.check(st == 400 and out["error"]["field"] == "trials[1].user_attrs", "a trial's bad user_attrs: %s" % out)
+    bad = json.loads(json.dumps(doc))
+    bad["study"]["note"] = "x" * 65537
+    st, out = hp.request("POST", S + "/import", bad)
+    c.check(st == 413 and out["error"]["field"] == "study.note", "a study note over 64 KiB: %s" % out)
+    st, out = hp.request("POST", S + "/import", dict(doc, format="other"))
+    c.check(st == 400 and out["error"]["field"] == "format", "another format: 400 %s" % out)
+    c.check(len(hp.ok("GET", S)["studies"]) == n_before, "refused imports leave no study")
+    path = os.path.join(tmp, "export.json")
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return sid, doc, best
+
+
+def optuna_checks(c, hp, doc, best):
+    try:
+        import optuna
+        from optuna.distributions import json_to_distribution
+    except Exception as e:  # noqa: BLE001
+        print("SKIP (optuna interop): optuna cannot be imported: %s" % e)
+        return
+    import datetime
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    states = {"complete": optuna.trial.TrialState.COMPLETE, "pruned": optuna.trial.TrialState.PRUNED,
+              "failed": optuna.trial.TrialState.FAIL}
+    # hpo -> Optuna
+    study = optuna.create_study(direction=doc["study"]["direction"])
+    trials = []
+    for t in doc["trials"]:
+        if t["state"] not in states:
+            continue
+        trials.append(optuna.trial.create_trial(
+            state=states[t["state"]], params=t["params"],
+            value=t["value"] if t["state"] == "complete" else None,
+            distributions={k: json_to_distribution(json.dumps(v)) for k, v in t["distributions"].items()},
+            intermediate_values={int(k): v for k, v in t["intermediate_values"].items()},
+            user_attrs=t["user_attrs"]))
+        trials[-1].datetime_start = datetime.datetime.fromisoformat(t["datetime_start"])
+    study.add_trials(trials)
+    c.check(study.best_value == best["value"] and study.best_params == best["params"],
+            "Optuna loads the export: best %s %s" % (study.best_value, study.best_params))
+    c.check(study.trials[2].user_attrs == {"host": "n1"}, "Optuna reads a trial's user_attrs: %s" % study.trials[2].user_attrs)
+    # Optuna -> hpo: an Optuna study written in the format
+    space = {"u": {"type": "float", "low": -3, "high": 3}, "k": {"type": "int", "low": 0, "high": 4},
+             "act": {"type": "choice", "values": ["relu", "tanh"]}}
+
+    def objective(trial):
+        u = trial.suggest_float("u", -3, 3)
+        k = trial.suggest_int("k", 0, 4)
+        act = trial.suggest_categorical("act", ["relu", "tanh"])
+        trial.report(u * u, 0)
+        if k == 4:
+            raise optuna.TrialPruned()
+        return (u - 1) ** 2 + k + (0.5 if act == "tanh" else 0)
+
+    ostudy = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=2))
+    ostudy.optimize(objective, n_trials=25)
+    ostudy.ask()  # left running: skipped
+    name = {optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.PRUNED: "pruned",
+            optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running"}
+    odoc = {"format": "hpo.study/1",
+            "study": {"name": "from-optuna", "definition": {"name": "from-optuna", "space": space,
+                                                            "objective": {"direction": "minimize"}}},
+            "trials": [{"number": t.number, "state": name[t.state], "params": t.params, "value": t.value,
+                        "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()},
+                        "datetime_start": t.datetime_start.isoformat() if t.datetime_start else None,
+                        "datetime_complete": t.datetime_complete.isoformat() if t.datetime_complete else None}
+                       for t in ostudy.trials]}
+    imp = hp.ok("POST", S + "/import", odoc)
+    hbest = hp.ok("GET", S + "/%d/best" % imp["study"]["id"])["trials"][0]
+    c.check(imp["skipped"] == 1 and imp["imported"] == 25 and hbest["value"] == ostudy.best_value and
+            hbest["params"] == ostudy.best_params,
+            "hpo imports an Optuna study: best %s %s (%s)" % (hbest["value"], hbest["params"], imp))
+
+
+def warm_start_checks(c, hp, hpod_bin, data_dir):
+    src = hp.ok("POST", S, {"name": "src", "space": LINE})["id"]
+    for i in range(30):
+        x = (i + 0.5) / 30
+        hp.ok("POST", S + "/%d/trials" % src, {"params": {"x": x}, "value": quad(x)})
+    other = hp.ok("POST", S, {"name": "other", "space": {"y": {"type": "float", "low": 0, "high": 1}}})["id"]
+    hp.ok("POST", S + "/%d/trials" % other, {"params": {"y": 0.5}, "value": 0.0})
+    tuner = {"algorithm": "tpe", "seed": 11}
+    st, out = hp.request("POST", S, {"space": LINE, "tuner": tuner, "warm_start": {"study_ids": [src, src + 9999]}})
+    c.check(st == 400 and out["error"]["field"] == "warm_start.study_ids[1]", "an unknown id: 400 %s" % out)
+    st, out = hp.request("POST", S, {"space": LINE, "warm_start": {"study_ids": [src]}})
+    c.check(st == 400 and out["error"]["field"] == "warm_start", "random learns nothing: 400 %s" % out)
+    warm = hp.ok("POST", S, {"name": "warm", "space": LINE, "tuner": dict(tuner, max_trials=10),
+                             "warm_start": {"study_ids": [src, other]}})
+    twin = hp.ok("POST", S, {"name": "twin", "space": LINE, "tuner": dict(tuner, max_trials=10),
+                             "warm_start": {"study_ids": [src, other]}})
+    cold = hp.ok("POST", S, {"name": "cold", "space": LINE, "tuner": tuner})
+    c.check(warm["warm_start"] == {"study_ids": [src, other], "trials_used": 30, "trials_skipped": 1},
+            "30 trials used, 1 outside the space: %s" % warm["warm_start"])
+    got = hp.ok("GET", S + "/%d" % warm["id"])
+    c.check(got["definition"]["warm_start"] == {"study_ids": [src, other]} and got["n_trials"] == 0,
+            "the definition shows the ids; the priors are no trials of the study")
+
+    def first(sid, n=5):
+        xs = []
+        for _ in range(n):
+            t = hp.ok("POST", S + "/%d/ask" % sid)
+            xs.append(t["params"]["x"])
+            hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": quad(t["params"]["x"])})
+        return xs
+
+    wx, cx = first(warm["id"]), first(cold["id"])
+    werr, cerr = (sum(abs(x - 0.3) for x in xs) / len(xs) for xs in (wx, cx))
+    print("warm start (TPE, 30 trials of (x-0.3)^2): mean |x-0.3| of the first 5 suggestions %.3f warm, %.3f cold"
+          % (werr, cerr))
+    c.check(werr < 0.1 and cerr > 2 * werr,
+            "warm-started TPE starts near the optimum: mean |x-0.3| %.3f warm, %.3f cold" % (werr, cerr))
+    c.check(len(hp.ok("GET", S + "/%d/trials" % warm["id"])["trials"]) == 5, "max_trials counts only its own trials")
+    # restart with the source deleted: the twin's first suggestion is the warm study's first
+    hp.ok("DELETE", S + "/%d" % src)
+    hp.stop()
+    hp2 = Hpod(hpod_bin, data_dir=data_dir).start()
+    try:
+        tx = hp2.ok("POST", S + "/%d/ask" % twin["id"])["params"]["x"]
+        c.check(tx == wx[0], "after a restart (source deleted) the twin suggests what the warm study did: %r %r" % (tx, wx[0]))
+        nxt = hp2.ok("POST", S + "/%d/ask" % warm["id"])
+        c.check(nxt["number"] == 5 and abs(nxt["params"]["x"] - 0.3) < 0.3, "the warm study goes on: %s" % nxt["params"])
+    finally:
+        hp2.stop()
+
+
+def client_checks(c, hp):
+    cl = hpo.Client(hp.url)
+    st = cl.create_study("pc", LINE, tuner={"algorithm": "tpe", "seed": 5, "max_trials": 20})
+    q = st.enqueue_trial({"x": 0.25})
+    c.check(q.state == "queued" and q.params == {"x": 0.25}, "Study.enqueue_trial: %r" % q)
+    t = st.ask()
+    c.check(t.id == q.id and t.params["x"] == 0.25, "the next ask is the enqueued trial")
+    t.tell(quad(0.25))
+    a = st.add_trial({"x": 0.3}, 0.0, intermediate_values={1: 0.5})
+    c.check(a.state == "complete" and st.best_value == 0.0 and a.intermediate == {1: 0.5}, "Study.add_trial: %r" % a)
+    with tempfile.TemporaryDirectory() as d:
+        path = st.export(os.path.join(d, "s.json"))
+        s2 = cl.import_study(path, name="pc-imported")
+    c.check(s2.imported == 2 and s2.skipped == 0 and s2.best_value == 0.0, "Client.import_study: %r" % s2)
+    s3 = cl.copy_study(st, name="pc-copy")
+    c.check(s3.name == "pc-copy" and s3.imported == 2, "Client.copy_study: %r" % s3)
+    w = cl.create_study("pc-warm", LINE, tuner="tpe", warm_start=[st, s3.id])
+    c.check(w.warm_start == {"study_ids": [st.id, s3.id], "trials_used": 4, "trials_skipped": 0},
+            "create_study(warm_start=): %s" % w.warm_start)
+    try:
+        import optuna
+        ft = optuna.trial.create_trial(params={"x": 0.4}, distributions={"x": optuna.distributions.FloatDistribution(0, 1)},
+                                       value=0.01)
+        b = st.add_trial(ft)
+        c.check(b.value == 0.01 and b.params == {"x": 0.4}, "add_trial takes an optuna FrozenTrial: %r" % b)
+    except ImportError:
+        pass
+    try:
+        st.enqueue_trial({"x": 5})
+        c.check(False, "a bad enqueue raises")
+    except hpo.InvalidArgument as e:
+        c.check(e.field == "params.x", "InvalidArgument naming params.x: %s" % e)
+
+
+def cli_checks(c, hp, hpo_bin, tmp):
+    env = dict(os.environ, HPO_URL=hp.url)
+
+    def run(*argv):
+        r = subprocess.run([hpo_bin] + list(argv), capture_output=True, text=True, env=env, timeout=30)
+        return r.returncode, r.stdout, r.stderr
+
+    sid = hp.ok("POST", S, {"name": "cli", "space": MIXED, "tuner": {"seed": 3}})["id"]
+    rc, out, err = run("study", "enqueue", str(sid), "--param", "opt=sgd", "--param", "m=0.5", "--param", "n=3", "--json")
+    q = json.loads(out) if rc == 0 else {}
+    c.check(q.get("params") == {"opt": "sgd", "m": 0.5, "n": 3} and q.get("state") == "queued",
+            "hpo study enqueue --param: %d %s %s" % (rc, out, err))
+    rc, out, err = run("study", "enqueue", str(sid), "--param", "n=4")
+    c.check(rc == 2 and "params.n" in err, "a bad param: exit 2 naming it (%d %s)" % (rc, err))
+    rc, out, err = run("study", "add-trial", str(sid), "--param", "x=0.5", "--param", "n=1", "--param", "lr=0.01",
+                       "--param", "q=0.5", "--param", "opt=3", "--param", "b=true", "--value", "0.2",
+                       "--intermediate", "1=0.4")
+    c.check(rc == 0 and out.startswith("trial ") and "complete 0.2" in out, "hpo study add-trial: %d %s %s" % (rc, out, err))
+    rc, out, err = run("study", "add-trial", str(sid), "--param", "x=0.5")
+    c.check(rc == 1, "add-trial without a value: usage error (%d)" % rc)
+    path = os.path.join(tmp, "cli-export.json")
+    rc, out, err = run("study", "export", str(sid), "-o", path)
+    doc = json.load(open(path)) if rc == 0 else {}
+    c.check(rc == 0 and doc.get("format") == "hpo.study/1" and len(doc.get("trials", [])) == 2,
+            "hpo study export -o: %d %s" % (rc, out))
+    rc, out, err = run("study", "import", path, "--name", "cli-imported")
+    new = int(out) if rc == 0 and out.strip().isdigit() else 0
+    c.check(new and hp.ok("GET", S + "/%d" % new)["name"] == "cli-imported" and "1 trials imported, 1 skipped" in err,
+            "hpo study import: %d %r %r" % (rc, out, err))
+    rc, out, err = run("study", "copy", str(sid), "--name", "cli-copy", "--json")
+    c.check(rc == 0 and json.loads(out)["study"]["name"] == "cli-copy", "hpo study copy --json: %d %s" % (rc, err))
+    for cmd in ("enqueue", "add-trial", "export", "import", "copy"):
+        rc, out, _ = run("study", cmd, "--help")
+        c.check(rc == 0 and out.startswith("usage: hpo study %s" % cmd), "hpo study %s --help" % cmd)
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    tmp = tempfile.mkdtemp(prefix="hpo-manage-")
+    data_dir = os.path.join(tmp, "data")
+    os.mkdir(data_dir)
+    hp = Hpod(args.hpod, data_dir=data_dir, args=["--devices", "cpu:1"]).start()
+    t0 = time.time()
+    try:
+        enqueue_checks(c, hp)
+        embedded_enqueue_checks(c, hp)
+        add_trial_checks(c, hp)
+        _, doc, best = export_checks(c, hp, tmp)
+        optuna_checks(c, hp, doc, best)
+        client_checks(c, hp)
+        cli_checks(c, hp, args.hpo, tmp)
+        warm_start_checks(c, hp, args.hpod, data_dir)  # restarts hpod: last
+    except Exception:
+        print(hp.log_tail())
+        raise
+    finally:
+        hp.cleanup()
+        subprocess.run(["rm", "-rf", tmp])
+    print("%.1f s" % (time.time() - t0))
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+/* test_trials_in.c - trials a client brings (storage/trials_in.c): an
+ * enqueued trial is queued and never started, takes the next number and is
+ * handed out once (a requeued trial cannot be); a finished trial is added
+ * whole with its intermediate values and last step; both store their event
+ * in their transaction and move the study's updated time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage.h"
+
+static sto_db *open_db(int64_t *sid) {
+    sto_db *db = NULL;
+    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_study_create(db, "s", "{}", sid), 0);
+    return db;
+}
+
+static int64_t n_events(sto_db *db, int64_t sid, const char *type) {
+    sto_event *ev = NULL;
+    size_t n = 0;
+    int64_t k = 0;
+    assert_int_equal(sto_event_list(db, sid, 0, 0, &ev, &n), 0);
+    for (size_t i = 0; i < n; i++) k += strcmp(ev[i].type, type) == 0;
+    sto_event_list_free(ev, n);
+    return k;
+}
+
+static void test_enqueue_and_hand_out(void **state) {
+    (void)state;
+    int64_t sid, a, na, b, nb, c, nc;
+    sto_db *db = open_db(&sid);
+    assert_int_equal(sto_trial_create(db, sid, "{\"x\":1}", 0, &a, &na), 0);
+    sto_event_in ev = {"trial_enqueued", NULL};
+    assert_int_equal(sto_trial_enqueue_ev(db, sid, "{\"x\":2}", &ev, &b, &nb), 0);
+    assert_int_equal(sto_trial_enqueue_ev(db, sid + 99, "{}", &ev, &c, &nc), HPO_ENOTFOUND);
+    assert_int_equal(na, 0);
+    assert_int_equal(nb, 1);
+    sto_trial t;
+    assert_int_equal(sto_trial_get(db, b, &t), 0);
+    assert_int_equal(t.state, STO_TRIAL_QUEUED);
+    assert_true(t.started == 0);
+    sto_trial_clear(&t);
+    assert_int_equal(n_events(db, sid, "trial_enqueued"), 1);
+    /* handed out once, with the full params and a lease */
+    assert_int_equal(sto_trial_hand_out_ev(db, b, "{\"x\":2,\"y\":3}", 1e12, NULL, NULL), 0);
+    assert_int_equal(sto_trial_hand_out_ev(db, b, "{\"x\":2,\"y\":3}", 1e12, NULL, NULL), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_get(db, b, &t), 0);
+    assert_int_equal(t.state, STO_TRIAL_RUNNING);
+    assert_true(t.started > 0 && t.lease_expires == 1e12);
+    assert_string_equal(t.params, "{\"x\":2,\"y\":3}");
+    sto_trial_clear(&t);
+    /* a requeued trial (started before) is not an enqueued one */
+    assert_int_equal(sto_trial_requeue(db, a), 0);
+    assert_int_equal(sto_trial_hand_out_ev(db, a, "{}", 0, NULL, NULL), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_hand_out_ev(db, a + 1000, "{}", 0, NULL, NULL), HPO_ENOTFOUND);
+    sto_close(db);
+}
+
+static void test_add_finished(void **state) {
+    (void)state;
+    int64_t sid, id, number;
+    sto_db *db = open_db(&sid);
+    sto_study before;
+    assert_int_equal(sto_study_get(db, sid, &before), 0);
+    int64_t steps[] = {3, 1, 2};
+    double values[] = {0.3, 0.9, NAN};
+    sto_trial_in in = {.params = "{\"x\":1}", .state = STO_TRIAL_PRUNED, .value = NAN, .value_std = NAN,
+                       .started = 100.0, .finished = 200.0, .steps = steps, .step_values = values, .n_steps = 3};
+    sto_event_in ev = {"trial_added", NULL};
+    assert_int_equal(sto_trial_add_ev(db, sid, &in, &ev, &id, &number), 0);
+    assert_int_equal(number, 0);
+    sto_trial t;
+    assert_int_equal(sto_trial_get(db, id, &t), 0);
+    assert_int_equal(t.state, STO_TRIAL_PRUNED);
+    assert_int_equal(t.last_step, 3);
+    assert_true(t.value == 0.3 && t.value_n == 1); /* a pruned trial keeps its last value */
+    assert_true(t.started == 100.0 && t.finished == 200.0);
+    assert_string_equal(t.user_attrs, "{}"); /* none given: the defaults */
+    assert_string_equal(t.note, "");
+    sto_trial_clear(&t);
+    int64_t *s = NULL;
+    double *v = NULL;
+    size_t n = 0;
+    assert_int_equal(sto_trial_intermediates(db, id, &s, &v, &n), 0);
+    assert_int_equal(n, 3);
+    assert_true(s[0] == 1 && s[2] == 3 && isnan(v[1]));
+    free(s);
+    free(v);
+    in.state = STO_TRIAL_COMPLETE;
+    in.value = 0.5;
+    in.n_steps = 0;
+    in.user_attrs = "{\"source\":\"import\"}";
+    in.note = "brought in";
+    assert_int_equal(sto_trial_add_ev(db, sid, &in, &ev, &id, &number), 0);
+    assert_int_equal(number, 1);
+    assert_int_equal(sto_trial_get(db, id, &t), 0); /* user_attrs and note stored with it */
+    assert_string_equal(t.user_attrs, "{\"source\":\"import\"}");
+    assert_string_equal(t.note, "brought in");
+    sto_trial_clear(&t);
+    in.user_attrs = in.note = NULL;
+    in.state = STO_TRIAL_RUNNING;
+    assert_int_equal(sto_trial_add_ev(db, sid, &in, &ev, &id, &number), HPO_EINVAL);
+    in.state = STO_TRIAL_COMPLETE;
+    assert_int_equal(sto_trial_add_ev(db, sid + 5, &in, &ev, &id, &number), HPO_ENOTFOUND);
+    assert_int_equal(n_events(db, sid, "trial_added"), 2);
+    sto_study after;
+    assert_int_equal(sto_study_get(db, sid, &after), 0);
+    assert_true(after.updated >= before.updated);
+    sto_study_clear(&before);
+    sto_study_clear(&after);
+    sto_close(db);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_enqueue_and_hand_out),
+        cmocka_unit_test(test_add_finished),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
