@@ -78,6 +78,7 @@ int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras
     if (!objective) json_object_set_new(def, "objective", objective = json_object());
     json_object_set_new(objective, "direction", json_string(d.maximize ? "maximize" : "minimize"));
     if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
+    if (d.embedded) api_embedded_show(def, &d.emb);
     /* A study without a seed gets one, stored in its definition and shown:
      * its suggestions (and an embedded study's trainings) can be replayed. */
     json_t *tuner = json_object_get(def, "tuner");
