@@ -57,7 +57,7 @@ Object.assign(Charts, {
         `${clock(p.data[1])} – ${clock(p.data[2])} (${dur(p.data[2] - p.data[1])})` +
         (typeof p.data[4] === "number" ? `<br>objective: ${fmt(p.data[4])}` : "") },
       xAxis: { type: "value", min: 0, name: ran.length ? `time since the first trial started (${clock(0)})` : "time", nameLocation: "middle", nameGap: 26,
-        axisLabel: { formatter: (v) => dur(v) } },
+        axisLabel: { formatter: (v) => (v < 60 ? `${+v.toPrecision(3)} s` : dur(v)) } },
       yAxis: { type: "category", data: slots, inverse: true },
       dataZoom: [{ type: "inside", filterMode: "weakFilter" }, { type: "slider", filterMode: "weakFilter", height: 18, bottom: 14 }],
       series: Object.entries(byState).map(([state, data]) => ({
