@@ -942,21 +942,29 @@ class Study:
         toward max_trials. The queued trial."""
         return Trial(self._client, self._call("POST", "/enqueue", {"params": dict(params)}), study=self)
 
-    def add_trial(self, params, value=None, state=None, *, values=None, intermediate_values=None, error=None):
+    def add_trial(self, params, value=None, state=None, *, values=None, intermediate_values=None, error=None,
+                  user_attrs=None, note=None):
         """Adds a finished trial (Optuna's add_trial): params (every active
         parameter) and value; state "complete" (default), "pruned" or
         "failed"; values: one per execution; intermediate_values: {step:
-        value}. params may also be an optuna FrozenTrial (its params, state,
-        value and intermediate values are taken). The stored trial."""
+        value}; user_attrs (a dict) and note (a text) stored with it.
+        params may also be an optuna FrozenTrial (its params, state, value,
+        intermediate values and user_attrs are taken). The stored trial."""
         if hasattr(params, "params") and hasattr(params, "distributions"):  # an optuna FrozenTrial
             ft = params
             params, value = ft.params, ft.value if value is None else value
             state = state or ft.state
             if intermediate_values is None:
                 intermediate_values = ft.intermediate_values
+            if user_attrs is None and ft.user_attrs:
+                user_attrs = ft.user_attrs
         body = _outcome({"params": dict(params)}, value, values, state, error)
         if intermediate_values:
             body["intermediate_values"] = {str(int(k)): v for k, v in dict(intermediate_values).items()}
+        if user_attrs is not None:
+            body["user_attrs"] = dict(user_attrs)
+        if note is not None:
+            body["note"] = str(note)
         return Trial(self._client, self._call("POST", "/trials", body), study=self)
 
     def export(self, path=None):

@@ -367,8 +367,10 @@ def client_checks(c, hp):
     t = st.ask()
     c.check(t.id == q.id and t.params["x"] == 0.25, "the next ask is the enqueued trial")
     t.tell(quad(0.25))
-    a = st.add_trial({"x": 0.3}, 0.0, intermediate_values={1: 0.5})
+    a = st.add_trial({"x": 0.3}, 0.0, intermediate_values={1: 0.5}, user_attrs={"from": "paper"}, note="table 2")
     c.check(a.state == "complete" and st.best_value == 0.0 and a.intermediate == {1: 0.5}, "Study.add_trial: %r" % a)
+    c.check(a.user_attrs == {"from": "paper"} and a.note == "table 2",
+            "Study.add_trial keeps user_attrs and note: %r %r" % (a.user_attrs, a.note))
     with tempfile.TemporaryDirectory() as d:
         path = st.export(os.path.join(d, "s.json"))
         s2 = cl.import_study(path, name="pc-imported")
@@ -381,8 +383,9 @@ def client_checks(c, hp):
     try:
         import optuna
         ft = optuna.trial.create_trial(params={"x": 0.4}, distributions={"x": optuna.distributions.FloatDistribution(0, 1)},
-                                       value=0.01)
+                                       value=0.01, user_attrs={"run": "optuna"})
         b = st.add_trial(ft)
+        c.check(b.user_attrs == {"run": "optuna"}, "a FrozenTrial's user_attrs come along: %r" % b.user_attrs)
         c.check(b.value == 0.01 and b.params == {"x": 0.4}, "add_trial takes an optuna FrozenTrial: %r" % b)
     except ImportError:
         pass
