@@ -41,6 +41,7 @@ const Api = {
   get(path) { return Api.call("GET", path); },
   post(path, body = {}) { return Api.call("POST", path, body); },
   del(path) { return Api.call("DELETE", path); },
+  patch(path, body) { return Api.call("PATCH", path, body); },
   health() { return Api.get("/healthz"); },
   studies() { return Api.get("/api/v1/studies").then((b) => b.studies); },
   study(id) { return Api.get(`/api/v1/studies/${id}`); },
@@ -60,6 +61,9 @@ const Api = {
   deleteStudy(id) { return Api.del(`/api/v1/studies/${id}`); },
   refit(id, topN) { return Api.post(`/api/v1/studies/${id}/refits`, { top_n: topN }); },
   ensemble(id, topN, method) { return Api.post(`/api/v1/studies/${id}/ensembles`, { top_n: topN, method }); },
+  /* notes and user_attrs (notes.js): {note, user_attrs} (merged; null deletes a key) */
+  updateStudy(id, body) { return Api.patch(`/api/v1/studies/${id}`, body); },
+  updateTrial(id, body) { return Api.patch(`/api/v1/trials/${id}`, body); },
 };
 
 /* Calls fn(data) with the value of load() now and whenever its signature
@@ -106,7 +110,7 @@ class Feed {
     src.onmessage = poke;
     const types = ["trial_started", "trial_resumed", "epoch", "trial_complete", "trial_pruned", "trial_failed",
       "trial_cancelled", "trial_requeued", "trial_enqueued", "trial_added", "study_paused", "study_resumed", "model_queued", "model_started",
-      "model_epoch", "model_complete", "model_failed", ...final];
+      "model_epoch", "model_complete", "model_failed", "study_updated", "trial_updated", ...final];
     for (const t of types) {
       src.addEventListener(t, () => {
         poke();

@@ -1,9 +1,11 @@
 /* app.js - the dashboard's pages, routed by the URL hash:
  *   #/                 studies
- *   #/studies/{id}     a study: summary, actions, charts, trials table
+ *   #/studies/{id}     a study: summary, actions, note and user_attrs
+ *                      (notes.js), charts, trials table
  *   #/studies/{id}/V   its analysis views (views.js: contour, slice, edf,
  *                      timeline, compare)
- *   #/trials/{id}      a trial: params, timings, learning curve
+ *   #/trials/{id}      a trial: params, timings, note and user_attrs,
+ *                      learning curve
  *
  * A page is a function(main, params) that renders and returns a cleanup
  * (feeds stopped, charts disposed). Pages get fresh data from feeds (api.js)
@@ -69,6 +71,7 @@ function studyPage(main, { id }) {
       h("div", { class: "chart", id: "chart-models" }),
       h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["model", "kind", "state", "from", "how", "validation", "test"].map((c) => h("th", {}, c)))), modelsBody)));
   const actions = Actions.studyBar(() => feed.refresh());
+  const notes = Notes.row((note) => Api.updateStudy(st.id, { note }));
   const stateSel = h("select", { id: "state-filter", onchange: () => { st.table.state = stateSel.value; st.table.offset = 0; loadTable(); } },
     ...["", "running", "complete", "pruned", "failed", "cancelled", "queued"].map((s) => h("option", { value: s }, s || "all states")));
   /* the ticked trials, by number, for the compare view */
@@ -82,12 +85,14 @@ function studyPage(main, { id }) {
       for (const box of tbody.querySelectorAll("input[type=checkbox]")) box.checked = false;
       drawCurves();
     } }, "Untick all"),
-    Export.buttons(() => st.study, () => st.store.refresh()),
+    /* every trial fetched afresh: a finished trial's user_attrs may have changed since the store got it */
+    Export.buttons(() => st.study, () => Api.trials(st.id, { order: "number", limit: 100000 }).then((r) => r.trials)),
     stateSel);
   main.replaceChildren(
     studyTabs(id, ""),
     summary,
     actions.el,
+    notes.el,
     h("div", { class: "charts" },
       panel("history", "Optimisation history", "objective per trial, best so far"),
       panel("importance", "Hyperparameter importance", "permutation importance, random forest"),
@@ -247,6 +252,7 @@ function studyPage(main, { id }) {
     space = studySpace(s); /* the effective space (template + overrides) */
     renderSummary(s);
     actions.update(s);
+    notes.update(s);
     const pre = first || {};
     first = null;
     const now = performance.now();
@@ -283,10 +289,17 @@ function studyPage(main, { id }) {
 function trialPage(main, { id }) {
   setCrumbs(h("a", { href: "#/" }, "studies"), h("span", {}, `trial ${id}`));
   let stopped = false;
-  const feed = new Feed(() => Api.trial(id), (t) => `${t.state}|${t.last_step}|${t.value}`, 3000).on(async (t) => {
+  /* the note stays in place across redraws (an open editor keeps its text and focus) */
+  const head = h("div"), rest = h("div");
+  const notes = Notes.row((note) => Api.updateTrial(id, { note }));
+  main.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  const sig = (t) => `${t.state}|${t.last_step}|${t.value}|${t.note}|${JSON.stringify(t.user_attrs)}`;
+  const feed = new Feed(() => Api.trial(id), sig, 3000).on(async (t) => {
     if (stopped) return;
     setCrumbs(h("a", { href: "#/" }, "studies"), h("a", { href: `#/studies/${t.study_id}` }, `study ${t.study_id}`), h("span", {}, `trial #${t.number}`));
-    main.replaceChildren(
+    if (main.firstChild !== head) main.replaceChildren(head, notes.el, rest);
+    notes.update(t);
+    head.replaceChildren(
       h("section", { class: "summary" },
         h("h1", {}, `Trial #${t.number} `, stateBadge(t.state)),
         h("dl", { class: "facts" },
@@ -297,7 +310,8 @@ function trialPage(main, { id }) {
           t.error ? [h("dt", {}, "error"), h("dd", { class: "error" }, t.error)] : null,
           h("dt", {}, "steps reported"), h("dd", {}, (t.intermediate || []).length),
           t.best_epoch ? [h("dt", {}, "best epoch"), h("dd", {}, t.best_epoch)] : null,
-          t.slot ? [h("dt", {}, "trained on"), h("dd", {}, `${t.slot}${t.train_seconds ? `, ${dur(t.train_seconds)} of training` : ""}`)] : null)),
+          t.slot ? [h("dt", {}, "trained on"), h("dd", {}, `${t.slot}${t.train_seconds ? `, ${dur(t.train_seconds)} of training` : ""}`)] : null)));
+    rest.replaceChildren(
       h("div", { class: "charts one" },
         h("section", { class: "panel" }, h("h2", {}, "Parameters"),
           h("table", { class: "grid params", id: "params" }, h("tbody", {}, Object.entries(t.params || {}).map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", { class: "num" }, fmt(v, 6))))))),

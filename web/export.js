@@ -4,10 +4,13 @@
  *
  * Columns: number, trial_id, state, value, value_std, value_n, one column
  * per parameter (the study's space, then any other name a trial has; empty
- * when a conditional parameter is inactive), last_step, started, finished
- * (seconds since the epoch), slot, error. CSV quotes a field holding a
- * comma, a quote or a line break (RFC 4180). JSON: {study, trials: [...]}
- * with the same fields, params as an object.
+ * when a conditional parameter is inactive), one user_attr_<key> column per
+ * user_attrs key any trial has (first seen first; a string as itself, any
+ * other value as compact JSON; empty when the trial lacks it), last_step,
+ * started, finished (seconds since the epoch), slot, error. CSV quotes a
+ * field holding a comma, a quote or a line break (RFC 4180). JSON:
+ * {study (with its user_attrs and note), trials: [...]} with the same
+ * fields, params and user_attrs as objects.
  */
 "use strict";
 
@@ -20,25 +23,32 @@ const Export = {
     for (const t of trials) for (const k of Object.keys(t.params || {})) if (!names.includes(k)) names.push(k);
     return names;
   },
+  attrNames(trials) {
+    const names = [];
+    for (const t of trials) for (const k of Object.keys(t.user_attrs || {})) if (!names.includes(k)) names.push(k);
+    return names;
+  },
   cell(v) {
     if (v === null || v === undefined) return "";
     const s = typeof v === "object" ? JSON.stringify(v) : String(v);
     return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   },
   csv(space, trials) {
-    const params = Export.paramNames(space, trials);
-    const head = [...Export.FIELDS, ...params.map((p) => `param_${p}`), ...Export.TAIL];
+    const params = Export.paramNames(space, trials), attrs = Export.attrNames(trials);
+    const head = [...Export.FIELDS, ...params.map((p) => `param_${p}`), ...attrs.map((a) => `user_attr_${a}`), ...Export.TAIL];
     const lines = [head.map(Export.cell).join(",")];
     for (const t of trials) {
-      lines.push([...Export.FIELDS.map((f) => t[f]), ...params.map((p) => (t.params || {})[p]), ...Export.TAIL.map((f) => t[f])]
+      lines.push([...Export.FIELDS.map((f) => t[f]), ...params.map((p) => (t.params || {})[p]),
+        ...attrs.map((a) => (t.user_attrs || {})[a]), ...Export.TAIL.map((f) => t[f])]
         .map(Export.cell).join(","));
     }
     return lines.join("\r\n") + "\r\n";
   },
   json(study, trials) {
-    const keep = [...Export.FIELDS, "params", ...Export.TAIL];
+    const keep = [...Export.FIELDS, "params", "user_attrs", ...Export.TAIL];
     return JSON.stringify({
-      study: { id: study.id, name: study.name, direction: study.direction, state: study.state },
+      study: { id: study.id, name: study.name, direction: study.direction, state: study.state,
+        user_attrs: study.user_attrs || {}, note: study.note || "" },
       trials: trials.map((t) => Object.fromEntries(keep.map((k) => [k, t[k] === undefined ? null : t[k]]))),
     }, null, 2);
   },

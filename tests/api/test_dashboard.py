@@ -9,7 +9,9 @@ filters and pages, a trial opens, the page follows a trial finishing, the
 refits and ensemble show with their test metrics, the large study is
 interactive, and the analysis views (contour, slice, EDF, timeline,
 compare), the CSV/JSON downloads, the study actions with and without a
-token and the dark theme (tests/web/views.mjs). Screenshots go to
+token and the dark theme (tests/web/views.mjs), and study and trial notes
+edited through the page and their user_attrs (tests/web/notes.mjs).
+Screenshots go to
 <build>/screenshots/.
 Skips (77) when /usr/bin/chromium, node or web/node_modules is missing
 (`make deps` installs them)."""
@@ -114,7 +116,7 @@ def main():
         shots = sorted(f for f in os.listdir(out_dir)
                        if f.endswith(".png") and os.path.getmtime(os.path.join(out_dir, f)) >= started - 1)
         print("screenshots in %s: %s" % (out_dir, ", ".join(shots)))
-        c.check(len(shots) >= 16, "sixteen screenshots saved by this run (%d)" % len(shots))
+        c.check(len(shots) >= 18, "eighteen screenshots saved by this run (%d)" % len(shots))
     finally:
         if hp_tok:
             hp_tok.cleanup()

@@ -3,7 +3,8 @@
 //   node dashboard.mjs CONFIG.json
 // CONFIG: {url, web_dir, chromium, out_dir, finished, running, big, embedded,
 // template, to_pause, to_delete, token: {url, token, study}, counts}.
-// The analysis views, downloads, actions and themes: views.mjs.
+// The analysis views, downloads, actions and themes: views.mjs; notes and
+// user_attrs: notes.mjs.
 // Prints one line per check ("ok ..." / "FAIL ..."), figures as
 // "figure NAME VALUE", and talks to the Python side over stdin/stdout for the
 // live-update check ("wait-live" -> Python tells a trial -> "told").
@@ -13,6 +14,7 @@ import path from "node:path";
 import readline from "node:readline";
 import os from "node:os";
 import * as views from "./views.mjs";
+import { notes } from "./notes.mjs";
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
 const require = createRequire(path.join(cfg.web_dir, "package.json"));
@@ -202,12 +204,13 @@ try {
     await p2.screenshot({ path: path.join(cfg.out_dir, "study-10k.png"), fullPage: true });
     await p2.close(); /* its feed would keep redrawing 10,000 trials beside the checks below */
   }
-  // ---- the analysis views, downloads, study actions (with and without a token), dark mode
+  // ---- the analysis views, downloads, notes and user_attrs, study actions (with and without a token), dark mode
   const env = { ctx, page, cfg, check, shot };
-  for (const part of ["analysisViews", "downloads", "templateStudy", "darkMode", "actions"]) {
+  const parts = { ...views, notes };
+  for (const part of ["analysisViews", "downloads", "notes", "templateStudy", "darkMode", "actions"]) {
     const t = Date.now();
     try {
-      await views[part](env);
+      await parts[part](env);
     } catch (e) {
       check(false, `${part}: ${e && e.stack || e}`);
     }
