@@ -181,7 +181,7 @@ static double katsuura(const double *z, int D) {
 
 static double schwefel(const bench_bbob *p, const double *x) {
     int D = p->dim;
-    double xh[MAXD], z[MAXD], s = 0.0;
+    double xh[MAXD] = {0}, z[MAXD] = {0}, s = 0.0;
     for (int i = 0; i < D; i++) xh[i] = 2.0 * p->sign[i] * x[i];
     for (int i = 0; i < D; i++) {
         double zh = i == 0 ? xh[0] : xh[i] + 0.25 * (xh[i - 1] - 2.0 * fabs(p->xopt[i - 1]));
@@ -189,14 +189,14 @@ static double schwefel(const bench_bbob *p, const double *x) {
         z[i] = 100.0 * (lam(10, i, D) * (zh - c) + c);
     }
     for (int i = 0; i < D; i++) s += z[i] * sin(sqrt(fabs(z[i])));
-    double zs[MAXD];
+    double zs[MAXD] = {0};
     for (int i = 0; i < D; i++) zs[i] = z[i] / 100.0;
     return -s / (100.0 * D) + 4.189828872724339 + 100.0 * fpen(zs, D);
 }
 
 static double gallagher(const bench_bbob *p, const double *x) {
     int D = p->dim;
-    double rx[MAXD], best = 0.0;
+    double rx[MAXD] = {0}, best = 0.0;
     matvec(p->R, x, rx, D);
     for (int k = 0; k < p->n_peaks; k++) {
         double q = 0.0;
@@ -215,7 +215,7 @@ static double lunacek(const bench_bbob *p, const double *x) {
     int D = p->dim;
     const double mu0 = 2.5, d = 1.0, s = 1.0 - 1.0 / (2.0 * sqrt(D + 20.0) - 8.2),
                  mu1 = -sqrt((mu0 * mu0 - d) / s);
-    double xh[MAXD], a[MAXD], b[MAXD], z[MAXD], s0 = 0.0, s1 = 0.0, c = 0.0;
+    double xh[MAXD] = {0}, a[MAXD] = {0}, b[MAXD] = {0}, z[MAXD] = {0}, s0 = 0.0, s1 = 0.0, c = 0.0;
     for (int i = 0; i < D; i++) {
         xh[i] = 2.0 * p->sign[i] * x[i];
         a[i] = xh[i] - mu0;
@@ -400,7 +400,7 @@ static void gallagher_init(bench_bbob *p, uint64_t *s) {
         }
         for (int j = 0; j < D; j++)
             p->scale[k][j] = pow(alpha, 0.5 * dperm[j] / (D - 1) - 0.25);
-        double y[MAXD];
+        double y[MAXD] = {0};
         for (int j = 0; j < D; j++) {
             y[j] = (2.0 * unif(s) - 1.0) * half * (k == 0 ? 0.8 : 1.0);
             if (k == 0) p->xopt[j] = y[j];

@@ -206,7 +206,8 @@ static double med_peer(const suite *S, int f, int k, int p, int b) {
 
 static double ratio(const suite *S, int f, int k, int a, int b) {
     double o = med_peer(S, f, k, algo_peer[a], b);
-    return fmax(med_hpo(S, f, k, a, b), FLOOR) / fmax(o, FLOOR); /* NaN without the peer */
+    if (isnan(o)) return NAN; /* no peer (fmax would take the floor for it) */
+    return fmax(med_hpo(S, f, k, a, b), FLOOR) / fmax(o, FLOOR);
 }
 
 static void print_table(const suite *S, int b) {
@@ -232,8 +233,12 @@ static void print_table(const suite *S, int b) {
             for (int p = 0; p < N_PEERS; p++)
                 if (S->have_peer[p]) printf(" %10.3g", med_peer(S, f, k, p, b));
             printf(" |");
-            for (int a = 1; a < N_ALGOS; a++)
-                if (S->ran[a]) printf(" %9.3g", ratio(S, f, k, a, b));
+            for (int a = 1; a < N_ALGOS; a++) {
+                double r = ratio(S, f, k, a, b);
+                if (!S->ran[a]) continue;
+                if (isnan(r)) printf(" %9s", "n/a");
+                else printf(" %9.3g", r);
+            }
             printf("\n");
         }
 }
