@@ -21,6 +21,10 @@
  *                      [--no-optuna] [--startup N] [--csv FILE] [--seed0 S]
  * (--seed0 shifts our seeds, for tuning on seeds other than the reported
  * ones; the Optuna column is then n/a.)
+ *
+ * `--suite bbob` runs the 24 BBOB functions instead, beside Optuna's TPE,
+ * CmaEsSampler and RandomSampler (lib/regret_bbob.c; lib/regret_bbob.h
+ * lists its flags); `--suite classic` (the default) is the run above.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,11 +33,13 @@
 #include <unistd.h>
 
 #include "bench_peers.h"
+#include "regret_bbob.h"
 #include "hpo.h"
+#include "regret.h"
 #include "tuners.h"
 
 #define N_TRIALS 100
-#define MAX_SEEDS 64
+#define MAX_SEEDS REGRET_MAX_SEEDS
 static const int budgets[] = {25, 50, 100};
 #define N_BUDGETS 3
 
@@ -114,83 +120,14 @@ static const int algo_det[] = {0, 0, 0, 1, 0, 0};
 static const char *optuna_names[] = {"tpe", "cmaes"};
 #define N_OPTUNA 2
 
-/* ---- statistics -------------------------------------------------------- */
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* numpy.percentile with linear interpolation */
-static double percentile(const double *v, int n, double q) {
-    double s[MAX_SEEDS];
-    memcpy(s, v, (size_t)n * sizeof(double));
-    qsort(s, (size_t)n, sizeof(double), cmp_d);
-    double pos = q / 100.0 * (n - 1);
-    int i = (int)floor(pos);
-    if (i >= n - 1) return s[n - 1];
-    return s[i] + (pos - i) * (s[i + 1] - s[i]);
-}
-
-static void cell(char *buf, size_t len, const double *v, int n) {
-    if (n <= 0) {
-        snprintf(buf, len, "n/a");
-        return;
-    }
-    snprintf(buf, len, "%.3g [%.3g..%.3g]", percentile(v, n, 50), percentile(v, n, 25),
-             percentile(v, n, 75));
-}
-
 /* ---- one run ------------------------------------------------------------ */
+
+static double eval_problem(void *ctx, const double *x) { return ((const problem *)ctx)->f(x); }
 
 static int run_one(const problem *p, tun_algorithm algo, uint64_t seed, int startup,
                    int deterministic, double *traj, double *sec) {
-    json_t *js = json_object();
-    for (int i = 0; i < p->d; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", i);
-        json_object_set_new(js, name, json_pack("{s:s, s:f, s:f}", "type", "float", "low",
-                                                p->lo[i], "high", p->hi[i]));
-    }
-    tun_space *space = NULL;
-    tun_study *st = NULL;
-    hpo_error err = {{0}, {0}};
-    int rc = tun_space_parse(js, &space, &err);
-    json_decref(js);
-    if (rc) {
-        fprintf(stderr, "space: %s %s\n", err.field, err.message);
-        return rc;
-    }
-    int col[6];
-    for (int i = 0; i < p->d; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", i);
-        col[i] = tun_space_index(space, name);
-    }
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.algorithm = algo;
-    cfg.seed = seed;
-    if (startup >= 0) cfg.n_startup_trials = startup;
-    cfg.deterministic = deterministic;
-    if ((rc = tun_study_new(space, &cfg, 0, &st)) < 0) goto fail;
-    double best = INFINITY, x[6], v[6], t_sug = 0.0;
-    for (int k = 0; k < N_TRIALS; k++) {
-        double t0 = hpo_monotonic();
-        if ((rc = tun_study_suggest(st, k, x)) < 0) goto fail;
-        t_sug += hpo_monotonic() - t0;
-        if ((rc = tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0)) < 0) goto fail;
-        for (int i = 0; i < p->d; i++) v[i] = x[col[i]];
-        double y = p->f(v);
-        if ((rc = tun_study_finish(st, k, TUN_TRIAL_COMPLETE, y)) < 0) goto fail;
-        if (y < best) best = y;
-        traj[k] = best - p->fstar;
-    }
-    *sec = t_sug;
-fail:
-    tun_study_free(st);
-    tun_space_free(space);
-    return rc;
+    return regret_run(eval_problem, (void *)p, p->d, p->lo, p->hi, p->fstar, algo, seed, startup,
+                      deterministic, N_TRIALS, traj, sec);
 }
 
 /* ---- Optuna's side ------------------------------------------------------- */
@@ -227,14 +164,15 @@ static int read_optuna_csv(const char *path,
     return 0;
 }
 
-static int has(const char *list, const char *name) { /* name is an item of "a,b,c" */
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)); p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
-    return 0;
-}
-
 int main(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--suite")) {
+            if (!strcmp(argv[i + 1], "bbob")) return regret_bbob_main(argc, argv);
+            if (strcmp(argv[i + 1], "classic")) {
+                fprintf(stderr, "--suite: classic or bbob\n");
+                return 2;
+            }
+        }
     int n_seeds = 10, use_optuna = 1, startup = -1, seed0 = 0;
     const char *algos = "random,tpe,bayesian,bayesian-det,cmaes,evolution";
     const char *probs = "branin2,hartmann6,rosenbrock4,ackley5";
@@ -247,6 +185,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
         else if (!strcmp(argv[i], "--seed0") && i + 1 < argc) seed0 = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-optuna")) use_optuna = 0;
+        else if (!strcmp(argv[i], "--suite") && i + 1 < argc) i++; /* classic */
         else {
             fprintf(stderr, "usage: %s [--seeds N] [--algos a,b] [--problems p,q] [--startup N] "
                             "[--csv FILE] [--no-optuna] [--seed0 S]\n", argv[0]);
@@ -264,14 +203,14 @@ int main(int argc, char **argv) {
         if (fd >= 0) close(fd);
         char plist[256] = "";
         for (int p = 0; p < N_PROBLEMS; p++)
-            if (has(probs, problems[p].name)) {
+            if (regret_has(probs, problems[p].name)) {
                 if (*plist) strcat(plist, ",");
                 strcat(plist, problems[p].name);
             }
         snprintf(cmd, sizeof cmd,
                  "/usr/bin/python3 '%s/optuna_quality.py' --seeds %d --samplers %s "
                  "--problems %s --csv %s", bench_peers_dir(), n_seeds,
-                 has(algos, "cmaes") ? "tpe,cmaes" : "tpe", plist, tmpcsv);
+                 regret_has(algos, "cmaes") ? "tpe,cmaes" : "tpe", plist, tmpcsv);
         printf("optuna: %s\n", cmd);
         fflush(stdout);
         py = popen(cmd, "r");
@@ -284,9 +223,9 @@ int main(int argc, char **argv) {
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (out) fprintf(out, "problem,sampler,budget,seed,regret\n");
     for (int p = 0; p < N_PROBLEMS; p++) {
-        if (!has(probs, problems[p].name)) continue;
+        if (!regret_has(probs, problems[p].name)) continue;
         for (int a = 0; a < N_ALGOS; a++) {
-            if (!has(algos, algo_names[a])) continue;
+            if (!regret_has(algos, algo_names[a])) continue;
             double tsum = 0.0;
             for (int s = 0; s < n_seeds; s++) {
                 double traj[N_TRIALS], sec = 0.0;
@@ -328,7 +267,7 @@ int main(int argc, char **argv) {
     printf("\nsimple regret, median [Q1..Q3] over seeds %d..%d, %d trials per run\n", seed0,
            seed0 + n_seeds - 1, N_TRIALS);
     for (int p = 0; p < N_PROBLEMS; p++) {
-        if (!has(probs, problems[p].name)) continue;
+        if (!regret_has(probs, problems[p].name)) continue;
         printf("\n%s (f* = %g)\n  %-16s", problems[p].name, problems[p].fstar, "sampler");
         for (int b = 0; b < N_BUDGETS; b++) printf("%30s", budgets[b] == 25 ? "n=25" : budgets[b] == 50 ? "n=50" : "n=100");
         printf("   sugg. s\n");
@@ -337,17 +276,17 @@ int main(int argc, char **argv) {
             printf("  hpo %-12s", algo_names[a]);
             for (int b = 0; b < N_BUDGETS; b++) {
                 char c[64];
-                cell(c, sizeof c, reg[p][a][b], n_seeds);
+                regret_cell(c, sizeof c, reg[p][a][b], n_seeds);
                 printf("%30s", c);
             }
             printf("   %7.2f\n", secs[p][a]);
         }
         for (int o = 0; o < N_OPTUNA; o++) {
-            if (o > 0 && !has(algos, optuna_names[o])) continue;
+            if (o > 0 && !regret_has(algos, optuna_names[o])) continue;
             printf("  optuna %-9s", optuna_names[o]);
             for (int b = 0; b < N_BUDGETS; b++) {
                 char c[64];
-                cell(c, sizeof c, opt[o][p][b], have[o][p][b] == n_seeds ? n_seeds : 0);
+                regret_cell(c, sizeof c, opt[o][p][b], have[o][p][b] == n_seeds ? n_seeds : 0);
                 printf("%30s", c);
             }
             printf("\n");
@@ -358,16 +297,16 @@ int main(int argc, char **argv) {
     printf("  %-12s %10s %10s %13s %10s %10s\n", "function", "tpe", "bayesian", "bayesian-det",
            "evolution", "cmaes");
     for (int p = 0; p < N_PROBLEMS; p++) {
-        if (!has(probs, problems[p].name)) continue;
-        double o = have[0][p][1] == n_seeds ? percentile(opt[0][p][1], n_seeds, 50) : NAN;
-        double oc = have[1][p][1] == n_seeds ? percentile(opt[1][p][1], n_seeds, 50) : NAN;
+        if (!regret_has(probs, problems[p].name)) continue;
+        double o = have[0][p][1] == n_seeds ? regret_percentile(opt[0][p][1], n_seeds, 50) : NAN;
+        double oc = have[1][p][1] == n_seeds ? regret_percentile(opt[1][p][1], n_seeds, 50) : NAN;
         printf("  %-12s", problems[p].name);
         static const int cols[] = {1, 2, 3, 5, 4}; /* algo_names indices */
         for (int k = 0; k < 5; k++) {
             int a = cols[k], w = a == 3 ? 13 : 10;
             double peer = a == 4 ? oc : o;
             if (ran[p][a] && peer > 0)
-                printf(" %*.3g", w, percentile(reg[p][a][1], n_seeds, 50) / peer);
+                printf(" %*.3g", w, regret_percentile(reg[p][a][1], n_seeds, 50) / peer);
             else
                 printf(" %*s", w, "n/a");
         }

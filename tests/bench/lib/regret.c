@@ -1,0 +1,100 @@
+/*
+ * regret.c - one tuner run on a box-bounded function and the statistics of
+ * the regret benchmarks (regret.h has the design notes).
+ */
+#include "regret.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpo.h"
+
+int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi, double fstar,
+               tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
+               double *traj, double *sec) {
+    tun_space *space = NULL;
+    tun_study *st = NULL;
+    hpo_error err = {{0}, {0}};
+    double *x = NULL;
+    int rc = HPO_EINVAL, col[REGRET_MAX_DIM];
+    if (d < 1 || d > REGRET_MAX_DIM) return rc;
+    json_t *js = json_object();
+    for (int i = 0; i < d; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        json_object_set_new(js, name, json_pack("{s:s, s:f, s:f}", "type", "float", "low", lo[i],
+                                                "high", hi[i]));
+    }
+    rc = tun_space_parse(js, &space, &err);
+    json_decref(js);
+    if (rc) {
+        fprintf(stderr, "space: %s %s\n", err.field, err.message);
+        return rc;
+    }
+    for (int i = 0; i < d; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        col[i] = tun_space_index(space, name);
+    }
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = algo;
+    cfg.seed = seed;
+    if (startup >= 0) cfg.n_startup_trials = startup;
+    cfg.deterministic = deterministic;
+    if ((rc = tun_study_new(space, &cfg, 0, &st)) < 0) goto fail;
+    rc = HPO_ENOMEM;
+    if (!(x = calloc((size_t)space->n, sizeof *x))) goto fail;
+    double best = INFINITY, v[REGRET_MAX_DIM], t_sug = 0.0;
+    for (int k = 0; k < n; k++) {
+        double t0 = hpo_monotonic();
+        if ((rc = tun_study_suggest(st, k, x)) < 0) goto fail;
+        t_sug += hpo_monotonic() - t0;
+        if ((rc = tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0)) < 0) goto fail;
+        for (int i = 0; i < d; i++) v[i] = x[col[i]];
+        double y = f(ctx, v);
+        if ((rc = tun_study_finish(st, k, TUN_TRIAL_COMPLETE, y)) < 0) goto fail;
+        if (y < best) best = y;
+        traj[k] = best - fstar;
+    }
+    *sec = t_sug;
+    rc = 0;
+fail:
+    free(x);
+    tun_study_free(st);
+    tun_space_free(space);
+    return rc;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double regret_percentile(const double *v, int n, double q) {
+    double s[REGRET_MAX_SEEDS];
+    memcpy(s, v, (size_t)n * sizeof(double));
+    qsort(s, (size_t)n, sizeof(double), cmp_d);
+    double pos = q / 100.0 * (n - 1);
+    int i = (int)floor(pos);
+    if (i >= n - 1) return s[n - 1];
+    return s[i] + (pos - i) * (s[i + 1] - s[i]);
+}
+
+void regret_cell(char *buf, size_t len, const double *v, int n) {
+    if (n <= 0) {
+        snprintf(buf, len, "n/a");
+        return;
+    }
+    snprintf(buf, len, "%.3g [%.3g..%.3g]", regret_percentile(v, n, 50),
+             regret_percentile(v, n, 25), regret_percentile(v, n, 75));
+}
+
+int regret_has(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}

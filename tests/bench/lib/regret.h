@@ -1,0 +1,42 @@
+/*
+ * regret.h - what the tuner-regret benchmarks share (bench_tuner_regret's
+ * classic problems in tuner_regret.c and the BBOB suite in regret_bbob.c):
+ * one ask/tell run of an hpo tuner on a box-bounded function, and the
+ * statistics printed over seeds.
+ *
+ * Design notes
+ * - regret_run drives the tun_study interface exactly as hpod does for a
+ *   client (suggest, add RUNNING, finish COMPLETE), n trials, and records
+ *   best-so-far minus f* after every trial, so one run gives every budget
+ *   as a prefix.
+ * - Quartiles are numpy.percentile's default (linear interpolation), the
+ *   same as the Optuna peers print.
+ */
+#ifndef HPO_BENCH_REGRET_H
+#define HPO_BENCH_REGRET_H
+
+#include <stdint.h>
+
+#include "tuners.h"
+
+#define REGRET_MAX_DIM 40
+#define REGRET_MAX_SEEDS 64
+
+typedef double (*regret_fn)(void *ctx, const double *x);
+
+/* One run: d floats x0..x{d-1} in [lo[i], hi[i]], n trials of algo with
+ * seed; traj[k] = best of the first k+1 values - fstar; *sec = seconds
+ * spent in suggestions. startup < 0 keeps the tuner's default. Returns 0 or
+ * a negative HPO_E* code (printed to stderr). */
+int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi, double fstar,
+               tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
+               double *traj, double *sec);
+
+/* numpy.percentile(v[:n], q) with linear interpolation; n <= REGRET_MAX_SEEDS */
+double regret_percentile(const double *v, int n, double q);
+/* "median [Q1..Q3]" of v[:n], or "n/a" when n <= 0 */
+void regret_cell(char *buf, size_t len, const double *v, int n);
+/* 1 when name is an item of the comma-separated list */
+int regret_has(const char *list, const char *name);
+
+#endif

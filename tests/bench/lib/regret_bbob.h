@@ -1,0 +1,32 @@
+/*
+ * regret_bbob.h - bench_tuner_regret --suite bbob: hpo's tuners beside
+ * Optuna 3.1's TPE, CmaEsSampler and RandomSampler on the 24 noiseless BBOB
+ * functions (lib/bbob.h) in several dimensions, and the checks of those
+ * functions.
+ *
+ *   bench_tuner_regret --suite bbob [--dims 2,5,10] [--seeds 5]
+ *       [--budgets 25,50,100] [--algos random,tpe,bayesian,cmaes,evolution]
+ *       [--functions 1,2,..,24] [--startup N] [--no-optuna] [--csv FILE]
+ *   bench_tuner_regret --suite bbob --selftest     (the functions' checks)
+ *   bench_tuner_regret --suite bbob --check-peer   (C and the ctypes peer agree)
+ *
+ * Design notes
+ * - Seed s (0..N-1) runs instance s+1 of every function, on both sides, and
+ *   is the seed of the tuner or sampler; one run of max(budgets) trials
+ *   gives every budget as a prefix of best-so-far.
+ * - Optuna runs in the background (peers/optuna_bbob.py, which loads the
+ *   same libhpo_bbob.so with ctypes) while hpo's tuners run here; its
+ *   per-seed regrets come back in a CSV.
+ * - Ratios are of median simple regrets, hpo / peer, both floored at 1e-8
+ *   (COCO's final target precision), so two solved runs compare as 1.
+ * - The functions are split into two fixed halves, odd ids and even ids
+ *   (each half holds functions of all five BBOB groups): tuning of hpo's
+ *   defaults is to look at the odd half only, the even half is the held-out
+ *   report; the summary prints all, odd and even separately.
+ */
+#ifndef HPO_BENCH_REGRET_BBOB_H
+#define HPO_BENCH_REGRET_BBOB_H
+
+int regret_bbob_main(int argc, char **argv);
+
+#endif
