@@ -218,7 +218,8 @@ typedef struct import_trial {
     sto_trial_state state;
     double value, started, finished;
     char *params;
-    char *attrs, *note; /* user_attrs text, note (NULL: none) */
+    char *attrs;      /* user_attrs text (NULL: none) */
+    const char *note; /* borrowed from the document (NULL: none) */
     double *x;
     int64_t *steps;
     double *step_values;
@@ -229,7 +230,6 @@ static void import_trials_free(import_trial *t, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(t[i].params);
         free(t[i].attrs);
-        free(t[i].note);
         free(t[i].x);
         free(t[i].steps);
         free(t[i].step_values);
@@ -256,17 +256,18 @@ static int import_state(const char *s) {
     return -2;
 }
 
-/* A trial's user_attrs and note (optional), checked as PATCH checks them;
- * errors name trials[i].user_attrs / trials[i].note. */
-static int read_annotations(const json_t *j, size_t i, import_trial *out, hpo_error *err) {
-    const json_t *attrs = json_object_get(j, "user_attrs"), *note = json_object_get(j, "note");
+/* The user_attrs and note of an object of the document (optional; where:
+ * "study" or "trials[i]"), checked as PATCH checks them: *attrs the merged
+ * text (malloc'd), *note borrowed from j (the document outlives the
+ * import); errors name <where>.user_attrs / <where>.note. */
+static int read_attrs_note(const json_t *j, const char *where, char **attrs, const char **note, hpo_error *err) {
+    const json_t *jattrs = json_object_get(j, "user_attrs"), *jnote = json_object_get(j, "note");
     hpo_error e = {{0}, {0}};
-    const char *text = NULL;
-    int rc = attrs ? api_attrs_merge(NULL, attrs, &out->attrs, &e) : 0;
-    if (rc == 0 && note && (rc = api_note_check(note, &text, &e)) == 0) out->note = hpo_strdup(text);
+    int rc = jattrs ? api_attrs_merge(NULL, jattrs, attrs, &e) : 0;
+    if (rc == 0 && jnote) rc = api_note_check(jnote, note, &e);
     if (rc) {
         char f[96];
-        snprintf(f, sizeof f, "trials[%zu].%.60s", i, e.field[0] ? e.field : (attrs ? "user_attrs" : "note"));
+        snprintf(f, sizeof f, "%s.%.60s", where, e.field[0] ? e.field : (jattrs ? "user_attrs" : "note"));
         return hpo_fail(err, rc, f, "%s: %s", f, e.message);
     }
     return 0;
@@ -330,26 +331,12 @@ static int read_trial(const json_t *j, size_t i, const tun_space *space, import_
     if ((rc = api_parse_intermediates(json_object_get(j, "intermediate_values"), f, &out->steps, &out->step_values,
                                       &out->n_steps, err)))
         return rc;
-    if ((rc = read_annotations(j, i, out, err))) return rc;
+    snprintf(f, sizeof f, "trials[%zu]", i);
+    if ((rc = read_attrs_note(j, f, &out->attrs, &out->note, err))) return rc;
     snprintf(f, sizeof f, "trials[%zu].datetime_start", i);
     if ((rc = parse_time(json_object_get(j, "datetime_start"), f, &out->started, err))) return rc;
     snprintf(f, sizeof f, "trials[%zu].datetime_complete", i);
     return parse_time(json_object_get(j, "datetime_complete"), f, &out->finished, err);
-}
-
-/* The study's user_attrs and note of a document (optional), checked as
- * PATCH checks them; errors name study.user_attrs / study.note. */
-static int read_study_extras(const json_t *study, api_study_extras *x, hpo_error *err) {
-    const json_t *attrs = json_object_get(study, "user_attrs"), *note = json_object_get(study, "note");
-    hpo_error e = {{0}, {0}};
-    int rc = attrs ? api_attrs_merge(NULL, attrs, &x->attrs, &e) : 0;
-    if (rc == 0 && note && (rc = api_note_check(note, &x->note_text, &e)) == 0) x->note = json_incref((json_t *)note);
-    if (rc) {
-        char f[96];
-        snprintf(f, sizeof f, "study.%.60s", e.field[0] ? e.field : (attrs ? "user_attrs" : "note"));
-        return hpo_fail(err, rc, f, "%s: %s", f, e.message);
-    }
-    return 0;
 }
 
 /* Makes a study of document doc (name: its name, or NULL): 201 with
@@ -394,7 +381,8 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     api_study_def_clear(&d);
     if (rc) goto fail;
     qsort(trials, n, sizeof *trials, cmp_number);
-    if ((rc = read_study_extras(json_object_get(doc, "study"), &extras, &err))) goto fail;
+    if ((rc = read_attrs_note(json_object_get(doc, "study"), "study", &extras.attrs, &extras.note_text, &err)))
+        goto fail;
     if ((rc = api_study_create(ctx, def, 1, &extras, &id, NULL, &err))) goto fail;
     if ((rc = api_study_acquire(ctx, id, &st))) goto fail;
     pthread_mutex_lock(&st->lock);
