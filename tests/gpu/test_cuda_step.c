@@ -155,8 +155,8 @@ static void optim_case(const eng_optim_config *c, const char *name, hpo_rng *r) 
         free(g), free(ph), free(sh);
     }
     printf("  %-44s update %.3e state %.3e norm %.3e (tol 1e-04)%s\n", name, worst_p, worst_s, worst_n,
-           worst_p <= TOL_F32 && worst_s <= TOL_F32 && worst_n <= 1e-6 ? "" : "  FAIL");
-    assert_true(worst_p <= TOL_F32 && worst_s <= TOL_F32 && worst_n <= 1e-6);
+           worst_p <= TOL_F32 && worst_s <= TOL_F32 && worst_n <= 1e-5 ? "" : "  FAIL");
+    assert_true(worst_p <= TOL_F32 && worst_s <= TOL_F32 && worst_n <= 1e-5);
     eng_cuda_free(g_cu, dp), eng_cuda_free(g_cu, dg), eng_cuda_free(g_cu, dst), eng_cuda_free(g_cu, dnorm);
     free(p), free(st), free(p0);
 }
@@ -209,7 +209,7 @@ static void test_grad_norm_nonfinite(void **state) {
     int fin = 0;
     double want = eng_grad_unscale_norm(half, n, 1.0f, &fin);
     printf("  norm %.9g vs %.9g, finite %g\n", hn[0], want, hn[1]);
-    assert_true(fabs(hn[0] - want) <= 1e-6 * want && hn[1] == 1.0 && fin);
+    assert_true(fabs(hn[0] - want) <= 1e-5 * want && hn[1] == 1.0 && fin);
     g[7] = NAN;
     up(dg, g, n * 4);
     assert_int_equal(eng_cuda_grad_norm(g_cu, dg, n, 1.0f, dn), 0);
