@@ -50,7 +50,7 @@ extern "C" int eng_gpu_info_get(int i, eng_gpu_info *out, hpo_error *err) {
         return hpo_fail(err, HPO_EUNSUPPORTED, "devices", "cuda:%d: %s", i, cudaGetErrorString(e));
     memset(out, 0, sizeof *out);
     out->index = i;
-    snprintf(out->name, sizeof out->name, "%s", p.name);
+    snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof out->name - 1, p.name);
     out->cc_major = p.major;
     out->cc_minor = p.minor;
     out->total_bytes = p.totalGlobalMem;

@@ -2,7 +2,7 @@
  * one without a GPU (or its driver, or a build without CUDA) with
  * HPO_EUNSUPPORTED naming "devices" and saying "no CUDA device: <why>"; on
  * one with a GPU with its properties. --version's line names the backend
- * either way. */
+ * either way. eng_cuda_open (cuda_ops.h) gives the same answers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda_ops.h"
 #include "gpu.h"
 
 static void test_device_query(void **state) {
@@ -31,6 +32,13 @@ static void test_device_query(void **state) {
         assert_true(strncmp(err.message, "no CUDA device: ", 16) == 0);
         eng_gpu_info g;
         assert_int_equal(eng_gpu_info_get(0, &g, &err), HPO_EUNSUPPORTED);
+        /* the device op library refuses the same way, and makes no context */
+        eng_cuda *cu = NULL;
+        hpo_error e2 = {{0}, {0}};
+        assert_int_equal(eng_cuda_open(0, 0, &cu, &e2), HPO_EUNSUPPORTED);
+        assert_null(cu);
+        assert_string_equal(e2.field, "devices");
+        assert_string_equal(e2.message, err.message);
         return;
     }
     assert_true(n >= 1);
@@ -44,6 +52,9 @@ static void test_device_query(void **state) {
     }
     eng_gpu_info g;
     assert_int_equal(eng_gpu_info_get(n, &g, &err), HPO_EINVAL); /* one past the last */
+    eng_cuda *cu = NULL;
+    assert_int_equal(eng_cuda_open(n, 0, &cu, &err), HPO_EINVAL);
+    assert_null(cu);
 }
 
 int main(void) {

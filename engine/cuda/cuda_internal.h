@@ -1,0 +1,73 @@
+/*
+ * cuda_internal.h - what the files of engine/cuda/ share (C++, nvcc only):
+ * the eng_cuda context, the sticky-error helpers and the launch shapes.
+ *
+ * Design notes
+ * - cu_fail records the first failure in the context (cuda_ops.h: errors
+ *   are sticky) and returns its code; CU_READY(cu) makes an op refuse work
+ *   once the context has failed; cu_launched checks a kernel launch.
+ * - cu_grid: blocks for n elements at CU_THREADS per block, capped so that
+ *   kernels loop grid-stride (any n fits in 32-bit grids).
+ * - scratch: CU_SCRATCH doubles of device memory for two-pass reductions
+ *   (block partials, then one block folds them in a fixed order).
+ */
+#ifndef ENG_CUDA_INTERNAL_H
+#define ENG_CUDA_INTERNAL_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "cuda_ops.h"
+}
+
+#define CU_THREADS 256
+#define CU_MAX_BLOCKS 4096
+#define CU_SCRATCH 1024 /* >= the blocks of a reduction's first pass */
+#define CU_WORKSPACE (32u << 20) /* cuBLASLt workspace (NVIDIA's advice for Hopper) */
+
+struct eng_cuda {
+    int device;
+    int allow_tf32;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;
+    double *scratch;
+    int rc;        /* first failure (sticky), 0 if none */
+    hpo_error err; /* its reason */
+};
+
+struct eng_cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+int cu_fail(eng_cuda *cu, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* cudaGetLastError after a launch: 0, or the failure recorded. */
+int cu_launched(eng_cuda *cu, const char *what);
+/* A CUDA runtime call's result: 0, or the failure recorded. */
+int cu_check(eng_cuda *cu, cudaError_t e, const char *what);
+
+#define CU_READY(cu)                  \
+    do {                              \
+        if ((cu)->rc) return (cu)->rc; \
+    } while (0)
+
+static inline unsigned cu_grid(size_t n) {
+    size_t b = (n + CU_THREADS - 1) / CU_THREADS;
+    if (b < 1) b = 1;
+    return (unsigned)(b > CU_MAX_BLOCKS ? CU_MAX_BLOCKS : b);
+}
+
+/* eng_f32_to_bf16 (bf16.h) on the device: round to nearest even, NaN quiet. */
+static __device__ __forceinline__ uint16_t cu_f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+#endif

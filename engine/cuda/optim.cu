@@ -1,0 +1,149 @@
+/* optim.cu - the gradient norm and the optimisers on the device (see
+ * cuda_ops.h and optim.h): one kernel pass over the whole parameter block per
+ * update, with clipping folded in.
+ *
+ * The update rules are optim.c's, per element: sgd and rmsprop as
+ * step_scalar, adam and adamw in the folded form of adam_scalar (bias
+ * correction in the two scalars a and e, decoupled decay as a factor),
+ * with those scalars computed on the host in double exactly as step_range
+ * does. The norm is two passes: per-block partial sums in double into the
+ * context's scratch, then one block folds them in a fixed order (the same
+ * result on every run). */
+#include <math.h>
+
+#include "cuda_internal.h"
+
+#define NORM_BLOCKS (CU_SCRATCH / 2)
+
+static __global__ void norm_partial_k(float *g, size_t n, float unscale, double *scratch) {
+    __shared__ double s_sum[CU_THREADS];
+    __shared__ float s_chk[CU_THREADS];
+    double acc = 0.0;
+    float chk = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = g[i];
+        if (unscale != 1.0f) g[i] = v = v * unscale;
+        acc += (double)v * v;
+        chk += v - v; /* NaN if any element is NaN or Inf */
+    }
+    s_sum[threadIdx.x] = acc;
+    s_chk[threadIdx.x] = chk;
+    __syncthreads();
+    for (int w = CU_THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) {
+            s_sum[threadIdx.x] += s_sum[threadIdx.x + w];
+            s_chk[threadIdx.x] += s_chk[threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        scratch[blockIdx.x] = s_sum[0];
+        scratch[NORM_BLOCKS + blockIdx.x] = s_chk[0] == 0.0f ? 1.0 : 0.0;
+    }
+}
+
+static __global__ void norm_final_k(const double *scratch, int blocks, double *out) {
+    if (threadIdx.x != 0) return;
+    double s = 0.0, fin = 1.0;
+    for (int b = 0; b < blocks; b++) {
+        s += scratch[b];
+        if (scratch[NORM_BLOCKS + b] == 0.0) fin = 0.0;
+    }
+    out[0] = sqrt(s);
+    out[1] = fin != 0.0 && isfinite(s) ? 1.0 : 0.0;
+}
+
+extern "C" int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out) {
+    CU_READY(cu);
+    unsigned blocks = cu_grid(n);
+    if (blocks > NORM_BLOCKS) blocks = NORM_BLOCKS;
+    norm_partial_k<<<blocks, CU_THREADS, 0, cu->stream>>>(g, n, unscale, cu->scratch);
+    int rc = cu_launched(cu, "gradient norm");
+    if (rc) return rc;
+    norm_final_k<<<1, 32, 0, cu->stream>>>(cu->scratch, (int)blocks, out);
+    return cu_launched(cu, "gradient norm");
+}
+
+typedef struct opt_args {
+    int kind, nesterov;
+    float lr, mu, rho, eps, wd;
+    float b1, b2, a, e, decay, l2; /* adam, as step_range computes them */
+    float clipnorm;
+} opt_args;
+
+static __global__ void optim_k(opt_args o, float *p, float *g, float *s0, float *s1, size_t n, const double *norm) {
+    float k = 1.0f;
+    if (norm) {
+        if (norm[1] == 0.0) return; /* gradients not finite: no update (the caller reports it) */
+        if (o.clipnorm > 0.0f && norm[0] > o.clipnorm) k = (float)(o.clipnorm / norm[0]);
+    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float gi = g[i];
+        if (k != 1.0f) g[i] = gi = gi * k;
+        float pi = p[i];
+        switch (o.kind) {
+        case ENG_OPT_SGD:
+            if (o.wd != 0.0f) gi += o.wd * pi;
+            if (o.mu != 0.0f) {
+                float v = o.mu * s0[i] + gi;
+                s0[i] = v;
+                pi -= o.lr * (o.nesterov ? gi + o.mu * v : v);
+            } else {
+                pi -= o.lr * gi;
+            }
+            break;
+        case ENG_OPT_RMSPROP: {
+            if (o.wd != 0.0f) gi += o.wd * pi;
+            float s = o.rho * s0[i] + (1.0f - o.rho) * gi * gi;
+            s0[i] = s;
+            float u = gi / (sqrtf(s) + o.eps);
+            if (o.mu != 0.0f) {
+                u = o.mu * s1[i] + u;
+                s1[i] = u;
+            }
+            pi -= o.lr * u;
+            break;
+        }
+        default: { /* adam, adamw */
+            gi += o.l2 * pi;
+            float m = o.b1 * s0[i] + (1.0f - o.b1) * gi;
+            float v = o.b2 * s1[i] + (1.0f - o.b2) * gi * gi;
+            s0[i] = m;
+            s1[i] = v;
+            pi = pi * o.decay - o.a * m / (sqrtf(v) + o.e);
+            break;
+        }
+        }
+        p[i] = pi;
+    }
+}
+
+extern "C" int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long t, float *p, float *g,
+                                   float *state, size_t n, const double *norm) {
+    CU_READY(cu);
+    if (!n) return 0;
+    if (c->kind < ENG_OPT_SGD || c->kind > ENG_OPT_ADAMW) return cu_fail(cu, HPO_EINTERNAL, "unknown optimiser %d", c->kind);
+    opt_args o;
+    memset(&o, 0, sizeof o);
+    o.kind = c->kind;
+    o.nesterov = c->nesterov;
+    o.lr = lr;
+    o.mu = c->momentum;
+    o.rho = c->rho;
+    o.eps = c->eps;
+    o.wd = c->weight_decay;
+    o.b1 = c->beta1;
+    o.b2 = c->beta2;
+    o.clipnorm = c->clipnorm;
+    if (c->kind == ENG_OPT_ADAM || c->kind == ENG_OPT_ADAMW) { /* optim.c step_range */
+        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+        o.a = (float)(lr * sqrt(bc2) / bc1);
+        o.e = (float)(c->eps * sqrt(bc2));
+        o.decay = c->kind == ENG_OPT_ADAMW ? 1.0f - lr * c->weight_decay : 1.0f;
+        o.l2 = c->kind == ENG_OPT_ADAM ? c->weight_decay : 0.0f;
+    }
+    size_t per = eng_optim_state_floats(c);
+    float *s0 = per >= 1 ? state : NULL, *s1 = per >= 2 ? state + n : NULL;
+    optim_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(o, p, g, s0, s1, n, norm);
+    return cu_launched(cu, "optimiser step");
+}

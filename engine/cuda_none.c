@@ -1,0 +1,106 @@
+/* cuda_none.c - cuda_ops.h in a build without the CUDA backend: no context
+ * can be opened (eng_gpu_count says why), so no other call can be reached
+ * with a context; they answer HPO_EUNSUPPORTED all the same. */
+#include "cuda_ops.h"
+#include "gpu.h"
+
+int eng_cuda_open(int device, int allow_tf32, eng_cuda **out, hpo_error *err) {
+    (void)device, (void)allow_tf32, (void)out;
+    int n;
+    return eng_gpu_count(&n, err);
+}
+
+void eng_cuda_close(eng_cuda *cu) { (void)cu; }
+
+#define NONE(...) (void)cu, __VA_ARGS__; return HPO_EUNSUPPORTED
+
+static int none(hpo_error *err) {
+    int n;
+    return eng_gpu_count(&n, err);
+}
+
+int eng_cuda_sync(eng_cuda *cu, hpo_error *err) { (void)cu; return none(err); }
+int eng_cuda_alloc(eng_cuda *cu, size_t bytes, void **out, hpo_error *err) {
+    (void)cu, (void)bytes, (void)out;
+    return none(err);
+}
+void eng_cuda_free(eng_cuda *cu, void *p) { (void)cu, (void)p; }
+int eng_cuda_upload(eng_cuda *cu, void *dst, const void *src, size_t bytes, hpo_error *err) {
+    (void)cu, (void)dst, (void)src, (void)bytes;
+    return none(err);
+}
+int eng_cuda_download(eng_cuda *cu, void *dst, const void *src, size_t bytes, hpo_error *err) {
+    (void)cu, (void)dst, (void)src, (void)bytes;
+    return none(err);
+}
+int eng_cuda_zero(eng_cuda *cu, void *p, size_t bytes) { NONE((void)p, (void)bytes); }
+int eng_cuda_copy(eng_cuda *cu, void *dst, const void *src, size_t bytes) { NONE((void)dst, (void)src, (void)bytes); }
+int eng_cuda_gather_x(eng_cuda *cu, const void *x_all, int x_u8, size_t ss, float scale, const uint32_t *idx, int n,
+                      float *out, uint16_t *out16) {
+    NONE((void)x_all, (void)x_u8, (void)ss, (void)scale, (void)idx, (void)n, (void)out, (void)out16);
+}
+int eng_cuda_gather_labels(eng_cuda *cu, const int32_t *y_all, const uint32_t *idx, int n, int32_t *out) {
+    NONE((void)y_all, (void)idx, (void)n, (void)out);
+}
+int eng_cuda_gather_targets(eng_cuda *cu, const float *t_all, int K, const uint32_t *idx, int n, float *out) {
+    NONE((void)t_all, (void)K, (void)idx, (void)n, (void)out);
+}
+int eng_cuda_to_bf16(eng_cuda *cu, const float *x, uint16_t *y, size_t n) { NONE((void)x, (void)y, (void)n); }
+int eng_cuda_act_forward(eng_cuda *cu, int act, const float *z, float *y, size_t rows, size_t cols) {
+    NONE((void)act, (void)z, (void)y, (void)rows, (void)cols);
+}
+int eng_cuda_act_backward(eng_cuda *cu, int act, const float *z, const float *y, float *d, size_t rows, size_t cols) {
+    NONE((void)act, (void)z, (void)y, (void)d, (void)rows, (void)cols);
+}
+int eng_cuda_dense_forward(eng_cuda *cu, const float *x, const float *w, const float *b, float *z, float *y, int B,
+                           int I, int O, int act) {
+    NONE((void)x, (void)w, (void)b, (void)z, (void)y, (void)B, (void)I, (void)O, (void)act);
+}
+int eng_cuda_dense_backward(eng_cuda *cu, const float *x, const float *w, const float *z, const float *y, float *d,
+                            float *dx, float *dw, float *db, int B, int I, int O, int act) {
+    NONE((void)x, (void)w, (void)z, (void)y, (void)d, (void)dx, (void)dw, (void)db, (void)B, (void)I, (void)O,
+         (void)act);
+}
+int eng_cuda_dense_forward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *b, float *z,
+                                float *y, int B, int I, int O, int act) {
+    NONE((void)xb, (void)wb, (void)b, (void)z, (void)y, (void)B, (void)I, (void)O, (void)act);
+}
+int eng_cuda_dense_backward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z, const float *y,
+                                 float *d, uint16_t *d16, float *dx, float *dw, float *db, int B, int I, int O,
+                                 int act) {
+    NONE((void)xb, (void)wb, (void)z, (void)y, (void)d, (void)d16, (void)dx, (void)dw, (void)db, (void)B, (void)I,
+         (void)O, (void)act);
+}
+int eng_cuda_dropout_forward(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
+                             uint64_t key) {
+    NONE((void)x, (void)y, (void)mask, (void)n, (void)rate, (void)key);
+}
+int eng_cuda_dropout_backward(eng_cuda *cu, const float *dy, const float *mask, float *dx, size_t n) {
+    NONE((void)dy, (void)mask, (void)dx, (void)n);
+}
+int eng_cuda_add(eng_cuda *cu, const float *a, const float *b, float *y, size_t n) {
+    NONE((void)a, (void)b, (void)y, (void)n);
+}
+int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels, const float *targets,
+                  int B, int K, float scale, float *dz, double *sums) {
+    NONE((void)loss, (void)fused_act, (void)z, (void)labels, (void)targets, (void)B, (void)K, (void)scale, (void)dz,
+         (void)sums);
+}
+int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc, hpo_error *err) {
+    (void)cu, (void)sums, (void)n, (void)K, (void)acc;
+    return none(err);
+}
+int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out) {
+    NONE((void)g, (void)n, (void)unscale, (void)out);
+}
+int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
+                        size_t n, const double *norm) {
+    NONE((void)c, (void)lr, (void)t, (void)p, (void)g, (void)state, (void)n, (void)norm);
+}
+int eng_cuda_capture_begin(eng_cuda *cu, hpo_error *err) { (void)cu; return none(err); }
+int eng_cuda_capture_end(eng_cuda *cu, eng_cuda_graph **out, hpo_error *err) {
+    (void)cu, (void)out;
+    return none(err);
+}
+int eng_cuda_graph_launch(eng_cuda *cu, eng_cuda_graph *g) { NONE((void)g); }
+void eng_cuda_graph_free(eng_cuda_graph *g) { (void)g; }

@@ -1,0 +1,141 @@
+/*
+ * cuda_ops.h - the device op library of the CUDA training path: device
+ * memory, the dataset on the device and batch gathering, dense layers
+ * (cuBLASLt), activations, dropout, the fused losses with their metric sums,
+ * gradient norm and clipping, and the optimisers as one fused kernel each.
+ *
+ * Design notes
+ * - Plain C, the same in every build: the .cu files of engine/cuda/ implement it when
+ *   CMake enabled CUDA (HPO_CUDA_ENABLED); cuda_none.c answers otherwise,
+ *   where eng_cuda_open fails with HPO_EUNSUPPORTED and no eng_cuda can
+ *   exist, so callers never need #ifdefs (the gpu.h pattern).
+ * - One eng_cuda per device slot and thread: the device, one stream, the
+ *   cuBLASLt handle and its workspace, a small reduction scratch. Every op
+ *   is enqueued on that stream in call order and returns at once; pointers
+ *   marked (dev) are device memory, all others host memory.
+ * - Errors are sticky, like CUDA's own: an op returns 0, or a negative
+ *   HPO_E* code when its launch failed, and the first failure is kept in the
+ *   context; eng_cuda_sync waits for the stream and reports it (or a fault
+ *   of an earlier kernel) with the reason. A training loop checks once per
+ *   step or epoch. A context with an error refuses further work.
+ * - Semantics are the CPU engine's, op for op (ops.h, loss.h, optim.h): the
+ *   same layouts (row-major, dense weights [I][O]), the same activations
+ *   (GELU tanh form), the same update rules and clipping, and dropout masks
+ *   bit-identical to eng_dropout_forward for the same 64-bit key (the CPU's
+ *   counter-based hash, evaluated per element on the device), so a trial
+ *   moves between CPU and GPU slots and resumes exactly.
+ * - f32 GEMMs use CUBLAS_COMPUTE_32F: no TF32 unless the context is opened
+ *   with allow_tf32. The bf16 variants take bf16 inputs and weights and
+ *   produce f32 outputs and gradients with f32 accumulation (ops.h).
+ * - Reductions (bias gradients, gradient norms) are deterministic: fixed
+ *   block order, no atomics. The metric sums of the losses use double
+ *   atomics (one per block): their order may vary in the last bits.
+ * - Graph capture: a sequence of ops can be captured once and replayed
+ *   (eng_cuda_capture_begin/_end); the host scalars of the captured ops
+ *   (learning rate, step) are frozen at capture.
+ * Threading: a context is used by one thread at a time.
+ */
+#ifndef ENG_CUDA_OPS_H
+#define ENG_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hpo.h"
+#include "loss.h"
+#include "optim.h"
+
+typedef struct eng_cuda eng_cuda;
+typedef struct eng_cuda_graph eng_cuda_graph;
+
+/* ---- context ---- */
+/* Opens device `device` (cudaSetDevice for this thread), its stream and
+ * cuBLASLt. HPO_EUNSUPPORTED (field "devices") without CUDA or device. */
+int eng_cuda_open(int device, int allow_tf32, eng_cuda **out, hpo_error *err);
+void eng_cuda_close(eng_cuda *cu);
+/* Waits for every enqueued op; 0 or the first error, with the reason. */
+int eng_cuda_sync(eng_cuda *cu, hpo_error *err);
+
+/* ---- memory (dev) ---- */
+/* cudaMalloc: HPO_ENOMEM naming the bytes when the device is full. */
+int eng_cuda_alloc(eng_cuda *cu, size_t bytes, void **out, hpo_error *err);
+void eng_cuda_free(eng_cuda *cu, void *p); /* NULL ok */
+/* Synchronous copies (they wait for the stream first). */
+int eng_cuda_upload(eng_cuda *cu, void *dst, const void *src, size_t bytes, hpo_error *err);
+int eng_cuda_download(eng_cuda *cu, void *dst, const void *src, size_t bytes, hpo_error *err);
+/* Enqueued. */
+int eng_cuda_zero(eng_cuda *cu, void *p, size_t bytes);
+int eng_cuda_copy(eng_cuda *cu, void *dst, const void *src, size_t bytes);
+
+/* ---- data: rows of a dataset already on the device ----
+ * x_all (dev): [rows][ss] uint8 (x_u8) or f32; out[n][ss] = x_all[idx[i]] *
+ * scale, as f32 (out) or bf16 rounded to nearest even (out16); one of the
+ * two. idx (dev): n row numbers (an epoch's order, offset by the batch). */
+int eng_cuda_gather_x(eng_cuda *cu, const void *x_all, int x_u8, size_t ss, float scale, const uint32_t *idx,
+                      int n, float *out, uint16_t *out16);
+/* labels out[i] = y_all[idx[i]]; targets out[i][k] = t_all[idx[i]][k]. */
+int eng_cuda_gather_labels(eng_cuda *cu, const int32_t *y_all, const uint32_t *idx, int n, int32_t *out);
+int eng_cuda_gather_targets(eng_cuda *cu, const float *t_all, int K, const uint32_t *idx, int n, float *out);
+/* f32 -> bf16 (round to nearest even, NaN kept quiet), n elements. */
+int eng_cuda_to_bf16(eng_cuda *cu, const float *x, uint16_t *y, size_t n);
+
+/* ---- activations (ops.h): z, y, d [rows][cols] (dev) ---- */
+int eng_cuda_act_forward(eng_cuda *cu, int act, const float *z, float *y, size_t rows, size_t cols);
+int eng_cuda_act_backward(eng_cuda *cu, int act, const float *z, const float *y, float *d, size_t rows,
+                          size_t cols);
+
+/* ---- dense (ops.h): x[B][I], w[I][O], b[O], z, y, d[B][O] (dev) ----
+ * z = x w + b, y = act(z); z may be y unless act needs z (gelu). */
+int eng_cuda_dense_forward(eng_cuda *cu, const float *x, const float *w, const float *b, float *z, float *y, int B,
+                           int I, int O, int act);
+/* d: dy in, dz out (clobbered); dx (NULL: skip), dw, db overwritten. */
+int eng_cuda_dense_backward(eng_cuda *cu, const float *x, const float *w, const float *z, const float *y, float *d,
+                            float *dx, float *dw, float *db, int B, int I, int O, int act);
+/* bf16: xb[B][I], wb[I][O] bf16; d16 scratch [B][O] bf16. */
+int eng_cuda_dense_forward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *b, float *z,
+                                float *y, int B, int I, int O, int act);
+int eng_cuda_dense_backward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z,
+                                 const float *y, float *d, uint16_t *d16, float *dx, float *dw, float *db, int B,
+                                 int I, int O, int act);
+
+/* ---- dropout (ops.h), inverted: mask in {0, 1/(1-rate)} ----
+ * key: the 64-bit draw eng_dropout_forward takes from the model's generator
+ * (the caller draws it: hpo_rng_u64), so the masks equal the CPU's. */
+int eng_cuda_dropout_forward(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
+                             uint64_t key);
+int eng_cuda_dropout_backward(eng_cuda *cu, const float *dy, const float *mask, float *dx, size_t n);
+
+/* ---- residual add: y = a + b (y may alias a or b) ---- */
+int eng_cuda_add(eng_cuda *cu, const float *a, const float *b, float *y, size_t n);
+
+/* ---- losses (loss.h) ----
+ * eng_loss_compute on the device: z[B][K], labels[B] or targets[B][K] (dev,
+ * one of them non-NULL), dz (dev, NULL: no gradient) = scale * d(mean
+ * loss)/dz. sums (dev, ENG_CUDA_SUMS doubles: loss, correct, sq, abs) get
+ * this batch added; eng_cuda_sums_add folds them into host metric sums. */
+#define ENG_CUDA_SUMS 4
+int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
+                  const float *targets, int B, int K, float scale, float *dz, double *sums);
+/* Downloads sums (dev) and adds them, with n samples of K outputs, to acc. */
+int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc, hpo_error *err);
+
+/* ---- gradients and optimisers (optim.h) over whole blocks (dev) ----
+ * eng_grad_unscale_norm: g *= unscale, then out[0] = the L2 norm (double
+ * accumulation), out[1] = 1 if every element is finite else 0 (out: dev, 2
+ * doubles). Stays on the device: no host round trip per step. */
+int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out);
+/* One update of p[n] from g[n] with state laid out as optim.h says; g may be
+ * modified. norm (dev, from eng_cuda_grad_norm, or NULL): when clipnorm > 0
+ * and norm[0] > clipnorm, g is first scaled by clipnorm / norm[0] as
+ * eng_grad_clip does, and when norm[1] == 0 (not finite) nothing is updated. */
+int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long t, float *p, float *g,
+                        float *state, size_t n, const double *norm);
+
+/* ---- graphs ---- */
+/* Ops enqueued between begin and end are recorded, not run. */
+int eng_cuda_capture_begin(eng_cuda *cu, hpo_error *err);
+int eng_cuda_capture_end(eng_cuda *cu, eng_cuda_graph **out, hpo_error *err);
+int eng_cuda_graph_launch(eng_cuda *cu, eng_cuda_graph *g);
+void eng_cuda_graph_free(eng_cuda_graph *g);
+
+#endif

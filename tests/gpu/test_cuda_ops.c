@@ -1,0 +1,424 @@
+/* test_cuda_ops.c - every device op of cuda_ops.h against the CPU engine's
+ * naive reference (the _ref functions of engine/) or its fast path where the
+ * two must agree bit for bit (dropout masks, gathers, bf16 rounding), on
+ * fresh random inputs at several shapes, odd ones included, printing the max
+ * relative error of each (f32 < 1e-4, bf16 < 1e-2). Weights and biases sit
+ * at odd float offsets of one block, as in a model's parameter block, so
+ * the cuBLASLt alignment handling is exercised. Skipped (77) without a GPU. */
+#include "gpu_test.h"
+
+#include "bf16.h"
+#include "loss.h"
+#include "ops.h"
+
+typedef struct shape3 {
+    int B, I, O;
+} shape3;
+
+static const shape3 dense_shapes[] = {{1, 1, 1}, {7, 13, 5}, {64, 100, 10}, {33, 257, 129}, {128, 784, 256}, {256, 64, 1}};
+static const int dense_acts[] = {ENG_ACT_NONE, ENG_ACT_RELU, ENG_ACT_GELU, ENG_ACT_TANH, ENG_ACT_SIGMOID};
+
+/* one dense layer, f32 or bf16, forward and backward vs the reference;
+ * offset: floats before w in the parameter block (b follows w directly) */
+static void dense_case(const shape3 *s, int act, int with_bias, int separate_z, int bf16, size_t offset, hpo_rng *r) {
+    int B = s->B, I = s->I, O = s->O;
+    size_t nx = (size_t)B * I, nw = (size_t)I * O, ny = (size_t)B * O;
+    float *x = rnd(nx, r, 1.0f), *w = rnd(nw, r, 1.0f / sqrtf((float)I)), *b = rnd((size_t)O, r, 0.5f);
+    float *dy = rnd(ny, r, 1.0f);
+    if (bf16) { /* the reference sees the inputs the device sees */
+        eng_round_bf16_n(x, nx);
+        eng_round_bf16_n(w, nw);
+    }
+    float *zr = malloc(ny * 4), *yr = malloc(ny * 4), *dr = malloc(ny * 4), *dxr = malloc(nx * 4), *dwr = malloc(nw * 4),
+          *dbr = malloc((size_t)O * 4);
+    const float *bias = with_bias ? b : NULL;
+    eng_dense_forward_ref(x, w, bias, zr, yr, B, I, O, act);
+
+    /* the parameter block: [offset][w][b] */
+    size_t np = offset + nw + (size_t)O;
+    float *blk = calloc(np, 4);
+    memcpy(blk + offset, w, nw * 4);
+    memcpy(blk + offset + nw, b, (size_t)O * 4);
+    float *dp = dev_from(blk, np * 4), *dw_dev = dp + offset, *db_dev = dp + offset + nw;
+    float *dx_in = dev_from(x, nx * 4), *dz = dev_new(ny * 4), *dyv = dev_new(ny * 4), *dd = dev_from(dy, ny * 4);
+    float *gblk = dev_new(np * 4), *gdx = dev_new(nx * 4);
+    uint16_t *xb = NULL, *wb = NULL, *d16 = NULL;
+    float *zdev = separate_z ? dz : dyv;
+    poison(dz, ny * 4);
+    poison(dyv, ny * 4);
+    poison(gblk, np * 4);
+    poison(gdx, nx * 4);
+    int rc;
+    if (bf16) {
+        xb = dev_new(nx * 2);
+        wb = dev_new(nw * 2);
+        d16 = dev_new(ny * 2);
+        assert_int_equal(eng_cuda_to_bf16(g_cu, dx_in, xb, nx), 0);
+        assert_int_equal(eng_cuda_to_bf16(g_cu, dw_dev, wb, nw), 0);
+        rc = eng_cuda_dense_forward_bf16(g_cu, xb, wb, with_bias ? db_dev : NULL, zdev, dyv, B, I, O, act);
+    } else {
+        rc = eng_cuda_dense_forward(g_cu, dx_in, dw_dev, with_bias ? db_dev : NULL, zdev, dyv, B, I, O, act);
+    }
+    assert_int_equal(rc, 0);
+    sync_ok();
+    char what[120];
+    double tol = bf16 ? TOL_BF16 : TOL_F32;
+    snprintf(what, sizeof what, "dense%s %dx%dx%d %s%s%s off%zu y", bf16 ? "16" : "", B, I, O, eng_act_name(act),
+             with_bias ? "+b" : "", separate_z ? " z" : "", offset);
+    float *yh = fetch(dyv, ny);
+    check_close(what, yh, yr, ny, tol);
+    float *zh = separate_z ? fetch(dz, ny) : NULL;
+    if (separate_z && act != ENG_ACT_RELU) { /* relu with a z buffer: z is not defined (ops.h) */
+        what[strlen(what) - 1] = 'z';
+        check_close(what, zh, zr, ny, tol);
+    }
+    /* the reference backward from the device's own forward outputs, so a
+     * relu output that rounds to the other side of 0 cannot flip a gradient */
+    memcpy(dr, dy, ny * 4);
+    eng_dense_backward_ref(x, w, zh && act != ENG_ACT_RELU ? zh : yh, yh, dr, dxr, dwr, dbr, B, I, O, act);
+    free(zh);
+    float *gw = gblk + offset, *gb = gblk + offset + nw;
+    if (bf16)
+        rc = eng_cuda_dense_backward_bf16(g_cu, xb, wb, zdev, dyv, dd, d16, gdx, gw, with_bias ? gb : NULL, B, I, O, act);
+    else
+        rc = eng_cuda_dense_backward(g_cu, dx_in, dw_dev, zdev, dyv, dd, gdx, gw, with_bias ? gb : NULL, B, I, O, act);
+    assert_int_equal(rc, 0);
+    sync_ok();
+    float *dxh = fetch(gdx, nx), *gh = fetch(gblk, np), *dzh = fetch(dd, ny);
+    size_t at = strlen(what) - 1;
+    snprintf(what + at, sizeof what - at, "dz");
+    check_close(what, dzh, dr, ny, TOL_F32); /* the activation backward is f32 in both */
+    snprintf(what + at, sizeof what - at, "dx");
+    check_close(what, dxh, dxr, nx, tol);
+    snprintf(what + at, sizeof what - at, "dw");
+    check_close(what, gh + offset, dwr, nw, tol);
+    if (with_bias) {
+        snprintf(what + at, sizeof what - at, "db");
+        check_close(what, gh + offset + nw, dbr, (size_t)O, TOL_F32);
+    }
+    eng_cuda_free(g_cu, xb);
+    eng_cuda_free(g_cu, wb);
+    eng_cuda_free(g_cu, d16);
+    eng_cuda_free(g_cu, dp);
+    eng_cuda_free(g_cu, dx_in);
+    eng_cuda_free(g_cu, dz);
+    eng_cuda_free(g_cu, dyv);
+    eng_cuda_free(g_cu, dd);
+    eng_cuda_free(g_cu, gblk);
+    eng_cuda_free(g_cu, gdx);
+    free(x), free(w), free(b), free(dy), free(zr), free(yr), free(dr), free(dxr), free(dwr), free(dbr), free(blk);
+    free(yh), free(dxh), free(gh), free(dzh);
+}
+
+static void test_dense_f32(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 11);
+    for (size_t s = 0; s < HPO_ARRAY_LEN(dense_shapes); s++)
+        for (size_t a = 0; a < HPO_ARRAY_LEN(dense_acts); a++) {
+            int act = dense_acts[a];
+            /* aligned block, then odd offsets; relu both fused (z == y) and not */
+            dense_case(&dense_shapes[s], act, 1, eng_act_needs_z(act), 0, 0, &r);
+            dense_case(&dense_shapes[s], act, 1, 1, 0, 3, &r);
+            if (act == ENG_ACT_RELU) dense_case(&dense_shapes[s], act, 1, 0, 0, 5, &r);
+        }
+    dense_case(&dense_shapes[3], ENG_ACT_RELU, 0, 0, 0, 1, &r); /* no bias: plain relu epilogue */
+    dense_case(&dense_shapes[3], ENG_ACT_NONE, 0, 0, 0, 0, &r);
+}
+
+static void test_dense_bf16(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 12);
+    for (size_t s = 0; s < HPO_ARRAY_LEN(dense_shapes); s++)
+        for (size_t a = 0; a < HPO_ARRAY_LEN(dense_acts); a++) {
+            int act = dense_acts[a];
+            dense_case(&dense_shapes[s], act, 1, eng_act_needs_z(act), 1, 0, &r);
+            dense_case(&dense_shapes[s], act, 1, 1, 1, 7, &r);
+        }
+}
+
+/* the TF32 switch: off by default (checked above at 1e-4); with allow_tf32
+ * a large product still agrees to TF32's precision (3e-3) */
+static void test_dense_tf32(void **state) {
+    (void)state;
+    eng_cuda *keep = g_cu, *tf = NULL;
+    hpo_error err = {{0}, {0}};
+    int dev = getenv("HPO_TEST_DEVICE") ? atoi(getenv("HPO_TEST_DEVICE")) : 0;
+    assert_int_equal(eng_cuda_open(dev, 1, &tf, &err), 0);
+    g_cu = tf;
+    hpo_rng r;
+    hpo_rng_seed(&r, 13);
+    shape3 s = {128, 784, 256};
+    int B = s.B, I = s.I, O = s.O;
+    float *x = rnd((size_t)B * I, &r, 1), *w = rnd((size_t)I * O, &r, 0.05f), *yr = malloc((size_t)B * O * 4);
+    eng_dense_forward_ref(x, w, NULL, yr, yr, B, I, O, ENG_ACT_NONE);
+    float *dx = dev_from(x, (size_t)B * I * 4), *dw = dev_from(w, (size_t)I * O * 4), *dy = dev_new((size_t)B * O * 4);
+    assert_int_equal(eng_cuda_dense_forward(g_cu, dx, dw, NULL, dy, dy, B, I, O, ENG_ACT_NONE), 0);
+    sync_ok();
+    float *yh = fetch(dy, (size_t)B * O);
+    check_close("dense 128x784x256 with allow_tf32", yh, yr, (size_t)B * O, 3e-3);
+    eng_cuda_free(g_cu, dx), eng_cuda_free(g_cu, dw), eng_cuda_free(g_cu, dy);
+    free(x), free(w), free(yr), free(yh);
+    eng_cuda_close(tf);
+    g_cu = keep;
+}
+
+static void test_activations(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 21);
+    static const size_t shapes[][2] = {{1, 1}, {3, 7}, {64, 1000}, {1000, 3}};
+    static const int acts[] = {ENG_ACT_NONE, ENG_ACT_RELU, ENG_ACT_GELU, ENG_ACT_TANH, ENG_ACT_SIGMOID, ENG_ACT_SOFTMAX};
+    for (size_t s = 0; s < HPO_ARRAY_LEN(shapes); s++)
+        for (size_t a = 0; a < HPO_ARRAY_LEN(acts); a++) {
+            size_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+            int act = acts[a];
+            float *z = rnd(n, &r, 3.0f), *d = rnd(n, &r, 1.0f), *yr = malloc(n * 4), *dr = malloc(n * 4);
+            eng_act_forward_ref(act, z, yr, rows, cols);
+            memcpy(dr, d, n * 4);
+            eng_act_backward_ref(act, z, yr, dr, rows, cols);
+            float *dz = dev_from(z, n * 4), *dy = dev_new(n * 4), *dd = dev_from(d, n * 4);
+            poison(dy, n * 4);
+            assert_int_equal(eng_cuda_act_forward(g_cu, act, dz, dy, rows, cols), 0);
+            assert_int_equal(eng_cuda_act_backward(g_cu, act, dz, dy, dd, rows, cols), 0);
+            sync_ok();
+            float *yh = fetch(dy, n), *dh = fetch(dd, n);
+            char what[96];
+            snprintf(what, sizeof what, "act %s %zux%zu forward", eng_act_name(act), rows, cols);
+            check_close(what, yh, yr, n, TOL_F32);
+            snprintf(what, sizeof what, "act %s %zux%zu backward", eng_act_name(act), rows, cols);
+            check_close(what, dh, dr, n, TOL_F32);
+            eng_cuda_free(g_cu, dz), eng_cuda_free(g_cu, dy), eng_cuda_free(g_cu, dd);
+            free(z), free(d), free(yr), free(dr), free(yh), free(dh);
+        }
+}
+
+/* the masks of the CPU fast path for the same generator state, bit for bit */
+static void test_dropout(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 31);
+    static const size_t sizes[] = {1, 17, 1000, 100003};
+    static const float rates[] = {0.0f, 0.1f, 0.5f, 0.9f};
+    for (size_t s = 0; s < HPO_ARRAY_LEN(sizes); s++)
+        for (size_t k = 0; k < HPO_ARRAY_LEN(rates); k++) {
+            size_t n = sizes[s];
+            float *x = rnd(n, &r, 1.0f), *dy = rnd(n, &r, 1.0f), *y = malloc(n * 4), *mask = malloc(n * 4),
+                  *dx = malloc(n * 4);
+            hpo_rng model, copy;
+            hpo_rng_seed(&model, 1000 + s * 10 + k);
+            copy = model;
+            eng_dropout_forward(x, y, mask, n, rates[k], &model);
+            eng_dropout_backward(dy, mask, dx, n);
+            uint64_t key = hpo_rng_u64(&copy); /* the draw eng_dropout_forward made */
+            float *d_x = dev_from(x, n * 4), *d_y = dev_new(n * 4), *d_m = dev_new(n * 4), *d_dy = dev_from(dy, n * 4),
+                  *d_dx = dev_new(n * 4);
+            poison(d_y, n * 4), poison(d_m, n * 4), poison(d_dx, n * 4);
+            assert_int_equal(eng_cuda_dropout_forward(g_cu, d_x, d_y, d_m, n, rates[k], key), 0);
+            assert_int_equal(eng_cuda_dropout_backward(g_cu, d_dy, d_m, d_dx, n), 0);
+            sync_ok();
+            float *yh = fetch(d_y, n), *mh = fetch(d_m, n), *dxh = fetch(d_dx, n);
+            char what[96];
+            snprintf(what, sizeof what, "dropout n=%zu rate %.1f mask", n, (double)rates[k]);
+            check_exact(what, mh, mask, n * 4);
+            check_exact("  y", yh, y, n * 4);
+            check_exact("  dx", dxh, dx, n * 4);
+            eng_cuda_free(g_cu, d_x), eng_cuda_free(g_cu, d_y), eng_cuda_free(g_cu, d_m), eng_cuda_free(g_cu, d_dy),
+                eng_cuda_free(g_cu, d_dx);
+            free(x), free(dy), free(y), free(mask), free(dx), free(yh), free(mh), free(dxh);
+        }
+}
+
+static void test_add_and_bf16(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 41);
+    size_t n = 70001;
+    float *a = rnd(n, &r, 1e3f), *b = rnd(n, &r, 1.0f), *y = malloc(n * 4), *sp = rnd(n, &r, 1e3f);
+    /* the conversion's special values (the add's NaN payloads differ by design: not compared) */
+    sp[0] = NAN, sp[1] = INFINITY, sp[2] = -INFINITY, sp[3] = 1e-40f, sp[4] = -0.0f, sp[5] = 3.3895314e38f;
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+    uint16_t *hb = malloc(n * 2), *ref = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) ref[i] = eng_f32_to_bf16(sp[i]); /* the scalar rounding, denormals too */
+    float *da = dev_from(a, n * 4), *db = dev_from(b, n * 4), *dy = dev_new(n * 4), *dsp = dev_from(sp, n * 4);
+    uint16_t *d16 = dev_new(n * 2);
+    poison(dy, n * 4);
+    assert_int_equal(eng_cuda_to_bf16(g_cu, dsp, d16, n), 0);
+    assert_int_equal(eng_cuda_add(g_cu, da, db, dy, n), 0);
+    sync_ok();
+    float *yh = fetch(dy, n);
+    down(hb, d16, n * 2);
+    check_exact("bf16 conversion n=70001 (NaN, Inf, denormal)", hb, ref, n * 2);
+    check_exact("add n=70001", yh, y, n * 4);
+    assert_int_equal(eng_cuda_add(g_cu, da, db, da, n), 0); /* in place */
+    sync_ok();
+    free(yh);
+    yh = fetch(da, n);
+    check_exact("add in place", yh, y, n * 4);
+    eng_cuda_free(g_cu, da), eng_cuda_free(g_cu, db), eng_cuda_free(g_cu, dy), eng_cuda_free(g_cu, d16);
+    eng_cuda_free(g_cu, dsp);
+    free(a), free(b), free(y), free(hb), free(ref), free(yh), free(sp);
+}
+
+/* batches gathered on the device by an index list equal batch.c's gather */
+static void test_gather(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 51);
+    size_t rows = 1000, ss = 28 * 28 + 3;
+    int n = 257, K = 3;
+    uint8_t *xu = malloc(rows * ss);
+    float *xf = rnd(rows * ss, &r, 2.0f), *tg = rnd(rows * (size_t)K, &r, 1.0f);
+    int32_t *lab = malloc(rows * 4);
+    uint32_t *idx = malloc((size_t)n * 4);
+    for (size_t i = 0; i < rows * ss; i++) xu[i] = (uint8_t)hpo_rng_below(&r, 256);
+    for (size_t i = 0; i < rows; i++) lab[i] = (int32_t)hpo_rng_below(&r, 10);
+    for (int i = 0; i < n; i++) idx[i] = (uint32_t)hpo_rng_below(&r, rows); /* repeats allowed */
+    idx[0] = (uint32_t)rows - 1;
+    uint8_t *d_xu = dev_from(xu, rows * ss);
+    float *d_xf = dev_from(xf, rows * ss * 4), *d_tg = dev_from(tg, rows * (size_t)K * 4);
+    int32_t *d_lab = dev_from(lab, rows * 4), *d_lo = dev_new((size_t)n * 4);
+    uint32_t *d_idx = dev_from(idx, (size_t)n * 4);
+    float *d_out = dev_new((size_t)n * ss * 4), *d_to = dev_new((size_t)n * K * 4);
+    uint16_t *d_o16 = dev_new((size_t)n * ss * 2);
+    size_t nf = (size_t)n * ss;
+    float *ref = malloc(nf * 4), *h = malloc(nf * 4);
+    uint16_t *ref16 = malloc(nf * 2), *h16 = malloc(nf * 2);
+    const float scales[] = {1.0f / 255.0f, 1.0f, 0.5f};
+    for (int u8 = 0; u8 < 2; u8++)
+        for (size_t s = 0; s < HPO_ARRAY_LEN(scales); s++) {
+            float sc = scales[s];
+            for (int i = 0; i < n; i++)
+                for (size_t j = 0; j < ss; j++) {
+                    float v = u8 ? (float)xu[(size_t)idx[i] * ss + j] * sc : xf[(size_t)idx[i] * ss + j] * sc;
+                    ref[(size_t)i * ss + j] = v;
+                    ref16[(size_t)i * ss + j] = eng_f32_to_bf16(v);
+                }
+            poison(d_out, nf * 4), poison(d_o16, nf * 2);
+            const void *src = u8 ? (const void *)d_xu : (const void *)d_xf;
+            assert_int_equal(eng_cuda_gather_x(g_cu, src, u8, ss, sc, d_idx, n, d_out, NULL), 0);
+            assert_int_equal(eng_cuda_gather_x(g_cu, src, u8, ss, sc, d_idx, n, NULL, d_o16), 0);
+            sync_ok();
+            down(h, d_out, nf * 4);
+            down(h16, d_o16, nf * 2);
+            char what[96];
+            snprintf(what, sizeof what, "gather %s scale %g f32", u8 ? "u8" : "f32", (double)sc);
+            check_exact(what, h, ref, nf * 4);
+            check_exact("  bf16", h16, ref16, nf * 2);
+        }
+    int32_t *lref = malloc((size_t)n * 4), *lh = malloc((size_t)n * 4);
+    float *tref = malloc((size_t)n * K * 4), *th = malloc((size_t)n * K * 4);
+    for (int i = 0; i < n; i++) {
+        lref[i] = lab[idx[i]];
+        for (int k = 0; k < K; k++) tref[(size_t)i * K + k] = tg[(size_t)idx[i] * K + k];
+    }
+    assert_int_equal(eng_cuda_gather_labels(g_cu, d_lab, d_idx, n, d_lo), 0);
+    assert_int_equal(eng_cuda_gather_targets(g_cu, d_tg, K, d_idx, n, d_to), 0);
+    sync_ok();
+    down(lh, d_lo, (size_t)n * 4);
+    down(th, d_to, (size_t)n * K * 4);
+    check_exact("gather labels", lh, lref, (size_t)n * 4);
+    check_exact("gather targets K=3", th, tref, (size_t)n * K * 4);
+    eng_cuda_free(g_cu, d_xu), eng_cuda_free(g_cu, d_xf), eng_cuda_free(g_cu, d_tg), eng_cuda_free(g_cu, d_lab);
+    eng_cuda_free(g_cu, d_lo), eng_cuda_free(g_cu, d_idx), eng_cuda_free(g_cu, d_out), eng_cuda_free(g_cu, d_to);
+    eng_cuda_free(g_cu, d_o16);
+    free(xu), free(xf), free(tg), free(lab), free(idx), free(ref), free(h), free(ref16), free(h16), free(lref), free(lh),
+        free(tref), free(th);
+}
+
+/* eng_loss_compute vs the device: gradient and the four metric sums */
+static void loss_case(int loss, int fused, int use_labels, int B, int K, hpo_rng *r) {
+    size_t n = (size_t)B * K;
+    float *z = rnd(n, r, 2.0f), *tg = malloc(n * 4), *dz = malloc(n * 4);
+    int32_t *lab = malloc((size_t)B * 4);
+    if (loss == ENG_LOSS_BCE && fused != ENG_ACT_SIGMOID) /* probabilities in */
+        for (size_t i = 0; i < n; i++) z[i] = 0.02f + 0.96f * hpo_rng_uniform_f(r);
+    for (int i = 0; i < B; i++) lab[i] = (int32_t)hpo_rng_below(r, (uint64_t)(K > 1 ? K : 2));
+    for (size_t i = 0; i < n; i++) tg[i] = loss == ENG_LOSS_SCCE || loss == ENG_LOSS_BCE ? hpo_rng_uniform_f(r) : z[i] + (float)hpo_rng_normal(r);
+    if (loss == ENG_LOSS_SCCE) /* soft targets sum to 1 per row */
+        for (int i = 0; i < B; i++) {
+            float s = 0;
+            for (int k = 0; k < K; k++) s += tg[(size_t)i * K + k];
+            for (int k = 0; k < K; k++) tg[(size_t)i * K + k] /= s;
+        }
+    eng_metric_sums acc;
+    memset(&acc, 0, sizeof acc);
+    const float scale = 0.75f;
+    eng_loss_compute(loss, fused, z, use_labels ? lab : NULL, use_labels ? NULL : tg, B, K, scale, dz, &acc);
+    float *d_z = dev_from(z, n * 4), *d_tg = dev_from(tg, n * 4), *d_dz = dev_new(n * 4);
+    int32_t *d_lab = dev_from(lab, (size_t)B * 4);
+    double *d_sums = dev_new(ENG_CUDA_SUMS * sizeof(double));
+    poison(d_dz, n * 4);
+    assert_int_equal(eng_cuda_zero(g_cu, d_sums, ENG_CUDA_SUMS * sizeof(double)), 0);
+    assert_int_equal(eng_cuda_loss(g_cu, loss, fused, d_z, use_labels ? d_lab : NULL, use_labels ? NULL : d_tg, B, K,
+                                   scale, d_dz, d_sums),
+                     0);
+    sync_ok();
+    eng_metric_sums dev;
+    memset(&dev, 0, sizeof dev);
+    hpo_error err = {{0}, {0}};
+    assert_int_equal(eng_cuda_sums_add(g_cu, d_sums, (size_t)B, K, &dev, &err), 0);
+    float *dzh = fetch(d_dz, n);
+    char what[120];
+    snprintf(what, sizeof what, "loss %s%s %s B=%d K=%d dz", eng_loss_name(loss), fused == ENG_ACT_SIGMOID ? "+sigmoid" : "",
+             use_labels ? "labels" : "targets", B, K);
+    check_close(what, dzh, dz, n, TOL_F32);
+    float got[3] = {(float)dev.loss, (float)dev.sq, (float)dev.abs}, want[3] = {(float)acc.loss, (float)acc.sq, (float)acc.abs};
+    check_close("  sums loss, sq, abs", got, want, 3, TOL_F32);
+    printf("  %-44s %g vs %g\n", "  correct", dev.correct, acc.correct);
+    assert_true(fabs(dev.correct - acc.correct) <= 0.0);
+    assert_true(dev.n == acc.n && dev.nvals == acc.nvals);
+    eng_cuda_free(g_cu, d_z), eng_cuda_free(g_cu, d_tg), eng_cuda_free(g_cu, d_dz), eng_cuda_free(g_cu, d_lab),
+        eng_cuda_free(g_cu, d_sums);
+    free(z), free(tg), free(dz), free(lab), free(dzh);
+}
+
+static void test_losses(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 61);
+    static const int sizes[][2] = {{1, 10}, {5, 1}, {300, 10}, {257, 37}, {1000, 2}};
+    for (size_t s = 0; s < HPO_ARRAY_LEN(sizes); s++) {
+        int B = sizes[s][0], K = sizes[s][1];
+        if (K > 1) {
+            loss_case(ENG_LOSS_SCCE, ENG_ACT_NONE, 1, B, K, &r);
+            loss_case(ENG_LOSS_SCCE, ENG_ACT_NONE, 0, B, K, &r);
+        }
+        for (int lab = 0; lab < 2; lab++) {
+            loss_case(ENG_LOSS_BCE, ENG_ACT_SIGMOID, lab, B, K, &r);
+            loss_case(ENG_LOSS_BCE, ENG_ACT_NONE, lab, B, K, &r);
+            loss_case(ENG_LOSS_MSE, ENG_ACT_NONE, lab, B, K, &r);
+            loss_case(ENG_LOSS_MAE, ENG_ACT_NONE, lab, B, K, &r);
+        }
+    }
+}
+
+/* errors: a bad device index, an allocation the device cannot hold (not
+ * sticky: the context still works), and a failing op that is */
+static void test_errors(void **state) {
+    (void)state;
+    int n = 0;
+    hpo_error err = {{0}, {0}};
+    assert_int_equal(eng_gpu_count(&n, &err), 0);
+    eng_cuda *bad = NULL;
+    assert_int_equal(eng_cuda_open(n, 0, &bad, &err), HPO_EINVAL);
+    assert_string_equal(err.field, "devices");
+    void *p = NULL;
+    assert_int_equal(eng_cuda_alloc(g_cu, (size_t)1 << 52, &p, &err), HPO_ENOMEM);
+    printf("  4 PiB: %s\n", err.message);
+    assert_null(p);
+    float *d = dev_new(16);
+    assert_int_equal(eng_cuda_zero(g_cu, d, 16), 0);
+    sync_ok(); /* still usable */
+    eng_cuda_free(g_cu, d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_dense_f32),   cmocka_unit_test(test_dense_bf16),
+        cmocka_unit_test(test_dense_tf32), cmocka_unit_test(test_activations), cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_add_and_bf16), cmocka_unit_test(test_gather),  cmocka_unit_test(test_losses),
+    };
+    return GPU_TEST_MAIN(tests);
+}
