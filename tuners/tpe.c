@@ -60,6 +60,22 @@
  *   at 50 trials (60 seeds) moved from 0.17/0.71/253/12.5 (Scott, exact
  *   densities) to 0.052/0.50/162/11.5 on Branin/Hartmann6/Rosenbrock4/
  *   Ackley5 (Optuna TPE on 30 seeds: 0.181/0.605/265/12.5).
+ * - Long histories (tun_tpe_suggest; tun_tpe_suggest_ref is the exact
+ *   reference the tests compare it with). The ranking and the per-group
+ *   trial sets come from an index study.c keeps up to date at every add,
+ *   report and finish in O(log n) (tpe_index.c), so a suggestion never
+ *   sorts or scans the history. A side of the split with more than
+ *   tpe_max_components (default 1024) trials keeps its newest half exactly
+ *   and stands for the older trials by a stratified sample: their positions
+ *   (trial-number order) cut into equal strata, one trial drawn from each
+ *   with an rng derived from (seed, number, 7), weighted by the sum of its
+ *   stratum's ramp weights (side_components). Below that size, and so in
+ *   every study of fewer than ~1,000 trials, the fast path gives the
+ *   reference's suggestion bit for bit (tests/unit/tuners/test_tpe.c).
+ *   Cost per suggestion: O(groups * log n) for the index, plus
+ *   O(candidates * components * d) with components <= 1024 + 26: constant
+ *   in n. The first suggestion of a loaded study builds the index, O(n log
+ *   64) (also after a report to a finished trial or a new budget).
  * Deterministic: only the rng (derived from seed and number) and the history.
  */
 #include <math.h>
