@@ -74,8 +74,10 @@
  *   reference's suggestion bit for bit (tests/unit/tuners/test_tpe.c).
  *   Cost per suggestion: O(groups * log n) for the index, plus
  *   O(candidates * components * d) with components <= 1024 + 26: constant
- *   in n. The first suggestion of a loaded study builds the index, O(n log
- *   64) (also after a report to a finished trial or a new budget).
+ *   in n. The first suggestion of a loaded study builds the index in
+ *   O(n * (groups * d + log 64)) (22 ms of CPU at 100,000 trials); the
+ *   best-64 list alone is rebuilt, O(n log 64), after a report to a
+ *   finished trial or when the multi-fidelity budget moves.
  * Deterministic: only the rng (derived from seed and number) and the history.
  */
 #include <math.h>
