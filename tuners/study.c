@@ -32,6 +32,7 @@ void tun_study_free(tun_study *t) {
     }
     free(t->trials);
     tun_cmaes_state_free(t->cmaes);
+    tun_tpe_index_free(t->tpe);
     free(t);
 }
 
@@ -96,6 +97,7 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
     r->value = state == TUN_TRIAL_COMPLETE ? to_min(t, value) : NAN;
     r->bracket = t->cfg.pruner.kind == TUN_PRUNER_HYPERBAND ? tun_hyperband_bracket_of(t, number) : 0;
     t->n_present++;
+    tun_tpe_index_note(t, number + t->n_prior, -1);
     return 0;
 }
 
@@ -116,6 +118,7 @@ int tun_study_add_prior(tun_study *t, const double *x, double value) {
     r->number = t->n_prior - TUN_MAX_PRIORS;
     t->n_prior++;
     t->n_present++;
+    tun_tpe_index_note(t, t->n_prior - 1, -1);
     return 0;
 }
 
@@ -178,6 +181,7 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
     r->steps[lo] = step;
     r->step_values[lo] = v;
     r->n_steps++;
+    tun_tpe_index_note(t, r - t->trials, (int)r->state);
     /* without *prune (a replay) nobody asks: skip the O(trials) decision */
     if (prune && r->state == TUN_TRIAL_RUNNING && !r->prune_said) {
         int p = 0;
@@ -197,5 +201,6 @@ int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double
     if (state == TUN_TRIAL_COMPLETE && !isfinite(value)) return HPO_EINVAL;
     r->state = state;
     r->value = state == TUN_TRIAL_COMPLETE ? to_min(t, value) : NAN;
+    tun_tpe_index_note(t, r - t->trials, TUN_TRIAL_RUNNING);
     return 0;
 }

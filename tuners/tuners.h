@@ -131,6 +131,11 @@ typedef struct tun_config {
     int tpe_multi_fidelity;   /* rank trials at a common budget when they report
                                * intermediate values (BOHB's rule, tpe.c; default 1);
                                * 0 = Optuna's ranking */
+    int tpe_max_components;   /* not a "tuner" key (tests, benchmarks): the most
+                               * components a side of TPE's split keeps before
+                               * older trials are stood for by a stratified
+                               * sample (tpe.c); 0 = the default 1024, < 0 =
+                               * never, >= 64 otherwise */
     /* bayesian */
     tun_acquisition acquisition;
     double ucb_beta;          /* default 2.0 */

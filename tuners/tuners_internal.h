@@ -61,6 +61,9 @@ struct tun_study {
     /* cmaes: the CMA state of the generations complete so far, a cache of
      * what the history determines (cmaes.c); NULL until the first suggestion */
     struct tun_cmaes_state *cmaes;
+    /* tpe: what the history determines, kept up to date by every add, report
+     * and finish (tpe_index.c); NULL until the first suggestion */
+    struct tun_tpe_index *tpe;
 };
 
 /* The values of a discrete parameter (int, stepped float, choice, bool) are
@@ -98,7 +101,11 @@ int tun_study_has_config(const tun_study *t, int64_t number, const double *x);
 /* Samplers (one file each). */
 int tun_random_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_grid_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
-int tun_tpe_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+/* tpe: the fast path keeps t->tpe; _ref is the exact reference (a full
+ * ranking and every trial a component, O(n log n) + O(n) per candidate)
+ * the tests compare it with. */
+int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x);
+int tun_tpe_suggest_ref(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_evolution_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 /* cmaes keeps its cache in t->cmaes (freed by tun_cmaes_state_free). */
@@ -114,6 +121,83 @@ void tun_cmaes_state_free(struct tun_cmaes_state *s);
  * HPO_ENOMEM. */
 int tun_tpe_rank(const tun_study *t, int64_t *order, int *n_ranked, int *n_finished,
                  int64_t *budget);
+
+/* ---- TPE's ranking, piece by piece (tpe_rank.c) ---- */
+/* Rank classes, best first. Optuna's rule uses COMPLETE, REPORTED,
+ * PRUNED_BARE and RUNNING; the budget rule AT_BUDGET (in COMPLETE's place),
+ * REPORTED (the finished trials that stopped before the budget),
+ * COMPLETE_BARE (complete without reports), PRUNED_BARE and RUNNING. */
+enum { TUN_TPE_COMPLETE = 0, TUN_TPE_AT_BUDGET = 0, TUN_TPE_REPORTED, TUN_TPE_COMPLETE_BARE,
+       TUN_TPE_PRUNED_BARE, TUN_TPE_RUNNING };
+typedef struct tun_tpe_key {
+    int64_t idx;  /* the trial's index in t->trials */
+    int cls;      /* TUN_TPE_* */
+    double a, b;  /* the sort keys within the class */
+} tun_tpe_key;
+/* <0, 0, >0: x ranks before, with, after y (ties by trial number) */
+int tun_tpe_key_cmp(const tun_tpe_key *x, const tun_tpe_key *y);
+/* The key of the present, non-failed trial at index idx, at budget b (-1:
+ * Optuna's rule). */
+void tun_tpe_key_of(const tun_study *t, int64_t idx, int64_t budget, tun_tpe_key *out);
+/* Complete or pruned. */
+int tun_tpe_is_finished(const tun_trial_rec *rec);
+/* The multi-fidelity budget (tpe.c's rule): the (d+2)-th largest last
+ * reported step of the finished trials, -1 if fewer reported or the rule
+ * is off. O(n). tun_tpe_budget_push adds one last step s to top[] (the
+ * k <= n_min largest so far, descending) and returns the budget so far. */
+#define TUN_TPE_BUDGET_MAX (64 + 2)
+int64_t tun_tpe_budget(const tun_study *t);
+int64_t tun_tpe_budget_push(int64_t *top, int *k, int n_min, int64_t s);
+/* Every complete, pruned and running trial ranked (malloc'd into *out, *m
+ * of them, free() it); *n_finished: the complete and pruned ones; *budget
+ * the budget used. HPO_ENOMEM. */
+int tun_tpe_rank_all(const tun_study *t, tun_tpe_key **out, int *m, int *n_finished,
+                     int64_t *budget);
+/* gamma: how many of n finished trials form the "below" set. */
+int tun_tpe_n_below(const tun_config *cfg, int64_t n);
+
+/* ---- TPE's incremental index of the history (tpe_index.c) ----
+ * What a suggestion needs from a long history without a pass over it, kept
+ * by study.c's adds, reports and finishes in O(log n) each:
+ * - the number of finished (complete + pruned) trials;
+ * - the multi-fidelity budget (the d + 2 largest last steps);
+ * - the best TUN_TPE_TOP finished trials by their key (the "below" set is
+ *   the first gamma(n) of them when gamma(n) <= TUN_TPE_TOP);
+ * - per group (0: the unconditional parameters, modelled jointly; 1 + j:
+ *   the j-th conditional parameter in space order), a Fenwick tree over
+ *   the history's indices of the trials a group models (present, not
+ *   failed, every parameter of the group active): their count and the k-th
+ *   of them in trial-number order in O(log n).
+ * A report to a finished trial (its key may worsen) or a budget that moves
+ * marks the best-few list stale, and a history that outgrows the trees
+ * marks them stale: tun_tpe_index_sync rebuilds what is stale in O(n)
+ * (O(n log TUN_TPE_TOP) for the list), which is also the first build. */
+#define TUN_TPE_TOP 64
+/* tpe_max_components' default (tpe.c) */
+#define TUN_TPE_MAX_COMPONENTS 1024
+typedef struct tun_tpe_index {
+    int64_t n_finished;
+    int budget_ok, n_steps_top;
+    int64_t budget, steps_top[TUN_TPE_BUDGET_MAX];
+    int top_ok, n_top;
+    tun_tpe_key top[TUN_TPE_TOP];
+    int fen_ok, n_groups;
+    int *group_of;     /* per parameter: its group */
+    int64_t size;      /* indices the trees cover */
+    int32_t **fen;     /* n_groups trees, 1-based, size + 1 entries */
+    int64_t *count;    /* per group: the trials it models */
+} tun_tpe_index;
+/* Brings t->tpe up to date (creating it); HPO_ENOMEM. */
+int tun_tpe_index_sync(tun_study *t);
+/* study.c, after the record at index idx changed: prev_state -1 for a new
+ * record, else its state before (equal to the current one for a report). */
+void tun_tpe_index_note(tun_study *t, int64_t idx, int prev_state);
+void tun_tpe_index_free(tun_tpe_index *ix);
+/* Whether rec is modelled by group g. */
+int tun_tpe_index_models(const tun_study *t, const tun_trial_rec *rec, int g);
+/* The index in t->trials of the k-th (0-based) trial group g models, in
+ * trial-number order; k < count[g]. */
+int64_t tun_tpe_index_select(const tun_tpe_index *ix, int g, int64_t k);
 
 /* Hyperband: the bracket (0 = most aggressive, as tun_hyperband_brackets'
  * out[]) of trial `number`, drawn from (seed, number) with probability

@@ -7,14 +7,23 @@
  *   change, so each one refits the GP and maximises the acquisition anew);
  *   once more with 4 of the trials still running (kriging believer).
  * - "tpe": a mixed 8-parameter space (floats, a log float, ints, a stepped
- *   int, a choice, a bool and a float conditional on the choice), a history
- *   of 1,000 finished trials, --reps suggestions.
- * Prints median and p95 milliseconds per suggestion, wall clock and CPU
- * time of this process (the machines are shared and noisy). BLAS
+ *   int, a choice, a bool and a float conditional on the choice), histories
+ *   of --tpe-trials finished trials (a list: 100,1000,10000,100000), as an
+ *   ask/tell loop of --reps rounds: suggest, record the trial running
+ *   (tun_study_add), tell it complete (tun_study_finish); once more with 4
+ *   trials running throughout (the constant liar). Beside the suggestion
+ *   it prints the add and the tell in microseconds, the load of the study
+ *   from the stored history (the N adds hpod does when it opens a study)
+ *   and the first suggestion after the load (what a sampler builds once),
+ *   those two in CPU time.
+ * Prints median, p95 and p99 milliseconds per suggestion, wall clock, and
+ * the median and p99 CPU time of this process (the machines are shared and
+ * noisy: CPU time is what a suggestion costs when they are). BLAS
  * threads are whatever the environment says: run with OPENBLAS_NUM_THREADS=1
  * (the GP's matrices are at most a few hundred rows).
  *
- *   bench_tuner_latency [--reps 30] [--gp-trials 200] [--tpe-trials 1000]
+ *   bench_tuner_latency [--reps 30] [--gp-trials 200 | --no-gp]
+ *                       [--tpe-trials 1000[,10000,...]]
  */
 #include <math.h>
 #include <stdio.h>
@@ -59,53 +68,132 @@ static double objective(const tun_space *s, const double *x) {
     return f;
 }
 
-static int measure(const char *label, const char *space_json, tun_algorithm algo,
-                   int n_hist, int n_pending, int reps) {
+static int load_space(const char *label, const char *space_json, tun_space **s) {
     json_error_t jerr;
-    json_t *js = json_loads(space_json, 0, &jerr);
-    tun_space *s = NULL;
-    tun_study *st = NULL;
     hpo_error err = {{0}, {0}};
-    double *ms = calloc((size_t)reps, sizeof(double));
-    double *cpu = calloc((size_t)reps, sizeof(double));
-    int rc = js ? tun_space_parse(js, &s, &err) : HPO_EINVAL;
+    json_t *js = json_loads(space_json, 0, &jerr);
+    int rc = js ? tun_space_parse(js, s, &err) : HPO_EINVAL;
     json_decref(js);
-    if (rc < 0 || !ms || !cpu) {
-        fprintf(stderr, "%s: space: %s %s\n", label, err.field, err.message);
-        free(ms);
-        free(cpu);
-        return rc < 0 ? rc : HPO_ENOMEM;
-    }
+    if (rc < 0) fprintf(stderr, "%s: space: %s %s\n", label, err.field, err.message);
+    return rc;
+}
+
+/* A study with n_hist finished trials (random configurations, the
+ * objective above) and n_pending running ones, added as hpod replays a
+ * stored history; *load_ms: how long the adds took. */
+static int history(const tun_space *s, tun_algorithm algo, int n_hist, int n_pending,
+                   tun_study **out, double *load_ms) {
     tun_config cfg;
     tun_config_default(&cfg);
     cfg.algorithm = algo;
     cfg.seed = 1;
-    if ((rc = tun_study_new(s, &cfg, 0, &st)) < 0) goto fail;
+    tun_study *st = NULL;
+    int rc = tun_study_new(s, &cfg, 0, &st);
+    if (rc < 0) return rc;
     double x[64];
     hpo_rng r;
     hpo_rng_seed(&r, 42);
+    double t0 = cpu_seconds();
     for (int k = 0; k < n_hist + n_pending; k++) {
         tun_space_sample(s, &r, x);
         int running = k >= n_hist;
         if ((rc = tun_study_add(st, k, x, running ? TUN_TRIAL_RUNNING : TUN_TRIAL_COMPLETE,
-                                objective(s, x))) < 0)
-            goto fail;
+                                objective(s, x))) < 0) {
+            tun_study_free(st);
+            return rc;
+        }
     }
+    if (load_ms) *load_ms = 1e3 * (cpu_seconds() - t0);
+    *out = st;
+    return 0;
+}
+
+/* The GP: --reps suggestions for the next trial numbers on an unchanged
+ * history (each refits the GP and maximises the acquisition anew). */
+static int measure(const char *label, const char *space_json, tun_algorithm algo,
+                   int n_hist, int n_pending, int reps) {
+    tun_space *s = NULL;
+    tun_study *st = NULL;
+    double *ms = calloc((size_t)reps, sizeof(double));
+    double *cpu = calloc((size_t)reps, sizeof(double));
+    int rc = load_space(label, space_json, &s);
+    if (rc < 0 || !ms || !cpu) goto fail;
+    if ((rc = history(s, algo, n_hist, n_pending, &st, NULL)) < 0) goto fail;
+    double x[64];
     for (int k = 0; k < reps; k++) {
         double t0 = hpo_monotonic(), c0 = cpu_seconds();
         if ((rc = tun_study_suggest(st, n_hist + n_pending + k, x)) < 0) goto fail;
         ms[k] = 1e3 * (hpo_monotonic() - t0);
         cpu[k] = 1e3 * (cpu_seconds() - c0);
     }
-    double med = quantile(ms, reps, 0.5), p95 = quantile(ms, reps, 0.95);
-    double cmed = quantile(cpu, reps, 0.5), cp95 = quantile(cpu, reps, 0.95);
-    printf("  %-47s %8.2f %8.2f   %8.2f %8.2f   %d\n", label, med, p95, cmed, cp95, reps);
+    double med = quantile(ms, reps, 0.5), p95 = quantile(ms, reps, 0.95),
+           p99 = quantile(ms, reps, 0.99);
+    double cmed = quantile(cpu, reps, 0.5), cp99 = quantile(cpu, reps, 0.99);
+    printf("  %-44s %8.2f %8.2f %8.2f   %8.2f %8.2f   %d\n", label, med, p95, p99, cmed, cp99,
+           reps);
 fail:
     if (rc < 0) fprintf(stderr, "%s: %s\n", label, hpo_strerror(rc));
     tun_study_free(st);
     tun_space_free(s);
     free(ms);
     free(cpu);
+    return rc;
+}
+
+/* TPE as an ask/tell loop on a history of n_hist finished trials (and
+ * n_pending running ones that stay running): each round suggests (timed),
+ * records the trial running (tun_study_add, the ask's record) and tells it
+ * complete (tun_study_finish, timed), so every suggestion sees a history
+ * one trial longer, as in a live study. Also prints the cost of building
+ * the study from the stored history (the adds) and of the first suggestion
+ * after it (whatever the sampler builds once). */
+static int measure_tpe(const char *space_json, int n_hist, int n_pending, int reps) {
+    char label[96];
+    snprintf(label, sizeof label, "tpe, 8 mixed params, %d finished%s", n_hist,
+             n_pending ? " + 4 running" : "");
+    tun_space *s = NULL;
+    tun_study *st = NULL;
+    double *ms = calloc((size_t)reps, sizeof(double));
+    double *cpu = calloc((size_t)reps, sizeof(double));
+    double *tell = calloc((size_t)reps, sizeof(double));
+    double *add = calloc((size_t)reps, sizeof(double));
+    double load_ms = 0.0, first_ms = 0.0, x[64];
+    int rc = load_space(label, space_json, &s);
+    if (rc < 0 || !ms || !cpu || !tell || !add) goto fail;
+    if ((rc = history(s, TUN_TPE, n_hist, n_pending, &st, &load_ms)) < 0) goto fail;
+    int64_t next = n_hist + n_pending;
+    double t0 = cpu_seconds();
+    if ((rc = tun_study_suggest(st, next, x)) < 0) goto fail;
+    first_ms = 1e3 * (cpu_seconds() - t0);
+    for (int k = 0; k < reps; k++, next++) {
+        double c0 = cpu_seconds();
+        t0 = hpo_monotonic();
+        if ((rc = tun_study_suggest(st, next, x)) < 0) goto fail;
+        ms[k] = 1e3 * (hpo_monotonic() - t0);
+        cpu[k] = 1e3 * (cpu_seconds() - c0);
+        t0 = hpo_monotonic();
+        if ((rc = tun_study_add(st, next, x, TUN_TRIAL_RUNNING, 0.0)) < 0) goto fail;
+        add[k] = 1e6 * (hpo_monotonic() - t0);
+        t0 = hpo_monotonic();
+        if ((rc = tun_study_finish(st, next, TUN_TRIAL_COMPLETE, objective(s, x))) < 0) goto fail;
+        tell[k] = 1e6 * (hpo_monotonic() - t0);
+    }
+    printf("  %-44s %8.2f %8.2f %8.2f   %8.2f %8.2f   %d\n", label, quantile(ms, reps, 0.5),
+           quantile(ms, reps, 0.95), quantile(ms, reps, 0.99), quantile(cpu, reps, 0.5),
+           quantile(cpu, reps, 0.99), reps);
+    if (!n_pending)
+        printf("  %-44s add %.2f/%.2f us, finish %.2f/%.2f us (median/p99); cpu: load %d trials"
+               " %.1f ms, first suggestion %.1f ms\n", "", quantile(add, reps, 0.5),
+               quantile(add, reps, 0.99), quantile(tell, reps, 0.5), quantile(tell, reps, 0.99),
+               n_hist, load_ms, first_ms);
+fail:
+    if (rc < 0) fprintf(stderr, "%s: %s\n", label, hpo_strerror(rc));
+    tun_study_free(st);
+    tun_space_free(s);
+    free(ms);
+    free(cpu);
+    free(tell);
+    free(add);
     return rc;
 }
 
@@ -133,30 +221,48 @@ static const char *tpe_space =
     "\"condition\":{\"opt\":[\"sgd\"]}}}";
 
 int main(int argc, char **argv) {
-    int reps = 30, gp_trials = 200, tpe_trials = 1000;
+    int reps = 30, gp_trials = 200, n_tpe = 0, tpe_trials[16];
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--gp-trials") && i + 1 < argc) gp_trials = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--tpe-trials") && i + 1 < argc) tpe_trials = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: %s [--reps N] [--gp-trials N] [--tpe-trials N]\n", argv[0]);
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--gp-trials") && i + 1 < argc) {
+            gp_trials = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--tpe-trials") && i + 1 < argc) {
+            /* a comma-separated list of history sizes */
+            for (char *p = argv[++i], *end; *p && n_tpe < 16; p = *end ? end + 1 : end) {
+                long v = strtol(p, &end, 10);
+                if (end == p || v < 1 || v > 5000000 || (*end && *end != ',')) {
+                    fprintf(stderr, "--tpe-trials: a list of sizes 1..5000000 (100,1000)\n");
+                    return 2;
+                }
+                tpe_trials[n_tpe++] = (int)v;
+            }
+        } else if (!strcmp(argv[i], "--no-gp")) {
+            gp_trials = 0;
+        } else {
+            fprintf(stderr, "usage: %s [--reps N] [--gp-trials N] [--no-gp] "
+                            "[--tpe-trials N[,N...]]\n", argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
+    if (!n_tpe) tpe_trials[n_tpe++] = 1000;
     const char *bt = getenv("OPENBLAS_NUM_THREADS");
     printf("suggestion latency in ms (OPENBLAS_NUM_THREADS=%s); wall clock, and this\n"
            "process's CPU time (what a suggestion costs when the machine is shared)\n",
            bt ? bt : "unset");
-    printf("  %-47s %8s %8s   %8s %8s   %s\n", "", "median", "p95", "cpu med", "cpu p95", "n");
+    printf("  %-44s %8s %8s %8s   %8s %8s   %s\n", "", "median", "p95", "p99", "cpu med",
+           "cpu p99", "n");
     char label[96];
-    snprintf(label, sizeof label, "bayesian, 10 dims, %d finished", gp_trials);
-    if (measure(label, gp_space, TUN_BAYESIAN, gp_trials, 0, reps) < 0) return 1;
-    snprintf(label, sizeof label, "bayesian, 10 dims, %d finished + 4 running", gp_trials);
-    if (measure(label, gp_space, TUN_BAYESIAN, gp_trials, 4, reps) < 0) return 1;
-    snprintf(label, sizeof label, "tpe, 8 mixed params, %d finished", tpe_trials);
-    if (measure(label, tpe_space, TUN_TPE, tpe_trials, 0, reps) < 0) return 1;
-    snprintf(label, sizeof label, "tpe, 8 mixed params, %d finished + 4 running", tpe_trials);
-    if (measure(label, tpe_space, TUN_TPE, tpe_trials, 4, reps) < 0) return 1;
+    if (gp_trials > 0) {
+        snprintf(label, sizeof label, "bayesian, 10 dims, %d finished", gp_trials);
+        if (measure(label, gp_space, TUN_BAYESIAN, gp_trials, 0, reps) < 0) return 1;
+        snprintf(label, sizeof label, "bayesian, 10 dims, %d finished + 4 running", gp_trials);
+        if (measure(label, gp_space, TUN_BAYESIAN, gp_trials, 4, reps) < 0) return 1;
+    }
+    for (int i = 0; i < n_tpe; i++) {
+        if (measure_tpe(tpe_space, tpe_trials[i], 0, reps) < 0) return 1;
+        if (measure_tpe(tpe_space, tpe_trials[i], 4, reps) < 0) return 1;
+    }
     return 0;
 }

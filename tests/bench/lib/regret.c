@@ -11,6 +11,8 @@
 
 #include "hpo.h"
 
+int regret_tpe_max_components = 0;
+
 int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi, double fstar,
                tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
                double *traj, double *sec) {
@@ -44,6 +46,7 @@ int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi
     cfg.seed = seed;
     if (startup >= 0) cfg.n_startup_trials = startup;
     cfg.deterministic = deterministic;
+    cfg.tpe_max_components = regret_tpe_max_components;
     if ((rc = tun_study_new(space, &cfg, 0, &st)) < 0) goto fail;
     rc = HPO_ENOMEM;
     if (!(x = calloc((size_t)space->n, sizeof *x))) goto fail;

@@ -32,6 +32,10 @@ int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi
                tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
                double *traj, double *sec);
 
+/* tun_config.tpe_max_components for every later regret_run (0, the
+ * default: the tuner's own; bench_tuner_regret --tpe-max-components N). */
+extern int regret_tpe_max_components;
+
 /* numpy.percentile(v[:n], q) with linear interpolation; n <= REGRET_MAX_SEEDS */
 double regret_percentile(const double *v, int n, double q);
 /* "median [Q1..Q3]" of v[:n], or "n/a" when n <= 0 */

@@ -387,6 +387,8 @@ int regret_bbob_main(int argc, char **argv) {
             startup = atoi(v);
         else if (!strcmp(argv[i - 1], "--csv"))
             csv_path = v;
+        else if (!strcmp(argv[i - 1], "--tpe-max-components"))
+            regret_tpe_max_components = atoi(v);
         else
             goto usage;
     }
@@ -437,7 +439,8 @@ usage:
     fprintf(stderr,
             "usage: %s --suite bbob [--dims 2,5,10] [--seeds N<=%d] [--budgets 25,50,100 "
             "(increasing)] [--algos random,tpe,bayesian,bayesian-det,cmaes,evolution] "
-            "[--functions 1,..,24] [--startup N] [--no-optuna] [--csv FILE] | --selftest | "
+            "[--functions 1,..,24] [--startup N] [--no-optuna] [--csv FILE] "
+            "[--tpe-max-components N] | --selftest | "
             "--check-peer\n",
             argv[0], REGRET_MAX_SEEDS);
     return 2;

@@ -7,6 +7,8 @@
  *   bench_tuner_regret --suite bbob [--dims 2,5,10] [--seeds 5]
  *       [--budgets 25,50,100] [--algos random,tpe,bayesian,cmaes,evolution]
  *       [--functions 1,2,..,24] [--startup N] [--no-optuna] [--csv FILE]
+ *       [--tpe-max-components N]  (tpe's bound on the components of a side
+ *                                  of its split; -1: exact, every trial)
  *   bench_tuner_regret --suite bbob --selftest     (the functions' checks)
  *   bench_tuner_regret --suite bbob --check-peer   (C and the ctypes peer agree)
  *

@@ -1,7 +1,8 @@
 /* test_tpe.c - the "tpe" sampler through tun_study: reproducibility,
  * conditional parameters, domains, convergence on a quadratic, the
  * constant liar with pending trials, and the ranking of trials with
- * intermediate values (the multi-fidelity rule, tun_tpe_rank). */
+ * intermediate values (the multi-fidelity rule, tun_tpe_rank), and the fast
+ * path against the exact reference (tun_tpe_suggest_ref). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -395,6 +396,134 @@ static void test_multi_fidelity_config(void **state) {
     }
 }
 
+/* ---- the fast path (incremental index, bounded mixtures) ---- */
+
+/* the reference's suggestion for `number`, drawn as tun_study_suggest draws */
+static void suggest_ref(const tun_study *st, int64_t number, double *x) {
+    hpo_rng rng;
+    hpo_rng_derive(&rng, st->cfg.seed, (uint64_t)number, 0);
+    assert_int_equal(tun_tpe_suggest_ref(st, number, &rng, x), 0);
+}
+
+/* A history with every kind of record: warm-start priors, complete trials,
+ * pruned ones with reports, failed ones, trials told later (running for a
+ * while), and reports arriving after a trial finished. At each step the
+ * fast path (tun_study_suggest) and the reference give the same bits while
+ * no side exceeds tpe_max_components. gamma: 0 (Optuna's rule: below from
+ * the index) or 0.9 (below larger than the index keeps: the full split). */
+static void fast_equals_ref(double gamma, int multi_fidelity) {
+    tun_space *s = parse_space(MIXED_SPACE);
+    assert_non_null(s);
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = TUN_TPE;
+    cfg.seed = 21;
+    cfg.tpe_gamma = gamma;
+    cfg.tpe_multi_fidelity = multi_fidelity;
+    tun_study *st = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 1, &st), 0);
+    double x[16], y[16];
+    hpo_rng r;
+    hpo_rng_seed(&r, 3);
+    for (int k = 0; k < 5; k++) {
+        tun_space_sample(s, &r, x);
+        assert_int_equal(tun_study_add_prior(st, x, -mixed_objective(s, x)), 0);
+    }
+    int compared = 0;
+    for (int k = 0; k < 160; k++) {
+        assert_int_equal(tun_study_suggest(st, k, x), 0);
+        suggest_ref(st, k, y);
+        assert_true(same_bits(x, y, s->n));
+        compared++;
+        assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
+        double f = -mixed_objective(s, x); /* maximised */
+        int steps = 1 + k % 6;
+        for (int e = 0; e < steps; e++)
+            assert_int_equal(tun_study_report(st, k, e, f - 0.1 * (steps - e), NULL), 0);
+        if (k % 4 == 3) continue; /* left running until k + 2 */
+        if (k >= 2 && (k - 2) % 4 == 3)
+            assert_int_equal(tun_study_finish(st, k - 2, TUN_TRIAL_COMPLETE, f + 0.01), 0);
+        if (k % 9 == 4)
+            assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_FAILED, 0.0), 0);
+        else if (k % 5 == 1)
+            assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_PRUNED, 0.0), 0);
+        else
+            assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_COMPLETE, f), 0);
+        if (k % 11 == 0) /* a late report to a finished trial */
+            assert_int_equal(tun_study_report(st, k, 10, f + 0.5, NULL), 0);
+    }
+    printf("gamma %g, multi-fidelity %d: %d suggestions, fast == reference\n", gamma,
+           multi_fidelity, compared);
+    tun_study_free(st);
+    tun_space_free(s);
+}
+
+static void test_fast_equals_ref(void **state) {
+    (void)state;
+    fast_equals_ref(0.0, 1);
+    fast_equals_ref(0.0, 0);
+    fast_equals_ref(0.9, 1);
+}
+
+/* n trials of the mixed objective, told in order, with suggestions of
+ * their own (so the history concentrates as a real study's does) */
+static tun_study *grown_study(const tun_space *s, uint64_t seed, int max_comp, int n) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = TUN_TPE;
+    cfg.seed = seed;
+    cfg.tpe_max_components = max_comp;
+    tun_study *st = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &st), 0);
+    double x[16];
+    for (int k = 0; k < n; k++) {
+        assert_int_equal(tun_study_suggest(st, k, x), 0);
+        assert_true(config_valid(s, x));
+        assert_int_equal(tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0), 0);
+        assert_int_equal(tun_study_finish(st, k, k % 13 == 5 ? TUN_TRIAL_FAILED : TUN_TRIAL_COMPLETE,
+                                          mixed_objective(s, x)),
+                         0);
+    }
+    return st;
+}
+
+/* Past tpe_max_components the above side is a stratified sample: the same
+ * seed and history give the same suggestions, whether the index grew with
+ * the study or was built at once from a replay (hpod's restart), and the
+ * sample does change suggestions compared to the exact reference. */
+static void test_compressed_deterministic(void **state) {
+    (void)state;
+    tun_space *s = parse_space(MIXED_SPACE);
+    assert_non_null(s);
+    tun_study *a = grown_study(s, 4, 64, 300), *b = grown_study(s, 4, 64, 300);
+    tun_config cfg = a->cfg;
+    tun_study *c = NULL; /* a's history replayed into a fresh study */
+    assert_int_equal(tun_study_new(s, &cfg, 0, &c), 0);
+    for (int64_t k = 0; k < 300; k++) {
+        const tun_trial_rec *rec = &a->trials[k];
+        assert_int_equal(tun_study_add(c, k, rec->x, rec->state, rec->value), 0);
+    }
+    int differ = 0;
+    for (int k = 300; k < 330; k++) {
+        double xa[16], xb[16], xc[16], xr[16];
+        assert_int_equal(tun_study_suggest(a, k, xa), 0);
+        assert_int_equal(tun_study_suggest(b, k, xb), 0);
+        assert_int_equal(tun_study_suggest(c, k, xc), 0);
+        assert_true(same_bits(xa, xb, s->n));
+        assert_true(same_bits(xa, xc, s->n));
+        assert_true(config_valid(s, xa));
+        suggest_ref(a, k, xr);
+        differ += !same_bits(xa, xr, s->n);
+    }
+    printf("300 trials, at most 64 components a side: 30 suggestions reproducible, %d of them "
+           "differ from the exact reference\n", differ);
+    assert_true(differ > 0);
+    tun_study_free(a);
+    tun_study_free(b);
+    tun_study_free(c);
+    tun_space_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_valid_and_reproducible),
@@ -404,6 +533,8 @@ int main(void) {
         cmocka_unit_test(test_rank_budget_rule),
         cmocka_unit_test(test_rank_without_reports_unchanged),
         cmocka_unit_test(test_multi_fidelity_config),
+        cmocka_unit_test(test_fast_equals_ref),
+        cmocka_unit_test(test_compressed_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
