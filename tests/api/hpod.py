@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -128,26 +129,31 @@ class Checks:
         sys.exit(1 if self.failed else 0)
 
 
-def read_events(url, study_id, last_event_id=None, timeout=300):
-    """Reads a study's server-sent events until the stream ends; returns a
-    list of (id, type, data)."""
+def read_events(url, study_id, last_event_id=None, timeout=300, idle=None):
+    """Reads a study's server-sent events until the stream ends (or, with
+    idle, until no line came for idle seconds: the events so far of a study
+    that still runs); returns a list of (id, type, data)."""
     req = urllib.request.Request("%s/api/v1/studies/%d/events" % (url, study_id))
     if last_event_id is not None:
         req.add_header("Last-Event-ID", str(last_event_id))
     events = []
-    with urllib.request.urlopen(req, timeout=timeout) as r:
+    with urllib.request.urlopen(req, timeout=idle or timeout) as r:
         cur = {}
-        for raw in r:
-            line = raw.decode().rstrip("\n")
-            if not line:
-                if "data" in cur:
-                    events.append((int(cur["id"]), cur["event"], json.loads(cur["data"])))
-                cur = {}
-            elif line.startswith(":"):
-                continue
-            else:
-                k, _, v = line.partition(": ")
-                cur[k] = v
+        try:
+            for raw in r:
+                line = raw.decode().rstrip("\n")
+                if not line:
+                    if "data" in cur:
+                        events.append((int(cur["id"]), cur["event"], json.loads(cur["data"])))
+                    cur = {}
+                elif line.startswith(":"):
+                    continue
+                else:
+                    k, _, v = line.partition(": ")
+                    cur[k] = v
+        except (TimeoutError, socket.timeout):
+            if idle is None:
+                raise
     return events
 
 

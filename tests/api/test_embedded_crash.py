@@ -33,6 +33,18 @@ def running_with_progress(hp, sid, before):
     return None
 
 
+def resumed_from_checkpoint(hp, sid):
+    """Whether a trial has resumed from an epoch > 0 (waits a few seconds for
+    the restarted hpod to start the queued trials again)."""
+    def seen():
+        return any(t == "execution_resumed" and d["from_epoch"] >= 1 for _, t, d in read_events(hp.url, sid, idle=1))
+    try:
+        wait_for(seen, 10, step=0.1)
+        return True
+    except AssertionError:
+        return False
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -40,18 +52,24 @@ def main():
     hp = Hpod(args.hpod, args=["--devices", "cpu:2"]).start()
     try:
         sid = hp.ok("POST", "/api/v1/studies", STUDY)["id"]
-        for round_ in range(3):
+        # three kills at random moments after a checkpoint; on a loaded
+        # machine a trial may end (or be pruned) in the moment before the
+        # kill, so up to three more kills, at once, until one trial has
+        # resumed from a checkpoint (bounded: 6 rounds at most)
+        round_ = 0
+        while round_ < 3 or (round_ < 6 and not resumed_from_checkpoint(hp, sid)):
             before = steps(hp, sid)
             try:
                 wait_for(lambda: running_with_progress(hp, sid, before), 120, step=0.05)
             except AssertionError:
                 pass  # the study may have finished: the kill still tests a restart
-            time.sleep(rng.uniform(0.0, 0.4))
+            time.sleep(rng.uniform(0.0, 0.4) if round_ < 3 else 0.0)
             hp.kill9()
             hp = Hpod(args.hpod, data_dir=hp.data_dir, args=["--devices", "cpu:2"]).start()
             s = hp.ok("GET", "/api/v1/studies/%d" % sid)
             print("round %d: killed and restarted; %s" % (round_, s["trials_by_state"]), flush=True)
             c.check(s["n_trials"] <= MAX_TRIALS, "round %d: never more than max_trials trials" % round_)
+            round_ += 1
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 300)
         s = hp.ok("GET", "/api/v1/studies/%d" % sid)
         by = s["trials_by_state"]
