@@ -26,8 +26,15 @@
  * recommended setup of the README: TPE with its defaults, tpe_multi_fidelity
  * on, and the pruner with its defaults: eta 3, min_resource 1, Hyperband's R
  * = the epochs a trial may train, as api/study_def.c sets it), and
- * "random+hyperband". Optuna's: "tpe+hyperband" (TPESampler(seed),
- * HyperbandPruner(1, max_epochs, 3)), "tpe", "random".
+ * "random+hyperband"; and "bohb", a prototype of BOHB written here (see
+ * sim_bohb; tuners/ has no BOHB yet). Optuna's: "tpe+hyperband"
+ * (TPESampler(seed), HyperbandPruner(1, max_epochs, 3), the study named so
+ * that its brackets are reproducible), "tpe", "random". The table also
+ * prints how many trials each study ran, how many distinct configurations
+ * they were, and the share pruned.
+ * --as-choice LIST (or "all") presents those numeric axes to both sides as
+ * choices of their grid values: a diagnostic of how a sampler uses an
+ * axis's order and scale.
  *
  * The halves: task "mlp" (TAB_TUNING_TASK) is the half on which any default
  * may be tuned, with seeds 0..9 (--seed0 0); the report runs both tasks with
@@ -39,8 +46,8 @@
  * ratio of that budget (issue 16's goal: <= 0.5 for the default tuner+pruner).
  *
  *   bench_tabular_hpo [--table FILE] [--tasks mlp,cnn] [--seeds 10] [--seed0 100]
- *                     [--budget 1350] [--methods random,tpe,tpe+hyperband,tpe+asha]
- *                     [--optuna tpe+hyperband,tpe,random | --no-optuna]
+ *                     [--budget 1350] [--methods random,tpe,tpe+hyperband,tpe+asha,bohb]
+ *                     [--optuna tpe+hyperband,tpe,random | --no-optuna] [--as-choice LIST]
  *   bench_tabular_hpo --selftest [--table FILE]
  *
  * --selftest (the ctest bench.tabular_selftest, seconds): the table loads
@@ -60,6 +67,7 @@
 #include "bench_peers.h"
 #include "hpo.h"
 #include "regret.h"
+#include "rng.h"
 #include "tabular.h"
 #include "tuners.h"
 
@@ -72,8 +80,17 @@ typedef struct traj {
     int n, cap;
     int *cum;
     double *best;
+    int n_trials; /* configurations tried (BOHB pushes a point per rung evaluation) */
     int n_complete, n_pruned, n_failed;
+    int n_distinct;         /* distinct configurations among them */
+    unsigned char seen[1024]; /* bit set of config ids tried (tab_task_size <= 8192) */
 } traj;
+
+static void traj_saw(traj *t, int id) {
+    if (id < 0 || id >= 8192) return;
+    if (!(t->seen[id >> 3] & (1u << (id & 7)))) t->n_distinct++;
+    t->seen[id >> 3] |= (unsigned char)(1u << (id & 7));
+}
 
 static void traj_push(traj *t, int cum, double best) {
     if (t->n == t->cap) {
@@ -104,15 +121,28 @@ typedef struct method {
     const char *name;
     tun_algorithm algo;
     tun_pruner_kind pruner;
+    int bohb; /* the BOHB prototype (sim_bohb) instead */
 } method;
 
 static const method hpo_methods[] = {
-    {"random", TUN_RANDOM, TUN_PRUNER_NONE},
-    {"tpe", TUN_TPE, TUN_PRUNER_NONE},
-    {"tpe+hyperband", TUN_TPE, TUN_PRUNER_HYPERBAND},
-    {"tpe+asha", TUN_TPE, TUN_PRUNER_ASHA},
-    {"random+hyperband", TUN_RANDOM, TUN_PRUNER_HYPERBAND},
+    {"random", TUN_RANDOM, TUN_PRUNER_NONE, 0},
+    {"tpe", TUN_TPE, TUN_PRUNER_NONE, 0},
+    {"tpe+hyperband", TUN_TPE, TUN_PRUNER_HYPERBAND, 0},
+    {"tpe+asha", TUN_TPE, TUN_PRUNER_ASHA, 0},
+    {"random+hyperband", TUN_RANDOM, TUN_PRUNER_HYPERBAND, 0},
+    {"bohb", TUN_TPE, TUN_PRUNER_NONE, 1},
 };
+
+static int sim_bohb(const tab_table *tb, int ti, const tun_space *sp, uint64_t seed, int budget, traj *out);
+
+/* --as-choice LIST: these numeric axes ("all": every axis) as a choice of
+ * their values, a diagnostic: how a tuner does without the axes' order and
+ * scale. */
+static const char *as_choice = "";
+
+static int is_choice(const tab_axis *ax) {
+    return ax->kind == TAB_CHOICE || !strcmp(as_choice, "all") || regret_has(as_choice, ax->name);
+}
 
 /* The search space of a task: its axes as tuner parameters (a new reference). */
 static json_t *space_json(const tab_task *t) {
@@ -121,7 +151,7 @@ static json_t *space_json(const tab_task *t) {
         const tab_axis *ax = &t->axes[a];
         double lo = ax->values[0], hi = ax->values[ax->n - 1];
         json_t *p = NULL;
-        switch (ax->kind) {
+        switch (is_choice(ax) ? TAB_CHOICE : ax->kind) {
         case TAB_INT: p = json_pack("{s:s, s:I, s:I}", "type", "int", "low", (json_int_t)lo, "high", (json_int_t)hi); break;
         case TAB_INT_LOG:
             p = json_pack("{s:s, s:I, s:I, s:b}", "type", "int", "low", (json_int_t)lo, "high", (json_int_t)hi, "log", 1);
@@ -132,7 +162,8 @@ static json_t *space_json(const tab_task *t) {
             break;
         case TAB_CHOICE: {
             json_t *v = json_array();
-            for (int i = 0; i < ax->n; i++) json_array_append_new(v, json_string(ax->labels[i]));
+            for (int i = 0; i < ax->n; i++)
+                json_array_append_new(v, ax->kind == TAB_CHOICE ? json_string(ax->labels[i]) : json_real(ax->values[i]));
             p = json_pack("{s:s, s:o}", "type", "choice", "values", v);
             break;
         }
@@ -145,7 +176,10 @@ static json_t *space_json(const tab_task *t) {
 /* The configuration a tuner's x snaps to. */
 static int config_of(const tab_task *t, const tun_space *sp, const double *x) {
     int idx[TAB_MAX_AXES];
-    for (int a = 0; a < t->n_axes; a++) idx[a] = tab_snap(&t->axes[a], x[tun_space_index(sp, t->axes[a].name)]);
+    for (int a = 0; a < t->n_axes; a++) {
+        double v = x[tun_space_index(sp, t->axes[a].name)];
+        idx[a] = is_choice(&t->axes[a]) ? (int)v : tab_snap(&t->axes[a], v);
+    }
     return tab_encode(t, idx);
 }
 
@@ -153,6 +187,7 @@ static int config_of(const tab_task *t, const tun_space *sp, const double *x) {
  * spent. Returns 0 or a negative HPO_E* code. */
 static int sim_run(const tab_table *tb, int ti, const tun_space *sp, const method *m, uint64_t seed, int budget,
                    traj *out) {
+    if (m->bohb) return sim_bohb(tb, ti, sp, seed, budget, out);
     const tab_task *task = &tab_tasks[ti];
     int R = tb->max_epochs;
     tun_config cfg;
@@ -168,7 +203,9 @@ static int sim_run(const tab_table *tb, int ti, const tun_space *sp, const metho
     int cum = 0;
     for (int64_t k = 0; cum < budget && k < MAX_TRIALS; k++) {
         if ((rc = tun_study_suggest(st, k, x)) || (rc = tun_study_add(st, k, x, TUN_TRIAL_RUNNING, NAN))) break;
-        const tab_curve *c = &tb->curves[ti][config_of(task, sp, x)];
+        int id = config_of(task, sp, x);
+        const tab_curve *c = &tb->curves[ti][id];
+        traj_saw(out, id);
         tun_trial_state end = TUN_TRIAL_COMPLETE;
         int e;
         for (e = 1; e <= R; e++) {
@@ -191,10 +228,130 @@ static int sim_run(const tab_table *tb, int ti, const tun_space *sp, const metho
         out->n_pruned += end == TUN_TRIAL_PRUNED;
         out->n_failed += end == TUN_TRIAL_FAILED;
         traj_push(out, cum, best);
+        out->n_trials++;
     }
 done:
     tun_study_free(st);
     return rc;
+}
+
+/* ---- BOHB, a prototype in this benchmark only (tuners/ has none yet) ----
+ * Falkner et al. 2018: Hyperband's synchronous brackets
+ * (tun_hyperband_brackets: eta 3, 1..R), cycled from the most exploratory;
+ * each bracket draws its n_0 configurations when it starts, a third at
+ * random, the rest from hpo's TPE (tpe.c, its defaults) fitted, as priors of
+ * a fresh study, on the observations at the largest budget that has at least
+ * d + 2 of them (none yet: random). Successive halving keeps the best n_{i+1}
+ * by the value at r_i and trains them on to r_{i+1}, charging r_{i+1} - r_i
+ * epochs (training resumes, as hpod's checkpoints allow); a configuration
+ * that reaches R completes with its best epoch's value. Its settings (the
+ * random fraction 1/3, d + 2) are the paper's, not tuned here. */
+#define BOHB_MAX_OBS 4096
+
+typedef struct bohb_level {
+    int n;
+    double *x;  /* [n][d] */
+    double *v;
+} bohb_level;
+
+static void bohb_sample(const tun_space *sp, bohb_level *lv, int n_lv, hpo_rng *rng, uint64_t seed, int64_t k,
+                        double *x) {
+    int d = sp->n, use = -1;
+    for (int l = n_lv - 1; l >= 0 && use < 0; l--)
+        if (lv[l].n >= d + 2) use = l;
+    if (use < 0 || hpo_rng_uniform(rng) < 1.0 / 3) {
+        tun_space_sample(sp, rng, x);
+        return;
+    }
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = TUN_TPE;
+    cfg.seed = seed * 1000003u + (uint64_t)k;
+    cfg.n_startup_trials = 0;
+    tun_study *st = NULL;
+    if (tun_study_new(sp, &cfg, 1, &st)) {
+        tun_space_sample(sp, rng, x);
+        return;
+    }
+    for (int i = 0; i < lv[use].n; i++) tun_study_add_prior(st, &lv[use].x[(size_t)i * (size_t)d], lv[use].v[i]);
+    if (tun_study_suggest(st, 0, x)) tun_space_sample(sp, rng, x);
+    tun_study_free(st);
+}
+
+static int sim_bohb(const tab_table *tb, int ti, const tun_space *sp, uint64_t seed, int budget, traj *out) {
+    const tab_task *task = &tab_tasks[ti];
+    int R = tb->max_epochs, d = sp->n;
+    tun_hb_bracket br[TUN_HB_MAX_ROUNDS];
+    int nb = tun_hyperband_brackets(3, 1, R, br, TUN_HB_MAX_ROUNDS);
+    if (nb < 0) return nb;
+    bohb_level lv[TUN_HB_MAX_ROUNDS] = {{0}};
+    for (int l = 0; l < nb; l++) {
+        lv[l].x = malloc(BOHB_MAX_OBS * (size_t)d * sizeof(double));
+        lv[l].v = malloc(BOHB_MAX_OBS * sizeof(double));
+    }
+    hpo_rng rng;
+    hpo_rng_derive(&rng, seed, 0x8088, 0);
+    int cum = 0, cap = 0;
+    int64_t k = 0;
+    double best = -INFINITY, *xs = NULL, *val = NULL;
+    int *cfg_of = NULL, *alive = NULL, *order = NULL;
+    for (int it = 0; cum < budget; it++) {
+        const tun_hb_bracket *b = &br[it % nb];
+        int n0 = (int)b->n[0];
+        if (n0 > cap) {
+            cap = n0;
+            xs = realloc(xs, (size_t)cap * (size_t)d * sizeof *xs);
+            val = realloc(val, (size_t)cap * sizeof *val);
+            cfg_of = realloc(cfg_of, (size_t)cap * sizeof *cfg_of);
+            alive = realloc(alive, (size_t)cap * sizeof *alive);
+            order = realloc(order, (size_t)cap * sizeof *order);
+        }
+        for (int j = 0; j < n0; j++) {
+            bohb_sample(sp, lv, nb, &rng, seed, k++, &xs[(size_t)j * (size_t)d]);
+            cfg_of[j] = config_of(task, sp, &xs[(size_t)j * (size_t)d]);
+            traj_saw(out, cfg_of[j]);
+            alive[j] = 1;
+        }
+        int prev = 0;
+        for (int i = 0; i < b->n_rounds && cum < budget; i++) {
+            int r = (int)b->r[i], l = nb - 1 - b->s + i; /* the level of budget r */
+            for (int j = 0; j < n0 && cum < budget; j++) {
+                if (!alive[j]) continue;
+                const tab_curve *c = &tb->curves[ti][cfg_of[j]];
+                int failed = r > c->epochs;
+                cum += (failed ? c->epochs + 1 : r) - prev;
+                val[j] = failed ? 0 : c->acc[r - 1];
+                if (lv[l].n < BOHB_MAX_OBS) {
+                    memcpy(&lv[l].x[(size_t)lv[l].n * (size_t)d], &xs[(size_t)j * (size_t)d], (size_t)d * sizeof(double));
+                    lv[l].v[lv[l].n++] = val[j];
+                }
+                int last = i == b->n_rounds - 1;
+                if (failed) alive[j] = 0, out->n_failed++;
+                else if (last) {
+                    double v = tab_best_of(c, R);
+                    if (v > best) best = v;
+                    out->n_complete++;
+                }
+                traj_push(out, cum, best);
+            }
+            if (i == b->n_rounds - 1) break;
+            /* keep the best n_{i+1} (by value at r, ties by order) */
+            int m = 0;
+            for (int j = 0; j < n0; j++)
+                if (alive[j]) order[m++] = j;
+            for (int a = 1; a < m; a++)
+                for (int q = a; q > 0 && val[order[q]] > val[order[q - 1]]; q--) {
+                    int t = order[q];
+                    order[q] = order[q - 1], order[q - 1] = t;
+                }
+            for (int q = (int)b->n[i + 1]; q < m; q++) alive[order[q]] = 0, out->n_pruned++;
+            prev = r;
+        }
+    }
+    out->n_trials = (int)k;
+    for (int l = 0; l < nb; l++) free(lv[l].x), free(lv[l].v);
+    free(xs), free(val), free(cfg_of), free(alive), free(order);
+    return 0;
 }
 
 /* ---- the Optuna peer ---- */
@@ -228,7 +385,7 @@ typedef struct peer_runs {
     traj runs[REGRET_MAX_SEEDS];
 } peer_runs;
 
-/* Reads the peer's CSV (method,task,seed,trial,state,cum_epochs,value) into
+/* Reads the peer's CSV (method,task,seed,trial,state,cum_epochs,value,config) into
  * runs[] (one per method and task); returns how many. */
 static int read_peer(const char *path, peer_runs *pr, int max, uint64_t seed0, int seeds) {
     FILE *f = fopen(path, "r");
@@ -239,9 +396,10 @@ static int read_peer(const char *path, peer_runs *pr, int max, uint64_t seed0, i
     while (fgets(line, sizeof line, f)) {
         char meth[32], task[16], state[16];
         long long seed;
-        int trial, cum;
+        int trial, cum, id;
         double v;
-        if (sscanf(line, "%31[^,],%15[^,],%lld,%d,%15[^,],%d,%lf", meth, task, &seed, &trial, state, &cum, &v) != 7)
+        if (sscanf(line, "%31[^,],%15[^,],%lld,%d,%15[^,],%d,%lf,%d", meth, task, &seed, &trial, state, &cum, &v,
+                   &id) != 8)
             continue;
         int ti = tab_task_index(task), s = (int)(seed - (long long)seed0);
         if (ti < 0 || s < 0 || s >= seeds) continue;
@@ -263,6 +421,8 @@ static int read_peer(const char *path, peer_runs *pr, int max, uint64_t seed0, i
         t->n_complete += complete;
         t->n_pruned += strcmp(state, "PRUNED") == 0;
         t->n_failed += strcmp(state, "FAIL") == 0;
+        t->n_trials++;
+        traj_saw(t, id);
         traj_push(t, cum, best[j][s]);
     }
     fclose(f);
@@ -285,7 +445,7 @@ static int epochs_to_reach(const traj *runs, int seeds, double table_best, int b
 static void print_row(const char *side, const char *name, const traj *runs, int seeds, double table_best,
                       const int *marks, int n_marks) {
     printf("| %s %s |", side, name);
-    double r[REGRET_MAX_SEEDS], tr[REGRET_MAX_SEEDS], pr[REGRET_MAX_SEEDS];
+    double r[REGRET_MAX_SEEDS], tr[REGRET_MAX_SEEDS], pr[REGRET_MAX_SEEDS], ds[REGRET_MAX_SEEDS];
     for (int k = 0; k < n_marks; k++) {
         for (int s = 0; s < seeds; s++) r[s] = regret_at(&runs[s], marks[k], table_best);
         char cell[96];
@@ -293,10 +453,12 @@ static void print_row(const char *side, const char *name, const traj *runs, int 
         printf(" %s |", cell);
     }
     for (int s = 0; s < seeds; s++) {
-        tr[s] = runs[s].n;
-        pr[s] = runs[s].n ? (double)runs[s].n_pruned / runs[s].n : 0;
+        tr[s] = runs[s].n_trials;
+        pr[s] = runs[s].n_trials ? (double)runs[s].n_pruned / runs[s].n_trials : 0;
+        ds[s] = runs[s].n_distinct;
     }
-    printf(" %.0f | %.0f%% |\n", regret_percentile(tr, seeds, 50), 100 * regret_percentile(pr, seeds, 50));
+    printf(" %.0f | %.0f | %.0f%% |\n", regret_percentile(tr, seeds, 50), regret_percentile(ds, seeds, 50),
+           100 * regret_percentile(pr, seeds, 50));
 }
 
 /* ---- self-test ---- */
@@ -383,9 +545,11 @@ static int selftest(const char *path) {
                   "%s %s: two runs with one seed differ", t->name, hpo_methods[mi].name);
             CHECK(a.n > 0 && a.cum[a.n - 1] >= 300 && a.cum[a.n - 1] < 300 + tb.max_epochs,
                   "%s %s: the budget was not spent as charged", t->name, hpo_methods[mi].name);
-            CHECK(a.n_complete + a.n_pruned + a.n_failed == a.n, "%s %s: trials lost", t->name, hpo_methods[mi].name);
-            if (hpo_methods[mi].pruner == TUN_PRUNER_NONE)
-                CHECK(a.n_pruned == 0 && a.cum[a.n - 1] <= a.n * tb.max_epochs, "%s %s: pruned without a pruner",
+            CHECK(hpo_methods[mi].bohb ? a.n_complete + a.n_pruned + a.n_failed <= a.n_trials
+                                       : a.n_complete + a.n_pruned + a.n_failed == a.n_trials && a.n_trials == a.n,
+                  "%s %s: trials lost", t->name, hpo_methods[mi].name);
+            if (hpo_methods[mi].pruner == TUN_PRUNER_NONE && !hpo_methods[mi].bohb)
+                CHECK(a.n_pruned == 0 && a.cum[a.n - 1] <= a.n_trials * tb.max_epochs, "%s %s: pruned without a pruner",
                       t->name, hpo_methods[mi].name);
             else
                 CHECK(a.n_pruned > 0, "%s %s: the pruner never pruned", t->name, hpo_methods[mi].name);
@@ -407,7 +571,7 @@ static int selftest(const char *path) {
 
 int main(int argc, char **argv) {
     const char *table = HPO_BENCH_DATA_DIR "/tabular_fmnist.csv", *tasks = "mlp,cnn",
-               *methods = "random,tpe,tpe+hyperband,tpe+asha", *optuna = "tpe+hyperband,tpe,random";
+               *methods = "random,tpe,tpe+hyperband,tpe+asha,bohb", *optuna = "tpe+hyperband,tpe,random";
     int seeds = 10, budget = 50 * TAB_MAX_EPOCHS, self = 0;
     uint64_t seed0 = 100;
     for (int i = 1; i < argc; i++) {
@@ -420,9 +584,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--optuna") && i + 1 < argc) optuna = argv[++i];
         else if (!strcmp(argv[i], "--no-optuna")) optuna = "";
         else if (!strcmp(argv[i], "--selftest")) self = 1;
+        else if (!strcmp(argv[i], "--as-choice") && i + 1 < argc) as_choice = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--table FILE] [--tasks mlp,cnn] [--seeds 10] [--seed0 100] [--budget 1350] "
-                            "[--methods LIST] [--optuna LIST | --no-optuna] | --selftest [--table FILE]\n", argv[0]);
+                            "[--methods LIST] [--optuna LIST | --no-optuna] [--as-choice LIST] | --selftest [--table FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -503,7 +668,7 @@ int main(int argc, char **argv) {
                                      : "the held-out half",
                tab_task_size(&tab_tasks[ti]), tb.best[ti]);
         printf("regret (table best - best complete trial's val_accuracy), median [Q1..Q3] over %d seeds, after E "
-               "epochs\n\n| method | E = %d | E = %d | E = %d | E = %d | trials | pruned |\n|---|---|---|---|---|---|---|\n",
+               "epochs; trials, distinct configurations among them and the share pruned: medians\n\n| method | E = %d | E = %d | E = %d | E = %d | trials | distinct | pruned |\n|---|---|---|---|---|---|---|---|\n",
                seeds, marks[0], marks[1], marks[2], marks[3]);
         for (int mi = 0; mi < n_m; mi++)
             print_row("hpo", ms[mi]->name, runs[ti][mi], seeds, tb.best[ti], marks, 4);

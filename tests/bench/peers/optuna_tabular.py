@@ -15,7 +15,7 @@ max_resource=max_epochs, reduction_factor=3)), tpe (no pruner), random
 (RandomSampler(seed), no pruner).
 
 Prints nothing on stdout but a summary; writes one CSV line per trial to --csv:
-method,task,seed,trial,state,cum_epochs,value
+method,task,seed,trial,state,cum_epochs,value,config
 """
 import argparse
 import json
@@ -77,13 +77,18 @@ def run(method, task, seed, curves, max_epochs, space, budget, out):
         sampler, pruner = optuna.samplers.RandomSampler(seed=seed), optuna.pruners.NopPruner()
     else:
         raise SystemExit(f"optuna_tabular: unknown method {method}")
-    study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
+    # named: HyperbandPruner assigns brackets by a hash of the study's name and
+    # the trial number, so a fixed name makes the run reproducible
+    study = optuna.create_study(study_name=f"tabular-{task}-{method}-{seed}", direction="maximize",
+                                sampler=sampler, pruner=pruner)
     spent = [0]
+    ids = {}
 
     def objective(trial):
         cid = 0
         for ax in axes:
             cid = cid * len(ax["values"]) + snap(ax, suggest(trial, ax["name"], sp[ax["name"]]))
+        ids[trial.number] = cid
         acc = curves[(task, cid)]
         best = -math.inf
         for e in range(1, max_epochs + 1):
@@ -99,7 +104,7 @@ def run(method, task, seed, curves, max_epochs, space, budget, out):
     def done(st, ft):
         state = ft.state.name
         value = ft.value if state == "COMPLETE" else float("nan")
-        out.write(f"{method},{task},{seed},{ft.number},{state},{spent[0]},{value!r}\n")
+        out.write(f"{method},{task},{seed},{ft.number},{state},{spent[0]},{value!r},{ids[ft.number]}\n")
         if spent[0] >= budget:
             st.stop()
 
