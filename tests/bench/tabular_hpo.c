@@ -51,7 +51,9 @@
  *   bench_tabular_hpo --selftest [--table FILE]
  *
  * --selftest (the ctest bench.tabular_selftest, seconds): the table loads
- * complete and well-formed, every grid point survives the round trip
+ * complete and well-formed (and copies of it with one defect each - a
+ * configuration missing or repeated, a NaN, params of another grid, a
+ * miscounted curve - are refused), every grid point survives the round trip
  * through the search space (tun_space_from_json, tun_space_snap) to its own
  * curve, snapping between grid points picks the nearer, and a surrogate
  * study is deterministic, charges exactly the epochs its trials trained,
@@ -463,6 +465,54 @@ static void print_row(const char *side, const char *name, const traj *runs, int 
 
 /* ---- self-test ---- */
 
+/* A copy of the table at path with one defect, in a temporary file that
+ * tab_load must refuse: 0 drops the last configuration, 1 repeats the
+ * first, 2 puts a NaN in its curve, 3 changes its params, 4 miscounts its
+ * epochs. 0 when refused. */
+static int refuses_defect(const char *path, int defect, char *msg, size_t msg_len) {
+    FILE *in = fopen(path, "r");
+    char tmp[] = "/tmp/hpo-tabular-bad-XXXXXX";
+    int fd = mkstemp(tmp);
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!in || !out) {
+        if (in) fclose(in);
+        if (out) fclose(out);
+        else if (fd >= 0) close(fd);
+        return -1;
+    }
+    char *line = NULL, *last = NULL;
+    size_t cap = 0;
+    int first = 1;
+    while (getline(&line, &cap, in) >= 0) {
+        if (line[0] == '#') continue;
+        if (first) {
+            first = 0;
+            if (defect == 1) fputs(line, out);
+            char *p;
+            if (defect == 2 && (p = strstr(line, ",0.")) && strchr(p + 1, ',')) { /* the first accuracy */
+                fprintf(out, "%.*s,nan%s", (int)(p - line), line, strchr(p + 1, ' '));
+                continue;
+            }
+            if (defect == 3 && (p = strstr(line, "layers=1"))) p[7] = '2';
+            if (defect == 4 && (p = strstr(line, ",27,"))) p[2] = '6';
+        }
+        if (defect == 0) {
+            if (last) fputs(last, out);
+            free(last);
+            last = strdup(line);
+        } else fputs(line, out);
+    }
+    free(line);
+    free(last);
+    fclose(in);
+    fclose(out);
+    tab_table t;
+    int rc = tab_load(tmp, 1, &t, msg, msg_len);
+    unlink(tmp);
+    if (rc == 0) tab_clear(&t);
+    return rc == 0 ? -1 : 0;
+}
+
 static int selftest(const char *path) {
     tab_table tb;
     char msg[512];
@@ -479,6 +529,11 @@ static int selftest(const char *path) {
             fails++;                                                                                                   \
         }                                                                                                              \
     } while (0)
+    for (int defect = 0; defect < 5; defect++) {
+        char why[512] = "";
+        CHECK(refuses_defect(path, defect, why, sizeof why) == 0, "a table with defect %d was accepted", defect);
+        if (getenv("HPO_TABULAR_VERBOSE")) fprintf(stderr, "defect %d refused: %s\n", defect, why);
+    }
     CHECK(tb.max_epochs == TAB_MAX_EPOCHS, "the longest curve has %d epochs, not %d", tb.max_epochs, TAB_MAX_EPOCHS);
     for (int ti = 0; ti < TAB_N_TASKS; ti++) {
         const tab_task *t = &tab_tasks[ti];
