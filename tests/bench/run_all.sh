@@ -12,6 +12,7 @@ export HPO_HPOD=${HPO_HPOD:-$build/hpod}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 for b in "$build"/tests/bench/bench_${BENCH:-*}; do
   [[ -x $b ]] || continue # BENCH named a soak, not a built benchmark
+  [[ $b == */bench_tabular_gen ]] && continue # makes the tabular table (tests/bench/data), measures nothing
   name=$(basename "$b")
   echo "=== $name"
   "$b" 2>&1 | tee "tests/bench/out/$name.txt"
