@@ -11,10 +11,11 @@
  * (exact) and come back in PostgreSQL's shortest exact form
  * (extra_float_digits 1, the default since PostgreSQL 12).
  *
- * A connection that breaks (the server restarted) is reset at the next
- * step outside a transaction; its statements are prepared again (a
- * generation counter tells which are stale). The statement under way when
- * it broke fails with HPO_ESTORAGE, like any failed call. */
+ * A connection that breaks (the server restarted, the session was ended)
+ * is reset by the next statement outside a transaction, which then runs
+ * on the new one; its statements are prepared again (a generation counter
+ * tells which are stale). A transaction under way when it broke fails
+ * with HPO_ESTORAGE, like any failed call, and the next call reconnects. */
 #include "sql.h"
 
 #include <libpq-fe.h>
@@ -169,18 +170,10 @@ static int changes_rows(const PGresult *res) {
     return strncmp(st, "INSERT", 6) == 0 || strncmp(st, "UPDATE", 6) == 0 || strncmp(st, "DELETE", 6) == 0;
 }
 
-static int run(sto_stmt *st) {
-    pg_stmt *s = ps(st);
-    sto_sql *c = st->conn;
+/* Prepares (once per connection) and executes the statement; 0 or the
+ * error, recorded. */
+static int run_once(pg_stmt *s, sto_sql *c, PGresult **out) {
     pg_conn *p = pc(c);
-    if (s->bad_param) {
-        sto_sql_set_error(c, STO_SQL_EOTHER, "parameter %d: at most %d", s->bad_param, PG_MAX_PARAMS);
-        return HPO_EINTERNAL;
-    }
-    if (!pg_in_tx(c)) {
-        int rc = ensure_connected(c);
-        if (rc) return rc;
-    }
     if (s->prepared_gen != p->generation + 1) {
         PGresult *r = PQprepare(p->pg, s->name, s->sql, s->n_params, s->types);
         int rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : fail(c, r);
@@ -195,9 +188,31 @@ static int run(sto_stmt *st) {
         PQclear(res);
         return rc;
     }
+    *out = res;
+    return 0;
+}
+
+/* Outside a transaction a statement that finds the connection broken (the
+ * server restarted, the session was ended) runs once more on a new one:
+ * nothing of the caller's was under way there. */
+static int run(sto_stmt *st) {
+    pg_stmt *s = ps(st);
+    sto_sql *c = st->conn;
+    if (s->bad_param) {
+        sto_sql_set_error(c, STO_SQL_EOTHER, "parameter %d: at most %d", s->bad_param, PG_MAX_PARAMS);
+        return HPO_EINTERNAL;
+    }
+    int idle = !pg_in_tx(c), rc = 0;
+    PGresult *res = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (idle && (rc = ensure_connected(c))) return rc;
+        rc = run_once(s, c, &res);
+        if (rc == 0 || !idle || PQstatus(pc(c)->pg) == CONNECTION_OK) break;
+    }
+    if (rc) return rc;
     s->res = res;
     s->row = -1;
-    s->n_rows = status == PGRES_TUPLES_OK ? PQntuples(res) : 0;
+    s->n_rows = PQresultStatus(res) == PGRES_TUPLES_OK ? PQntuples(res) : 0;
     return 0;
 }
 

@@ -62,7 +62,7 @@ static inline void sto_test_pg_admin(const char *sql) {
     snprintf(url, sizeof url, "%s/postgres", sto_test_pg_base());
     PGconn *c = PQconnectdb(url);
     PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
-    if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+    if (!r || (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)) {
         fprintf(stderr, "sto_testutil: %s: %s\n", sql, PQerrorMessage(c));
         exit(1);
     }

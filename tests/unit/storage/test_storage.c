@@ -39,6 +39,20 @@ static void open_pg(void) {
     db2 = (sto_db *)&t;
     assert_int_equal(sto_open(t.db, STO_SYNC_NORMAL, &db2), HPO_ESTORAGE);
     assert_ptr_equal(db2, (sto_db *)&t);
+    /* the server ends the session (a restart does that too): the next
+     * call runs on a new connection, the statements prepared again */
+    int64_t sid;
+    assert_int_equal(sto_study_create(db, "before", "{}", &sid), 0);
+    char sql[200];
+    snprintf(sql, sizeof sql,
+             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s' AND pid <> pg_backend_pid()",
+             t.pg_db);
+    sto_test_pg_admin(sql);
+    sto_study st;
+    assert_int_equal(sto_study_get(db, sid, &st), 0);
+    assert_string_equal(st.name, "before");
+    sto_study_clear(&st);
+    assert_int_equal(sto_study_create(db, "after", "{}", NULL), 0);
     sto_close(db);
     /* port 1 on loopback: nothing listens there */
     assert_int_equal(sto_open("postgresql://postgres@127.0.0.1:1/x", STO_SYNC_NORMAL, &db2), HPO_ESTORAGE);
