@@ -83,7 +83,7 @@ def main():
     db = "t_api_%d" % os.getpid()
     psql(base, "postgres", "CREATE DATABASE %s" % db)
     url = "%s/%s" % (base, db)
-    hp = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"]).start()
+    hp = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"]).start(timeout=60)
     try:
         sid = hp.ok("POST", "/api/v1/studies", STUDY)["id"]
         numbers, errors, threads = [], [], []
@@ -116,7 +116,7 @@ def main():
         c.check(psql(base, db, "SELECT version FROM hpo_schema") != "", "the schema version is stored")
         c.check(hp.stop() == 0, "hpod stops cleanly")
 
-        hp.start()
+        hp.start(timeout=60)
         again = hp.ok("GET", "/api/v1/studies/%d" % sid)
         c.check(again["state"] == "complete" and again["trials_by_state"]["complete"] == 40,
                 "after a restart the ask/tell study is all there")
