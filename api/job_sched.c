@@ -87,12 +87,13 @@ int api_jobs_recover(api_ctx *ctx) {
 /* Within the study's budget (trials, seconds, the tuner; budget.c)? */
 static int has_budget(api_study *st) { return api_budget_spent(st, hpo_now(), 0) == NULL; }
 
-/* Marks a trial running on slot, with its trial_started/trial_resumed event. */
+/* Marks a trial running on slot, with its trial_started/trial_resumed event;
+ * a requeued one is resumed by one caller only (sto_trial_resume_ev). */
 static int start_trial(api_ctx *ctx, int64_t trial_id, int64_t number, int resumed, const char *slot) {
     char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)trial_id, "number",
                                           (json_int_t)number, "slot", slot));
     sto_event_in ev = {resumed ? "trial_resumed" : "trial_started", data};
-    int rc = sto_trial_start_ev(ctx->db, trial_id, slot, &ev);
+    int rc = resumed ? sto_trial_resume_ev(ctx->db, trial_id, slot, &ev) : sto_trial_start_ev(ctx->db, trial_id, slot, &ev);
     free(data);
     if (rc == 0) api_events_wake(ctx);
     return rc;
@@ -156,23 +157,21 @@ static int take_new(api_ctx *ctx, api_study *st, const char *slot, api_job *job)
     return rc;
 }
 
-/* The oldest queued model job, started on slot; 0 or HPO_ENOTFOUND. */
+/* The model_started event of a claimed model (arg: the slot). */
+static char *model_started_data(void *arg, int64_t model_id) {
+    return api_event_text(json_pack("{s:I, s:s}", "model_id", (json_int_t)model_id, "slot", (const char *)arg));
+}
+
+/* The oldest queued model job, claimed for slot (once, whatever the number
+ * of hpods on the database); 0 or HPO_ENOTFOUND. */
 static int take_model(api_ctx *ctx, const char *slot, api_job *job) {
     sto_model m;
-    int rc;
-    while ((rc = sto_model_next_queued(ctx->db, &m)) == 0) {
-        char *data = api_event_text(json_pack("{s:I, s:s}", "model_id", (json_int_t)m.id, "slot", slot));
-        sto_event_in ev = {"model_started", data};
-        int started = sto_model_start_ev(ctx->db, m.id, &ev);
-        free(data);
-        if (started == 0) api_events_wake(ctx);
-        if (started == 0)
-            *job = (api_job){.kind = API_JOB_MODEL, .model_id = m.id, .study_id = m.study_id, .trial_id = m.trial_id};
-        sto_model_clear(&m);
-        if (started == 0) return 0;
-        if (started != HPO_ECONFLICT) return started;
-    }
-    return rc;
+    int rc = sto_model_claim_ev(ctx->db, "model_started", model_started_data, (void *)slot, &m);
+    if (rc) return rc;
+    api_events_wake(ctx);
+    *job = (api_job){.kind = API_JOB_MODEL, .model_id = m.id, .study_id = m.study_id, .trial_id = m.trial_id};
+    sto_model_clear(&m);
+    return 0;
 }
 
 int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {

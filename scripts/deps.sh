@@ -12,6 +12,8 @@ build_pkgs=(
   libopenblas-dev liblapacke-dev libdnnl-dev libnlopt-dev
   zlib1g-dev libcurl4-openssl-dev libcmocka-dev
   libisal-dev  # ISA-L's crc32_iscsi: the CRC-32C of TensorBoard event files (engine/tb_events.c)
+  libpq-dev  # the PostgreSQL backend (storage/sql_pg.c, hpod --database)
+  postgresql  # a throwaway server for the tests labelled pg (tests/pg/pg_server.sh; psql for api.test_postgres)
   dataset-fashion-mnist
   curl jq procps python3  # jq: the README's curl examples
   chromium  # the dashboard's browser test (headless; tests/api/test_dashboard.py)

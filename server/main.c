@@ -1,7 +1,7 @@
 /* main.c - hpod: flags, configuration, start-up and shutdown.
  *
- *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--devices cpu:N[xT],cuda:G[xK],...] [--token T]
- *        [--sync normal|full]
+ *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--database postgresql://...]
+ *        [--devices cpu:N[xT],cuda:G[xK],...] [--token T] [--sync normal|full]
  *        [--max-connections N] [--max-connections-per-client N] [--max-streams N]
  *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES]
  *        [--max-model-bytes SIZE] [--max-dataset-bytes SIZE] [--max-dataset-loads N]
@@ -12,6 +12,12 @@
  * DIR in use by pid N" (api/data_dir.h); one on a port in use exits too. A
  * --data-dir longer than API_DIR_ROOT_MAX bytes is refused at start (exit
  * 2), so every path under it fits (data_dir.h).
+ *
+ * The database: SQLite in the data dir (hpo.db) by default; --database
+ * postgresql://user@host/db (or postgres://...) keeps it in PostgreSQL
+ * instead (storage/sql.h), the files (datasets, checkpoints, models) still
+ * in the data dir. A URL of another scheme, or a server that cannot be
+ * reached or used, exits 2 with the reason.
  *
  * --max-dataset-bytes and --max-dataset-loads set the engine's process-wide
  * dataset limits (engine/data.h: the most bytes one dataset may take, and
@@ -43,6 +49,7 @@ typedef struct config {
     srv_http_options http;
     const char *allowed_hosts[MAX_ALLOWED_HOSTS]; /* --allowed-host, into http */
     const char *data_dir;
+    const char *database; /* --database URL; NULL: SQLite in data_dir */
     const char *devices;
     sto_sync sync;
     uint64_t max_upload; /* --max-upload; 0: the api's default */
@@ -58,7 +65,11 @@ static void usage(FILE *f) {
             "\n"
             "  --port N            TCP port (default 8080; 0 picks a free one)\n"
             "  --bind ADDR         IPv4 address to listen on (default 127.0.0.1)\n"
-            "  --data-dir DIR      where the SQLite database lives (default ./hpo-data)\n"
+            "  --data-dir DIR      where the SQLite database and the files (datasets,\n"
+            "                      checkpoints, models) live (default ./hpo-data)\n"
+            "  --database URL      keep the database in PostgreSQL instead of SQLite:\n"
+            "                      postgresql://[user[:password]@]host[:port]/dbname[?...]\n"
+            "                      (or postgres://); the schema is created on first use\n"
             "  --token T           require 'Authorization: Bearer T' on mutating calls\n"
             "                      (default: $HPO_TOKEN; none if unset)\n"
             "  --devices SPEC      worker slots: cpu:N (N slots of 1 BLAS thread) or cpu:NxT\n"
@@ -136,7 +147,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
            O_DEVICES, O_MAXMODEL };
     enum { O_PERCLIENT = 32, O_STREAMS, O_HEADERTIMEOUT, O_ALLOWEDHOST };
     enum { O_MAXUPLOAD = 64, O_MAXDSBYTES, O_MAXDSLOADS }; /* --max-upload: not in --help */
-    enum { O_LOGFORMAT = 96 };
+    enum { O_LOGFORMAT = 96, O_DATABASE };
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
         {"data-dir", required_argument, 0, O_DATA},   {"token", required_argument, 0, O_TOKEN},
@@ -148,6 +159,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         {"max-dataset-bytes", required_argument, 0, O_MAXDSBYTES},
         {"max-dataset-loads", required_argument, 0, O_MAXDSLOADS},
         {"log-format", required_argument, 0, O_LOGFORMAT},
+        {"database", required_argument, 0, O_DATABASE},
         {"max-connections-per-client", required_argument, 0, O_PERCLIENT},
         {"max-streams", required_argument, 0, O_STREAMS},
         {"header-timeout", required_argument, 0, O_HEADERTIMEOUT},
@@ -233,6 +245,14 @@ static int parse_flags(int argc, char **argv, config *cfg) {
                 fprintf(stderr, "hpod: --log-format must be text or json\n");
                 return -1;
             }
+            break;
+        case O_DATABASE:
+            if (!sto_is_database_url(optarg)) {
+                fprintf(stderr, "hpod: --database must be a postgresql:// or postgres:// URL "
+                                "(SQLite, the default, lives in --data-dir)\n");
+                return -1;
+            }
+            cfg->database = optarg;
             break;
         case O_HELP: usage(stdout); return 1;
         case O_VERSION: {
@@ -322,7 +342,15 @@ int main(int argc, char **argv) {
     srv_scheduler *sched = NULL;
     hpo_error err = {{0}, {0}};
     int exit_code = 1;
-    if ((rc = sto_open(db_path, cfg.sync, &db))) {
+    if (cfg.database) {
+        snprintf(db_path, sizeof db_path, "postgresql (--database)"); /* the URL may hold a password */
+        if ((rc = sto_open(cfg.database, cfg.sync, &db))) {
+            fprintf(stderr, "hpod: cannot use the database of --database: %s (the log says why)\n",
+                    hpo_strerror(rc));
+            exit_code = 2;
+            goto done;
+        }
+    } else if ((rc = sto_open(db_path, cfg.sync, &db))) {
         fprintf(stderr, "hpod: cannot open the database %s: %s\n", db_path, hpo_strerror(rc));
         goto done;
     }

@@ -2,23 +2,24 @@
  * with its format, file path(s) relative to the data dir, and meta JSON
  * (see storage.h). The files themselves are the api's business: storage
  * records where they are and never opens them. Names are unique (a UNIQUE
- * constraint: a duplicate is HPO_ECONFLICT, decided atomically by SQLite). */
+ * constraint: a duplicate is HPO_ECONFLICT, decided atomically by the
+ * database). */
 #include "db_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void read_dataset(sqlite3_stmt *s, void *out) {
+static void read_dataset(sto_stmt *s, void *out) {
     sto_dataset *d = out;
     memset(d, 0, sizeof *d);
-    d->id = sqlite3_column_int64(s, 0);
+    d->id = sto_col_int64(s, 0);
     d->name = sto_col_text(s, 1);
     d->format = sto_col_text(s, 2);
     d->path = sto_col_text(s, 3);
     d->meta = sto_col_text(s, 4);
-    d->n_rows = sqlite3_column_int64(s, 5);
-    d->bytes = sqlite3_column_int64(s, 6);
-    d->created = sqlite3_column_double(s, 7);
+    d->n_rows = sto_col_int64(s, 5);
+    d->bytes = sto_col_int64(s, 6);
+    d->created = sto_col_double(s, 7);
 }
 
 void sto_dataset_clear(sto_dataset *d) {
@@ -40,24 +41,18 @@ int sto_dataset_create(sto_db *db, const char *name, const char *format, const c
                        const char *meta, int64_t n_rows, int64_t bytes, int64_t *id_out) {
     if (!db || !name || !*name || !format || !path) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_DATASET_INSERT];
+    sto_stmt *s = db->q[STO_Q_DATASET_INSERT];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_text(s, 1, name);
     sto_bind_text(s, 2, format);
     sto_bind_text(s, 3, path);
     sto_bind_text(s, 4, meta ? meta : "{}");
-    sqlite3_bind_int64(s, 5, n_rows);
-    sqlite3_bind_int64(s, 6, bytes);
-    sqlite3_bind_double(s, 7, hpo_now());
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = sqlite3_extended_errcode(db->conn) == SQLITE_CONSTRAINT_UNIQUE
-                 ? HPO_ECONFLICT
-                 : sto_db_error(db, "dataset create");
-        goto fail;
-    }
-    sto_db_done(s);
-    int64_t id = sqlite3_last_insert_rowid(db->conn);
+    sto_bind_int64(s, 5, n_rows);
+    sto_bind_int64(s, 6, bytes);
+    sto_bind_real(s, 7, hpo_now());
+    int64_t id = 0;
+    if ((rc = sto_db_insert(db, s, "dataset create", &id, NULL))) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);
@@ -75,8 +70,8 @@ static void clear_dataset(void *d) { sto_dataset_clear(d); }
 int sto_dataset_get(sto_db *db, int64_t id, sto_dataset *out) {
     if (!db || !out) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_DATASET_GET];
-    sqlite3_bind_int64(s, 1, id);
+    sto_stmt *s = db->q[STO_Q_DATASET_GET];
+    sto_bind_int64(s, 1, id);
     int rc = sto_db_row(db, s, read_dataset, out, "dataset get");
     sto_db_unlock(db);
     return rc;
@@ -85,7 +80,7 @@ int sto_dataset_get(sto_db *db, int64_t id, sto_dataset *out) {
 int sto_dataset_get_by_name(sto_db *db, const char *name, sto_dataset *out) {
     if (!db || !name || !out) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_DATASET_GET_BY_NAME];
+    sto_stmt *s = db->q[STO_Q_DATASET_GET_BY_NAME];
     sto_bind_text(s, 1, name);
     int rc = sto_db_row(db, s, read_dataset, out, "dataset get");
     sto_db_unlock(db);

@@ -1,5 +1,6 @@
 /* db.c - the connection: open, pragmas, schema migrations, the prepared
- * statement cache and transaction helpers (see storage.h, db_internal.h). */
+ * statement cache and transaction helpers (see storage.h, db_internal.h).
+ * PostgreSQL's schema is schema_pg.c's. */
 #include "db_internal.h"
 
 #include <errno.h>
@@ -203,8 +204,15 @@ static const char *const migrations[] = {
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
 
 /* ---- statements ------------------------------------------------------------
- * Indexed by STO_Q_*; prepared once at open with SQLITE_PREPARE_PERSISTENT.
- * Trial states in SQL: 0 running, 2 pruned, 3 failed (sto_trial_state). */
+ * Indexed by STO_Q_*; prepared once at open with SQLITE_PREPARE_PERSISTENT
+ * (PostgreSQL: at first use, once per connection, see sql_pg.c). Written
+ * in the SQL both dialects share (?N placeholders, RETURNING, ON CONFLICT,
+ * NULLS LAST, CASE rather than the two-argument max()); stmt_sql_pg below
+ * holds the few that must differ. Trial states in SQL: 0 running, 2
+ * pruned, 3 failed (sto_trial_state). */
+/* The larger of two reals (SQLite's max(a, b) is PostgreSQL's greatest). */
+#define GREATEST(a, b) "CASE WHEN " a " > " b " THEN " a " ELSE " b " END"
+/* No limit is ?3 = INT64_MAX (SQLite's LIMIT -1 is an error in PostgreSQL). */
 #define TRIAL_LIST(filter, order)                                                      \
     "SELECT " STO_TRIAL_COLS " FROM trials WHERE study_id = ?1" filter " ORDER BY " order \
     " LIMIT ?3 OFFSET ?4"
@@ -217,7 +225,7 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_ROLLBACK] = "ROLLBACK",
 
     [STO_Q_STUDY_INSERT] =
-        "INSERT INTO studies (name, spec, state, created, updated) VALUES (?1, ?2, 0, ?3, ?3)",
+        "INSERT INTO studies (name, spec, state, created, updated) VALUES (?1, ?2, 0, ?3, ?3) RETURNING id",
     [STO_Q_STUDY_GET] = "SELECT " STO_STUDY_COLS " FROM studies WHERE id = ?1",
     [STO_Q_STUDY_EXISTS] = "SELECT 1 FROM studies WHERE id = ?1",
     [STO_Q_STUDY_LIST] = "SELECT " STO_STUDY_COLS " FROM studies ORDER BY id DESC",
@@ -227,16 +235,20 @@ static const char *const stmt_sql[STO_Q_N] = {
     /* ?2 user_attrs, ?3 note (NULL keeps either), ?4 now */
     [STO_Q_STUDY_ANNOTATE] =
         "UPDATE studies SET user_attrs = COALESCE(?2, user_attrs), note = COALESCE(?3, note),"
-        " updated = MAX(updated, ?4) WHERE id = ?1",
+        " updated = " GREATEST("updated", "?4") " WHERE id = ?1",
     [STO_Q_STUDY_DELETE] = "DELETE FROM studies WHERE id = ?1",
     [STO_Q_STUDY_SET_STATE] = "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1",
     /* A trial changed (?2 now): the study's updated follows, never back. */
-    [STO_Q_STUDY_TOUCH] = "UPDATE studies SET updated = MAX(updated, ?2) WHERE id = ?1",
+    [STO_Q_STUDY_TOUCH] = "UPDATE studies SET updated = " GREATEST("updated", "?2") " WHERE id = ?1",
     [STO_Q_STUDY_TOUCH_BY_TRIAL] =
-        "UPDATE studies SET updated = MAX(updated, ?2) WHERE id = (SELECT study_id FROM trials WHERE id = ?1)",
+        "UPDATE studies SET updated = " GREATEST("updated", "?2")
+        " WHERE id = (SELECT study_id FROM trials WHERE id = ?1)",
+    /* sto_db_lock_study; PostgreSQL's variant locks the row */
+    [STO_Q_STUDY_LOCK] = "SELECT 1 FROM studies WHERE id = ?1",
 
-    /* The next number is read and used inside one statement of one IMMEDIATE
-     * transaction, through the (study_id, number) unique index. */
+    /* The next number is read and used inside one statement, through the
+     * (study_id, number) unique index, after sto_db_lock_study in the same
+     * transaction (an IMMEDIATE one on SQLite). */
     [STO_Q_TRIAL_INSERT] =
         "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
         " SELECT ?1, COALESCE(MAX(number) + 1, 0), 0, ?2, ?3, ?3, ?4"
@@ -262,7 +274,7 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_TRIAL_REPORT] =
         "UPDATE trials SET"
         " last_value = CASE WHEN ?2 >= last_step THEN ?3 ELSE last_value END,"
-        " last_step = MAX(last_step, ?2),"
+        " last_step = " GREATEST("last_step", "?2") ","
         " lease_expires = CASE WHEN ?4 > 0 THEN ?4 ELSE lease_expires END"
         " WHERE id = ?1 AND state = 0",
     [STO_Q_INTERMEDIATE_PUT] =
@@ -315,6 +327,9 @@ static const char *const stmt_sql[STO_Q_N] = {
         "UPDATE trials SET state = 0, slot = ?2,"
         " started = CASE WHEN started > 0 THEN started ELSE ?3 END"
         " WHERE id = ?1 AND state IN (0, 5)",
+    /* ?2 slot: a requeued trial only (started before), so one caller wins */
+    [STO_Q_TRIAL_RESUME] =
+        "UPDATE trials SET state = 0, slot = ?2 WHERE id = ?1 AND state = 5 AND started > 0",
     [STO_Q_TRIAL_ATTRS] = "SELECT user_attrs FROM trials WHERE id = ?1",
     /* ?2 user_attrs, ?3 note (NULL keeps either); any state */
     [STO_Q_TRIAL_ANNOTATE] =
@@ -331,14 +346,15 @@ static const char *const stmt_sql[STO_Q_N] = {
         " ORDER BY execution, epoch",
     [STO_Q_DATASET_INSERT] =
         "INSERT INTO datasets (name, format, path, meta, n_rows, bytes, created)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
     [STO_Q_DATASET_GET] = "SELECT " DATASET_COLS " FROM datasets WHERE id = ?1",
     [STO_Q_DATASET_GET_BY_NAME] = "SELECT " DATASET_COLS " FROM datasets WHERE name = ?1",
     [STO_Q_DATASET_LIST] = "SELECT " DATASET_COLS " FROM datasets ORDER BY id",
     [STO_Q_DATASET_DELETE] = "DELETE FROM datasets WHERE id = ?1",
 
     [STO_Q_MODEL_INSERT] =
-        "INSERT INTO models (study_id, trial_id, kind, state, spec, created) VALUES (?1, ?2, ?3, 0, ?4, ?5)",
+        "INSERT INTO models (study_id, trial_id, kind, state, spec, created) VALUES (?1, ?2, ?3, 0, ?4, ?5)"
+        " RETURNING id",
     [STO_Q_MODEL_GET] = "SELECT " STO_MODEL_COLS " FROM models WHERE id = ?1",
     [STO_Q_MODEL_LIST] = "SELECT " STO_MODEL_COLS " FROM models WHERE study_id = ?1 AND (?2 < 0 OR kind = ?2)"
                          " ORDER BY id",
@@ -346,13 +362,18 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_MODEL_START] = "UPDATE models SET state = 1, started = ?2 WHERE id = ?1 AND state IN (0, 1)",
     [STO_Q_MODEL_FINISH] = "UPDATE models SET state = ?2, result = ?3, path = ?4, error = ?5, finished = ?6"
                            " WHERE id = ?1 AND state IN (0, 1)",
+    /* ?1 now. The outer state test repeats the inner one: on PostgreSQL
+     * the row is re-read once its lock is ours. */
+    [STO_Q_MODEL_CLAIM] = "UPDATE models SET state = 1, started = ?1"
+                          " WHERE id = (SELECT id FROM models WHERE state = 0 ORDER BY id LIMIT 1) AND state = 0"
+                          " RETURNING " STO_MODEL_COLS,
     [STO_Q_MODELS_REQUEUE] = "UPDATE models SET state = 0 WHERE state = 1",
     [STO_Q_MODEL_REQUEUE] = "UPDATE models SET state = 0 WHERE id = ?1 AND state = 1",
 
     [STO_Q_EVENT_LAST] = "SELECT COALESCE(MAX(id), 0) FROM events WHERE study_id = ?1",
     [STO_Q_EVENT_INSERT] =
         "INSERT INTO events (study_id, trial_id, type, data, created)"
-        " VALUES (?1, ?2, ?3, ?4, ?5)",
+        " VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
     /* An event written inside the transaction of the change it describes
      * (?1 study / trial / model id, ?2 type, ?3 data, ?4 now); the study (and
      * trial) come from the row, so an event about a row that is gone is not
@@ -371,27 +392,36 @@ static const char *const stmt_sql[STO_Q_N] = {
         " WHERE study_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
 };
 
+/* PostgreSQL's text where it differs from stmt_sql (NULL: the same). */
+static const char *const stmt_sql_pg[STO_Q_N] = {
+    /* READ COMMITTED: each statement sees what committed before it began;
+     * races are decided by row locks and the statements' WHERE clauses */
+    [STO_Q_BEGIN] = "BEGIN",
+    [STO_Q_STUDY_LOCK] = "SELECT 1 FROM studies WHERE id = ?1 FOR UPDATE",
+    /* a model another node is claiming is skipped, not waited for */
+    [STO_Q_MODEL_CLAIM] = "UPDATE models SET state = 1, started = ?1"
+                          " WHERE id = (SELECT id FROM models WHERE state = 0 ORDER BY id LIMIT 1"
+                          " FOR UPDATE SKIP LOCKED) AND state = 0"
+                          " RETURNING " STO_MODEL_COLS,
+};
+
 /* ---- helpers shared by the layer ---- */
 
 void sto_db_lock(sto_db *db) { pthread_mutex_lock(&db->mu); }
 void sto_db_unlock(sto_db *db) { pthread_mutex_unlock(&db->mu); }
 
+int sto_db_is_pg(const sto_db *db) { return db->conn->dialect == STO_SQL_PG; }
+
 int sto_db_error(sto_db *db, const char *what) {
-    int code = sqlite3_extended_errcode(db->conn), sys = sqlite3_system_errno(db->conn);
-    HPO_ERROR("storage: %s: %s (%d)", what, sqlite3_errmsg(db->conn), code);
-    /* SQLite reports a write that hit ENOSPC as SQLITE_FULL */
-    if ((code & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT) return HPO_ENOSPACE;
-    return HPO_ESTORAGE;
+    HPO_ERROR("storage: %s: %s", what, sto_sql_errmsg(db->conn));
+    return sto_sql_errkind_of(db->conn) == STO_SQL_EFULL ? HPO_ENOSPACE : HPO_ESTORAGE;
 }
 
-int sto_db_is_fk_error(sto_db *db) {
-    return sqlite3_extended_errcode(db->conn) == SQLITE_CONSTRAINT_FOREIGNKEY;
-}
+int sto_db_is_fk_error(sto_db *db) { return sto_sql_errkind_of(db->conn) == STO_SQL_EFK; }
 
 static int run_simple(sto_db *db, int q, const char *what) {
-    sqlite3_stmt *s = db->q[q];
-    int src = sqlite3_step(s);
-    int rc = src == SQLITE_DONE ? 0 : sto_db_error(db, what);
+    sto_stmt *s = db->q[q];
+    int rc = sto_step(s) == STO_DONE ? 0 : sto_db_error(db, what);
     sto_db_done(s);
     return rc;
 }
@@ -401,40 +431,58 @@ int sto_db_begin(sto_db *db) { return run_simple(db, STO_Q_BEGIN, "begin"); }
 int sto_db_commit(sto_db *db) { return run_simple(db, STO_Q_COMMIT, "commit"); }
 
 void sto_db_rollback(sto_db *db) {
-    if (sqlite3_get_autocommit(db->conn)) return; /* no transaction open */
+    if (!sto_sql_in_tx(db->conn)) return; /* no transaction open */
     run_simple(db, STO_Q_ROLLBACK, "rollback");
 }
 
 int sto_db_exists(sto_db *db, int q, int64_t id) {
-    sqlite3_stmt *s = db->q[q];
-    sqlite3_bind_int64(s, 1, id);
-    int src = sqlite3_step(s);
-    int rc = src == SQLITE_ROW ? 0 : src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "exists");
+    sto_stmt *s = db->q[q];
+    sto_bind_int64(s, 1, id);
+    int src = sto_step(s);
+    int rc = src == STO_ROW ? 0 : src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, "exists");
     sto_db_done(s);
     return rc;
 }
 
-void sto_db_read_trial(sqlite3_stmt *s, void *out) {
+int sto_db_lock_study(sto_db *db, int64_t study_id) { return sto_db_exists(db, STO_Q_STUDY_LOCK, study_id); }
+
+int sto_db_insert(sto_db *db, sto_stmt *s, const char *what, int64_t *id, int64_t *number) {
+    int src = sto_step(s), rc = 0;
+    if (src == STO_ROW) {
+        *id = sto_col_int64(s, 0);
+        if (number) *number = sto_col_int64(s, 1);
+    } else {
+        sto_sql_errkind k = sto_sql_errkind_of(db->conn);
+        rc = src == STO_DONE         ? HPO_ENOTFOUND /* INSERT ... SELECT found no parent */
+             : k == STO_SQL_EFK     ? HPO_ENOTFOUND
+             : k == STO_SQL_EUNIQUE ? HPO_ECONFLICT
+                                    : sto_db_error(db, what);
+    }
+    sto_db_done(s);
+    return rc;
+}
+
+void sto_db_read_trial(sto_stmt *s, void *out) {
     sto_trial *t = out;
     memset(t, 0, sizeof *t);
-    t->id = sqlite3_column_int64(s, 0);
-    t->study_id = sqlite3_column_int64(s, 1);
-    t->number = sqlite3_column_int64(s, 2);
-    t->state = (sto_trial_state)sqlite3_column_int(s, 3);
+    t->id = sto_col_int64(s, 0);
+    t->study_id = sto_col_int64(s, 1);
+    t->number = sto_col_int64(s, 2);
+    t->state = (sto_trial_state)sto_col_int(s, 3);
     t->params = sto_col_text(s, 4);
     t->value = sto_col_real(s, 5);
     t->value_std = sto_col_real(s, 6);
-    t->value_n = sqlite3_column_int(s, 7);
-    t->last_step = sqlite3_column_int64(s, 8);
+    t->value_n = sto_col_int(s, 7);
+    t->last_step = sto_col_int64(s, 8);
     t->last_value = sto_col_real(s, 9);
-    t->created = sqlite3_column_double(s, 10);
-    t->started = sqlite3_column_double(s, 11);
-    t->finished = sqlite3_column_double(s, 12);
-    t->lease_expires = sqlite3_column_double(s, 13);
+    t->created = sto_col_double(s, 10);
+    t->started = sto_col_double(s, 11);
+    t->finished = sto_col_double(s, 12);
+    t->lease_expires = sto_col_double(s, 13);
     t->error = sto_col_text(s, 14);
-    t->best_epoch = sqlite3_column_int64(s, 15);
+    t->best_epoch = sto_col_int64(s, 15);
     t->slot = sto_col_text(s, 16);
-    t->train_seconds = sqlite3_column_double(s, 17);
+    t->train_seconds = sto_col_double(s, 17);
     t->user_attrs = sto_col_text(s, 18);
     t->note = sto_col_text(s, 19);
 }
@@ -445,22 +493,22 @@ int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
 }
 
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now) {
-    sqlite3_stmt *s = db->q[q];
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_double(s, 2, now);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : sto_db_error(db, "study updated");
+    sto_stmt *s = db->q[q];
+    sto_bind_int64(s, 1, id);
+    sto_bind_real(s, 2, now);
+    int rc = sto_step(s) == STO_DONE ? 0 : sto_db_error(db, "study updated");
     sto_db_done(s);
     return rc;
 }
 
 int sto_db_exec_id(sto_db *db, int q, int64_t id, const char *what) {
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[q];
+    sto_stmt *s = db->q[q];
     int rc = sto_db_begin(db);
     if (rc == 0) {
-        sqlite3_bind_int64(s, 1, id);
-        if (sqlite3_step(s) != SQLITE_DONE) rc = sto_db_error(db, what);
-        else if (sqlite3_changes(db->conn) == 0) rc = HPO_ENOTFOUND;
+        sto_bind_int64(s, 1, id);
+        if (sto_step(s) != STO_DONE) rc = sto_db_error(db, what);
+        else if (sto_sql_changes(db->conn) == 0) rc = HPO_ENOTFOUND;
     }
     sto_db_done(s);
     if (rc == 0) rc = sto_db_commit(db);
@@ -471,22 +519,22 @@ int sto_db_exec_id(sto_db *db, int q, int64_t id, const char *what) {
 
 /* ---- reading rows ---- */
 
-int sto_db_row(sto_db *db, sqlite3_stmt *s, sto_db_row_fn read, void *out, const char *what) {
-    int src = sqlite3_step(s), rc = 0;
-    if (src == SQLITE_ROW)
+int sto_db_row(sto_db *db, sto_stmt *s, sto_db_row_fn read, void *out, const char *what) {
+    int src = sto_step(s), rc = 0;
+    if (src == STO_ROW)
         read(s, out);
     else
-        rc = src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
+        rc = src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
     sto_db_done(s);
     return rc;
 }
 
-int sto_db_rows(sto_db *db, sqlite3_stmt *s, size_t elem_size, sto_db_row_fn read, void (*clear)(void *),
+int sto_db_rows(sto_db *db, sto_stmt *s, size_t elem_size, sto_db_row_fn read, void (*clear)(void *),
                 const char *what, void **out, size_t *n_out) {
     char *list = NULL;
     size_t n = 0, cap = 0;
     int src, rc = 0;
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((src = sto_step(s)) == STO_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             list = hpo_xrealloc(list, cap * elem_size);
@@ -494,7 +542,7 @@ int sto_db_rows(sto_db *db, sqlite3_stmt *s, size_t elem_size, sto_db_row_fn rea
         memset(list + n * elem_size, 0, elem_size);
         read(s, list + n++ * elem_size);
     }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, what);
+    if (src != STO_DONE) rc = sto_db_error(db, what);
     sto_db_done(s);
     if (rc) {
         for (size_t i = 0; i < n; i++) clear(list + i * elem_size);
@@ -506,39 +554,45 @@ int sto_db_rows(sto_db *db, sqlite3_stmt *s, size_t elem_size, sto_db_row_fn rea
     return 0;
 }
 
-/* ---- open / migrate / close ---- */
+/* ---- SQL text without parameters (migrations, tests) ---- */
 
 static int exec(sto_db *db, const char *sql, const char *what) {
-    char *msg = NULL;
-    if (sqlite3_exec(db->conn, sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
-    HPO_ERROR("storage: %s: %s", what, msg ? msg : sqlite3_errmsg(db->conn));
-    sqlite3_free(msg);
-    return HPO_ESTORAGE;
-}
-
-/* The single-value result of a pragma, as integer or (if text_out) text. */
-static int pragma_get(sto_db *db, const char *sql, int64_t *int_out, char *text_out,
-                      size_t text_cap) {
-    sqlite3_stmt *s = NULL;
-    int rc = HPO_ESTORAGE;
-    if (sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL) != SQLITE_OK) {
-        rc = sto_db_error(db, sql);
-        goto fail;
-    }
-    if (sqlite3_step(s) != SQLITE_ROW) {
-        rc = sto_db_error(db, sql);
-        goto fail;
-    }
-    if (int_out) *int_out = sqlite3_column_int64(s, 0);
-    if (text_out) {
-        const char *t = (const char *)sqlite3_column_text(s, 0);
-        snprintf(text_out, text_cap, "%s", t ? t : "");
-    }
-    rc = 0;
-fail:
-    sqlite3_finalize(s);
+    int rc = sto_sql_exec(db->conn, sql);
+    if (rc) HPO_ERROR("storage: %s: %s", what, sto_sql_errmsg(db->conn));
     return rc;
 }
+
+/* The single integer answer of a query; HPO_ENOTFOUND without a row. */
+static int query_int(sto_db *db, const char *sql, int64_t *out) {
+    sto_stmt *s = NULL;
+    int rc = sto_sql_prepare(db->conn, sql, &s);
+    if (rc == 0) {
+        int src = sto_step(s);
+        if (src == STO_ROW)
+            *out = sto_col_int64(s, 0);
+        else
+            rc = src == STO_DONE ? HPO_ENOTFOUND : src;
+    }
+    if (rc && rc != HPO_ENOTFOUND) HPO_ERROR("storage: %s: %s", sql, sto_sql_errmsg(db->conn));
+    sto_stmt_finalize(s);
+    return rc;
+}
+
+int sto_db_exec_sql(sto_db *db, const char *sql) {
+    sto_db_lock(db);
+    int rc = exec(db, sql, "exec");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_db_query_int(sto_db *db, const char *sql, int64_t *out) {
+    sto_db_lock(db);
+    int rc = query_int(db, sql, out);
+    sto_db_unlock(db);
+    return rc;
+}
+
+/* ---- open / migrate / close ---- */
 
 /* Runs the missing steps. Foreign keys are off meanwhile (the pragma is a
  * no-op inside a transaction, so it is set around it): a step that rebuilds
@@ -558,7 +612,7 @@ static int migrate_steps(sto_db *db, const char *path, int target) {
     int rc = exec(db, "BEGIN IMMEDIATE", "migrate: begin");
     if (rc) return rc;
     int64_t version = 0;
-    rc = pragma_get(db, "PRAGMA user_version", &version, NULL, 0);
+    rc = query_int(db, "PRAGMA user_version", &version);
     if (rc) goto fail;
     if (version > sto_schema_version()) {
         HPO_ERROR("storage: %s has schema version %lld, newer than this build's %d; "
@@ -586,44 +640,14 @@ static int migrate_steps(sto_db *db, const char *path, int target) {
                  target);
     return 0;
 fail:
-    if (!sqlite3_get_autocommit(db->conn)) exec(db, "ROLLBACK", "migrate: rollback");
+    if (sto_sql_in_tx(db->conn)) exec(db, "ROLLBACK", "migrate: rollback");
     return rc;
 }
 
-static int configure(sto_db *db, const char *path, sto_sync sync) {
-    int rc;
-    sqlite3_extended_result_codes(db->conn, 1);
-    if (sqlite3_busy_timeout(db->conn, 5000) != SQLITE_OK) return sto_db_error(db, "busy_timeout");
-    char mode[32];
-    rc = pragma_get(db, "PRAGMA journal_mode = WAL", NULL, mode, sizeof mode);
-    if (rc) return rc;
-    /* An in-memory database answers "memory": WAL only applies to files. */
-    if (strcmp(mode, "wal") != 0 && strcmp(path, ":memory:") != 0) {
-        HPO_ERROR("storage: %s: cannot enable WAL (journal_mode is %s)", path, mode);
-        return HPO_ESTORAGE;
-    }
-    rc = exec(db, sync == STO_SYNC_FULL ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
-              "synchronous");
-    if (rc) return rc;
-    /* After a burst the WAL file is truncated back to 64 MiB at checkpoints. */
-    rc = exec(db, "PRAGMA journal_size_limit = 67108864", "journal_size_limit");
-    if (rc) return rc;
-    rc = exec(db, "PRAGMA foreign_keys = ON", "foreign_keys");
-    if (rc) return rc;
-    int64_t fk = 0;
-    rc = pragma_get(db, "PRAGMA foreign_keys", &fk, NULL, 0);
-    if (rc) return rc;
-    if (fk != 1) {
-        HPO_ERROR("storage: this SQLite has no foreign key support");
-        return HPO_ESTORAGE;
-    }
-    return 0;
-}
-
 static void db_free(sto_db *db) {
-    for (int i = 0; i < STO_Q_N; i++) sqlite3_finalize(db->q[i]);
-    if (db->conn && sqlite3_close(db->conn) != SQLITE_OK)
-        HPO_ERROR("storage: close: %s", sqlite3_errmsg(db->conn));
+    if (db->conn) db->conn->closing = 1; /* the statements go with the connection */
+    for (int i = 0; i < STO_Q_N; i++) sto_stmt_finalize(db->q[i]);
+    sto_sql_close(db->conn);
     pthread_mutex_destroy(&db->mu);
     free(db);
 }
@@ -631,41 +655,31 @@ static void db_free(sto_db *db) {
 int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db **out) {
     if (!path || !out || target_version < 1 || target_version > sto_schema_version())
         return HPO_EINVAL;
-    if (!sqlite3_threadsafe()) {
-        HPO_ERROR("storage: SQLite was built without thread support");
-        return HPO_ESTORAGE;
-    }
+    int pg = sto_sql_is_pg_url(path);
+    if (pg && target_version != sto_schema_version()) return HPO_EINVAL; /* old schemas: SQLite only */
     int rc;
     sto_db *db = hpo_xcalloc(1, sizeof *db);
     pthread_mutex_init(&db->mu, NULL);
-    /* NOMUTEX: db->mu serialises every use of the connection. */
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-    if (sqlite3_open_v2(path, &db->conn, flags, NULL) != SQLITE_OK) {
-        HPO_ERROR("storage: cannot open %s: %s", path,
-                  db->conn ? sqlite3_errmsg(db->conn) : "out of memory");
-        rc = HPO_ESTORAGE;
-        goto fail;
-    }
-    rc = configure(db, path, sync);
+    rc = pg ? sto_sql_open_pg(path, &db->conn) : sto_sql_open_sqlite(path, sync == STO_SYNC_FULL, &db->conn);
     if (rc) goto fail;
-    rc = migrate(db, path, target_version);
+    rc = pg ? sto_pg_migrate(db->conn, sto_schema_version()) : migrate(db, path, target_version);
     if (rc) goto fail;
     for (int i = 0; i < STO_Q_N; i++) {
-        if (!stmt_sql[i]) { /* a STO_Q_* added without its SQL */
+        const char *sql = pg && stmt_sql_pg[i] ? stmt_sql_pg[i] : stmt_sql[i];
+        if (!sql) { /* a STO_Q_* added without its SQL */
             HPO_ERROR("storage: statement #%d has no SQL", i);
             rc = HPO_EINTERNAL;
             goto fail;
         }
-        if (sqlite3_prepare_v3(db->conn, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->q[i],
-                               NULL) != SQLITE_OK) {
+        if (sto_sql_prepare(db->conn, sql, &db->q[i])) {
             if (target_version < sto_schema_version()) {
                 /* An old schema (tests only): statements about columns or
                  * tables of later steps stay NULL, see db_internal.h. */
                 HPO_DEBUG("storage: v%d: statement #%d left out: %s", target_version, i,
-                          sqlite3_errmsg(db->conn));
+                          sto_sql_errmsg(db->conn));
                 continue;
             }
-            HPO_ERROR("storage: prepare #%d: %s", i, sqlite3_errmsg(db->conn));
+            HPO_ERROR("storage: prepare #%d: %s", i, sto_sql_errmsg(db->conn));
             rc = HPO_ESTORAGE;
             goto fail;
         }
@@ -677,14 +691,12 @@ fail:
     return rc;
 }
 
+int sto_is_database_url(const char *path) { return sto_sql_is_pg_url(path); }
+
 int sto_open(const char *path, sto_sync sync, sto_db **out) {
     return sto_db_open_at(path, sync, sto_schema_version(), out);
 }
 
 void sto_close(sto_db *db) {
-    if (!db) return;
-    /* Lets SQLite refresh its planner statistics where they are stale
-     * (cheap; recommended before closing a long-lived connection). */
-    sqlite3_exec(db->conn, "PRAGMA optimize", NULL, NULL, NULL);
-    db_free(db);
+    if (db) db_free(db);
 }

@@ -4,23 +4,31 @@
  * transaction helpers and the NaN<->NULL column conventions.
  *
  * Design notes
- * - db.c owns the connection: it opens it, sets the pragmas, runs the
- *   migrations and prepares every statement of the layer once, into
- *   db->q[STO_Q_*]. The SQL of every statement lives in one table in db.c so
- *   the schema and all queries against it can be read (and reviewed for
- *   index use) in one place; studies.c, trials.c and events.c only bind,
- *   step and read columns.
+ * - db.c owns the connection (sql.h: a SQLite file or a PostgreSQL URL,
+ *   one code path above it): it opens it, runs the migrations (SQLite's
+ *   here, PostgreSQL's in schema_pg.c) and prepares every statement of the
+ *   layer once, into db->q[STO_Q_*]. The SQL of every statement lives in
+ *   one table in db.c (with a PostgreSQL variant only where the dialects
+ *   differ) so the schema and all queries against it can be read (and
+ *   reviewed for index use) in one place; studies.c, trials.c and events.c
+ *   only bind, step and read columns.
  * - Locking discipline: a public function takes db->mu with sto_db_lock()
  *   before touching any statement and releases it before returning. A
- *   mutating function runs sto_db_begin() (BEGIN IMMEDIATE) ... sto_db_commit()
- *   under the lock; on any error it calls sto_db_rollback(), which is a no-op
+ *   mutating function runs sto_db_begin() ... sto_db_commit() under the
+ *   lock; on any error it calls sto_db_rollback(), which is a no-op
  *   outside a transaction. Because one connection is shared, a statement
  *   must be reset (sto_db_done) before the lock is released, or the next
  *   caller would find it mid-step.
+ * - Concurrency between connections (two hpod on one PostgreSQL): SQLite's
+ *   BEGIN IMMEDIATE serialises writers; on PostgreSQL (READ COMMITTED) a
+ *   statement's WHERE clause on the row's state decides a race (the second
+ *   UPDATE finds the state changed and changes no row), trial numbers are
+ *   drawn under the study's row lock (sto_db_lock_study), and a claim of a
+ *   queued job skips rows another transaction holds (FOR UPDATE SKIP LOCKED).
  * - Columns: NaN is stored as NULL (SQLite turns a NaN REAL into NULL anyway,
  *   we make it explicit) and NULL is read back as NaN; text columns are
  *   copied with hpo_strdup (NULL stays NULL).
- * - sto_db_open_at() opens a database migrated only up to a given version:
+ * - sto_db_open_at() opens a SQLite database migrated only up to a given version:
  *   tests use it to build an "old" database and check that sto_open
  *   migrates it. Statements that do not prepare against that old schema
  *   (they name later columns or tables: every read of a trial row since
@@ -33,8 +41,8 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <sqlite3.h>
 
+#include "sql.h"
 #include "storage.h"
 
 /* The statements of the layer; the SQL text is in db.c (stmt_sql[]). */
@@ -54,6 +62,7 @@ enum {
     STO_Q_STUDY_BY_NAME,  /* schema v6 */
     STO_Q_STUDY_ANNOTATE, /* schema v6 */
     STO_Q_STUDY_ATTRS,    /* schema v6 */
+    STO_Q_STUDY_LOCK,
 
     STO_Q_TRIAL_INSERT,
     STO_Q_TRIAL_GET,
@@ -78,6 +87,7 @@ enum {
     STO_Q_TRIAL_REQUEUE,
     STO_Q_TRIALS_REQUEUE_RUNNING,
     STO_Q_TRIAL_START,
+    STO_Q_TRIAL_RESUME,
     STO_Q_TRIAL_SET_TRAINING,
     STO_Q_TRIAL_ANNOTATE, /* schema v6 */
     STO_Q_TRIAL_ATTRS,    /* schema v6 */
@@ -94,6 +104,7 @@ enum {
     STO_Q_MODEL_LIST,
     STO_Q_MODEL_NEXT_QUEUED,
     STO_Q_MODEL_START,
+    STO_Q_MODEL_CLAIM,
     STO_Q_MODEL_FINISH,
     STO_Q_MODELS_REQUEUE,
     STO_Q_MODEL_REQUEUE,
@@ -121,31 +132,49 @@ enum {
 #define STO_MODEL_COLS "id, study_id, trial_id, kind, state, spec, result, path, error, created, started, finished"
 
 struct sto_db {
-    sqlite3 *conn;
+    sto_sql *conn;
     pthread_mutex_t mu;
-    sqlite3_stmt *q[STO_Q_N];
+    sto_stmt *q[STO_Q_N];
 };
 
-/* Opens and migrates to target_version (1 .. sto_schema_version()). */
+/* PostgreSQL's schema (schema_pg.c): creates or migrates the database at
+ * c to version latest, under an advisory lock so that nodes starting
+ * together migrate one at a time. */
+int sto_pg_migrate(sto_sql *c, int latest);
+
+/* Opens and migrates to target_version (1 .. sto_schema_version(); a
+ * PostgreSQL URL only to the latest). */
 int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db **out);
 
 void sto_db_lock(sto_db *db);
 void sto_db_unlock(sto_db *db);
-/* BEGIN IMMEDIATE / COMMIT; 0 or HPO_ESTORAGE. */
+/* BEGIN IMMEDIATE (SQLite) or BEGIN (PostgreSQL, READ COMMITTED) / COMMIT;
+ * 0 or HPO_ESTORAGE. */
 int sto_db_begin(sto_db *db);
 int sto_db_commit(sto_db *db);
 /* Rolls back the open transaction, if any. */
 void sto_db_rollback(sto_db *db);
-/* Logs "storage: <what>: <sqlite3 message>" and returns HPO_ESTORAGE. */
+/* Logs "storage: <what>: <the database's message>" and returns HPO_ESTORAGE
+ * (HPO_ENOSPACE for a full disk). */
 int sto_db_error(sto_db *db, const char *what);
-/* The SQLite extended code is a foreign-key failure (a parent row is missing). */
+/* The last failure was a foreign key (a parent row is missing). */
 int sto_db_is_fk_error(sto_db *db);
+/* Steps a bound INSERT ... RETURNING id[, number] once and resets it: *id
+ * (and *number when not NULL) from its row. A missing parent row (foreign
+ * key) is HPO_ENOTFOUND, a unique constraint HPO_ECONFLICT. */
+int sto_db_insert(sto_db *db, sto_stmt *s, const char *what, int64_t *id, int64_t *number);
+/* Inside the caller's transaction: locks the study's row until the
+ * transaction ends (PostgreSQL: FOR UPDATE; SQLite's IMMEDIATE transaction
+ * holds the whole database already), so the trial numbers of one study are
+ * handed out one transaction at a time by every connection, and each reads
+ * the numbers the last one committed. HPO_ENOTFOUND if there is no study. */
+int sto_db_lock_study(sto_db *db, int64_t study_id);
 /* 0 if a row with that id exists (q is an "exists" statement with ?1 = id),
  * HPO_ENOTFOUND if not, HPO_ESTORAGE on failure. */
 int sto_db_exists(sto_db *db, int q, int64_t id);
 /* Fills t (a sto_trial) from the current row of a statement selecting
  * STO_TRIAL_COLS; a sto_db_row_fn. */
-void sto_db_read_trial(sqlite3_stmt *s, void *t);
+void sto_db_read_trial(sto_stmt *s, void *t);
 
 /* Inside the caller's transaction (lock held): stores ev (if not NULL)
  * about the study, trial or model `id`, q being STO_Q_EVENT_OF_STUDY,
@@ -178,42 +207,31 @@ int sto_db_annotate(sto_db *db, int q, int64_t id, sto_attrs_fn merge, void *arg
 int sto_db_exec_id(sto_db *db, int q, int64_t id, const char *what);
 
 /* Reads the current row of a statement into *out (one element). */
-typedef void (*sto_db_row_fn)(sqlite3_stmt *s, void *out);
+typedef void (*sto_db_row_fn)(sto_stmt *s, void *out);
 /* Steps a bound statement once: the row is read into out with read;
  * HPO_ENOTFOUND when there is none, HPO_ESTORAGE on failure (logged with
  * what). Resets the statement. Caller holds the lock. */
-int sto_db_row(sto_db *db, sqlite3_stmt *s, sto_db_row_fn read, void *out, const char *what);
+int sto_db_row(sto_db *db, sto_stmt *s, sto_db_row_fn read, void *out, const char *what);
 /* Steps a bound statement to its end, reading every row with read into a
  * growing array of elements of elem_size bytes (*out malloc'd, *n_out rows;
  * zero rows give NULL and 0). On failure every element read so far is
  * cleared with clear, the array freed and HPO_ESTORAGE returned. Resets the
  * statement. Caller holds the lock. */
-int sto_db_rows(sto_db *db, sqlite3_stmt *s, size_t elem_size, sto_db_row_fn read, void (*clear)(void *),
+int sto_db_rows(sto_db *db, sto_stmt *s, size_t elem_size, sto_db_row_fn read, void (*clear)(void *),
                 const char *what, void **out, size_t *n_out);
 /* After an UPDATE ... WHERE id = ? AND state ... changed nothing: was the
  * trial missing (HPO_ENOTFOUND) or in the wrong state (HPO_ECONFLICT)? */
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id);
 
 /* Resets a statement and clears its bindings, ready for the next caller. */
-static inline void sto_db_done(sqlite3_stmt *s) {
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-}
+static inline void sto_db_done(sto_stmt *s) { sto_stmt_reset(s); }
 
-static inline int sto_bind_real(sqlite3_stmt *s, int i, double v) {
-    return isnan(v) ? sqlite3_bind_null(s, i) : sqlite3_bind_double(s, i, v);
-}
-
-static inline int sto_bind_text(sqlite3_stmt *s, int i, const char *v) {
-    return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
-}
-
-static inline double sto_col_real(sqlite3_stmt *s, int i) {
-    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
-}
-
-static inline char *sto_col_text(sqlite3_stmt *s, int i) {
-    return hpo_strdup((const char *)sqlite3_column_text(s, i));
-}
+/* For tests: runs SQL text without parameters (one statement or a script),
+ * and the single integer answer of a query (HPO_ENOTFOUND if no row);
+ * both take the lock. The SQL must suit the database's dialect. */
+int sto_db_exec_sql(sto_db *db, const char *sql);
+int sto_db_query_int(sto_db *db, const char *sql, int64_t *out);
+/* The database is PostgreSQL (else SQLite). */
+int sto_db_is_pg(const sto_db *db);
 
 #endif

@@ -23,23 +23,16 @@ int sto_event_append(sto_db *db, int64_t study_id, int64_t trial_id, const char 
                      const char *data, int64_t *id_out) {
     if (!db || !type) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_EVENT_INSERT];
+    sto_stmt *s = db->q[STO_Q_EVENT_INSERT];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, study_id);
-    if (trial_id > 0)
-        sqlite3_bind_int64(s, 2, trial_id);
-    else
-        sqlite3_bind_null(s, 2);
+    sto_bind_int64(s, 1, study_id);
+    sto_bind_id(s, 2, trial_id);
     sto_bind_text(s, 3, type);
     sto_bind_text(s, 4, data ? data : "{}");
-    sqlite3_bind_double(s, 5, hpo_now());
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "event append");
-        goto fail;
-    }
-    sto_db_done(s);
-    int64_t id = sqlite3_last_insert_rowid(db->conn);
+    sto_bind_real(s, 5, hpo_now());
+    int64_t id = 0;
+    if ((rc = sto_db_insert(db, s, "event append", &id, NULL))) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);
@@ -55,40 +48,40 @@ fail:
 int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev) {
     if (!ev) return 0;
     if (!ev->type) return HPO_EINVAL;
-    sqlite3_stmt *s = db->q[q];
-    sqlite3_bind_int64(s, 1, id);
+    sto_stmt *s = db->q[q];
+    sto_bind_int64(s, 1, id);
     sto_bind_text(s, 2, ev->type);
     sto_bind_text(s, 3, ev->data ? ev->data : "{}");
-    sqlite3_bind_double(s, 4, hpo_now());
+    sto_bind_real(s, 4, hpo_now());
     int rc = 0;
-    if (sqlite3_step(s) != SQLITE_DONE)
+    if (sto_step(s) != STO_DONE)
         rc = sto_db_error(db, "event");
-    else if (sqlite3_changes(db->conn) == 0)
+    else if (sto_sql_changes(db->conn) == 0)
         rc = HPO_ENOTFOUND; /* the row it is about is gone */
     sto_db_done(s);
     return rc;
 }
 
-static void read_event(sqlite3_stmt *s, void *out) {
+static void read_event(sto_stmt *s, void *out) {
     sto_event *e = out;
-    e->id = sqlite3_column_int64(s, 0);
-    e->study_id = sqlite3_column_int64(s, 1);
-    e->trial_id = sqlite3_column_int64(s, 2); /* NULL reads as 0 */
+    e->id = sto_col_int64(s, 0);
+    e->study_id = sto_col_int64(s, 1);
+    e->trial_id = sto_col_int64(s, 2); /* NULL reads as 0 */
     e->type = sto_col_text(s, 3);
     e->data = sto_col_text(s, 4);
-    e->created = sqlite3_column_double(s, 5);
+    e->created = sto_col_double(s, 5);
 }
 
 int sto_event_list(sto_db *db, int64_t study_id, int64_t after_id, int64_t limit,
                    sto_event **out, size_t *n_out) {
     if (!db || !out || !n_out) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_EVENT_LIST];
+    sto_stmt *s = db->q[STO_Q_EVENT_LIST];
     int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
     if (rc == 0) {
-        sqlite3_bind_int64(s, 1, study_id);
-        sqlite3_bind_int64(s, 2, after_id);
-        sqlite3_bind_int64(s, 3, limit > 0 ? limit : -1);
+        sto_bind_int64(s, 1, study_id);
+        sto_bind_int64(s, 2, after_id);
+        sto_bind_int64(s, 3, limit > 0 ? limit : INT64_MAX);
         rc = sto_db_rows(db, s, sizeof **out, read_event, clear_event, "event list", (void **)out, n_out);
     }
     sto_db_unlock(db);
@@ -98,11 +91,11 @@ int sto_event_list(sto_db *db, int64_t study_id, int64_t after_id, int64_t limit
 int sto_event_last_id(sto_db *db, int64_t study_id, int64_t *id_out) {
     if (!db || !id_out) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_EVENT_LAST];
-    sqlite3_bind_int64(s, 1, study_id);
+    sto_stmt *s = db->q[STO_Q_EVENT_LAST];
+    sto_bind_int64(s, 1, study_id);
     int rc = 0;
-    if (sqlite3_step(s) == SQLITE_ROW)
-        *id_out = sqlite3_column_int64(s, 0);
+    if (sto_step(s) == STO_ROW)
+        *id_out = sto_col_int64(s, 0);
     else
         rc = sto_db_error(db, "event last id");
     sto_db_done(s);

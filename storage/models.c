@@ -18,21 +18,21 @@ const char *sto_model_state_name(sto_model_state s) {
     return (unsigned)s < HPO_ARRAY_LEN(state_names) ? state_names[s] : "unknown";
 }
 
-static void read_model(sqlite3_stmt *s, void *out) {
+static void read_model(sto_stmt *s, void *out) {
     sto_model *m = out;
     memset(m, 0, sizeof *m);
-    m->id = sqlite3_column_int64(s, 0);
-    m->study_id = sqlite3_column_int64(s, 1);
-    m->trial_id = sqlite3_column_int64(s, 2); /* NULL reads as 0 */
-    m->kind = (sto_model_kind)sqlite3_column_int(s, 3);
-    m->state = (sto_model_state)sqlite3_column_int(s, 4);
+    m->id = sto_col_int64(s, 0);
+    m->study_id = sto_col_int64(s, 1);
+    m->trial_id = sto_col_int64(s, 2); /* NULL reads as 0 */
+    m->kind = (sto_model_kind)sto_col_int(s, 3);
+    m->state = (sto_model_state)sto_col_int(s, 4);
     m->spec = sto_col_text(s, 5);
     m->result = sto_col_text(s, 6);
     m->path = sto_col_text(s, 7);
     m->error = sto_col_text(s, 8);
-    m->created = sqlite3_column_double(s, 9);
-    m->started = sqlite3_column_double(s, 10);
-    m->finished = sqlite3_column_double(s, 11);
+    m->created = sto_col_double(s, 9);
+    m->started = sto_col_double(s, 10);
+    m->finished = sto_col_double(s, 11);
 }
 
 void sto_model_clear(sto_model *m) {
@@ -56,23 +56,16 @@ int sto_model_create(sto_db *db, int64_t study_id, int64_t trial_id, sto_model_k
                      int64_t *id_out) {
     if (!db || (unsigned)kind > STO_MODEL_ENSEMBLE) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_MODEL_INSERT];
+    sto_stmt *s = db->q[STO_Q_MODEL_INSERT];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, study_id);
-    if (trial_id > 0)
-        sqlite3_bind_int64(s, 2, trial_id);
-    else
-        sqlite3_bind_null(s, 2);
-    sqlite3_bind_int(s, 3, (int)kind);
+    sto_bind_int64(s, 1, study_id);
+    sto_bind_id(s, 2, trial_id);
+    sto_bind_int64(s, 3, (int)kind);
     sto_bind_text(s, 4, spec ? spec : "{}");
-    sqlite3_bind_double(s, 5, hpo_now());
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "model create");
-        goto fail;
-    }
-    sto_db_done(s);
-    int64_t id = sqlite3_last_insert_rowid(db->conn);
+    sto_bind_real(s, 5, hpo_now());
+    int64_t id = 0;
+    if ((rc = sto_db_insert(db, s, "model create", &id, NULL))) goto fail;
     if ((rc = sto_db_commit(db))) goto fail;
     sto_db_unlock(db);
     if (id_out) *id_out = id;
@@ -86,8 +79,8 @@ fail:
 
 int sto_model_get(sto_db *db, int64_t id, sto_model *out) {
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_MODEL_GET];
-    sqlite3_bind_int64(s, 1, id);
+    sto_stmt *s = db->q[STO_Q_MODEL_GET];
+    sto_bind_int64(s, 1, id);
     int rc = sto_db_row(db, s, read_model, out, "model get");
     sto_db_unlock(db);
     return rc;
@@ -100,11 +93,39 @@ int sto_model_next_queued(sto_db *db, sto_model *out) {
     return rc;
 }
 
+int sto_model_claim_ev(sto_db *db, const char *ev_type, sto_event_data_fn data, void *arg, sto_model *out) {
+    if (!db || !out) return HPO_EINVAL;
+    sto_model m = {0};
+    sto_db_lock(db);
+    sto_stmt *s = db->q[STO_Q_MODEL_CLAIM];
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    sto_bind_real(s, 1, hpo_now());
+    if ((rc = sto_db_row(db, s, read_model, &m, "model claim"))) goto fail;
+    if (ev_type) {
+        char *text = data ? data(arg, m.id) : NULL;
+        sto_event_in ev = {ev_type, text};
+        rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_MODEL, m.id, &ev);
+        free(text);
+        if (rc) goto fail;
+    }
+    if ((rc = sto_db_commit(db))) goto fail;
+    sto_db_unlock(db);
+    *out = m;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    sto_model_clear(&m);
+    return rc;
+}
+
 int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size_t *n_out) {
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_MODEL_LIST];
-    sqlite3_bind_int64(s, 1, study_id);
-    sqlite3_bind_int(s, 2, kind);
+    sto_stmt *s = db->q[STO_Q_MODEL_LIST];
+    sto_bind_int64(s, 1, study_id);
+    sto_bind_int64(s, 2, kind);
     int rc = sto_db_rows(db, s, sizeof **out, read_model, clear_model, "model list", (void **)out, n_out);
     sto_db_unlock(db);
     return rc;
@@ -113,17 +134,17 @@ int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size
 /* Runs an UPDATE of one model that is allowed only in some states: HPO_ECONFLICT
  * if it changed nothing and the model exists, HPO_ENOTFOUND if it does not.
  * The statement is bound; caller holds the lock. */
-static int update_one(sto_db *db, sqlite3_stmt *s, int64_t id, const sto_event_in *ev, const char *what) {
+static int update_one(sto_db *db, sto_stmt *s, int64_t id, const sto_event_in *ev, const char *what) {
     int rc = sto_db_begin(db);
-    if (rc == 0 && sqlite3_step(s) != SQLITE_DONE) rc = sto_db_error(db, what);
-    int changed = rc == 0 ? sqlite3_changes(db->conn) : 0;
+    if (rc == 0 && sto_step(s) != STO_DONE) rc = sto_db_error(db, what);
+    int changed = rc == 0 ? sto_sql_changes(db->conn) : 0;
     sto_db_done(s);
     if (rc == 0 && changed) rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_MODEL, id, ev);
     if (rc == 0 && changed == 0) {
-        sqlite3_stmt *g = db->q[STO_Q_MODEL_GET];
-        sqlite3_bind_int64(g, 1, id);
-        int src = sqlite3_step(g);
-        rc = src == SQLITE_ROW ? HPO_ECONFLICT : src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
+        sto_stmt *g = db->q[STO_Q_MODEL_GET];
+        sto_bind_int64(g, 1, id);
+        int src = sto_step(g);
+        rc = src == STO_ROW ? HPO_ECONFLICT : src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
         sto_db_done(g);
     }
     if (rc == 0) rc = sto_db_commit(db);
@@ -135,9 +156,9 @@ int sto_model_start(sto_db *db, int64_t id) { return sto_model_start_ev(db, id, 
 
 int sto_model_start_ev(sto_db *db, int64_t id, const sto_event_in *ev) {
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_MODEL_START];
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_double(s, 2, hpo_now());
+    sto_stmt *s = db->q[STO_Q_MODEL_START];
+    sto_bind_int64(s, 1, id);
+    sto_bind_real(s, 2, hpo_now());
     int rc = update_one(db, s, id, ev, "model start");
     sto_db_unlock(db);
     return rc;
@@ -145,8 +166,8 @@ int sto_model_start_ev(sto_db *db, int64_t id, const sto_event_in *ev) {
 
 int sto_model_requeue(sto_db *db, int64_t id) {
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_MODEL_REQUEUE];
-    sqlite3_bind_int64(s, 1, id);
+    sto_stmt *s = db->q[STO_Q_MODEL_REQUEUE];
+    sto_bind_int64(s, 1, id);
     int rc = update_one(db, s, id, NULL, "model requeue");
     sto_db_unlock(db);
     return rc;
@@ -161,13 +182,13 @@ int sto_model_finish_ev(sto_db *db, int64_t id, sto_model_state state, const cha
                         const char *error, const sto_event_in *ev) {
     if (state != STO_MODEL_COMPLETE && state != STO_MODEL_FAILED) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_MODEL_FINISH];
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int(s, 2, (int)state);
+    sto_stmt *s = db->q[STO_Q_MODEL_FINISH];
+    sto_bind_int64(s, 1, id);
+    sto_bind_int64(s, 2, (int)state);
     sto_bind_text(s, 3, result);
     sto_bind_text(s, 4, path);
     sto_bind_text(s, 5, error);
-    sqlite3_bind_double(s, 6, hpo_now());
+    sto_bind_real(s, 6, hpo_now());
     int rc = update_one(db, s, id, ev, "model finish");
     sto_db_unlock(db);
     return rc;
@@ -175,10 +196,10 @@ int sto_model_finish_ev(sto_db *db, int64_t id, sto_model_state state, const cha
 
 int sto_models_requeue_running(sto_db *db, int64_t *n_out) {
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_MODELS_REQUEUE];
+    sto_stmt *s = db->q[STO_Q_MODELS_REQUEUE];
     int rc = sto_db_begin(db);
-    if (rc == 0 && sqlite3_step(s) != SQLITE_DONE) rc = sto_db_error(db, "models requeue");
-    int64_t n = rc == 0 ? sqlite3_changes(db->conn) : 0;
+    if (rc == 0 && sto_step(s) != STO_DONE) rc = sto_db_error(db, "models requeue");
+    int64_t n = rc == 0 ? sto_sql_changes(db->conn) : 0;
     sto_db_done(s);
     if (rc == 0) rc = sto_db_commit(db);
     if (rc) sto_db_rollback(db);

@@ -1,10 +1,18 @@
 /*
  * storage.h - the database: studies, trials, their parameters,
  * intermediate values, results, models, datasets' rows and events, in
- * SQLite. The files beside it (checkpoints, uploaded datasets, exported
- * weights) are api/data_dir.h's.
+ * SQLite (the embedded default) or PostgreSQL (hpod --database, for
+ * several hpod nodes on one database). The files beside it (checkpoints,
+ * uploaded datasets, exported weights) are api/data_dir.h's.
  *
  * Design notes
+ * - Two backends, one code path: the files below bind, step and read
+ *   through a small statement driver (sql.h) with a SQLite and a libpq
+ *   implementation; the SQL differs only where the dialects must (db.c).
+ *   What follows describes SQLite; PostgreSQL keeps the same promises
+ *   (one transaction per call, events with their change, ids never
+ *   reused) with its own schema list (schema_pg.c) and row locks for what
+ *   several connections race for (db_internal.h).
  * - One file, <data-dir>/hpo.db, in WAL mode. The schema is created and
  *   migrated from a versioned list of SQL scripts (PRAGMA user_version);
  *   opening an older database applies the missing steps in one transaction.
@@ -45,8 +53,9 @@
  *   replayed from the start tells every state change that happened.
  * - A full disk: when SQLite cannot write (SQLITE_FULL: ENOSPC/EDQUOT) a
  *   call returns HPO_ENOSPACE, with its transaction rolled back.
- * - Implementation: db.c (connection, pragmas, migrations, the statement
- *   cache with all SQL), studies.c, trials.c, training.c (queueing,
+ * - Implementation: db.c (connection, migrations, the statement cache
+ *   with all SQL), sql.h + sql_sqlite.c + sql_pg.c (the driver),
+ *   schema_pg.c (PostgreSQL's schema), studies.c, trials.c, training.c (queueing,
  *   epochs), trials_in.c (enqueued and added trials), datasets.c,
  *   events.c; db_internal.h is
  *   shared by them and by the tests. Measured on the dev VM (2 vCPU, ext4),
@@ -77,10 +86,17 @@ typedef struct sto_event_in {
 
 /* Opens (creating and migrating) the database file at path. ":memory:" works
  * for tests. A database written by a newer build (user_version above
- * sto_schema_version()) is refused with HPO_ESTORAGE, untouched. */
+ * sto_schema_version()) is refused with HPO_ESTORAGE, untouched. A path
+ * naming a PostgreSQL database (sto_is_database_url) opens that instead,
+ * with the same calls and rules; several connections (hpod nodes) may
+ * share it (db_internal.h says how races are decided); sync does not
+ * apply there (commits are as durable as the server makes them). */
 int sto_open(const char *path, sto_sync sync, sto_db **out);
+/* path is a postgresql:// or postgres:// URL. */
+int sto_is_database_url(const char *path);
 void sto_close(sto_db *db);
-/* The schema version this build migrates to (== PRAGMA user_version after open). */
+/* The schema version this build migrates to (== PRAGMA user_version after
+ * open; PostgreSQL keeps it in the table hpo_schema). */
 int sto_schema_version(void);
 
 /* ---- studies ---- */
@@ -308,6 +324,10 @@ int sto_trials_requeue_running(sto_db *db, int64_t study_id, int64_t *n_out);
  * HPO_ECONFLICT if the trial is finished. */
 int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot);
 int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev);
+/* A requeued trial (queued, started before) -> running on a slot, for one
+ * caller only: HPO_ECONFLICT when it is not queued (any more: another
+ * connection, another hpod on the same database, took it first). */
+int sto_trial_resume_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev);
 /* Records the best epoch (best_epoch < 0 keeps the stored one) and adds
  * add_seconds (>= 0, else HPO_EINVAL) to the training time of a trial, in
  * any state. HPO_ENOTFOUND for an unknown trial. */
@@ -397,6 +417,17 @@ int sto_model_get(sto_db *db, int64_t id, sto_model *out);
 int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size_t *n_out);
 /* The oldest queued model (any study); HPO_ENOTFOUND when none. */
 int sto_model_next_queued(sto_db *db, sto_model *out);
+/* The data of an event about a row the call itself picks (its id): a JSON
+ * object text to free(), or NULL for "{}". */
+typedef char *(*sto_event_data_fn)(void *arg, int64_t id);
+/* Claims the oldest queued model job (any study): queued -> running, in
+ * one transaction with its event (ev_type, NULL for none, with data from
+ * data(arg, id) when data is not NULL), the model as it is now in *out.
+ * Each queued model is claimed once, whatever the number of connections
+ * (hpod nodes) claiming together: on PostgreSQL a row another transaction
+ * is claiming is skipped (FOR UPDATE SKIP LOCKED). HPO_ENOTFOUND when
+ * none is queued (or all are being claimed). */
+int sto_model_claim_ev(sto_db *db, const char *ev_type, sto_event_data_fn data, void *arg, sto_model *out);
 /* queued -> running; HPO_ECONFLICT if it is finished. */
 int sto_model_start(sto_db *db, int64_t id);
 int sto_model_start_ev(sto_db *db, int64_t id, const sto_event_in *ev);

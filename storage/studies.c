@@ -18,15 +18,15 @@ const char *sto_study_state_name(sto_study_state s) {
     return (unsigned)s < STO_STUDY_N_STATES ? study_state_names[s] : "unknown";
 }
 
-static void read_study(sqlite3_stmt *s, void *out) {
+static void read_study(sto_stmt *s, void *out) {
     sto_study *st = out;
     memset(st, 0, sizeof *st);
-    st->id = sqlite3_column_int64(s, 0);
+    st->id = sto_col_int64(s, 0);
     st->name = sto_col_text(s, 1);
     st->spec = sto_col_text(s, 2);
-    st->state = (sto_study_state)sqlite3_column_int(s, 3);
-    st->created = sqlite3_column_double(s, 4);
-    st->updated = sqlite3_column_double(s, 5);
+    st->state = (sto_study_state)sto_col_int(s, 3);
+    st->created = sto_col_double(s, 4);
+    st->updated = sto_col_double(s, 5);
     st->user_attrs = sto_col_text(s, 6);
     st->note = sto_col_text(s, 7);
 }
@@ -60,11 +60,11 @@ int sto_study_create_ev(sto_db *db, const char *name, const char *spec, const st
 
 /* In the caller's transaction: the oldest study named name (0 if none). */
 static int find_by_name(sto_db *db, const char *name, int64_t *id_out) {
-    sqlite3_stmt *s = db->q[STO_Q_STUDY_BY_NAME];
+    sto_stmt *s = db->q[STO_Q_STUDY_BY_NAME];
     sto_bind_text(s, 1, name);
-    int src = sqlite3_step(s), rc = 0;
-    *id_out = src == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    if (src != SQLITE_ROW && src != SQLITE_DONE) rc = sto_db_error(db, "study by name");
+    int src = sto_step(s), rc = 0;
+    *id_out = src == STO_ROW ? sto_col_int64(s, 0) : 0;
+    if (src != STO_ROW && src != STO_DONE) rc = sto_db_error(db, "study by name");
     sto_db_done(s);
     return rc;
 }
@@ -72,14 +72,14 @@ static int find_by_name(sto_db *db, const char *name, int64_t *id_out) {
 /* In the caller's transaction: binds and steps STO_Q_STUDY_ANNOTATE or
  * STO_Q_TRIAL_ANNOTATE (?4 now for studies); HPO_ENOTFOUND if no row. */
 int sto_db_annotate_in_tx(sto_db *db, int q, int64_t id, const char *user_attrs, const char *note, double now) {
-    sqlite3_stmt *s = db->q[q];
-    sqlite3_bind_int64(s, 1, id);
+    sto_stmt *s = db->q[q];
+    sto_bind_int64(s, 1, id);
     sto_bind_text(s, 2, user_attrs);
     sto_bind_text(s, 3, note);
-    if (q == STO_Q_STUDY_ANNOTATE) sqlite3_bind_double(s, 4, now);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : sto_db_error(db, "annotate");
+    if (q == STO_Q_STUDY_ANNOTATE) sto_bind_real(s, 4, now);
+    int rc = sto_step(s) == STO_DONE ? 0 : sto_db_error(db, "annotate");
     sto_db_done(s);
-    if (rc == 0 && sqlite3_changes(db->conn) == 0) rc = HPO_ENOTFOUND;
+    if (rc == 0 && sto_sql_changes(db->conn) == 0) rc = HPO_ENOTFOUND;
     return rc;
 }
 
@@ -87,7 +87,7 @@ int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_i
                           int *created_out) {
     if (!db || !in || !in->name || !in->spec || (ev && !ev->type)) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_STUDY_INSERT];
+    sto_stmt *s = db->q[STO_Q_STUDY_INSERT];
     double now = hpo_now();
     int64_t id = 0;
     int rc = sto_db_begin(db);
@@ -105,13 +105,8 @@ int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_i
     }
     sto_bind_text(s, 1, in->name);
     sto_bind_text(s, 2, in->spec);
-    sqlite3_bind_double(s, 3, now);
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = sto_db_error(db, "study create");
-        goto fail;
-    }
-    sto_db_done(s);
-    id = sqlite3_last_insert_rowid(db->conn);
+    sto_bind_real(s, 3, now);
+    if ((rc = sto_db_insert(db, s, "study create", &id, NULL))) goto fail;
     if (in->user_attrs || in->note) {
         rc = sto_db_annotate_in_tx(db, STO_Q_STUDY_ANNOTATE, id, in->user_attrs, in->note, now);
         if (rc) goto fail;
@@ -138,11 +133,11 @@ fail:
 
 int sto_db_merge_attrs_in_tx(sto_db *db, int q_read, int64_t id, sto_attrs_fn merge, void *arg, char **out) {
     *out = NULL;
-    sqlite3_stmt *s = db->q[q_read];
-    sqlite3_bind_int64(s, 1, id);
-    int src = sqlite3_step(s);
-    char *stored = src == SQLITE_ROW ? sto_col_text(s, 0) : NULL;
-    int rc = src == SQLITE_ROW ? 0 : src == SQLITE_DONE ? HPO_ENOTFOUND : sto_db_error(db, "user_attrs");
+    sto_stmt *s = db->q[q_read];
+    sto_bind_int64(s, 1, id);
+    int src = sto_step(s);
+    char *stored = src == STO_ROW ? sto_col_text(s, 0) : NULL;
+    int rc = src == STO_ROW ? 0 : src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, "user_attrs");
     sto_db_done(s);
     if (rc == 0 && merge) rc = merge(arg, stored ? stored : "{}", out);
     free(stored);
@@ -176,8 +171,8 @@ int sto_study_annotate(sto_db *db, int64_t id, sto_attrs_fn merge, void *arg, co
 int sto_study_get(sto_db *db, int64_t id, sto_study *out) {
     if (!db || !out) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_STUDY_GET];
-    sqlite3_bind_int64(s, 1, id);
+    sto_stmt *s = db->q[STO_Q_STUDY_GET];
+    sto_bind_int64(s, 1, id);
     int rc = sto_db_row(db, s, read_study, out, "study get");
     sto_db_unlock(db);
     return rc;
@@ -199,18 +194,18 @@ int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state) {
 int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev) {
     if (!db || (unsigned)state >= STO_STUDY_N_STATES) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_STUDY_SET_STATE];
+    sto_stmt *s = db->q[STO_Q_STUDY_SET_STATE];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int(s, 2, (int)state);
-    sqlite3_bind_double(s, 3, hpo_now());
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    sto_bind_int64(s, 1, id);
+    sto_bind_int64(s, 2, (int)state);
+    sto_bind_real(s, 3, hpo_now());
+    if (sto_step(s) != STO_DONE) {
         rc = sto_db_error(db, "study set state");
         goto fail;
     }
     sto_db_done(s);
-    if (sqlite3_changes(db->conn) == 0) {
+    if (sto_sql_changes(db->conn) == 0) {
         rc = HPO_ENOTFOUND;
         goto fail;
     }

@@ -15,16 +15,16 @@
 /* Steps a one-row UPDATE on a trial (already bound) in its own transaction;
  * no changed row -> sto_db_trial_conflict() (or HPO_ENOTFOUND if
  * conflict_possible is 0). */
-static int trial_update(sto_db *db, sqlite3_stmt *s, int64_t trial_id, int conflict_possible,
+static int trial_update(sto_db *db, sto_stmt *s, int64_t trial_id, int conflict_possible,
                         const sto_event_in *ev, const char *what) {
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    if (sto_step(s) != STO_DONE) {
         rc = sto_db_error(db, what);
         goto fail;
     }
     sto_db_done(s);
-    if (sqlite3_changes(db->conn) == 0) {
+    if (sto_sql_changes(db->conn) == 0) {
         rc = conflict_possible ? sto_db_trial_conflict(db, trial_id) : HPO_ENOTFOUND;
         goto fail;
     }
@@ -46,8 +46,8 @@ int sto_trial_requeue(sto_db *db, int64_t trial_id) { return sto_trial_requeue_e
 int sto_trial_requeue_ev(sto_db *db, int64_t trial_id, const sto_event_in *ev) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_REQUEUE];
-    sqlite3_bind_int64(s, 1, trial_id);
+    sto_stmt *s = db->q[STO_Q_TRIAL_REQUEUE];
+    sto_bind_int64(s, 1, trial_id);
     int rc = trial_update(db, s, trial_id, 1, ev, "trial requeue");
     sto_db_unlock(db);
     return rc;
@@ -56,18 +56,18 @@ int sto_trial_requeue_ev(sto_db *db, int64_t trial_id, const sto_event_in *ev) {
 int sto_trials_requeue_running(sto_db *db, int64_t study_id, int64_t *n_out) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIALS_REQUEUE_RUNNING];
+    sto_stmt *s = db->q[STO_Q_TRIALS_REQUEUE_RUNNING];
     int64_t n = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, study_id);
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    sto_bind_int64(s, 1, study_id);
+    if (sto_step(s) != STO_DONE) {
         rc = sto_db_error(db, "trials requeue running");
         goto fail;
     }
-    n = sqlite3_changes(db->conn);
+    n = sto_sql_changes(db->conn);
     sto_db_done(s);
     if (n > 0 && (rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, hpo_now()))) goto fail;
     rc = sto_db_commit(db);
@@ -91,11 +91,22 @@ int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot) {
 int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_START];
-    sqlite3_bind_int64(s, 1, trial_id);
+    sto_stmt *s = db->q[STO_Q_TRIAL_START];
+    sto_bind_int64(s, 1, trial_id);
     sto_bind_text(s, 2, slot);
-    sqlite3_bind_double(s, 3, hpo_now());
+    sto_bind_real(s, 3, hpo_now());
     int rc = trial_update(db, s, trial_id, 1, ev, "trial start");
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_resume_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev) {
+    if (!db) return HPO_EINVAL;
+    sto_db_lock(db);
+    sto_stmt *s = db->q[STO_Q_TRIAL_RESUME];
+    sto_bind_int64(s, 1, trial_id);
+    sto_bind_text(s, 2, slot);
+    int rc = trial_update(db, s, trial_id, 1, ev, "trial resume");
     sto_db_unlock(db);
     return rc;
 }
@@ -103,10 +114,10 @@ int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto
 int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, double add_seconds) {
     if (!db || !(add_seconds >= 0)) return HPO_EINVAL; /* also refuses NaN */
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_SET_TRAINING];
-    sqlite3_bind_int64(s, 1, trial_id);
-    sqlite3_bind_int64(s, 2, best_epoch);
-    sqlite3_bind_double(s, 3, add_seconds);
+    sto_stmt *s = db->q[STO_Q_TRIAL_SET_TRAINING];
+    sto_bind_int64(s, 1, trial_id);
+    sto_bind_int64(s, 2, best_epoch);
+    sto_bind_real(s, 3, add_seconds);
     int rc = trial_update(db, s, trial_id, 0, NULL, "trial set training");
     sto_db_unlock(db);
     return rc;
@@ -121,14 +132,14 @@ int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
                      const sto_event_in *ev) {
     if (!db || execution < 0 || epoch < 0) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_EPOCH_PUT];
+    sto_stmt *s = db->q[STO_Q_EPOCH_PUT];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, trial_id);
-    sqlite3_bind_int(s, 2, execution);
-    sqlite3_bind_int64(s, 3, epoch);
+    sto_bind_int64(s, 1, trial_id);
+    sto_bind_int64(s, 2, execution);
+    sto_bind_int64(s, 3, epoch);
     sto_bind_text(s, 4, metrics ? metrics : "{}");
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    if (sto_step(s) != STO_DONE) {
         rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "epoch put");
         goto fail;
     }
@@ -156,20 +167,20 @@ void sto_epoch_list_free(sto_epoch *list, size_t n) {
     free(list);
 }
 
-static void read_epoch(sqlite3_stmt *s, void *out) {
+static void read_epoch(sto_stmt *s, void *out) {
     sto_epoch *e = out;
-    e->execution = sqlite3_column_int(s, 0);
-    e->epoch = sqlite3_column_int64(s, 1);
+    e->execution = sto_col_int(s, 0);
+    e->epoch = sto_col_int64(s, 1);
     e->metrics = sto_col_text(s, 2);
 }
 
 int sto_trial_epochs(sto_db *db, int64_t trial_id, sto_epoch **out, size_t *n_out) {
     if (!db || !out || !n_out) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_EPOCHS_TRIAL];
+    sto_stmt *s = db->q[STO_Q_EPOCHS_TRIAL];
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
     if (rc == 0) {
-        sqlite3_bind_int64(s, 1, trial_id);
+        sto_bind_int64(s, 1, trial_id);
         rc = sto_db_rows(db, s, sizeof **out, read_epoch, clear_epoch, "trial epochs", (void **)out, n_out);
     }
     sto_db_unlock(db);

@@ -41,7 +41,7 @@ void sto_trial_list_free(sto_trial *list, size_t n) {
 static void clear_trial(void *t) { sto_trial_clear(t); }
 
 /* Every row (STO_TRIAL_COLS) of a bound statement, as a new list. */
-static int collect_trials(sto_db *db, sqlite3_stmt *s, const char *what, sto_trial **out,
+static int collect_trials(sto_db *db, sto_stmt *s, const char *what, sto_trial **out,
                           size_t *n_out) {
     return sto_db_rows(db, s, sizeof **out, sto_db_read_trial, clear_trial, what, (void **)out, n_out);
 }
@@ -50,24 +50,17 @@ int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double le
                      int64_t *trial_id_out, int64_t *number_out) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_INSERT];
+    sto_stmt *s = db->q[STO_Q_TRIAL_INSERT];
     double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, study_id);
+    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    sto_bind_int64(s, 1, study_id);
     sto_bind_text(s, 2, params ? params : "{}");
-    sqlite3_bind_double(s, 3, now);
-    sqlite3_bind_double(s, 4, lease_expires > 0 ? lease_expires : 0);
-    if (sqlite3_step(s) != SQLITE_ROW) {
-        rc = sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, "trial create");
-        goto fail;
-    }
-    int64_t id = sqlite3_column_int64(s, 0), number = sqlite3_column_int64(s, 1);
-    if (sqlite3_step(s) != SQLITE_DONE) { /* RETURNING: finish the statement */
-        rc = sto_db_error(db, "trial create");
-        goto fail;
-    }
-    sto_db_done(s);
+    sto_bind_real(s, 3, now);
+    sto_bind_real(s, 4, lease_expires > 0 ? lease_expires : 0);
+    int64_t id = 0, number = 0;
+    if ((rc = sto_db_insert(db, s, "trial create", &id, &number))) goto fail;
     rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now);
     if (rc) goto fail;
     rc = sto_db_commit(db);
@@ -91,8 +84,8 @@ int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *a
 int sto_trial_get(sto_db *db, int64_t trial_id, sto_trial *out) {
     if (!db || !out) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_GET];
-    sqlite3_bind_int64(s, 1, trial_id);
+    sto_stmt *s = db->q[STO_Q_TRIAL_GET];
+    sto_bind_int64(s, 1, trial_id);
     int rc = sto_db_row(db, s, sto_db_read_trial, out, "trial get");
     sto_db_unlock(db);
     return rc;
@@ -108,13 +101,13 @@ int sto_trial_list(sto_db *db, int64_t study_id, const sto_trial_filter *f, sto_
         return HPO_EINVAL;
     int variant = (f->state >= 0) * 4 + (f->order == STO_ORDER_VALUE) * 2 + (f->descending != 0);
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_LIST + variant];
+    sto_stmt *s = db->q[STO_Q_TRIAL_LIST + variant];
     int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
     if (rc) goto done;
-    sqlite3_bind_int64(s, 1, study_id);
-    if (f->state >= 0) sqlite3_bind_int(s, 2, f->state);
-    sqlite3_bind_int64(s, 3, f->limit > 0 ? f->limit : -1); /* LIMIT -1: none */
-    sqlite3_bind_int64(s, 4, f->offset);
+    sto_bind_int64(s, 1, study_id);
+    if (f->state >= 0) sto_bind_int64(s, 2, f->state);
+    sto_bind_int64(s, 3, f->limit > 0 ? f->limit : INT64_MAX); /* none */
+    sto_bind_int64(s, 4, f->offset);
     rc = collect_trials(db, s, "trial list", out, n_out);
 done:
     sto_db_done(s);
@@ -126,18 +119,18 @@ int sto_trial_counts(sto_db *db, int64_t study_id, int64_t counts[STO_TRIAL_N_ST
     if (!db || !counts) return HPO_EINVAL;
     int64_t c[STO_TRIAL_N_STATES] = {0};
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[study_id < 0 ? STO_Q_TRIAL_COUNTS_ALL : STO_Q_TRIAL_COUNTS_STUDY];
+    sto_stmt *s = db->q[study_id < 0 ? STO_Q_TRIAL_COUNTS_ALL : STO_Q_TRIAL_COUNTS_STUDY];
     int rc = 0, src;
     if (study_id >= 0) {
         rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
         if (rc) goto done;
-        sqlite3_bind_int64(s, 1, study_id);
+        sto_bind_int64(s, 1, study_id);
     }
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        int state = sqlite3_column_int(s, 0);
-        if (state >= 0 && state < STO_TRIAL_N_STATES) c[state] = sqlite3_column_int64(s, 1);
+    while ((src = sto_step(s)) == STO_ROW) {
+        int state = sto_col_int(s, 0);
+        if (state >= 0 && state < STO_TRIAL_N_STATES) c[state] = sto_col_int64(s, 1);
     }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, "trial counts");
+    if (src != STO_DONE) rc = sto_db_error(db, "trial counts");
 done:
     sto_db_done(s);
     sto_db_unlock(db);
@@ -148,14 +141,14 @@ done:
 int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models) {
     if (!db || !trials || !models) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_JOBS_QUEUED];
-    sqlite3_bind_int(s, 1, STO_TRIAL_QUEUED);
-    sqlite3_bind_int(s, 2, STO_STUDY_RUNNING);
-    sqlite3_bind_int(s, 3, STO_MODEL_QUEUED);
+    sto_stmt *s = db->q[STO_Q_JOBS_QUEUED];
+    sto_bind_int64(s, 1, STO_TRIAL_QUEUED);
+    sto_bind_int64(s, 2, STO_STUDY_RUNNING);
+    sto_bind_int64(s, 3, STO_MODEL_QUEUED);
     int rc = 0;
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        *trials = sqlite3_column_int64(s, 0);
-        *models = sqlite3_column_int64(s, 1);
+    if (sto_step(s) == STO_ROW) {
+        *trials = sto_col_int64(s, 0);
+        *models = sto_col_int64(s, 1);
     } else {
         rc = sto_db_error(db, "jobs queued");
     }
@@ -168,25 +161,25 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires) {
     if (!db || step < 0) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *up = db->q[STO_Q_TRIAL_REPORT], *put = db->q[STO_Q_INTERMEDIATE_PUT];
+    sto_stmt *up = db->q[STO_Q_TRIAL_REPORT], *put = db->q[STO_Q_INTERMEDIATE_PUT];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(up, 1, trial_id);
-    sqlite3_bind_int64(up, 2, step);
+    sto_bind_int64(up, 1, trial_id);
+    sto_bind_int64(up, 2, step);
     sto_bind_real(up, 3, value);
-    sqlite3_bind_double(up, 4, lease_expires);
-    if (sqlite3_step(up) != SQLITE_DONE) {
+    sto_bind_real(up, 4, lease_expires);
+    if (sto_step(up) != STO_DONE) {
         rc = sto_db_error(db, "trial report");
         goto fail;
     }
-    if (sqlite3_changes(db->conn) == 0) {
+    if (sto_sql_changes(db->conn) == 0) {
         rc = sto_db_trial_conflict(db, trial_id);
         goto fail;
     }
-    sqlite3_bind_int64(put, 1, trial_id);
-    sqlite3_bind_int64(put, 2, step);
+    sto_bind_int64(put, 1, trial_id);
+    sto_bind_int64(put, 2, step);
     sto_bind_real(put, 3, value);
-    if (sqlite3_step(put) != SQLITE_DONE) {
+    if (sto_step(put) != STO_DONE) {
         rc = sto_db_error(db, "trial report: intermediate");
         goto fail;
     }
@@ -214,20 +207,20 @@ int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
     size_t n = 0, cap = 0;
     int src;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_INTERMEDIATES_TRIAL];
+    sto_stmt *s = db->q[STO_Q_INTERMEDIATES_TRIAL];
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
     if (rc) goto done;
-    sqlite3_bind_int64(s, 1, trial_id);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+    sto_bind_int64(s, 1, trial_id);
+    while ((src = sto_step(s)) == STO_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 32;
             steps = hpo_xrealloc(steps, cap * sizeof *steps);
             values = hpo_xrealloc(values, cap * sizeof *values);
         }
-        steps[n] = sqlite3_column_int64(s, 0);
+        steps[n] = sto_col_int64(s, 0);
         values[n++] = sto_col_real(s, 1);
     }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, "trial intermediates");
+    if (src != STO_DONE) rc = sto_db_error(db, "trial intermediates");
 done:
     sto_db_done(s);
     sto_db_unlock(db);
@@ -255,20 +248,20 @@ int sto_study_intermediates(sto_db *db, int64_t study_id,
     size_t n = 0, cap = 0;
     int src;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_INTERMEDIATES_STUDY];
+    sto_stmt *s = db->q[STO_Q_INTERMEDIATES_STUDY];
     int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
     if (rc) goto done;
-    sqlite3_bind_int64(s, 1, study_id);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+    sto_bind_int64(s, 1, study_id);
+    while ((src = sto_step(s)) == STO_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             rows = hpo_xrealloc(rows, cap * sizeof *rows);
         }
-        rows[n].number = sqlite3_column_int64(s, 0);
-        rows[n].step = sqlite3_column_int64(s, 1);
+        rows[n].number = sto_col_int64(s, 0);
+        rows[n].step = sto_col_int64(s, 1);
         rows[n++].value = sto_col_real(s, 2);
     }
-    if (src != SQLITE_DONE) rc = sto_db_error(db, "study intermediates");
+    if (src != STO_DONE) rc = sto_db_error(db, "study intermediates");
 done:
     sto_db_done(s);
     sto_db_unlock(db);
@@ -288,22 +281,22 @@ int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, dou
                 state != STO_TRIAL_FAILED && state != STO_TRIAL_CANCELLED))
         return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_FINISH];
+    sto_stmt *s = db->q[STO_Q_TRIAL_FINISH];
     double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, trial_id);
-    sqlite3_bind_int(s, 2, (int)state);
+    sto_bind_int64(s, 1, trial_id);
+    sto_bind_int64(s, 2, (int)state);
     sto_bind_real(s, 3, value);
     sto_bind_real(s, 4, value_std);
-    sqlite3_bind_int(s, 5, value_n);
+    sto_bind_int64(s, 5, value_n);
     sto_bind_text(s, 6, error);
-    sqlite3_bind_double(s, 7, now);
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    sto_bind_real(s, 7, now);
+    if (sto_step(s) != STO_DONE) {
         rc = sto_db_error(db, "trial finish");
         goto fail;
     }
-    if (sqlite3_changes(db->conn) == 0) {
+    if (sto_sql_changes(db->conn) == 0) {
         rc = sto_db_trial_conflict(db, trial_id);
         goto fail;
     }
@@ -328,10 +321,10 @@ int sto_trials_expire(sto_db *db, double now, sto_trial **out, size_t *n_out) {
     sto_trial *list = NULL;
     size_t n = 0;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_EXPIRE];
+    sto_stmt *s = db->q[STO_Q_TRIAL_EXPIRE];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_double(s, 1, now);
+    sto_bind_real(s, 1, now);
     rc = collect_trials(db, s, "trials expire", &list, &n);
     if (rc) goto fail;
     sto_db_done(s);

@@ -2,24 +2,14 @@
  * enqueued with fixed parameters, handed out later (queued -> running with
  * the completed parameters), and finished trials added whole with their
  * intermediate values (add_trial, an imported study). Numbering is the one
- * of sto_trial_create: the next number of the study, inside one statement
- * of one IMMEDIATE transaction. Each change moves the study's updated time
+ * of sto_trial_create: the study's row locked (sto_db_lock_study), then
+ * the next number of the study inside one statement. Each change moves the study's updated time
  * and stores its event, in the same transaction. */
 #include "db_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Steps an INSERT ... RETURNING id, number (bound) inside the transaction. */
-static int insert_returning(sto_db *db, sqlite3_stmt *s, const char *what, int64_t *id, int64_t *number) {
-    if (sqlite3_step(s) != SQLITE_ROW) return sto_db_is_fk_error(db) ? HPO_ENOTFOUND : sto_db_error(db, what);
-    *id = sqlite3_column_int64(s, 0);
-    *number = sqlite3_column_int64(s, 1);
-    if (sqlite3_step(s) != SQLITE_DONE) return sto_db_error(db, what); /* RETURNING: finish it */
-    sto_db_done(s);
-    return 0;
-}
 
 /* The end of a new trial's transaction: the study's updated time, the
  * event (ev's data, or {"trial_id", "number", "state"} when it has none)
@@ -41,15 +31,16 @@ int sto_trial_enqueue_ev(sto_db *db, int64_t study_id, const char *params, const
                          int64_t *trial_id_out, int64_t *number_out) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_ENQUEUE];
+    sto_stmt *s = db->q[STO_Q_TRIAL_ENQUEUE];
     double now = hpo_now();
     int64_t id = 0, number = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, study_id);
+    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    sto_bind_int64(s, 1, study_id);
     sto_bind_text(s, 2, params ? params : "{}");
-    sqlite3_bind_double(s, 3, now);
-    if ((rc = insert_returning(db, s, "trial enqueue", &id, &number))) goto fail;
+    sto_bind_real(s, 3, now);
+    if ((rc = sto_db_insert(db, s, "trial enqueue", &id, &number))) goto fail;
     if ((rc = commit_new(db, study_id, id, number, STO_TRIAL_QUEUED, ev, now))) goto fail;
     sto_db_unlock(db);
     if (trial_id_out) *trial_id_out = id;
@@ -66,21 +57,21 @@ int sto_trial_hand_out_ev(sto_db *db, int64_t trial_id, const char *params, doub
                           const char *slot, const sto_event_in *ev) {
     if (!db || !params) return HPO_EINVAL;
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_HAND_OUT];
+    sto_stmt *s = db->q[STO_Q_TRIAL_HAND_OUT];
     double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, trial_id);
+    sto_bind_int64(s, 1, trial_id);
     sto_bind_text(s, 2, params);
-    sqlite3_bind_double(s, 3, now);
-    sqlite3_bind_double(s, 4, lease_expires > 0 ? lease_expires : 0);
+    sto_bind_real(s, 3, now);
+    sto_bind_real(s, 4, lease_expires > 0 ? lease_expires : 0);
     sto_bind_text(s, 5, slot);
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    if (sto_step(s) != STO_DONE) {
         rc = sto_db_error(db, "trial hand out");
         goto fail;
     }
     sto_db_done(s);
-    if (sqlite3_changes(db->conn) == 0) {
+    if (sto_sql_changes(db->conn) == 0) {
         rc = sto_db_trial_conflict(db, trial_id);
         goto fail;
     }
@@ -117,30 +108,31 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
     int value_n = isnan(value) ? 0 : in->value_n < 1 ? 1 : in->value_n;
     double now = hpo_now();
     sto_db_lock(db);
-    sqlite3_stmt *s = db->q[STO_Q_TRIAL_ADD], *put = db->q[STO_Q_INTERMEDIATE_PUT];
+    sto_stmt *s = db->q[STO_Q_TRIAL_ADD], *put = db->q[STO_Q_INTERMEDIATE_PUT];
     int64_t id = 0, number = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    sqlite3_bind_int64(s, 1, study_id);
-    sqlite3_bind_int(s, 2, (int)in->state);
+    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    sto_bind_int64(s, 1, study_id);
+    sto_bind_int64(s, 2, (int)in->state);
     sto_bind_text(s, 3, in->params ? in->params : "{}");
     sto_bind_real(s, 4, value);
     sto_bind_real(s, 5, in->value_std);
-    sqlite3_bind_int(s, 6, value_n);
-    sqlite3_bind_int64(s, 7, last_step);
+    sto_bind_int64(s, 6, value_n);
+    sto_bind_int64(s, 7, last_step);
     sto_bind_real(s, 8, last_value);
-    sqlite3_bind_double(s, 9, now);
-    sqlite3_bind_double(s, 10, in->started > 0 ? in->started : now);
-    sqlite3_bind_double(s, 11, in->finished > 0 ? in->finished : now);
+    sto_bind_real(s, 9, now);
+    sto_bind_real(s, 10, in->started > 0 ? in->started : now);
+    sto_bind_real(s, 11, in->finished > 0 ? in->finished : now);
     sto_bind_text(s, 12, in->error);
     sto_bind_text(s, 13, in->user_attrs);
     sto_bind_text(s, 14, in->note);
-    if ((rc = insert_returning(db, s, "trial add", &id, &number))) goto fail;
+    if ((rc = sto_db_insert(db, s, "trial add", &id, &number))) goto fail;
     for (size_t i = 0; i < in->n_steps; i++) {
-        sqlite3_bind_int64(put, 1, id);
-        sqlite3_bind_int64(put, 2, in->steps[i]);
+        sto_bind_int64(put, 1, id);
+        sto_bind_int64(put, 2, in->steps[i]);
         sto_bind_real(put, 3, in->step_values[i]);
-        if (sqlite3_step(put) != SQLITE_DONE) {
+        if (sto_step(put) != STO_DONE) {
             rc = sto_db_error(db, "trial add: intermediate");
             goto fail;
         }

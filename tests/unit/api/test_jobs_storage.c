@@ -45,21 +45,12 @@ static json_t *call(const char *method, const char *path, const char *body, int 
     return j;
 }
 
-/* One value read straight from the connection. It takes the storage lock
- * as every sto_* function does: the connection is opened NOMUTEX, and a
- * worker thread may be using it (test_deleted_study_job_stores_nothing
- * polls while one trains; without the lock SQLite's heap was corrupted
- * once in a few TSan runs). */
+/* One value read straight from the database (sto_db_query_int takes the
+ * storage lock as every sto_* function does: a worker thread may be using
+ * the connection while test_deleted_study_job_stores_nothing polls). */
 static int64_t raw_int(const char *sql) {
-    sqlite3_stmt *s = NULL;
-    sto_db_lock(db);
-    int prepared = sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL);
-    int stepped = prepared == SQLITE_OK ? sqlite3_step(s) : prepared;
-    int64_t v = stepped == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    sqlite3_finalize(s);
-    sto_db_unlock(db);
-    assert_int_equal(prepared, SQLITE_OK);
-    assert_int_equal(stepped, SQLITE_ROW);
+    int64_t v = 0;
+    assert_int_equal(sto_db_query_int(db, sql, &v), 0);
     return v;
 }
 

@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "api_internal.h"
 #include "db_internal.h"
 
@@ -102,11 +104,11 @@ static void test_tick_cost_flat_in_external_studies(void **state) {
     api_job busy;
     assert_int_equal(api_jobs_next(ctx, "cpu:0", &busy), 0); /* running, never run: the slot is busy */
     assert_int_equal(busy.kind, API_JOB_TRIAL);
-    sqlite3_trace_v2(db->conn, SQLITE_TRACE_STMT | SQLITE_TRACE_ROW, on_trace, NULL);
+    sqlite3_trace_v2(sto_sql_sqlite(db->conn), SQLITE_TRACE_STMT | SQLITE_TRACE_ROW, on_trace, NULL);
 
     long s0 = 0, r0 = 0, s1 = 0, r1 = 0;
     double t0 = measure(&busy, &s0, &r0);
-    sqlite3_trace_v2(db->conn, 0, NULL, NULL);
+    sqlite3_trace_v2(sto_sql_sqlite(db->conn), 0, NULL, NULL);
     char body[256];
     for (int i = 0; i < EXTERNAL; i++) {
         /* a third with a max_seconds deadline (not due: deadlines.c keeps them in a heap) */
@@ -121,9 +123,9 @@ static void test_tick_cost_flat_in_external_studies(void **state) {
             post(path, "{}", 200);
         }
     }
-    sqlite3_trace_v2(db->conn, SQLITE_TRACE_STMT | SQLITE_TRACE_ROW, on_trace, NULL);
+    sqlite3_trace_v2(sto_sql_sqlite(db->conn), SQLITE_TRACE_STMT | SQLITE_TRACE_ROW, on_trace, NULL);
     double t1 = measure(&busy, &s1, &r1);
-    sqlite3_trace_v2(db->conn, 0, NULL, NULL);
+    sqlite3_trace_v2(sto_sql_sqlite(db->conn), 0, NULL, NULL);
 
     printf("scheduler pass, 1 embedded study running:\n");
     printf("  %5d external studies: %3ld statements, %3ld rows, %8.1f us\n", 0, s0, r0, t0 * 1e6);

@@ -18,7 +18,7 @@
 #include "storage.h"
 #include "storage/sto_testutil.h"
 
-static int64_t count(sto_db *db, const char *sql) { return sto_test_int(db->conn, sql); }
+static int64_t count(sto_db *db, const char *sql) { return sto_test_int(db, sql); }
 
 /* sto_attrs_fn: replaces the stored text with arg, noting what was stored. */
 static char seen[256];
@@ -36,7 +36,7 @@ static int refuse(void *arg, const char *stored, char **out) {
 static void test_study_annotate(void **state) {
     (void)state;
     sto_db *db;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
     int64_t id, other;
     assert_int_equal(sto_study_create(db, "a", "{}", &id), 0);
     assert_int_equal(sto_study_create(db, "b", "{}", &other), 0);
@@ -46,7 +46,7 @@ static void test_study_annotate(void **state) {
     assert_string_equal(s.note, "");
     sto_study_clear(&s);
 
-    assert_int_equal(sqlite3_exec(db->conn, "UPDATE studies SET updated = 1", NULL, NULL, NULL), SQLITE_OK);
+    sto_test_exec(db, "UPDATE studies SET updated = 1");
     sto_event_in ev = {"study_updated", "{\"fields\":[\"user_attrs\"]}"};
     assert_int_equal(sto_study_annotate(db, id, set_to, "{\"k\":1}", NULL, &ev), 0);
     assert_string_equal(seen, "{}"); /* the merge saw what was stored */
@@ -90,12 +90,12 @@ static void test_study_annotate(void **state) {
 static void test_trial_annotate(void **state) {
     (void)state;
     sto_db *db;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
     int64_t sid, tid;
     assert_int_equal(sto_study_create(db, "a", "{}", &sid), 0);
     assert_int_equal(sto_trial_create(db, sid, "{}", 0, &tid, NULL), 0);
     assert_int_equal(sto_trial_finish(db, tid, STO_TRIAL_COMPLETE, 1, 0, 1, NULL), 0);
-    assert_int_equal(sqlite3_exec(db->conn, "UPDATE studies SET updated = 1", NULL, NULL, NULL), SQLITE_OK);
+    sto_test_exec(db, "UPDATE studies SET updated = 1");
     sto_event_in ev = {"trial_updated", NULL};
     /* any state: a finished trial gets its note */
     assert_int_equal(sto_trial_annotate(db, tid, set_to, "{\"gpu\":\"a100\"}", "good run", &ev), 0);
@@ -125,7 +125,7 @@ static void test_trial_annotate(void **state) {
 static void test_create_with(void **state) {
     (void)state;
     sto_db *db;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
     sto_event_in ev = {"study_created", NULL};
     /* names are not unique: two plain creates make two studies */
     int64_t first, second, got;

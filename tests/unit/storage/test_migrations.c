@@ -14,11 +14,21 @@
 #include <math.h>
 #include <string.h>
 
+#include <sqlite3.h>
+
 #include "db_internal.h"
 #include "storage.h"
 #include "storage/sto_testutil.h"
 
-#define raw_int sto_test_int /* a raw connection's single integer answer */
+/* A raw connection's single integer answer. */
+static int64_t raw_int(sqlite3 *c, const char *sql) {
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_prepare_v2(c, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
 
 static int has_object(sqlite3 *c, const char *type, const char *name) {
     char sql[256];
@@ -91,18 +101,18 @@ static void test_fresh_and_reopen(void **state) {
     assert_true(sto_schema_version() >= 2);
     sto_db *db = NULL;
     assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
-    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "PRAGMA user_version"), sto_schema_version());
     for (size_t i = 0; i < HPO_ARRAY_LEN(tables); i++)
-        assert_int_equal(has_object(db->conn, "table", tables[i]), 1);
+        assert_int_equal(has_object(sto_sql_sqlite(db->conn), "table", tables[i]), 1);
     for (size_t i = 0; i < HPO_ARRAY_LEN(indexes); i++)
-        assert_int_equal(has_object(db->conn, "index", indexes[i]), 1);
+        assert_int_equal(has_object(sto_sql_sqlite(db->conn), "index", indexes[i]), 1);
     struct fixture f;
     write_data(db, &f);
     sto_close(db);
 
     for (int round = 0; round < 2; round++) {
         assert_int_equal(sto_open(tmp.db, round ? STO_SYNC_FULL : STO_SYNC_NORMAL, &db), 0);
-        assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+        assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "PRAGMA user_version"), sto_schema_version());
         check_data(db, &f, 2 + round); /* each round adds one cancelled trial */
         int64_t c[STO_TRIAL_N_STATES];
         assert_int_equal(sto_trial_counts(db, f.study, c), 0);
@@ -137,11 +147,11 @@ static void test_old_version_is_migrated(void **state) {
     sqlite3_close(raw);
 
     assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
-    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "PRAGMA user_version"), sto_schema_version());
     for (size_t i = 0; i < HPO_ARRAY_LEN(indexes); i++)
-        assert_int_equal(has_object(db->conn, "index", indexes[i]), 1);
+        assert_int_equal(has_object(sto_sql_sqlite(db->conn), "index", indexes[i]), 1);
     check_data(db, &f, 2);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_integrity_check"
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM pragma_integrity_check"
                                        " WHERE integrity_check <> 'ok'"),
                      0);
     sto_close(db);
@@ -174,11 +184,11 @@ static void test_v2_is_migrated_to_v3(void **state) {
     sqlite3_close(raw);
 
     assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
-    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "PRAGMA user_version"), sto_schema_version());
     for (size_t i = 0; i < HPO_ARRAY_LEN(tables); i++)
-        assert_int_equal(has_object(db->conn, "table", tables[i]), 1);
+        assert_int_equal(has_object(sto_sql_sqlite(db->conn), "table", tables[i]), 1);
     for (size_t i = 0; i < HPO_ARRAY_LEN(indexes); i++)
-        assert_int_equal(has_object(db->conn, "index", indexes[i]), 1);
+        assert_int_equal(has_object(sto_sql_sqlite(db->conn), "index", indexes[i]), 1);
     /* Old rows read with the defaults of the new columns. */
     sto_trial t;
     assert_int_equal(sto_trial_get(db, f.trial, &t), 0);
@@ -199,10 +209,10 @@ static void test_v2_is_migrated_to_v3(void **state) {
     sto_trial_clear(&t);
     int64_t ds;
     assert_int_equal(sto_dataset_create(db, "d", "csv", "p", "{}", 1, 2, &ds), 0);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_integrity_check"
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM pragma_integrity_check"
                                        " WHERE integrity_check <> 'ok'"),
                      0);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_foreign_key_check"), 0);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM pragma_foreign_key_check"), 0);
     sto_close(db);
     /* Reopening a v3 database runs no step and keeps everything. */
     assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
@@ -273,23 +283,23 @@ static void test_v4_is_migrated_to_v5(void **state) {
     sqlite3_close(raw);
 
     assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
-    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
-    assert_int_equal(raw_int(db->conn, "PRAGMA foreign_keys"), 1); /* back on after the rebuild */
-    assert_int_equal(table_sql_has(db->conn, "studies", "AUTOINCREMENT"), 1);
-    assert_int_equal(table_sql_has(db->conn, "trials", "AUTOINCREMENT"), 1);
-    assert_int_equal(has_object(db->conn, "table", "new_studies"), 0);
-    assert_int_equal(has_object(db->conn, "table", "new_trials"), 0);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "PRAGMA user_version"), sto_schema_version());
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "PRAGMA foreign_keys"), 1); /* back on after the rebuild */
+    assert_int_equal(table_sql_has(sto_sql_sqlite(db->conn), "studies", "AUTOINCREMENT"), 1);
+    assert_int_equal(table_sql_has(sto_sql_sqlite(db->conn), "trials", "AUTOINCREMENT"), 1);
+    assert_int_equal(has_object(sto_sql_sqlite(db->conn), "table", "new_studies"), 0);
+    assert_int_equal(has_object(sto_sql_sqlite(db->conn), "table", "new_trials"), 0);
     for (size_t i = 0; i < HPO_ARRAY_LEN(tables); i++)
-        assert_int_equal(has_object(db->conn, "table", tables[i]), 1);
+        assert_int_equal(has_object(sto_sql_sqlite(db->conn), "table", tables[i]), 1);
     for (size_t i = 0; i < HPO_ARRAY_LEN(indexes); i++)
-        assert_int_equal(has_object(db->conn, "index", indexes[i]), 1);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_integrity_check"
+        assert_int_equal(has_object(sto_sql_sqlite(db->conn), "index", indexes[i]), 1);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM pragma_integrity_check"
                                        " WHERE integrity_check <> 'ok'"),
                      0);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_foreign_key_check"), 0);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM pragma_foreign_key_check"), 0);
     /* the sequence starts past every known id */
-    assert_true(raw_int(db->conn, "SELECT seq FROM sqlite_sequence WHERE name = 'studies'") >= f.study);
-    assert_int_equal(raw_int(db->conn, "SELECT seq FROM sqlite_sequence WHERE name = 'trials'"), ref_trial);
+    assert_true(raw_int(sto_sql_sqlite(db->conn), "SELECT seq FROM sqlite_sequence WHERE name = 'studies'") >= f.study);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT seq FROM sqlite_sequence WHERE name = 'trials'"), ref_trial);
     /* rows with every column */
     sto_trial t;
     assert_int_equal(sto_trial_get(db, running, &t), 0);
@@ -324,11 +334,11 @@ static void test_v4_is_migrated_to_v5(void **state) {
     assert_true(tid > ref_trial);
     /* the foreign keys point at the rebuilt tables: a delete still cascades */
     assert_int_equal(sto_study_delete(db, f.study), 0);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM trials"), 1);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM intermediates"), 0);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM epochs"), 0);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM events"), 0);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM models"), 0);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM trials"), 1);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM intermediates"), 0);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM epochs"), 0);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM events"), 0);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM models"), 0);
     assert_int_equal(sto_epoch_put(db, running, 0, 2, "{}"), HPO_ENOTFOUND);
     assert_int_equal(sto_trial_create(db, f.study, "{}", 0, NULL, NULL), HPO_ENOTFOUND);
     sto_dataset d;
@@ -366,8 +376,8 @@ static void test_v5_is_migrated_to_v6(void **state) {
     sto_close(db);
 
     assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
-    assert_int_equal(raw_int(db->conn, "PRAGMA user_version"), sto_schema_version());
-    assert_int_equal(has_object(db->conn, "index", "studies_name"), 1);
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "PRAGMA user_version"), sto_schema_version());
+    assert_int_equal(has_object(sto_sql_sqlite(db->conn), "index", "studies_name"), 1);
     check_data(db, &f, 2);
     sto_study s;
     assert_int_equal(sto_study_get(db, f.study, &s), 0);
@@ -384,7 +394,7 @@ static void test_v5_is_migrated_to_v6(void **state) {
     assert_int_equal(sto_trial_get(db, f.trial, &t), 0);
     assert_string_equal(t.user_attrs, "{\"a\":[1,2]}");
     sto_trial_clear(&t);
-    assert_int_equal(raw_int(db->conn, "SELECT COUNT(*) FROM pragma_integrity_check"
+    assert_int_equal(raw_int(sto_sql_sqlite(db->conn), "SELECT COUNT(*) FROM pragma_integrity_check"
                                        " WHERE integrity_check <> 'ok'"),
                      0);
     sto_close(db);
@@ -414,9 +424,9 @@ static void test_newer_version_is_refused(void **state) {
 /* The plan of one cached statement names the index it should use. */
 static void assert_plan_uses(sto_db *db, int q, const char *index) {
     char sql[2048];
-    snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", sqlite3_sql(db->q[q]));
+    snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", sqlite3_sql(sto_stmt_sqlite(db->q[q])));
     sqlite3_stmt *s = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(sto_sql_sqlite(db->conn), sql, -1, &s, NULL), SQLITE_OK);
     char plan[1024] = "";
     int found = 0;
     while (sqlite3_step(s) == SQLITE_ROW) {

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "sto_testutil.h"
 #include "storage.h"
+#include "sto_testutil.h"
 
 static void test_model_life_cycle(void **state) {
     sto_tmp tmp;

@@ -34,8 +34,9 @@ static int cmp_double(const void *a, const void *b) {
 
 static size_t bench_n(void) {
     const char *env = getenv("HPO_STO_BENCH_N");
-    long n = env ? strtol(env, NULL, 10) : 2000;
-    return n > 0 ? (size_t)n : 2000;
+    long dflt = sto_test_pg() ? 400 : 2000; /* PostgreSQL: each call is a few network round trips */
+    long n = env ? strtol(env, NULL, 10) : dflt;
+    return n > 0 ? (size_t)n : (size_t)dflt;
 }
 
 /* Prints the mean/p50/p99/max latency (us) of the three calls. */

@@ -13,22 +13,7 @@
 #include "storage.h"
 #include "storage/sto_testutil.h"
 
-static int64_t pragma_int(sto_db *db, const char *sql) {
-    sqlite3_stmt *s = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
-
-static void pragma_text(sto_db *db, const char *sql, char *buf, size_t cap) {
-    sqlite3_stmt *s = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db->conn, sql, -1, &s, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-    snprintf(buf, cap, "%s", (const char *)sqlite3_column_text(s, 0));
-    sqlite3_finalize(s);
-}
+static int64_t pragma_int(sto_db *db, const char *sql) { return sto_test_int(db, sql); }
 
 /* Rows of a table matching "WHERE <where>" (raw SQL, test only). */
 static int64_t count_rows(sto_db *db, const char *table, const char *where) {
@@ -37,17 +22,60 @@ static int64_t count_rows(sto_db *db, const char *table, const char *where) {
     return pragma_int(db, sql);
 }
 
-static void test_open_pragmas(void **state) {
-    (void)state;
+/* PostgreSQL: the schema version is stored, a second connection finds the
+ * schema current, and a server that is not there fails cleanly. */
+static void open_pg(void) {
     sto_tmp t;
     assert_int_equal(sto_tmp_init(&t), 0);
-    char mode[32];
+    sto_db *db = NULL, *db2 = NULL;
+    assert_int_equal(sto_open(t.db, STO_SYNC_NORMAL, &db), 0);
+    assert_true(sto_db_is_pg(db));
+    assert_int_equal(pragma_int(db, "SELECT version FROM hpo_schema"), sto_schema_version());
+    assert_int_equal(sto_open(t.db, STO_SYNC_FULL, &db2), 0);
+    assert_int_equal(pragma_int(db2, "SELECT COUNT(*) FROM hpo_schema"), 1);
+    sto_close(db2);
+    /* a newer schema is refused, untouched */
+    sto_test_exec(db, "UPDATE hpo_schema SET version = version + 1");
+    db2 = (sto_db *)&t;
+    assert_int_equal(sto_open(t.db, STO_SYNC_NORMAL, &db2), HPO_ESTORAGE);
+    assert_ptr_equal(db2, (sto_db *)&t);
+    /* the server ends the session (a restart does that too): the next
+     * call runs on a new connection, the statements prepared again */
+    int64_t sid;
+    assert_int_equal(sto_study_create(db, "before", "{}", &sid), 0);
+    char sql[200];
+    snprintf(sql, sizeof sql,
+             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s' AND pid <> pg_backend_pid()",
+             t.pg_db);
+    sto_test_pg_admin(sql);
+    sto_study st;
+    assert_int_equal(sto_study_get(db, sid, &st), 0);
+    assert_string_equal(st.name, "before");
+    sto_study_clear(&st);
+    assert_int_equal(sto_study_create(db, "after", "{}", NULL), 0);
+    sto_close(db);
+    /* port 1 on loopback: nothing listens there */
+    assert_int_equal(sto_open("postgresql://postgres@127.0.0.1:1/x", STO_SYNC_NORMAL, &db2), HPO_ESTORAGE);
+    assert_int_equal(sto_open("postgres://nobody@127.0.0.1:1/x?connect_timeout=2", STO_SYNC_NORMAL, &db2),
+                     HPO_ESTORAGE);
+    assert_ptr_equal(db2, (sto_db *)&t);
+    sto_tmp_close(&t);
+}
+
+static void test_open_pragmas(void **state) {
+    (void)state;
+    if (sto_test_pg()) {
+        open_pg();
+        return;
+    }
+    sto_tmp t;
+    assert_int_equal(sto_tmp_init(&t), 0);
 
     sto_db *db = NULL;
     assert_int_equal(sto_open(t.db, STO_SYNC_NORMAL, &db), 0);
     assert_non_null(db);
-    pragma_text(db, "PRAGMA journal_mode", mode, sizeof mode);
-    assert_string_equal(mode, "wal");
+    assert_false(sto_db_is_pg(db));
+    assert_int_equal(pragma_int(db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode()"), 1);
     assert_int_equal(pragma_int(db, "PRAGMA synchronous"), 1); /* NORMAL */
     assert_int_equal(pragma_int(db, "PRAGMA foreign_keys"), 1);
     assert_true(pragma_int(db, "PRAGMA busy_timeout") >= 1000);
@@ -77,7 +105,7 @@ static void test_open_pragmas(void **state) {
 static void test_study_crud(void **state) {
     (void)state;
     sto_db *db = NULL;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
 
     double t0 = hpo_now();
     int64_t a = -1, b = -1;
@@ -157,7 +185,7 @@ static void test_study_crud(void **state) {
 static void test_study_delete_cascades(void **state) {
     (void)state;
     sto_db *db = NULL;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
     int64_t victim, keep, tid, kid;
     assert_int_equal(sto_study_create(db, "victim", "{}", &victim), 0);
     assert_int_equal(sto_study_create(db, "keep", "{}", &keep), 0);
@@ -175,7 +203,7 @@ static void test_study_delete_cascades(void **state) {
     snprintf(where, sizeof where, "study_id = %lld", (long long)victim);
     assert_int_equal(count_rows(db, "trials", where), 5);
     assert_int_equal(count_rows(db, "events", where), 6);
-    assert_int_equal(count_rows(db, "intermediates", "1"), 15);
+    assert_int_equal(count_rows(db, "intermediates", "TRUE"), 15);
 
     assert_int_equal(sto_study_delete(db, victim), 0);
     assert_int_equal(count_rows(db, "trials", where), 0);
@@ -186,7 +214,7 @@ static void test_study_delete_cascades(void **state) {
     snprintf(where, sizeof where, "study_id = %lld", (long long)keep);
     assert_int_equal(count_rows(db, "trials", where), 5);
     assert_int_equal(count_rows(db, "events", where), 5);
-    assert_int_equal(count_rows(db, "intermediates", "1"), 5);
+    assert_int_equal(count_rows(db, "intermediates", "TRUE"), 5);
     sto_trial tr;
     assert_int_equal(sto_trial_get(db, tid, &tr), HPO_ENOTFOUND);
     assert_int_equal(sto_trial_get(db, kid, &tr), 0);
@@ -197,7 +225,7 @@ static void test_study_delete_cascades(void **state) {
 static void test_events(void **state) {
     (void)state;
     sto_db *db = NULL;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
     int64_t s1, s2, id = -7;
     assert_int_equal(sto_study_create(db, "s1", "{}", &s1), 0);
     assert_int_equal(sto_study_create(db, "s2", "{}", &s2), 0);

@@ -17,11 +17,12 @@
 
 #include "db_internal.h"
 #include "storage.h"
+#include "storage/sto_testutil.h"
 
 static sto_db *db;
 
 static void set_updated_long_ago(void) {
-    assert_int_equal(sqlite3_exec(db->conn, "UPDATE studies SET updated = 1", NULL, NULL, NULL), SQLITE_OK);
+    sto_test_exec(db, "UPDATE studies SET updated = 1");
 }
 
 static double updated_of(int64_t study) {
@@ -40,7 +41,7 @@ static sto_trial trial(int64_t id) {
 
 static void test_updated_moves_with_trials(void **state) {
     (void)state;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
     int64_t a, b, t1, t2;
     assert_int_equal(sto_study_create(db, "a", "{}", &a), 0);
     assert_int_equal(sto_study_create(db, "b", "{}", &b), 0);

@@ -14,10 +14,11 @@
 #include <string.h>
 
 #include "storage.h"
+#include "storage/sto_testutil.h"
 
 static sto_db *open_db(int64_t *sid) {
     sto_db *db = NULL;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
     assert_int_equal(sto_study_create(db, "s", "{}", sid), 0);
     return db;
 }

@@ -18,10 +18,11 @@
 
 #include "db_internal.h"
 #include "storage.h"
+#include "storage/sto_testutil.h"
 
 static sto_db *open_mem(void) {
     sto_db *db = NULL;
-    assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
+    assert_int_equal(sto_test_open(&db), 0);
     return db;
 }
 
@@ -225,14 +226,8 @@ static void test_epochs(void **state) {
     /* Deleting the study deletes the trials and their curves (cascade). */
     assert_int_equal(sto_study_delete(db, s), 0);
     assert_int_equal(sto_trial_epochs(db, t, &e, &n), HPO_ENOTFOUND);
-    sqlite3_stmt *q = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db->conn, "SELECT COUNT(*), MIN(trial_id) FROM epochs",
-                                        -1, &q, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int64(q, 0), 1); /* only the other study's */
-    assert_int_equal(sqlite3_column_int64(q, 1), u);
-    sqlite3_finalize(q);
+    assert_int_equal(sto_test_int(db, "SELECT COUNT(*) FROM epochs"), 1); /* only the other study's */
+    assert_int_equal(sto_test_int(db, "SELECT MIN(trial_id) FROM epochs"), u);
     assert_int_equal(sto_trial_epochs(db, u, &e, &n), 0);
     assert_int_equal(n, 1);
     sto_epoch_list_free(e, n);
