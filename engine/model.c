@@ -164,6 +164,10 @@ static int get_act(ctx *c, const json_t *obj, const char *key, const char *path,
 static const char *kind_names[] = {"dense", "conv2d", "maxpool2d", "global_avg_pool", "flatten", "dropout",
                                    "batchnorm", "residual", "augment", "activation"};
 
+const char *eng_layer_kind_name(int kind) {
+    return kind >= 0 && kind < (int)HPO_ARRAY_LEN(kind_names) ? kind_names[kind] : "?";
+}
+
 static int build_list(ctx *c, const json_t *arr, const char *path, int *rank, int *shape, eng_layer **out, int *n);
 
 static size_t numel(int rank, const int *s) {

@@ -222,6 +222,9 @@ int eng_model_predict(eng_model *m, const float *x, int B, float *probs);
 int eng_layer_param_views(const eng_model *m, const eng_layer *l, eng_tensor *kernel, eng_tensor *bias);
 /* Trained weights as files users can load: weights.h. */
 
+/* "dense", "conv2d", ... (the template's name of an eng_layer_kind); "?" */
+const char *eng_layer_kind_name(int kind);
+
 /* Total parameter count and a one-line summary for logs. */
 void eng_model_summary(const eng_model *m, char *buf, size_t len);
 

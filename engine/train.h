@@ -37,6 +37,13 @@
  *   training thread's MXCSR for the duration of the call (restored on
  *   return). OpenBLAS's count is process-wide: workers with different
  *   thread counts at the same time override each other.
+ * - On a CUDA device (opts.cuda, train_cuda.c) the same loop runs with its
+ *   steps on the device: the same batch order and dropout masks, metrics
+ *   summed on the device, the host model refreshed from the device at
+ *   every epoch end, so the callback, early stopping and the checkpoint
+ *   (same layout) are the CPU's; a run resumes on either. Results agree
+ *   with the CPU's to f32 rounding (sums in other orders), not bit for bit.
+ *   A NaN loss is seen at the epoch's end there, not at its step.
  * - Checkpoints are fsynced unless checkpoint_durable is 0 (hpod under
  *   --sync normal): then they survive a crash of the process, not of the
  *   machine (eng_st_writer_set_durable).
@@ -115,6 +122,11 @@ typedef struct eng_train_opts {
     eng_epoch_fn on_epoch;
     void *user;
     size_t max_bytes;       /* memory budget of the run (eng_train_mem); 0 = none */
+    /* train on CUDA device cuda_device instead of the CPU (train_cuda.c):
+     * dense models (dense, flatten, dropout, activation) in fp32 or
+     * mixed_bf16; other layers HPO_EUNSUPPORTED naming the first one */
+    int cuda;
+    int cuda_device;
 } eng_train_opts;
 
 void eng_train_opts_init(eng_train_opts *o); /* defaults: 10 epochs, batch 128, ... */

@@ -307,8 +307,10 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < n_slots; i++) {
         if (slots[i].kind != SRV_SLOT_CUDA) continue;
-        /* the GPUs are there, but the engine trains on the CPU only so far:
-         * refuse rather than run "GPU" slots on the CPU */
+        /* the GPUs are there, and the engine has a device training path for
+         * dense models (engine/train_cuda.c, used by api/job_trial.c for
+         * cuda: slots), but it has not run on a GPU yet (tests/gpu): refuse
+         * until a device session validates it */
         eng_gpu_info g;
         hpo_error gerr = {{0}, {0}};
         if (eng_gpu_info_get(slots[i].gpus[0], &g, &gerr)) snprintf(g.name, sizeof g.name, "?");

@@ -1,0 +1,257 @@
+/* test_cuda_train.c - eng_train on the device (train_cuda.c) against the
+ * same run on the CPU: an MLP on a synthetic uint8 dataset (64 values, 4
+ * classes, 640 rows, 128 of them for validation), same seed.
+ * - fp32 without dropout: every epoch's training and validation loss and
+ *   accuracy within TOL_RUN (relative) and the final weights and optimiser
+ *   state within TOL_RUN (normwise): only the order of f32 sums differs
+ *   (cuBLASLt's GEMM reductions, the device's metric sums), which a
+ *   different batch order, a missing bias or a wrong update would exceed by
+ *   orders of magnitude.
+ * - with dropout 0.3: the same, and the model's generator ends in the same
+ *   state (the same keys drawn, so the same masks).
+ * - checkpoints: 2 epochs on the GPU, the 3rd resumed on the CPU, the 4th
+ *   resumed on the GPU again, against 4 epochs on the CPU.
+ * - mixed_bf16 against the CPU's mixed_bf16 within TOL_BF16 (when the CPU
+ *   backend has bf16 GEMMs).
+ * - a conv2d model is refused with HPO_EUNSUPPORTED naming its layer.
+ * Skipped (77) without a GPU. */
+#include "gpu_test.h"
+
+#include <jansson.h>
+#include <unistd.h>
+
+#include "data.h"
+#include "model.h"
+#include "train.h"
+
+#define TOL_RUN 1e-3
+#define EPOCHS 4
+#define NI 64
+#define NK 4
+
+static eng_dataset *synth(size_t n) {
+    int64_t shape[1] = {NI};
+    eng_dataset *ds = NULL;
+    assert_int_equal(eng_dataset_new("synthetic", n, 1, shape, ENG_DATA_U8, ENG_DATA_Y_CLASS, 1, &ds), 0);
+    ds->x_scale = 1.0f / 255.0f;
+    ds->n_classes = NK;
+    uint8_t *x = ds->x;
+    hpo_rng r;
+    hpo_rng_seed(&r, 11);
+    for (size_t i = 0; i < n; i++) {
+        int c = (int)hpo_rng_below(&r, NK);
+        ds->y_class[i] = c;
+        for (int p = 0; p < NI; p++) /* a class's pixels are brighter in its quarter, plus noise */
+            x[i * NI + p] = (uint8_t)((p / (NI / NK) == c ? 120 : 40) + hpo_rng_below(&r, 100));
+    }
+    return ds;
+}
+
+typedef struct curve {
+    int n;
+    eng_metrics train[EPOCHS], val[EPOCHS];
+} curve;
+
+static int record(const eng_epoch_report *r, void *user) {
+    curve *c = user;
+    if (r->epoch >= 1 && r->epoch <= EPOCHS) {
+        c->train[r->epoch - 1] = r->train;
+        c->val[r->epoch - 1] = r->val;
+        if (r->epoch > c->n) c->n = r->epoch;
+    }
+    return 0;
+}
+
+typedef struct fx {
+    eng_dataset *ds;
+    eng_split tr, va;
+    char dir[32];
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    hpo_error err = {{0}, {0}};
+    f->ds = synth(640);
+    eng_split_spec spec = {.val_count = 128};
+    assert_int_equal(eng_split_make(f->ds, &spec, &f->tr, &f->va, &err), 0);
+    snprintf(f->dir, sizeof f->dir, "/tmp/hpo_ctrain_XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    char p[96];
+    snprintf(p, sizeof p, "%s/ckpt.safetensors", f->dir);
+    unlink(p);
+    rmdir(f->dir);
+    eng_split_clear(&f->tr);
+    eng_split_clear(&f->va);
+    eng_dataset_release(f->ds);
+    free(f);
+    return 0;
+}
+
+static eng_model *mlp(double dropout, const char *layer0) {
+    char t[512];
+    snprintf(t, sizeof t,
+             "{\"layers\":[%s{\"dense\":{\"units\":48,\"activation\":\"relu\"}},{\"dropout\":{\"rate\":%g}},"
+             "{\"dense\":{\"units\":32,\"activation\":\"gelu\"}},{\"dense\":{\"units\":%d,\"activation\":\"softmax\"}}],"
+             "\"loss\":\"sparse_categorical_crossentropy\",\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.003}}",
+             layer0, dropout, NK);
+    json_t *j = json_loads(t, 0, NULL);
+    assert_non_null(j);
+    int shape[3] = {NI, 0, 0}, rank = 1;
+    if (layer0[0]) shape[0] = 8, shape[1] = 8, shape[2] = 1, rank = 3;
+    eng_model *m = NULL;
+    hpo_error err = {{0}, {0}};
+    int rc = eng_model_new(j, NULL, rank, shape, NK, 7, &m, &err);
+    if (rc) printf("model: %s (%s)\n", err.message, err.field);
+    assert_int_equal(rc, 0);
+    json_decref(j);
+    return m;
+}
+
+static void opts(fx *f, eng_train_opts *o, int cuda, int epochs, int resume, int precision, curve *c) {
+    eng_train_opts_init(o);
+    o->epochs = epochs;
+    o->batch_size = 64;
+    o->threads = 1;
+    o->seed = 5;
+    o->prefetch = 0;
+    o->precision = precision;
+    o->cuda = cuda;
+    o->cuda_device = getenv("HPO_TEST_DEVICE") ? atoi(getenv("HPO_TEST_DEVICE")) : 0;
+    o->checkpoint_dir = resume >= 0 ? f->dir : NULL;
+    o->checkpoint_name = "ckpt.safetensors";
+    o->checkpoint_durable = 0;
+    o->resume = resume > 0;
+    o->on_epoch = record;
+    o->user = c;
+}
+
+static void train_ok(eng_model *m, fx *f, const eng_train_opts *o, eng_train_result *res) {
+    hpo_error err = {{0}, {0}};
+    int rc = eng_train(m, &f->tr, &f->va, o, res, &err);
+    if (rc) printf("eng_train (%s): %s (%s)\n", o->cuda ? "cuda" : "cpu", err.message, err.field);
+    assert_int_equal(rc, 0);
+}
+
+static void check_metric(const char *what, int epoch, double a, double r, double tol) {
+    double e = fabs(a - r) / fmax(fabs(r), 1e-12);
+    printf("  epoch %d %-30s gpu %.7f cpu %.7f max rel err %.3e (tol %.0e)%s\n", epoch, what, a, r, e, tol,
+           e <= tol ? "" : "  FAIL");
+    assert_true(e <= tol);
+}
+
+static void compare(const curve *g, const curve *c, int from, int to, double tol) {
+    for (int e = from; e < to; e++) {
+        check_metric("train loss", e + 1, g->train[e].loss, c->train[e].loss, tol);
+        check_metric("val loss", e + 1, g->val[e].loss, c->val[e].loss, tol);
+        /* accuracy: a sample or two may flip on a near tie */
+        assert_true(fabs(g->val[e].accuracy - c->val[e].accuracy) <= 2.0 / 128 + 1e-12);
+    }
+}
+
+static void compare_models(const eng_model *g, const eng_model *c, double tol) {
+    check_close("final weights", g->params, c->params, c->nparams, tol);
+    check_close("final optimiser state", g->opt_state, c->opt_state, c->nstate, tol);
+}
+
+/* the same run on both, without a checkpoint */
+static void both(fx *f, double dropout, int precision, double tol) {
+    curve cg = {0}, cc = {0};
+    eng_train_opts o;
+    eng_train_result rg, rc;
+    eng_model *mg = mlp(dropout, ""), *mc = mlp(dropout, "");
+    opts(f, &o, 1, EPOCHS, -1, precision, &cg);
+    train_ok(mg, f, &o, &rg);
+    opts(f, &o, 0, EPOCHS, -1, precision, &cc);
+    train_ok(mc, f, &o, &rc);
+    assert_int_equal(cg.n, EPOCHS);
+    assert_int_equal(rg.epochs_run, EPOCHS);
+    compare(&cg, &cc, 0, EPOCHS, tol);
+    compare_models(mg, mc, tol);
+    check_exact("dropout generator state", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
+    eng_model_free(mg);
+    eng_model_free(mc);
+}
+
+static void test_fp32(void **state) { both(*state, 0.0, ENG_PREC_FP32, TOL_RUN); }
+
+static void test_dropout(void **state) { both(*state, 0.3, ENG_PREC_FP32, TOL_RUN); }
+
+static void test_bf16(void **state) {
+    eng_model *probe = mlp(0.0, "");
+    int has = probe->be->gemm_bf16 != NULL;
+    eng_model_free(probe);
+    if (!has) {
+        printf("  mixed_bf16: the CPU backend has no bf16 GEMM here, comparison skipped\n");
+        return;
+    }
+    both(*state, 0.0, ENG_PREC_BF16, TOL_BF16);
+}
+
+/* GPU epochs 1-2, CPU epoch 3, GPU epoch 4 (each resumed from the last
+ * checkpoint, a fresh model each time) against 4 CPU epochs */
+static void test_checkpoint_moves(void **state) {
+    fx *f = *state;
+    curve cm = {0}, cc = {0};
+    eng_train_opts o;
+    eng_train_result r;
+    int dev[3] = {1, 0, 1}, upto[3] = {2, 3, 4};
+    eng_model *m = NULL;
+    for (int leg = 0; leg < 3; leg++) {
+        eng_model_free(m);
+        m = mlp(0.3, "");
+        opts(f, &o, dev[leg], upto[leg], leg > 0, ENG_PREC_FP32, &cm);
+        train_ok(m, f, &o, &r);
+        assert_int_equal(r.start_epoch, leg ? upto[leg - 1] : 0);
+        assert_int_equal(r.epochs_run, upto[leg]);
+    }
+    eng_model *mc = mlp(0.3, "");
+    opts(f, &o, 0, EPOCHS, -1, ENG_PREC_FP32, &cc);
+    train_ok(mc, f, &o, &r);
+    compare(&cm, &cc, 0, EPOCHS, TOL_RUN);
+    compare_models(m, mc, TOL_RUN);
+    check_exact("dropout generator state", m->rng.s, mc->rng.s, sizeof m->rng.s);
+    eng_model_free(m);
+    eng_model_free(mc);
+}
+
+static void test_unsupported_layer(void **state) {
+    fx *f = *state;
+    eng_model *m = mlp(0.0, "{\"conv2d\":{\"filters\":4,\"kernel\":3}},{\"flatten\":{}},");
+    eng_train_opts o;
+    curve c = {0};
+    opts(f, &o, 1, 1, -1, ENG_PREC_FP32, &c);
+    hpo_error err = {{0}, {0}};
+    eng_split_spec spec = {.val_count = 16};
+    int64_t shape[3] = {8, 8, 1};
+    eng_dataset *ds = NULL;
+    assert_int_equal(eng_dataset_new("images", 64, 3, shape, ENG_DATA_U8, ENG_DATA_Y_CLASS, 1, &ds), 0);
+    memset(ds->x, 1, 64 * 64);
+    memset(ds->y_class, 0, 64 * sizeof(int32_t));
+    eng_split tr, va;
+    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
+    assert_int_equal(eng_train(m, &tr, &va, &o, NULL, &err), HPO_EUNSUPPORTED);
+    printf("  refused: %s (%s)\n", err.message, err.field);
+    assert_string_equal(err.field, "model.layers[0]");
+    assert_non_null(strstr(err.message, "conv2d"));
+    eng_split_clear(&tr);
+    eng_split_clear(&va);
+    eng_dataset_release(ds);
+    eng_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fp32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dropout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bf16, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_moves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsupported_layer, setup, teardown),
+    };
+    return GPU_TEST_MAIN(tests);
+}

@@ -1,0 +1,118 @@
+/* test_train_cuda.c - what eng_train on a CUDA device (train_cuda.c) answers
+ * on any machine, before any device work: a layer it cannot run is refused
+ * with HPO_EUNSUPPORTED naming that layer (never a crash), mixed_fp16 is
+ * refused naming training.precision, and without a usable device a dense
+ * model gets the device's reason (field "devices"). The device runs
+ * themselves are tests/gpu/test_cuda_train.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "data.h"
+#include "gpu.h"
+#include "model.h"
+#include "train.h"
+
+typedef struct fx {
+    eng_dataset *ds;
+    eng_split tr, va;
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    int64_t shape[3] = {6, 6, 2};
+    hpo_error err;
+    assert_int_equal(eng_dataset_new("images", 40, 3, shape, ENG_DATA_U8, ENG_DATA_Y_CLASS, 1, &f->ds), 0);
+    f->ds->x_scale = 1.0f / 255.0f;
+    f->ds->n_classes = 3;
+    for (size_t i = 0; i < 40 * 72; i++) ((uint8_t *)f->ds->x)[i] = (uint8_t)(i * 37);
+    for (int i = 0; i < 40; i++) f->ds->y_class[i] = i % 3;
+    eng_split_spec spec = {.val_count = 8};
+    assert_int_equal(eng_split_make(f->ds, &spec, &f->tr, &f->va, &err), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    eng_split_clear(&f->tr);
+    eng_split_clear(&f->va);
+    eng_dataset_release(f->ds);
+    free(f);
+    return 0;
+}
+
+/* trains layers (a JSON list's items, then a softmax dense of 3) on the device */
+static int run(fx *f, const char *layers, int precision, hpo_error *err) {
+    char t[512];
+    snprintf(t, sizeof t, "{\"layers\":[%s{\"dense\":{\"units\":3,\"activation\":\"softmax\"}}]}", layers);
+    json_t *j = json_loads(t, 0, NULL);
+    assert_non_null(j);
+    int shape[3] = {6, 6, 2};
+    eng_model *m = NULL;
+    assert_int_equal(eng_model_new(j, NULL, 3, shape, 3, 1, &m, err), 0);
+    json_decref(j);
+    eng_train_opts o;
+    eng_train_opts_init(&o);
+    o.epochs = 1;
+    o.batch_size = 8;
+    o.precision = precision;
+    o.cuda = 1;
+    eng_train_result r;
+    memset(err, 0, sizeof *err);
+    int rc = eng_train(m, &f->tr, &f->va, &o, &r, err);
+    eng_model_free(m);
+    return rc;
+}
+
+static void test_unsupported_layers_named(void **state) {
+    fx *f = *state;
+    hpo_error err;
+    assert_int_equal(run(f, "{\"conv2d\":{\"filters\":4,\"kernel\":3}},{\"flatten\":{}},", ENG_PREC_FP32, &err),
+                     HPO_EUNSUPPORTED);
+    assert_string_equal(err.field, "model.layers[0]");
+    assert_non_null(strstr(err.message, "conv2d layers cannot train on a CUDA device"));
+    assert_int_equal(run(f, "{\"flatten\":{}},{\"dense\":{\"units\":5}},{\"batchnorm\":{}},", ENG_PREC_FP32, &err),
+                     HPO_EUNSUPPORTED);
+    assert_string_equal(err.field, "model.layers[2]");
+    assert_non_null(strstr(err.message, "batchnorm"));
+    assert_int_equal(run(f, "{\"flatten\":{}},{\"residual\":{\"layers\":[{\"dense\":{\"units\":72}}]}},", ENG_PREC_FP32,
+                         &err),
+                     HPO_EUNSUPPORTED);
+    assert_string_equal(err.field, "model.layers[1]");
+    assert_non_null(strstr(err.message, "residual"));
+}
+
+static void test_fp16_refused(void **state) {
+    hpo_error err;
+    assert_int_equal(run(*state, "{\"flatten\":{}},", ENG_PREC_FP16, &err), HPO_EUNSUPPORTED);
+    assert_string_equal(err.field, "training.precision");
+}
+
+static void test_no_device_reason(void **state) {
+    hpo_error err, gerr;
+    int n = 0;
+    int rc = run(*state, "{\"flatten\":{}},{\"dense\":{\"units\":5,\"activation\":\"relu\"}},{\"dropout\":{\"rate\":0.5}},",
+                 ENG_PREC_FP32, &err);
+    if (eng_gpu_count(&n, &gerr) == 0) { /* a GPU here: it trains (tests/gpu checks the numbers) */
+        assert_int_equal(rc, 0);
+        return;
+    }
+    assert_int_equal(rc, HPO_EUNSUPPORTED);
+    assert_string_equal(err.field, "devices");
+    printf("without a device: %s\n", err.message);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_unsupported_layers_named, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fp16_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_device_reason, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
