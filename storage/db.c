@@ -198,6 +198,13 @@ static const char *const migrations[] = {
     "ALTER TABLE trials ADD COLUMN user_attrs TEXT NOT NULL DEFAULT '{}';"
     "ALTER TABLE trials ADD COLUMN note TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX studies_name ON studies (name, id);",
+
+    /* 6 -> 7: multi-objective studies: a complete trial's objective values
+     * (a JSON array text, one number per objective; value keeps the first)
+     * and the metrics it told with them (a JSON object text: the values its
+     * study's constraints read). NULL for a one-objective trial. */
+    "ALTER TABLE trials ADD COLUMN values_json TEXT;"
+    "ALTER TABLE trials ADD COLUMN metrics_json TEXT;",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -273,7 +280,8 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_INTERMEDIATES_STUDY] =
         "SELECT t.number, i.step, i.value FROM trials t JOIN intermediates i"
         " ON i.trial_id = t.id WHERE t.study_id = ?1 ORDER BY t.number, i.step",
-    /* ?2 state, ?3 value (NULL = NaN), ?4 std, ?5 n, ?6 error, ?7 now.
+    /* ?2 state, ?3 value (NULL = NaN), ?4 std, ?5 n, ?6 error, ?7 now,
+     * ?8 values_json, ?9 metrics_json.
      * A pruned trial without a value keeps its last intermediate value. */
     [STO_Q_TRIAL_FINISH] =
         "UPDATE trials SET state = ?2,"
@@ -281,7 +289,7 @@ static const char *const stmt_sql[STO_Q_N] = {
         " value_std = ?4,"
         " value_n = CASE WHEN (CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END)"
         "   IS NULL THEN 0 WHEN ?5 < 1 THEN 1 ELSE ?5 END,"
-        " error = ?6, finished = ?7, lease_expires = 0"
+        " error = ?6, finished = ?7, lease_expires = 0, values_json = ?8, metrics_json = ?9"
         " WHERE id = ?1 AND (state = 0 OR (state = 5 AND ?2 IN (3, 4)))",
     [STO_Q_TRIAL_EXPIRE] =
         "UPDATE trials SET state = 3, error = 'lease expired', finished = ?1"
@@ -300,9 +308,9 @@ static const char *const stmt_sql[STO_Q_N] = {
         " WHERE id = ?1 AND state = 5 AND started = 0",
     [STO_Q_TRIAL_ADD] =
         "INSERT INTO trials (study_id, number, state, params, value, value_std, value_n, last_step,"
-        " last_value, created, started, finished, error, user_attrs, note)"
+        " last_value, created, started, finished, error, user_attrs, note, values_json, metrics_json)"
         " SELECT ?1, COALESCE(MAX(number) + 1, 0), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-        " COALESCE(?13, '{}'), COALESCE(?14, '')"
+        " COALESCE(?13, '{}'), COALESCE(?14, ''), ?15, ?16"
         " FROM trials WHERE study_id = ?1"
         " RETURNING id, number",
     /* Queueing (state 5 = queued): a requeued trial drops its lease. */
@@ -437,6 +445,8 @@ void sto_db_read_trial(sqlite3_stmt *s, void *out) {
     t->train_seconds = sqlite3_column_double(s, 17);
     t->user_attrs = sto_col_text(s, 18);
     t->note = sto_col_text(s, 19);
+    t->values_json = sto_col_text(s, 20);
+    t->metrics_json = sto_col_text(s, 21);
 }
 
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {

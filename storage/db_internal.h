@@ -112,7 +112,7 @@ enum {
 #define STO_TRIAL_COLS                                                                 \
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
-    "train_seconds, user_attrs, note"
+    "train_seconds, user_attrs, note, values_json, metrics_json"
 
 /* Column list of a study row, in the order studies.c reads it. */
 #define STO_STUDY_COLS "id, name, spec, state, created, updated, user_attrs, note"

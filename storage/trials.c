@@ -29,6 +29,8 @@ void sto_trial_clear(sto_trial *t) {
     free(t->slot);
     free(t->user_attrs);
     free(t->note);
+    free(t->values_json);
+    free(t->metrics_json);
     memset(t, 0, sizeof *t);
 }
 
@@ -284,6 +286,14 @@ int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double
 
 int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
                         double value_std, int value_n, const char *error, const sto_event_in *ev) {
+    sto_outcome o = {.state = state, .value = value, .value_std = value_std, .value_n = value_n,
+                     .error = error};
+    return sto_trial_finish_outcome(db, trial_id, &o, ev);
+}
+
+int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o, const sto_event_in *ev) {
+    if (!o) return HPO_EINVAL;
+    sto_trial_state state = o->state;
     if (!db || (state != STO_TRIAL_COMPLETE && state != STO_TRIAL_PRUNED &&
                 state != STO_TRIAL_FAILED && state != STO_TRIAL_CANCELLED))
         return HPO_EINVAL;
@@ -294,11 +304,13 @@ int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, dou
     if (rc) goto fail;
     sqlite3_bind_int64(s, 1, trial_id);
     sqlite3_bind_int(s, 2, (int)state);
-    sto_bind_real(s, 3, value);
-    sto_bind_real(s, 4, value_std);
-    sqlite3_bind_int(s, 5, value_n);
-    sto_bind_text(s, 6, error);
+    sto_bind_real(s, 3, o->value);
+    sto_bind_real(s, 4, o->value_std);
+    sqlite3_bind_int(s, 5, o->value_n);
+    sto_bind_text(s, 6, o->error);
     sqlite3_bind_double(s, 7, now);
+    sto_bind_text(s, 8, o->values_json);
+    sto_bind_text(s, 9, o->metrics_json);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = sto_db_error(db, "trial finish");
         goto fail;
