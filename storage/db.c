@@ -280,8 +280,7 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_INTERMEDIATES_STUDY] =
         "SELECT t.number, i.step, i.value FROM trials t JOIN intermediates i"
         " ON i.trial_id = t.id WHERE t.study_id = ?1 ORDER BY t.number, i.step",
-    /* ?2 state, ?3 value (NULL = NaN), ?4 std, ?5 n, ?6 error, ?7 now,
-     * ?8 values_json, ?9 metrics_json.
+    /* ?2 state, ?3 value (NULL = NaN), ?4 std, ?5 n, ?6 error, ?7 now.
      * A pruned trial without a value keeps its last intermediate value. */
     [STO_Q_TRIAL_FINISH] =
         "UPDATE trials SET state = ?2,"
@@ -289,7 +288,7 @@ static const char *const stmt_sql[STO_Q_N] = {
         " value_std = ?4,"
         " value_n = CASE WHEN (CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END)"
         "   IS NULL THEN 0 WHEN ?5 < 1 THEN 1 ELSE ?5 END,"
-        " error = ?6, finished = ?7, lease_expires = 0, values_json = ?8, metrics_json = ?9"
+        " error = ?6, finished = ?7, lease_expires = 0"
         " WHERE id = ?1 AND (state = 0 OR (state = 5 AND ?2 IN (3, 4)))",
     [STO_Q_TRIAL_EXPIRE] =
         "UPDATE trials SET state = 3, error = 'lease expired', finished = ?1"
@@ -308,11 +307,14 @@ static const char *const stmt_sql[STO_Q_N] = {
         " WHERE id = ?1 AND state = 5 AND started = 0",
     [STO_Q_TRIAL_ADD] =
         "INSERT INTO trials (study_id, number, state, params, value, value_std, value_n, last_step,"
-        " last_value, created, started, finished, error, user_attrs, note, values_json, metrics_json)"
+        " last_value, created, started, finished, error, user_attrs, note)"
         " SELECT ?1, COALESCE(MAX(number) + 1, 0), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-        " COALESCE(?13, '{}'), COALESCE(?14, ''), ?15, ?16"
+        " COALESCE(?13, '{}'), COALESCE(?14, '')"
         " FROM trials WHERE study_id = ?1"
         " RETURNING id, number",
+    /* A multi-objective trial's values and metrics (schema v7), in the
+     * transaction of its finish or add. */
+    [STO_Q_TRIAL_SET_VALUES] = "UPDATE trials SET values_json = ?2, metrics_json = ?3 WHERE id = ?1",
     /* Queueing (state 5 = queued): a requeued trial drops its lease. */
     [STO_Q_TRIAL_REQUEUE] =
         "UPDATE trials SET state = 5, lease_expires = 0 WHERE id = ?1 AND state = 0",
@@ -452,6 +454,17 @@ void sto_db_read_trial(sqlite3_stmt *s, void *out) {
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
     return rc == 0 ? HPO_ECONFLICT : rc;
+}
+
+int sto_db_set_values(sto_db *db, int64_t trial_id, const char *values_json, const char *metrics_json) {
+    if (!values_json && !metrics_json) return 0;
+    sqlite3_stmt *s = db->q[STO_Q_TRIAL_SET_VALUES];
+    sqlite3_bind_int64(s, 1, trial_id);
+    sto_bind_text(s, 2, values_json);
+    sto_bind_text(s, 3, metrics_json);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : sto_db_error(db, "trial values");
+    sto_db_done(s);
+    return rc;
 }
 
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now) {

@@ -74,6 +74,7 @@ enum {
     STO_Q_TRIAL_ENQUEUE,
     STO_Q_TRIAL_HAND_OUT,
     STO_Q_TRIAL_ADD,
+    STO_Q_TRIAL_SET_VALUES,
     /* schema v3: queueing, training facts, per-epoch curves, datasets */
     STO_Q_TRIAL_REQUEUE,
     STO_Q_TRIALS_REQUEUE_RUNNING,
@@ -158,6 +159,10 @@ int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
  * or STO_Q_STUDY_TOUCH_BY_TRIAL (id: one of its trials). Every call that
  * changes a trial does it, so a study's updated follows its trials. */
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
+
+/* Inside the caller's transaction (lock held): stores a trial's
+ * values_json and metrics_json (schema v7) unless both are NULL. */
+int sto_db_set_values(sto_db *db, int64_t trial_id, const char *values_json, const char *metrics_json);
 
 /* Inside the caller's transaction (lock held): sets user_attrs and note
  * (NULL keeps either) of a study (q STO_Q_STUDY_ANNOTATE, which also moves

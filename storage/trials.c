@@ -309,8 +309,6 @@ int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o,
     sqlite3_bind_int(s, 5, o->value_n);
     sto_bind_text(s, 6, o->error);
     sqlite3_bind_double(s, 7, now);
-    sto_bind_text(s, 8, o->values_json);
-    sto_bind_text(s, 9, o->metrics_json);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = sto_db_error(db, "trial finish");
         goto fail;
@@ -320,6 +318,8 @@ int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o,
         goto fail;
     }
     sto_db_done(s);
+    rc = sto_db_set_values(db, trial_id, o->values_json, o->metrics_json);
+    if (rc) goto fail;
     rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now);
     if (rc) goto fail;
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
