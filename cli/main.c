@@ -52,7 +52,7 @@ static const command commands[] = {
      "go first. VALUE is JSON (3, 0.01,\ntrue, \"x\") or else a string (adam). Prints the queued trial",
      " --param "},
     {"study", "add-trial", cli_study_add_trial,
-     "ID --param NAME=VALUE... (--value V... [--repeats] | --state pruned|failed) [--metric NAME=V]...\n"
+     "ID --param NAME=VALUE... (--value V... [--repeats] | --state pruned|failed) [--metric NAME=V]... "
      "[--intermediate STEP=V]... [--error TEXT]",
      "add a finished trial (every active param; several --value: one per\nobjective, or per execution with "
      "--repeats); the tuner learns from it. Prints the stored trial",

@@ -6,6 +6,8 @@ trials showing their vector, GET /best answering the Pareto front of the
 feasible trials with its hypervolume (checked against a naive computation
 here), NSGA-II reproducible per seed through the API, and the front and the
 tuner's history unchanged across a restart."""
+import subprocess
+
 from hpod import Checks, Hpod, parse_args
 
 SPACE = {"x": {"type": "float", "low": 0.0, "high": 1.0},
@@ -104,6 +106,7 @@ def main():
         c.check(a == b, "two studies with the same seed and history ask the same 20 trials")
         c.check(drive(hp, twin2, 20) == [t["params"]] + a, "a third one too")
         before = hp.ok("POST", "/api/v1/studies/%d/ask" % twin2)  # trial 20 of that history
+        hp.ok("POST", "/api/v1/trials/%d/tell" % before["trial_id"], {"state": "failed"})
         # a failed and a pruned trial are data, not front members
         f = hp.ok("POST", "/api/v1/studies/%d/ask" % sid)
         hp.ok("POST", "/api/v1/trials/%d/tell" % f["trial_id"], {"state": "failed", "error": "oom"})
@@ -133,6 +136,19 @@ def main():
         c.check(abs(best["hypervolume"] - hv) < 1e-12 and hv > 0,
                 "hypervolume %.12g matches the naive sweep %.12g" % (best["hypervolume"], hv))
         c.check(best["n_complete"] == 20 and 0 < best["n_feasible"] <= 20, "counts: %s" % best["n_feasible"])
+
+        # the CLI: several VALUEs are one per objective, --metric the constraint's metric
+        t = hp.ok("POST", "/api/v1/studies/%d/ask" % twin2)
+        p = subprocess.run([args.hpo, "--url", hp.url, "tell", str(t["trial_id"]), "0.25", "0.5", "--metric",
+                            "latency=0.1", "--json"], capture_output=True, text=True, timeout=60)
+        got = hp.ok("GET", "/api/v1/trials/%d" % t["trial_id"])
+        c.check(p.returncode == 0 and got["values"] == [0.25, 0.5] and got["metrics"] == {"latency": 0.1},
+                "hpo tell TRIAL V1 V2 --metric: %d %s %s" % (p.returncode, p.stderr, got["values"]))
+        t = hp.ok("POST", "/api/v1/studies/%d/ask" % twin2)
+        p = subprocess.run([args.hpo, "--url", hp.url, "tell", str(t["trial_id"]), "0.25", "0.5", "--repeats"],
+                           capture_output=True, text=True, timeout=60)
+        c.check(p.returncode != 0 and "repeats" in p.stderr, "--repeats on 2 objectives: the 400 (%d)" % p.returncode)
+        hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"state": "failed"})
 
         # a given reference point is used as given
         r = hp.ok("POST", "/api/v1/studies", {
