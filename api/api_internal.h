@@ -89,10 +89,29 @@ typedef struct api_embedded {
     double trial_timeout;    /* seconds per trial; 0 = none */
 } api_embedded;
 
+/* A study's objectives and constraints (objectives.c); strings borrowed
+ * from the definition. */
+#define API_MAX_CONSTRAINTS 16
+typedef struct api_objective {
+    const char *metric; /* NULL: the one objective of an "objective" without a metric */
+    int maximize;
+    double reference;   /* objectives[i].reference of the hypervolume; NaN: none given */
+} api_objective;
+typedef struct api_constraint {
+    const char *metric;
+    double min, max;    /* NaN: no bound */
+} api_constraint;
+
 typedef struct api_study_def {
     const char *name;  /* borrowed from the definition */
-    int maximize;
+    int maximize;       /* the (first) objective's direction */
     const char *metric; /* objective metric (embedded studies), borrowed; may be NULL */
+    int n_obj;          /* objectives, 1 .. TUN_MAX_OBJECTIVES */
+    api_objective obj[TUN_MAX_OBJECTIVES];
+    int n_cons;         /* constraints, 0 .. API_MAX_CONSTRAINTS */
+    api_constraint cons[API_MAX_CONSTRAINTS];
+    int multi;          /* "objectives" or "constraints" given: trials carry a values
+                         * vector (and metrics), /best answers the Pareto front */
     tun_space *space;  /* owned */
     json_t *space_json; /* owned: the effective space as JSON (a premade template's
                          * own space merged with the definition's "space") */
@@ -200,6 +219,9 @@ typedef struct api_study {
  * first use); HPO_ENOTFOUND if it does not exist. */
 int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out);
 void api_study_release(api_ctx *ctx, api_study *st);
+/* Tells st's tuner how stored trial t (running in the tuner) ended: its
+ * objective values and constraint violation as stored. */
+int api_tuner_finish(api_study *st, const sto_trial *t);
 /* Drops a study from the cache (after DELETE). */
 void api_study_forget(api_ctx *ctx, int64_t id);
 int api_cache_new(api_ctx *ctx);
@@ -220,14 +242,49 @@ int api_enqueued_hand_out(api_ctx *ctx, api_study *st, const sto_trial *t, doubl
  * (sto_trial_clear it); HPO_ENOTFOUND when none waits. */
 int api_enqueued_next(api_ctx *ctx, int64_t study_id, sto_trial *out);
 
+/* ---- objectives and constraints (objectives.c) ---- */
+/* Reads "objective" (one: {"direction", "metric"}) or "objectives" (1 to 8
+ * {"metric" (unique), "direction", "reference"}) and "constraints" (1 to 16
+ * {"metric", "min" and/or "max"}) into d; errors name the field. */
+int api_objectives_parse(const json_t *def, api_study_def *d, hpo_error *err);
+/* With the rest of d parsed: what a study with objectives or constraints
+ * may not have (a model, an algorithm that reads one value, a pruner, a
+ * warm start); 400s naming the field. */
+int api_objectives_check(const api_study_def *d, const json_t *def, hpo_error *err);
+/* A told outcome: "state" ("complete" default, "pruned", "failed"), one of
+ * "value" (one objective), "values" (one number per objective) or
+ * "repeats" (one-objective studies: one value per execution, their mean,
+ * std and count), "metrics" (numbers by name; a complete trial of a study
+ * with constraints gives each constraint's metric) and "error". */
+typedef struct api_outcome {
+    sto_trial_state state;
+    double value, value_std;  /* value: the (first) objective's */
+    int value_n;              /* executions behind value; 0: none */
+    const char *error;        /* borrowed from the body */
+    double values[TUN_MAX_OBJECTIVES]; /* when value_n > 0: the study's n_obj values */
+    double violation;         /* the constraints' violation (0: feasible); NaN: none */
+    char *values_json;        /* owned: stored for a study with d->multi */
+    char *metrics_json;       /* owned: the metrics told, NULL: none */
+} api_outcome;
+/* 0, or -1 with a 400 naming the field in resp (nothing to clear then).
+ * The caller checks the keys. */
+int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o, api_response *resp);
+void api_outcome_clear(api_outcome *o);
+/* The constraint violation of the constraint metrics cv[0 .. d->n_cons):
+ * the sum of how far each is beyond its bounds. */
+double api_violation(const api_study_def *d, const double *cv);
+/* A stored trial's n_obj values and violation (NaN when it told no
+ * metrics); HPO_EINVAL when its stored values do not fit the study. */
+int api_trial_objectives(const api_study_def *d, const sto_trial *t, double *values, double *violation);
+/* [{"metric", "direction"}, ...] of a stored definition (a new reference);
+ * whether its first objective is maximised. */
+json_t *api_objectives_json(const json_t *spec);
+int api_spec_maximizes(const json_t *spec);
+/* GET /studies/{id}/best of a study with objectives or constraints: its
+ * Pareto front and hypervolume (front.c). */
+void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp);
+
 /* ---- trials a client brings (trials.c, trials_in.c) ---- */
-/* Reads a trial's outcome from body's "state" ("complete" default,
- * "pruned", "failed"), "value" or "values" (one per execution: their mean,
- * std and count) and "error" (a string); a complete trial needs a value, a
- * failed one has none. 0, or -1 with a 400 naming the field in resp. The
- * caller checks the keys. */
-int api_parse_outcome(const json_t *body, sto_trial_state *state, double *value, double *std, int *n,
-                      const char **error, api_response *resp);
 /* Stores a finished trial in st and tells its tuner, as a told trial
  * (params full and valid: x its encoding); *id_out and *number_out (may be
  * NULL) get it. The study's lock is held. */

@@ -32,6 +32,11 @@ json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db) {
     json_object_set_new(j, "value", api_json_real(t->value));
     json_object_set_new(j, "value_std", api_json_real(t->value_std));
     json_object_set_new(j, "value_n", json_integer(t->value_n));
+    /* the objective vector: stored for a multi-objective study's trial, else [value] */
+    json_t *vec = t->values_json ? json_loads(t->values_json, 0, NULL) : NULL;
+    if (!vec && t->state == STO_TRIAL_COMPLETE && !isnan(t->value)) vec = json_pack("[o]", api_json_real(t->value));
+    json_object_set_new(j, "values", vec ? vec : json_null());
+    json_object_set_new(j, "metrics", stored_json(t->metrics_json));
     json_object_set_new(j, "last_step", t->last_step >= 0 ? json_integer(t->last_step) : json_null());
     json_object_set_new(j, "created", api_json_real(t->created));
     json_object_set_new(j, "started", api_json_real(t->started));
@@ -79,10 +84,11 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
     json_object_set_new(j, "id", json_integer(s->id));
     json_object_set_new(j, "name", json_string(s->name));
     json_object_set_new(j, "state", json_string(sto_study_state_name(s->state)));
-    json_t *objective = json_object_get(spec, "objective");
-    const char *dir = json_string_value(json_object_get(objective, "direction"));
-    int maximize = dir && strcmp(dir, "maximize") == 0;
+    int maximize = api_spec_maximizes(spec);
     json_object_set_new(j, "direction", json_string(maximize ? "maximize" : "minimize"));
+    json_object_set_new(j, "objectives", api_objectives_json(spec));
+    json_t *cons = json_object_get(spec, "constraints");
+    json_object_set_new(j, "constraints", json_is_array(cons) ? json_incref(cons) : json_array());
     json_object_set_new(j, "kind", json_string(json_object_get(spec, "model") ? "embedded" : "external"));
     json_t *tuner = json_object_get(spec, "tuner");
     const char *alg = json_string_value(json_object_get(tuner, "algorithm"));

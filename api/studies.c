@@ -75,9 +75,12 @@ int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras
     /* Store the objective as it was understood (an embedded study's metric
      * and inferred direction), so every reader sees the same. */
     json_t *objective = json_object_get(def, "objective");
-    if (!objective) json_object_set_new(def, "objective", objective = json_object());
-    json_object_set_new(objective, "direction", json_string(d.maximize ? "maximize" : "minimize"));
-    if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
+    if (!objective && !json_object_get(def, "objectives"))
+        json_object_set_new(def, "objective", objective = json_object());
+    if (objective) {
+        json_object_set_new(objective, "direction", json_string(d.maximize ? "maximize" : "minimize"));
+        if (d.metric) json_object_set_new(objective, "metric", json_string(d.metric));
+    }
     if (d.embedded) api_embedded_show(def, &d.emb);
     /* A study without a seed gets one, stored in its definition and shown:
      * its suggestions (and an embedded study's trainings) can be replayed. */
@@ -235,8 +238,7 @@ static int study_must_exist(api_ctx *ctx, int64_t id, sto_study *s, api_response
 
 static int study_maximizes(const sto_study *s) {
     json_t *spec = json_loads(s->spec, 0, NULL);
-    const char *dir = json_string_value(json_object_get(json_object_get(spec, "objective"), "direction"));
-    int maximize = dir && strcmp(dir, "maximize") == 0;
+    int maximize = api_spec_maximizes(spec);
     json_decref(spec);
     return maximize;
 }
@@ -299,6 +301,13 @@ void api_h_study_best(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     if (study_must_exist(ctx, id, &s, resp)) return;
     int64_t top_n;
     if (api_query_int(req, resp, "top_n", 1, 1, 1000, &top_n)) goto done;
+    json_t *spec = json_loads(s.spec, 0, NULL);
+    int multi = json_object_get(spec, "objectives") || json_object_get(spec, "constraints");
+    json_decref(spec);
+    if (multi) { /* the Pareto front (front.c) */
+        api_reply_front(ctx, id, resp);
+        goto done;
+    }
     int maximize = study_maximizes(&s);
     sto_trial_filter f = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_VALUE,
                           .descending = maximize, .limit = top_n};

@@ -48,6 +48,18 @@ tun_trial_state api_tun_state(sto_trial_state s) {
     }
 }
 
+int api_tuner_finish(api_study *st, const sto_trial *t) {
+    tun_trial_state ts = api_tun_state(t->state);
+    double values[TUN_MAX_OBJECTIVES], violation = NAN;
+    if (ts != TUN_TRIAL_COMPLETE) return tun_study_finish_mo(st->tuner, t->number, ts, NULL, NAN);
+    if (api_trial_objectives(&st->def, t, values, &violation)) {
+        HPO_WARN("study %lld trial %lld: its stored values do not fit the study's objectives: failed for the tuner",
+                 (long long)st->id, (long long)t->number);
+        return tun_study_finish_mo(st->tuner, t->number, TUN_TRIAL_FAILED, NULL, NAN);
+    }
+    return tun_study_finish_mo(st->tuner, t->number, ts, values, violation);
+}
+
 typedef struct replay {
     tun_study *tuner;
 } replay;
@@ -83,7 +95,10 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
                   err.message, err.field);
         goto fail;
     }
-    if ((rc = tun_study_new(st->def.space, &st->def.tuner, st->def.maximize, &st->tuner)))
+    int maxi[TUN_MAX_OBJECTIVES];
+    for (int k = 0; k < st->def.n_obj; k++) maxi[k] = st->def.obj[k].maximize;
+    maxi[0] = st->def.maximize; /* an embedded study's direction may be inferred from its metric */
+    if ((rc = tun_study_new_mo(st->def.space, &st->def.tuner, st->def.n_obj, maxi, &st->tuner)))
         goto fail;
     if ((rc = api_warm_start_feed(st->spec, st->def.space, st->tuner))) { /* priors first */
         HPO_ERROR("study %lld: its warm-start snapshot is unreadable", (long long)id);
@@ -112,7 +127,7 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
     for (size_t i = 0; i < n; i++) {
         tun_trial_state ts = api_tun_state(trials[i].state);
         if (ts == TUN_TRIAL_RUNNING || trials[i].started <= 0) continue;
-        if ((rc = tun_study_finish(st->tuner, trials[i].number, ts, trials[i].value))) goto fail;
+        if ((rc = api_tuner_finish(st, &trials[i]))) goto fail;
     }
     free(x);
     sto_trial_list_free(trials, n);

@@ -4,7 +4,7 @@
 
 #include "api_internal.h"
 
-static const char *top_keys[] = {"name", "description", "objective", "space",
+static const char *top_keys[] = {"name", "description", "objective", "objectives", "constraints", "space",
                                  "tuner", "model", "dataset", "training", "warm_start"};
 
 static int known(const char *key, const char **keys, size_t n) {
@@ -31,40 +31,6 @@ static int parse_name(const json_t *def, const char **name, hpo_error *err) {
     return 0;
 }
 
-static int parse_objective(const json_t *def, api_study_def *d, hpo_error *err) {
-    static const char *keys[] = {"direction", "metric"};
-    const json_t *obj = json_object_get(def, "objective");
-    d->maximize = 0;
-    d->metric = NULL;
-    if (!obj) return 0;
-    if (!json_is_object(obj))
-        return hpo_fail(err, HPO_EINVAL, "objective", "objective must be an object");
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        if (!known(key, keys, HPO_ARRAY_LEN(keys)))
-            return hpo_fail(err, HPO_EINVAL, "objective", "unknown key \"%.64s\" in objective", key);
-    }
-    const json_t *dir = json_object_get(obj, "direction");
-    if (dir) {
-        const char *s = json_string_value(dir);
-        if (s && strcmp(s, "minimize") == 0)
-            d->maximize = 0;
-        else if (s && strcmp(s, "maximize") == 0)
-            d->maximize = 1;
-        else
-            return hpo_fail(err, HPO_EINVAL, "objective.direction",
-                            "direction must be \"minimize\" or \"maximize\"");
-    }
-    const json_t *metric = json_object_get(obj, "metric");
-    if (metric) {
-        if (!json_is_string(metric) || json_string_length(metric) == 0)
-            return hpo_fail(err, HPO_EINVAL, "objective.metric", "metric must be a non-empty string");
-        d->metric = json_string_value(metric);
-    }
-    return 0;
-}
-
 static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study_def *out, hpo_error *err) {
     double default_lease = ctx->opt.default_lease_seconds;
     api_study_def d;
@@ -81,7 +47,7 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
     const json_t *desc = json_object_get(def, "description");
     if (desc && !json_is_string(desc))
         return hpo_fail(err, HPO_EINVAL, "description", "description must be a string");
-    if ((rc = parse_objective(def, &d, err))) return rc;
+    if ((rc = api_objectives_parse(def, &d, err))) return rc;
 
     json_t *space = json_incref(json_object_get(def, "space"));
     d.embedded = json_object_get(def, "model") != NULL;
@@ -107,6 +73,7 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
 
     const json_t *tuner = json_object_get(def, "tuner");
     if ((rc = tun_config_parse(tuner, d.space, &d.tuner, err))) goto fail;
+    if ((rc = api_objectives_check(&d, def, err))) goto fail;
     if ((rc = api_warm_start_check(ctx, def, &d, check_model, err))) goto fail;
     /* tun_config_parse validated the types of the keys read here. */
     const json_t *mt = tuner ? json_object_get(tuner, "max_trials") : NULL;

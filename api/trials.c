@@ -206,93 +206,26 @@ out:
     api_metrics_observe_op(ctx, API_OP_REPORT, hpo_monotonic() - t0);
 }
 
-int api_parse_outcome(const json_t *body, sto_trial_state *state, double *value, double *std,
-                      int *n, const char **error, api_response *resp) {
-    const json_t *jstate = json_object_get(body, "state");
-    const json_t *jvalue = json_object_get(body, "value");
-    const json_t *jvalues = json_object_get(body, "values");
-    const json_t *jerror = json_object_get(body, "error");
-    *state = STO_TRIAL_COMPLETE;
-    if (jstate) {
-        const char *s = json_string_value(jstate);
-        if (s && strcmp(s, "complete") == 0)
-            *state = STO_TRIAL_COMPLETE;
-        else if (s && strcmp(s, "pruned") == 0)
-            *state = STO_TRIAL_PRUNED;
-        else if (s && strcmp(s, "failed") == 0)
-            *state = STO_TRIAL_FAILED;
-        else {
-            api_fail(resp, 400, "invalid_argument", "state",
-                     "state must be \"complete\", \"pruned\" or \"failed\"");
-            return -1;
-        }
-    }
-    if (jerror && !json_is_string(jerror)) {
-        api_fail(resp, 400, "invalid_argument", "error", "error must be a string");
-        return -1;
-    }
-    *error = json_string_value(jerror);
-    if (jvalue && jvalues) {
-        api_fail(resp, 400, "invalid_argument", "values", "give either value or values, not both");
-        return -1;
-    }
-    *value = NAN;
-    *std = NAN;
-    *n = 0;
-    if (jvalue) {
-        if (!json_is_number(jvalue)) {
-            api_fail(resp, 400, "invalid_argument", "value", "value must be a number");
-            return -1;
-        }
-        *value = json_number_value(jvalue);
-        *n = 1;
-    } else if (jvalues) {
-        size_t len = json_array_size(jvalues);
-        if (!json_is_array(jvalues) || len == 0 || len > 1000) {
-            api_fail(resp, 400, "invalid_argument", "values",
-                     "values must be an array of 1 to 1000 numbers (one per execution)");
-            return -1;
-        }
-        double v[1000];
-        for (size_t i = 0; i < len; i++) {
-            const json_t *e = json_array_get(jvalues, i);
-            if (!json_is_number(e)) {
-                api_fail(resp, 400, "invalid_argument", "values", "values[%zu] must be a number", i);
-                return -1;
-            }
-            v[i] = json_number_value(e);
-        }
-        tun_mean_std(v, (int)len, value, std);
-        *n = (int)len;
-    }
-    if (*state == STO_TRIAL_COMPLETE && *n == 0) {
-        api_fail(resp, 400, "invalid_argument", "value",
-                 "a complete trial needs a value (or values, one per execution)");
-        return -1;
-    }
-    if (*state == STO_TRIAL_FAILED && *n > 0) {
-        api_fail(resp, 400, "invalid_argument", "value", "a failed trial has no value");
-        return -1;
-    }
-    return 0;
-}
-
 void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     double t0 = hpo_monotonic();
     json_t *body = api_body_object(req, resp);
     if (!body) return;
-    sto_trial_state state;
-    double value, std;
-    int n;
-    const char *error;
-    static const char *keys[] = {"value", "values", "state", "error", "user_attrs"};
+    api_outcome o = {0};
+    static const char *keys[] = {"value", "values", "repeats", "metrics", "state", "error", "user_attrs"};
     if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
-    if (api_parse_outcome(body, &state, &value, &std, &n, &error, resp)) goto out;
     const json_t *attrs = json_object_get(body, "user_attrs");
     if (attrs_invalid(attrs, resp)) goto out;
     sto_trial t;
     api_study *st;
     if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
+    /* the outcome is read against the study's objectives (fixed at creation) */
+    if (api_parse_outcome(&st->def, body, &o, resp)) {
+        sto_trial_clear(&t);
+        api_study_release(ctx, st);
+        goto out;
+    }
+    sto_trial_state state = o.state;
+    double value = o.value;
     pthread_mutex_lock(&st->lock);
     sto_trial_clear(&t);
     int rc = sto_trial_get(ctx->db, id, &t), ended = 0;
@@ -306,19 +239,24 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
             api_fail_rc(resp, rc, &err);
             goto unlock;
         }
-        rc = sto_trial_finish(ctx->db, id, state, value, std, n, error);
+        sto_outcome so = {.state = state, .value = value, .value_std = o.value_std, .value_n = o.value_n,
+                          .error = o.error, .values_json = o.values_json, .metrics_json = o.metrics_json};
+        rc = sto_trial_finish_outcome(ctx->db, id, &so, NULL);
         if (rc == 0) {
             /* Storage keeps the last intermediate as a pruned trial's value. */
-            if (state == STO_TRIAL_PRUNED && n == 0) value = t.last_value;
-            rc = tun_study_finish(st->tuner, t.number, api_tun_state(state), value);
+            if (state == STO_TRIAL_PRUNED && o.value_n == 0) value = t.last_value;
+            rc = tun_study_finish_mo(st->tuner, t.number, api_tun_state(state), o.values, o.violation);
         }
         if (rc) {
             api_fail_rc(resp, rc, NULL);
         } else {
-            api_reply_json(resp, 200, json_pack("{s:I, s:I, s:s, s:o}", "trial_id", (json_int_t)id,
-                                                "number", (json_int_t)t.number, "state",
-                                                sto_trial_state_name(state), "value",
-                                                api_json_real(value)));
+            json_t *reply = json_pack("{s:I, s:I, s:s, s:o}", "trial_id", (json_int_t)id, "number",
+                                      (json_int_t)t.number, "state", sto_trial_state_name(state), "value",
+                                      api_json_real(value));
+            json_t *vals = o.values_json ? json_loads(o.values_json, 0, NULL) : NULL;
+            if (!vals && !isnan(value) && st->def.n_obj == 1) vals = json_pack("[o]", api_json_real(value));
+            json_object_set_new(reply, "values", vals ? vals : json_null());
+            api_reply_json(resp, 200, reply);
             /* the tell is stored: the study's end, if this was its last trial, is
              * its own change (a failure to store it is logged, and the next
              * moment that can end the study tries again) */
@@ -331,6 +269,7 @@ unlock:
     sto_trial_clear(&t);
     api_study_release(ctx, st);
 out:
+    api_outcome_clear(&o);
     json_decref(body);
     api_metrics_observe_op(ctx, API_OP_TELL, hpo_monotonic() - t0);
 }

@@ -123,7 +123,7 @@ int api_trial_add(api_ctx *ctx, api_study *st, const sto_trial_in *in, const dou
         rc = tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
         for (size_t i = 0; rc == 0 && i < in->n_steps; i++)
             rc = tun_study_report(st->tuner, number, in->steps[i], in->step_values[i], NULL);
-        if (rc == 0) rc = tun_study_finish(st->tuner, number, api_tun_state(t.state), t.value);
+        if (rc == 0) rc = api_tuner_finish(st, &t);
         sto_trial_clear(&t);
     }
     if (rc) HPO_WARN("study %lld: the tuner refused added trial %lld: %s", (long long)st->id, (long long)number,
@@ -172,8 +172,8 @@ int api_parse_intermediates(const json_t *obj, const char *field, int64_t **step
 }
 
 void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
-    static const char *keys[] = {"params", "state", "value", "values", "error", "intermediate_values",
-                                 "user_attrs", "note"};
+    static const char *keys[] = {"params", "state", "value", "values", "repeats", "metrics", "error",
+                                 "intermediate_values", "user_attrs", "note"};
     json_t *body = api_body_object(req, resp);
     if (!body) return;
     int64_t *steps = NULL;
@@ -181,9 +181,9 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
     size_t n_steps = 0;
     hpo_error err = {{0}, {0}};
     sto_trial_in in = {0};
+    api_outcome o = {0};
     char *attrs = NULL; /* user_attrs, checked */
     if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
-    if (api_parse_outcome(body, &in.state, &in.value, &in.value_std, &in.value_n, &in.error, resp)) goto out;
     int rc = api_parse_intermediates(json_object_get(body, "intermediate_values"), "intermediate_values", &steps,
                                      &values, &n_steps, &err);
     if (rc) {
@@ -202,6 +202,17 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
     in.user_attrs = attrs;
     api_study *st = open_study(ctx, id, 0, resp);
     if (!st) goto out;
+    if (api_parse_outcome(&st->def, body, &o, resp)) {
+        close_study(ctx, st);
+        goto out;
+    }
+    in.state = o.state;
+    in.value = o.value;
+    in.value_std = o.value_std;
+    in.value_n = o.value_n;
+    in.error = o.error;
+    in.values_json = o.values_json;
+    in.metrics_json = o.metrics_json;
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
     json_t *given = json_object_get(body, "params");
     int64_t trial_id = 0;
@@ -231,6 +242,7 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
     if (embedded) api_jobs_wake(ctx);
     reply_trial(ctx, trial_id, resp);
 out:
+    api_outcome_clear(&o);
     free(steps);
     free(values);
     free(attrs);

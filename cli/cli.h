@@ -144,6 +144,13 @@ long long cli_id(const char *s);
 void cli_print_json(const json_t *j, int compact);
 /* A number as %.6g, "-" for null. */
 void cli_fmt_value(char *buf, size_t n, const json_t *v);
+/* outcome.c: a finite number (0, or -1); --metric NAME=V into metrics
+ * (CLI_OK or a usage error); a trial's outcome into body: values as
+ * "repeats" (one per execution) with repeats, else "value" (one) or
+ * "values" (one per objective), and "metrics" when not empty. */
+int cli_parse_number(const char *s, double *out);
+int cli_put_metric(json_t *metrics, const char *arg);
+void cli_put_outcome(json_t *body, json_t *values, int repeats, json_t *metrics);
 /* Takes the flag argv[*i] with its value when it is `name`: 1 if taken, 0
  * if not that flag, -1 if its value is missing. */
 int cli_flag_value(int argc, char **argv, int *i, const char *name, const char **out);

@@ -11,16 +11,6 @@
 #include "cli.h"
 #include "hpo.h"
 
-static int parse_number(const char *s, double *out) {
-    if (!s || !*s) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
 /* "k=v, k=v" of a params object, at most n bytes. */
 static void fmt_params(char *buf, size_t n, const json_t *params) {
     const char *key;
@@ -235,7 +225,7 @@ int cli_report(cli_ctx *c, int argc, char **argv) {
     long long step = strtoll(argv[1], &end, 10);
     if (!trial) return cli_usage("%s is not a trial id", argv[0]);
     if (errno || *end || end == argv[1] || step < 0) return cli_usage("STEP must be an integer >= 0, not %s", argv[1]);
-    if (parse_number(argv[2], &value)) return cli_usage("VALUE must be a finite number, not %s", argv[2]);
+    if (cli_parse_number(argv[2], &value)) return cli_usage("VALUE must be a finite number, not %s", argv[2]);
     char path[64];
     snprintf(path, sizeof path, "/api/v1/trials/%lld/report", trial);
     json_t *body = json_pack("{s:I, s:f}", "step", (json_int_t)step, "value", value), *out = NULL;
@@ -253,16 +243,18 @@ int cli_tell(cli_ctx *c, int argc, char **argv) {
     long long trial = cli_id(argv[0]);
     if (!trial) return cli_usage("%s is not a trial id", argv[0]);
     const char *state = NULL, *error = NULL;
-    json_t *values = json_array();
-    int rc = CLI_OK;
+    json_t *values = json_array(), *metrics = json_object();
+    int rc = CLI_OK, repeats = 0;
     for (int i = 1; i < argc && rc == CLI_OK; i++) {
         const char *v = NULL;
         int f;
         double x;
         if ((f = cli_flag_value(argc, argv, &i, "--state", &v))) state = v;
         else if ((f = cli_flag_value(argc, argv, &i, "--error", &v))) error = v;
-        else if (parse_number(argv[i], &x) == 0) json_array_append_new(values, json_real(x));
-        else rc = cli_usage("tell: %s is neither a finite number nor --state/--error", argv[i]);
+        else if ((f = cli_flag_value(argc, argv, &i, "--metric", &v)) > 0) rc = cli_put_metric(metrics, v);
+        else if (f == 0 && strcmp(argv[i], "--repeats") == 0) repeats = 1;
+        else if (f == 0 && cli_parse_number(argv[i], &x) == 0) json_array_append_new(values, json_real(x));
+        else if (f == 0) rc = cli_usage("tell: %s is neither a finite number nor --state/--error/--metric/--repeats", argv[i]);
         if (f < 0) rc = cli_usage("%s needs a value", argv[i]);
     }
     if (rc == CLI_OK && state && strcmp(state, "failed") && strcmp(state, "pruned") && strcmp(state, "complete"))
@@ -272,16 +264,15 @@ int cli_tell(cli_ctx *c, int argc, char **argv) {
         rc = cli_usage("--state %s takes no VALUE", state);
     if (rc) {
         json_decref(values);
+        json_decref(metrics);
         return rc;
     }
     json_t *body = json_object();
     if (state) json_object_set_new(body, "state", json_string(state));
     if (error) json_object_set_new(body, "error", json_string(error));
-    if (json_array_size(values) == 1)
-        json_object_set(body, "value", json_array_get(values, 0));
-    else if (json_array_size(values) > 1)
-        json_object_set(body, "values", values);
+    cli_put_outcome(body, values, repeats, metrics);
     json_decref(values);
+    json_decref(metrics);
     char path[64];
     snprintf(path, sizeof path, "/api/v1/trials/%lld/tell", trial);
     json_t *out = NULL;

@@ -12,13 +12,13 @@ _hpo_flags() {
         "study create") echo "--load-if-exists" ;;
         "study watch") echo "--interval" ;;
         "study enqueue") echo "--param" ;;
-        "study add-trial") echo "--param --value --state --intermediate --error" ;;
+        "study add-trial") echo "--param --value --repeats --metric --state --intermediate --error" ;;
         "study export") echo "-o --output" ;;
         "study import"|"study copy") echo "--name" ;;
         best) echo "--top" ;;
         trials) echo "--state --order --desc --limit --offset" ;;
         events) echo "--after --timeout" ;;
-        tell) echo "--state --error" ;;
+        tell) echo "--state --error --repeats --metric" ;;
         refit) echo "--top --trials --epochs-factor --wait" ;;
         ensemble) echo "--members --top --method --rounds --wait" ;;
         weights) echo "-o --output" ;;

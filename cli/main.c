@@ -52,10 +52,11 @@ static const command commands[] = {
      "go first. VALUE is JSON (3, 0.01,\ntrue, \"x\") or else a string (adam). Prints the queued trial",
      " --param "},
     {"study", "add-trial", cli_study_add_trial,
-     "ID --param NAME=VALUE... (--value V... | --state pruned|failed) [--intermediate STEP=V]... [--error TEXT]",
-     "add a finished trial (every active param; several --value: one per\nexecution); the tuner learns from it. "
-     "Prints the stored trial",
-     " --param --value --state --intermediate --error "},
+     "ID --param NAME=VALUE... (--value V... [--repeats] | --state pruned|failed) [--metric NAME=V]... "
+     "[--intermediate STEP=V]... [--error TEXT]",
+     "add a finished trial (every active param; several --value: one per\nobjective, or per execution with "
+     "--repeats); the tuner learns from it. Prints the stored trial",
+     " --param --value --repeats --metric --state --intermediate --error "},
     {"study", "export", cli_study_export, "ID [-o|--output FILE]",
      "the study and its trials as a JSON document (format hpo.study/1, which\nstudy import and Optuna read) on stdout, "
      "or written to FILE", " -o --output "},
@@ -86,8 +87,11 @@ static const command commands[] = {
     {"report", NULL, cli_report, "TRIAL STEP VALUE",
      "report an intermediate value; prints \"continue\" (exit 0) or \"prune\"\n(exit 3): stop and `tell TRIAL --state pruned`",
      " "},
-    {"tell", NULL, cli_tell, "TRIAL VALUE [VALUE...] | TRIAL --state failed|pruned [--error TEXT]",
-     "finish a trial with its value (several: one per execution), or as failed\nor pruned", " --state --error "},
+    {"tell", NULL, cli_tell,
+     "TRIAL VALUE [VALUE...] [--repeats] [--metric NAME=V]... | TRIAL --state failed|pruned [--error TEXT]",
+     "finish a trial with its value (several: one per objective of a\nmulti-objective study, or one per execution "
+     "with --repeats; --metric:\nthe metrics its constraints read), or as failed or pruned",
+     " --state --error --repeats --metric "},
     {"refit", NULL, cli_refit, "ID [--top N | --trials T,T] [--epochs-factor F] [--wait]",
      "embedded studies: retrain the best trials on train+validation for\nceil(F x best epoch) epochs (F 1.2), test "
      "them; prints the queued models,\nor with --wait their metrics (exit 6 if one failed)",

@@ -27,15 +27,6 @@ static int put_param(json_t *obj, const char *arg, const char *flag) {
     return CLI_OK;
 }
 
-static int parse_number(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || errno || *end || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
 /* Posts body to /api/v1/studies/<id><suffix>; prints the trial it answers
  * ("trial T (#N): STATE"). */
 static int post_trial(cli_ctx *c, long long id, const char *suffix, json_t *body) {
@@ -81,8 +72,8 @@ int cli_study_enqueue(cli_ctx *c, int argc, char **argv) {
 int cli_study_add_trial(cli_ctx *c, int argc, char **argv) {
     long long id = 0;
     const char *state = NULL, *error = NULL;
-    json_t *params = json_object(), *values = json_array(), *steps = json_object();
-    int rc = CLI_OK;
+    json_t *params = json_object(), *values = json_array(), *steps = json_object(), *metrics = json_object();
+    int rc = CLI_OK, repeats = 0;
     for (int i = 0; i < argc && rc == CLI_OK; i++) {
         const char *v = NULL;
         double x;
@@ -90,14 +81,18 @@ int cli_study_add_trial(cli_ctx *c, int argc, char **argv) {
         if ((f = cli_flag_value(argc, argv, &i, "--param", &v)) > 0) {
             rc = put_param(params, v, "--param");
         } else if (f == 0 && (f = cli_flag_value(argc, argv, &i, "--value", &v)) > 0) {
-            if (parse_number(v, &x)) rc = cli_usage("--value must be a finite number, not %s", v);
+            if (cli_parse_number(v, &x)) rc = cli_usage("--value must be a finite number, not %s", v);
             else json_array_append_new(values, json_real(x));
+        } else if (f == 0 && (f = cli_flag_value(argc, argv, &i, "--metric", &v)) > 0) {
+            rc = cli_put_metric(metrics, v);
+        } else if (f == 0 && strcmp(argv[i], "--repeats") == 0) {
+            repeats = 1;
         } else if (f == 0 && (f = cli_flag_value(argc, argv, &i, "--intermediate", &v)) > 0) {
             const char *eq = strchr(v, '=');
             char *end;
             errno = 0;
             long long step = eq ? strtoll(v, &end, 10) : -1;
-            if (!eq || end != eq || errno || step < 0 || parse_number(eq + 1, &x))
+            if (!eq || end != eq || errno || step < 0 || cli_parse_number(eq + 1, &x))
                 rc = cli_usage("--intermediate takes STEP=VALUE (STEP an integer >= 0), not %s", v);
             else {
                 char key[32];
@@ -125,14 +120,14 @@ int cli_study_add_trial(cli_ctx *c, int argc, char **argv) {
         json_t *body = json_pack("{s:O}", "params", params);
         if (state) json_object_set_new(body, "state", json_string(state));
         if (error) json_object_set_new(body, "error", json_string(error));
-        if (json_array_size(values) == 1) json_object_set(body, "value", json_array_get(values, 0));
-        else if (json_array_size(values) > 1) json_object_set(body, "values", values);
+        cli_put_outcome(body, values, repeats, metrics);
         if (json_object_size(steps)) json_object_set(body, "intermediate_values", steps);
         rc = post_trial(c, id, "/trials", body);
         json_decref(body);
     }
     json_decref(params);
     json_decref(values);
+    json_decref(metrics);
     json_decref(steps);
     return rc;
 }

@@ -199,6 +199,13 @@ static const char *const migrations[] = {
     "ALTER TABLE trials ADD COLUMN user_attrs TEXT NOT NULL DEFAULT '{}';"
     "ALTER TABLE trials ADD COLUMN note TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX studies_name ON studies (name, id);",
+
+    /* 6 -> 7: multi-objective studies: a complete trial's objective values
+     * (a JSON array text, one number per objective; value keeps the first)
+     * and the metrics it told with them (a JSON object text: the values its
+     * study's constraints read). NULL for a one-objective trial. */
+    "ALTER TABLE trials ADD COLUMN values_json TEXT;"
+    "ALTER TABLE trials ADD COLUMN metrics_json TEXT;",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -317,6 +324,9 @@ static const char *const stmt_sql[STO_Q_N] = {
         " COALESCE(?13, '{}'), COALESCE(?14, '')"
         " FROM trials WHERE study_id = ?1"
         " RETURNING id, number",
+    /* A multi-objective trial's values and metrics (schema v7), in the
+     * transaction of its finish or add. */
+    [STO_Q_TRIAL_SET_VALUES] = "UPDATE trials SET values_json = ?2, metrics_json = ?3 WHERE id = ?1",
     /* Queueing (state 5 = queued): a requeued trial drops its lease. */
     [STO_Q_TRIAL_REQUEUE] =
         "UPDATE trials SET state = 5, lease_expires = 0 WHERE id = ?1 AND state = 0",
@@ -485,11 +495,24 @@ void sto_db_read_trial(sto_stmt *s, void *out) {
     t->train_seconds = sto_col_double(s, 17);
     t->user_attrs = sto_col_text(s, 18);
     t->note = sto_col_text(s, 19);
+    t->values_json = sto_col_text(s, 20);
+    t->metrics_json = sto_col_text(s, 21);
 }
 
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
     return rc == 0 ? HPO_ECONFLICT : rc;
+}
+
+int sto_db_set_values(sto_db *db, int64_t trial_id, const char *values_json, const char *metrics_json) {
+    if (!values_json && !metrics_json) return 0;
+    sto_stmt *s = db->q[STO_Q_TRIAL_SET_VALUES];
+    sto_bind_int64(s, 1, trial_id);
+    sto_bind_text(s, 2, values_json);
+    sto_bind_text(s, 3, metrics_json);
+    int rc = sto_step(s) == STO_DONE ? 0 : sto_db_error(db, "trial values");
+    sto_db_done(s);
+    return rc;
 }
 
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now) {

@@ -83,6 +83,7 @@ enum {
     STO_Q_TRIAL_ENQUEUE,
     STO_Q_TRIAL_HAND_OUT,
     STO_Q_TRIAL_ADD,
+    STO_Q_TRIAL_SET_VALUES,
     /* schema v3: queueing, training facts, per-epoch curves, datasets */
     STO_Q_TRIAL_REQUEUE,
     STO_Q_TRIALS_REQUEUE_RUNNING,
@@ -123,7 +124,7 @@ enum {
 #define STO_TRIAL_COLS                                                                 \
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
-    "train_seconds, user_attrs, note"
+    "train_seconds, user_attrs, note, values_json, metrics_json"
 
 /* Column list of a study row, in the order studies.c reads it. */
 #define STO_STUDY_COLS "id, name, spec, state, created, updated, user_attrs, note"
@@ -187,6 +188,10 @@ int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
  * or STO_Q_STUDY_TOUCH_BY_TRIAL (id: one of its trials). Every call that
  * changes a trial does it, so a study's updated follows its trials. */
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
+
+/* Inside the caller's transaction (lock held): stores a trial's
+ * values_json and metrics_json (schema v7) unless both are NULL. */
+int sto_db_set_values(sto_db *db, int64_t trial_id, const char *values_json, const char *metrics_json);
 
 /* Inside the caller's transaction (lock held): sets user_attrs and note
  * (NULL keeps either) of a study (q STO_Q_STUDY_ANNOTATE, which also moves

@@ -110,6 +110,10 @@ static const pg_step steps[] = {
      ");"
      "CREATE INDEX models_study ON models (study_id, kind);"
      "CREATE INDEX models_state ON models (state, id);"},
+    /* v7: a multi-objective trial's values and constraint metrics (JSON) */
+    {7,
+     "ALTER TABLE trials ADD COLUMN values_json TEXT;"
+     "ALTER TABLE trials ADD COLUMN metrics_json TEXT;"},
 };
 
 /* pg_advisory_xact_lock's key: "hpo" + 1, any constant of our own */

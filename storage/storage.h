@@ -200,6 +200,9 @@ typedef struct sto_trial {
     /* schema v6 */
     char *user_attrs;          /* the user's attributes, a JSON object text ("{}") */
     char *note;                /* free UTF-8 text ("" when none) */
+    /* schema v7: multi-objective studies */
+    char *values_json;         /* a complete trial's objective values, a JSON array text; NULL: none */
+    char *metrics_json;        /* the metrics told with them, a JSON object text; NULL: none */
 } sto_trial;
 
 void sto_trial_clear(sto_trial *t);
@@ -265,6 +268,18 @@ int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double
 int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
                         double value_std, int value_n, const char *error, const sto_event_in *ev);
 
+/* The same with the outcome in a struct, and what a multi-objective study
+ * adds: values_json and metrics_json (JSON texts stored as given; NULL:
+ * none). */
+typedef struct sto_outcome {
+    sto_trial_state state;
+    double value, value_std;
+    int value_n;
+    const char *error;
+    const char *values_json, *metrics_json;
+} sto_outcome;
+int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o, const sto_event_in *ev);
+
 /* A trial's user_attrs and note, as sto_study_annotate (any state; the
  * study's updated moves). HPO_ENOTFOUND for an unknown trial. */
 int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *arg, const char *note,
@@ -303,6 +318,8 @@ typedef struct sto_trial_in {
     size_t n_steps;
     const char *user_attrs;   /* a JSON object text; NULL: "{}" */
     const char *note;         /* NULL: "" */
+    const char *values_json;  /* multi-objective: JSON array text; NULL: none */
+    const char *metrics_json; /* JSON object text; NULL: none */
 } sto_trial_in;
 /* A finished trial with the next number and its intermediate values. */
 int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const sto_event_in *ev,

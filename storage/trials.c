@@ -29,6 +29,8 @@ void sto_trial_clear(sto_trial *t) {
     free(t->slot);
     free(t->user_attrs);
     free(t->note);
+    free(t->values_json);
+    free(t->metrics_json);
     memset(t, 0, sizeof *t);
 }
 
@@ -277,6 +279,14 @@ int sto_trial_finish(sto_db *db, int64_t trial_id, sto_trial_state state, double
 
 int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, double value,
                         double value_std, int value_n, const char *error, const sto_event_in *ev) {
+    sto_outcome o = {.state = state, .value = value, .value_std = value_std, .value_n = value_n,
+                     .error = error};
+    return sto_trial_finish_outcome(db, trial_id, &o, ev);
+}
+
+int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o, const sto_event_in *ev) {
+    if (!o) return HPO_EINVAL;
+    sto_trial_state state = o->state;
     if (!db || (state != STO_TRIAL_COMPLETE && state != STO_TRIAL_PRUNED &&
                 state != STO_TRIAL_FAILED && state != STO_TRIAL_CANCELLED))
         return HPO_EINVAL;
@@ -287,10 +297,10 @@ int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, dou
     if (rc) goto fail;
     sto_bind_int64(s, 1, trial_id);
     sto_bind_int64(s, 2, (int)state);
-    sto_bind_real(s, 3, value);
-    sto_bind_real(s, 4, value_std);
-    sto_bind_int64(s, 5, value_n);
-    sto_bind_text(s, 6, error);
+    sto_bind_real(s, 3, o->value);
+    sto_bind_real(s, 4, o->value_std);
+    sto_bind_int64(s, 5, o->value_n);
+    sto_bind_text(s, 6, o->error);
     sto_bind_real(s, 7, now);
     if (sto_step(s) != STO_DONE) {
         rc = sto_db_error(db, "trial finish");
@@ -301,6 +311,8 @@ int sto_trial_finish_ev(sto_db *db, int64_t trial_id, sto_trial_state state, dou
         goto fail;
     }
     sto_db_done(s);
+    rc = sto_db_set_values(db, trial_id, o->values_json, o->metrics_json);
+    if (rc) goto fail;
     rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now);
     if (rc) goto fail;
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);

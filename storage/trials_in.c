@@ -128,6 +128,7 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
     sto_bind_text(s, 13, in->user_attrs);
     sto_bind_text(s, 14, in->note);
     if ((rc = sto_db_insert(db, s, "trial add", &id, &number))) goto fail;
+    if ((rc = sto_db_set_values(db, id, in->values_json, in->metrics_json))) goto fail;
     for (size_t i = 0; i < in->n_steps; i++) {
         sto_bind_int64(put, 1, id);
         sto_bind_int64(put, 2, in->steps[i]);

@@ -13,7 +13,7 @@
 #define MAX_INT_OPTION 1000000000LL
 
 static const char *const algorithm_names[] = {"random", "grid", "tpe", "bayesian", "cmaes",
-                                              "evolution"};
+                                              "evolution", "nsga2"};
 
 const char *tun_algorithm_name(tun_algorithm a) {
     if ((unsigned)a < HPO_ARRAY_LEN(algorithm_names)) return algorithm_names[a];
@@ -34,6 +34,11 @@ void tun_config_default(tun_config *cfg) {
     cfg->cma_sigma0 = 1.0 / 6;
     cfg->evo_population = 20;
     cfg->evo_sample_size = 5;
+    cfg->nsga_population = 50;
+    cfg->nsga_crossover = TUN_XOVER_SBX;
+    cfg->nsga_crossover_prob = 0.9;
+    cfg->nsga_swapping_prob = 0.5;
+    cfg->nsga_mutation_prob = 0;
     cfg->pruner.kind = TUN_PRUNER_NONE;
     cfg->pruner.eta = 3;
     cfg->pruner.min_resource = 1;
@@ -235,6 +240,20 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             if ((rc = get_int(v, field, 1, 100000, &i, err))) return rc;
             cfg.evo_sample_size = (int)i;
             have_sample_size = 1;
+        } else if (strcmp(key, "population_size") == 0) {
+            if ((rc = get_int(v, field, 2, 100000, &i, err))) return rc;
+            cfg.nsga_population = (int)i;
+        } else if (strcmp(key, "crossover") == 0) {
+            static const char *const xovers[] = {"sbx", "uniform"};
+            if ((rc = get_enum(v, field, xovers, 2, &e, err))) return rc;
+            cfg.nsga_crossover = (tun_crossover)e;
+        } else if (strcmp(key, "crossover_prob") == 0 || strcmp(key, "swapping_prob") == 0 ||
+                   strcmp(key, "mutation_prob") == 0) {
+            int mut = key[0] == 'm';
+            if ((rc = get_num(v, field, 0, !mut, &d, err))) return rc;
+            if (d > 1) return hpo_fail(err, HPO_EINVAL, field, "must be at most 1");
+            *(key[0] == 'c' ? &cfg.nsga_crossover_prob
+                            : key[0] == 's' ? &cfg.nsga_swapping_prob : &cfg.nsga_mutation_prob) = d;
         } else if (strcmp(key, "pruner") == 0) {
             if (json_is_null(v)) continue;
             if ((rc = parse_pruner(v, &cfg.pruner, err))) return rc;

@@ -12,21 +12,32 @@
 
 #include "tuners_internal.h"
 
-int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, tun_study **out) {
-    if (!space || !cfg || !out || space->n <= 0) return HPO_EINVAL;
+int tun_study_new_mo(const tun_space *space, const tun_config *cfg, int m, const int *maximize,
+                     tun_study **out) {
+    if (!space || !cfg || !out || !maximize || space->n <= 0 || m < 1 || m > TUN_MAX_OBJECTIVES)
+        return HPO_EINVAL;
     tun_study *t = hpo_xcalloc(1, sizeof *t);
     t->space = space;
     t->cfg = *cfg;
-    t->maximize = maximize ? 1 : 0;
+    t->n_obj = m;
+    for (int k = 0; k < m; k++) t->obj_max[k] = maximize[k] ? 1 : 0;
+    t->maximize = t->obj_max[0];
     *out = t;
     return 0;
 }
+
+int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, tun_study **out) {
+    return tun_study_new_mo(space, cfg, 1, &maximize, out);
+}
+
+int tun_study_n_objectives(const tun_study *t) { return t ? t->n_obj : 0; }
 
 void tun_study_free(tun_study *t) {
     if (!t) return;
     for (int64_t i = 0; i < t->cap; i++) {
         tun_trial_rec *r = &t->trials[i];
         free(r->x);
+        free(r->values);
         free(r->steps);
         free(r->step_values);
     }
@@ -55,6 +66,29 @@ static void reserve(tun_study *t, int64_t i) {
 
 static double to_min(const tun_study *t, double v) { return t->maximize ? -v : v; }
 
+/* Whether v holds n_obj finite values. */
+static int finite_values(const tun_study *t, const double *v) {
+    if (!v) return 0;
+    for (int k = 0; k < t->n_obj; k++)
+        if (!isfinite(v[k])) return 0;
+    return 1;
+}
+
+/* Sets r's outcome: values (n_obj, the study's signs) when COMPLETE. */
+static void set_outcome(const tun_study *t, tun_trial_rec *r, tun_trial_state state, const double *v,
+                        double violation) {
+    r->state = state;
+    free(r->values);
+    r->values = NULL;
+    r->value = NAN;
+    r->violation = NAN;
+    if (state != TUN_TRIAL_COMPLETE) return;
+    r->values = hpo_xmalloc((size_t)t->n_obj * sizeof *r->values);
+    for (int k = 0; k < t->n_obj; k++) r->values[k] = t->obj_max[k] ? -v[k] : v[k];
+    r->value = r->values[0];
+    r->violation = isnan(violation) ? NAN : violation > 0 ? violation : 0.0;
+}
+
 int tun_study_suggest(tun_study *t, int64_t number, double *x) {
     double tmp[64];
     hpo_rng rng;
@@ -69,6 +103,7 @@ int tun_study_suggest(tun_study *t, int64_t number, double *x) {
     case TUN_BAYESIAN: rc = tun_gp_suggest(t, number, &rng, tmp); break;
     case TUN_CMAES: rc = tun_cmaes_suggest(t, number, &rng, tmp); break;
     case TUN_EVOLUTION: rc = tun_evolution_suggest(t, number, &rng, tmp); break;
+    case TUN_NSGA2: rc = tun_nsga2_suggest(t, number, &rng, tmp); break;
     default: return HPO_EINVAL;
     }
     if (rc) return rc;
@@ -84,7 +119,7 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
                   double value) {
     if (!t || !x || number < 0 || number >= TUN_MAX_TRIAL_NUMBER) return HPO_EINVAL;
     if (state != TUN_TRIAL_RUNNING && !finished_state(state)) return HPO_EINVAL;
-    if (state == TUN_TRIAL_COMPLETE && !isfinite(value)) return HPO_EINVAL;
+    if (state == TUN_TRIAL_COMPLETE && (!isfinite(value) || t->n_obj != 1)) return HPO_EINVAL;
     if (find(t, number)) return HPO_ECONFLICT;
     reserve(t, number + t->n_prior);
     tun_trial_rec *r = &t->trials[number + t->n_prior];
@@ -94,7 +129,7 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
     r->state = state;
     r->x = hpo_xmalloc((size_t)t->space->n * sizeof *r->x);
     memcpy(r->x, x, (size_t)t->space->n * sizeof *r->x);
-    r->value = state == TUN_TRIAL_COMPLETE ? to_min(t, value) : NAN;
+    set_outcome(t, r, state, &value, NAN);
     r->bracket = t->cfg.pruner.kind == TUN_PRUNER_HYPERBAND ? tun_hyperband_bracket_of(t, number) : 0;
     t->n_present++;
     tun_tpe_index_note(t, number + t->n_prior, -1);
@@ -102,7 +137,7 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
 }
 
 int tun_study_add_prior(tun_study *t, const double *x, double value) {
-    if (!t || !x || !isfinite(value)) return HPO_EINVAL;
+    if (!t || !x || !isfinite(value) || t->n_obj != 1) return HPO_EINVAL;
     if (t->n_present > t->n_prior) return HPO_ECONFLICT; /* a trial came first */
     if (t->n_prior >= TUN_MAX_PRIORS) return HPO_ETOOLARGE;
     reserve(t, t->n_prior);
@@ -113,7 +148,7 @@ int tun_study_add_prior(tun_study *t, const double *x, double value) {
     r->state = TUN_TRIAL_COMPLETE;
     r->x = hpo_xmalloc((size_t)t->space->n * sizeof *r->x);
     memcpy(r->x, x, (size_t)t->space->n * sizeof *r->x);
-    r->value = to_min(t, value);
+    set_outcome(t, r, TUN_TRIAL_COMPLETE, &value, NAN);
     /* negative, increasing: oldest first (TPE breaks ties by number) */
     r->number = t->n_prior - TUN_MAX_PRIORS;
     t->n_prior++;
@@ -193,14 +228,20 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
     return 0;
 }
 
-int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value) {
+int tun_study_finish_mo(tun_study *t, int64_t number, tun_trial_state state, const double *values,
+                        double violation) {
     if (!t || !finished_state(state)) return HPO_EINVAL;
     tun_trial_rec *r = find(t, number);
     if (!r) return HPO_ENOTFOUND;
     if (r->state != TUN_TRIAL_RUNNING) return HPO_ECONFLICT;
-    if (state == TUN_TRIAL_COMPLETE && !isfinite(value)) return HPO_EINVAL;
-    r->state = state;
-    r->value = state == TUN_TRIAL_COMPLETE ? to_min(t, value) : NAN;
+    if (state == TUN_TRIAL_COMPLETE && !finite_values(t, values)) return HPO_EINVAL;
+    if (!isnan(violation) && violation < 0) return HPO_EINVAL;
+    set_outcome(t, r, state, values, violation);
     tun_tpe_index_note(t, r - t->trials, TUN_TRIAL_RUNNING);
     return 0;
+}
+
+int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value) {
+    if (t && state == TUN_TRIAL_COMPLETE && t->n_obj != 1) return HPO_EINVAL;
+    return tun_study_finish_mo(t, number, state, &value, NAN);
 }

@@ -1,7 +1,8 @@
 /*
  * tuners.h - search spaces and the algorithms that search them: random,
  * grid, TPE, Gaussian-process Bayesian optimisation, CMA-ES, regularized
- * evolution, and the multi-fidelity pruners (median, ASHA, Hyperband).
+ * evolution, NSGA-II, and the multi-fidelity pruners (median, ASHA,
+ * Hyperband); Pareto geometry (non-dominated sorting, hypervolume).
  * Pure C: no I/O, no clocks, no globals.
  *
  * Design notes
@@ -17,7 +18,13 @@
  *   comes from hpo_rng_derive(seed, k, ...). So a restarted hpod that replays
  *   the stored history suggests exactly what it would have suggested.
  * - Directions: the study is told whether to maximise; internally every
- *   algorithm minimises (values are negated on the way in).
+ *   algorithm minimises (values are negated on the way in). A study may
+ *   have 1 to TUN_MAX_OBJECTIVES objectives (tun_study_new_mo), each with
+ *   its direction; a trial's "value" is then its first objective's, and
+ *   the samplers that know several objectives (random, nsga2) read the
+ *   vector. A complete trial may carry its constraint violation (the sum
+ *   of the positive parts of its constraints, Optuna's constraints_func
+ *   semantics): 0 is feasible, NaN none told.
  * - Threading: a tun_study is not thread-safe; its owner (the api's per-study
  *   lock, or the scheduler thread) serialises calls. tun_space is immutable
  *   after parsing and may be shared.
@@ -106,7 +113,9 @@ typedef enum {
     TUN_BAYESIAN,
     TUN_CMAES,
     TUN_EVOLUTION,
+    TUN_NSGA2,
 } tun_algorithm;
+typedef enum { TUN_XOVER_SBX = 0, TUN_XOVER_UNIFORM } tun_crossover;
 typedef enum { TUN_PRUNER_NONE = 0, TUN_PRUNER_MEDIAN, TUN_PRUNER_ASHA, TUN_PRUNER_HYPERBAND } tun_pruner_kind;
 typedef enum { TUN_ACQ_LOG_EI = 0, TUN_ACQ_UCB } tun_acquisition;
 
@@ -147,6 +156,12 @@ typedef struct tun_config {
     /* evolution */
     int evo_population;       /* P: the most recent complete trials kept (default 20) */
     int evo_sample_size;      /* S: tournament size, 1..P (default min(5, P)) */
+    /* nsga2 (nsga2.c) */
+    int nsga_population;      /* population_size, 2..100000 (default 50) */
+    tun_crossover nsga_crossover; /* "sbx" (default) or "uniform" (Optuna's default) */
+    double nsga_crossover_prob;   /* default 0.9 */
+    double nsga_swapping_prob;    /* uniform crossover's (and sbx's choices'), default 0.5 */
+    double nsga_mutation_prob;    /* per parameter; 0 (the default) = 1 / n parameters */
     tun_pruner_config pruner;
 } tun_config;
 
@@ -154,7 +169,7 @@ typedef struct tun_config {
  * A NULL tuner gives the defaults (random, seed 0, no pruner).
  *
  * Keys (all optional): "algorithm": "random" | "grid" | "tpe" | "bayesian" |
- * "cmaes" | "evolution" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
+ * "cmaes" | "evolution" | "nsga2" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
  * tpe and bayesian only);
  * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
@@ -166,6 +181,9 @@ typedef struct tun_config {
  * "population": evolution's P, int 2..100000 (20); "sample_size": its
  * tournament S, int 1..population (min(5, population); a larger one is an
  * error naming "tuner.sample_size");
+ * nsga2: "population_size" int 2..100000 (50); "crossover": "sbx" |
+ * "uniform" (sbx); "crossover_prob", "swapping_prob" in [0, 1] (0.9, 0.5);
+ * "mutation_prob" in (0, 1] (1 / the number of parameters);
  * "pruner": {"algorithm": "none" | "median" | "asha" | "hyperband" (required),
  * "eta" >= 2 (3), "min_resource" or its alias "min_epochs" int >= 1 (1),
  * "max_resource" or "max_epochs" int >= min_resource (0: unset),
@@ -190,7 +208,13 @@ typedef enum {
 
 typedef struct tun_study tun_study;
 
+#define TUN_MAX_OBJECTIVES 8
 int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, tun_study **out);
+/* A study of m objectives (1 .. TUN_MAX_OBJECTIVES), maximize[k] for each;
+ * tun_study_new is m = 1. HPO_EINVAL otherwise. */
+int tun_study_new_mo(const tun_space *space, const tun_config *cfg, int m, const int *maximize,
+                     tun_study **out);
+int tun_study_n_objectives(const tun_study *t);
 void tun_study_free(tun_study *t);
 /* Suggests the configuration of trial `number` (0 <= number < 10^7; numbers
  * are dense) into x (space->n doubles). Pending (running) trials are taken
@@ -230,6 +254,38 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
 /* Ends a RUNNING trial (HPO_ECONFLICT otherwise): COMPLETE with a finite
  * value; PRUNED and FAILED keep their intermediate values, value ignored. */
 int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value);
+/* The same with the study's m values (values may be NULL unless COMPLETE:
+ * then m finite numbers, HPO_EINVAL otherwise) and the trial's constraint
+ * violation (>= 0; NaN: none told). tun_study_finish is this with values
+ * {value} on a one-objective study (HPO_EINVAL for a COMPLETE trial of a
+ * study with more). */
+int tun_study_finish_mo(tun_study *t, int64_t number, tun_trial_state state, const double *values,
+                        double violation);
+
+/* ---- multi-objective geometry (pareto.c); everything minimises ---- */
+/* a dominates b: no worse in all m objectives, better in one. */
+int tun_dominates(const double *a, const double *b, int m);
+/* Constrained domination (Optuna's): with violations va, vb (0 feasible,
+ * NaN as infinite) a feasible point dominates an infeasible one, two
+ * feasible ones compare by tun_dominates, two infeasible ones by the
+ * smaller violation. */
+int tun_dominates_constrained(const double *a, double va, const double *b, double vb, int m);
+/* Deb's fast non-dominated sort of n points (rows of m in F): rank[i] = the
+ * front of point i (0 = the Pareto front); viol (may be NULL) switches to
+ * constrained domination. Returns the number of fronts. _ref peels the
+ * fronts naively (O(n^3)), for the tests. */
+int tun_nondominated_sort(const double *F, const double *viol, size_t n, int m, int *rank);
+int tun_nondominated_sort_ref(const double *F, const double *viol, size_t n, int m, int *rank);
+/* Crowding distance (Deb 2002) of the k points idx[] of F: the sum over
+ * the objectives of the normalised gap between each point's neighbours;
+ * the extremes of each objective get INFINITY (and all when k <= 2). */
+void tun_crowding_distance(const double *F, int m, const size_t *idx, size_t k, double *out);
+/* The exact hypervolume the n points of F dominate up to ref (points not
+ * better than ref in every objective add nothing): a sweep for m = 2,
+ * slices for m = 3, WFG above. _ref counts the cells of the coordinate
+ * grid (exact, O(n^(m+1)); m <= TUN_MAX_OBJECTIVES), for the tests. */
+double tun_hypervolume(const double *F, size_t n, int m, const double *ref);
+double tun_hypervolume_ref(const double *F, size_t n, int m, const double *ref);
 
 /* ---- Hyperband's brackets (Li et al. 2018), for synchronous schedulers ---- */
 #define TUN_HB_MAX_ROUNDS 32

@@ -29,7 +29,9 @@ typedef struct tun_trial_rec {
     int64_t number;
     tun_trial_state state;
     double *x;            /* space->n values */
-    double value;         /* minimisation sign; NaN unless COMPLETE */
+    double value;         /* minimisation sign; NaN unless COMPLETE; values[0] */
+    double *values;       /* the study's n_obj values, minimisation sign; NULL unless COMPLETE */
+    double violation;     /* constraint violation (0 feasible; NaN: none told) */
     int64_t *steps;       /* intermediate values, ordered by step */
     double *step_values;  /* minimisation sign */
     int n_steps, cap_steps;
@@ -53,7 +55,9 @@ struct tun_cmaes_state {
 struct tun_study {
     const tun_space *space;
     tun_config cfg;
-    int maximize;
+    int maximize;          /* the first objective's direction */
+    int n_obj;             /* objectives, 1 .. TUN_MAX_OBJECTIVES */
+    int obj_max[TUN_MAX_OBJECTIVES]; /* each one's direction */
     tun_trial_rec *trials; /* indexed by number */
     int64_t cap;           /* allocated slots */
     int64_t n_present;     /* priors included */
@@ -108,6 +112,7 @@ int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_tpe_suggest_ref(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_evolution_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+int tun_nsga2_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 /* cmaes keeps its cache in t->cmaes (freed by tun_cmaes_state_free). */
 int tun_cmaes_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x);
 void tun_cmaes_state_free(struct tun_cmaes_state *s);

@@ -541,7 +541,8 @@ class Client:
     # -- studies
     def create_study(self, name=None, space=None, direction=None, tuner=None, *, pruner=None, model=None,
                      dataset=None, training=None, metric=None, description=None, load_if_exists=False,
-                     user_attrs=None, note=None, warm_start=None, **definition):
+                     user_attrs=None, note=None, warm_start=None, directions=None, objectives=None,
+                     constraints=None, **definition):
         """Creates a study and returns it.
 
         space: {"x": {"type": "float", "low": 0, "high": 1}, ...} (optional
@@ -555,7 +556,13 @@ class Client:
         arguments go into the definition as they are. user_attrs (a dict)
         and note (a text) are stored with a new study. warm_start: studies
         (or ids) whose complete trials seed the tuner (tpe, bayesian; see
-        Study.warm_start). load_if_exists: when a study of this name
+        Study.warm_start). Multi-objective (external) studies: objectives
+        ([{"metric", "direction", "reference"}, ...], 1 to 8) or directions
+        (Optuna's: ["maximize", "minimize"], metrics named objective_0,
+        objective_1, ...), and constraints ([{"metric", "max", "min"}]);
+        tell them values=[...] (one per objective) and metrics={...}; best
+        answers the Pareto front (Study.pareto_front, Study.best_trials).
+        load_if_exists: when a study of this name
         exists, return it (hpod's get-or-create; the oldest of the name):
         Conflict naming the first differing field when its definition is
         not this one; with neither space nor model the name is only looked
@@ -581,6 +588,12 @@ class Client:
             if metric is not None:
                 obj["metric"] = metric
             d["objective"] = obj
+        if directions is not None and objectives is None:
+            objectives = [{"metric": "objective_%d" % i, "direction": dr} for i, dr in enumerate(directions)]
+        if objectives is not None:
+            d["objectives"] = [dict(o) for o in objectives]
+        if constraints is not None:
+            d["constraints"] = [dict(k) for k in constraints]
         if tuner is not None or pruner is not None:
             t = dict(d.get("tuner") or {})
             if isinstance(tuner, str):
@@ -698,12 +711,17 @@ def _one_id(x):
     return _ids([x], "id")[0]
 
 
-def _outcome(body, value, values, state, error):
-    """body with a trial's outcome (tell, add_trial)."""
+def _outcome(body, value, values, state, error, repeats=None, metrics=None):
+    """body with a trial's outcome (tell, add_trial): value (one objective),
+    values (one per objective), repeats (one per execution), metrics."""
     if value is not None:
         body["value"] = value
     if values is not None:
         body["values"] = list(values)
+    if repeats is not None:
+        body["repeats"] = list(repeats)
+    if metrics is not None:
+        body["metrics"] = dict(metrics)
     if state is not None:
         body["state"] = _state_name(state)
     if error is not None:
@@ -792,10 +810,12 @@ class Study:
         return Trial(self._client, self._call("POST", "/ask"), study=self)
 
     def tell(self, trial, value=None, state=None, *, values=None, error=None, skip_if_finished=False,
-             user_attrs=None):
+             user_attrs=None, repeats=None, metrics=None):
         """Finishes a trial (a Trial or its id): tell(trial, 0.37);
-        tell(trial, [0.37, 0.39]) or values=[...] for one value per
-        execution; state="pruned" (value optional: hpod keeps the last
+        tell(trial, [0.37, 12]) or values=[...] for one value per objective
+        (Optuna's multi-objective tell); repeats=[...] for one value per
+        execution (their mean, std and count); metrics={"params": 1.2e5}:
+        the metrics the study's constraints read; state="pruned" (value optional: hpod keeps the last
         reported one) or state="failed" (with error, a text). Returns hpod's
         answer {"trial_id", "number", "state", "value"}. skip_if_finished:
         a trial that is no longer running is left alone (None). user_attrs:
@@ -804,7 +824,7 @@ class Study:
             if values is not None:
                 raise ValueError("give either value or values")
             value, values = None, value
-        body = _outcome({}, value, values, state, error)
+        body = _outcome({}, value, values, state, error, repeats, metrics)
         if user_attrs is not None:
             body["user_attrs"] = dict(user_attrs)
         tid = _one_id(trial)
@@ -922,10 +942,13 @@ class Study:
                 nums = [float(v) for v in values]
             except (TypeError, ValueError):
                 nums = None
+            n_obj = len(self.info.get("objectives") or [None])
             if not nums:
                 reason = "the objective returned %r, not a number" % (result,)
             elif not all(math.isfinite(v) for v in nums):
                 reason = "the objective returned %r" % (result,)
+            elif len(nums) != n_obj:
+                reason = "the objective returned %d values for %d objective(s)" % (len(nums), n_obj)
         if reason:
             log.warning("trial %d failed: %s", trial.number, reason)
             self._tell_quietly(trial, state=TrialState.FAILED, error=reason)
@@ -943,10 +966,11 @@ class Study:
         return Trial(self._client, self._call("POST", "/enqueue", {"params": dict(params)}), study=self)
 
     def add_trial(self, params, value=None, state=None, *, values=None, intermediate_values=None, error=None,
-                  user_attrs=None, note=None):
+                  user_attrs=None, note=None, repeats=None, metrics=None):
         """Adds a finished trial (Optuna's add_trial): params (every active
         parameter) and value; state "complete" (default), "pruned" or
-        "failed"; values: one per execution; intermediate_values: {step:
+        "failed"; values: one per objective; repeats: one per execution;
+        metrics: those the study's constraints read; intermediate_values: {step:
         value}; user_attrs (a dict) and note (a text) stored with it.
         params may also be an optuna FrozenTrial (its params, state, value,
         intermediate values and user_attrs are taken). The stored trial."""
@@ -958,7 +982,7 @@ class Study:
                 intermediate_values = ft.intermediate_values
             if user_attrs is None and ft.user_attrs:
                 user_attrs = ft.user_attrs
-        body = _outcome({"params": dict(params)}, value, values, state, error)
+        body = _outcome({"params": dict(params)}, value, values, state, error, repeats, metrics)
         if intermediate_values:
             body["intermediate_values"] = {str(int(k)): v for k, v in dict(intermediate_values).items()}
         if user_attrs is not None:
@@ -991,6 +1015,18 @@ class Study:
         """The top_n best complete trials, best first (each with value_std
         and value_n over executions)."""
         out = self._call("GET", "/best", query={"top_n": top_n})
+        return [Trial(self._client, dict(t, state="complete", study_id=self.id), study=self) for t in out["trials"]]
+
+    def pareto_front(self):
+        """A multi-objective study's GET /best: {"trials" (the Pareto front
+        of the feasible complete trials, each with "values"), "directions",
+        "objectives", "hypervolume", "reference_point", ...}."""
+        return self._call("GET", "/best")
+
+    @property
+    def best_trials(self):
+        """The Pareto front as Trials (Optuna's best_trials)."""
+        out = self.pareto_front()
         return [Trial(self._client, dict(t, state="complete", study_id=self.id), study=self) for t in out["trials"]]
 
     @property
@@ -1163,6 +1199,11 @@ class Trial:
     @property
     def value(self):
         return self.info.get("value")
+
+    @property
+    def values(self):
+        """The objective values (one per objective), None when none."""
+        return self.info.get("values")
 
     @property
     def user_attrs(self):

@@ -179,7 +179,7 @@ def main():
         told = json.loads(out)
         c.check(rc == 0 and told["state"] == "complete" and told["value"] == 0.3, "tell TRIAL VALUE")
         t2, _, _ = train([1.1, 0.6, 0.35])
-        rc, out, _ = hpo("tell", str(t2["trial_id"]), "0.35", "0.37", "0.33")
+        rc, out, _ = hpo("tell", str(t2["trial_id"]), "0.35", "0.37", "0.33", "--repeats")
         c.check(rc == 0 and abs(json.loads(out)["value"] - 0.35) < 1e-9, "tell with one value per execution (mean)")
         t3, at, word = train([5.0, 5.0, 5.0])
         c.check(at is not None and word == "prune", "report -> exit 3 and 'prune' when the pruner stops the trial")

@@ -334,7 +334,7 @@ def main():
         cl.call("POST", T + "/{id}/report", 400, {"step": -1, "value": 0.5}, id=trials[0])
         cl.call("POST", T + "/{id}/tell", 200, {"value": 0.25}, id=trials[0])
         cl.call("POST", T + "/{id}/tell", 409, {"value": 0.25}, id=trials[0])
-        cl.call("POST", T + "/{id}/tell", 200, {"values": [0.5, 0.7]}, id=trials[1])
+        cl.call("POST", T + "/{id}/tell", 200, {"repeats": [0.5, 0.7]}, id=trials[1])
         cl.call("POST", T + "/{id}/tell", 200, {"state": "failed", "error": "boom"}, id=trials[2])
         cl.call("GET", T + "/{id}", 200, id=trials[0])
         cl.call("GET", T + "/{id}", 200, id=trials[3])

@@ -176,9 +176,12 @@ def section_tell_forms(c, client):
     c.check(t.report(0, 0.5) is False and t.should_prune() is False, "report without a pruner: False")
     e = raises(TypeError, t.report, 0.5, 1)
     c.check(e is not None and "step" in str(e), "report(value, step) in Optuna's order: TypeError")
-    out = study.tell(t, [0.2, 0.4])
+    e = raises(hpo.InvalidArgument, study.tell, t, [0.2, 0.4])
+    c.check(e is not None and e.field == "values" and "repeats" in str(e),
+            "a list of two on one objective: 400 naming values, pointing to repeats: %s" % e)
+    out = study.tell(t, repeats=[0.2, 0.4])
     c.check(out["state"] == "complete" and abs(out["value"] - 0.3) < 1e-12 and t.state == "complete",
-            "tell with one value per execution: the mean %s" % out)
+            "tell with one value per execution (repeats): the mean %s" % out)
     got = client.trial(t.id)
     c.check(got.info["value_n"] == 2 and got.info["value_std"] is not None, "value_n, value_std stored")
     e = raises(hpo.Conflict, study.tell, t, 1.0)
@@ -207,14 +210,33 @@ def section_tell_forms(c, client):
     study.optimize(boom, n_trials=2, catch=(ValueError,))
     e = raises(KeyError, study.optimize, lambda tr: {}["missing"], n_trials=3)
     c.check(e is not None, "an exception not caught leaves optimize")
-    study.optimize(lambda tr: [1.0, 3.0], n_trials=1)
+    study.optimize(lambda tr: [1.0], n_trials=1)
     new = study.trials[n0:]
     c.check([x.state for x in new] == ["failed"] * 4 + ["complete"],
             "nan, 2 caught ValueErrors, 1 KeyError: failed; a list: complete (%s)" % [x.state for x in new])
     errors = [client.trial(x.id).info["error"] or "" for x in new[:4]]
     c.check("nan" in errors[0] and errors[1].startswith("ValueError: diverged") and errors[3].startswith("KeyError"),
             "failed trials carry the reason: %s" % errors)
-    c.check(new[4].value == 2.0 and new[4].info["value_n"] == 2, "a list result: the mean of the executions")
+    c.check([x.state for x in study.trials[-1:]] == ["complete"], "a list result of one value")
+    study.optimize(lambda tr: [1.0, 3.0], n_trials=1)
+    c.check(study.trials[-1].state == "failed" and "2 values for 1 objective" in (study.trials[-1].info["error"] or ""),
+            "two values on one objective: failed with the reason")
+    # a multi-objective study (Optuna's directions), the Pareto front
+    mo = client.create_study("mo-client", {"x": {"type": "float", "low": 0, "high": 1}},
+                             directions=["minimize", "minimize"], tuner={"algorithm": "nsga2", "seed": 1},
+                             constraints=[{"metric": "lat", "max": 0.9}])
+    for _ in range(6):
+        t = mo.ask()
+        x = t.params["x"]
+        mo.tell(t, [x, 1 - x], metrics={"lat": x})
+    mo.optimize(lambda tr: None if tr.tell([0.0, 0.0], metrics={"lat": 2.0}) else None, n_trials=1)
+    front = mo.best_trials
+    c.check(front and all(len(t.values) == 2 and t.values[0] <= 0.9 for t in front),
+            "best_trials: the feasible front with its values (%d)" % len(front))
+    pf = mo.pareto_front()
+    c.check(pf["hypervolume"] > 0 and len(pf["reference_point"]) == 2, "pareto_front: hypervolume %s" % pf["hypervolume"])
+    c.check(mo.trials[-1].info["metrics"] == {"lat": 2.0} and all(t.number != mo.trials[-1].number for t in front),
+            "an infeasible trial (metrics told) is off the front")
     # the objective may tell the trial itself
     study.optimize(lambda tr: tr.tell(0.25) and None, n_trials=1)
     c.check(study.trials[-1].state == "complete" and study.trials[-1].value == 0.25,

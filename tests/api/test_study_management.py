@@ -133,7 +133,7 @@ def add_trial_checks(c, hp):
     c.check(p["state"] == "pruned" and p["value"] == 0.7, "a pruned trial keeps its last intermediate: %s" % p)
     f = hp.ok("POST", S + "/%d/trials" % sid, {"params": {"x": 0.1}, "state": "failed", "error": "oom"})
     c.check(f["state"] == "failed" and f["value"] is None and f["error"] == "oom", "a failed trial: %s" % f)
-    v = hp.ok("POST", S + "/%d/trials" % sid, {"params": {"x": 0.2}, "values": [0.5, 0.7],
+    v = hp.ok("POST", S + "/%d/trials" % sid, {"params": {"x": 0.2}, "repeats": [0.5, 0.7],
                                                "user_attrs": {"source": "notebook"}, "note": "by hand"})
     c.check(abs(v["value"] - 0.6) < 1e-12 and v["value_n"] == 2, "values: their mean: %s" % v)
     vt = hp.ok("GET", "/api/v1/trials/%d" % v["id"])

@@ -123,7 +123,7 @@ static void test_ask_tell_best_and_leases(void **state) {
         assert_true(json_is_false(json_object_get(r, "prune")));
         json_decref(r);
         snprintf(path, sizeof path, "/api/v1/trials/%lld/tell", ids[i]);
-        snprintf(body, sizeof body, "{\"values\": [%.17g, %.17g]}", x, x + 0.01);
+        snprintf(body, sizeof body, "{\"repeats\": [%.17g, %.17g]}", x, x + 0.01);
         json_decref(call(ctx, "POST", path, body, &status));
         assert_int_equal(status, 200);
         if (x + 0.005 > best) best = x + 0.005;

@@ -1,0 +1,127 @@
+/* front.c - GET /studies/{id}/best of a study with objectives or
+ * constraints: its Pareto front and the hypervolume it dominates.
+ *
+ * - The front: the complete, feasible trials (violation 0; every trial when
+ *   the study has no constraints) that no other such trial dominates,
+ *   ordered by the first objective (best first), then number.
+ * - The hypervolume (pareto.c, exact) of the front against the reference
+ *   point: objectives[i].reference where the definition gives it, else the
+ *   front's worst value of objective i moved away from the front by 10% of
+ *   the front's range in it (10% of max(|worst|, 1) when the range is 0),
+ *   the rule of Optuna's hypervolume history plot. Reported with its
+ *   reference point, in the objectives' own signs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+
+typedef struct ranked {
+    size_t i;
+    double first;
+    int64_t number;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return (x->number > y->number) - (x->number < y->number);
+}
+
+static json_t *front_json(const api_study_def *d, const sto_trial *t, const double *v, double viol) {
+    json_t *params = json_loads(t->params, 0, NULL), *values = json_array();
+    for (int k = 0; k < d->n_obj; k++) json_array_append_new(values, api_json_real(v[k]));
+    json_t *metrics = t->metrics_json ? json_loads(t->metrics_json, 0, NULL) : NULL;
+    return json_pack("{s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "trial_id", (json_int_t)t->id, "number",
+                     (json_int_t)t->number, "params", params ? params : json_null(), "values", values, "value",
+                     api_json_real(v[0]), "metrics", metrics ? metrics : json_null(), "violation",
+                     api_json_real(viol));
+}
+
+void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp) {
+    api_study *st = NULL;
+    sto_trial *trials = NULL;
+    size_t n = 0, k = 0;
+    int rc = api_study_acquire(ctx, id, &st);
+    if (rc) {
+        api_fail_lookup(resp, rc, "study", id);
+        return;
+    }
+    const api_study_def *d = &st->def;
+    int m = d->n_obj;
+    sto_trial_filter f = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_NUMBER};
+    if ((rc = sto_trial_list(ctx->db, id, &f, &trials, &n))) {
+        api_fail_rc(resp, rc, NULL);
+        api_study_release(ctx, st);
+        return;
+    }
+    /* the feasible complete trials, minimisation sign */
+    double *F = hpo_xmalloc((n + 1) * (size_t)m * sizeof *F), *raw = hpo_xmalloc((n + 1) * (size_t)m * sizeof *raw);
+    double *viol = hpo_xmalloc((n + 1) * sizeof *viol);
+    size_t *of = hpo_xmalloc((n + 1) * sizeof *of);
+    int64_t n_feasible = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v[TUN_MAX_OBJECTIVES], vi = NAN;
+        if (api_trial_objectives(d, &trials[i], v, &vi)) continue;
+        if (d->n_cons > 0 && !(vi <= 0)) continue;
+        n_feasible++;
+        for (int o = 0; o < m; o++) {
+            raw[k * (size_t)m + (size_t)o] = v[o];
+            F[k * (size_t)m + (size_t)o] = d->obj[o].maximize ? -v[o] : v[o];
+        }
+        viol[k] = vi;
+        of[k++] = i;
+    }
+    int *rank = hpo_xmalloc((k + 1) * sizeof *rank);
+    tun_nondominated_sort(F, NULL, k, m, rank);
+    size_t nf = 0;
+    ranked *front = hpo_xmalloc((k + 1) * sizeof *front);
+    double *P = hpo_xmalloc((k + 1) * (size_t)m * sizeof *P);
+    for (size_t i = 0; i < k; i++)
+        if (rank[i] == 0) {
+            memcpy(P + nf * (size_t)m, F + i * (size_t)m, (size_t)m * sizeof *P);
+            front[nf++] = (ranked){i, F[i * (size_t)m], trials[of[i]].number};
+        }
+    qsort(front, nf, sizeof *front, cmp_ranked);
+    /* the reference point (minimisation sign) */
+    double ref[TUN_MAX_OBJECTIVES];
+    json_t *jref = json_array(), *dirs = json_array();
+    for (int o = 0; o < m; o++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < nf; i++) {
+            double v = P[i * (size_t)m + (size_t)o];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        if (!isnan(d->obj[o].reference))
+            ref[o] = d->obj[o].maximize ? -d->obj[o].reference : d->obj[o].reference;
+        else if (nf == 0)
+            ref[o] = NAN;
+        else
+            ref[o] = hi + 0.1 * (hi > lo ? hi - lo : fmax(fabs(hi), 1.0));
+        json_array_append_new(jref, api_json_real(d->obj[o].maximize ? -ref[o] : ref[o]));
+        json_array_append_new(dirs, json_string(d->obj[o].maximize ? "maximize" : "minimize"));
+    }
+    double hv = nf ? tun_hypervolume(P, nf, m, ref) : 0.0;
+    json_t *arr = json_array();
+    for (size_t a = 0; a < nf; a++) {
+        size_t i = front[a].i;
+        json_array_append_new(arr, front_json(d, &trials[of[i]], raw + i * (size_t)m, viol[i]));
+    }
+    json_t *objectives = api_objectives_json(st->spec);
+    api_reply_json(resp, 200,
+                   json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:I, s:I, s:o}", "trials", arr, "direction",
+                             d->maximize ? "maximize" : "minimize", "directions", dirs, "objectives", objectives,
+                             "hypervolume", api_json_real(hv), "reference_point", jref, "n_complete",
+                             (json_int_t)n, "n_feasible", (json_int_t)n_feasible, "p_value_top2", json_null()));
+    free(F);
+    free(raw);
+    free(viol);
+    free(of);
+    free(rank);
+    free(front);
+    free(P);
+    sto_trial_list_free(trials, n);
+    api_study_release(ctx, st);
+}

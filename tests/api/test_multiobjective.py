@@ -1,0 +1,225 @@
+"""Multi-objective external studies against a real hpod: "objectives" and
+"constraints" in a definition (and the 400s naming the field for bad ones),
+tell with "values" (one per objective) and "metrics", the old per-execution
+"values" now "repeats" (a clear 400 where "values" would be ambiguous),
+trials showing their vector, GET /best answering the Pareto front of the
+feasible trials with its hypervolume (checked against a naive computation
+here), NSGA-II reproducible per seed through the API, and the front and the
+tuner's history unchanged across a restart."""
+import subprocess
+
+from hpod import Checks, Hpod, parse_args
+
+SPACE = {"x": {"type": "float", "low": 0.0, "high": 1.0},
+         "y": {"type": "float", "low": 0.0, "high": 1.0},
+         "k": {"type": "choice", "values": ["a", "b"]}}
+OBJECTIVES = [{"metric": "accuracy", "direction": "maximize"}, {"metric": "params", "direction": "minimize"}]
+CONSTRAINTS = [{"metric": "latency", "max": 0.8}]
+
+
+def evaluate(p):
+    """accuracy up with x, params up with x too (a trade-off); latency = y."""
+    acc = p["x"] * (0.5 if p["k"] == "b" else 1.0)
+    params = p["x"] ** 2 + 0.3 * p["y"]
+    return [acc, params], {"latency": p["y"]}
+
+
+def drive(hp, sid, n):
+    """Asks and tells n trials; returns their params."""
+    seen = []
+    for _ in range(n):
+        t = hp.ok("POST", "/api/v1/studies/%d/ask" % sid)
+        values, metrics = evaluate(t["params"])
+        hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"values": values, "metrics": metrics})
+        seen.append(t["params"])
+    return seen
+
+
+def naive_front(trials):
+    """Feasible complete trials no other dominates (accuracy max, params min)."""
+    pts = [(t["values"][0], t["values"][1], t["number"]) for t in trials
+           if t["state"] == "complete" and t["metrics"]["latency"] <= 0.8]
+    front = []
+    for a in pts:
+        if not any(b[0] >= a[0] and b[1] <= a[1] and (b[0] > a[0] or b[1] < a[1]) for b in pts):
+            front.append(a)
+    return front
+
+
+def naive_hv2(front, ref):
+    """2-D hypervolume in minimisation (-accuracy, params) by a sweep."""
+    pts = sorted((-a, p) for a, p, _ in front)
+    hv, y = 0.0, ref[1]
+    for f0, f1 in pts:
+        if f0 < ref[0] and f1 < y:
+            hv += (ref[0] - f0) * (y - f1)
+            y = f1
+    return hv
+
+
+def expect_400(c, hp, path, body, field, what):
+    status, out = hp.request("POST", path, body)
+    got = out.get("error", {}).get("field") if isinstance(out, dict) else None
+    c.check(status == 400 and got == field, "%s: 400 naming %s (got %d %s)" % (what, field, status, out))
+    return out
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = Hpod(args.hpod).start()
+    try:
+        definition = {"name": "mo", "space": SPACE, "objectives": OBJECTIVES, "constraints": CONSTRAINTS,
+                      "tuner": {"algorithm": "nsga2", "population_size": 6, "seed": 3, "max_trials": 30}}
+        s = hp.ok("POST", "/api/v1/studies", definition)
+        sid = s["id"]
+        c.check(s["objectives"] == OBJECTIVES and s["constraints"] == CONSTRAINTS and s["direction"] == "maximize",
+                "the summary names the objectives and constraints: %s %s" % (s["objectives"], s["constraints"]))
+        twin = hp.ok("POST", "/api/v1/studies", dict(definition, name="mo-twin"))["id"]
+        twin2 = hp.ok("POST", "/api/v1/studies", dict(definition, name="mo-twin2"))["id"]
+
+        # errors on tell
+        t = hp.ok("POST", "/api/v1/studies/%d/ask" % sid)
+        tell = "/api/v1/trials/%d/tell" % t["trial_id"]
+        expect_400(c, hp, tell, {"value": 0.5, "metrics": {"latency": 0.1}}, "value", "one value on 2 objectives")
+        out = expect_400(c, hp, tell, {"values": [0.5], "metrics": {"latency": 0.1}}, "values", "1 value of 2")
+        c.check("per objective" in out["error"]["message"] and "repeats" in out["error"]["message"],
+                "the message says values are per objective and names repeats: %s" % out["error"]["message"])
+        expect_400(c, hp, tell, {"values": [0.5, "a"], "metrics": {"latency": 0.1}}, "values", "a non-number")
+        expect_400(c, hp, tell, {"repeats": [0.5, 0.6]}, "repeats", "repeats on 2 objectives")
+        expect_400(c, hp, tell, {"values": [0.5, 1]}, "metrics.latency", "a constraint metric missing")
+        expect_400(c, hp, tell, {"values": [0.5, 1], "metrics": {"latency": "slow"}}, "metrics.latency",
+                   "a metric not a number")
+        expect_400(c, hp, tell, {"values": [0.5, 1], "metrics": {"latency": 0.1}, "value": 2}, "values",
+                   "value and values together")
+        c.check(hp.ok("GET", "/api/v1/trials/%d" % t["trial_id"])["state"] == "running", "a refused tell changes nothing")
+        values, metrics = evaluate(t["params"])
+        told = hp.ok("POST", tell, {"values": values, "metrics": metrics})
+        c.check(told["values"] == values and told["value"] == values[0], "tell answers the vector: %s" % told)
+        tw = hp.ok("POST", "/api/v1/studies/%d/ask" % twin)
+        c.check(tw["params"] == t["params"], "the twin (same seed) asks the same first trial")
+        hp.ok("POST", "/api/v1/trials/%d/tell" % tw["trial_id"], {"values": values, "metrics": metrics})
+
+        # NSGA-II through the API, reproducible per seed (past its first generation)
+        a = drive(hp, sid, 19)
+        b = drive(hp, twin, 19)
+        c.check(a == b, "two studies with the same seed and history ask the same 20 trials")
+        c.check(drive(hp, twin2, 20) == [t["params"]] + a, "a third one too")
+        before = hp.ok("POST", "/api/v1/studies/%d/ask" % twin2)  # trial 20 of that history
+        hp.ok("POST", "/api/v1/trials/%d/tell" % before["trial_id"], {"state": "failed"})
+        # a failed and a pruned trial are data, not front members
+        f = hp.ok("POST", "/api/v1/studies/%d/ask" % sid)
+        hp.ok("POST", "/api/v1/trials/%d/tell" % f["trial_id"], {"state": "failed", "error": "oom"})
+
+        trials = hp.ok("GET", "/api/v1/studies/%d/trials?limit=100" % sid)
+        trials = trials["trials"] if isinstance(trials, dict) else trials
+        done = [t for t in trials if t["state"] == "complete"]
+        c.check(len(done) == 20 and all(len(t["values"]) == 2 and "latency" in t["metrics"] for t in done),
+                "20 complete trials show their values and metrics")
+        best = hp.ok("GET", "/api/v1/studies/%d/best" % sid)
+        front = naive_front(trials)
+        got = sorted(t["number"] for t in best["trials"])
+        c.check(got == sorted(p[2] for p in front) and got,
+                "the front is the non-dominated feasible trials: %s vs %s" % (got, sorted(p[2] for p in front)))
+        c.check(all(t["metrics"]["latency"] <= 0.8 and t["violation"] == 0 for t in best["trials"]),
+                "front members are feasible")
+        accs = [t["values"][0] for t in best["trials"]]
+        c.check(accs == sorted(accs, reverse=True), "the front is ordered by the first objective, best first")
+        c.check(best["directions"] == ["maximize", "minimize"] and best["objectives"] == OBJECTIVES,
+                "best names the directions and objectives")
+        lo = [min(-p[0] for p in front), min(p[1] for p in front)]
+        hi = [max(-p[0] for p in front), max(p[1] for p in front)]
+        ref = [h + 0.1 * ((h - l) if h > l else max(abs(h), 1)) for l, h in zip(lo, hi)]
+        c.check(abs(best["reference_point"][0] + ref[0]) < 1e-12 and abs(best["reference_point"][1] - ref[1]) < 1e-12,
+                "the reference point is the front's nadir + 10%% of its range: %s" % best["reference_point"])
+        hv = naive_hv2(front, ref)
+        c.check(abs(best["hypervolume"] - hv) < 1e-12 and hv > 0,
+                "hypervolume %.12g matches the naive sweep %.12g" % (best["hypervolume"], hv))
+        c.check(best["n_complete"] == 20 and 0 < best["n_feasible"] <= 20, "counts: %s" % best["n_feasible"])
+
+        # the CLI: several VALUEs are one per objective, --metric the constraint's metric
+        t = hp.ok("POST", "/api/v1/studies/%d/ask" % twin2)
+        p = subprocess.run([args.hpo, "--url", hp.url, "tell", str(t["trial_id"]), "0.25", "0.5", "--metric",
+                            "latency=0.1", "--json"], capture_output=True, text=True, timeout=60)
+        got = hp.ok("GET", "/api/v1/trials/%d" % t["trial_id"])
+        c.check(p.returncode == 0 and got["values"] == [0.25, 0.5] and got["metrics"] == {"latency": 0.1},
+                "hpo tell TRIAL V1 V2 --metric: %d %s %s" % (p.returncode, p.stderr, got["values"]))
+        t = hp.ok("POST", "/api/v1/studies/%d/ask" % twin2)
+        p = subprocess.run([args.hpo, "--url", hp.url, "tell", str(t["trial_id"]), "0.25", "0.5", "--repeats"],
+                           capture_output=True, text=True, timeout=60)
+        c.check(p.returncode != 0 and "repeats" in p.stderr, "--repeats on 2 objectives: the 400 (%d)" % p.returncode)
+        hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"state": "failed"})
+
+        # a given reference point is used as given
+        r = hp.ok("POST", "/api/v1/studies", {
+            "name": "ref", "space": SPACE, "tuner": {"algorithm": "random", "seed": 1},
+            "objectives": [{"metric": "a", "reference": 0.0, "direction": "maximize"}, {"metric": "b", "reference": 2}]})
+        for v in ([0.5, 1.0], [1.0, 1.5], [0.2, 1.8]):
+            t = hp.ok("POST", "/api/v1/studies/%d/ask" % r["id"])
+            hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"values": v})
+        rb = hp.ok("GET", "/api/v1/studies/%d/best" % r["id"])
+        c.check(rb["reference_point"] == [0.0, 2] and abs(rb["hypervolume"] - (0.5 * 1.0 + 0.5 * 0.5)) < 1e-12,
+                "a given reference: hypervolume %s" % rb["hypervolume"])
+        c.check(len(rb["trials"]) == 2, "a dominated trial is off the front")
+
+        # definitions refused, naming the field
+        bad = [({"objective": {"direction": "minimize"}, "objectives": OBJECTIVES}, "objectives"),
+               ({"objectives": []}, "objectives"),
+               ({"objectives": [{"metric": "m%d" % i} for i in range(9)]}, "objectives"),
+               ({"objectives": [{"metric": "a"}, {"metric": "a"}]}, "objectives[1].metric"),
+               ({"objectives": [{"metric": "a", "direction": "up"}]}, "objectives[0].direction"),
+               ({"objectives": [{"metric": "a", "goal": 1}]}, "objectives[0]"),
+               ({"objectives": [{"metric": "a", "reference": "x"}]}, "objectives[0].reference"),
+               ({"objectives": OBJECTIVES, "tuner": {"algorithm": "tpe"}}, "tuner.algorithm"),
+               ({"constraints": [{"metric": "p"}]}, "constraints[0]"),
+               ({"constraints": [{"metric": "p", "min": 2, "max": 1}]}, "constraints[0]"),
+               ({"objectives": OBJECTIVES, "constraints": [{"metric": "params", "max": 1}]}, "constraints[0].metric"),
+               ({"objectives": OBJECTIVES, "tuner": {"algorithm": "nsga2", "population_size": 1}},
+                "tuner.population_size")]
+        for extra, field in bad:
+            d = {"name": "bad", "space": SPACE}
+            d.update(extra)
+            expect_400(c, hp, "/api/v1/studies", d, field, "definition %s" % list(extra))
+
+        # one objective: values of one, repeats for executions, the old form refused
+        so = hp.ok("POST", "/api/v1/studies", {"name": "so", "space": SPACE, "tuner": {"seed": 2}})
+        t1 = hp.ok("POST", "/api/v1/studies/%d/ask" % so["id"])
+        out = expect_400(c, hp, "/api/v1/trials/%d/tell" % t1["trial_id"], {"values": [1.0, 2.0, 3.0]}, "values",
+                         "the old per-execution values on a one-objective study")
+        c.check("repeats" in out["error"]["message"], "the 400 points to repeats: %s" % out["error"]["message"])
+        told = hp.ok("POST", "/api/v1/trials/%d/tell" % t1["trial_id"], {"repeats": [1.0, 2.0, 3.0]})
+        tr = hp.ok("GET", "/api/v1/trials/%d" % t1["trial_id"])
+        c.check(tr["value"] == 2.0 and tr["value_n"] == 3 and abs(tr["value_std"] - 1.0) < 1e-12 and tr["values"] == [2.0],
+                "repeats give the mean, std and count: %s" % {k: tr[k] for k in ("value", "value_std", "value_n")})
+        t2 = hp.ok("POST", "/api/v1/studies/%d/ask" % so["id"])
+        hp.ok("POST", "/api/v1/trials/%d/tell" % t2["trial_id"], {"values": [0.5]})
+        c.check(hp.ok("GET", "/api/v1/trials/%d" % t2["trial_id"])["value"] == 0.5, "values of one on one objective")
+        sb = hp.ok("GET", "/api/v1/studies/%d/best" % so["id"])
+        c.check(sb["trials"][0]["value"] == 0.5 and "hypervolume" not in sb, "a one-objective study's best is unchanged")
+
+        # added trials carry values too
+        add = hp.ok("POST", "/api/v1/studies/%d/trials" % sid,
+                    {"params": {"x": 1.0, "y": 0.0, "k": "a"}, "values": [1.0, 0.0], "metrics": {"latency": 0.0}})
+        c.check(add["values"] == [1.0, 0.0], "an added trial keeps its values: %s" % add.get("values"))
+        expect_400(c, hp, "/api/v1/studies/%d/trials" % sid, {"params": {"x": 1.0, "y": 0.0, "k": "a"}, "value": 1},
+                   "value", "an added trial with one value on 2 objectives")
+        best = hp.ok("GET", "/api/v1/studies/%d/best" % sid)
+        c.check([t["number"] for t in best["trials"]] == [add["number"]],
+                "the added trial (accuracy 1, params 0) dominates every other")
+
+        # restart: the front and the tuner's history are read back
+        hp.stop()
+        hp = Hpod(args.hpod, data_dir=hp.data_dir).start()
+        hp.own_dir = True
+        again = hp.ok("GET", "/api/v1/studies/%d/best" % sid)
+        c.check(again == best, "the same front after a restart")
+        after = hp.ok("POST", "/api/v1/studies/%d/ask" % twin)
+        c.check(after["number"] == 20 and after["params"] == before["params"],
+                "after a restart the replayed history (values and violations) asks what it asked before")
+    finally:
+        hp.cleanup()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+/* tuners: Pareto geometry (pareto.c) - the fast non-dominated sort against
+ * naive peeling, the exact hypervolume (2-D, 3-D, WFG for 4 and 5
+ * objectives) against counting grid cells, on random inputs with ties;
+ * crowding distance and constrained domination on hand-made cases. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rng.h"
+#include "tuners.h"
+
+/* Random points; a coarse grid of values makes ties and duplicates common. */
+static void random_points(hpo_rng *rng, double *F, size_t n, int m, int coarse) {
+    for (size_t i = 0; i < n * (size_t)m; i++)
+        F[i] = coarse ? (double)hpo_rng_below(rng, 5) / 4 : hpo_rng_uniform(rng);
+}
+
+static void test_sort_matches_naive(void **state) {
+    (void)state;
+    hpo_rng rng;
+    hpo_rng_seed(&rng, 7);
+    double F[60 * 5], viol[60];
+    int r1[60], r2[60], mismatches = 0;
+    for (int round = 0; round < 400; round++) {
+        size_t n = 1 + hpo_rng_below(&rng, 60);
+        int m = 1 + (int)hpo_rng_below(&rng, 5), constrained = round % 3 == 0;
+        random_points(&rng, F, n, m, round % 2);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t c = hpo_rng_below(&rng, 4);
+            viol[i] = c == 0 ? 0.0 : c == 1 ? NAN : (double)hpo_rng_below(&rng, 3);
+        }
+        int f1 = tun_nondominated_sort(F, constrained ? viol : NULL, n, m, r1);
+        int f2 = tun_nondominated_sort_ref(F, constrained ? viol : NULL, n, m, r2);
+        assert_int_equal(f1, f2);
+        for (size_t i = 0; i < n; i++) mismatches += r1[i] != r2[i];
+    }
+    printf("non-dominated sort vs naive peeling: %d rank mismatches in 400 random sets\n", mismatches);
+    assert_int_equal(mismatches, 0);
+}
+
+static void test_hypervolume_matches_naive(void **state) {
+    (void)state;
+    hpo_rng rng;
+    hpo_rng_seed(&rng, 11);
+    double F[14 * 5], ref[5];
+    for (int m = 1; m <= 5; m++) {
+        double max_diff = 0;
+        int max_n = m <= 3 ? 14 : m == 4 ? 10 : 8;
+        for (int round = 0; round < 300; round++) {
+            size_t n = 1 + hpo_rng_below(&rng, (uint64_t)max_n);
+            random_points(&rng, F, n, m, round % 2);
+            for (int k = 0; k < m; k++) ref[k] = round % 5 == 0 ? 0.8 : 1.1; /* some points outside */
+            double fast = tun_hypervolume(F, n, m, ref), naive = tun_hypervolume_ref(F, n, m, ref);
+            double d = fabs(fast - naive);
+            if (d > max_diff) max_diff = d;
+        }
+        printf("hypervolume m=%d vs grid cells: max |difference| %.3g over 300 random sets\n", m, max_diff);
+        assert_true(max_diff < 1e-12);
+    }
+}
+
+static void test_hypervolume_known(void **state) {
+    (void)state;
+    /* two points in 2-D: 2*1 + 1*2 - 1*1 overlap */
+    double F2[] = {1, 2, 2, 1}, r2[] = {3, 3};
+    assert_float_equal(tun_hypervolume(F2, 2, 2, r2), 3.0, 1e-12);
+    /* a point no better than the reference in one objective adds nothing */
+    double F3[] = {0, 0, 0, 2, 0, 0}, r3[] = {1, 1, 1};
+    assert_float_equal(tun_hypervolume(F3, 2, 3, r3), 1.0, 1e-12);
+    /* a larger front: 100 points of the 3-D simplex x+y+z = 1 against 2x the cube */
+    double S[300];
+    size_t n = 0;
+    for (int a = 0; a < 10; a++)
+        for (int b = 0; b < 10 - a; b++) {
+            S[3 * n] = a / 9.0;
+            S[3 * n + 1] = b / 9.0;
+            S[3 * n + 2] = 1 - a / 9.0 - b / 9.0;
+            n++;
+        }
+    double r[] = {1.1, 1.1, 1.1};
+    double fast = tun_hypervolume(S, n, 3, r), naive = tun_hypervolume_ref(S, n, 3, r);
+    printf("simplex front (%zu points): hypervolume %.12f, naive %.12f\n", n, fast, naive);
+    assert_float_equal(fast, naive, 1e-12);
+    /* WFG on the same points padded to 4-D equals the 3-D volume times the pad */
+    double S4[55 * 4], r4[] = {1.1, 1.1, 1.1, 2};
+    for (size_t i = 0; i < n; i++) {
+        memcpy(S4 + 4 * i, S + 3 * i, 3 * sizeof *S);
+        S4[4 * i + 3] = 1;
+    }
+    assert_float_equal(tun_hypervolume(S4, n, 4, r4), fast * 1.0, 1e-12);
+}
+
+static void test_crowding(void **state) {
+    (void)state;
+    double F[] = {0, 4, 1, 3, 3, 1, 4, 0};
+    size_t idx[] = {0, 1, 2, 3};
+    double cd[4];
+    tun_crowding_distance(F, 2, idx, 4, cd);
+    assert_true(isinf(cd[0]) && isinf(cd[3]));
+    /* point 1: (3 - 0) / 4 in each objective */
+    assert_float_equal(cd[1], 1.5, 1e-12);
+    assert_float_equal(cd[2], 1.5, 1e-12);
+    tun_crowding_distance(F, 2, idx, 2, cd);
+    assert_true(isinf(cd[0]) && isinf(cd[1]));
+}
+
+static void test_constrained_domination(void **state) {
+    (void)state;
+    double good[] = {0, 0}, bad[] = {5, 5};
+    assert_true(tun_dominates(good, bad, 2));
+    assert_false(tun_dominates(good, good, 2));
+    /* a feasible point beats an infeasible one, whatever the values */
+    assert_true(tun_dominates_constrained(bad, 0, good, 0.1, 2));
+    assert_false(tun_dominates_constrained(good, 0.1, bad, 0, 2));
+    /* among infeasible ones, the smaller violation */
+    assert_true(tun_dominates_constrained(bad, 0.5, good, 1.0, 2));
+    assert_false(tun_dominates_constrained(good, 1.0, bad, 0.5, 2));
+    /* none told (NaN) is the worst */
+    assert_true(tun_dominates_constrained(bad, 100, good, NAN, 2));
+    /* both feasible: plain domination */
+    assert_true(tun_dominates_constrained(good, 0, bad, 0, 2));
+    assert_false(tun_dominates_constrained(bad, 0, good, 0, 2));
+    double F[] = {5, 5, 0, 0, 1, 1};
+    double v[] = {0, 2, 1};
+    int rank[3];
+    assert_int_equal(tun_nondominated_sort(F, v, 3, 2, rank), 3);
+    assert_int_equal(rank[0], 0);
+    assert_int_equal(rank[2], 1);
+    assert_int_equal(rank[1], 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sort_matches_naive),
+        cmocka_unit_test(test_hypervolume_matches_naive),
+        cmocka_unit_test(test_hypervolume_known),
+        cmocka_unit_test(test_crowding),
+        cmocka_unit_test(test_constrained_domination),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
