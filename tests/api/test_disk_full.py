@@ -120,8 +120,11 @@ def main():
         sid = hp.ok("POST", "/api/v1/studies", STUDY)["id"]
 
         def progressed():
+            """A running trial has stored epoch 2, so its epoch 1 checkpoint
+            is written (an epoch is stored before its checkpoint): once the
+            disk is full it is requeued and resumes from a checkpoint > 0."""
             ts = hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["trials"]
-            return any(t["last_step"] is not None and t["last_step"] >= 1 for t in ts)
+            return any(t["last_step"] is not None and t["last_step"] >= 2 for t in ts)
 
         wait_for(progressed, 120, step=0.05)
 
