@@ -140,6 +140,10 @@ typedef struct tun_config {
     int tpe_multi_fidelity;   /* rank trials at a common budget when they report
                                * intermediate values (BOHB's rule, tpe.c; default 1);
                                * 0 = Optuna's ranking */
+    int tpe_multivariate;     /* not a "tuner" key (tests, benchmarks): 1 = the
+                               * unconditional parameters are modelled jointly
+                               * (Optuna's multivariate=True); 0 (the default,
+                               * Optuna's default) = each on its own (tpe.c) */
     int tpe_max_components;   /* not a "tuner" key (tests, benchmarks): the most
                                * components a side of TPE's split keeps before
                                * older trials are stood for by a stratified
