@@ -266,9 +266,9 @@ typedef struct api_outcome {
     char *values_json;        /* owned: stored for a study with d->multi */
     char *metrics_json;       /* owned: the metrics told, NULL: none */
 } api_outcome;
-/* 0, or -1 with a 400 naming the field in resp (nothing to clear then).
+/* 0, or HPO_EINVAL with err naming the field (nothing to clear then).
  * The caller checks the keys. */
-int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o, api_response *resp);
+int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o, hpo_error *err);
 void api_outcome_clear(api_outcome *o);
 /* The constraint violation of the constraint metrics cv[0 .. d->n_cons):
  * the sum of how far each is beyond its bounds. */

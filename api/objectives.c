@@ -192,20 +192,17 @@ void api_outcome_clear(api_outcome *o) {
 
 /* "metrics": an object of at most 64 numbers; a complete trial of a study
  * with constraints gives each constraint's metric. */
-static int parse_metrics(const api_study_def *d, const json_t *m, api_outcome *o, api_response *resp) {
+static int parse_metrics(const api_study_def *d, const json_t *m, api_outcome *o, hpo_error *err) {
     double cv[API_MAX_CONSTRAINTS];
-    if (m && (!json_is_object(m) || json_object_size(m) > 64)) {
-        api_fail(resp, 400, "invalid_argument", "metrics", "metrics must be an object of at most 64 numbers");
-        return -1;
-    }
+    if (m && (!json_is_object(m) || json_object_size(m) > 64))
+        return hpo_fail(err, HPO_EINVAL, "metrics", "metrics must be an object of at most 64 numbers");
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)m, key, v) {
         if (!json_is_number(v) || !isfinite(json_number_value(v))) {
             char field[96];
             snprintf(field, sizeof field, "metrics.%.64s", key);
-            api_fail(resp, 400, "invalid_argument", field, "%s must be a finite number", field);
-            return -1;
+            return hpo_fail(err, HPO_EINVAL, field, "%s must be a finite number", field);
         }
     }
     for (int i = 0; i < d->n_cons && o->state == STO_TRIAL_COMPLETE; i++) {
@@ -213,10 +210,9 @@ static int parse_metrics(const api_study_def *d, const json_t *m, api_outcome *o
         if (!c) {
             char field[96];
             snprintf(field, sizeof field, "metrics.%s", d->cons[i].metric);
-            api_fail(resp, 400, "invalid_argument", field,
-                     "the study's constraints[%d] reads metric \"%s\": a complete trial gives it in metrics", i,
-                     d->cons[i].metric);
-            return -1;
+            return hpo_fail(err, HPO_EINVAL, field,
+                            "the study's constraints[%d] reads metric \"%s\": a complete trial gives it in metrics",
+                            i, d->cons[i].metric);
         }
         cv[i] = json_number_value(c);
     }
@@ -225,7 +221,7 @@ static int parse_metrics(const api_study_def *d, const json_t *m, api_outcome *o
     return 0;
 }
 
-int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o, api_response *resp) {
+int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o, hpo_error *err) {
     const json_t *jstate = json_object_get(body, "state");
     const json_t *jvalue = json_object_get(body, "value");
     const json_t *jvalues = json_object_get(body, "values");
@@ -244,46 +240,39 @@ int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o
         else if (s && strcmp(s, "failed") == 0)
             o->state = STO_TRIAL_FAILED;
         else {
-            api_fail(resp, 400, "invalid_argument", "state", "state must be \"complete\", \"pruned\" or \"failed\"");
-            return -1;
+            return hpo_fail(err, HPO_EINVAL, "state", "state must be \"complete\", \"pruned\" or \"failed\"");
         }
     }
     if (jerror && !json_is_string(jerror)) {
-        api_fail(resp, 400, "invalid_argument", "error", "error must be a string");
-        return -1;
+        return hpo_fail(err, HPO_EINVAL, "error", "error must be a string");
     }
     o->error = json_string_value(jerror);
     if (!!jvalue + !!jvalues + !!jrepeats > 1) {
-        api_fail(resp, 400, "invalid_argument", jvalues ? "values" : "repeats",
+        return hpo_fail(err, HPO_EINVAL, jvalues ? "values" : "repeats",
                  "give one of value, values (one per objective) or repeats (one per execution)");
-        return -1;
     }
     int m = d->n_obj;
     if (jvalue) {
         if (m > 1) {
-            api_fail(resp, 400, "invalid_argument", "value",
+            return hpo_fail(err, HPO_EINVAL, "value",
                      "this study has %d objectives: give values, one number per objective", m);
-            return -1;
         }
         if (!json_is_number(jvalue)) {
-            api_fail(resp, 400, "invalid_argument", "value", "value must be a number");
-            return -1;
+            return hpo_fail(err, HPO_EINVAL, "value", "value must be a number");
         }
         o->value = json_number_value(jvalue);
         o->value_n = 1;
     } else if (jvalues) {
         if (!json_is_array(jvalues) || json_array_size(jvalues) != (size_t)m) {
-            api_fail(resp, 400, "invalid_argument", "values",
+            return hpo_fail(err, HPO_EINVAL, "values",
                      "values holds one number per objective (this study has %d); the values of repeated "
                      "executions go in \"repeats\"",
                      m);
-            return -1;
         }
         for (int i = 0; i < m; i++) {
             const json_t *e = json_array_get(jvalues, (size_t)i);
             if (!json_is_number(e) || !isfinite(json_number_value(e))) {
-                api_fail(resp, 400, "invalid_argument", "values", "values[%d] must be a finite number", i);
-                return -1;
+                return hpo_fail(err, HPO_EINVAL, "values", "values[%d] must be a finite number", i);
             }
             o->values[i] = json_number_value(e);
         }
@@ -293,21 +282,18 @@ int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o
     } else if (jrepeats) {
         size_t len = json_array_size(jrepeats);
         if (m > 1) {
-            api_fail(resp, 400, "invalid_argument", "repeats",
+            return hpo_fail(err, HPO_EINVAL, "repeats",
                      "repeats (one value per execution) are for one-objective studies; this one has %d", m);
-            return -1;
         }
         if (!json_is_array(jrepeats) || len == 0 || len > 1000) {
-            api_fail(resp, 400, "invalid_argument", "repeats",
+            return hpo_fail(err, HPO_EINVAL, "repeats",
                      "repeats must be an array of 1 to 1000 numbers (one per execution)");
-            return -1;
         }
         double v[1000];
         for (size_t i = 0; i < len; i++) {
             const json_t *e = json_array_get(jrepeats, i);
             if (!json_is_number(e)) {
-                api_fail(resp, 400, "invalid_argument", "repeats", "repeats[%zu] must be a number", i);
-                return -1;
+                return hpo_fail(err, HPO_EINVAL, "repeats", "repeats[%zu] must be a number", i);
             }
             v[i] = json_number_value(e);
         }
@@ -316,15 +302,13 @@ int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o
     }
     if (o->state == STO_TRIAL_COMPLETE && o->value_n == 0) {
         const char *f = m > 1 ? "values" : "value";
-        api_fail(resp, 400, "invalid_argument", f,
+        return hpo_fail(err, HPO_EINVAL, f,
                  m > 1 ? "a complete trial needs values, one number per objective"
                        : "a complete trial needs a value (or repeats, one per execution)");
-        return -1;
     }
     if (o->state == STO_TRIAL_FAILED && o->value_n > 0) {
-        api_fail(resp, 400, "invalid_argument", jvalues ? "values" : jrepeats ? "repeats" : "value",
+        return hpo_fail(err, HPO_EINVAL, jvalues ? "values" : jrepeats ? "repeats" : "value",
                  "a failed trial has no value");
-        return -1;
     }
     if (o->value_n > 0 && m == 1 && !jvalues) o->values[0] = o->value;
     if (d->multi && o->value_n > 0 && !o->values_json) { /* one objective told as value or repeats */
@@ -333,9 +317,10 @@ int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o
         json_decref(arr);
     }
     if (jmetrics || d->n_cons > 0) {
-        if (parse_metrics(d, jmetrics, o, resp)) {
+        int rc = parse_metrics(d, jmetrics, o, err);
+        if (rc) {
             api_outcome_clear(o);
-            return -1;
+            return rc;
         }
     }
     return 0;

@@ -6,7 +6,9 @@
  *   {"format", "study": {"name", "direction", "kind", "state", "created",
  *    "definition" (as GET /studies/{id} shows it), "space" (the effective
  *    one), "user_attrs", "note"}, "trials": [{"number", "state", "params",
- *    "value", "intermediate_values": {"<step>": v}, "datetime_start",
+ *    "value", "values" and "metrics" (a study with objectives or constraints:
+ *    the objective vector and the metrics told; absent when none),
+ *    "intermediate_values": {"<step>": v}, "datetime_start",
  *    "datetime_complete" (ISO 8601, UTC, or null), "distributions",
  *    "user_attrs", "note"}]}
  * where each trial's distributions are Optuna's JSON form of its params'
@@ -21,7 +23,10 @@
  * user_attrs and notes (the study's too); running and queued
  * ones are skipped and counted ("skipped"). Every trial is checked before
  * anything is stored: its params against the definition's space (400
- * naming trials[i].params.<name>), a complete one needs a value. Optuna's
+ * naming trials[i].params.<name>), a complete one needs a value (a study
+ * with several objectives: "values", one per objective; "values" and
+ * "metrics" are checked against the objectives and constraints as
+ * POST /studies/{id}/trials checks them, 400 naming trials[i].values). Optuna's
  * state names are read too (COMPLETE, PRUNED, FAIL, RUNNING, WAITING);
  * "distributions" are not read: the definition's space decides. A
  * definition's warm_start is dropped (its ids name studies of the hpod it
@@ -126,6 +131,11 @@ static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *
                               api_json_real(t[i].value), "intermediate_values", c.steps[i], "datetime_start",
                               iso_time(t[i].started), "datetime_complete", iso_time(t[i].finished), "distributions",
                               dists, "user_attrs", attrs ? attrs : json_object(), "note", t[i].note ? t[i].note : ""));
+        json_t *row = json_array_get(trials, json_array_size(trials) - 1);
+        json_t *vec = t[i].values_json ? json_loads(t[i].values_json, 0, NULL) : NULL;
+        json_t *metrics = t[i].metrics_json ? json_loads(t[i].metrics_json, 0, NULL) : NULL;
+        if (vec) json_object_set_new(row, "values", vec);
+        if (metrics) json_object_set_new(row, "metrics", metrics);
     }
     free(c.steps);
     sto_trial_list_free(t, n);
@@ -220,6 +230,8 @@ typedef struct import_trial {
     char *params;
     char *attrs;      /* user_attrs text (NULL: none) */
     const char *note; /* borrowed from the document (NULL: none) */
+    char *values_json;  /* the objective vector (a study with objectives or constraints); NULL: none */
+    char *metrics_json; /* the metrics told with it; NULL: none */
     double *x;
     int64_t *steps;
     double *step_values;
@@ -230,6 +242,8 @@ static void import_trials_free(import_trial *t, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(t[i].params);
         free(t[i].attrs);
+        free(t[i].values_json);
+        free(t[i].metrics_json);
         free(t[i].x);
         free(t[i].steps);
         free(t[i].step_values);
@@ -273,11 +287,43 @@ static int read_attrs_note(const json_t *j, const char *where, char **attrs, con
     return 0;
 }
 
-/* Reads and checks trial i of a document against space. 1 when it is
+/* A read trial's "values" and "metrics", checked as add-trial checks them
+ * (api_parse_outcome: one finite number per objective, each constraint's
+ * metric for a complete trial); a failed or cancelled trial keeps no
+ * value. Errors name trials[i].<field>. */
+static int read_outcome(const json_t *j, size_t i, const api_study_def *d, import_trial *out, hpo_error *err) {
+    const json_t *values = json_object_get(j, "values"), *metrics = json_object_get(j, "metrics");
+    int has_value = out->state != STO_TRIAL_FAILED && out->state != STO_TRIAL_CANCELLED;
+    json_t *body = json_pack("{s:s}", "state", out->state == STO_TRIAL_COMPLETE ? "complete"
+                                               : out->state == STO_TRIAL_PRUNED ? "pruned"
+                                                                                : "failed");
+    if (has_value && values)
+        json_object_set(body, "values", (json_t *)values);
+    else if (has_value && d->n_obj == 1 && !isnan(out->value))
+        json_object_set_new(body, "value", json_real(out->value));
+    if (metrics) json_object_set(body, "metrics", (json_t *)metrics);
+    api_outcome o;
+    int rc = api_parse_outcome(d, body, &o, err);
+    json_decref(body);
+    if (rc) {
+        hpo_error in = *err;
+        char where[32];
+        snprintf(where, sizeof where, "trials[%zu]", i);
+        hpo_error_prefix(&in, where);
+        return hpo_fail(err, rc, in.field, "%s: %s", in.field, in.message);
+    }
+    if (o.value_n > 0) out->value = o.value;
+    out->values_json = o.values_json;
+    out->metrics_json = o.metrics_json;
+    return 0;
+}
+
+/* Reads and checks trial i of a document against d. 1 when it is
  * skipped, 0 when read into *out, or an error naming trials[i].<field>. */
-static int read_trial(const json_t *j, size_t i, const tun_space *space, import_trial *out, hpo_error *err) {
-    static const char *keys[] = {"number", "state", "params", "value", "intermediate_values", "datetime_start",
-                                 "datetime_complete", "distributions", "user_attrs", "note"};
+static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_trial *out, hpo_error *err) {
+    static const char *keys[] = {"number", "state", "params", "value", "values", "metrics", "intermediate_values",
+                                 "datetime_start", "datetime_complete", "distributions", "user_attrs", "note"};
+    const tun_space *space = d->space;
     char f[96];
     memset(out, 0, sizeof *out);
     if (!json_is_object(j)) {
@@ -310,15 +356,17 @@ static int read_trial(const json_t *j, size_t i, const tun_space *space, import_
     const json_t *value = json_object_get(j, "value");
     out->value = json_is_number(value) ? json_number_value(value) : NAN;
     if ((value && !json_is_null(value) && !json_is_number(value)) ||
-        (out->state == STO_TRIAL_COMPLETE && !json_is_number(value))) {
+        (out->state == STO_TRIAL_COMPLETE && !json_is_number(value) && !json_object_get(j, "values"))) {
         snprintf(f, sizeof f, "trials[%zu].value", i);
         return hpo_fail(err, HPO_EINVAL, f, "%s must be a number%s", f,
                         out->state == STO_TRIAL_COMPLETE ? " (a complete trial has one)" : " or null");
     }
     if (out->state == STO_TRIAL_FAILED || out->state == STO_TRIAL_CANCELLED) out->value = NAN;
+    int rc = read_outcome(j, i, d, out, err);
+    if (rc) return rc;
     out->x = hpo_xcalloc((size_t)space->n + 1, sizeof *out->x);
     hpo_error perr = {{0}, {0}};
-    int rc = tun_space_from_json(space, json_object_get(j, "params"), out->x, &perr);
+    rc = tun_space_from_json(space, json_object_get(j, "params"), out->x, &perr);
     if (rc) {
         snprintf(f, sizeof f, "trials[%zu].%.60s", i, perr.field);
         return hpo_fail(err, rc, f, "%s %s", f, perr.message);
@@ -370,7 +418,7 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     int rc = api_study_def_load(ctx, def, &d, &err); /* the space, to check the trials first */
     if (rc) goto fail;
     for (size_t i = 0; rc == 0 && i < n_in; i++) {
-        rc = read_trial(json_array_get(jtrials, i), i, d.space, &trials[n], &err);
+        rc = read_trial(json_array_get(jtrials, i), i, &d, &trials[n], &err);
         if (rc == 1) { /* running or queued: nothing was read */
             skipped++;
             rc = 0;
@@ -391,7 +439,8 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
                            .value_std = NAN, .value_n = 1, .started = trials[i].started,
                            .finished = trials[i].finished, .steps = trials[i].steps,
                            .step_values = trials[i].step_values, .n_steps = trials[i].n_steps,
-                           .user_attrs = trials[i].attrs, .note = trials[i].note};
+                           .user_attrs = trials[i].attrs, .note = trials[i].note,
+                           .values_json = trials[i].values_json, .metrics_json = trials[i].metrics_json};
         rc = api_trial_add(ctx, st, &in, trials[i].x, NULL, NULL);
     }
     if (rc == 0) api_external_end(ctx, st, hpo_now()); /* an external study whose budget is spent ends */

@@ -219,7 +219,10 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     api_study *st;
     if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
     /* the outcome is read against the study's objectives (fixed at creation) */
-    if (api_parse_outcome(&st->def, body, &o, resp)) {
+    hpo_error oerr = {{0}, {0}};
+    int orc = api_parse_outcome(&st->def, body, &o, &oerr);
+    if (orc) {
+        api_fail_rc(resp, orc, &oerr);
         sto_trial_clear(&t);
         api_study_release(ctx, st);
         goto out;

@@ -202,7 +202,8 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
     in.user_attrs = attrs;
     api_study *st = open_study(ctx, id, 0, resp);
     if (!st) goto out;
-    if (api_parse_outcome(&st->def, body, &o, resp)) {
+    if ((rc = api_parse_outcome(&st->def, body, &o, &err))) {
+        api_fail_rc(resp, rc, &err);
         close_study(ctx, st);
         goto out;
     }

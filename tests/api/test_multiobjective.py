@@ -207,6 +207,39 @@ def main():
         c.check([t["number"] for t in best["trials"]] == [add["number"]],
                 "the added trial (accuracy 1, params 0) dominates every other")
 
+        # export -> import and copy keep each trial's vector and metrics: the same front and hypervolume
+        doc = hp.ok("GET", "/api/v1/studies/%d/export" % sid)
+        done = [t for t in doc["trials"] if t["state"] == "complete"]
+        c.check(len(done) == 21 and all(len(t["values"]) == 2 and "latency" in t["metrics"] for t in done),
+                "the export carries each complete trial's values and metrics")
+        imported = hp.ok("POST", "/api/v1/studies/import", dict(doc, name="mo-imported"))["study"]["id"]
+        copied = hp.ok("POST", "/api/v1/studies/%d/copy" % sid, {"name": "mo-copy"})["study"]["id"]
+
+        def front_of(b):
+            return ([(t["params"], t["values"], t["metrics"], t["violation"]) for t in b["trials"]],
+                    b["hypervolume"], b["reference_point"], b["n_complete"], b["n_feasible"])
+        for how, new in (("import", imported), ("copy", copied)):
+            nb = hp.ok("GET", "/api/v1/studies/%d/best" % new)
+            c.check(front_of(nb) == front_of(best), "%s: the same front and hypervolume (%s vs %s)"
+                    % (how, nb.get("hypervolume"), best["hypervolume"]))
+        # the copy's NSGA-II learnt the vectors: it asks what the original's history asks next
+        tc = hp.ok("POST", "/api/v1/studies/%d/copy" % twin, {"name": "mo-twin-copy"})["study"]["id"]
+        nxt = hp.ok("POST", "/api/v1/studies/%d/ask" % tc)
+        c.check(nxt["number"] == 20 and nxt["params"] == before["params"],
+                "a copied history asks what the original history asks next: %s" % nxt["params"])
+        # a malformed vector or a missing constraint metric: 400 naming the field, nothing stored
+        n_studies = len(hp.ok("GET", "/api/v1/studies")["studies"])
+        for mend, field in ((lambda t: t.update(values=[0.5]), "trials[3].values"),
+                            (lambda t: t.update(values=[0.5, "a"]), "trials[3].values"),
+                            (lambda t: t.pop("values"), "trials[3].values"),
+                            (lambda t: t.update(metrics={"latency": "slow"}), "trials[3].metrics.latency"),
+                            (lambda t: t.pop("metrics"), "trials[3].metrics.latency")):
+            bad_doc = dict(doc, name="mo-bad", trials=[dict(t) for t in doc["trials"]])
+            mend(bad_doc["trials"][3])
+            expect_400(c, hp, "/api/v1/studies/import", bad_doc, field, "an imported %s" % field)
+        c.check(len(hp.ok("GET", "/api/v1/studies")["studies"]) == n_studies,
+                "a refused import stores no study")
+
         # restart: the front and the tuner's history are read back
         hp.stop()
         hp = Hpod(args.hpod, data_dir=hp.data_dir).start()
