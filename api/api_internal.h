@@ -41,6 +41,9 @@ int api_status_for_rc(int rc);
 void api_fail_lookup(api_response *resp, int rc, const char *what, int64_t id);
 /* 0 if every key of obj is one of keys, else a 400 naming the first other. */
 int api_check_keys(const json_t *obj, const char *const *keys, size_t n, api_response *resp);
+/* The same for a part of a definition: 0, or HPO_EINVAL in err naming field
+ * ("unknown key \"k\" in <field>"). */
+int api_only_keys(const json_t *obj, const char *const *keys, size_t n, const char *field, hpo_error *err);
 /* Parses the request body as a JSON object; on failure fills resp and
  * returns NULL. */
 json_t *api_body_object(const api_request *req, api_response *resp);

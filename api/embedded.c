@@ -9,17 +9,6 @@
 #include "api_internal.h"
 #include "model.h"
 
-static int only_keys(const json_t *obj, const char *field, const char **keys, size_t n, hpo_error *err) {
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        size_t i = 0;
-        while (i < n && strcmp(key, keys[i]) != 0) i++;
-        if (i == n) return hpo_fail(err, HPO_EINVAL, field, "unknown key \"%.64s\" in %s", key, field);
-    }
-    return 0;
-}
-
 static int get_count(const json_t *obj, const char *key, const char *field, int64_t lo, int64_t hi,
                      int64_t def, int64_t *out, hpo_error *err) {
     const json_t *v = json_object_get(obj, key);
@@ -53,7 +42,7 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
     if (!json_is_object(ds))
         return hpo_fail(err, HPO_EINVAL, "dataset", "an embedded study needs a \"dataset\" object, "
                                                    "e.g. {\"name\": \"fashion-mnist\"}");
-    int rc = only_keys(ds, "dataset", keys, HPO_ARRAY_LEN(keys), err);
+    int rc = api_only_keys(ds, keys, HPO_ARRAY_LEN(keys), "dataset", err);
     if (rc) return rc;
     const json_t *vs = json_object_get(ds, "validation_split");
     e->validation_split = 0.2;
@@ -104,7 +93,7 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     snprintf(e->monitor, sizeof e->monitor, "%s", metric);
     if (!tr) return 0;
     if (!json_is_object(tr)) return hpo_fail(err, HPO_EINVAL, "training", "training must be an object");
-    int rc = only_keys(tr, "training", keys, HPO_ARRAY_LEN(keys), err);
+    int rc = api_only_keys(tr, keys, HPO_ARRAY_LEN(keys), "training", err);
     int64_t v = 0;
     if (rc || (rc = get_count(tr, "batch_size", "training.batch_size", 1, 65536, 128, &v, err))) return rc;
     e->batch_size = (int)v;
@@ -126,7 +115,7 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     if (es) {
         if (!json_is_object(es))
             return hpo_fail(err, HPO_EINVAL, "training.early_stopping", "early_stopping must be an object");
-        if ((rc = only_keys(es, "training.early_stopping", es_keys, HPO_ARRAY_LEN(es_keys), err))) return rc;
+        if ((rc = api_only_keys(es, es_keys, HPO_ARRAY_LEN(es_keys), "training.early_stopping", err))) return rc;
         if ((rc = get_count(es, "patience", "training.early_stopping.patience", 0, 100000, 5, &v, err)))
             return rc;
         e->patience = (int)v;

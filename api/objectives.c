@@ -8,17 +8,6 @@
 
 #include "api_internal.h"
 
-static int only_keys(const json_t *obj, const char *const *keys, size_t n, const char *field, hpo_error *err) {
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        size_t i = 0;
-        while (i < n && strcmp(key, keys[i]) != 0) i++;
-        if (i == n) return hpo_fail(err, HPO_EINVAL, field, "unknown key \"%.64s\" in %s", key, field);
-    }
-    return 0;
-}
-
 static int parse_direction(const json_t *dir, const char *field, int *maximize, hpo_error *err) {
     const char *s = json_string_value(dir);
     if (!dir) return 0;
@@ -41,7 +30,7 @@ static int parse_metric(const json_t *m, const char *field, const char **out, hp
 static int parse_single(const json_t *obj, api_study_def *d, hpo_error *err) {
     static const char *const keys[] = {"direction", "metric"};
     if (!json_is_object(obj)) return hpo_fail(err, HPO_EINVAL, "objective", "objective must be an object");
-    int rc = only_keys(obj, keys, HPO_ARRAY_LEN(keys), "objective", err);
+    int rc = api_only_keys(obj, keys, HPO_ARRAY_LEN(keys), "objective", err);
     if (rc == 0) rc = parse_direction(json_object_get(obj, "direction"), "objective.direction", &d->maximize, err);
     const json_t *metric = json_object_get(obj, "metric");
     if (rc == 0 && metric) {
@@ -66,7 +55,7 @@ static int parse_list(const json_t *arr, api_study_def *d, hpo_error *err) {
         ob->reference = NAN;
         snprintf(field, sizeof field, "objectives[%zu]", i);
         if (!json_is_object(o)) return hpo_fail(err, HPO_EINVAL, field, "%s must be an object", field);
-        int rc = only_keys(o, keys, HPO_ARRAY_LEN(keys), field, err);
+        int rc = api_only_keys(o, keys, HPO_ARRAY_LEN(keys), field, err);
         if (rc) return rc;
         snprintf(field, sizeof field, "objectives[%zu].metric", i);
         if ((rc = parse_metric(json_object_get(o, "metric"), field, &ob->metric, err))) return rc;
@@ -103,7 +92,7 @@ static int parse_constraints(const json_t *arr, api_study_def *d, hpo_error *err
         api_constraint *k = &d->cons[i];
         snprintf(field, sizeof field, "constraints[%zu]", i);
         if (!json_is_object(c)) return hpo_fail(err, HPO_EINVAL, field, "%s must be an object", field);
-        int rc = only_keys(c, keys, HPO_ARRAY_LEN(keys), field, err);
+        int rc = api_only_keys(c, keys, HPO_ARRAY_LEN(keys), field, err);
         if (rc) return rc;
         snprintf(field, sizeof field, "constraints[%zu].metric", i);
         if ((rc = parse_metric(json_object_get(c, "metric"), field, &k->metric, err))) return rc;

@@ -122,18 +122,28 @@ void api_fail_lookup(api_response *resp, int rc, const char *what, int64_t id) {
     api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
 }
 
-int api_check_keys(const json_t *obj, const char *const *keys, size_t n, api_response *resp) {
+/* The first key of obj that is not one of keys, or NULL. */
+static const char *unknown_key(const json_t *obj, const char *const *keys, size_t n) {
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
         size_t i = 0;
         while (i < n && strcmp(key, keys[i]) != 0) i++;
-        if (i == n) {
-            api_fail(resp, 400, "invalid_argument", key, "unknown key \"%.64s\"", key);
-            return -1;
-        }
+        if (i == n) return key;
     }
-    return 0;
+    return NULL;
+}
+
+int api_check_keys(const json_t *obj, const char *const *keys, size_t n, api_response *resp) {
+    const char *key = unknown_key(obj, keys, n);
+    if (!key) return 0;
+    api_fail(resp, 400, "invalid_argument", key, "unknown key \"%.64s\"", key);
+    return -1;
+}
+
+int api_only_keys(const json_t *obj, const char *const *keys, size_t n, const char *field, hpo_error *err) {
+    const char *key = unknown_key(obj, keys, n);
+    return key ? hpo_fail(err, HPO_EINVAL, field, "unknown key \"%.64s\" in %s", key, field) : 0;
 }
 
 json_t *api_body_object(const api_request *req, api_response *resp) {

@@ -28,13 +28,8 @@ int api_warm_start_check(api_ctx *ctx, const json_t *def, const api_study_def *d
     const json_t *ws = json_object_get(def, "warm_start");
     if (!ws) return 0;
     if (!json_is_object(ws)) return hpo_fail(err, HPO_EINVAL, "warm_start", "warm_start must be an object {\"study_ids\": [...]}");
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)ws, key, v) {
-        int ok = 0;
-        for (size_t i = 0; i < (creating ? 1 : HPO_ARRAY_LEN(stored_keys)); i++) ok |= strcmp(key, stored_keys[i]) == 0;
-        if (!ok) return hpo_fail(err, HPO_EINVAL, "warm_start", "unknown key \"%.64s\" in warm_start", key);
-    }
+    int rc = api_only_keys(ws, stored_keys, creating ? 1 : HPO_ARRAY_LEN(stored_keys), "warm_start", err);
+    if (rc) return rc;
     const json_t *ids = json_object_get(ws, "study_ids");
     size_t n = json_array_size(ids);
     if (!json_is_array(ids) || n == 0 || n > MAX_SOURCES)
@@ -52,7 +47,7 @@ int api_warm_start_check(api_ctx *ctx, const json_t *def, const api_study_def *d
             return hpo_fail(err, HPO_EINVAL, field, "%s must be a study id (an integer >= 1)", field);
         if (!creating) continue; /* stored: the snapshot is what counts */
         sto_study s;
-        int rc = sto_study_get(ctx->db, json_integer_value(id), &s);
+        rc = sto_study_get(ctx->db, json_integer_value(id), &s);
         if (rc == HPO_ENOTFOUND)
             return hpo_fail(err, HPO_EINVAL, field, "study %lld does not exist", (long long)json_integer_value(id));
         if (rc) return hpo_fail(err, rc, field, "study %lld cannot be read", (long long)json_integer_value(id));

@@ -182,9 +182,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "tabular_gen: %s\n", err.message);
             return 1;
         }
-        int n = tab_task_size(task), todo = 0;
-        for (int id = 0; id < n; id++) todo += !done[ti][id];
-        fprintf(stderr, "tabular_gen: task %s: %d configurations, %d to train\n", task->name, n, probe ? n : todo);
+        int n = tab_task_size(task), to_train = 0;
+        for (int id = 0; id < n; id++) to_train += !done[ti][id];
+        fprintf(stderr, "tabular_gen: task %s: %d configurations, %d to train\n", task->name, n, probe ? n : to_train);
         double t_start = hpo_monotonic();
         int trained = 0;
         for (int id = 0; id < n; id++) {
@@ -246,8 +246,8 @@ int main(int argc, char **argv) {
             trained++;
             double el = hpo_monotonic() - t_start;
             fprintf(stderr, "tabular_gen: %s %d/%d (%s) best %.4f, %d epochs; %.0f s, ~%.0f s left\n", task->name,
-                    trained, todo, params, tab_best_of(&q.c, q.c.epochs), q.c.epochs, el,
-                    el / trained * (todo - trained));
+                    trained, to_train, params, tab_best_of(&q.c, q.c.epochs), q.c.epochs, el,
+                    el / trained * (to_train - trained));
         }
         eng_split_clear(&tr);
         eng_split_clear(&va);
