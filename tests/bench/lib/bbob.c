@@ -468,3 +468,36 @@ int bench_bbob_dim(const bench_bbob *f) { return f->dim; }
 void bench_bbob_xopt(const bench_bbob *f, double *x) {
     memcpy(x, f->xopt, (size_t)f->dim * sizeof(double));
 }
+
+/* ---- the variants (bbob.h) ---------------------------------------------- */
+
+double bench_bbob_eval_noisy(const bench_bbob *p, const double *x, int model,
+                             unsigned long long instance, unsigned long long k, double *truth) {
+    double f = bench_bbob_eval(p, x), d = f - p->fopt;
+    if (truth) *truth = f;
+    if (model == BENCH_NOISE_NONE || !(d >= 1e-8)) return f;
+    uint64_t s = 0x452821E638D01377ull ^ ((uint64_t)p->fid << 56) ^ ((uint64_t)p->dim << 48) ^
+                 ((uint64_t)model << 40) ^ (instance * 0x9E3779B97F4A7C15ull) ^
+                 (k * 0xD1B54A32D192ED03ull);
+    next_u64(&s);
+    switch (model) {
+    case BENCH_NOISE_GAUSS:
+        d *= exp(gauss(&s));
+        break;
+    case BENCH_NOISE_UNIFORM: {
+        double alpha = 0.49 + 1.0 / p->dim, u1 = unif(&s), u2 = unif(&s);
+        d = d * u1 * fmax(1.0, pow(1e9 / (d + 1e-199), alpha * u2));
+        break;
+    }
+    case BENCH_NOISE_CAUCHY: {
+        double u = unif(&s), n1 = gauss(&s), n2 = gauss(&s);
+        d += fmax(0.0, 1000.0 + (u < 0.2 ? n1 / (fabs(n2) + 1e-199) : 0.0));
+        break;
+    }
+    default:
+        return f;
+    }
+    return d + 1.01e-8 + p->fopt;
+}
+
+double bench_mixed_coord(int i, double v) { return i % 4 == 1 ? 2.0 * log10(v) + 1.0 : v; }

@@ -13,32 +13,17 @@
 
 int regret_tpe_max_components = 0;
 
-int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi, double fstar,
-               tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
-               double *traj, double *sec) {
+int regret_run_space(json_t *space_js, regret_space_fn f, void *ctx, double fstar,
+                     tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
+                     double *traj, double *sec) {
     tun_space *space = NULL;
     tun_study *st = NULL;
     hpo_error err = {{0}, {0}};
     double *x = NULL;
-    int rc = HPO_EINVAL, col[REGRET_MAX_DIM];
-    if (d < 1 || d > REGRET_MAX_DIM) return rc;
-    json_t *js = json_object();
-    for (int i = 0; i < d; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", i);
-        json_object_set_new(js, name, json_pack("{s:s, s:f, s:f}", "type", "float", "low", lo[i],
-                                                "high", hi[i]));
-    }
-    rc = tun_space_parse(js, &space, &err);
-    json_decref(js);
+    int rc = tun_space_parse(space_js, &space, &err);
     if (rc) {
         fprintf(stderr, "space: %s %s\n", err.field, err.message);
         return rc;
-    }
-    for (int i = 0; i < d; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", i);
-        col[i] = tun_space_index(space, name);
     }
     tun_config cfg;
     tun_config_default(&cfg);
@@ -50,17 +35,16 @@ int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi
     if ((rc = tun_study_new(space, &cfg, 0, &st)) < 0) goto fail;
     rc = HPO_ENOMEM;
     if (!(x = calloc((size_t)space->n, sizeof *x))) goto fail;
-    double best = INFINITY, v[REGRET_MAX_DIM], t_sug = 0.0;
+    double best = INFINITY, best_truth = INFINITY, t_sug = 0.0;
     for (int k = 0; k < n; k++) {
-        double t0 = hpo_monotonic();
+        double t0 = hpo_monotonic(), truth;
         if ((rc = tun_study_suggest(st, k, x)) < 0) goto fail;
         t_sug += hpo_monotonic() - t0;
         if ((rc = tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0)) < 0) goto fail;
-        for (int i = 0; i < d; i++) v[i] = x[col[i]];
-        double y = f(ctx, v);
+        double y = f(ctx, space, x, k, &truth);
         if ((rc = tun_study_finish(st, k, TUN_TRIAL_COMPLETE, y)) < 0) goto fail;
-        if (y < best) best = y;
-        traj[k] = best - fstar;
+        if (y < best) best = y, best_truth = truth;
+        traj[k] = best_truth - fstar;
     }
     *sec = t_sug;
     rc = 0;
@@ -68,6 +52,43 @@ fail:
     free(x);
     tun_study_free(st);
     tun_space_free(space);
+    return rc;
+}
+
+/* regret_run's function over x0..x{d-1} */
+typedef struct box_fn {
+    regret_fn f;
+    void *ctx;
+    int d;
+} box_fn;
+
+static double eval_box(void *ctx, const tun_space *space, const double *x, int k, double *truth) {
+    const box_fn *b = ctx;
+    double v[REGRET_MAX_DIM];
+    (void)k;
+    for (int i = 0; i < b->d; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        v[i] = x[tun_space_index(space, name)];
+    }
+    return *truth = b->f(b->ctx, v);
+}
+
+int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi, double fstar,
+               tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
+               double *traj, double *sec) {
+    if (d < 1 || d > REGRET_MAX_DIM) return HPO_EINVAL;
+    json_t *js = json_object();
+    for (int i = 0; i < d; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        json_object_set_new(js, name, json_pack("{s:s, s:f, s:f}", "type", "float", "low", lo[i],
+                                                "high", hi[i]));
+    }
+    box_fn b = {f, ctx, d};
+    int rc = regret_run_space(js, eval_box, &b, fstar, algo, seed, startup, deterministic, n,
+                              traj, sec);
+    json_decref(js);
     return rc;
 }
 

@@ -32,6 +32,19 @@ int regret_run(regret_fn f, void *ctx, int d, const double *lo, const double *hi
                tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
                double *traj, double *sec);
 
+/* The general run regret_run is built on: any space (JSON, borrowed), f
+ * gets the tuner's encoded configuration x (space order, NaN inactive) and
+ * the trial number k and returns the value the tuner is told, and *truth the
+ * value the regret is measured on (the noiseless one; the told value where
+ * there is no noise). traj[k] = the truth at the best told value of the
+ * first k+1 - fstar: the regret of the configuration the run would
+ * recommend. */
+typedef double (*regret_space_fn)(void *ctx, const tun_space *space, const double *x, int k,
+                                  double *truth);
+int regret_run_space(json_t *space_js, regret_space_fn f, void *ctx, double fstar,
+                     tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
+                     double *traj, double *sec);
+
 /* tun_config.tpe_max_components for every later regret_run (0, the
  * default: the tuner's own; bench_tuner_regret --tpe-max-components N). */
 extern int regret_tpe_max_components;

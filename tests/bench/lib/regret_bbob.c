@@ -33,6 +33,11 @@ static const char *peer_names[] = {"random", "tpe", "cmaes"};
 #define N_PEERS 3
 /* each algorithm's peer (index into peer_names) */
 static const int algo_peer[N_ALGOS] = {0, 1, 1, 1, 2, 1};
+/* --variant: index = the noise model (BENCH_NOISE_*); the last is the mixed space */
+static const char *variant_names[] = {"noiseless", "noisy-gauss", "noisy-uniform", "noisy-cauchy",
+                                      "mixed"};
+#define N_VARIANTS 5
+#define V_MIXED 4
 
 static const char *lib_path(void) {
     const char *p = getenv("HPO_BBOB_LIB");
@@ -110,14 +115,46 @@ static int selftest(void) {
                 }
                 bench_bbob_free(f);
             }
+    /* the variants: noise is a pure function of (instance, model, k), never
+     * below f_opt, and moves values; the mixed decoding spans [-5, 5] */
+    int moved = 0, evals = 0;
+    for (int fid = 1; fid <= NF; fid++) {
+        bench_bbob *f = bench_bbob_new(fid, 5, 1);
+        if (!f) return 1;
+        for (int t = 0; t < 20; t++)
+            for (int model = BENCH_NOISE_GAUSS; model <= BENCH_NOISE_CAUCHY; model++) {
+                for (int i = 0; i < 5; i++) x[i] = 10.0 * uniform(&s) - 5.0;
+                double truth, y = bench_bbob_eval_noisy(f, x, model, 1, (unsigned)t, &truth);
+                double again = bench_bbob_eval_noisy(f, x, model, 1, (unsigned)t, NULL);
+                evals++;
+                moved += y != truth;
+                if (!(y >= bench_bbob_fopt(f)) || y != again || truth != bench_bbob_eval(f, x)) {
+                    printf("f%d model %d k %d: noisy %.17g, again %.17g, truth %.17g, f_opt %g\n",
+                           fid, model, t, y, again, truth, bench_bbob_fopt(f));
+                    bad++;
+                }
+            }
+        bench_bbob_free(f);
+    }
+    if (moved < evals * 9 / 10) {
+        printf("noise moved only %d of %d values\n", moved, evals);
+        bad++;
+    }
+    if (fabs(bench_mixed_coord(1, 1e-3) + 5.0) > 1e-12 || fabs(bench_mixed_coord(1, 1e2) - 5.0) > 1e-12 ||
+        bench_mixed_coord(4, -5.0) != -5.0) {
+        printf("bench_mixed_coord does not map its ranges onto [-5, 5]\n");
+        bad++;
+    }
     printf("bbob selftest: 24 functions x D in {2,5,10,40} x instances 1..3: max |f(x_opt) - "
-           "f_opt| = %.3g; max f_opt - f near x_opt = %.3g; %d failures\n",
-           worst_opt, worst_near, bad);
+           "f_opt| = %.3g; max f_opt - f near x_opt = %.3g; noise moved %d of %d values; "
+           "%d failures\n",
+           worst_opt, worst_near, moved, evals, bad);
     return bad ? 1 : 0;
 }
 
 /* The C values and the peer's (the same library through ctypes) at random
- * points of [-6, 6]^D (the penalties too), every function, D in dims. */
+ * points of [-6, 6]^D (the penalties too), every function, D in dims, each
+ * under every noise model (evaluation number = the point's number). */
 static int check_peer(const int *dims, int n_dims) {
     char path[64] = "/tmp/hpo_bbob_points_XXXXXX", cmd[1024];
     int fd = mkstemp(path);
@@ -137,8 +174,10 @@ static int check_peer(const int *dims, int n_dims) {
                 bench_bbob *f = bench_bbob_new(fid, dims[k], inst);
                 if (!f) continue;
                 for (int t = 0; t < 10; t++, n++) {
+                    int model = t % (BENCH_NOISE_CAUCHY + 1);
                     for (int i = 0; i < dims[k]; i++) x[i] = 12.0 * uniform(&s) - 6.0;
-                    fprintf(out, "%d %d %u %.17g", fid, dims[k], inst, bench_bbob_eval(f, x));
+                    fprintf(out, "%d %d %u %d %d %.17g", fid, dims[k], inst, model, t,
+                            bench_bbob_eval_noisy(f, x, model, inst, (unsigned)t, NULL));
                     for (int i = 0; i < dims[k]; i++) fprintf(out, " %.17g", x[i]);
                     fputc('\n', out);
                 }
@@ -149,13 +188,98 @@ static int check_peer(const int *dims, int n_dims) {
              bench_peers_dir(), lib_path(), path);
     int rc = system(cmd);
     unlink(path);
-    printf("bbob peer check (%d points): %s\n", n, rc == 0 ? "equal" : "FAILED");
+    printf("bbob peer check (%d points, every noise model): %s\n", n, rc == 0 ? "equal" : "FAILED");
     return rc == 0 ? 0 : 1;
+}
+
+/* ---- the variants' problems --------------------------------------------- */
+
+typedef struct problem {
+    const bench_bbob *f;
+    int dim, variant;
+    unsigned long long instance;
+} problem;
+
+/* The mixed space of bbob.h (bench_mixed_coord) in D coordinates */
+static json_t *mixed_space(int D) {
+    json_t *js = json_object(), *nums = json_array();
+    for (int v = -5; v <= 5; v++) json_array_append_new(nums, json_integer(v));
+    for (int i = 0; i < D; i++) {
+        char name[16], mode[16];
+        snprintf(name, sizeof name, "x%d", i);
+        switch (i % 4) {
+        case 0:
+            json_object_set_new(js, name, json_pack("{s:s, s:i, s:i}", "type", "int", "low", -5,
+                                                    "high", 5));
+            break;
+        case 1:
+            json_object_set_new(js, name, json_pack("{s:s, s:f, s:f, s:b}", "type", "float",
+                                                    "low", 1e-3, "high", 1e2, "log", 1));
+            break;
+        case 2:
+            json_object_set_new(js, name, json_pack("{s:s, s:O}", "type", "choice", "values", nums));
+            break;
+        default:
+            snprintf(mode, sizeof mode, "m%d", i);
+            json_object_set_new(js, mode, json_pack("{s:s, s:[s,s]}", "type", "choice", "values",
+                                                    "fine", "coarse"));
+            snprintf(name, sizeof name, "x%df", i);
+            json_object_set_new(js, name, json_pack("{s:s, s:f, s:f, s:{s:[s]}}", "type", "float",
+                                                    "low", -5.0, "high", 5.0, "condition", mode,
+                                                    "fine"));
+            snprintf(name, sizeof name, "x%dc", i);
+            json_object_set_new(js, name, json_pack("{s:s, s:i, s:i, s:i, s:{s:[s]}}", "type",
+                                                    "int", "low", -4, "high", 4, "step", 2,
+                                                    "condition", mode, "coarse"));
+        }
+    }
+    json_decref(nums);
+    return js;
+}
+
+static json_t *box_space(int D) {
+    json_t *js = json_object();
+    for (int i = 0; i < D; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        json_object_set_new(js, name, json_pack("{s:s, s:f, s:f}", "type", "float", "low", -5.0,
+                                                "high", 5.0));
+    }
+    return js;
+}
+
+/* the active value of the parameter `name` (choices decoded to their number) */
+static double value_of(const tun_space *sp, const double *x, const char *name) {
+    int j = tun_space_index(sp, name);
+    const tun_param *p = &sp->params[j];
+    if (p->type == TUN_CHOICE && !isnan(x[j]))
+        return json_number_value(json_array_get(p->choices, (size_t)x[j]));
+    return x[j];
+}
+
+static double eval_problem(void *ctx, const tun_space *sp, const double *x, int k, double *truth) {
+    const problem *p = ctx;
+    double v[BENCH_BBOB_MAX_DIM];
+    for (int i = 0; i < p->dim; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        if (p->variant == V_MIXED && i % 4 == 3) { /* the mode picks which one is active */
+            char mode[16];
+            snprintf(mode, sizeof mode, "m%d", i);
+            snprintf(name, sizeof name, "x%d%c", i, x[tun_space_index(sp, mode)] == 0.0 ? 'f' : 'c');
+            v[i] = x[tun_space_index(sp, name)];
+        } else {
+            v[i] = bench_mixed_coord(p->variant == V_MIXED ? i : 0, value_of(sp, x, name));
+        }
+    }
+    int model = p->variant == V_MIXED ? BENCH_NOISE_NONE : p->variant;
+    return bench_bbob_eval_noisy(p->f, v, model, p->instance, (unsigned long long)k, truth);
 }
 
 /* ---- the benchmark ------------------------------------------------------- */
 
 typedef struct suite {
+    int variant; /* index into variant_names */
     int dims[MAX_DIMS], n_dims, budgets[MAX_BUDGETS], n_budgets, fids[NF], n_fids, n_seeds;
     int ran[N_ALGOS], have_peer[N_PEERS];
     /* [function-1][dim index][algo][budget][seed] */
@@ -163,8 +287,6 @@ typedef struct suite {
     double peer[NF][MAX_DIMS][N_PEERS][MAX_BUDGETS][REGRET_MAX_SEEDS];
     int peer_n[NF][MAX_DIMS][N_PEERS][MAX_BUDGETS];
 } suite;
-
-static double eval_bbob(void *ctx, const double *x) { return bench_bbob_eval(ctx, x); }
 
 static int index_of(const int *v, int n, int x) {
     for (int i = 0; i < n; i++)
@@ -310,8 +432,9 @@ static FILE *start_peer(const suite *S, const char *algos, char *tmpcsv) {
     close(fd);
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s/optuna_bbob.py' --lib '%s' --dims %s --seeds %d --budgets %s "
-             "--samplers %s --functions %s --csv %s",
-             bench_peers_dir(), lib_path(), dims, S->n_seeds, budgets, samplers, fids, tmpcsv);
+             "--samplers %s --functions %s --variant %s --csv %s",
+             bench_peers_dir(), lib_path(), dims, S->n_seeds, budgets, samplers, fids,
+             variant_names[S->variant], tmpcsv);
     printf("optuna: %s\n", cmd);
     fflush(stdout);
     return popen(cmd, "r");
@@ -319,34 +442,39 @@ static FILE *start_peer(const suite *S, const char *algos, char *tmpcsv) {
 
 static int run_hpo(suite *S, const char *algos, int startup, FILE *csv) {
     int n_trials = S->budgets[S->n_budgets - 1];
-    double lo[BENCH_BBOB_MAX_DIM], hi[BENCH_BBOB_MAX_DIM], traj[2048];
-    for (int i = 0; i < BENCH_BBOB_MAX_DIM; i++) lo[i] = -5.0, hi[i] = 5.0;
+    double traj[2048];
     for (int a = 0; a < N_ALGOS; a++) {
         if (!(S->ran[a] = regret_has(algos, algo_names[a]))) continue;
         double t0 = hpo_monotonic();
         for (int i = 0; i < S->n_fids; i++)
-            for (int k = 0; k < S->n_dims; k++)
+            for (int k = 0; k < S->n_dims; k++) {
+                int D = S->dims[k];
+                json_t *space = S->variant == V_MIXED ? mixed_space(D) : box_space(D);
                 for (int s = 0; s < S->n_seeds; s++) {
                     int fid = S->fids[i];
-                    bench_bbob *f = bench_bbob_new(fid, S->dims[k], (unsigned)s + 1);
+                    bench_bbob *f = bench_bbob_new(fid, D, (unsigned)s + 1);
+                    problem pb = {f, D, S->variant, (unsigned)s + 1};
                     double sec;
-                    int rc = f ? regret_run(eval_bbob, f, S->dims[k], lo, hi, bench_bbob_fopt(f),
-                                            algo_ids[a], (uint64_t)s, startup, a == 3, n_trials,
-                                            traj, &sec)
+                    int rc = f ? regret_run_space(space, eval_problem, &pb, bench_bbob_fopt(f),
+                                                  algo_ids[a], (uint64_t)s, startup, a == 3,
+                                                  n_trials, traj, &sec)
                                : HPO_ENOMEM;
                     bench_bbob_free(f);
                     if (rc < 0) {
-                        fprintf(stderr, "f%d D=%d %s seed %d: %s\n", fid, S->dims[k],
-                                algo_names[a], s, hpo_strerror(rc));
+                        fprintf(stderr, "f%d D=%d %s seed %d: %s\n", fid, D, algo_names[a], s,
+                                hpo_strerror(rc));
+                        json_decref(space);
                         return rc;
                     }
                     for (int b = 0; b < S->n_budgets; b++) {
                         S->reg[fid - 1][k][a][b][s] = traj[S->budgets[b] - 1];
                         if (csv)
-                            fprintf(csv, "%d,%d,hpo-%s,%d,%d,%.10g\n", fid, S->dims[k],
-                                    algo_names[a], S->budgets[b], s, traj[S->budgets[b] - 1]);
+                            fprintf(csv, "%d,%d,hpo-%s,%d,%d,%.10g\n", fid, D, algo_names[a],
+                                    S->budgets[b], s, traj[S->budgets[b] - 1]);
                     }
                 }
+                json_decref(space);
+            }
         fprintf(stderr, "  done hpo %s (%.1f s)\n", algo_names[a], hpo_monotonic() - t0);
     }
     return 0;
@@ -387,7 +515,12 @@ int regret_bbob_main(int argc, char **argv) {
             startup = atoi(v);
         else if (!strcmp(argv[i - 1], "--csv"))
             csv_path = v;
-        else if (!strcmp(argv[i - 1], "--tpe-max-components"))
+        else if (!strcmp(argv[i - 1], "--variant")) {
+            S.variant = -1;
+            for (int k = 0; k < N_VARIANTS; k++)
+                if (!strcmp(v, variant_names[k])) S.variant = k;
+            if (S.variant < 0) goto usage;
+        } else if (!strcmp(argv[i - 1], "--tpe-max-components"))
             regret_tpe_max_components = atoi(v);
         else
             goto usage;
@@ -428,7 +561,7 @@ int regret_bbob_main(int argc, char **argv) {
     }
     if (csv) fclose(csv);
     if (rc < 0) return 1;
-    printf("\nBBOB suite: %d functions x D in {", S.n_fids);
+    printf("\nBBOB suite (%s): %d functions x D in {", variant_names[S.variant], S.n_fids);
     for (int k = 0; k < S.n_dims; k++) printf(k ? ",%d" : "%d", S.dims[k]);
     printf("} on [-5,5]^D, %d seeds, %d trials per run; hpo's tuners took %.0f s wall\n",
            S.n_seeds, S.budgets[S.n_budgets - 1], t_hpo);
@@ -439,7 +572,8 @@ usage:
     fprintf(stderr,
             "usage: %s --suite bbob [--dims 2,5,10] [--seeds N<=%d] [--budgets 25,50,100 "
             "(increasing)] [--algos random,tpe,bayesian,bayesian-det,cmaes,evolution] "
-            "[--functions 1,..,24] [--startup N] [--no-optuna] [--csv FILE] "
+            "[--functions 1,..,24] [--variant noiseless|noisy-gauss|noisy-uniform|noisy-cauchy|"
+            "mixed] [--startup N] [--no-optuna] [--csv FILE] "
             "[--tpe-max-components N] | --selftest | "
             "--check-peer\n",
             argv[0], REGRET_MAX_SEEDS);

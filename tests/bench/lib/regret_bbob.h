@@ -7,6 +7,7 @@
  *   bench_tuner_regret --suite bbob [--dims 2,5,10] [--seeds 5]
  *       [--budgets 25,50,100] [--algos random,tpe,bayesian,cmaes,evolution]
  *       [--functions 1,2,..,24] [--startup N] [--no-optuna] [--csv FILE]
+ *       [--variant noiseless|noisy-gauss|noisy-uniform|noisy-cauchy|mixed]
  *       [--tpe-max-components N]  (tpe's bound on the components of a side
  *                                  of its split; -1: exact, every trial)
  *   bench_tuner_regret --suite bbob --selftest     (the functions' checks)
@@ -19,6 +20,14 @@
  * - Optuna runs in the background (peers/optuna_bbob.py, which loads the
  *   same libhpo_bbob.so with ctypes) while hpo's tuners run here; its
  *   per-seed regrets come back in a CSV.
+ * - Variants (bbob.h): noisy-* tell the tuners values under one of the
+ *   testbed's severe noise models, and the regret of a run after k trials is
+ *   the NOISELESS value of the configuration with the best told value (what
+ *   the run would recommend) minus f_opt. `mixed` searches the mixed space
+ *   of bench_mixed_coord (int, log float, numeric choice, and a mode choice
+ *   with a conditional float or stepped int under it) instead of the box;
+ *   its regret is still against f_opt, which that space may not reach, so
+ *   only the ratio between the two sides means anything there.
  * - Ratios are of median simple regrets, hpo / peer, both floored at 1e-8
  *   (COCO's final target precision), so two solved runs compare as 1.
  * - The functions are split into two fixed halves, odd ids and even ids

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
-"""Optuna 3.1's samplers on the 24 noiseless BBOB functions, the peer of
-`bench_tuner_regret --suite bbob`.
+"""Optuna 3.1's samplers on the 24 BBOB functions, the peer of
+`bench_tuner_regret --suite bbob`, with its variants (--variant): noisy-gauss,
+noisy-uniform and noisy-cauchy tell the sampler noisy values and score the
+noiseless value of the best-told trial; mixed searches the mixed space of
+lib/bbob.h (bench_mixed_coord) instead of the box.
 
 The functions are NOT transcribed here: this script loads libhpo_bbob.so
 (tests/bench/lib/bbob.c, built with hpo) with ctypes, the same code hpo's
@@ -12,10 +15,10 @@ fid,dim,sampler,budget,seed,regret (simple regret = best so far - f_opt).
 
 Re-run:  /usr/bin/python3 tests/bench/peers/optuna_bbob.py --lib build/tests/bench/libhpo_bbob.so \
              [--dims 2,5,10] [--seeds 5] [--budgets 25,50,100] [--samplers random,tpe,cmaes] \
-             [--functions 1,...,24] [--csv out.csv]
+             [--functions 1,...,24] [--variant noiseless] [--csv out.csv]
          ... --lib LIB --check POINTS   (the points file of `--suite bbob --check-peer`:
-                                         "fid dim instance f x1..xD" per line; exit 1 unless
-                                         every value here equals the C one)
+                                         "fid dim instance model k f x1..xD" per line; exit 1
+                                         unless every value here equals the C one)
 """
 import argparse
 import ctypes
@@ -42,10 +45,17 @@ class Bbob:
         lib.bench_bbob_fopt.argtypes = [ctypes.c_void_p]
         lib.bench_bbob_name.restype = ctypes.c_char_p
         lib.bench_bbob_name.argtypes = [ctypes.c_int]
+        lib.bench_bbob_eval_noisy.restype = ctypes.c_double
+        lib.bench_bbob_eval_noisy.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(ctypes.c_double), ctypes.c_int, ctypes.c_ulonglong,
+            ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_double)]
+        lib.bench_mixed_coord.restype = ctypes.c_double
+        lib.bench_mixed_coord.argtypes = [ctypes.c_int, ctypes.c_double]
         cls.lib = lib
 
     def __init__(self, fid, dim, instance):
         self.dim = dim
+        self.instance = instance
         self.h = self.lib.bench_bbob_new(fid, dim, instance)
         if not self.h:
             raise ValueError(f"no BBOB function f{fid} in {dim} dimensions")
@@ -56,6 +66,15 @@ class Bbob:
         for i, v in enumerate(x):
             self.buf[i] = v
         return self.lib.bench_bbob_eval(self.h, self.buf)
+
+    def noisy(self, x, model, k):
+        """(told value, noiseless value) of evaluation k under noise model `model`"""
+        for i, v in enumerate(x):
+            self.buf[i] = v
+        truth = ctypes.c_double()
+        y = self.lib.bench_bbob_eval_noisy(self.h, self.buf, model, self.instance, k,
+                                           ctypes.byref(truth))
+        return y, truth.value
 
     def close(self):
         self.lib.bench_bbob_free(self.h)
@@ -68,13 +87,14 @@ def check(path):
     with open(path) as fh:
         for line in fh:
             t = line.split()
-            fid, dim, inst, want = int(t[0]), int(t[1]), int(t[2]), float(t[3])
-            x = [float(v) for v in t[4:]]
+            fid, dim, inst, model, k = (int(v) for v in t[:5])
+            want = float(t[5])
+            x = [float(v) for v in t[6:]]
             assert len(x) == dim, line
             key = (fid, dim, inst)
             if key not in cache:
                 cache[key] = Bbob(fid, dim, inst)
-            got = cache[key](x)
+            got = cache[key].noisy(x, model, k)[0]
             d = abs(got - want) if math.isfinite(got) else math.inf
             worst = max(worst, d)
             n += 1
@@ -84,19 +104,46 @@ def check(path):
     return 0 if n > 0 and worst == 0.0 else 1
 
 
-def run_study(optuna, sampler_name, fid, dim, seed, n_trials):
+NOISE_MODELS = {"noiseless": 0, "noisy-gauss": 1, "noisy-uniform": 2, "noisy-cauchy": 3}
+
+
+def suggest_x(trial, dim, mixed, lib):
+    """the point of [-5, 5]^dim the trial asks for: the box, or the mixed
+    space of lib/bbob.h (decoded by the library's bench_mixed_coord)"""
+    if not mixed:
+        return [trial.suggest_float(f"x{i}", -5.0, 5.0) for i in range(dim)]
+    x = []
+    for i in range(dim):
+        kind = i % 4
+        if kind == 0:
+            v = trial.suggest_int(f"x{i}", -5, 5)
+        elif kind == 1:
+            v = trial.suggest_float(f"x{i}", 1e-3, 1e2, log=True)
+        elif kind == 2:
+            v = trial.suggest_categorical(f"x{i}", list(range(-5, 6)))
+        elif trial.suggest_categorical(f"m{i}", ["fine", "coarse"]) == "fine":
+            v = trial.suggest_float(f"x{i}f", -5.0, 5.0)
+        else:
+            v = trial.suggest_int(f"x{i}c", -4, 4, step=2)
+        x.append(lib.bench_mixed_coord(i, float(v)))
+    return x
+
+
+def run_study(optuna, sampler_name, fid, dim, seed, n_trials, variant):
     f = Bbob(fid, dim, seed + 1)
     samplers = {"random": optuna.samplers.RandomSampler, "tpe": optuna.samplers.TPESampler,
                 "cmaes": optuna.samplers.CmaEsSampler}
     study = optuna.create_study(sampler=samplers[sampler_name](seed=seed))
-    best, traj = math.inf, []
-    for _ in range(n_trials):
+    model = NOISE_MODELS.get(variant, 0)
+    best, best_truth, traj = math.inf, math.inf, []
+    for k in range(n_trials):
         trial = study.ask()
-        x = [trial.suggest_float(f"x{i}", -5.0, 5.0) for i in range(dim)]
-        y = f(x)
+        x = suggest_x(trial, dim, variant == "mixed", Bbob.lib)
+        y, truth = f.noisy(x, model, k)
         study.tell(trial, y)
-        best = min(best, y)
-        traj.append(best - f.fopt)
+        if y < best:
+            best, best_truth = y, truth
+        traj.append(best_truth - f.fopt)
     f.close()
     return traj
 
@@ -110,6 +157,8 @@ def main():
     p.add_argument("--budgets", default="25,50,100")
     p.add_argument("--samplers", default="random,tpe,cmaes")
     p.add_argument("--functions", default=",".join(str(i) for i in range(1, 25)))
+    p.add_argument("--variant", default="noiseless",
+                   choices=sorted(list(NOISE_MODELS) + ["mixed"]))
     p.add_argument("--csv", default=None)
     args = p.parse_args()
     Bbob.load(args.lib)
@@ -129,7 +178,7 @@ def main():
         for fid in (int(v) for v in args.functions.split(",")):
             for dim in (int(v) for v in args.dims.split(",")):
                 for seed in range(args.seeds):
-                    traj = run_study(optuna, s_name, fid, dim, seed, n_trials)
+                    traj = run_study(optuna, s_name, fid, dim, seed, n_trials, args.variant)
                     rows += [(fid, dim, s_name, b, seed, traj[b - 1]) for b in budgets]
         print(f"  done optuna {s_name} ({time.perf_counter() - t0:.1f} s)", flush=True)
     print(f"  optuna {optuna.__version__}: total wall {time.perf_counter() - t_all:.1f} s", flush=True)
