@@ -615,6 +615,56 @@ int tun_tpe_suggest_ref(const tun_study *t, int64_t number, hpo_rng *rng, double
     return sample_all(t, group_ref, NULL, rng, x);
 }
 
+/* cfg.tpe_max_components as a count: 0 the default, < 0 unbounded, >= 64 */
+static int max_components(const tun_config *cfg) {
+    int m = cfg->tpe_max_components;
+    if (m == 0) return TUN_TPE_MAX_COMPONENTS;
+    if (m < 0) return INT32_MAX;
+    return m < 64 ? 64 : m;
+}
+
+/* ---- a split given by the caller (bohb.c) ------------------------------- */
+
+typedef struct split_ctx {
+    const int64_t *below, *above; /* indices in t->trials, trial-number order */
+    int nb, na, max_comp;
+    hpo_rng crng;
+} split_ctx;
+
+/* the trials of arr where every parameter of params is active, into out */
+static int64_t keep_active(const tun_study *t, const int *params, int n_params, const int64_t *arr,
+                           int n, int64_t *out) {
+    int64_t k = 0;
+    for (int i = 0; i < n; i++) {
+        int ok = 1;
+        for (int j = 0; j < n_params && ok; j++)
+            if (isnan(t->trials[arr[i]].x[params[j]])) ok = 0;
+        if (ok) out[k++] = arr[i];
+    }
+    return k;
+}
+
+static int group_split(const tun_study *t, int g, const int *params, int n_params, void *ctx,
+                       hpo_rng *rng, double *x) {
+    (void)g;
+    split_ctx *c = ctx;
+    int64_t *idx = malloc((size_t)(c->nb + c->na + 1) * sizeof *idx);
+    if (!idx) return HPO_ENOMEM;
+    int64_t kb = keep_active(t, params, n_params, c->below, c->nb, idx);
+    int64_t ka = keep_active(t, params, n_params, c->above, c->na, idx + kb);
+    side below = {idx, 0, NULL, 0, kb}, above = {idx + kb, 0, NULL, 0, ka};
+    int rc = sample_sides(t, params, n_params, &below, &above, c->max_comp, rng, &c->crng, x);
+    free(idx);
+    return rc;
+}
+
+int tun_tpe_sample_split(const tun_study *t, int64_t number, const int64_t *below, int nb,
+                         const int64_t *above, int na, hpo_rng *rng, double *x) {
+    split_ctx c = {below, above, nb, na, max_components(&t->cfg), {{0}}};
+    hpo_rng_derive(&c.crng, t->cfg.seed, (uint64_t)number, 7);
+    return sample_all(t, group_split, &c, rng, x);
+}
+
 /* ---- the fast path: the incremental index, bounded mixtures ------------- */
 
 typedef struct fast_ctx {
@@ -645,10 +695,7 @@ int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x) {
         tun_space_sample(t->space, rng, x);
         return 0;
     }
-    fast_ctx c = {NULL, 0, t->cfg.tpe_max_components, {{0}}};
-    if (c.max_comp == 0) c.max_comp = TUN_TPE_MAX_COMPONENTS;
-    if (c.max_comp < 0) c.max_comp = INT32_MAX;
-    if (c.max_comp < 64) c.max_comp = 64;
+    fast_ctx c = {NULL, 0, max_components(&t->cfg), {{0}}};
     hpo_rng_derive(&c.crng, t->cfg.seed, (uint64_t)number, 7);
     int64_t below[TUN_TPE_TOP];
     int nb = tun_tpe_n_below(&t->cfg, ix->n_finished);

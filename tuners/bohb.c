@@ -1,0 +1,148 @@
+/*
+ * bohb.c - the "bohb" sampler: BOHB (Falkner, Klein and Hutter 2018, "BOHB:
+ * Robust and Efficient Hyperparameter Optimization at Scale") on top of the
+ * Hyperband pruner (pruners.c), which a "bohb" tuner always has
+ * (config.c). Hyperband decides how long a trial trains; this sampler decides
+ * what it trains, from a TPE-style density model fitted on the observations
+ * of one budget.
+ *
+ * - Budgets: Hyperband's rungs, min_resource * eta^i for i = 0 .. s_max, the
+ *   last one max_resource (bracket 0 of tun_hyperband_brackets).
+ * - Observations at budget b: a trial that reported a step >= b has its
+ *   intermediate value at the first such step (the value the pruner judged
+ *   it by); a COMPLETE trial counts at the largest budget with its value
+ *   (the study's objective: the embedded trainer's best epoch), and one
+ *   without reports (a plain ask/tell study, a warm-start prior) has its
+ *   value at every budget. Pruned, failed and running trials count at the
+ *   budgets their reports reached. NaN values are left out.
+ * - The model's budget: the largest with at least min_points observations
+ *   (cfg.bohb_min_points; 0 = d + 2, the paper's N_min + 2 with N_min = d +
+ *   1, d the number of parameters); none yet: a random configuration.
+ * - The model: the observations at that budget ranked by value (ties by
+ *   trial number), the best ceil(gamma n) of them (cfg.tpe_gamma, 0 = the
+ *   paper's 0.15; at least 1) "below" (l), the rest "above" (g), with the
+ *   running trials that have no observation there (a parallel asker's
+ *   pending work: the constant liar of tpe.c). Then tpe.c samples as TPE
+ *   does (tun_tpe_sample_split): Parzen mixtures per side, candidates from l,
+ *   the best l/g wins, each parameter on its own unless cfg.tpe_multivariate,
+ *   conditional parameters from the trials where they are active.
+ * - A fraction cfg.bohb_random_fraction (default 1/3, the paper's rho) of
+ *   the trials is random (tun_random_suggest), the coin drawn from
+ *   hpo_rng_derive(seed, number, 9): which trials are random does not depend
+ *   on the history.
+ * Everything is a function of the seed, the trial number and the stored
+ * history (trials, values, intermediate values), so a restarted hpod that
+ * replays the history suggests the same. Cost: O(n log n) per suggestion
+ * (one pass over the history and a sort of one budget's observations) plus
+ * TPE's sampling, whose components are bounded (tpe_max_components).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuners_internal.h"
+
+#define BOHB_DEFAULT_GAMMA 0.15
+
+typedef struct obs {
+    double v;
+    int64_t idx;
+} obs;
+
+static int cmp_obs(const void *pa, const void *pb) {
+    const obs *a = pa, *b = pb;
+    if (a->v != b->v) return a->v < b->v ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int cmp_idx(const void *pa, const void *pb) {
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+/* The largest budget index whose observation rec has (-1: none); *value is
+ * then filled in by value_at. */
+static int top_level(const tun_trial_rec *r, const int64_t *budget, int n_budgets) {
+    if (r->state == TUN_TRIAL_COMPLETE) return n_budgets - 1;
+    if (r->n_steps == 0) return -1;
+    int64_t last = r->steps[r->n_steps - 1];
+    int l = -1;
+    while (l + 1 < n_budgets && budget[l + 1] <= last) l++;
+    return l;
+}
+
+/* rec's observation at budget level l (<= top_level): NaN when it has none. */
+static double value_at(const tun_trial_rec *r, const int64_t *budget, int n_budgets, int l) {
+    if (r->state == TUN_TRIAL_COMPLETE && (l == n_budgets - 1 || r->n_steps == 0)) return r->value;
+    int lo = 0, hi = r->n_steps; /* the first step >= budget[l] */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (r->steps[mid] < budget[l])
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->n_steps ? r->step_values[lo] : NAN;
+}
+
+int tun_bohb_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) {
+    const tun_config *cfg = &t->cfg;
+    const tun_pruner_config *pc = &cfg->pruner;
+    hpo_rng coin;
+    hpo_rng_derive(&coin, cfg->seed, (uint64_t)number, 9);
+    if (hpo_rng_uniform(&coin) < cfg->bohb_random_fraction) return tun_random_suggest(t, number, rng, x);
+
+    tun_hb_bracket br[TUN_HB_MAX_ROUNDS];
+    int nbr = tun_hyperband_brackets(pc->eta, pc->min_resource, tun_hyperband_max_resource(pc), br,
+                                     TUN_HB_MAX_ROUNDS);
+    if (nbr < 1) return tun_random_suggest(t, number, rng, x);
+    const int64_t *budget = br[0].r;
+    int nbud = br[0].n_rounds;
+    int64_t min_points = cfg->bohb_min_points > 0 ? cfg->bohb_min_points : t->space->n + 2;
+
+    /* how many observations each budget has */
+    int64_t cnt[TUN_HB_MAX_ROUNDS + 1] = {0};
+    for (int64_t i = 0; i < t->cap; i++) {
+        const tun_trial_rec *r = &t->trials[i];
+        if (!r->present) continue;
+        int top = top_level(r, budget, nbud);
+        for (int l = 0; l <= top; l++) cnt[l] += !isnan(value_at(r, budget, nbud, l));
+    }
+    int lev = nbud - 1;
+    while (lev >= 0 && cnt[lev] < min_points) lev--;
+    if (lev < 0) return tun_random_suggest(t, number, rng, x);
+
+    obs *o = malloc((size_t)cnt[lev] * sizeof *o);
+    int64_t *idx = malloc((size_t)t->n_present * sizeof *idx);
+    if (!o || !idx) {
+        free(o);
+        free(idx);
+        return HPO_ENOMEM;
+    }
+    int64_t n = 0, n_liars = 0;
+    for (int64_t i = 0; i < t->cap; i++) {
+        const tun_trial_rec *r = &t->trials[i];
+        if (!r->present) continue;
+        double v = top_level(r, budget, nbud) >= lev ? value_at(r, budget, nbud, lev) : NAN;
+        if (!isnan(v))
+            o[n++] = (obs){v, i};
+        else if (r->state == TUN_TRIAL_RUNNING) /* pending: counts as the worst */
+            idx[t->n_present - 1 - n_liars++] = i;
+    }
+    qsort(o, (size_t)n, sizeof *o, cmp_obs);
+    double gamma = cfg->tpe_gamma > 0 ? cfg->tpe_gamma : BOHB_DEFAULT_GAMMA;
+    int64_t nb = (int64_t)ceil(gamma * (double)n - 1e-9);
+    if (nb < 1) nb = 1;
+    if (nb > n) nb = n;
+    for (int64_t k = 0; k < n; k++) idx[k] = o[k].idx;
+    /* the above side: the rest of the ranked ones, then the liars */
+    int64_t na = n - nb;
+    memmove(idx + n, idx + t->n_present - n_liars, (size_t)n_liars * sizeof *idx);
+    na += n_liars;
+    qsort(idx, (size_t)nb, sizeof *idx, cmp_idx);
+    qsort(idx + nb, (size_t)na, sizeof *idx, cmp_idx);
+    free(o);
+    int rc = tun_tpe_sample_split(t, number, idx, (int)nb, idx + nb, (int)na, rng, x);
+    free(idx);
+    return rc;
+}
