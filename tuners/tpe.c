@@ -566,20 +566,20 @@ static int sample_group_full(const tun_study *t, const int *params, int n_params
     return rc;
 }
 
-/* The unconditional parameters one by one (cfg.tpe_multivariate: jointly),
+/* The unconditional parameters one by one (multivariate: jointly),
  * then each active conditional one from the trials where it is active. group: the fast path's split of a
  * group (NULL: the full split). */
 typedef int (*group_fn)(const tun_study *t, int g, const int *params, int n_params, void *ctx,
                         hpo_rng *rng, double *x);
 
-static int sample_all(const tun_study *t, group_fn fn, void *ctx, hpo_rng *rng, double *x) {
+static int sample_all(const tun_study *t, int multivariate, group_fn fn, void *ctx, hpo_rng *rng, double *x) {
     const tun_space *s = t->space;
     int rc = 0, n_joint = 0;
     int joint[s->n];
     for (int i = 0; i < s->n; i++) x[i] = NAN;
     for (int i = 0; i < s->n; i++)
         if (s->params[i].parent < 0) joint[n_joint++] = i;
-    if (t->cfg.tpe_multivariate) {
+    if (multivariate) {
         if (n_joint > 0 && (rc = fn(t, 0, joint, n_joint, ctx, rng, x)) < 0) return rc;
     } else {
         for (int j = 0; j < n_joint; j++)
@@ -612,7 +612,7 @@ int tun_tpe_suggest_ref(const tun_study *t, int64_t number, hpo_rng *rng, double
         tun_space_sample(t->space, rng, x);
         return 0;
     }
-    return sample_all(t, group_ref, NULL, rng, x);
+    return sample_all(t, t->cfg.tpe_multivariate, group_ref, NULL, rng, x);
 }
 
 /* cfg.tpe_max_components as a count: 0 the default, < 0 unbounded, >= 64 */
@@ -659,10 +659,10 @@ static int group_split(const tun_study *t, int g, const int *params, int n_param
 }
 
 int tun_tpe_sample_split(const tun_study *t, int64_t number, const int64_t *below, int nb,
-                         const int64_t *above, int na, hpo_rng *rng, double *x) {
+                         const int64_t *above, int na, int joint, hpo_rng *rng, double *x) {
     split_ctx c = {below, above, nb, na, max_components(&t->cfg), {{0}}};
     hpo_rng_derive(&c.crng, t->cfg.seed, (uint64_t)number, 7);
-    return sample_all(t, group_split, &c, rng, x);
+    return sample_all(t, joint, group_split, &c, rng, x);
 }
 
 /* ---- the fast path: the incremental index, bounded mixtures ------------- */
@@ -705,5 +705,5 @@ int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x) {
         c.below = below;
         c.nb = nb;
     }
-    return sample_all(t, group_fast, &c, rng, x);
+    return sample_all(t, t->cfg.tpe_multivariate, group_fast, &c, rng, x);
 }

@@ -121,9 +121,11 @@ void tun_cmaes_state_free(struct tun_cmaes_state *s);
 /* TPE's sampling (tpe.c) from a split the caller made (bohb.c): below and
  * above hold nb and na indices into t->trials, each in increasing order;
  * every group samples from the trials of each side where its parameters
- * are active, as tun_tpe_suggest does from its own split. HPO_ENOMEM. */
+ * are active, as tun_tpe_suggest does from its own split; joint: the
+ * unconditional parameters as one group (multivariate), else one by one.
+ * HPO_ENOMEM. */
 int tun_tpe_sample_split(const tun_study *t, int64_t number, const int64_t *below, int nb,
-                         const int64_t *above, int na, hpo_rng *rng, double *x);
+                         const int64_t *above, int na, int joint, hpo_rng *rng, double *x);
 
 /* TPE's ranking (tpe.c), best first, of the trials it models: complete,
  * pruned and running (failed ones are left out). Writes their numbers to
