@@ -39,7 +39,7 @@ void tun_config_default(tun_config *cfg) {
     cfg->nsga_crossover_prob = 0.9;
     cfg->nsga_swapping_prob = 0.5;
     cfg->nsga_mutation_prob = 0;
-    cfg->bohb_random_fraction = 1.0 / 3;
+    cfg->bohb_random_fraction = 0.5; /* tuned with bohb.c's gamma */
     cfg->bohb_min_points = 0;
     cfg->pruner.kind = TUN_PRUNER_NONE;
     cfg->pruner.eta = 3;
