@@ -82,8 +82,8 @@ static int cmp_idx(const void *pa, const void *pb) {
     return (a > b) - (a < b);
 }
 
-/* The largest budget index whose observation rec has (-1: none); *value is
- * then filled in by value_at. */
+/* The largest budget index at which rec may have an observation (-1: none);
+ * value_at gives it (NaN: none after all). */
 static int top_level(const tun_trial_rec *r, const int64_t *budget, int n_budgets) {
     if (r->state == TUN_TRIAL_COMPLETE) return n_budgets - 1;
     if (r->n_steps == 0) return -1;

@@ -92,6 +92,9 @@
  *   O(n * (groups * d + log 64)) (22 ms of CPU at 100,000 trials); the
  *   best-64 list alone is rebuilt, O(n log 64), after a report to a
  *   finished trial or when the multi-fidelity budget moves.
+ * - tun_tpe_sample_split samples the same way from a split its caller made
+ *   (bohb.c: the observations of one Hyperband budget), all of it exact
+ *   below tpe_max_components per side.
  * Deterministic: only the rng (derived from seed and number) and the history.
  */
 #include <math.h>
