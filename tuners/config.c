@@ -13,7 +13,7 @@
 #define MAX_INT_OPTION 1000000000LL
 
 static const char *const algorithm_names[] = {"random", "grid", "tpe", "bayesian", "cmaes",
-                                              "evolution", "nsga2"};
+                                              "evolution", "nsga2", "bohb"};
 
 const char *tun_algorithm_name(tun_algorithm a) {
     if ((unsigned)a < HPO_ARRAY_LEN(algorithm_names)) return algorithm_names[a];
@@ -39,6 +39,8 @@ void tun_config_default(tun_config *cfg) {
     cfg->nsga_crossover_prob = 0.9;
     cfg->nsga_swapping_prob = 0.5;
     cfg->nsga_mutation_prob = 0;
+    cfg->bohb_random_fraction = 0.5; /* tuned with bohb.c's gamma */
+    cfg->bohb_min_points = 0;
     cfg->pruner.kind = TUN_PRUNER_NONE;
     cfg->pruner.eta = 3;
     cfg->pruner.min_resource = 1;
@@ -185,7 +187,7 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
     json_t *v;
     int64_t i = 0;
     double d = 0;
-    int rc, e = 0, have_sample_size = 0;
+    int rc, e = 0, have_sample_size = 0, have_pruner = 0;
     char field[128];
 
     tun_config_default(&cfg);
@@ -254,9 +256,17 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             if (d > 1) return hpo_fail(err, HPO_EINVAL, field, "must be at most 1");
             *(key[0] == 'c' ? &cfg.nsga_crossover_prob
                             : key[0] == 's' ? &cfg.nsga_swapping_prob : &cfg.nsga_mutation_prob) = d;
+        } else if (strcmp(key, "random_fraction") == 0) {
+            if ((rc = get_num(v, field, 0, 1, &d, err))) return rc;
+            if (d > 1) return hpo_fail(err, HPO_EINVAL, field, "must be in [0, 1]");
+            cfg.bohb_random_fraction = d;
+        } else if (strcmp(key, "min_points_in_model") == 0) {
+            if ((rc = get_int(v, field, 1, MAX_INT_OPTION, &i, err))) return rc;
+            cfg.bohb_min_points = (int)i;
         } else if (strcmp(key, "pruner") == 0) {
             if (json_is_null(v)) continue;
             if ((rc = parse_pruner(v, &cfg.pruner, err))) return rc;
+            have_pruner = 1;
         } else if (strcmp(key, "max_trials") == 0 || strcmp(key, "executions_per_trial") == 0 ||
                    strcmp(key, "parallel_trials") == 0) {
             if ((rc = get_int(v, field, 1, MAX_INT_OPTION, &i, err))) return rc;
@@ -272,6 +282,14 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             return hpo_fail(err, HPO_EINVAL, "tuner.sample_size",
                             "must be at most the population (%d)", cfg.evo_population);
         cfg.evo_sample_size = cfg.evo_population;
+    }
+    if (cfg.algorithm == TUN_BOHB) { /* BOHB is its model plus Hyperband's brackets */
+        if (!have_pruner)
+            cfg.pruner.kind = TUN_PRUNER_HYPERBAND;
+        else if (cfg.pruner.kind != TUN_PRUNER_HYPERBAND)
+            return hpo_fail(err, HPO_EINVAL, "tuner.pruner.algorithm",
+                            "bohb runs on Hyperband's brackets: the pruner must be \"hyperband\" "
+                            "(or left out)");
     }
 done:
     if (cfg.algorithm == TUN_GRID) {

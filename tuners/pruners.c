@@ -115,7 +115,7 @@ static int64_t rung_step(const tun_pruner_config *pc, int e) {
     return (int64_t)ceil(v - 1e-9);
 }
 
-static int64_t hb_max_resource(const tun_pruner_config *pc) {
+int64_t tun_hyperband_max_resource(const tun_pruner_config *pc) {
     int64_t m = pc->max_resource > 0 ? pc->max_resource : DEFAULT_MAX_RESOURCE;
     return m < pc->min_resource ? pc->min_resource : m;
 }
@@ -123,7 +123,7 @@ static int64_t hb_max_resource(const tun_pruner_config *pc) {
 int tun_hyperband_bracket_of(const tun_study *t, int64_t number) {
     tun_hb_bracket br[TUN_HB_MAX_ROUNDS];
     const tun_pruner_config *pc = &t->cfg.pruner;
-    int nb = tun_hyperband_brackets(pc->eta, pc->min_resource, hb_max_resource(pc), br,
+    int nb = tun_hyperband_brackets(pc->eta, pc->min_resource, tun_hyperband_max_resource(pc), br,
                                     TUN_HB_MAX_ROUNDS);
     if (nb <= 1) return 0;
     uint64_t total = 0;

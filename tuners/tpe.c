@@ -92,6 +92,9 @@
  *   O(n * (groups * d + log 64)) (22 ms of CPU at 100,000 trials); the
  *   best-64 list alone is rebuilt, O(n log 64), after a report to a
  *   finished trial or when the multi-fidelity budget moves.
+ * - tun_tpe_sample_split samples the same way from a split its caller made
+ *   (bohb.c: the observations of one Hyperband budget), all of it exact
+ *   below tpe_max_components per side.
  * Deterministic: only the rng (derived from seed and number) and the history.
  */
 #include <math.h>
@@ -566,20 +569,20 @@ static int sample_group_full(const tun_study *t, const int *params, int n_params
     return rc;
 }
 
-/* The unconditional parameters one by one (cfg.tpe_multivariate: jointly),
+/* The unconditional parameters one by one (multivariate: jointly),
  * then each active conditional one from the trials where it is active. group: the fast path's split of a
  * group (NULL: the full split). */
 typedef int (*group_fn)(const tun_study *t, int g, const int *params, int n_params, void *ctx,
                         hpo_rng *rng, double *x);
 
-static int sample_all(const tun_study *t, group_fn fn, void *ctx, hpo_rng *rng, double *x) {
+static int sample_all(const tun_study *t, int multivariate, group_fn fn, void *ctx, hpo_rng *rng, double *x) {
     const tun_space *s = t->space;
     int rc = 0, n_joint = 0;
     int joint[s->n];
     for (int i = 0; i < s->n; i++) x[i] = NAN;
     for (int i = 0; i < s->n; i++)
         if (s->params[i].parent < 0) joint[n_joint++] = i;
-    if (t->cfg.tpe_multivariate) {
+    if (multivariate) {
         if (n_joint > 0 && (rc = fn(t, 0, joint, n_joint, ctx, rng, x)) < 0) return rc;
     } else {
         for (int j = 0; j < n_joint; j++)
@@ -612,7 +615,57 @@ int tun_tpe_suggest_ref(const tun_study *t, int64_t number, hpo_rng *rng, double
         tun_space_sample(t->space, rng, x);
         return 0;
     }
-    return sample_all(t, group_ref, NULL, rng, x);
+    return sample_all(t, t->cfg.tpe_multivariate, group_ref, NULL, rng, x);
+}
+
+/* cfg.tpe_max_components as a count: 0 the default, < 0 unbounded, >= 64 */
+static int max_components(const tun_config *cfg) {
+    int m = cfg->tpe_max_components;
+    if (m == 0) return TUN_TPE_MAX_COMPONENTS;
+    if (m < 0) return INT32_MAX;
+    return m < 64 ? 64 : m;
+}
+
+/* ---- a split given by the caller (bohb.c) ------------------------------- */
+
+typedef struct split_ctx {
+    const int64_t *below, *above; /* indices in t->trials, trial-number order */
+    int nb, na, max_comp;
+    hpo_rng crng;
+} split_ctx;
+
+/* the trials of arr where every parameter of params is active, into out */
+static int64_t keep_active(const tun_study *t, const int *params, int n_params, const int64_t *arr,
+                           int n, int64_t *out) {
+    int64_t k = 0;
+    for (int i = 0; i < n; i++) {
+        int ok = 1;
+        for (int j = 0; j < n_params && ok; j++)
+            if (isnan(t->trials[arr[i]].x[params[j]])) ok = 0;
+        if (ok) out[k++] = arr[i];
+    }
+    return k;
+}
+
+static int group_split(const tun_study *t, int g, const int *params, int n_params, void *ctx,
+                       hpo_rng *rng, double *x) {
+    (void)g;
+    split_ctx *c = ctx;
+    int64_t *idx = malloc((size_t)(c->nb + c->na + 1) * sizeof *idx);
+    if (!idx) return HPO_ENOMEM;
+    int64_t kb = keep_active(t, params, n_params, c->below, c->nb, idx);
+    int64_t ka = keep_active(t, params, n_params, c->above, c->na, idx + kb);
+    side below = {idx, 0, NULL, 0, kb}, above = {idx + kb, 0, NULL, 0, ka};
+    int rc = sample_sides(t, params, n_params, &below, &above, c->max_comp, rng, &c->crng, x);
+    free(idx);
+    return rc;
+}
+
+int tun_tpe_sample_split(const tun_study *t, int64_t number, const int64_t *below, int nb,
+                         const int64_t *above, int na, int joint, hpo_rng *rng, double *x) {
+    split_ctx c = {below, above, nb, na, max_components(&t->cfg), {{0}}};
+    hpo_rng_derive(&c.crng, t->cfg.seed, (uint64_t)number, 7);
+    return sample_all(t, joint, group_split, &c, rng, x);
 }
 
 /* ---- the fast path: the incremental index, bounded mixtures ------------- */
@@ -645,10 +698,7 @@ int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x) {
         tun_space_sample(t->space, rng, x);
         return 0;
     }
-    fast_ctx c = {NULL, 0, t->cfg.tpe_max_components, {{0}}};
-    if (c.max_comp == 0) c.max_comp = TUN_TPE_MAX_COMPONENTS;
-    if (c.max_comp < 0) c.max_comp = INT32_MAX;
-    if (c.max_comp < 64) c.max_comp = 64;
+    fast_ctx c = {NULL, 0, max_components(&t->cfg), {{0}}};
     hpo_rng_derive(&c.crng, t->cfg.seed, (uint64_t)number, 7);
     int64_t below[TUN_TPE_TOP];
     int nb = tun_tpe_n_below(&t->cfg, ix->n_finished);
@@ -658,5 +708,5 @@ int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x) {
         c.below = below;
         c.nb = nb;
     }
-    return sample_all(t, group_fast, &c, rng, x);
+    return sample_all(t, t->cfg.tpe_multivariate, group_fast, &c, rng, x);
 }

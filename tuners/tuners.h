@@ -1,8 +1,8 @@
 /*
  * tuners.h - search spaces and the algorithms that search them: random,
  * grid, TPE, Gaussian-process Bayesian optimisation, CMA-ES, regularized
- * evolution, NSGA-II, and the multi-fidelity pruners (median, ASHA,
- * Hyperband); Pareto geometry (non-dominated sorting, hypervolume).
+ * evolution, NSGA-II, BOHB (TPE's model per Hyperband budget), and the
+ * multi-fidelity pruners (median, ASHA, Hyperband); Pareto geometry (non-dominated sorting, hypervolume).
  * Pure C: no I/O, no clocks, no globals.
  *
  * Design notes
@@ -114,6 +114,7 @@ typedef enum {
     TUN_CMAES,
     TUN_EVOLUTION,
     TUN_NSGA2,
+    TUN_BOHB,
 } tun_algorithm;
 typedef enum { TUN_XOVER_SBX = 0, TUN_XOVER_UNIFORM } tun_crossover;
 typedef enum { TUN_PRUNER_NONE = 0, TUN_PRUNER_MEDIAN, TUN_PRUNER_ASHA, TUN_PRUNER_HYPERBAND } tun_pruner_kind;
@@ -166,6 +167,10 @@ typedef struct tun_config {
     double nsga_crossover_prob;   /* default 0.9 */
     double nsga_swapping_prob;    /* uniform crossover's (and sbx's choices'), default 0.5 */
     double nsga_mutation_prob;    /* per parameter; 0 (the default) = 1 / n parameters */
+    /* bohb (bohb.c; also reads tpe_gamma, tpe_n_candidates, tpe_multivariate) */
+    double bohb_random_fraction;  /* trials drawn at random, in [0, 1] (default 0.5) */
+    int bohb_min_points;          /* observations a budget needs for the model; 0 (the
+                                   * default) = the number of parameters + 2 */
     tun_pruner_config pruner;
 } tun_config;
 
@@ -173,7 +178,7 @@ typedef struct tun_config {
  * A NULL tuner gives the defaults (random, seed 0, no pruner).
  *
  * Keys (all optional): "algorithm": "random" | "grid" | "tpe" | "bayesian" |
- * "cmaes" | "evolution" | "nsga2" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
+ * "cmaes" | "evolution" | "nsga2" | "bohb" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
  * tpe and bayesian only);
  * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
@@ -188,6 +193,11 @@ typedef struct tun_config {
  * nsga2: "population_size" int 2..100000 (50); "crossover": "sbx" |
  * "uniform" (sbx); "crossover_prob", "swapping_prob" in [0, 1] (0.9, 0.5);
  * "mutation_prob" in (0, 1] (1 / the number of parameters);
+ * bohb: "random_fraction" in [0, 1] (0.5); "min_points_in_model" int >= 1
+ * (the number of parameters + 2); "gamma" (0.05 for bohb) and
+ * "n_ei_candidates" as TPE's. "bohb" implies the hyperband pruner: without
+ * "pruner" it gets hyperband with the defaults, with another pruner it is
+ * an error naming "tuner.pruner.algorithm";
  * "pruner": {"algorithm": "none" | "median" | "asha" | "hyperband" (required),
  * "eta" >= 2 (3), "min_resource" or its alias "min_epochs" int >= 1 (1),
  * "max_resource" or "max_epochs" int >= min_resource (0: unset),

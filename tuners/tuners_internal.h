@@ -113,9 +113,19 @@ int tun_tpe_suggest_ref(const tun_study *t, int64_t number, hpo_rng *rng, double
 int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_evolution_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_nsga2_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+int tun_bohb_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 /* cmaes keeps its cache in t->cmaes (freed by tun_cmaes_state_free). */
 int tun_cmaes_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x);
 void tun_cmaes_state_free(struct tun_cmaes_state *s);
+
+/* TPE's sampling (tpe.c) from a split the caller made (bohb.c): below and
+ * above hold nb and na indices into t->trials, each in increasing order;
+ * every group samples from the trials of each side where its parameters
+ * are active, as tun_tpe_suggest does from its own split; joint: the
+ * unconditional parameters as one group (multivariate), else one by one.
+ * HPO_ENOMEM. */
+int tun_tpe_sample_split(const tun_study *t, int64_t number, const int64_t *below, int nb,
+                         const int64_t *above, int na, int joint, hpo_rng *rng, double *x);
 
 /* TPE's ranking (tpe.c), best first, of the trials it models: complete,
  * pruned and running (failed ones are left out). Writes their numbers to
@@ -208,6 +218,8 @@ int64_t tun_tpe_index_select(const tun_tpe_index *ix, int g, int64_t k);
  * out[]) of trial `number`, drawn from (seed, number) with probability
  * n_b / sum(n) (pruners.c). */
 int tun_hyperband_bracket_of(const tun_study *t, int64_t number);
+/* Hyperband's R: max_resource, or 81 when unset, at least min_resource. */
+int64_t tun_hyperband_max_resource(const tun_pruner_config *pc);
 
 /* Pruners: whether trial rec, which has just reported (step, value), stops. */
 int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune);

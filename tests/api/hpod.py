@@ -129,6 +129,14 @@ class Checks:
         sys.exit(1 if self.failed else 0)
 
 
+def expect_400(c, hp, path, body, field, what):
+    """POSTs body to path and checks the answer is a 400 naming field."""
+    status, out = hp.request("POST", path, body)
+    got = out.get("error", {}).get("field") if isinstance(out, dict) else None
+    c.check(status == 400 and got == field, "%s: 400 naming %s (got %d %s)" % (what, field, status, str(out)[:160]))
+    return out
+
+
 def read_events(url, study_id, last_event_id=None, timeout=300, idle=None):
     """Reads a study's server-sent events until the stream ends (or, with
     idle, until no line came for idle seconds: the events so far of a study

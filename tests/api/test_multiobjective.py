@@ -8,7 +8,7 @@ here), NSGA-II reproducible per seed through the API, and the front and the
 tuner's history unchanged across a restart."""
 import subprocess
 
-from hpod import Checks, Hpod, parse_args
+from hpod import Checks, Hpod, expect_400, parse_args
 
 SPACE = {"x": {"type": "float", "low": 0.0, "high": 1.0},
          "y": {"type": "float", "low": 0.0, "high": 1.0},
@@ -55,13 +55,6 @@ def naive_hv2(front, ref):
             hv += (ref[0] - f0) * (y - f1)
             y = f1
     return hv
-
-
-def expect_400(c, hp, path, body, field, what):
-    status, out = hp.request("POST", path, body)
-    got = out.get("error", {}).get("field") if isinstance(out, dict) else None
-    c.check(status == 400 and got == field, "%s: 400 naming %s (got %d %s)" % (what, field, status, out))
-    return out
 
 
 def main():

@@ -7,7 +7,7 @@ options are 400s naming the field. Seconds."""
 import json
 import math
 
-from hpod import Checks, Hpod, parse_args, read_events
+from hpod import Checks, Hpod, expect_400, parse_args, read_events
 
 SPACE = {
     "x": {"type": "float", "low": -5.0, "high": 5.0},
@@ -120,10 +120,7 @@ def main():
         ]
         for tuner, field in cases:
             body = {"name": "bad", "objective": {"direction": "minimize"}, "space": SPACE, "tuner": tuner}
-            status, out = hp2.request("POST", "/api/v1/studies", body)
-            got = (out or {}).get("error", {}).get("field") if isinstance(out, dict) else None
-            c.check(status == 400 and got == field,
-                    "%s: want 400 naming %s, got %d %s" % (tuner, field, status, str(out)[:160]))
+            expect_400(c, hp2, "/api/v1/studies", body, field, str(tuner))
     finally:
         for h in (hp2, hp):
             if h:

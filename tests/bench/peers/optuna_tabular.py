@@ -12,7 +12,8 @@ recorded epochs. Trials run one at a time until the epoch budget is spent.
 
 Methods: tpe+hyperband (TPESampler(seed=seed) + HyperbandPruner(min_resource=1,
 max_resource=max_epochs, reduction_factor=3)), tpe (no pruner), random
-(RandomSampler(seed), no pruner).
+(RandomSampler(seed), no pruner), random+hyperband (RandomSampler(seed) and
+the same pruner: the pruners compared without the samplers).
 
 Prints nothing on stdout but a summary; writes one CSV line per trial to --csv:
 method,task,seed,trial,state,cum_epochs,value,config
@@ -70,6 +71,9 @@ def run(method, task, seed, curves, max_epochs, space, budget, out):
     axes, sp = space["axes"], space["space"]
     if method == "tpe+hyperband":
         sampler = optuna.samplers.TPESampler(seed=seed)
+        pruner = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max_epochs, reduction_factor=3)
+    elif method == "random+hyperband":
+        sampler = optuna.samplers.RandomSampler(seed=seed)
         pruner = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max_epochs, reduction_factor=3)
     elif method == "tpe":
         sampler, pruner = optuna.samplers.TPESampler(seed=seed), optuna.pruners.NopPruner()
