@@ -525,7 +525,8 @@ int main(int argc, char **argv) {
         return 77;
     }
     if (!o.no_optuna && system("/usr/bin/python3 -c 'import optuna, psycopg2' >/dev/null 2>&1") != 0) {
-        printf("Optuna or psycopg2 missing for /usr/bin/python3 (scripts/deps.sh --bench installs them)\n");
+        printf("Optuna or psycopg2 missing for /usr/bin/python3 (scripts/deps.sh --bench installs them; "
+               "--no-optuna runs hpod's side alone)\n");
         return o.selftest ? 77 : 1;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
