@@ -23,7 +23,8 @@ build_pkgs=(
 # nodejs and npm, unless a node (e.g. NodeSource's, which bundles npm) is there.
 command -v node >/dev/null 2>&1 || build_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || build_pkgs+=(npm)
-bench_pkgs=(python3-torch python3-optuna python3-threadpoolctl python3-numpy)
+bench_pkgs=(python3-torch python3-optuna python3-threadpoolctl python3-numpy
+  python3-psycopg2)  # Optuna's RDB storage on PostgreSQL (tests/bench/peers/optuna_pg.py)
 fuzz_pkgs=(clang-14 libclang-rt-14-dev)
 
 pkgs=("${build_pkgs[@]}")
