@@ -135,9 +135,10 @@ static int breed(api_ctx *ctx, api_study *st, const sto_trial *m, const sto_tria
         rc = HPO_ENOMEM;
         goto done;
     }
-    end_data = api_event_text(json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I}", "trial_id", (json_int_t)m->id,
-                                        "number", (json_int_t)m->number, "state", "pruned", "reason",
-                                        "pbt_replaced", "epoch", (json_int_t)b, "parent_trial_id",
+    end_data = api_event_text(json_pack("{s:I, s:I, s:s, s:I, s:f, s:s, s:I, s:I, s:I}", "trial_id",
+                                        (json_int_t)m->id, "number", (json_int_t)m->number, "state", "pruned",
+                                        "best_epoch", (json_int_t)m->best_epoch, "seconds", m->train_seconds,
+                                        "reason", "pbt_replaced", "epoch", (json_int_t)b, "parent_trial_id",
                                         (json_int_t)donor->id, "parent_number", (json_int_t)donor->number));
     sto_event_in ev_end = {"trial_pruned", end_data}, ev_new = {"trial_bred", NULL};
     sto_pbt_breed in = {.replaced_id = m->id, .params = params, .lineage = text, .epoch = b};
