@@ -9,7 +9,9 @@
  *   <root>/datasets/.upload-XXXXXX/        an upload in progress
  *   <root>/checkpoints/trial-<id>/         a trial: exec-<k>.safetensors (the engine's
  *                                          checkpoint), exec-<k>.done.json (a finished
- *                                          execution's result), training (crash counter)
+ *                                          execution's result), training (crash counter),
+ *                                          pbt-<epoch>.safetensors (a pbt member's checkpoint
+ *                                          at a boundary, api/pbt.c; a hard link)
  *   <root>/checkpoints/model-<id>/         a refit's checkpoint
  *   <root>/models/model-<id>.safetensors   exported weights; storage keeps the path
  *                                          relative to the root

@@ -2,7 +2,7 @@
  * jobs.h): which job runs next (none during a disk-full back-off), what a
  * running job must do when its study changes state, when a study is
  * complete, jobs left running without a worker, and recovery after a
- * restart. It looks only at the embedded studies of the run queue. Every
+ * restart. A pbt study's next member is pbt.c's choice. It looks only at the embedded studies of the run queue. Every
  * state change is stored with its event (api_internal.h). */
 #include <math.h>
 #include <stdio.h>
