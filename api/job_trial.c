@@ -411,7 +411,9 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         if (api_dir_study(dir, ctx->opt.data_dir, job->study_id) == 0) api_dir_remove(dir);
     } else {
         sto_trial_clear(&gone);
-        if (!requeued)
+        /* a pbt member waiting at a boundary prunes too: the members replaced
+         * at earlier boundaries are no donors any more (pbt.c) */
+        if (!requeued || r.boundary)
             api_dir_prune_checkpoints_from(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize,
                                            API_KEEP_CHECKPOINTS, api_pbt_keep_from(ctx, st));
     }

@@ -7,10 +7,17 @@ replaced, pruned at that epoch), only the mutable parameters changed, its
 curve starts after the copy, trial_bred events match, each final member's
 line goes back to a sampled one through earlier copies, and no trial is
 lost or failed."""
+import os
 import random
+import subprocess
+import sys
 import time
 
 from hpod import Checks, Hpod, parse_args, read_events, wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "clients", "python"))
+import hpo_client as hpo  # noqa: E402
 
 POP, EVERY, EPOCHS = 4, 2, 6
 STUDY = {"name": "pbt", "objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
@@ -97,6 +104,16 @@ def main():
         events = read_events(hp.url, sid)
         bred_events = sorted(d["trial_id"] for _, e, d in events if e == "trial_bred")
         c.check(bred_events == sorted(t["id"] for t in bred), "a trial_bred event per bred trial")
+        # the Python client shows the same lineage
+        cl = hpo.Client(hp.url)
+        got = {t.id: t.lineage for t in cl.get_study(sid).trials}
+        c.check(got == {t["id"]: t["lineage"] for t in ts}, "Trial.lineage of the Python client")
+        # and the CLI's trials table
+        out = subprocess.run([args.hpo, "--url", hp.url, "trials", str(sid)], capture_output=True, text=True,
+                             timeout=60).stdout
+        want = ["bred from #%d at epoch %d" % (t["lineage"]["parent_number"], t["lineage"]["parent_epoch"]) for t in bred]
+        c.check(out.count("bred from #") == len(bred) and all(w in out for w in want),
+                "hpo trials shows where each bred trial comes from")
         done = [d for _, e, d in events if e == "study_complete"]
         c.check(len(done) == 1 and done[0]["reason"] == "tuner.population_size",
                 "the study completes once the population is done: %s" % done)
