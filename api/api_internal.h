@@ -165,6 +165,11 @@ int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, struct 
  * budget, at some point of the space (template_check.c: the points and the
  * rule); fails with the error when it fails everywhere with the same one. */
 int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *err);
+/* pbt's default tuner.mutable (template_check.c): the unconditional
+ * parameters, none a parent, whose values all build the template with the
+ * shapes of the space's middle point (a checkpoint of one loads into the
+ * other), as a bit mask over the space's order. */
+uint64_t api_pbt_mutable(const api_study_def *d);
 
 /* ---- creating a study (studies.c) ---- */
 /* What a new study carries beside its definition (checked already). */
@@ -215,6 +220,7 @@ typedef struct api_study {
     tun_study *tuner;
     int64_t next_number;  /* trials created so far */
     int exhausted;        /* the tuner has nothing left to suggest (grid) */
+    int64_t pbt_members;  /* pbt: members sampled by the tuner (trials without lineage) */
     int refs;             /* guarded by the cache mutex */
 } api_study;
 

@@ -11,6 +11,9 @@
 const char *api_budget_spent(api_study *st, double now, int probe) {
     if (st->def.max_trials > 0 && st->next_number >= st->def.max_trials) return "tuner.max_trials";
     if (st->def.max_seconds > 0 && now >= st->created + st->def.max_seconds) return "tuner.max_seconds";
+    /* pbt samples its population once; later members are bred (pbt.c) */
+    if (st->def.tuner.algorithm == TUN_PBT && st->pbt_members >= st->def.tuner.pbt_population)
+        return "tuner.population_size";
     if (!st->exhausted && probe && st->def.tuner.algorithm == TUN_GRID) {
         /* the grid's suggestion changes nothing: it finds the first point no
          * trial holds, or none (every point stays held: trials are kept) */

@@ -160,6 +160,58 @@ int api_dir_write_atomic(const char *path, const char *text, int durable, hpo_er
     return 0;
 }
 
+/* Copies src into the open file fd. */
+static int copy_into(const char *src, int fd) {
+    int in = open(src, O_RDONLY);
+    if (in < 0) return errno;
+    char buf[1 << 16];
+    int e = 0;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n < 0) e = errno;
+            break;
+        }
+        for (ssize_t off = 0; off < n && !e;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno != EINTR) e = errno;
+            if (w > 0) off += w;
+        }
+        if (e) break;
+    }
+    close(in);
+    return e;
+}
+
+int api_dir_link(const char *src, const char *dst, int durable, hpo_error *err) {
+    char tmp[API_PATH_MAX + 16];
+    int n = snprintf(tmp, sizeof tmp, "%s.link.tmp", dst);
+    if (n < 0 || (size_t)n >= sizeof tmp) return hpo_fail(err, HPO_EINVAL, "", "path too long: %.64s...", dst);
+    unlink(tmp);
+    int e = link(src, tmp) ? errno : 0;
+    if (e == ENOENT) return hpo_fail(err, HPO_ENOTFOUND, "", "%s is missing", src);
+    if (e) { /* no hard links here: a copy */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        e = fd < 0 ? errno : copy_into(src, fd);
+        if (fd >= 0 && !e && durable && fsync(fd)) e = errno;
+        if (fd >= 0 && close(fd) && !e) e = errno;
+    }
+    if (!e && rename(tmp, dst)) e = errno;
+    if (e) {
+        unlink(tmp);
+        return io_error(err, e, "write", dst);
+    }
+    if (durable) {
+        char dir[API_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", dst);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        if ((e = sync_path(slash ? dir : ".", O_RDONLY | O_DIRECTORY))) return io_error(err, e, "sync", dir);
+    }
+    return 0;
+}
+
 static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     if (remove(path) && errno != ENOENT) HPO_WARN("cannot remove %s: %s", path, strerror(errno));
@@ -177,6 +229,11 @@ void api_dir_unlink(const char *path) {
 }
 
 void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best) {
+    api_dir_prune_checkpoints_from(db, root, study_id, maximize, keep_best, INT64_MAX);
+}
+
+void api_dir_prune_checkpoints_from(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best,
+                                    int64_t keep_from) {
     sto_trial_filter f = {.state = -1, .order = STO_ORDER_VALUE, .descending = maximize};
     sto_trial *t = NULL;
     size_t n = 0;
@@ -184,6 +241,7 @@ void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, i
     int kept = 0;
     for (size_t i = 0; i < n; i++) {
         if (t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) continue;
+        if (t[i].last_step >= keep_from) continue;
         if (t[i].state == STO_TRIAL_COMPLETE && kept < keep_best) {
             kept++;
             continue;

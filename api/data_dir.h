@@ -9,7 +9,9 @@
  *   <root>/datasets/.upload-XXXXXX/        an upload in progress
  *   <root>/checkpoints/trial-<id>/         a trial: exec-<k>.safetensors (the engine's
  *                                          checkpoint), exec-<k>.done.json (a finished
- *                                          execution's result), training (crash counter)
+ *                                          execution's result), training (crash counter),
+ *                                          pbt-<epoch>.safetensors (a pbt member's checkpoint
+ *                                          at a boundary, api/pbt.c; a hard link)
  *   <root>/checkpoints/model-<id>/         a refit's checkpoint
  *   <root>/models/model-<id>.safetensors   exported weights; storage keeps the path
  *                                          relative to the root
@@ -88,6 +90,12 @@ int api_dir_make(const char *root, const char *dir, hpo_error *err);
  * crash or a full disk leaves the old file or the new one, never half of
  * one. durable: fsync the file and its folder. 0, HPO_ENOSPACE or HPO_EIO. */
 int api_dir_write_atomic(const char *path, const char *text, int durable, hpo_error *err);
+/* Makes dst a copy of the file src, bit for bit: a hard link (files are
+ * replaced by rename, never rewritten in place, so the two stay what src
+ * is now), or a copy where the file system has no links; through a
+ * temporary name renamed over dst, fsynced when durable. HPO_ENOTFOUND
+ * when src is missing, HPO_ENOSPACE for a full disk. */
+int api_dir_link(const char *src, const char *dst, int durable, hpo_error *err);
 /* Removes a folder and everything in it; "" or a missing folder is fine. */
 void api_dir_remove(const char *dir);
 /* Removes one file; a missing file is fine. */
@@ -97,6 +105,11 @@ void api_dir_unlink(const char *path);
  * (refits and ensembles start from them) and removes those of every other
  * finished trial, so disk use stays bounded. */
 void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best);
+/* The same, leaving for now the folders of the ended trials that reported
+ * step keep_from or a later one (a population-based study's members may
+ * still copy their checkpoints at those epochs: api/pbt.c). */
+void api_dir_prune_checkpoints_from(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best,
+                                    int64_t keep_from);
 /* How many of a study's best complete trials keep their checkpoints. */
 #define API_KEEP_CHECKPOINTS 8
 

@@ -2,7 +2,7 @@
  * jobs.h): which job runs next (none during a disk-full back-off), what a
  * running job must do when its study changes state, when a study is
  * complete, jobs left running without a worker, and recovery after a
- * restart. It looks only at the embedded studies of the run queue. Every
+ * restart. A pbt study's next member is pbt.c's choice. It looks only at the embedded studies of the run queue. Every
  * state change is stored with its event (api_internal.h). */
 #include <math.h>
 #include <stdio.h>
@@ -143,6 +143,7 @@ static int take_new(api_ctx *ctx, api_study *st, const char *slot, api_job *job)
     if (rc == 0) rc = sto_trial_create(ctx->db, st->id, text, 0, &trial_id, &number);
     if (rc == 0) {
         st->next_number = number + 1;
+        st->pbt_members++;
         tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
         /* should this fail (a full disk), the trial is running without a
          * worker: api_jobs_reap queues it again */
@@ -155,6 +156,18 @@ static int take_new(api_ctx *ctx, api_study *st, const char *slot, api_job *job)
     json_decref(params);
     free(x);
     return rc;
+}
+
+/* The next member of a population-based study (pbt.c), started on slot. */
+static int take_pbt(api_ctx *ctx, api_study *st, const char *slot, api_job *job) {
+    api_pbt_pick pick;
+    int rc = api_pbt_next(ctx, st, has_budget(st), &pick);
+    if (rc) return rc;
+    if (pick.trial_id == 0) return take_new(ctx, st, slot, job);
+    if ((rc = start_trial(ctx, pick.trial_id, pick.number, 1, slot))) return rc;
+    *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = pick.trial_id, .study_id = st->id, .number = pick.number,
+                     .resumed = 1, .timeout = st->def.emb.trial_timeout};
+    return 0;
 }
 
 /* The model_started event of a claimed model (arg: the slot). */
@@ -192,8 +205,12 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
         int64_t counts[STO_TRIAL_N_STATES] = {0};
         if (s.state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
             (st->def.emb.parallel <= 0 || counts[STO_TRIAL_RUNNING] < st->def.emb.parallel)) {
-            rc = counts[STO_TRIAL_QUEUED] > 0 ? take_queued(ctx, st, slot, job) : HPO_ENOTFOUND;
-            if (rc == HPO_ENOTFOUND) rc = take_new(ctx, st, slot, job);
+            if (st->def.tuner.algorithm == TUN_PBT) {
+                rc = take_pbt(ctx, st, slot, job);
+            } else {
+                rc = counts[STO_TRIAL_QUEUED] > 0 ? take_queued(ctx, st, slot, job) : HPO_ENOTFOUND;
+                if (rc == HPO_ENOTFOUND) rc = take_new(ctx, st, slot, job);
+            }
         }
         pthread_mutex_unlock(&st->lock);
         sto_study_clear(&s);

@@ -9,7 +9,8 @@
  * trial again instead of failing it; a trial deleted with its study stops
  * at the first epoch it cannot store and leaves nothing behind. With
  * training.tensorboard each execution's stored epochs also go to its
- * TensorBoard run (job_tb.c). */
+ * TensorBoard run (job_tb.c). A member of a population-based study stops
+ * at each perturbation boundary and waits queued to be ranked (pbt.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ typedef struct run {
     int stopped; /* API_STOP_* seen by the callback */
     int store_rc; /* an epoch that could not be stored: HPO_ENOSPACE, or HPO_ENOTFOUND (trial deleted) */
     int epochs_seen; /* callbacks of the current execution */
+    int64_t boundary; /* pbt: the boundary it stopped at, to wait there to be ranked (pbt.c) */
     double started;  /* monotonic start of this run, for job->timeout */
     api_tb_run tb;   /* training.tensorboard */
 } run;
@@ -127,7 +129,8 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
      * checking here ends it at the first epoch past its time */
     if (!r->stopped && r->job->timeout > 0 && hpo_monotonic() - r->started > r->job->timeout)
         r->stopped = API_STOP_TIMEOUT;
-    return prune || r->stopped;
+    if (!prune && !r->stopped && api_pbt_boundary(st, rep->epoch)) r->boundary = rep->epoch;
+    return prune || r->stopped || r->boundary;
 }
 
 /* Writes an execution's result file (d stolen) atomically, so a full disk
@@ -254,7 +257,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     api_training_end(root, r->job->trial_id);
     eng_model_free(m);
     if (rc) return rc;
-    if (r->pruned || r->stopped) return HPO_ECANCELLED;
+    if (r->pruned || r->stopped || r->boundary) return HPO_ECANCELLED;
     *value = e < MAX_EXECUTIONS ? best_of(st, r->curve[e], r->curve_len[e], &best_epoch) : NAN;
     json_t *d = json_pack("{s:o, s:i, s:i}", "best", api_json_real(*value), "best_epoch", best_epoch, "epochs",
                           res.epochs_run);
@@ -345,6 +348,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     params = json_loads(t.params, 0, NULL);
     if (job->resumed) load_curves(&r);
     rc = params ? api_model_expand(emb->model, params, st->def.space, &model, &err) : HPO_EINTERNAL;
+    if (rc == 0) rc = api_pbt_prepare(ctx, st, &t, &err);
     if (rc == 0) rc = api_open_splits(ctx, emb, &train, &val, &err);
     for (int e = 0; rc == 0 && e < executions; e++)
         rc = run_execution(&r, e, model, params, &train, &val, threads, &values[e], &err);
@@ -372,6 +376,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
                    json_pack("{s:f, s:o, s:i, s:i, s:f}", "value", mean, "value_std", api_json_real(std),
                              "value_n", executions, "best_epoch", best_epoch, "seconds", secs));
         }
+    } else if (rc == HPO_ECANCELLED && r.boundary) { /* waits to be ranked there (pbt.c) */
+        requeue(ctx, st, job, "pbt boundary");
     } else if (rc == HPO_ECANCELLED && r.pruned) {
         finish(ctx, st, job, STO_TRIAL_PRUNED, NAN, NAN, 0, NULL, "trial_pruned",
                json_pack("{s:i, s:f}", "best_epoch", best_epoch, "seconds", secs));
@@ -393,7 +399,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     HPO_INFO("trial %lld (study %lld #%lld) on %s ended after %.1f s: %s", (long long)job->trial_id,
              (long long)job->study_id, (long long)job->number, slot, secs,
              rc == 0 ? "complete" : r.pruned ? "pruned" : r.stopped ? "stopped" : hpo_strerror(rc));
-    int requeued = rc == HPO_ENOSPACE || (rc == HPO_ECANCELLED && (r.stopped == API_STOP_PAUSE ||
+    int requeued = rc == HPO_ENOSPACE || (rc == HPO_ECANCELLED && (r.boundary || r.stopped == API_STOP_PAUSE ||
                                                                    r.stopped == API_STOP_SHUTDOWN));
     /* disk stays bounded: only the best trials keep their checkpoints; a
      * trial whose study was deleted meanwhile keeps nothing */
@@ -405,7 +411,11 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         if (api_dir_study(dir, ctx->opt.data_dir, job->study_id) == 0) api_dir_remove(dir);
     } else {
         sto_trial_clear(&gone);
-        if (!requeued) api_dir_prune_checkpoints(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize, API_KEEP_CHECKPOINTS);
+        /* a pbt member waiting at a boundary prunes too: the members replaced
+         * at earlier boundaries are no donors any more (pbt.c) */
+        if (!requeued || r.boundary)
+            api_dir_prune_checkpoints_from(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize,
+                                           API_KEEP_CHECKPOINTS, api_pbt_keep_from(ctx, st));
     }
     api_tb_run_clear(&r.tb);
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);

@@ -10,7 +10,8 @@
  *   job_model.c (a model job) -> job_setup.c (training options, splits,
  *   seeds), members.c (a trial's or a model's trained weights), job_tb.c
  *   (TensorBoard runs), data_dir.c (every path and file), job_queue.c (the run queue), study_cache.c (the
- *   tuner state), events.c; budget.c (a study's budget and its end, shared
+ *   tuner state), events.c, pbt.c (population-based training: which
+ *   member runs next, rankings at boundaries, bred trials); budget.c (a study's budget and its end, shared
  *   with the ask/tell handlers). Handlers (studies.c, control.c, models.c,
  *   trials.c) call into job_queue.c, budget.c and deadlines.c only, never
  *   into the runners.

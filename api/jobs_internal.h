@@ -84,6 +84,27 @@ size_t api_deadlines_due(api_ctx *ctx, double now, int64_t **ids);
 int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);
 int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads, const atomic_int *stop);
 
+/* ---- population-based training (pbt.c; the schedule is there) ---- */
+/* Whether epoch is a perturbation boundary of a pbt study (a multiple of
+ * the interval below max_epochs); 0 for other studies. */
+int api_pbt_boundary(const api_study *st, int64_t epoch);
+/* The member to start next (trial_id 0: a new one from the tuner, while
+ * the first population is not complete and may_add), after ranking it at
+ * its boundary and maybe replacing it by a bred trial; HPO_ENOTFOUND when
+ * none may run now. The scheduler thread, the study's lock held. */
+typedef struct api_pbt_pick {
+    int64_t trial_id, number;
+} api_pbt_pick;
+int api_pbt_next(api_ctx *ctx, api_study *st, int may_add, api_pbt_pick *pick);
+/* A worker, before it trains member t of a pbt study (nothing for other
+ * studies): a bred trial's checkpoint linked from its parent if missing
+ * (an error fails the trial), and the checkpoint at the boundary it goes
+ * on from kept as pbt-<epoch>.safetensors. */
+int api_pbt_prepare(api_ctx *ctx, const api_study *st, const sto_trial *t, hpo_error *err);
+/* The keep_from of api_dir_prune_checkpoints_from for the study: INT64_MAX
+ * unless a live member may still copy an ended member's checkpoint. */
+int64_t api_pbt_keep_from(api_ctx *ctx, const api_study *st);
+
 /* ---- training setup (job_setup.c) ---- */
 /* Mixes two numbers into a seed (the seed of a trial's execution, a refit). */
 uint64_t api_seed_mix(uint64_t a, uint64_t b);

@@ -48,6 +48,8 @@ json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db) {
     json_object_set_new(j, "slot", t->slot ? json_string(t->slot) : json_null());
     json_object_set_new(j, "train_seconds", api_json_real(t->train_seconds));
     json_object_set_new(j, "user_attrs", stored_object(t->user_attrs));
+    /* population-based training: where a bred trial comes from (schema v8) */
+    json_object_set_new(j, "lineage", stored_json(t->lineage));
     if (with_intermediates) json_object_set_new(j, "note", json_string(t->note ? t->note : ""));
     if (with_intermediates) { /* and the learning curves of embedded trials */
         sto_epoch *eps = NULL;

@@ -90,6 +90,13 @@ int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras
         d.tuner.seed = hpo_rng_entropy_seed();
         json_object_set_new(tuner, "seed", json_integer((json_int_t)d.tuner.seed));
     }
+    /* pbt's mutable parameters as decided at creation, stored and shown */
+    if (d.tuner.algorithm == TUN_PBT && !d.tuner.pbt_mutable_given) {
+        json_t *names = json_array();
+        for (int i = 0; i < d.space->n && i < 64; i++)
+            if (d.tuner.pbt_mutable >> i & 1) json_array_append_new(names, json_string(d.space->params[i].name));
+        json_object_set_new(tuner, "mutable", names);
+    }
     /* the other studies' trials a warm start feeds the tuner, as they are now */
     rc = api_warm_start_snapshot(ctx, def, d.space, err);
     int embedded = d.embedded, created = 0;

@@ -109,6 +109,7 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
     x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
     for (size_t i = 0; i < n; i++) {
         if (trials[i].number + 1 > st->next_number) st->next_number = trials[i].number + 1;
+        if (!trials[i].lineage) st->pbt_members++;
         /* an enqueued trial never handed out (queued, or cancelled while it
          * waited) holds its number but is not in the tuner's history */
         if (trials[i].started <= 0) continue;

@@ -31,6 +31,21 @@ static int parse_name(const json_t *def, const char **name, hpo_error *err) {
     return 0;
 }
 
+/* A population-based study's training: one execution per member (a bred
+ * member copies one checkpoint), boundaries below max_epochs, and the
+ * parameters a member may change (tuner.mutable, or what keeps the model's
+ * shapes: api_pbt_mutable). */
+static int pbt_check(api_study_def *d, hpo_error *err) {
+    if (d->emb.executions != 1)
+        return hpo_fail(err, HPO_EINVAL, "tuner.executions_per_trial", "pbt trains one execution per member");
+    if (d->tuner.pbt_interval >= d->emb.max_epochs)
+        return hpo_fail(err, HPO_EINVAL, "tuner.perturbation_interval",
+                        "must be below training.max_epochs (%d): members are ranked every that many epochs",
+                        d->emb.max_epochs);
+    if (!d->tuner.pbt_mutable_given) d->tuner.pbt_mutable = api_pbt_mutable(d);
+    return 0;
+}
+
 static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study_def *out, hpo_error *err) {
     double default_lease = ctx->opt.default_lease_seconds;
     api_study_def d;
@@ -83,6 +98,11 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
     const json_t *lease = tuner ? json_object_get(tuner, "lease_seconds") : NULL;
     d.lease_seconds = lease ? json_number_value(lease) : default_lease;
 
+    if (!d.embedded && d.tuner.algorithm == TUN_PBT) {
+        rc = hpo_fail(err, HPO_EINVAL, "tuner.algorithm",
+                      "pbt trains its members itself: it needs an embedded study (\"model\" and \"dataset\")");
+        goto fail;
+    }
     if (d.embedded) {
         const json_t *ex = tuner ? json_object_get(tuner, "executions_per_trial") : NULL;
         const json_t *par = tuner ? json_object_get(tuner, "parallel_trials") : NULL;
@@ -95,6 +115,7 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
                           "an embedded study needs a budget: tuner.max_trials or tuner.max_seconds");
             goto fail;
         }
+        if (d.tuner.algorithm == TUN_PBT && (rc = pbt_check(&d, err))) goto fail;
         /* Hyperband's R defaults to the epochs a trial may train. */
         if (d.tuner.pruner.kind == TUN_PRUNER_HYPERBAND && d.tuner.pruner.max_resource <= 0)
             d.tuner.pruner.max_resource = d.emb.max_epochs;

@@ -18,7 +18,11 @@
  * shift them) does not depend on the params: the study is refused with
  * that error, a 400 naming the field ("model.layers[1].dense.units: model
  * needs 15.9 GiB, budget 4.0 GiB"). Different errors at different points
- * are left to the trials. */
+ * are left to the trials.
+ * The same shape-only builds tell which parameters a population-based
+ * study may change in a member that goes on from another's checkpoint
+ * (api_pbt_mutable): those whose every tried value keeps the parameter,
+ * optimiser-state and batch-norm counts, the optimiser and the layers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,4 +169,47 @@ int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *er
     /* the same error everywhere: the template cannot build; a client error */
     *err = e0;
     return first == HPO_ETOOLARGE ? HPO_EINVAL : first; /* over the budget: a 400, not a 413 */
+}
+
+/* The shape a checkpoint must match (engine/checkpoint.c), or 0 when the
+ * template does not build at x. */
+static int shape_at(const api_study_def *d, const double *x, size_t sig[5]) {
+    json_t *params = tun_space_to_json(d->space, x), *model = NULL;
+    eng_model *m = NULL;
+    hpo_error err;
+    int ok = params && api_model_expand(d->emb.model, params, d->space, &model, &err) == 0 &&
+             eng_model_new_shape(model, params, d->emb.in_rank, d->emb.in_shape, d->emb.n_classes, &m, &err) == 0;
+    if (ok) {
+        sig[0] = m->nparams, sig[1] = m->nstate, sig[2] = m->nstats, sig[3] = (size_t)m->opt.kind;
+        sig[4] = (size_t)m->nlayers;
+    }
+    eng_model_free(m);
+    json_decref(model);
+    json_decref(params);
+    return ok;
+}
+
+uint64_t api_pbt_mutable(const api_study_def *d) {
+    const tun_space *s = d->space;
+    int n = s->n;
+    double *base = hpo_xcalloc((size_t)n + 1, sizeof *base), *x = hpo_xcalloc((size_t)n + 1, sizeof *x);
+    size_t sig0[5], sig[5];
+    uint64_t mask = 0;
+    for (int i = 0; i < n; i++) base[i] = mid_of(s, i);
+    for (int i = 0; i < n && i < 64 && shape_at(d, base, sig0); i++) {
+        const tun_param *q = &s->params[i];
+        int parent = 0, ok = q->parent < 0;
+        for (int j = 0; j < n; j++) parent |= s->params[j].parent == i;
+        int k = q->type == TUN_CHOICE ? q->n_choices : 2, m = k > MAX_CHOICE_POINTS ? MAX_CHOICE_POINTS : k;
+        for (int j = 0; ok && !parent && j < m; j++) {
+            memcpy(x, base, (size_t)n * sizeof *x);
+            if (q->type == TUN_CHOICE) x[i] = m == k ? j : (double)((int64_t)j * (k - 1) / (m - 1));
+            else x[i] = j ? high_of(s, i) : low_of(s, i);
+            ok = shape_at(d, x, sig) && memcmp(sig, sig0, sizeof sig) == 0;
+        }
+        if (ok && !parent) mask |= (uint64_t)1 << i;
+    }
+    free(x);
+    free(base);
+    return mask;
 }

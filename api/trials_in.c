@@ -84,6 +84,8 @@ void api_h_study_enqueue(api_ctx *ctx, const api_request *req, int64_t id, api_r
     double *fixed = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *fixed);
     int64_t trial_id = 0, number = 0;
     int rc = tun_space_from_json_partial(st->def.space, given, fixed, &err);
+    if (rc == 0 && st->def.tuner.algorithm == TUN_PBT) /* its members are sampled or bred (api/pbt.c) */
+        rc = hpo_fail(&err, HPO_EINVAL, "tuner.algorithm", "a pbt study takes no enqueued trials");
     if (rc) {
         api_fail_rc(resp, rc, &err);
     } else {

@@ -183,9 +183,16 @@ int cli_trials(cli_ctx *c, int argc, char **argv) {
             /* the last step reported (an embedded trial's last epoch), not a count */
             if (json_is_integer(ls)) snprintf(last_step, sizeof last_step, "%lld", (long long)json_integer_value(ls));
             else snprintf(last_step, sizeof last_step, "-");
-            printf("%-8lld %-6lld %-10s %-12s %-9s %s\n", (long long)json_integer_value(json_object_get(t, "trial_id")),
+            /* pbt: where a bred trial comes from */
+            char from[96] = "";
+            json_t *lin = json_object_get(t, "lineage");
+            if (json_is_object(lin))
+                snprintf(from, sizeof from, "  (bred from #%lld at epoch %lld)",
+                         (long long)json_integer_value(json_object_get(lin, "parent_number")),
+                         (long long)json_integer_value(json_object_get(lin, "parent_epoch")));
+            printf("%-8lld %-6lld %-10s %-12s %-9s %s%s\n", (long long)json_integer_value(json_object_get(t, "trial_id")),
                    (long long)json_integer_value(json_object_get(t, "number")),
-                   json_string_value(json_object_get(t, "state")), value, last_step, params);
+                   json_string_value(json_object_get(t, "state")), value, last_step, params, from);
         }
         long long total = json_integer_value(json_object_get(out, "total"));
         if ((long long)json_array_size(trials) < total)

@@ -206,6 +206,15 @@ static const char *const migrations[] = {
      * study's constraints read). NULL for a one-objective trial. */
     "ALTER TABLE trials ADD COLUMN values_json TEXT;"
     "ALTER TABLE trials ADD COLUMN metrics_json TEXT;",
+
+    /* 7 -> 8: population-based training (tuner "pbt"): a trial bred from
+     * another's checkpoint carries its lineage (a JSON object text:
+     * parent_trial_id, parent_epoch, replaced_trial_id, params_before,
+     * params_after; NULL for a trial the tuner sampled), and pbt_epoch is
+     * the last perturbation boundary the trial was ranked at (its start
+     * epoch for a bred one, 0 otherwise). */
+    "ALTER TABLE trials ADD COLUMN lineage TEXT;"
+    "ALTER TABLE trials ADD COLUMN pbt_epoch INTEGER NOT NULL DEFAULT 0;",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -312,6 +321,22 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_TRIAL_ENQUEUE] =
         "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
         " SELECT ?1, COALESCE(MAX(number) + 1, 0), 5, ?2, ?3, 0, 0"
+        " FROM trials WHERE study_id = ?1"
+        " RETURNING id, number",
+    /* Population-based training (schema v8): a queued member ranked at a
+     * boundary that goes on (?2 the boundary); a queued member replaced
+     * at its boundary ends pruned with its last value (?2 now); a member
+     * bred from another's checkpoint is queued as a requeued trial
+     * (started = now: it resumes from that checkpoint), ?4 its lineage,
+     * ?5 its start epoch. */
+    [STO_Q_TRIAL_PBT_RANKED] = "UPDATE trials SET pbt_epoch = ?2 WHERE id = ?1 AND state = 5",
+    [STO_Q_TRIAL_PBT_REPLACED] =
+        "UPDATE trials SET state = 2, value = last_value,"
+        " value_n = CASE WHEN last_value IS NULL THEN 0 ELSE 1 END, finished = ?2, lease_expires = 0"
+        " WHERE id = ?1 AND state = 5",
+    [STO_Q_TRIAL_PBT_BREED] =
+        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires, lineage, pbt_epoch)"
+        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 5, ?2, ?3, ?3, 0, ?4, ?5"
         " FROM trials WHERE study_id = ?1"
         " RETURNING id, number",
     [STO_Q_TRIAL_HAND_OUT] =
@@ -497,6 +522,8 @@ void sto_db_read_trial(sto_stmt *s, void *out) {
     t->note = sto_col_text(s, 19);
     t->values_json = sto_col_text(s, 20);
     t->metrics_json = sto_col_text(s, 21);
+    t->lineage = sto_col_text(s, 22);
+    t->pbt_epoch = sto_col_int64(s, 23);
 }
 
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {

@@ -81,6 +81,9 @@ enum {
     STO_Q_TRIAL_EXPIRE,
     /* trials a client brings (trials_in.c) */
     STO_Q_TRIAL_ENQUEUE,
+    STO_Q_TRIAL_PBT_RANKED,
+    STO_Q_TRIAL_PBT_REPLACED,
+    STO_Q_TRIAL_PBT_BREED,
     STO_Q_TRIAL_HAND_OUT,
     STO_Q_TRIAL_ADD,
     STO_Q_TRIAL_SET_VALUES,
@@ -124,7 +127,7 @@ enum {
 #define STO_TRIAL_COLS                                                                 \
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
-    "train_seconds, user_attrs, note, values_json, metrics_json"
+    "train_seconds, user_attrs, note, values_json, metrics_json, lineage, pbt_epoch"
 
 /* Column list of a study row, in the order studies.c reads it. */
 #define STO_STUDY_COLS "id, name, spec, state, created, updated, user_attrs, note"

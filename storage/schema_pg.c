@@ -114,6 +114,11 @@ static const pg_step steps[] = {
     {7,
      "ALTER TABLE trials ADD COLUMN values_json TEXT;"
      "ALTER TABLE trials ADD COLUMN metrics_json TEXT;"},
+    /* v8: population-based training: a bred trial's lineage (JSON) and the
+     * last boundary a member was ranked at */
+    {8,
+     "ALTER TABLE trials ADD COLUMN lineage TEXT;"
+     "ALTER TABLE trials ADD COLUMN pbt_epoch BIGINT NOT NULL DEFAULT 0;"},
 };
 
 /* pg_advisory_xact_lock's key: "hpo" + 1, any constant of our own */

@@ -203,6 +203,9 @@ typedef struct sto_trial {
     /* schema v7: multi-objective studies */
     char *values_json;         /* a complete trial's objective values, a JSON array text; NULL: none */
     char *metrics_json;        /* the metrics told with them, a JSON object text; NULL: none */
+    /* schema v8: population-based training */
+    char *lineage;             /* a bred trial's lineage, a JSON object text; NULL: none */
+    int64_t pbt_epoch;         /* the last boundary it was ranked at (a bred one: its start epoch) */
 } sto_trial;
 
 void sto_trial_clear(sto_trial *t);
@@ -324,6 +327,28 @@ typedef struct sto_trial_in {
 /* A finished trial with the next number and its intermediate values. */
 int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const sto_event_in *ev,
                      int64_t *trial_id_out, int64_t *number_out);
+
+/* ---- population-based training (schema v8; api/pbt.c) ----
+ * A member of the population waits QUEUED at each perturbation boundary
+ * until it is ranked there. Ranked to go on: sto_trial_pbt_ranked stores
+ * the boundary (pbt_epoch). Ranked in the bottom quantile:
+ * sto_trial_pbt_breed_ev ends it PRUNED (its value the last reported one)
+ * and creates, in the same transaction, its replacement: a QUEUED trial
+ * with the next number, started (so it resumes from the checkpoint the
+ * caller puts in its folder), pbt_epoch = the boundary and its lineage;
+ * ev_end and ev_new (may be NULL) are stored with the two changes (the
+ * trial ids in their data are the caller's: ev_new's data may name the new
+ * trial only as "the replacement"). HPO_ECONFLICT unless the member is
+ * queued. */
+int sto_trial_pbt_ranked(sto_db *db, int64_t trial_id, int64_t epoch);
+typedef struct sto_pbt_breed {
+    int64_t replaced_id;   /* the member replaced (queued) */
+    const char *params;    /* the new trial's params, a JSON object text */
+    const char *lineage;   /* its lineage, a JSON object text */
+    int64_t epoch;         /* the boundary: its start epoch */
+} sto_pbt_breed;
+int sto_trial_pbt_breed_ev(sto_db *db, int64_t study_id, const sto_pbt_breed *b, const sto_event_in *ev_end,
+                           const sto_event_in *ev_new, int64_t *trial_id_out, int64_t *number_out);
 
 /* ---- embedded trials: queueing, per-epoch curves (schema v3) ----
  * A trial of an embedded study is created running by the scheduler (with

@@ -31,6 +31,7 @@ void sto_trial_clear(sto_trial *t) {
     free(t->note);
     free(t->values_json);
     free(t->metrics_json);
+    free(t->lineage);
     memset(t, 0, sizeof *t);
 }
 

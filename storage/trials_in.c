@@ -1,7 +1,9 @@
 /* trials_in.c - trials a client brings rather than a tuner (see storage.h):
  * enqueued with fixed parameters, handed out later (queued -> running with
  * the completed parameters), and finished trials added whole with their
- * intermediate values (add_trial, an imported study). Numbering is the one
+ * intermediate values (add_trial, an imported study); the members of a
+ * population-based study ranked at a boundary, replaced, and bred from
+ * another's checkpoint (storage.h). Numbering is the one
  * of sto_trial_create: the study's row locked (sto_db_lock_study), then
  * the next number of the study inside one statement. Each change moves the study's updated time
  * and stores its event, in the same transaction. */
@@ -147,6 +149,60 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
 fail:
     sto_db_done(s);
     sto_db_done(put);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_pbt_ranked(sto_db *db, int64_t trial_id, int64_t epoch) {
+    if (!db || epoch < 0) return HPO_EINVAL;
+    sto_db_lock(db);
+    sto_stmt *s = db->q[STO_Q_TRIAL_PBT_RANKED];
+    sto_bind_int64(s, 1, trial_id);
+    sto_bind_int64(s, 2, epoch);
+    int rc = sto_step(s) == STO_DONE ? 0 : sto_db_error(db, "trial pbt ranked");
+    sto_db_done(s);
+    if (rc == 0 && sto_sql_changes(db->conn) == 0) rc = sto_db_trial_conflict(db, trial_id);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_trial_pbt_breed_ev(sto_db *db, int64_t study_id, const sto_pbt_breed *b, const sto_event_in *ev_end,
+                           const sto_event_in *ev_new, int64_t *trial_id_out, int64_t *number_out) {
+    if (!db || !b || !b->params || !b->lineage || b->epoch < 0) return HPO_EINVAL;
+    sto_db_lock(db);
+    sto_stmt *end = db->q[STO_Q_TRIAL_PBT_REPLACED], *s = db->q[STO_Q_TRIAL_PBT_BREED];
+    double now = hpo_now();
+    int64_t id = 0, number = 0;
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    sto_bind_int64(end, 1, b->replaced_id);
+    sto_bind_real(end, 2, now);
+    if (sto_step(end) != STO_DONE) {
+        rc = sto_db_error(db, "trial pbt replaced");
+        goto fail;
+    }
+    sto_db_done(end);
+    if (sto_sql_changes(db->conn) == 0) {
+        rc = sto_db_trial_conflict(db, b->replaced_id);
+        goto fail;
+    }
+    if ((rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, b->replaced_id, ev_end))) goto fail;
+    sto_bind_int64(s, 1, study_id);
+    sto_bind_text(s, 2, b->params);
+    sto_bind_real(s, 3, now);
+    sto_bind_text(s, 4, b->lineage);
+    sto_bind_int64(s, 5, b->epoch);
+    if ((rc = sto_db_insert(db, s, "trial pbt breed", &id, &number))) goto fail;
+    if ((rc = commit_new(db, study_id, id, number, STO_TRIAL_QUEUED, ev_new, now))) goto fail;
+    sto_db_unlock(db);
+    if (trial_id_out) *trial_id_out = id;
+    if (number_out) *number_out = number;
+    return 0;
+fail:
+    sto_db_done(end);
+    sto_db_done(s);
     sto_db_rollback(db);
     sto_db_unlock(db);
     return rc;

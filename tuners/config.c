@@ -13,7 +13,7 @@
 #define MAX_INT_OPTION 1000000000LL
 
 static const char *const algorithm_names[] = {"random", "grid", "tpe", "bayesian", "cmaes",
-                                              "evolution", "nsga2", "bohb"};
+                                              "evolution", "nsga2", "bohb", "pbt"};
 
 const char *tun_algorithm_name(tun_algorithm a) {
     if ((unsigned)a < HPO_ARRAY_LEN(algorithm_names)) return algorithm_names[a];
@@ -41,6 +41,10 @@ void tun_config_default(tun_config *cfg) {
     cfg->nsga_mutation_prob = 0;
     cfg->bohb_random_fraction = 0.5; /* tuned with bohb.c's gamma */
     cfg->bohb_min_points = 0;
+    cfg->pbt_population = 8;
+    cfg->pbt_interval = 2;
+    cfg->pbt_quantile = 0.25;
+    cfg->pbt_resample = 0.25;
     cfg->pruner.kind = TUN_PRUNER_NONE;
     cfg->pruner.eta = 3;
     cfg->pruner.min_resource = 1;
@@ -159,6 +163,27 @@ static int parse_pruner(const json_t *pj, tun_pruner_config *pc, hpo_error *err)
     return 0;
 }
 
+/* pbt's "mutable": names of unconditional parameters of the space, as a
+ * bit mask over the space's order. */
+static int parse_mutable(const json_t *v, const tun_space *space, uint64_t *out, hpo_error *err) {
+    size_t k;
+    json_t *name;
+    uint64_t mask = 0;
+    if (!json_is_array(v)) return hpo_fail(err, HPO_EINVAL, "tuner.mutable", "must be an array of parameter names");
+    json_array_foreach(v, k, name) {
+        int i = space && json_is_string(name) ? tun_space_index(space, json_string_value(name)) : -1;
+        if (i < 0 || i >= 64)
+            return hpo_fail(err, HPO_EINVAL, "tuner.mutable", "item %zu is not a parameter of the space", k);
+        if (space->params[i].parent >= 0)
+            return hpo_fail(err, HPO_EINVAL, "tuner.mutable",
+                            "'%s' is conditional: a member cannot change it while it trains",
+                            space->params[i].name);
+        mask |= (uint64_t)1 << i;
+    }
+    *out = mask;
+    return 0;
+}
+
 static int check_grid(const tun_space *space, hpo_error *err) {
     for (int k = 0; k < space->n; k++) {
         const tun_param *p = &space->params[k];
@@ -187,7 +212,7 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
     json_t *v;
     int64_t i = 0;
     double d = 0;
-    int rc, e = 0, have_sample_size = 0, have_pruner = 0;
+    int rc, e = 0, have_sample_size = 0, have_pruner = 0, have_population = 0;
     char field[128];
 
     tun_config_default(&cfg);
@@ -245,6 +270,21 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
         } else if (strcmp(key, "population_size") == 0) {
             if ((rc = get_int(v, field, 2, 100000, &i, err))) return rc;
             cfg.nsga_population = (int)i;
+            have_population = 1;
+        } else if (strcmp(key, "perturbation_interval") == 0) {
+            if ((rc = get_int(v, field, 1, MAX_INT_OPTION, &i, err))) return rc;
+            cfg.pbt_interval = (int)i;
+        } else if (strcmp(key, "quantile") == 0) {
+            if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
+            if (d > 0.5) return hpo_fail(err, HPO_EINVAL, field, "must be in (0, 0.5]");
+            cfg.pbt_quantile = d;
+        } else if (strcmp(key, "resample_probability") == 0) {
+            if ((rc = get_num(v, field, 0, 1, &d, err))) return rc;
+            if (d > 1) return hpo_fail(err, HPO_EINVAL, field, "must be at most 1");
+            cfg.pbt_resample = d;
+        } else if (strcmp(key, "mutable") == 0) {
+            if ((rc = parse_mutable(v, space, &cfg.pbt_mutable, err))) return rc;
+            cfg.pbt_mutable_given = 1;
         } else if (strcmp(key, "crossover") == 0) {
             static const char *const xovers[] = {"sbx", "uniform"};
             if ((rc = get_enum(v, field, xovers, 2, &e, err))) return rc;
@@ -290,6 +330,19 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             return hpo_fail(err, HPO_EINVAL, "tuner.pruner.algorithm",
                             "bohb runs on Hyperband's brackets: the pruner must be \"hyperband\" "
                             "(or left out)");
+    }
+    if (have_population) cfg.pbt_population = cfg.nsga_population;
+    if (cfg.algorithm != TUN_PBT) {
+        static const char *const pbt_keys[] = {"perturbation_interval", "quantile", "resample_probability",
+                                               "mutable"};
+        for (size_t k = 0; k < HPO_ARRAY_LEN(pbt_keys); k++)
+            if (json_object_get(tuner, pbt_keys[k])) {
+                snprintf(field, sizeof field, "tuner.%s", pbt_keys[k]);
+                return hpo_fail(err, HPO_EINVAL, field, "is an option of the \"pbt\" algorithm");
+            }
+    } else if (cfg.pruner.kind != TUN_PRUNER_NONE) {
+        return hpo_fail(err, HPO_EINVAL, "tuner.pruner",
+                        "pbt replaces its bottom members itself: it takes no pruner");
     }
 done:
     if (cfg.algorithm == TUN_GRID) {

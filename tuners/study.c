@@ -105,6 +105,9 @@ int tun_study_suggest(tun_study *t, int64_t number, double *x) {
     case TUN_EVOLUTION: rc = tun_evolution_suggest(t, number, &rng, tmp); break;
     case TUN_NSGA2: rc = tun_nsga2_suggest(t, number, &rng, tmp); break;
     case TUN_BOHB: rc = tun_bohb_suggest(t, number, &rng, tmp); break;
+    /* pbt samples its first population at random; later members are bred
+     * from others (tun_pbt_explore) */
+    case TUN_PBT: rc = tun_random_suggest(t, number, &rng, tmp); break;
     default: return HPO_EINVAL;
     }
     if (rc) return rc;

@@ -115,6 +115,7 @@ typedef enum {
     TUN_EVOLUTION,
     TUN_NSGA2,
     TUN_BOHB,
+    TUN_PBT,
 } tun_algorithm;
 typedef enum { TUN_XOVER_SBX = 0, TUN_XOVER_UNIFORM } tun_crossover;
 typedef enum { TUN_PRUNER_NONE = 0, TUN_PRUNER_MEDIAN, TUN_PRUNER_ASHA, TUN_PRUNER_HYPERBAND } tun_pruner_kind;
@@ -171,6 +172,14 @@ typedef struct tun_config {
     double bohb_random_fraction;  /* trials drawn at random, in [0, 1] (default 0.5) */
     int bohb_min_points;          /* observations a budget needs for the model; 0 (the
                                    * default) = the number of parameters + 2 */
+    /* pbt (pbt.c): population-based training of an embedded study */
+    int pbt_population;       /* population_size, 2..100000 (default 8) */
+    int pbt_interval;         /* perturbation_interval: epochs between boundaries, >= 1 (default 2) */
+    double pbt_quantile;      /* quantile: the bottom (and top) fraction, (0, 0.5] (default 0.25) */
+    double pbt_resample;      /* resample_probability, [0, 1] (default 0.25) */
+    uint64_t pbt_mutable;     /* bit i: parameter i may change at an exploit */
+    int pbt_mutable_given;    /* "mutable" was given; otherwise the api decides (the
+                               * parameters whose change keeps the model's shape) */
     tun_pruner_config pruner;
 } tun_config;
 
@@ -178,7 +187,7 @@ typedef struct tun_config {
  * A NULL tuner gives the defaults (random, seed 0, no pruner).
  *
  * Keys (all optional): "algorithm": "random" | "grid" | "tpe" | "bayesian" |
- * "cmaes" | "evolution" | "nsga2" | "bohb" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
+ * "cmaes" | "evolution" | "nsga2" | "bohb" | "pbt" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
  * tpe and bayesian only);
  * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
@@ -198,6 +207,10 @@ typedef struct tun_config {
  * "n_ei_candidates" as TPE's. "bohb" implies the hyperband pruner: without
  * "pruner" it gets hyperband with the defaults, with another pruner it is
  * an error naming "tuner.pruner.algorithm";
+ * pbt: "population_size" int 2..100000 (8), "perturbation_interval" int
+ * >= 1 epochs (2), "quantile" in (0, 0.5] (0.25), "resample_probability"
+ * in [0, 1] (0.25), "mutable": [names of unconditional parameters of the
+ * space] (default: decided by the api, see pbt.c);
  * "pruner": {"algorithm": "none" | "median" | "asha" | "hyperband" (required),
  * "eta" >= 2 (3), "min_resource" or its alias "min_epochs" int >= 1 (1),
  * "max_resource" or "max_epochs" int >= min_resource (0: unset),
@@ -318,6 +331,27 @@ typedef struct tun_hb_bracket {
  * HPO_ETOOLARGE when more than max_out (or TUN_HB_MAX_ROUNDS) are needed. */
 int tun_hyperband_brackets(double eta, int64_t min_r, int64_t max_r, tun_hb_bracket *out,
                            int max_out);
+
+/* ---- population-based training (pbt.c) ----
+ * Ray Tune's PBT semantics over a tun_study's history: the members of the
+ * population report their objective at every epoch (tun_study_report, the
+ * epoch as the step); at a boundary (a multiple of perturbation_interval)
+ * a member is ranked among every trial that reported that same epoch. In
+ * the bottom quantile (ceil(n * quantile) trials, at most floor(n / 2)) it
+ * exploits a member drawn uniformly from the top quantile: the caller
+ * copies that member's checkpoint at the boundary, and explores from its
+ * configuration. Deterministic given the seed, the member's number, the
+ * epoch and the history. */
+/* 1 and *donor (a trial number) when trial `number` exploits at `epoch`;
+ * 0 when it goes on (also when fewer than 2 trials reported epoch);
+ * HPO_ENOTFOUND when it has no report at epoch. */
+int tun_pbt_rank(const tun_study *t, int64_t number, int64_t epoch, int64_t *donor);
+/* The explored configuration of the member that replaces trial `number`
+ * at `epoch`, from the donor's donor_x: a mutable parameter is resampled
+ * with probability resample_probability, else a number is multiplied by
+ * 0.8 or 1.2 (clipped to its bounds, snapped to its step) and a choice or
+ * bool moves to a neighbouring value; the others are the donor's. */
+void tun_pbt_explore(const tun_study *t, int64_t number, int64_t epoch, const double *donor_x, double *x);
 
 /* ---- statistics over executions (noise) ---- */
 /* Mean and sample std (NaN when n < 2) of v[0..n). */

@@ -109,7 +109,7 @@ class Feed {
     src.onerror = () => { this.interval = fast; };
     src.onmessage = poke;
     const types = ["trial_started", "trial_resumed", "epoch", "trial_complete", "trial_pruned", "trial_failed",
-      "trial_cancelled", "trial_requeued", "trial_enqueued", "trial_added", "study_paused", "study_resumed", "model_queued", "model_started",
+      "trial_cancelled", "trial_requeued", "trial_enqueued", "trial_added", "trial_bred", "study_paused", "study_resumed", "model_queued", "model_started",
       "model_epoch", "model_complete", "model_failed", "study_updated", "trial_updated", ...final];
     for (const t of types) {
       src.addEventListener(t, () => {

@@ -3,7 +3,7 @@
  *   #/studies/{id}     a study: summary, actions, note and user_attrs
  *                      (notes.js), charts, trials table
  *   #/studies/{id}/V   its analysis views (views.js: contour, slice, edf,
- *                      timeline, compare)
+ *                      timeline, compare, lineage)
  *   #/trials/{id}      a trial: params, timings, note and user_attrs,
  *                      learning curve
  *
@@ -331,7 +331,7 @@ window.__hpo = { ready: false };
 const routes = [
   [/^#?\/?$/, studiesPage],
   [/^#\/studies\/(\d+)$/, (m, p) => studyPage(m, { id: p[1] })],
-  [/^#\/studies\/(\d+)\/(contour|slice|edf|timeline|compare)(?:\/([\d,]*))?$/, (m, p) => studyView(m, p[1], p[2], p[3])],
+  [/^#\/studies\/(\d+)\/(contour|slice|edf|timeline|compare|lineage)(?:\/([\d,]*))?$/, (m, p) => studyView(m, p[1], p[2], p[3])],
   [/^#\/trials\/(\d+)$/, (m, p) => trialPage(m, { id: p[1] })],
 ];
 let leave = null;

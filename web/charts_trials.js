@@ -6,6 +6,11 @@
  *     start to its end (now while it runs), coloured by state; the x axis
  *     counts seconds from the first trial's start (the tooltip tells the
  *     clock times).
+ *   Charts.lineage: population-based training's family tree: a row per
+ *     trial (each bred trial just below its parent), a bar over the epochs
+ *     it trained (from its parent's epoch for a bred one, to its last
+ *     reported epoch), coloured by state, and a dashed edge from the parent
+ *     at the epoch of the copy; the tooltip tells the params it changed.
  */
 "use strict";
 
@@ -24,6 +29,66 @@ Object.assign(Charts, {
         axisLabel: { formatter: (v) => `${Math.round(v * 100)}%` } },
       series: [{ name: "EDF", type: "line", step: "end", showSymbol: n <= 200, symbolSize: 4,
         data: values.map((v, i) => [v, (i + 1) / n]), lineStyle: { width: 2 } }],
+    };
+  },
+
+  lineage(trials, maximize) {
+    const ts = trials.filter(Boolean);
+    const kids = new Map();
+    for (const t of ts) {
+      const p = t.lineage ? t.lineage.parent_trial_id : null;
+      if (!kids.has(p)) kids.set(p, []);
+      kids.get(p).push(t);
+    }
+    /* depth first: the sampled members, each followed by what was bred from it */
+    const order = [], seen = new Set();
+    const visit = (t) => {
+      if (seen.has(t.trial_id)) return;
+      seen.add(t.trial_id);
+      order.push(t);
+      for (const k of kids.get(t.trial_id) || []) visit(k);
+    };
+    for (const t of ts) if (!t.lineage || !ts.some((p) => p.trial_id === t.lineage.parent_trial_id)) visit(t);
+    for (const t of ts) visit(t);
+    const label = (t) => `#${t.number}`;
+    const row = new Map(order.map((t, i) => [t.trial_id, i]));
+    const byState = {};
+    for (const t of order) {
+      const from = t.lineage ? t.lineage.parent_epoch : 0;
+      const to = t.last_step === null || t.last_step === undefined ? from : t.last_step;
+      (byState[t.state] = byState[t.state] || []).push({ value: [row.get(t.trial_id), from, to, t.number, t.value] });
+    }
+    const edges = ts.filter((t) => t.lineage && row.has(t.lineage.parent_trial_id)).map((t) => {
+      const changed = Object.keys(t.lineage.params_after || {}).filter((k) => t.lineage.params_before[k] !== t.lineage.params_after[k]);
+      return { coords: [[t.lineage.parent_epoch, row.get(t.lineage.parent_trial_id)], [t.lineage.parent_epoch, row.get(t.trial_id)]],
+        child: t.number, parent: t.lineage.parent_number, epoch: t.lineage.parent_epoch,
+        changed: changed.map((k) => `${k}: ${fmt(t.lineage.params_before[k], 4)} → ${fmt(t.lineage.params_after[k], 4)}`) };
+    });
+    const renderBar = (params, api) => {
+      const y = api.value(0);
+      const a = api.coord([api.value(1), y]), b = api.coord([api.value(2), y]);
+      const height = Math.min(16, api.size([0, 1])[1] * 0.5);
+      return { type: "rect", shape: { x: a[0], y: a[1] - height / 2, width: Math.max(3, b[0] - a[0]), height }, style: api.style() };
+    };
+    const maxEpoch = Math.max(1, ...order.map((t) => t.last_step || 0));
+    return {
+      animation: false,
+      grid: { left: 70, right: 30, top: 40, bottom: 50 },
+      legend: { top: 4 },
+      tooltip: { trigger: "item", formatter: (p) => (p.seriesName === "copied from"
+        ? `#${p.data.child} bred from #${p.data.parent} at epoch ${p.data.epoch}` + (p.data.changed.length ? `<br>${p.data.changed.join("<br>")}` : "")
+        : `trial ${p.data.value[3]} (${p.seriesName}): epochs ${p.data.value[1]}–${p.data.value[2]}` +
+          (typeof p.data.value[4] === "number" ? `<br>objective: ${fmt(p.data.value[4])}` : "")) },
+      xAxis: { type: "value", min: 0, max: maxEpoch, name: "epoch", nameLocation: "middle", nameGap: 26, minInterval: 1 },
+      yAxis: { type: "category", data: order.map(label), inverse: true },
+      series: [
+        ...Object.entries(byState).map(([state, data]) => ({
+          name: state, type: "custom", renderItem: renderBar, data, encode: { x: [1, 2], y: 0 },
+          itemStyle: { color: STATE_COLORS[state] || "#888", opacity: 0.9 },
+        })),
+        { name: "copied from", type: "lines", coordinateSystem: "cartesian2d", data: edges, z: 5,
+          lineStyle: { type: "dashed", width: 2, color: "#e5484d" }, symbol: ["circle", "arrow"], symbolSize: 8 },
+      ],
     };
   },
 

@@ -61,7 +61,7 @@ function setCrumbs(...items) {
 
 /* The tab bar of a study's pages (#/studies/{id} and its views). */
 const STUDY_VIEWS = [
-  ["", "Overview"], ["contour", "Contour"], ["slice", "Slice"], ["edf", "EDF"], ["timeline", "Timeline"], ["compare", "Compare"],
+  ["", "Overview"], ["contour", "Contour"], ["slice", "Slice"], ["edf", "EDF"], ["timeline", "Timeline"], ["compare", "Compare"], ["lineage", "Lineage"],
 ];
 function studyTabs(id, current) {
   return h("nav", { class: "tabs", id: "study-tabs" }, STUDY_VIEWS.map(([view, label]) =>

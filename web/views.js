@@ -4,6 +4,7 @@
  *   #/studies/{id}/edf                 empirical distribution of the objective
  *   #/studies/{id}/timeline            trials per worker slot over time
  *   #/studies/{id}/compare[/3,7,12]    chosen trials (by number) side by side
+ *   #/studies/{id}/lineage             pbt: each trial's epochs and where it was copied from
  *
  * Each view is {title, build(body, st) -> draw(study, space, trials)}; the
  * page around it (studyView) follows the study with a feed and the trials
@@ -119,6 +120,25 @@ const Views = {
         const slots = new Set(trials.filter((t) => t && t.state !== "queued").map((t) => t.slot || "")).size;
         chart.style.height = `${Math.max(260, 120 + 44 * slots)}px`;
         const c = Charts.show("timeline", chart, Charts.timeline(trials, Date.now() / 1000));
+        if (c) c.resize();
+      };
+    },
+  },
+
+  lineage: {
+    title: "Lineage",
+    build(body) {
+      const chart = h("div", { class: "chart", id: "chart-lineage" });
+      const note = h("span", { class: "note", id: "lineage-note" });
+      body.append(h("section", { class: "panel" },
+        h("h2", {}, "Population-based training", note), chart));
+      return (s, space, trials) => {
+        const bred = trials.filter((t) => t && t.lineage);
+        if (s.algorithm !== "pbt") return chartNote(chart, "Not a population-based study (tuner.algorithm \"pbt\"): its trials have no lineage.");
+        note.textContent = `a bar per trial over the epochs it trained, coloured by state; ${bred.length} trials bred from a better member's checkpoint (dashed: the copy at its epoch)`;
+        const rows = trials.filter(Boolean).length;
+        chart.style.height = `${Math.max(260, 100 + 26 * rows)}px`;
+        const c = Charts.show("lineage", chart, Charts.lineage(trials, isMax(s)));
         if (c) c.resize();
       };
     },

@@ -13,7 +13,7 @@ Objects: Client (studies, trials, models, datasets, import_study,
 copy_study), Study (ask, tell, optimize, enqueue_trial, add_trial, export,
 best_*, trials, pause/resume/cancel/delete, wait, events, refit, ensemble,
 user_attrs, note), Trial (params, report, should_prune, tell, model,
-user_attrs, note), Model (wait,
+user_attrs, note, lineage), Model (wait,
 predict, weights). A Study, Trial or Model keeps the JSON hpod last sent
 about it in `.info`; `refresh()` reads it again.
 
@@ -1204,6 +1204,13 @@ class Trial:
     def values(self):
         """The objective values (one per objective), None when none."""
         return self.info.get("values")
+
+    @property
+    def lineage(self):
+        """A trial a pbt study bred from another's checkpoint: {"parent_trial_id",
+        "parent_number", "parent_epoch", "replaced_trial_id", "replaced_number",
+        "params_before", "params_after"}; None for a sampled trial."""
+        return self.info.get("lineage")
 
     @property
     def user_attrs(self):

@@ -68,6 +68,9 @@ def main():
         t0 = time.time()
         template = webdata.template_study(hp.port)
         print("hpod trained the template-only study in %.1f s" % (time.time() - t0))
+        t0 = time.time()
+        pbt = webdata.pbt_study(hp.port)
+        print("hpod trained the pbt study in %.1f s" % (time.time() - t0))
         to_pause = webdata.small_study(hp.port, "actions: pause, resume, cancel")
         to_delete = webdata.small_study(hp.port, "actions: delete")
         hp_tok = Hpod(args.hpod, args=["--token", TOKEN]).start()
@@ -77,7 +80,7 @@ def main():
         cfg = {
             "url": hp.url, "web_dir": WEB, "chromium": CHROMIUM, "out_dir": out_dir,
             "finished": finished, "running": running, "big": big, "embedded": embedded,
-            "template": template, "to_pause": to_pause, "to_delete": to_delete,
+            "template": template, "pbt": pbt, "to_pause": to_pause, "to_delete": to_delete,
             "token": {"url": hp_tok.url, "token": TOKEN, "study": tok_study},
             "counts": {"studies": len(hp.ok("GET", "/api/v1/studies")["studies"]),
                        "complete": states["complete"], "pruned": states["pruned"],

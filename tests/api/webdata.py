@@ -176,6 +176,26 @@ def embedded_study(port, timeout=300):
     return sid, refits, ens
 
 
+PBT = {
+    "name": "fmnist pbt (embedded)", "objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
+    "dataset": {"name": "fashion-mnist", "limit": 600, "validation_split": 200},
+    "training": {"max_epochs": 4, "batch_size": 50},
+    "tuner": {"algorithm": "pbt", "seed": 4, "max_trials": 20, "population_size": 4, "perturbation_interval": 1}}
+
+
+def pbt_study(port, timeout=300):
+    """hpod trains PBT (a population of 4 ranked every epoch); returns its id."""
+    cl = Client(port)
+    sid = cl.call("POST", "/api/v1/studies", PBT)["id"]
+    deadline = time.time() + timeout
+    while cl.call("GET", "/api/v1/studies/%d" % sid)["state"] != "complete":
+        if time.time() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.2)
+    cl.close()
+    return sid
+
+
 TEMPLATE_ONLY = {
     "name": "fmnist template-only (embedded)", "objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
     "dataset": {"name": "fashion-mnist", "limit": 2000, "validation_split": 500},

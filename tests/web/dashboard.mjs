@@ -2,7 +2,7 @@
 // playwright-core (never a downloaded browser). Run by tests/api/test_dashboard.py:
 //   node dashboard.mjs CONFIG.json
 // CONFIG: {url, web_dir, chromium, out_dir, finished, running, big, embedded,
-// template, to_pause, to_delete, token: {url, token, study}, counts}.
+// template, pbt, to_pause, to_delete, token: {url, token, study}, counts}.
 // The analysis views, downloads, actions and themes: views.mjs; notes and
 // user_attrs: notes.mjs.
 // Prints one line per check ("ok ..." / "FAIL ..."), figures as

@@ -100,6 +100,30 @@ export async function analysisViews({ page, cfg, check, shot }) {
     `timeline (embedded study): ${bars(o)} bars on the slots ${o.y.data} where each trial ran`);
   await shot("view-timeline.png");
 
+  // ---- lineage (pbt): a bar per trial over its epochs, a dashed edge per copy
+  const pt = await apiTrials(page, cfg.url, cfg.pbt);
+  await page.goto(`${cfg.url}/#/studies/${cfg.pbt}/lineage`);
+  await drawn(page, "lineage");
+  o = await option(page, "lineage");
+  const bred = pt.filter((t) => t.lineage);
+  const edges = o.series.find((s) => s.name === "copied from").data;
+  const lbars = o.series.filter((s) => s.type === "custom").reduce((a, s) => a + s.data.length, 0);
+  const rowOf = (n) => o.y.data.indexOf(`#${n}`);
+  check(bred.length > 0 && lbars === pt.length && edges.length === bred.length &&
+    bred.every((t) => edges.some((e) => e.child === t.number && e.parent === t.lineage.parent_number && e.coords[0][0] === t.lineage.parent_epoch &&
+      e.coords[0][1] === rowOf(t.lineage.parent_number) && e.coords[1][1] === rowOf(t.number) && rowOf(t.number) > rowOf(t.lineage.parent_number))),
+    `lineage (pbt study): ${lbars} bars for ${pt.length} trials, ${edges.length} copy edges for ${bred.length} bred trials, each from its parent's row at the copy's epoch`);
+  const barOk = o.series.filter((s) => s.type === "custom").every((s) => s.data.every((d) => {
+    const t = pt.find((x) => x.number === d.value[3]);
+    return d.value[1] === (t.lineage ? t.lineage.parent_epoch : 0) && d.value[2] === t.last_step && s.name === t.state;
+  }));
+  check(barOk, "lineage: each bar spans the epochs its trial trained (from the copy's epoch for a bred one), coloured by state");
+  await shot("view-lineage.png");
+  await page.goto(`${cfg.url}/#/studies/${cfg.embedded}/lineage`);
+  await drawn(page, "lineage");
+  check(await page.$eval("#chart-lineage", (el) => /Not a population-based study/.test(el.textContent)),
+    "lineage of a study that is not pbt says so");
+
   // ---- compare: tick three trials in the overview's table, then "Compare ticked"
   await page.goto(`${cfg.url}/#/studies/${sid}`);
   await page.waitForFunction(() => window.__hpo && window.__hpo.ready, null, { timeout: 15000 });

@@ -2,7 +2,11 @@
  * enqueued trial is queued and never started, takes the next number and is
  * handed out once (a requeued trial cannot be); a finished trial is added
  * whole with its intermediate values and last step; both store their event
- * in their transaction and move the study's updated time. */
+ * in their transaction and move the study's updated time. A pbt member
+ * queued at a boundary is ranked (pbt_epoch) or replaced: it ends pruned
+ * with its last value and a bred trial with the next number, its lineage
+ * and start epoch is queued as started, with both events, in one
+ * transaction; neither applies to a trial that is not queued. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,10 +123,53 @@ static void test_add_finished(void **state) {
     sto_close(db);
 }
 
+static void test_pbt_rank_and_breed(void **state) {
+    (void)state;
+    int64_t sid, a, na, b, nb;
+    sto_db *db = open_db(&sid);
+    assert_int_equal(sto_trial_create(db, sid, "{\"lr\":0.1}", 0, &a, &na), 0);
+    assert_int_equal(sto_trial_report(db, a, 1, 0.5, 0), 0);
+    assert_int_equal(sto_trial_report(db, a, 2, 0.6, 0), 0);
+    assert_int_equal(sto_trial_pbt_ranked(db, a, 2), HPO_ECONFLICT); /* running */
+    assert_int_equal(sto_trial_requeue(db, a), 0);
+    assert_int_equal(sto_trial_pbt_ranked(db, a, 2), 0);
+    sto_trial t;
+    assert_int_equal(sto_trial_get(db, a, &t), 0);
+    assert_int_equal(t.pbt_epoch, 2);
+    assert_null(t.lineage);
+    sto_trial_clear(&t);
+    sto_pbt_breed in = {.replaced_id = a, .params = "{\"lr\":0.12}",
+                        .lineage = "{\"parent_epoch\":2,\"parent_trial_id\":7}", .epoch = 2};
+    sto_event_in end = {"trial_pruned", NULL}, bred = {"trial_bred", NULL};
+    assert_int_equal(sto_trial_pbt_breed_ev(db, sid, &in, &end, &bred, &b, &nb), 0);
+    assert_int_equal(nb, 1);
+    assert_int_equal(sto_trial_get(db, a, &t), 0);
+    assert_int_equal(t.state, STO_TRIAL_PRUNED);
+    assert_true(t.value == 0.6 && t.value_n == 1 && t.finished > 0);
+    sto_trial_clear(&t);
+    assert_int_equal(sto_trial_get(db, b, &t), 0);
+    assert_int_equal(t.state, STO_TRIAL_QUEUED);
+    assert_true(t.started > 0); /* resumes from the checkpoint the caller put there */
+    assert_int_equal(t.pbt_epoch, 2);
+    assert_string_equal(t.lineage, "{\"parent_epoch\":2,\"parent_trial_id\":7}");
+    assert_string_equal(t.params, "{\"lr\":0.12}");
+    sto_trial_clear(&t);
+    assert_int_equal(n_events(db, sid, "trial_pruned"), 1);
+    assert_int_equal(n_events(db, sid, "trial_bred"), 1);
+    /* the replaced one is over: no second replacement, nothing stored */
+    assert_int_equal(sto_trial_pbt_breed_ev(db, sid, &in, &end, &bred, NULL, NULL), HPO_ECONFLICT);
+    int64_t counts[STO_TRIAL_N_STATES] = {0};
+    assert_int_equal(sto_trial_counts(db, sid, counts), 0);
+    assert_int_equal(counts[STO_TRIAL_QUEUED] + counts[STO_TRIAL_PRUNED], 2);
+    assert_int_equal(n_events(db, sid, "trial_bred"), 1);
+    sto_close(db);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_enqueue_and_hand_out),
         cmocka_unit_test(test_add_finished),
+        cmocka_unit_test(test_pbt_rank_and_breed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
