@@ -8,11 +8,18 @@ latency_ms, train_seconds) on a tiny Fashion-MNIST subset.
   and metrics, params and flops equal the count by hand for its width,
   infeasible trials (params over the bound) are data, /best answers the
   front of the feasible ones (checked against a naive front here).
+- The study is created through the Python client (objectives pass through).
 - Refits and ensembles of a study with several objectives need chosen
   trials: top_n is a 400 naming trials that lists the front; "trials" with a
   front member is accepted.
 """
+import os
+import sys
+
 from hpod import Checks, Hpod, parse_args, wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+import hpo_client as hpo  # noqa: E402
 
 DATA = {"name": "fashion-mnist", "limit": 600, "validation_split": 200}
 MODEL = {"layers": [{"flatten": {}}, {"dense": {"units": "$units", "activation": "relu"}}, {"dense": {"units": 10}}]}
@@ -43,8 +50,13 @@ def main():
                              ({"tuner": {"algorithm": "bayesian"}}, "tuner.algorithm")]:
             expect_400(c, hp, "/api/v1/studies", dict(STUDY, **extra), field, "definition %s" % extra)
 
-        s = hp.ok("POST", "/api/v1/studies", STUDY)
-        sid = s["id"]
+        # created through the Python client: the objectives and constraints pass through
+        client = hpo.Client(hp.url)
+        study = client.create_study(STUDY["name"], STUDY["space"], model=MODEL, dataset=DATA,
+                                    training=STUDY["training"], tuner=STUDY["tuner"], objectives=OBJECTIVES,
+                                    constraints=STUDY["constraints"])
+        sid = study.id
+        s = hp.ok("GET", "/api/v1/studies/%d" % sid)
         c.check(s["objectives"] == OBJECTIVES, "the summary names the objectives: %s" % s["objectives"])
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 180)
         trials = hp.ok("GET", "/api/v1/studies/%d/trials?limit=100" % sid)["trials"]
@@ -81,8 +93,8 @@ def main():
         if got:
             r = hp.ok("POST", "/api/v1/studies/%d/refits" % sid, {"trials": [got[0]]})["refits"]
             c.check(len(r) == 1 and r[0]["trial_id"] == got[0], "a front member is refitted: %s" % r)
-            e = hp.ok("POST", "/api/v1/studies/%d/ensembles" % sid, {"trials": got[:2]})
-            c.check(e["kind"] == "ensemble", "an ensemble of chosen front members is queued: %s" % e)
+            e = study.ensemble(trials=got[:2])
+            c.check(e.info["kind"] == "ensemble", "an ensemble of chosen front members is queued: %s" % e.info)
     finally:
         hp.stop()
         hp.cleanup()
