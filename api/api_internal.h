@@ -90,6 +90,11 @@ typedef struct api_embedded {
     int executions;          /* executions_per_trial, default 1 */
     int parallel;            /* parallel_trials; 0 = as many as there are slots */
     double trial_timeout;    /* seconds per trial; 0 = none */
+    /* the curve: the epoch metric whose best epoch is the trial's (borrowed;
+     * the objective's metric, or with objectives the first epoch metric
+     * among them, else val_loss) and its direction (emb_objectives.c) */
+    const char *curve;
+    int curve_max;
 } api_embedded;
 
 /* A study's objectives and constraints (objectives.c); strings borrowed
@@ -289,9 +294,25 @@ int api_trial_objectives(const api_study_def *d, const sto_trial *t, double *val
  * whether its first objective is maximised. */
 json_t *api_objectives_json(const json_t *spec);
 int api_spec_maximizes(const json_t *spec);
+/* An embedded study's objectives and constraints (emb_objectives.c): every
+ * metric an epoch metric (loss, accuracy, mse, mae, val_ of them) or one the
+ * engine supplies (params, flops, latency_ms, train_seconds), else
+ * HPO_EINVAL naming objectives[i].metric (listed: the definition has
+ * "objectives", else objective.metric) / constraints[i].metric; sets
+ * d->emb.curve. */
+int api_emb_objectives_check(api_study_def *d, int listed, hpo_error *err);
+/* A finished embedded trial's outcome in a study with objectives or
+ * constraints: the metrics at best_epoch and the engine's figures of the
+ * model (model_tmpl expanded, params), checked as a tell (o to clear with
+ * api_outcome_clear). HPO_EINVAL when an objective's metric is missing. */
+int api_emb_outcome(api_ctx *ctx, const api_study_def *d, int64_t trial_id, int best_epoch, const json_t *model_tmpl,
+                    const json_t *params, double seconds, api_outcome *o, hpo_error *err);
 /* GET /studies/{id}/best of a study with objectives or constraints: its
  * Pareto front and hypervolume (front.c). */
 void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp);
+/* The trial ids of the study's Pareto front, in /best's order (a new
+ * array; empty when it cannot be read). */
+json_t *api_front_trial_ids(api_ctx *ctx, const api_study_def *d, int64_t id);
 
 /* ---- trials a client brings (trials.c, trials_in.c) ---- */
 /* Stores a finished trial in st and tells its tuner, as a told trial

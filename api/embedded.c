@@ -204,17 +204,27 @@ int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t
     if (!json_is_object(model)) return hpo_fail(err, HPO_EINVAL, "model", "model must be an object");
     if (space && !json_is_object(space)) return hpo_fail(err, HPO_EINVAL, "space", "space must be an object");
     if (!d->metric) d->metric = "val_loss";
-    eng_metrics probe = {0};
-    double x;
-    if (eng_metric_get(&probe, d->metric, &x) != 0)
-        return hpo_fail(err, HPO_EINVAL, "objective.metric",
-                        "the metric of an embedded study must be one of loss, accuracy, mse, mae, "
-                        "val_loss, val_accuracy, val_mse, val_mae");
     /* accuracy is maximised unless the definition says otherwise */
     const json_t *dir = json_object_get(json_object_get(def, "objective"), "direction");
-    if (!dir && strstr(d->metric, "accuracy")) d->maximize = 1;
+    if (!d->obj[0].metric || !json_object_get(def, "objectives")) {
+        if (!dir && strstr(d->metric, "accuracy")) d->maximize = 1;
+        d->obj[0].metric = d->metric;
+        d->obj[0].maximize = d->maximize;
+    }
+    if (d->multi) {
+        if ((rc = api_emb_objectives_check(d, json_object_get(def, "objectives") != NULL, err))) return rc;
+    } else {
+        eng_metrics probe = {0};
+        double x;
+        if (eng_metric_get(&probe, d->metric, &x) != 0)
+            return hpo_fail(err, HPO_EINVAL, "objective.metric",
+                            "the metric of an embedded study must be one of loss, accuracy, mse, mae, "
+                            "val_loss, val_accuracy, val_mse, val_mae");
+        e->curve = d->metric;
+        e->curve_max = d->maximize;
+    }
     if ((rc = parse_dataset(ctx, def, e, err))) goto fail;
-    if ((rc = parse_training(def, d->metric, e, err))) goto fail;
+    if ((rc = parse_training(def, e->curve, e, err))) goto fail;
     const json_t *tname = json_object_get(model, "template");
     if (tname) {
         if (json_object_size(model) != 1) {

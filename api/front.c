@@ -39,10 +39,82 @@ static json_t *front_json(const api_study_def *d, const sto_trial *t, const doub
                      api_json_real(viol));
 }
 
+/* The front of a study: its complete trials, the feasible ones' values
+ * (raw: the objectives' signs; F: minimisation sign), and the front's
+ * members ordered (front[0 .. nf), P their rows of F). */
+typedef struct front {
+    sto_trial *trials;
+    size_t n, k, nf;
+    double *F, *raw, *viol, *P;
+    size_t *of;
+    int *rank;
+    ranked *front;
+    int64_t n_feasible;
+} front;
+
+static void front_clear(front *fr) {
+    free(fr->F);
+    free(fr->raw);
+    free(fr->viol);
+    free(fr->of);
+    free(fr->rank);
+    free(fr->front);
+    free(fr->P);
+    sto_trial_list_free(fr->trials, fr->n);
+    memset(fr, 0, sizeof *fr);
+}
+
+static int front_build(api_ctx *ctx, const api_study_def *d, int64_t id, front *fr) {
+    int m = d->n_obj;
+    memset(fr, 0, sizeof *fr);
+    sto_trial_filter f = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_NUMBER};
+    int rc = sto_trial_list(ctx->db, id, &f, &fr->trials, &fr->n);
+    if (rc) return rc;
+    size_t n = fr->n, k = 0;
+    /* the feasible complete trials, minimisation sign */
+    fr->F = hpo_xmalloc((n + 1) * (size_t)m * sizeof *fr->F);
+    fr->raw = hpo_xmalloc((n + 1) * (size_t)m * sizeof *fr->raw);
+    fr->viol = hpo_xmalloc((n + 1) * sizeof *fr->viol);
+    fr->of = hpo_xmalloc((n + 1) * sizeof *fr->of);
+    for (size_t i = 0; i < n; i++) {
+        double v[TUN_MAX_OBJECTIVES], vi = NAN;
+        if (api_trial_objectives(d, &fr->trials[i], v, &vi)) continue;
+        if (d->n_cons > 0 && !(vi <= 0)) continue;
+        fr->n_feasible++;
+        for (int o = 0; o < m; o++) {
+            fr->raw[k * (size_t)m + (size_t)o] = v[o];
+            fr->F[k * (size_t)m + (size_t)o] = d->obj[o].maximize ? -v[o] : v[o];
+        }
+        fr->viol[k] = vi;
+        fr->of[k++] = i;
+    }
+    fr->k = k;
+    fr->rank = hpo_xmalloc((k + 1) * sizeof *fr->rank);
+    tun_nondominated_sort(fr->F, NULL, k, m, fr->rank);
+    fr->front = hpo_xmalloc((k + 1) * sizeof *fr->front);
+    fr->P = hpo_xmalloc((k + 1) * (size_t)m * sizeof *fr->P);
+    for (size_t i = 0; i < k; i++)
+        if (fr->rank[i] == 0) {
+            memcpy(fr->P + fr->nf * (size_t)m, fr->F + i * (size_t)m, (size_t)m * sizeof *fr->P);
+            fr->front[fr->nf++] = (ranked){i, fr->F[i * (size_t)m], fr->trials[fr->of[i]].number};
+        }
+    qsort(fr->front, fr->nf, sizeof *fr->front, cmp_ranked);
+    return 0;
+}
+
+json_t *api_front_trial_ids(api_ctx *ctx, const api_study_def *d, int64_t id) {
+    front fr;
+    json_t *ids = json_array();
+    if (front_build(ctx, d, id, &fr) == 0)
+        for (size_t a = 0; a < fr.nf; a++)
+            json_array_append_new(ids, json_integer(fr.trials[fr.of[fr.front[a].i]].id));
+    front_clear(&fr);
+    return ids;
+}
+
 void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp) {
     api_study *st = NULL;
-    sto_trial *trials = NULL;
-    size_t n = 0, k = 0;
+    front fr;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
         api_fail_lookup(resp, rc, "study", id);
@@ -50,40 +122,14 @@ void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp) {
     }
     const api_study_def *d = &st->def;
     int m = d->n_obj;
-    sto_trial_filter f = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_NUMBER};
-    if ((rc = sto_trial_list(ctx->db, id, &f, &trials, &n))) {
+    if ((rc = front_build(ctx, d, id, &fr))) {
+        front_clear(&fr);
         api_fail_rc(resp, rc, NULL);
         api_study_release(ctx, st);
         return;
     }
-    /* the feasible complete trials, minimisation sign */
-    double *F = hpo_xmalloc((n + 1) * (size_t)m * sizeof *F), *raw = hpo_xmalloc((n + 1) * (size_t)m * sizeof *raw);
-    double *viol = hpo_xmalloc((n + 1) * sizeof *viol);
-    size_t *of = hpo_xmalloc((n + 1) * sizeof *of);
-    int64_t n_feasible = 0;
-    for (size_t i = 0; i < n; i++) {
-        double v[TUN_MAX_OBJECTIVES], vi = NAN;
-        if (api_trial_objectives(d, &trials[i], v, &vi)) continue;
-        if (d->n_cons > 0 && !(vi <= 0)) continue;
-        n_feasible++;
-        for (int o = 0; o < m; o++) {
-            raw[k * (size_t)m + (size_t)o] = v[o];
-            F[k * (size_t)m + (size_t)o] = d->obj[o].maximize ? -v[o] : v[o];
-        }
-        viol[k] = vi;
-        of[k++] = i;
-    }
-    int *rank = hpo_xmalloc((k + 1) * sizeof *rank);
-    tun_nondominated_sort(F, NULL, k, m, rank);
-    size_t nf = 0;
-    ranked *front = hpo_xmalloc((k + 1) * sizeof *front);
-    double *P = hpo_xmalloc((k + 1) * (size_t)m * sizeof *P);
-    for (size_t i = 0; i < k; i++)
-        if (rank[i] == 0) {
-            memcpy(P + nf * (size_t)m, F + i * (size_t)m, (size_t)m * sizeof *P);
-            front[nf++] = (ranked){i, F[i * (size_t)m], trials[of[i]].number};
-        }
-    qsort(front, nf, sizeof *front, cmp_ranked);
+    size_t nf = fr.nf;
+    const double *P = fr.P;
     /* the reference point (minimisation sign) */
     double ref[TUN_MAX_OBJECTIVES];
     json_t *jref = json_array(), *dirs = json_array();
@@ -106,22 +152,15 @@ void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp) {
     double hv = nf ? tun_hypervolume(P, nf, m, ref) : 0.0;
     json_t *arr = json_array();
     for (size_t a = 0; a < nf; a++) {
-        size_t i = front[a].i;
-        json_array_append_new(arr, front_json(d, &trials[of[i]], raw + i * (size_t)m, viol[i]));
+        size_t i = fr.front[a].i;
+        json_array_append_new(arr, front_json(d, &fr.trials[fr.of[i]], fr.raw + i * (size_t)m, fr.viol[i]));
     }
     json_t *objectives = api_objectives_json(st->spec);
     api_reply_json(resp, 200,
                    json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:I, s:I, s:o}", "trials", arr, "direction",
                              d->maximize ? "maximize" : "minimize", "directions", dirs, "objectives", objectives,
                              "hypervolume", api_json_real(hv), "reference_point", jref, "n_complete",
-                             (json_int_t)n, "n_feasible", (json_int_t)n_feasible, "p_value_top2", json_null()));
-    free(F);
-    free(raw);
-    free(viol);
-    free(of);
-    free(rank);
-    free(front);
-    free(P);
-    sto_trial_list_free(trials, n);
+                             (json_int_t)fr.n, "n_feasible", (json_int_t)fr.n_feasible, "p_value_top2", json_null()));
+    front_clear(&fr);
     api_study_release(ctx, st);
 }

@@ -50,7 +50,7 @@ typedef struct run {
 
 /* The objective metric of an epoch report. */
 static double objective_of(const api_study *st, const eng_metrics *train, const eng_metrics *val, int has_val) {
-    const char *metric = st->def.metric;
+    const char *metric = st->def.emb.curve;
     double v = NAN;
     int is_val = strncmp(metric, "val_", 4) == 0;
     eng_metric_get(is_val && has_val ? val : train, metric, &v);
@@ -153,7 +153,7 @@ static void load_curves(run *r) {
     for (size_t i = 0; i < n; i++) {
         if (eps[i].execution < 0 || eps[i].execution >= MAX_EXECUTIONS) continue;
         json_t *m = json_loads(eps[i].metrics, 0, NULL);
-        const char *metric = r->st->def.metric;
+        const char *metric = r->st->def.emb.curve;
         json_t *v = json_object_get(m, metric);
         if (!v && strncmp(metric, "val_", 4) == 0) v = json_object_get(m, metric + 4);
         if (json_is_number(v)) curve_set(r, eps[i].execution, (int)eps[i].epoch, json_number_value(v));
@@ -168,7 +168,7 @@ static double best_of(const api_study *st, const double *c, int n, int *epoch) {
     *epoch = 0;
     for (int i = 0; i < n; i++) {
         if (!isfinite(c[i])) continue;
-        if (isnan(best) || (st->def.maximize ? c[i] > best : c[i] < best)) {
+        if (isnan(best) || (st->def.emb.curve_max ? c[i] > best : c[i] < best)) {
             best = c[i];
             *epoch = i + 1;
         }
@@ -192,7 +192,7 @@ static int mean_best_epoch(const run *r, int executions) {
             sum += r->curve[e][k];
         }
         double v = sum / executions;
-        if (ok && (isnan(best) || (r->st->def.maximize ? v > best : v < best))) {
+        if (ok && (isnan(best) || (r->st->def.emb.curve_max ? v > best : v < best))) {
             best = v;
             best_epoch = k + 1;
         }
@@ -277,9 +277,10 @@ static void outcome_not_stored(const api_job *job, const char *what, int rc) {
 }
 
 /* Ends the trial in state, with its event (data stolen) in the same
- * transaction. */
-static void finish(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_state state, double value, double std,
-                   int n, const char *error, const char *event, json_t *data) {
+ * transaction; o (may be NULL) the outcome of a study with objectives or
+ * constraints (its values, metrics and violation). */
+static void finish_as(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_state state, double value, double std,
+                      int n, const char *error, const char *event, json_t *data, const api_outcome *o) {
     json_object_set_new(data, "trial_id", json_integer(job->trial_id));
     json_object_set_new(data, "number", json_integer(job->number));
     json_object_set_new(data, "state", json_string(sto_trial_state_name(state)));
@@ -287,19 +288,36 @@ static void finish(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_st
     char *text = api_event_text(data);
     sto_event_in ev = {event, text};
     pthread_mutex_lock(&st->lock);
-    int rc = sto_trial_finish_ev(ctx->db, job->trial_id, state, value, std, n, error, &ev);
-    if (rc == 0) {
-        sto_trial t;
-        if (state == STO_TRIAL_PRUNED && sto_trial_get(ctx->db, job->trial_id, &t) == 0) {
-            value = t.value; /* storage kept the last intermediate */
-            sto_trial_clear(&t);
+    int rc;
+    if (o) {
+        sto_outcome so = {.state = state, .value = value, .value_std = std, .value_n = n, .error = error,
+                          .values_json = o->values_json, .metrics_json = o->metrics_json};
+        rc = sto_trial_finish_outcome(ctx->db, job->trial_id, &so, &ev);
+        if (rc == 0) rc = tun_study_finish_mo(st->tuner, job->number, api_tun_state(state), o->values, o->violation);
+    } else {
+        rc = sto_trial_finish_ev(ctx->db, job->trial_id, state, value, std, n, error, &ev);
+        if (rc == 0) {
+            sto_trial t;
+            if (state == STO_TRIAL_PRUNED && sto_trial_get(ctx->db, job->trial_id, &t) == 0) {
+                value = t.value; /* storage kept the last intermediate */
+                sto_trial_clear(&t);
+            }
+            /* a study with objectives: a trial that did not complete has no values */
+            if (st->def.multi)
+                tun_study_finish_mo(st->tuner, job->number, api_tun_state(state), NULL, NAN);
+            else
+                tun_study_finish(st->tuner, job->number, api_tun_state(state), value);
         }
-        tun_study_finish(st->tuner, job->number, api_tun_state(state), value);
     }
     pthread_mutex_unlock(&st->lock);
     free(text);
     if (rc) outcome_not_stored(job, "its end", rc);
     else api_events_wake(ctx);
+}
+
+static void finish(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_state state, double value, double std,
+                   int n, const char *error, const char *event, json_t *data) {
+    finish_as(ctx, st, job, state, value, std, n, error, event, data, NULL);
 }
 
 /* Puts the trial back in the queue (its checkpoints stay), with a
@@ -368,14 +386,30 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     } else if (rc == 0) {
         double mean, std;
         tun_mean_std(values, executions, &mean, &std);
+        api_outcome o = {0};
+        hpo_error oerr = {{0}, {0}};
         if (!isfinite(mean)) {
             finish(ctx, st, job, STO_TRIAL_FAILED, NAN, NAN, 0, "the objective metric was never finite",
                    "trial_failed", json_object());
+        } else if (st->def.multi && api_emb_outcome(ctx, &st->def, job->trial_id, best_epoch, model, params, secs, &o,
+                                                    &oerr)) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s%s%s%s", oerr.message, oerr.field[0] ? " (" : "", oerr.field,
+                     oerr.field[0] ? ")" : "");
+            finish(ctx, st, job, STO_TRIAL_FAILED, NAN, NAN, 0, msg, "trial_failed", json_object());
+        } else if (st->def.multi) {
+            json_t *vals = json_loads(o.values_json, 0, NULL);
+            finish_as(ctx, st, job, STO_TRIAL_COMPLETE, o.value, NAN, 1, NULL, "trial_complete",
+                      json_pack("{s:f, s:o, s:o, s:i, s:i, s:f}", "value", o.value, "value_std", json_null(),
+                                "values", vals ? vals : json_null(), "value_n", 1, "best_epoch", best_epoch, "seconds",
+                                secs),
+                      &o);
         } else {
             finish(ctx, st, job, STO_TRIAL_COMPLETE, mean, std, executions, NULL, "trial_complete",
                    json_pack("{s:f, s:o, s:i, s:i, s:f}", "value", mean, "value_std", api_json_real(std),
                              "value_n", executions, "best_epoch", best_epoch, "seconds", secs));
         }
+        api_outcome_clear(&o);
     } else if (rc == HPO_ECANCELLED && r.boundary) { /* waits to be ranked there (pbt.c) */
         requeue(ctx, st, job, "pbt boundary");
     } else if (rc == HPO_ECANCELLED && r.pruned) {

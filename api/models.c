@@ -4,7 +4,11 @@
  *   GET  /api/v1/studies/{id}/refits
  *   POST /api/v1/trials/{id}/model       the trial's own best-epoch weights as a model
  *   GET  /api/v1/studies/{id}/models     every model of the study (refits, trial models, ensembles)
- *   POST /api/v1/studies/{id}/ensembles  {"members": [model ids]} | {"top_n": N}, "method": mean|weighted|greedy
+ *   POST /api/v1/studies/{id}/ensembles  {"members": [model ids]} | {"top_n": N} | {"trials": [ids]},
+ *                                        "method": mean|weighted|greedy
+ * A study of several objectives has no "best": refits and ensembles take
+ * chosen trials ("trials", e.g. members of its Pareto front); top_n there
+ * is a 400 naming "trials" that lists the front.
  *   GET  /api/v1/studies/{id}/ensembles
  *   GET  /api/v1/models/{id}             GET /api/v1/models/{id}/weights (safetensors)
  *   POST /api/v1/models/{id}/predict     {"inputs": [[...], ...]}
@@ -65,7 +69,9 @@ static api_study *embedded_study(api_ctx *ctx, int64_t id, api_response *resp) {
 }
 
 /* The chosen complete trials of a study: body "trials" (ids) or "top_n"
- * (best first; default def_top). */
+ * (best first; default def_top). A study of several objectives has no
+ * best: without "trials" it is a 400 naming the field that lists the
+ * front's members. */
 static int chosen_trials(api_ctx *ctx, api_study *st, const json_t *body, int def_top, sto_trial **out, size_t *n,
                          api_response *resp) {
     const json_t *ids = json_object_get(body, "trials"), *top = json_object_get(body, "top_n");
@@ -96,6 +102,17 @@ static int chosen_trials(api_ctx *ctx, api_study *st, const json_t *body, int de
         *out = list;
         *n = json_array_size(ids);
         return 0;
+    }
+    if (st->def.n_obj > 1) { /* no "best": the client chooses among the front */
+        json_t *front = api_front_trial_ids(ctx, &st->def, st->id);
+        char *list = json_dumps(front, JSON_COMPACT);
+        api_fail(resp, 400, "invalid_argument", "trials",
+                 "study %lld has %d objectives: its Pareto front has %zu members (trial ids %.400s); choose with "
+                 "\"trials\": [trial ids] instead of top_n",
+                 (long long)st->id, st->def.n_obj, json_array_size(front), list ? list : "[]");
+        free(list);
+        json_decref(front);
+        return -1;
     }
     json_int_t k = def_top;
     if (top && (!json_is_integer(top) || (k = json_integer_value(top)) < 1 || k > MAX_TOP_N)) {
@@ -258,7 +275,7 @@ static int64_t refit_of(api_ctx *ctx, int64_t study_id, int64_t trial_id) {
 }
 
 void api_h_study_ensembles_create(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
-    static const char *keys[] = {"members", "top_n", "method", "rounds"};
+    static const char *keys[] = {"members", "top_n", "trials", "method", "rounds"};
     json_t *body = api_body_object(req, resp);
     if (!body) return;
     api_study *st = NULL;
@@ -279,8 +296,8 @@ void api_h_study_ensembles_create(api_ctx *ctx, const api_request *req, int64_t 
     }
     if (!(st = embedded_study(ctx, id, resp))) goto done;
     const json_t *jm = json_object_get(body, "members");
-    if (jm && json_object_get(body, "top_n")) {
-        api_fail(resp, 400, "invalid_argument", "members", "give either members or top_n, not both");
+    if (jm && (json_object_get(body, "top_n") || json_object_get(body, "trials"))) {
+        api_fail(resp, 400, "invalid_argument", "members", "give one of members, trials or top_n");
         goto done;
     }
     if (jm) {
@@ -304,8 +321,9 @@ void api_h_study_ensembles_create(api_ctx *ctx, const api_request *req, int64_t 
             json_array_append_new(members, json_pack("{s:I}", "model_id", json_integer_value(v)));
         }
     } else {
-        json_t *sel = json_pack("{s:O}", "top_n", json_object_get(body, "top_n") ? json_object_get(body, "top_n")
-                                                                                   : json_integer(3));
+        json_t *sel = json_object();
+        if (json_object_get(body, "trials")) json_object_set(sel, "trials", json_object_get(body, "trials"));
+        if (json_object_get(body, "top_n")) json_object_set(sel, "top_n", json_object_get(body, "top_n"));
         int bad = chosen_trials(ctx, st, sel, 3, &trials, &n, resp);
         json_decref(sel);
         if (bad) goto done;

@@ -147,13 +147,9 @@ int api_objectives_parse(const json_t *def, api_study_def *d, hpo_error *err) {
 int api_objectives_check(const api_study_def *d, const json_t *def, hpo_error *err) {
     if (!d->multi) return 0;
     const char *what = json_object_get(def, "constraints") ? "constraints" : "objectives";
-    if (d->embedded)
-        return hpo_fail(err, HPO_EINVAL, what,
-                        "%s are for external (ask/tell) studies for now; an embedded study has one objective",
-                        what);
-    if (d->tuner.algorithm != TUN_RANDOM && d->tuner.algorithm != TUN_NSGA2)
+    if (d->tuner.algorithm != TUN_RANDOM && d->tuner.algorithm != TUN_NSGA2 && d->tuner.algorithm != TUN_TPE)
         return hpo_fail(err, HPO_EINVAL, "tuner.algorithm",
-                        "a study with %s needs an algorithm that reads them: \"nsga2\" or \"random\" (not \"%s\")",
+                        "a study with %s needs an algorithm that reads them: \"nsga2\", \"tpe\" or \"random\" (not \"%s\")",
                         d->n_obj > 1 ? "several objectives" : "constraints", tun_algorithm_name(d->tuner.algorithm));
     if (d->tuner.pruner.kind != TUN_PRUNER_NONE && d->n_obj > 1)
         return hpo_fail(err, HPO_EINVAL, "tuner.pruner", "multi-objective studies have no pruner yet");

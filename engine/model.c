@@ -476,6 +476,8 @@ static double flops_list(const eng_layer *ls, int n) {
     return f;
 }
 
+double eng_model_forward_flops(const eng_model *m) { return flops_list(m->layers, m->nlayers) / 3.0; }
+
 static int parse_optimizer(ctx *c, const json_t *o, eng_optim_config *oc) {
     const char *p = "model.optimizer";
     const char *name = "adam";

@@ -212,6 +212,12 @@ int eng_model_backward_update(eng_model *m, int B, float lr, long t);
 /* Mark the weights changed (refresh the bf16/fp16 shadows before the next forward). */
 static inline void eng_model_params_changed(eng_model *m) { m->shadow_dirty = 1; }
 
+/* Forward FLOPs per sample: 2 per multiply-add of the dense and conv2d
+ * layers (residual blocks and their projections included); element-wise
+ * ops, pooling and normalisation are not counted. flops_per_sample (3x:
+ * forward and backward) is what training costs. */
+double eng_model_forward_flops(const eng_model *m);
+
 /* Probabilities (the fused final activation applied) for x[B * in_size]
  * into probs[B * out_dim]; eval mode. */
 int eng_model_predict(eng_model *m, const float *x, int B, float *probs);

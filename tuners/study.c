@@ -75,7 +75,7 @@ static int finite_values(const tun_study *t, const double *v) {
 }
 
 /* Sets r's outcome: values (n_obj, the study's signs) when COMPLETE. */
-static void set_outcome(const tun_study *t, tun_trial_rec *r, tun_trial_state state, const double *v,
+static void set_outcome(tun_study *t, tun_trial_rec *r, tun_trial_state state, const double *v,
                         double violation) {
     r->state = state;
     free(r->values);
@@ -87,6 +87,7 @@ static void set_outcome(const tun_study *t, tun_trial_rec *r, tun_trial_state st
     for (int k = 0; k < t->n_obj; k++) r->values[k] = t->obj_max[k] ? -v[k] : v[k];
     r->value = r->values[0];
     r->violation = isnan(violation) ? NAN : violation > 0 ? violation : 0.0;
+    if (!isnan(violation)) t->constrained = 1;
 }
 
 int tun_study_suggest(tun_study *t, int64_t number, double *x) {

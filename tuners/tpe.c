@@ -95,6 +95,12 @@
  * - tun_tpe_sample_split samples the same way from a split its caller made
  *   (bohb.c: the observations of one Hyperband budget), all of it exact
  *   below tpe_max_components per side.
+ * - Several objectives, or constraints (a complete trial told a
+ *   violation): the split is tpe_mo.c's (Optuna 3.1's: complete trials
+ *   only, feasible first, non-domination fronts, hypervolume subset
+ *   selection), computed from the whole history at each suggestion without
+ *   the index, the below set weighted by hypervolume contribution
+ *   (side.w), the above set by the ramp; every trial a component.
  * Deterministic: only the rng (derived from seed and number) and the history.
  */
 #include <math.h>
@@ -382,6 +388,8 @@ typedef struct side {
     const int64_t *excl;
     int n_excl;
     int64_t n;
+    const double *w; /* with arr: each trial's weight before the prior (the
+                      * multi-objective below set), else NULL: the ramp */
 } side;
 
 /* the index of the side's pos-th trial: with excl, the smallest i such that
@@ -435,7 +443,26 @@ static int side_components(const tun_study *t, const side *sd, int max_comp, hpo
         free(lw);
         return HPO_ENOMEM;
     }
-    if (n <= max_comp) {
+    if (sd->w) { /* given weights: every trial, no compression (gamma(n) of them) */
+        double tot = PRIOR_WEIGHT;
+        nc = (int)n;
+        int64_t *ni = realloc(idx, (size_t)(nc > 0 ? nc : 1) * sizeof *idx);
+        double *nw = realloc(lw, (size_t)(nc + 1) * sizeof *lw);
+        if (ni) idx = ni;
+        if (nw) lw = nw;
+        if (!ni || !nw) {
+            free(idx);
+            free(lw);
+            return HPO_ENOMEM;
+        }
+        for (int i = 0; i < nc; i++) {
+            idx[i] = sd->arr[i];
+            lw[i] = sd->w[i];
+            tot += lw[i];
+        }
+        lw[nc] = PRIOR_WEIGHT;
+        for (int i = 0; i <= nc; i++) lw[i] = log(lw[i] / tot);
+    } else if (n <= max_comp) {
         for (int i = 0; i < nc; i++) idx[i] = side_at(t, sd, i);
         log_weights(nc, lw);
     } else {
@@ -552,8 +579,8 @@ static int split_full(const tun_study *t, const int *params, int n_params, int64
     free(r);
     qsort(idx, (size_t)kb, sizeof *idx, cmp_i64);
     qsort(idx + kb, (size_t)ka, sizeof *idx, cmp_i64);
-    *below = (side){idx, 0, NULL, 0, kb};
-    *above = (side){idx + kb, 0, NULL, 0, ka};
+    *below = (side){idx, 0, NULL, 0, kb, NULL};
+    *above = (side){idx + kb, 0, NULL, 0, ka, NULL};
     *out = idx;
     return 0;
 }
@@ -606,8 +633,60 @@ static int group_ref(const tun_study *t, int g, const int *params, int n_params,
     return sample_group_full(t, params, n_params, INT32_MAX, rng, NULL, x);
 }
 
+/* ---- several objectives or constraints: tpe_mo.c's split ---------------- */
+
+/* Each group's sides: the split's trials where the group's parameters are
+ * all active, the below set with its weights. */
+static int group_mo_split(const tun_study *t, int g, const int *params, int n_params, void *ctx,
+                       hpo_rng *rng, double *x) {
+    (void)g;
+    const tun_tpe_split *sp = ctx;
+    int64_t *bl = malloc((size_t)(sp->nb + sp->na + 1) * sizeof *bl), *ab;
+    double *w = malloc((size_t)(sp->nb + 1) * sizeof *w);
+    int64_t kb = 0, ka = 0;
+    int rc;
+    if (!bl || !w) {
+        rc = HPO_ENOMEM;
+        goto fail;
+    }
+    ab = bl + sp->nb;
+    for (int64_t i = 0; i < sp->nb + sp->na; i++) {
+        int64_t ix = i < sp->nb ? sp->below[i] : sp->above[i - sp->nb];
+        int ok = 1;
+        for (int j = 0; j < n_params && ok; j++)
+            if (isnan(t->trials[ix].x[params[j]])) ok = 0;
+        if (!ok) continue;
+        if (i < sp->nb) {
+            if (sp->w_below) w[kb] = sp->w_below[i];
+            bl[kb++] = ix;
+        } else {
+            ab[ka++] = ix;
+        }
+    }
+    side below = {bl, 0, NULL, 0, kb, sp->w_below ? w : NULL};
+    side above = {ab, 0, NULL, 0, ka, NULL};
+    rc = sample_sides(t, params, n_params, &below, &above, INT32_MAX, rng, NULL, x);
+fail:
+    free(bl);
+    free(w);
+    return rc;
+}
+
+static int suggest_split(const tun_study *t, hpo_rng *rng, double *x) {
+    tun_tpe_split sp;
+    int rc = tun_tpe_split_compute(t, &sp);
+    if (rc < 0) return rc;
+    if (sp.n < t->cfg.n_startup_trials || sp.n == 0)
+        tun_space_sample(t->space, rng, x);
+    else
+        rc = sample_all(t, t->cfg.tpe_multivariate, group_mo_split, &sp, rng, x);
+    tun_tpe_split_clear(&sp);
+    return rc;
+}
+
 int tun_tpe_suggest_ref(const tun_study *t, int64_t number, hpo_rng *rng, double *x) {
     (void)number;
+    if (tun_tpe_uses_split(t)) return suggest_split(t, rng, x);
     int64_t n_done = 0;
     for (int64_t i = 0; i < t->cap; i++)
         if (t->trials[i].present && tun_tpe_is_finished(&t->trials[i])) n_done++;
@@ -655,7 +734,7 @@ static int group_split(const tun_study *t, int g, const int *params, int n_param
     if (!idx) return HPO_ENOMEM;
     int64_t kb = keep_active(t, params, n_params, c->below, c->nb, idx);
     int64_t ka = keep_active(t, params, n_params, c->above, c->na, idx + kb);
-    side below = {idx, 0, NULL, 0, kb}, above = {idx + kb, 0, NULL, 0, ka};
+    side below = {idx, 0, NULL, 0, kb, NULL}, above = {idx + kb, 0, NULL, 0, ka, NULL};
     int rc = sample_sides(t, params, n_params, &below, &above, c->max_comp, rng, &c->crng, x);
     free(idx);
     return rc;
@@ -685,12 +764,13 @@ static int group_fast(const tun_study *t, int g, const int *params, int n_params
     int kb = 0;
     for (int i = 0; i < c->nb; i++)
         if (tun_tpe_index_models(t, &t->trials[c->below[i]], g)) bl[kb++] = c->below[i];
-    side below = {bl, g, NULL, 0, kb};
-    side above = {NULL, g, bl, kb, t->tpe->count[g] - kb};
+    side below = {bl, g, NULL, 0, kb, NULL};
+    side above = {NULL, g, bl, kb, t->tpe->count[g] - kb, NULL};
     return sample_sides(t, params, n_params, &below, &above, c->max_comp, rng, &c->crng, x);
 }
 
 int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x) {
+    if (tun_tpe_uses_split(t)) return suggest_split(t, rng, x);
     int rc = tun_tpe_index_sync(t);
     if (rc < 0) return rc;
     const tun_tpe_index *ix = t->tpe;

@@ -21,7 +21,7 @@
  *   algorithm minimises (values are negated on the way in). A study may
  *   have 1 to TUN_MAX_OBJECTIVES objectives (tun_study_new_mo), each with
  *   its direction; a trial's "value" is then its first objective's, and
- *   the samplers that know several objectives (random, nsga2) read the
+ *   the samplers that know several objectives (random, nsga2, tpe) read the
  *   vector. A complete trial may carry its constraint violation (the sum
  *   of the positive parts of its constraints, Optuna's constraints_func
  *   semantics): 0 is feasible, NaN none told.

@@ -58,6 +58,7 @@ struct tun_study {
     int maximize;          /* the first objective's direction */
     int n_obj;             /* objectives, 1 .. TUN_MAX_OBJECTIVES */
     int obj_max[TUN_MAX_OBJECTIVES]; /* each one's direction */
+    int constrained;       /* a complete trial told a violation (sticky) */
     tun_trial_rec *trials; /* indexed by number */
     int64_t cap;           /* allocated slots */
     int64_t n_present;     /* priors included */
@@ -213,6 +214,22 @@ int tun_tpe_index_models(const tun_study *t, const tun_trial_rec *rec, int g);
 /* The index in t->trials of the k-th (0-based) trial group g models, in
  * trial-number order; k < count[g]. */
 int64_t tun_tpe_index_select(const tun_tpe_index *ix, int g, int64_t k);
+
+/* ---- TPE's split with several objectives or constraints (tpe_mo.c) ---- */
+typedef struct tun_tpe_split {
+    int64_t *below, *above; /* indices in t->trials, trial-number order */
+    double *w_below;        /* the below trials' weights (before the prior);
+                             * NULL: Optuna's ramp (one objective) */
+    int64_t nb, na;
+    int64_t n;              /* the complete trials modelled */
+} tun_tpe_split;
+/* Whether TPE splits by tpe_mo.c's rules: several objectives, or a
+ * complete trial that told a constraint violation. */
+int tun_tpe_uses_split(const tun_study *t);
+/* Optuna 3.1's split of the complete trials (feasible first, non-domination
+ * fronts, hypervolume subset selection) and the below set's weights. */
+int tun_tpe_split_compute(const tun_study *t, tun_tpe_split *out);
+void tun_tpe_split_clear(tun_tpe_split *s);
 
 /* Hyperband: the bracket (0 = most aggressive, as tun_hyperband_brackets'
  * out[]) of trial `number`, drawn from (seed, number) with probability

@@ -53,6 +53,7 @@ const Api = {
   },
   trial(id) { return Api.get(`/api/v1/trials/${id}`); },
   importance(id) { return Api.get(`/api/v1/studies/${id}/importance`); },
+  best(id) { return Api.get(`/api/v1/studies/${id}/best`); },
   models(id) { return Api.get(`/api/v1/studies/${id}/models`).then((b) => b.models); },
   /* study actions (routes of api/control.c and api/models.c) */
   pause(id) { return Api.post(`/api/v1/studies/${id}/pause`); },

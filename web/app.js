@@ -70,6 +70,9 @@ function studyPage(main, { id }) {
     h("div", { class: "charts models-grid" },
       h("div", { class: "chart", id: "chart-models" }),
       h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["model", "kind", "state", "from", "how", "validation", "test"].map((c) => h("th", {}, c)))), modelsBody)));
+  const paretoPanel = h("section", { class: "panel pareto", id: "pareto", hidden: true },
+    h("h2", {}, "Pareto front", h("span", { class: "note" }, "feasible non-dominated trials; infeasible grey; a third objective as colour")),
+    h("div", { class: "chart pareto", id: "chart-pareto" }));
   const actions = Actions.studyBar(() => feed.refresh());
   const notes = Notes.row((note) => Api.updateStudy(st.id, { note }));
   const stateSel = h("select", { id: "state-filter", onchange: () => { st.table.state = stateSel.value; st.table.offset = 0; loadTable(); } },
@@ -98,6 +101,8 @@ function studyPage(main, { id }) {
       panel("importance", "Hyperparameter importance", "permutation importance, random forest"),
       panel("curves", "Learning curves", "intermediate values; tick trials in the table"),
       panel("parallel", "Parallel coordinates", "hyperparameters against the objective")),
+    /* a study with several objectives: its Pareto front; hidden otherwise */
+    paretoPanel,
     modelsPanel,
     h("section", { class: "panel trials" },
       h("h2", {}, "Trials", tools),
@@ -218,6 +223,16 @@ function studyPage(main, { id }) {
     }
     return how.best_epoch ? `best-epoch checkpoint (epoch ${how.best_epoch})` : "trial checkpoint";
   }
+  async function drawPareto(s, trials) {
+    const objectives = s.objectives || [];
+    if (objectives.length < 2) return;
+    const best = await Api.best(st.id).catch(() => null);
+    if (st.stopped || !best) return;
+    paretoPanel.hidden = false;
+    const frontIds = (best.trials || []).map((t) => t.trial_id);
+    Charts.show("pareto", $("#chart-pareto"), Charts.pareto(trials, frontIds, objectives, s.constraints || []));
+    window.__hpo.pareto = { front: frontIds.length, points: trials.filter((t) => t && t.state === "complete").length };
+  }
   async function drawModels(s) {
     if (s.kind !== "embedded") return;
     const models = await Api.models(st.id).catch(() => []);
@@ -270,7 +285,8 @@ function studyPage(main, { id }) {
     Charts.show("parallel", $("#chart-parallel"), Charts.parallel(space, trials, maximize));
     mark("parallel");
     if (st.autoCurves) st.curves = new Set(defaultCurves(trials));
-    await Promise.all([drawCurves().then(() => mark("curves")), imp && imp.then(() => mark("importance")), drawModels(s)]);
+    await Promise.all([drawCurves().then(() => mark("curves")), imp && imp.then(() => mark("importance")), drawModels(s),
+      drawPareto(s, trials)]);
     /* embedded studies stream their progress: refresh on each event */
     if (s.kind === "embedded" && !st.listening && s.state !== "complete" && s.state !== "cancelled") {
       st.listening = true;

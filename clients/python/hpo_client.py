@@ -556,12 +556,16 @@ class Client:
         arguments go into the definition as they are. user_attrs (a dict)
         and note (a text) are stored with a new study. warm_start: studies
         (or ids) whose complete trials seed the tuner (tpe, bayesian; see
-        Study.warm_start). Multi-objective (external) studies: objectives
+        Study.warm_start). Multi-objective studies: objectives
         ([{"metric", "direction", "reference"}, ...], 1 to 8) or directions
         (Optuna's: ["maximize", "minimize"], metrics named objective_0,
         objective_1, ...), and constraints ([{"metric", "max", "min"}]);
         tell them values=[...] (one per objective) and metrics={...}; best
         answers the Pareto front (Study.pareto_front, Study.best_trials).
+        An embedded study's objectives and constraints name metrics hpod
+        supplies (val_accuracy, val_loss, ..., params, flops, latency_ms,
+        train_seconds); its refits and ensembles take trials= (front
+        members).
         load_if_exists: when a study of this name
         exists, return it (hpod's get-or-create; the oldest of the name):
         Conflict naming the first differing field when its definition is
@@ -1134,7 +1138,8 @@ class Study:
 
     # -- embedded studies: models
     def refit(self, top_n=None, trials=None, epochs_factor=None):
-        """Retrains the top_n best trials (or the given trials) on
+        """Retrains the top_n best trials (or the given trials: a study of
+        several objectives takes only these, e.g. front members) on
         train+validation and evaluates them on the test split: the queued
         models (Model.wait for their end)."""
         body = {}
@@ -1146,14 +1151,18 @@ class Study:
             body["epochs_factor"] = epochs_factor
         return [Model(self._client, m) for m in self._call("POST", "/refits", body)["refits"]]
 
-    def ensemble(self, members=None, top_n=None, method="mean", rounds=None):
-        """An ensemble of models (members: Models or ids) or of the top_n
-        best trials; method "mean", "weighted" or "greedy". The queued model."""
+    def ensemble(self, members=None, top_n=None, method="mean", rounds=None, trials=None):
+        """An ensemble of models (members: Models or ids), of the top_n
+        best trials, or of chosen trials (trials: Trials or ids, e.g. members
+        of a multi-objective study's Pareto front, which has no top_n);
+        method "mean", "weighted" or "greedy". The queued model."""
         body = {"method": method}
         if members is not None:
             body["members"] = _ids(members, "members")
         if top_n is not None:
             body["top_n"] = top_n
+        if trials is not None:
+            body["trials"] = _ids(trials, "trials")
         if rounds is not None:
             body["rounds"] = rounds
         return Model(self._client, self._call("POST", "/ensembles", body))

@@ -71,6 +71,7 @@ def main():
         t0 = time.time()
         pbt = webdata.pbt_study(hp.port)
         print("hpod trained the pbt study in %.1f s" % (time.time() - t0))
+        pareto2, pareto3 = webdata.mo_study(hp.port, 2), webdata.mo_study(hp.port, 3)
         to_pause = webdata.small_study(hp.port, "actions: pause, resume, cancel")
         to_delete = webdata.small_study(hp.port, "actions: delete")
         hp_tok = Hpod(args.hpod, args=["--token", TOKEN]).start()
@@ -81,6 +82,7 @@ def main():
             "url": hp.url, "web_dir": WEB, "chromium": CHROMIUM, "out_dir": out_dir,
             "finished": finished, "running": running, "big": big, "embedded": embedded,
             "template": template, "pbt": pbt, "to_pause": to_pause, "to_delete": to_delete,
+            "pareto2": pareto2, "pareto3": pareto3,
             "token": {"url": hp_tok.url, "token": TOKEN, "study": tok_study},
             "counts": {"studies": len(hp.ok("GET", "/api/v1/studies")["studies"]),
                        "complete": states["complete"], "pruned": states["pruned"],
@@ -119,7 +121,7 @@ def main():
         shots = sorted(f for f in os.listdir(out_dir)
                        if f.endswith(".png") and os.path.getmtime(os.path.join(out_dir, f)) >= started - 1)
         print("screenshots in %s: %s" % (out_dir, ", ".join(shots)))
-        c.check(len(shots) >= 18, "eighteen screenshots saved by this run (%d)" % len(shots))
+        c.check(len(shots) >= 21, "twenty-one screenshots saved by this run (%d)" % len(shots))
     finally:
         if hp_tok:
             hp_tok.cleanup()

@@ -228,3 +228,25 @@ def small_study(port, name, done=3, token=None):
         train(cl, sid, 3)
     cl.close()
     return sid
+
+
+def mo_study(port, n_obj, n=40):
+    """A finished external study of n_obj objectives (2 or 3; ZDT1-like
+    trade-offs on x, y) told by multi-objective TPE, with a constraint
+    (x + y <= 1.2) that leaves some trials infeasible."""
+    cl = Client(port)
+    objectives = [{"metric": "error", "direction": "minimize"}, {"metric": "cost", "direction": "minimize"},
+                  {"metric": "latency", "direction": "minimize"}][:n_obj]
+    sid = cl.call("POST", "/api/v1/studies", {
+        "name": "pareto (%d objectives)" % n_obj, "objectives": objectives,
+        "constraints": [{"metric": "size", "max": 1.2}],
+        "space": {"x": {"type": "float", "low": 0, "high": 1}, "y": {"type": "float", "low": 0, "high": 1}},
+        "tuner": {"algorithm": "tpe", "seed": 7, "n_startup_trials": 10, "max_trials": n}})["id"]
+    for _ in range(n):
+        t = cl.call("POST", "/api/v1/studies/%d/ask" % sid)
+        x, y = t["params"]["x"], t["params"]["y"]
+        g = 1 + 2 * y
+        values = [x, g * (1 - math.sqrt(x / g)), (1 - x) * (1 - x) + y][:n_obj]
+        cl.call("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"values": values, "metrics": {"size": x + y}})
+    cl.close()
+    return sid

@@ -1,7 +1,8 @@
 /*
  * mo_hypervolume.c - multi-objective search quality: the hypervolume hpo's
  * samplers reach after 100 trials on ZDT1, ZDT2, ZDT3 (30 dims, 2
- * objectives) and DTLZ2 (12 dims, 3 objectives), beside Optuna 3.1's
+ * objectives) and DTLZ2 (12 dims, 3 objectives): nsga2 (sbx and uniform
+ * crossover), random and tpe (multi-objective TPE, tpe_mo.c), beside Optuna 3.1's
  * NSGAIISampler and TPESampler (multi-objective) run by
  * peers/optuna_mo.py in the same run.
  *
@@ -10,7 +11,7 @@
  * (tun_hypervolume) against the same fixed reference point per problem:
  * ZDT (1.1, 11) (f1 <= 1, f2 <= g <= 10), DTLZ2 (3.5, 3.5, 3.5) (each
  * f <= 1 + g <= 3.5). Each side runs seeds 0..N-1; the table shows the
- * median over seeds and hpo nsga2 / Optuna NSGA-II.
+ * median over seeds, hpo nsga2 / Optuna NSGA-II and hpo tpe / Optuna TPE.
  *
  *   bench_mo_hypervolume [--seeds N] [--trials T] [--no-peer] [--peer-samplers nsga2,tpe]
  *   bench_mo_hypervolume --selftest   (the functions on their known Pareto fronts;
@@ -116,7 +117,7 @@ static double median(double *v, int n) {
 }
 
 #define MAX_SEEDS 100
-#define N_HPO 3
+#define N_HPO 4
 #define N_PEER 2
 static const char *const peer_names[N_PEER] = {"nsga2", "tpe"};
 
@@ -210,20 +211,21 @@ int main(int argc, char **argv) {
         return 2;
     }
     static double hv[N_PROBLEMS][N_HPO][MAX_SEEDS], peer_hv[N_PROBLEMS][N_PEER][MAX_SEEDS];
-    const char *hpo_names[N_HPO] = {"hpo nsga2", "hpo nsga2-uniform", "hpo random"};
+    const char *hpo_names[N_HPO] = {"hpo nsga2", "hpo nsga2-uniform", "hpo random", "hpo tpe"};
     for (int p = 0; p < N_PROBLEMS; p++)
         for (int s = 0; s < seeds; s++) {
             hv[p][0][s] = run_hpo(p, TUN_NSGA2, TUN_XOVER_SBX, (uint64_t)s, trials);
             hv[p][1][s] = run_hpo(p, TUN_NSGA2, TUN_XOVER_UNIFORM, (uint64_t)s, trials);
             hv[p][2][s] = run_hpo(p, TUN_RANDOM, TUN_XOVER_SBX, (uint64_t)s, trials);
+            hv[p][3][s] = run_hpo(p, TUN_TPE, TUN_XOVER_SBX, (uint64_t)s, trials);
         }
     int runs = 0;
     if (peer) runs = run_peer(seeds, trials, peer_samplers, peer_hv);
     printf("hypervolume after %d trials, median over %d seeds (reference: ZDT (1.1, 11), DTLZ2 (3.5, 3.5, 3.5));"
            " %d peer runs read\n",
            trials, seeds, runs);
-    printf("%-7s %10s %18s %11s %14s %11s %16s\n", "problem", hpo_names[0], hpo_names[1], hpo_names[2],
-           "optuna nsga2", "optuna tpe", "nsga2 / optuna");
+    printf("%-7s %10s %18s %11s %8s %14s %11s %15s %13s\n", "problem", hpo_names[0], hpo_names[1], hpo_names[2],
+           hpo_names[3], "optuna nsga2", "optuna tpe", "nsga2 / optuna", "tpe / optuna");
     for (int p = 0; p < N_PROBLEMS; p++) {
         double m[N_HPO], o[N_PEER];
         for (int a = 0; a < N_HPO; a++) m[a] = median(hv[p][a], seeds);
@@ -234,7 +236,8 @@ int main(int argc, char **argv) {
                 if (peer && !isnan(peer_hv[p][q][s])) v[n++] = peer_hv[p][q][s];
             o[q] = median(v, n);
         }
-        printf("%-7s %10.4f %18.4f %11.4f %14.4f %11.4f %16.3f\n", names[p], m[0], m[1], m[2], o[0], o[1], m[0] / o[0]);
+        printf("%-7s %10.4f %18.4f %11.4f %8.4f %14.4f %11.4f %15.3f %13.3f\n", names[p], m[0], m[1], m[2], m[3], o[0],
+               o[1], m[0] / o[0], m[3] / o[1]);
     }
     return 0;
 }

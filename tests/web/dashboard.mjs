@@ -158,6 +158,26 @@ try {
   check(tr && tr.series.length >= 4 && tr.series.every((s) => s.n === 3), `embedded trial: training curves of ${tr ? tr.series.length : 0} metrics per epoch`);
   await shot("trial-embedded.png");
 
+  // ---- studies with several objectives: the Pareto front, infeasible trials grey, a third objective as colour
+  for (const [sid, m] of [[cfg.pareto2, 2], [cfg.pareto3, 3]]) {
+    await page.goto(cfg.url + `/#/studies/${sid}`);
+    await page.waitForFunction(() => window.__hpo && window.__hpo.ready && window.__hpo.pareto, null, { timeout: 15000 });
+    const best = await page.evaluate(async (id) => (await (await fetch(`/api/v1/studies/${id}/best`)).json()), sid);
+    const pc = await chartInfo("pareto");
+    const n = (name) => (pc ? (pc.series.find((s) => s.name === name) || { n: -1 }).n : -1);
+    check(pc && n("Pareto front") === best.trials.length && best.trials.length > 0,
+      `pareto (${m} objectives): the front's ${best.trials.length} trials in red (${n("Pareto front")})`);
+    check(n("infeasible") > 0 && n("Pareto front") + n("dominated") + n("infeasible") === 40,
+      `pareto (${m} objectives): infeasible trials grey (${n("infeasible")}), 40 points in all`);
+    const vm = await page.evaluate(() => (window.Charts.all.pareto.getOption().visualMap || []).length);
+    check(m === 3 ? vm === 1 : vm === 0, `pareto (${m} objectives): ${m === 3 ? "the third objective as colour" : "no colour scale"}`);
+    check(await page.isVisible("#pareto"), `pareto (${m} objectives): the panel is shown`);
+    await shot(`study-pareto${m}.png`);
+  }
+  await page.goto(cfg.url + `/#/studies/${cfg.finished}`);
+  await page.waitForFunction(() => window.__hpo && window.__hpo.ready, null, { timeout: 15000 });
+  check(await page.isHidden("#pareto"), "a one-objective study has no Pareto panel");
+
   // ---- running study, live updates
   await page.goto(cfg.url + `/#/studies/${cfg.running}`);
   await page.waitForFunction(() => window.__hpo && window.__hpo.ready, null, { timeout: 15000 });

@@ -543,6 +543,38 @@ static void test_divergence_stop_and_fp16(void **state) {
     eng_dataset_release(ds);
 }
 
+
+/* eng_model_forward_flops and the trainable parameter count against a
+ * count by hand: 2 FLOPs per multiply-add of every dense and conv2d output. */
+static void test_forward_flops_and_params(void **state) {
+    (void)state;
+    struct {
+        const char *tmpl;
+        int rank, shape[3];
+        double flops, params;
+    } cases[] = {
+        {"{\"layers\":[{\"dense\":{\"units\":64,\"activation\":\"relu\"}},{\"dense\":{\"units\":10}}]}", 1, {784, 0, 0},
+         2.0 * (784 * 64 + 64 * 10), (784 * 64 + 64) + (64 * 10 + 10)},
+        {"{\"layers\":[{\"conv2d\":{\"filters\":8,\"kernel\":3,\"padding\":\"valid\"}},{\"flatten\":{}},"
+         "{\"dense\":{\"units\":10}}]}",
+         3, {28, 28, 1}, 2.0 * (3 * 3 * 1 * 8) * (26 * 26) + 2.0 * (26 * 26 * 8) * 10,
+         (3 * 3 * 1 * 8 + 8) + (26 * 26 * 8 * 10 + 10)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *t = J(cases[i].tmpl);
+        eng_model *m = NULL;
+        hpo_error err;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(eng_model_new(t, NULL, cases[i].rank, cases[i].shape, 10, 1, &m, &err), 0);
+        printf("  %s: forward flops %.0f (by hand %.0f), params %zu (by hand %.0f)\n", cases[i].tmpl,
+               eng_model_forward_flops(m), cases[i].flops, m->nparams, cases[i].params);
+        assert_float_equal(eng_model_forward_flops(m), cases[i].flops, 0.5);
+        assert_float_equal((double)m->nparams, cases[i].params, 0.5);
+        eng_model_free(m);
+        json_decref(t);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_template_errors),
@@ -553,6 +585,7 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_resume_bit_identical),
         cmocka_unit_test(test_checkpoint_resume_data_parallel),
         cmocka_unit_test(test_divergence_stop_and_fp16),
+        cmocka_unit_test(test_forward_flops_and_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,105 @@
+"""Embedded multi-objective studies: objectives and constraints on the
+metrics hpod supplies (epoch metrics at the best epoch, params, flops,
+latency_ms, train_seconds) on a tiny Fashion-MNIST subset.
+
+- Bad metric names are 400s naming objectives[i].metric / constraints[i].metric;
+  a pruner on several objectives names tuner.pruner.
+- A TPE study of 6 trials completes; each complete trial stores its values
+  and metrics, params and flops equal the count by hand for its width,
+  infeasible trials (params over the bound) are data, /best answers the
+  front of the feasible ones (checked against a naive front here).
+- The study is created through the Python client (objectives pass through).
+- Refits and ensembles of a study with several objectives need chosen
+  trials: top_n is a 400 naming trials that lists the front; "trials" with a
+  front member is accepted.
+"""
+import os
+import sys
+
+from hpod import Checks, Hpod, parse_args, wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+import hpo_client as hpo  # noqa: E402
+
+DATA = {"name": "fashion-mnist", "limit": 600, "validation_split": 200}
+MODEL = {"layers": [{"flatten": {}}, {"dense": {"units": "$units", "activation": "relu"}}, {"dense": {"units": 10}}]}
+OBJECTIVES = [{"metric": "val_accuracy", "direction": "maximize"}, {"metric": "flops", "direction": "minimize"}]
+BOUND = 795 * 24 + 10  # params of a width of 24: wider is infeasible
+STUDY = {"name": "emb-mo", "model": MODEL, "dataset": DATA,
+         "space": {"units": {"type": "int", "low": 4, "high": 64}},
+         "objectives": OBJECTIVES, "constraints": [{"metric": "params", "max": BOUND}],
+         "training": {"max_epochs": 2, "batch_size": 64},
+         "tuner": {"algorithm": "tpe", "seed": 5, "n_startup_trials": 3, "max_trials": 6}}
+
+
+def expect_400(c, hp, path, body, field, what):
+    status, out = hp.request("POST", path, body)
+    got = out.get("error", {}).get("field") if isinstance(out, dict) else None
+    c.check(status == 400 and got == field, "%s: 400 naming %s (got %d %s)" % (what, field, status, out))
+    return out
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = Hpod(args.hpod, args=["--devices", "cpu:2"]).start()
+    try:
+        for extra, field in [({"objectives": [{"metric": "val_acc"}]}, "objectives[0].metric"),
+                             ({"constraints": [{"metric": "bogus", "max": 1}]}, "constraints[0].metric"),
+                             ({"tuner": {"algorithm": "tpe", "pruner": {"algorithm": "median"}}}, "tuner.pruner"),
+                             ({"tuner": {"algorithm": "bayesian"}}, "tuner.algorithm")]:
+            expect_400(c, hp, "/api/v1/studies", dict(STUDY, **extra), field, "definition %s" % extra)
+
+        # created through the Python client: the objectives and constraints pass through
+        client = hpo.Client(hp.url)
+        study = client.create_study(STUDY["name"], STUDY["space"], model=MODEL, dataset=DATA,
+                                    training=STUDY["training"], tuner=STUDY["tuner"], objectives=OBJECTIVES,
+                                    constraints=STUDY["constraints"])
+        sid = study.id
+        s = hp.ok("GET", "/api/v1/studies/%d" % sid)
+        c.check(s["objectives"] == OBJECTIVES, "the summary names the objectives: %s" % s["objectives"])
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 180)
+        trials = hp.ok("GET", "/api/v1/studies/%d/trials?limit=100" % sid)["trials"]
+        done = [t for t in trials if t["state"] == "complete"]
+        c.check(len(done) == 6, "6 trials complete: %s" % [(t["state"], t.get("error")) for t in trials])
+        for t in done:
+            u, m = t["params"]["units"], t["metrics"]
+            want = {"params": 795 * u + 10, "flops": 2.0 * (784 * u + 10 * u)}
+            c.check(m["params"] == want["params"] and m["flops"] == want["flops"],
+                    "trial %d (units %d): params %s flops %s, by hand %s" % (t["number"], u, m["params"], m["flops"],
+                                                                            want))
+            c.check(t["values"] == [m["val_accuracy"], m["flops"]], "values are the objectives' metrics: %s" % t["values"])
+            c.check(m["latency_ms"] > 0 and m["train_seconds"] > 0 and "val_loss" in m,
+                    "engine metrics and epoch metrics stored: %s" % sorted(m))
+        best = hp.ok("GET", "/api/v1/studies/%d/best" % sid)
+        feas = [t for t in done if t["metrics"]["params"] <= BOUND]
+        naive = sorted(a["id"] for a in feas if not any(
+            b["values"][0] >= a["values"][0] and b["values"][1] <= a["values"][1] and b["values"] != a["values"]
+            for b in feas))
+        got = sorted(t["trial_id"] for t in best["trials"])
+        c.check(all(t["violation"] == 0 and t["params"]["units"] <= 24 for t in best["trials"]),
+                "front members are feasible (params <= %d)" % BOUND)
+        print("trials (units, params, val_accuracy, flops): %s" % [(t["params"]["units"], t["metrics"]["params"],
+                                                                   round(t["values"][0], 4), t["values"][1])
+                                                                  for t in done])
+        c.check(got == naive and (best["hypervolume"] > 0 or len(got) <= 1),
+                "/best is the feasible front: %s vs %s, hypervolume %s" % (got, naive, best["hypervolume"]))
+
+        # refits and ensembles choose among the front
+        out = expect_400(c, hp, "/api/v1/studies/%d/refits" % sid, {"top_n": 2}, "trials", "refit top_n on 2 objectives")
+        c.check("Pareto front has %d members" % len(got) in out["error"]["message"],
+                "the 400 lists the front: %s" % out["error"]["message"])
+        expect_400(c, hp, "/api/v1/studies/%d/ensembles" % sid, {}, "trials", "an ensemble without chosen trials")
+        if got:
+            r = hp.ok("POST", "/api/v1/studies/%d/refits" % sid, {"trials": [got[0]]})["refits"]
+            c.check(len(r) == 1 and r[0]["trial_id"] == got[0], "a front member is refitted: %s" % r)
+            e = study.ensemble(trials=got[:2])
+            c.check(e.info["kind"] == "ensemble", "an ensemble of chosen front members is queued: %s" % e.info)
+    finally:
+        hp.stop()
+        hp.cleanup()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
