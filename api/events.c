@@ -115,7 +115,12 @@ static long sse_read(void *arg, char *buf, size_t max) {
         pthread_mutex_unlock(&ctx->event_mu);
         if (stopping) return -1;
         if (fetch(s) > 0) continue;
-        if (study_over(s)) return -1;
+        if (study_over(s)) {
+            /* The study ended after that fetch: its final event was stored in
+             * the same transaction as the state, so one more fetch sends it. */
+            if (fetch(s) > 0) continue;
+            return -1;
+        }
         /* wait for the next event (or send a keep-alive comment), asking
          * every second whether the client is still there */
         struct timespec until;
