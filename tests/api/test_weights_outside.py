@@ -5,7 +5,7 @@ GET /models/{id}/weights holds everything needed to reproduce POST
 by first) and "classes" (class k's name).
 
 Two models trained by a real hpod: an MLP on Fashion-MNIST (raw 0..255
-pixels, input_scale 1/255; predicted on 64 images of the test file) and an
+pixels, input_scale 1/255; predicted on 32 images of the test file) and an
 MLP on a CSV of named classes (input_scale 1; predicted with labels). Each
 is rebuilt from its file alone by a forward pass written here with the
 standard library (always), and by PyTorch (torch.nn.Sequential of Linear
@@ -175,9 +175,9 @@ def main():
                "space": {"layers": {"type": "int", "low": 2, "high": 2}},
                "tuner": {"algorithm": "random", "seed": 4, "max_trials": 1}}
         mid, raw = train_model(hp, dict(mlp, name="fmnist-weights",
-                                        dataset={"name": "fashion-mnist", "limit": 2000, "validation_split": 500},
+                                        dataset={"name": "fashion-mnist", "limit": 1200, "validation_split": 300},
                                         training={"max_epochs": 2, "batch_size": 64}))
-        rows = fmnist_rows(64)
+        rows = fmnist_rows(32)
         meta, tensors, pred = check_model(c, hp, "Fashion-MNIST MLP", mid, raw, rows, 1 / 255, None)
         unscaled = forward_stdlib(meta, tensors, rows, 1.0)
         off = max(abs(a - b) for u, p in zip(unscaled, pred["predictions"]) for a, b in zip(u, p))
