@@ -1,72 +1,9 @@
-/* json_text.c - JSON text for clients with every real in its shortest form
- * that reads back to the same double (0.4, not jansson's %.17g
- * 0.40000000000000002), as Python's repr and JavaScript print them: what a
- * client sends is what it reads back, and the dashboard shows no noise.
- * jansson has no such mode, so the text it writes is rewritten: outside
- * strings, each number with a fraction or an exponent is printed again with
- * the fewest significant digits (1 to 17) that strtod maps to the same
- * value; a real stays a real ("1.0", not "1"). */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
+/* json_text.c - api_json_dumps: jansson's text with every real in its
+ * shortest round-trip form (common/json_text.h), for every answer and event
+ * text hpod sends, so the dashboard shows no noise. */
 #include "api_internal.h"
-
-/* The shortest text of the real written at s (n bytes) into out (>= 32
- * bytes), or 0: keep s as it is. */
-static size_t shortest(const char *s, size_t n, char *out) {
-    char in[64];
-    if (n >= sizeof in) return 0; /* not a %.17g real: leave it */
-    memcpy(in, s, n);
-    in[n] = '\0';
-    double v = strtod(in, NULL);
-    int len = 0;
-    for (int p = 1; p <= 17; p++) {
-        len = snprintf(out, 32, "%.*g", p, v);
-        if (strtod(out, NULL) == v) break;
-    }
-    if (!strpbrk(out, ".eEn")) len += snprintf(out + len, 32 - (size_t)len, ".0");
-    return (size_t)len;
-}
+#include "json_text.h"
 
 char *api_json_dumps(const json_t *json, size_t flags) {
-    char *text = json_dumps(json, flags);
-    if (!text) return NULL;
-    size_t n = strlen(text);
-    char *out = hpo_xmalloc(n + 1);
-    size_t o = 0;
-    int in_string = 0;
-    for (size_t i = 0; i < n;) {
-        char c = text[i];
-        if (in_string) {
-            out[o++] = c;
-            if (c == '\\' && i + 1 < n) out[o++] = text[++i];
-            else if (c == '"') in_string = 0;
-            i++;
-        } else if (c == '"') {
-            in_string = 1;
-            out[o++] = text[i++];
-        } else if (c == '-' || (c >= '0' && c <= '9')) {
-            size_t j = i, real = 0;
-            while (j < n && strchr("+-0123456789.eE", text[j])) real |= strchr(".eE", text[j++]) != NULL;
-            if (real) {
-                char buf[32];
-                size_t k = shortest(text + i, j - i, buf);
-                if (k > 0 && k <= j - i) { /* never longer than what it replaces */
-                    memcpy(out + o, buf, k);
-                    o += k;
-                    i = j;
-                    continue;
-                }
-            }
-            memcpy(out + o, text + i, j - i);
-            o += j - i;
-            i = j;
-        } else {
-            out[o++] = text[i++];
-        }
-    }
-    out[o] = '\0';
-    free(text);
-    return out;
+    return hpo_json_text_shortest(json_dumps(json, flags));
 }

@@ -140,8 +140,12 @@ int cli_events(cli_ctx *c, int argc, char **argv);
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a positive decimal id; 0 on failure. */
 long long cli_id(const char *s);
-/* Prints json on stdout (indented unless compact), with a newline. */
+/* Prints json on stdout (indented unless compact), with a newline; reals
+ * in their shortest round-trip form, as hpod sends them (json_text.h). */
 void cli_print_json(const json_t *j, int compact);
+/* Writes json, compact and with shortest reals, to file; 0, or -1 when it
+ * cannot be written. */
+int cli_write_json(const json_t *j, const char *file);
 /* A number as %.6g, "-" for null. */
 void cli_fmt_value(char *buf, size_t n, const json_t *v);
 /* outcome.c: a finite number (0, or -1); --metric NAME=V into metrics

@@ -151,7 +151,7 @@ int cli_study_export(cli_ctx *c, int argc, char **argv) {
     int rc = cli_call(c, "GET", path, NULL, &out);
     if (rc) return rc;
     if (file && strcmp(file, "-") != 0) {
-        if (json_dump_file(out, file, JSON_COMPACT) != 0) {
+        if (cli_write_json(out, file) != 0) {
             fprintf(stderr, "hpo: cannot write %s\n", file);
             rc = CLI_EUSAGE;
         } else if (!c->quiet && !c->json && !c->n_field) {

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "hpo.h"
+#include "json_text.h"
 
 int cli_usage(const char *fmt, ...) {
     va_list ap;
@@ -57,9 +58,18 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
 }
 
 void cli_print_json(const json_t *j, int compact) {
-    char *s = json_dumps(j, (compact ? JSON_COMPACT : JSON_INDENT(2)) | JSON_ENCODE_ANY);
+    char *s = hpo_json_text_shortest(json_dumps(j, (compact ? JSON_COMPACT : JSON_INDENT(2)) | JSON_ENCODE_ANY));
     if (s) printf("%s\n", s);
     free(s);
+}
+
+int cli_write_json(const json_t *j, const char *file) {
+    char *s = hpo_json_text_shortest(json_dumps(j, JSON_COMPACT));
+    FILE *f = s ? fopen(file, "w") : NULL;
+    int rc = f && fputs(s, f) >= 0 ? 0 : -1;
+    if (f && fclose(f) != 0) rc = -1;
+    free(s);
+    return rc;
 }
 
 void cli_fmt_value(char *buf, size_t n, const json_t *v) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_text.h"
 #include "ops.h"
 #include "safetensors.h"
 #include "train.h"
@@ -181,9 +182,10 @@ static int is_reserved(const char *k) {
     return 0;
 }
 
-/* Set key to the compact JSON text of v. */
+/* Set key to the compact JSON text of v (reals in shortest form: the
+ * template's dropout 0.4, not 0.40000000000000002). */
 static int meta_json(eng_st_writer *w, const char *key, const json_t *v) {
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *s = hpo_json_text_shortest(json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY));
     if (!s) return HPO_ENOMEM;
     int rc = eng_st_writer_meta(w, key, s);
     free(s);

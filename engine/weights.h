@@ -29,7 +29,8 @@
  *   eng_model_summary); plus every member of the caller's metadata object
  *   (e.g. "trial", "epochs", "dataset") that is not one of these reserved
  *   keys: strings as they are, integers in decimal, anything else as its
- *   JSON text. The caller's "template" (object, needed for
+ *   JSON text (every JSON text here with its reals in shortest round-trip
+ *   form, common/json_text.h). The caller's "template" (object, needed for
  *   eng_model_new_from_weights) and "params" (object or null) give those two
  *   keys; "n_classes" (integer) overrides the value derived from the model
  *   (out_dim for sparse categorical cross-entropy, else 0).

@@ -66,7 +66,9 @@ Design:
   (a finished trial: params and value, or an optuna FrozenTrial),
   create_study(warm_start=[studies]) (their complete trials seed the
   tuner), export() / Client.import_study / Client.copy_study (the
-  "hpo.study/1" document, which Optuna can load: see the README).
+  "hpo.study/1" document, which Optuna can load: see the README), and
+  Client.import_optuna(optuna_study) (optuna_document: the document of an
+  Optuna study, its space from the trials' distributions).
 """
 import email.utils
 import http.client
@@ -639,6 +641,15 @@ class Client:
             body["name"] = name
         return _imported(self, self._call("POST", "/api/v1/studies/import", body))
 
+    def import_optuna(self, optuna_study, name=None, space=None):
+        """A new study holding an Optuna study's finished trials (complete,
+        pruned, failed; running and waiting ones are skipped and counted):
+        its direction(s), params, values, intermediate values, times and
+        user_attrs, through POST /studies/import (see optuna_document). The
+        study, with `imported` and `skipped` set."""
+        return _imported(self, self._call("POST", "/api/v1/studies/import",
+                                          optuna_document(optuna_study, name=name, space=space)))
+
     def copy_study(self, study, name=None):
         """A copy of a study (a Study or its id) with its finished trials
         (Optuna's copy_study); an embedded study's weights are not copied."""
@@ -731,6 +742,75 @@ def _outcome(body, value, values, state, error, repeats=None, metrics=None):
     if error is not None:
         body["error"] = str(error)
     return body
+
+
+def _optuna_param(dist):
+    """hpo's definition of one Optuna distribution (FloatDistribution,
+    IntDistribution, CategoricalDistribution, or the older Uniform,
+    LogUniform, DiscreteUniform and IntUniform ones), read by attribute."""
+    if hasattr(dist, "choices"):
+        return {"type": "choice", "values": list(dist.choices)}
+    kind = "int" if "Int" in type(dist).__name__ else "float"
+    out = {"type": kind, "low": dist.low, "high": dist.high}
+    log = getattr(dist, "log", False) or type(dist).__name__.startswith(("LogUniform", "IntLogUniform"))
+    step = getattr(dist, "step", None) or getattr(dist, "q", None)
+    if log:
+        out["log"] = True
+    elif step is not None and not (kind == "int" and step == 1):
+        out["step"] = step
+    return out
+
+
+def optuna_document(optuna_study, name=None, space=None):
+    """The "hpo.study/1" document (Client.import_study's) of an Optuna study,
+    read by attribute, so optuna is not imported here: its name (or name),
+    direction(s), user_attrs and trials (state, params, value or values,
+    intermediate_values, datetime_start/complete, user_attrs). The space is
+    built from the trials' distributions; a parameter that some finished
+    trials lack is conditional in Optuna's define-by-run space, which hpo
+    cannot guess: ValueError naming it, unless space= (hpo's definition of
+    the space, with its conditions) is given."""
+    states = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
+              "WAITING": "queued"}
+    trials = list(optuna_study.trials)
+    if space is None:
+        space, seen = {}, []
+        finished = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL")]
+        for t in finished:
+            for k, d in t.distributions.items():
+                p = _optuna_param(d)
+                if space.setdefault(k, p) != p:
+                    raise ValueError("parameter %r has two distributions (%s, %s): pass space=" % (k, space[k], p))
+        for k in space:
+            missing = [t.number for t in finished if k not in t.params]
+            if missing:
+                raise ValueError("parameter %r is missing from trials %s (conditional): pass space= with its "
+                                 "condition" % (k, missing[:5]))
+    directions = [d.name.lower() for d in optuna_study.directions]
+    definition = {"name": name or optuna_study.study_name, "space": dict(space)}
+    if len(directions) == 1:
+        definition["objective"] = {"direction": directions[0]}
+    else:
+        definition["objectives"] = [{"metric": "objective_%d" % i, "direction": d} for i, d in enumerate(directions)]
+
+    def when(dt):  # Optuna's times are naive local times
+        return dt.astimezone().isoformat() if dt is not None else None
+
+    docs = []
+    for t in trials:
+        doc = {"number": t.number, "state": states.get(t.state.name, t.state.name.lower()), "params": dict(t.params),
+               "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()},
+               "datetime_start": when(t.datetime_start), "datetime_complete": when(t.datetime_complete),
+               "user_attrs": dict(t.user_attrs)}
+        if t.values is not None and len(directions) > 1:
+            doc["values"] = list(t.values)
+        elif t.values is not None:
+            doc["value"] = t.values[0]
+        docs.append(doc)
+    return {"format": "hpo.study/1",
+            "study": {"name": definition["name"], "definition": definition,
+                      "user_attrs": dict(optuna_study.user_attrs)},
+            "trials": docs}
 
 
 def _imported(client, out):

@@ -24,6 +24,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 COMPLETION = os.path.join(ROOT, "cli", "hpo-completion.bash")
 
 
+def real_tokens(text):
+    """The reals of a JSON text (numbers with a fraction or an exponent, outside strings)."""
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    return [m for m in re.findall(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?", bare) if re.search(r"[.eE]", m)]
+
+
 def complete(words):
     """What the completion offers for `words` (the last one being typed)."""
     script = ('source "%s"; COMP_WORDS=(%s); COMP_CWORD=%d; COMP_LINE="${COMP_WORDS[*]}"; _hpo; '
@@ -130,6 +136,17 @@ def main():
                 and out.count("\n") > 3, "trial ID: the trial as indented JSON")
         rc, out, _ = hpo("trial", trials[0], "--json")
         c.check(rc == 0 and out.count("\n") == 1 and json.loads(out) == t, "trial --json: one line")
+        # reals as hpod sends them, in their shortest round-trip form (jansson alone writes lr as %.17g)
+        rc2, lr_text, _ = hpo("trial", trials[0], "--field", "params.lr")
+        export = os.path.join(tempfile.mkdtemp(prefix="hpo-cli-"), "s.json")
+        rc3, _, _ = hpo("study", "export", sid, "-o", export)
+        with open(export) as f:
+            export_text = f.read()
+        noisy = [x for text in (out, lr_text, export_text) for x in real_tokens(text) if len(x) > len(repr(float(x)))]
+        c.check(rc2 == 0 and rc3 == 0 and float(lr_text) == t["params"]["lr"] and lr_text.strip() == repr(t["params"]["lr"])
+                and not noisy and real_tokens(export_text),
+                "--json, --field and study export -o write reals in shortest form (%s; longer than needed: %s)"
+                % (lr_text.strip(), noisy[:3]))
         rc, _, err = hpo("trial", "99999")
         c.check(rc == 2 and json.loads(err)["error"]["code"] == "not_found", "trial of an unknown id -> 2, JSON error")
         rc, out, _ = hpo("importance", sid)

@@ -3,7 +3,9 @@
 predicts. The dataset lists its classes (sorted names, class k the k-th);
 the exported weights carry the label mapping ("classes") and the input
 scaling ("input_scale") in their safetensors metadata, so they can be used
-outside hpod; predict answers each row's label beside its class number."""
+outside hpod; predict answers each row's label beside its class number.
+The study (the mlp template with "layers" overridden) shows its effective
+space: the template's, with the override."""
 import json
 import random
 import struct
@@ -50,6 +52,13 @@ def main():
                 "tuner": {"algorithm": "random", "seed": 1, "max_trials": 1}}
         sid = hp.ok("POST", "/api/v1/studies", spec)["id"]
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
+        # the effective space: the mlp template's own, with the definition's override of layers
+        study = hp.ok("GET", "/api/v1/studies/%d" % sid)
+        space = study.get("space", {})
+        c.check(study["definition"]["space"] == spec["space"] and space.get("layers") == spec["space"]["layers"] and
+                set(space) == {"layers", "units", "dropout", "lr", "optimizer", "momentum"} and
+                space["momentum"].get("condition") == {"optimizer": ["sgd"]},
+                "the study shows the template's space with the override (%s)" % space)
         trial = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
         c.check(trial["state"] == "complete", "the study trains on it (%s)" % trial["state"])
         model = hp.ok("POST", "/api/v1/trials/%d/model" % trial["id"], {})

@@ -306,6 +306,77 @@ def optuna_checks(c, hp, doc, best):
     c.check(imp["skipped"] == 1 and imp["imported"] == 25 and hbest["value"] == ostudy.best_value and
             hbest["params"] == ostudy.best_params,
             "hpo imports an Optuna study: best %s %s (%s)" % (hbest["value"], hbest["params"], imp))
+    optuna_converter_checks(c, hp, optuna)
+
+
+def optuna_converter_checks(c, hp, optuna):
+    """Client.import_optuna: an Optuna study as Optuna holds it, its space
+    read from the trials' distributions."""
+    import math
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # the failing trials' tracebacks
+    cl = hpo.Client(hp.url)
+
+    def objective(trial):
+        lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+        n = trial.suggest_int("n", 2, 10, step=2)
+        q = trial.suggest_float("q", 0, 1, step=0.25)
+        act = trial.suggest_categorical("act", ["relu", "tanh", 3])
+        trial.set_user_attr("twice_n", 2 * n)
+        trial.report(lr, 0)
+        if n == 10:
+            raise optuna.TrialPruned()
+        if q == 1.0 and act == "tanh":
+            raise ValueError("this corner fails")
+        return (math.log10(lr) + 2) ** 2 + n + q
+
+    ost = optuna.create_study(study_name="optuna-native", sampler=optuna.samplers.TPESampler(seed=3))
+    ost.set_user_attr("origin", "optuna")
+    ost.optimize(objective, n_trials=30, catch=(ValueError,))
+    ost.ask()  # running: skipped
+    got = cl.import_optuna(ost)
+    space = hp.ok("GET", S + "/%d" % got.id)["definition"]["space"]
+    htrials = got.trials
+    by_number = {t.number: t for t in htrials}
+    states = {s: sum(t.state.name == s for t in ost.trials) for s in ("COMPLETE", "PRUNED", "FAIL")}
+    c.check(space == {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+                      "n": {"type": "int", "low": 2, "high": 10, "step": 2},
+                      "q": {"type": "float", "low": 0, "high": 1, "step": 0.25},
+                      "act": {"type": "choice", "values": ["relu", "tanh", 3]}},
+            "import_optuna: the space from Optuna's distributions: %s" % space)
+    c.check(got.imported == 30 and got.skipped == 1 and got.name == "optuna-native" and
+            got.best_value == ost.best_value and got.best_params == ost.best_params and
+            got.user_attrs == {"origin": "optuna"},
+            "import_optuna: 30 trials (%s), 1 running skipped, Optuna's best %s %s, the study's user_attrs"
+            % (states, got.best_value, got.best_params))
+    c.check(all(by_number[i].params == t.params and by_number[i].user_attrs == t.user_attrs and
+                by_number[i].state == {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed"}[t.state.name]
+                for i, t in enumerate(ost.trials[:30])),
+            "import_optuna: each trial's params, state and user_attrs")
+
+    mo = optuna.create_study(directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=1))
+    mo.optimize(lambda t: (t.suggest_float("x", 0, 1), math.sqrt(t.suggest_float("y", 0, 1))), n_trials=15)
+    hmo = cl.import_optuna(mo, name="optuna-mo")
+    front = sorted(tuple(t.values) for t in hmo.best_trials)
+    c.check(front == sorted(tuple(t.values) for t in mo.best_trials),
+            "import_optuna of a two-objective study: Optuna's Pareto front (%d trials)" % len(front))
+
+    cond = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
+
+    def conditional(t):
+        opt = t.suggest_categorical("opt", ["sgd", "adam"])
+        m = t.suggest_float("m", 0, 0.9) if opt == "sgd" else 0
+        return m + (opt == "adam")
+    cond.optimize(conditional, n_trials=12)
+    try:
+        cl.import_optuna(cond)
+        c.check(False, "a conditional parameter without space=: ValueError")
+    except ValueError as e:
+        c.check("'m'" in str(e), "a conditional parameter without space=: ValueError naming it (%s)" % e)
+    given = {"opt": {"type": "choice", "values": ["sgd", "adam"]},
+             "m": {"type": "float", "low": 0, "high": 0.9, "condition": {"opt": ["sgd"]}}}
+    hc = cl.import_optuna(cond, name="optuna-cond", space=given)
+    c.check(hc.imported == 12 and hc.best_value == cond.best_value, "with space= and its condition: imported (%s)"
+            % hc.best_value)
 
 
 def warm_start_checks(c, hp, hpod_bin, data_dir):
