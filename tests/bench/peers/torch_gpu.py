@@ -62,16 +62,21 @@ HPO_ADAM = {"learning_rate": 1e-3, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e
 
 
 def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
+    """an IDX file, gzipped (Debian's) or not (tests/gpu/bundle.sh's copy)"""
+    if os.path.exists(path + ".gz"):
+        with gzip.open(path + ".gz", "rb") as f:
+            data = f.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
     ndim = data[3]
     dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def load(split, limit, device):
-    x = read_idx(os.path.join(FMNIST_DIR, "%s-images-idx3-ubyte.gz" % split))
-    y = read_idx(os.path.join(FMNIST_DIR, "%s-labels-idx1-ubyte.gz" % split))
+    x = read_idx(os.path.join(FMNIST_DIR, "%s-images-idx3-ubyte" % split))
+    y = read_idx(os.path.join(FMNIST_DIR, "%s-labels-idx1-ubyte" % split))
     if limit:
         x, y = x[:limit], y[:limit]
     x = torch.from_numpy(x.astype(np.float32) / 255.0).reshape(len(x), 28, 28, 1)
@@ -442,4 +447,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)  # no wait for torch.compile's worker pools (one stopped at the time limit may still be busy)
