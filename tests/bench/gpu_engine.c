@@ -374,8 +374,10 @@ static void take_line(const char *line, row *rows, int nr, double *peak, char *i
             rw->torch_sps[k] = json_number_value(json_object_get(j, "samples_per_s"));
             rw->torch_acc[k] = json_number_value(json_object_get(j, "test_acc"));
             rw->torch_warmup[k] = json_number_value(json_object_get(j, "warmup_s"));
-            printf("PyTorch %s batch %d %s %s: %.0f samples/s, test acc %.4f (warm-up epoch %.1f s)\n", model, batch,
-                   prec, mode, rw->torch_sps[k], rw->torch_acc[k], rw->torch_warmup[k]);
+            json_t *cg = json_object_get(j, "compiled_graphs");
+            printf("PyTorch %s batch %d %s %s: %.0f samples/s, test acc %.4f (warm-up epoch %.1f s)%s\n", model, batch,
+                   prec, mode, rw->torch_sps[k], rw->torch_acc[k], rw->torch_warmup[k],
+                   cg && json_integer_value(cg) == 0 ? "  NOTE: dynamo compiled no graph, it ran eagerly" : "");
         }
     }
     fflush(stdout);

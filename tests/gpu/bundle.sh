@@ -18,7 +18,8 @@
 #                     raw files tighter than their .gz)
 #   COMMIT, MANIFEST  the commit built, and every file with the newest glibc
 #                     symbol versions the programs need
-# and packs it into .gpu-bundle.tar.xz, the one path a device call carries:
+# and packs it into .gpu-pack/bundle.tar.xz (.gpu-pack/ is the one folder a
+# device call carries):
 # what travels (the working tree and carried paths) is limited to 64 MiB, and
 # OpenBLAS + oneDNN + the dataset alone are ~125 MB unpacked. The script
 # fails when what would travel is over the limit, or when a program needs a
@@ -27,7 +28,7 @@
 # CUDA 13 and run-on-device.sh finds it) and the driver (libcuda.so.1). The
 # CUDA runtime is linked statically.
 # Then a device session makes one call (README.md, "GPU"):
-#     run(command="bash tests/gpu/run-on-device.sh", carry=[".gpu-bundle.tar.xz"], timeout_s=600)
+#     run(command="bash tests/gpu/run-on-device.sh", carry=[".gpu-pack"], timeout_s=600)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 build=${1:-build-gpu}
@@ -39,8 +40,8 @@ tests=$(sed -n 's/^add_test(\(gpu\.[a-z_0-9]*\) .*/\1/p' "$build/tests/CTestTest
 cmake --build "$build" -j"${JOBS:-2}" --target $tests bench_gpu_engine
 
 b=.gpu-bundle
-rm -rf $b .gpu-bundle.tar.xz
-mkdir -p $b/bin $b/lib $b/lib-fallback $b/data/fashion-mnist
+rm -rf $b .gpu-pack
+mkdir -p .gpu-pack $b/bin $b/lib $b/lib-fallback $b/data/fashion-mnist
 for t in $tests; do cp "$build/tests/$t" $b/bin/; done
 cp "$build/tests/bench/bench_gpu_engine" $b/bin/
 strip --strip-debug $b/bin/*
@@ -84,11 +85,11 @@ git diff --quiet HEAD || echo "with uncommitted changes" >>$b/COMMIT
     done
 } >$b/MANIFEST
 
-XZ_OPT=-6 tar -C . -cJf .gpu-bundle.tar.xz $b
+XZ_OPT=-6 tar -C . -cJf .gpu-pack/bundle.tar.xz $b
 # what a device call sends: the tracked and untracked-not-ignored files, and the archive
 tree=$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-pack=$(stat -c %s .gpu-bundle.tar.xz)
-echo "staged $(du -sb $b | cut -f1) bytes in $b; .gpu-bundle.tar.xz $pack bytes; working tree $tree bytes;" \
+pack=$(du -cb .gpu-pack | tail -1 | cut -f1)
+echo "staged $(du -sb $b | cut -f1) bytes in $b; .gpu-pack $pack bytes; working tree $tree bytes;" \
     "together $((pack + tree)) of the $limit a device call may send"
 if [ $((pack + tree)) -gt $limit ]; then
     echo "too large for a device call: shrink the bundle or the working tree" >&2

@@ -4,7 +4,7 @@
 # device tool's folder; ./gpu-out when unset). The one command a device
 # session runs, from the repository root, with the archive that
 # tests/gpu/bundle.sh made here carried along:
-#     run(command="bash tests/gpu/run-on-device.sh", carry=[".gpu-bundle.tar.xz"], timeout_s=600)
+#     run(command="bash tests/gpu/run-on-device.sh", carry=[".gpu-pack"], timeout_s=600)
 # Options: --tests-only       no benchmark
 #          --sanitize         also each test under compute-sanitizer memcheck
 #                             (Firecracker machines only; slow)
@@ -16,7 +16,7 @@
 #                             benchmark says why)
 # What it does, writing partial results as it goes (a run stopped at its
 # limit still brings back what ran):
-#  1. unpacks .gpu-bundle.tar.xz into .gpu-bundle/ (xz, or Python's tarfile)
+#  1. unpacks .gpu-pack/bundle.tar.xz into .gpu-bundle/ (xz, or Python's tarfile)
 #  2. $OUT/env.txt: the GPU, driver, glibc, PyTorch, where libcublasLt.so.13
 #     was found (the CUDA toolkit's lib64, else the nvidia-cublas wheel, else
 #     a search); no usable CUDA device (bench_gpu_engine --check-device) ends
@@ -54,14 +54,15 @@ elapsed() { echo $(($(date +%s) - start)); }
 say() { echo "$*" | tee -a "$sum"; }
 
 b=.gpu-bundle
-if [ -f $b.tar.xz ]; then
+pack=.gpu-pack/bundle.tar.xz
+if [ -f $pack ]; then
     rm -rf $b
-    if ! tar -xJf $b.tar.xz 2>>"$log"; then
-        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(".")' $b.tar.xz 2>>"$log"
+    if ! tar -xJf $pack 2>>"$log"; then
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(".")' $pack 2>>"$log"
     fi
 fi
 if [ ! -d $b/bin ]; then
-    say "no $b/bin: run tests/gpu/bundle.sh on the build machine and carry .gpu-bundle.tar.xz"
+    say "no $b/bin: run tests/gpu/bundle.sh on the build machine and carry .gpu-pack"
     exit 2
 fi
 

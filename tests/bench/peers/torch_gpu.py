@@ -235,7 +235,9 @@ class Run:
             self.opt = torch.optim.Adam(params, lr=lr0, **kw)
             self.opt_desc = "Adam"
         self.step_loss = self.loss_of
-        if mode == "compile":
+        if mode == "compile":  # a fresh start per row: dynamo's cache of 8 graphs per function would
+            torch._dynamo.reset()  # otherwise fill up over the rows and later rows run eagerly, silently
+            self.graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
             self.step_loss = torch.compile(self.loss_of, mode=a.compile_mode, dynamic=False)
         self.mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None) \
             if mode == "compile" else None
@@ -333,6 +335,10 @@ class Run:
         out.update({"samples_per_s": rows / secs, "warmup_s": epochs[0][0], "epoch_s": [e[0] for e in epochs],
                     "train_loss": [e[2] for e in epochs], "train_acc": epochs[-1][3],
                     "test_acc": self.test_accuracy(), "steps_per_epoch": self.steps_per_epoch})
+        if self.mode == "compile":  # graphs dynamo compiled for this row (0 would mean it ran eagerly)
+            out["compiled_graphs"] = torch._dynamo.utils.counters["stats"]["unique_graphs"] - self.graphs_before
+        if self.mode == "graph":
+            out["cuda_graphs"] = len(self.graphs)
         return out
 
 
