@@ -34,7 +34,8 @@
  * that check alone, 0 when there is one: bench.gpu_engine_no_device), except with
  * --torch-only (PyTorch alone; with --torch-device cpu it checks the peer on
  * the CPU: bench.gpu_engine_peer_cpu). The peer runs with $HPO_PYTHON
- * (default /usr/bin/python3); Fashion-MNIST comes from
+ * (default /usr/bin/python3) and, when $HPO_PEER_LD_LIBRARY_PATH is set,
+ * that as its LD_LIBRARY_PATH (empty: none); Fashion-MNIST comes from
  * $HPO_FASHION_MNIST_DIR, else Debian's folder, else the bundle's copy
  * (.gpu-bundle/data/fashion-mnist beside the checkout: tests/gpu/bundle.sh).
  * Exit 1 when an hpo row failed for another reason than "unsupported", or
@@ -386,7 +387,9 @@ static void take_line(const char *line, row *rows, int nr, double *peak, char *i
 
 static int run_torch(const opts *o, row *rows, int nr, double *peak, char *info, size_t ninfo) {
     char cmd[8192], *p = cmd, *end = cmd + sizeof cmd;
-    const char *py = getenv("HPO_PYTHON");
+    const char *py = getenv("HPO_PYTHON"), *ldp = getenv("HPO_PEER_LD_LIBRARY_PATH");
+    if (ldp) /* the peer's own library path: not the bundle's, whose libraries could shadow PyTorch's */
+        p += snprintf(p, (size_t)(end - p), *ldp ? "env LD_LIBRARY_PATH='%s' " : "env -u LD_LIBRARY_PATH ", ldp);
     p += snprintf(p, (size_t)(end - p), "'%s' '%s/torch_gpu.py' --device %s --epochs %d --batches %s --precisions %s",
                   py && *py ? py : "/usr/bin/python3", bench_peers_dir(), o->torch_device, o->epochs, o->batches,
                   o->precs);

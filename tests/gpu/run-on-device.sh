@@ -76,6 +76,11 @@ if [ -z "$cublas" ]; then
     f=$(timeout 60 find /opt /usr/local /usr/lib /root -name 'libcublasLt.so.13' 2>/dev/null | head -1)
     [ -n "$f" ] && cublas=$(dirname "$f")
 fi
+# PyTorch keeps the machine's own library path: the bundle's libraries (zlib, libgomp, the
+# toolkit's cuBLAS) could shadow those its wheels bring
+export HPO_PEER_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
+peer_env=(env -u LD_LIBRARY_PATH)
+[ -n "$HPO_PEER_LD_LIBRARY_PATH" ] && peer_env=(env "LD_LIBRARY_PATH=$HPO_PEER_LD_LIBRARY_PATH")
 export LD_LIBRARY_PATH="$PWD/$b/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if ldd $b/bin/bench_gpu_engine | grep -q "not found"; then # the device's C++ runtime missing or too old
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/$b/lib-fallback"
@@ -86,7 +91,7 @@ fi
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.sm,clocks.max.sm --format=csv 2>&1 ||
         echo "nvidia-smi failed"
     echo "glibc: $(ldd --version 2>&1 | head -1)"
-    echo "python3: $(command -v python3) $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1)"
+    echo "python3: $(command -v python3) $("${peer_env[@]}" python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1)"
     echo "libcublasLt.so.13 from: ${cublas:-NOT FOUND}"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
     ldd $b/bin/bench_gpu_engine 2>&1 | grep -E "not found|cublas|stdc\+\+"
