@@ -440,7 +440,8 @@ static void print_table(const opts *o, row *rows, int nr, const double peak[2], 
             if (r->torch_sps[k] > 0 && (best < 0 || r->torch_sps[k] > r->torch_sps[best])) best = k;
         printf("| %s | %d | %s |", r->model, r->batch, r->prec);
         if (r->ran) printf(" %.0f |", r->sps);
-        else if (!strncmp(r->why, "unsupported", 11) || !strncmp(r->why, "not run", 7)) printf(" %.11s |", r->why);
+        else if (!strncmp(r->why, "unsupported", 11)) printf(" unsupported |");
+        else if (!strncmp(r->why, "not run", 7)) printf(" not run |");
         else printf(" %s |", r->why[0] ? "failed" : "-");
         for (int k = 0; k < NMODES; k++) cell_sps(r->torch_sps[k], r->torch_why[k]);
         double tflops = r->ran ? r->sps * r->flops / 1e12 : 0, pk = peak[!strcmp(r->prec, "mixed_bf16")];
