@@ -146,13 +146,14 @@ static int gemm_once(gemm_bufs *g, int bf16, int M, int K, int N) {
 }
 
 /* Seconds of the GEMMs (M, K, N) [k] run back to back, per round: the
- * median of 3 timed groups of rounds after a warm-up round; -1 on a device
+ * median of 3 timed groups of rounds after two warm-up rounds (the first
+ * loads the kernels; the second sizes the groups to ~0.1 s); -1 on a device
  * error (printed). */
 static double gemm_seconds(gemm_bufs *g, int bf16, const int (*shapes)[3], int k) {
     hpo_error err;
     double t[3];
     int reps = 1;
-    for (int grp = -1; grp < 3; grp++) {
+    for (int grp = -2; grp < 3; grp++) {
         double t0 = hpo_monotonic();
         for (int r = 0; r < reps; r++)
             for (int i = 0; i < k; i++)
@@ -162,10 +163,10 @@ static double gemm_seconds(gemm_bufs *g, int bf16, const int (*shapes)[3], int k
             return -1;
         }
         double dt = hpo_monotonic() - t0;
-        if (grp < 0) { /* the warm-up round sizes the groups to ~0.1 s */
+        if (grp == -1) {
             reps = dt > 0 ? (int)(0.1 / dt) : 100;
             reps = reps < 3 ? 3 : reps > 500 ? 500 : reps;
-        } else {
+        } else if (grp >= 0) {
             t[grp] = dt / reps;
         }
     }
