@@ -146,6 +146,8 @@ int api_response_error(const api_response *resp, api_error_info *out);
  * (epochs, samples/s) cover these names and no others, so the labels stay
  * bounded. */
 void api_metrics_slots(api_ctx *ctx, const char *const *names, size_t n);
+/* The slot's worker starts (busy 1) or ends (0) a job: hpo_slot_busy_seconds_total. */
+void api_metrics_slot_busy(api_ctx *ctx, const char *slot, int busy);
 
 /* ---- streamed uploads (POST /api/v1/datasets, multipart/form-data) ----
  * The server parses the multipart body (libmicrohttpd's post processor) and

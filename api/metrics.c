@@ -12,6 +12,11 @@
  *   hpo_jobs_queued                                gauge: queued trials of running studies + queued model jobs
  *   hpo_epochs_total{slot}                         counter: trial epochs trained on the slot
  *   hpo_samples_per_second{slot}                   gauge: the slot's last trial epoch (0 before one)
+ *   hpo_slot_info{slot,device} 1                   the device a slot trains on: "cpu", "cuda:G" ("cuda:G+H")
+ *   hpo_slot_busy_seconds_total{slot}              counter: time the slot's worker spent in jobs
+ *   hpo_gpu_memory_used_bytes{gpu}, hpo_gpu_memory_total_bytes{gpu}
+ *                                                  gauges, per GPU of a cuda slot, only where the GPU
+ *                                                  answers (cudaMemGetInfo, outside the mutex)
  *   hpo_event_streams                              gauge: open SSE clients
  *   hpo_uptime_seconds                             gauge
  *   process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
@@ -29,6 +34,7 @@
 
 #include "api_internal.h"
 #include "blas_select.h"
+#include "gpu.h"
 
 static const double buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                  0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
@@ -57,6 +63,8 @@ typedef struct slot_stats {
     char name[32];
     uint64_t epochs;
     double samples_per_s; /* the last epoch's */
+    double busy_s;        /* jobs ended */
+    double busy_since;    /* the running job's start (monotonic), 0 when idle */
 } slot_stats;
 
 struct api_metrics {
@@ -153,6 +161,46 @@ void api_metrics_slots(api_ctx *ctx, const char *const *names, size_t n) {
     for (size_t i = 0; i < n; i++) snprintf(m->slots[i].name, sizeof m->slots[i].name, "%s", names[i]);
     m->n_slots = n;
     pthread_mutex_unlock(&m->lock);
+}
+
+void api_metrics_slot_busy(api_ctx *ctx, const char *slot, int busy) {
+    api_metrics *m = ctx->metrics;
+    double now = hpo_monotonic();
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->n_slots; i++) {
+        slot_stats *s = &m->slots[i];
+        if (strcmp(s->name, slot) != 0) continue;
+        if (busy && s->busy_since == 0) s->busy_since = now;
+        if (!busy && s->busy_since > 0) s->busy_s += now - s->busy_since, s->busy_since = 0;
+        break;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* The device of a slot by its name (server/workers.h): "cuda:G[+H]" of
+ * "cuda:G[+H]/K", else "cpu". */
+static void slot_device(const char *name, char *out, size_t n) {
+    const char *slash = strchr(name, '/');
+    if (strncmp(name, "cuda:", 5) == 0 && slash) snprintf(out, n, "%.*s", (int)(slash - name), name);
+    else snprintf(out, n, "cpu");
+}
+
+/* The GPU numbers of the cuda slots, each once (at most n). */
+static size_t slot_gpus(const api_metrics *m, int *gpus, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < m->n_slots; i++) {
+        const char *p = m->slots[i].name;
+        if (strncmp(p, "cuda:", 5) != 0) continue;
+        for (p += 5; *p >= '0' && *p <= '9';) {
+            char *end;
+            int g = (int)strtol(p, &end, 10);
+            size_t j = 0;
+            while (j < k && gpus[j] != g) j++;
+            if (j == k && k < n) gpus[k++] = g;
+            p = *end == '+' ? end + 1 : end;
+        }
+    }
+    return k;
 }
 
 void api_metrics_job(api_ctx *ctx, int delta) {
@@ -338,11 +386,44 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
         put_label(&t, m->slots[i].name);
         put(&t, "\"} %.3f\n", m->slots[i].samples_per_s);
     }
+    put(&t, "# HELP hpo_slot_info The device each slot trains on.\n# TYPE hpo_slot_info gauge\n");
+    for (size_t i = 0; i < m->n_slots; i++) {
+        char dev[32];
+        slot_device(m->slots[i].name, dev, sizeof dev);
+        put(&t, "hpo_slot_info{slot=\"");
+        put_label(&t, m->slots[i].name);
+        put(&t, "\",device=\"");
+        put_label(&t, dev);
+        put(&t, "\"} 1\n");
+    }
+    put(&t, "# HELP hpo_slot_busy_seconds_total Time each slot's worker spent running jobs.\n"
+            "# TYPE hpo_slot_busy_seconds_total counter\n");
+    double now = hpo_monotonic();
+    for (size_t i = 0; i < m->n_slots; i++) {
+        const slot_stats *s = &m->slots[i];
+        put(&t, "hpo_slot_busy_seconds_total{slot=\"");
+        put_label(&t, s->name);
+        put(&t, "\"} %.3f\n", s->busy_s + (s->busy_since > 0 ? now - s->busy_since : 0));
+    }
     put(&t, "# HELP hpo_event_streams Open event streams (SSE clients).\n# TYPE hpo_event_streams gauge\n"
             "hpo_event_streams %d\n", m->streams);
     double uptime = hpo_now() - m->started;
+    int gpus[16];
+    size_t n_gpus = slot_gpus(m, gpus, 16);
     pthread_mutex_unlock(&m->lock);
 
+    size_t used[16], total[16], answered = 0; /* outside the lock: device queries */
+    for (size_t i = 0; i < n_gpus; i++) {
+        hpo_error gerr;
+        if (eng_gpu_memory(gpus[i], &used[answered], &total[answered], &gerr) == 0) gpus[answered++] = gpus[i];
+    }
+    if (answered)
+        put(&t, "# HELP hpo_gpu_memory_used_bytes Memory in use on the GPU, by every process.\n"
+                "# TYPE hpo_gpu_memory_used_bytes gauge\n");
+    for (size_t i = 0; i < answered; i++) put(&t, "hpo_gpu_memory_used_bytes{gpu=\"%d\"} %zu\n", gpus[i], used[i]);
+    if (answered)
+        put(&t, "# HELP hpo_gpu_memory_total_bytes The GPU's memory.\n# TYPE hpo_gpu_memory_total_bytes gauge\n");
+    for (size_t i = 0; i < answered; i++) put(&t, "hpo_gpu_memory_total_bytes{gpu=\"%d\"} %zu\n", gpus[i], total[i]);
     if (have_queued)
         put(&t, "# HELP hpo_jobs_queued Jobs waiting for a slot: queued trials of running studies and queued "
                 "model jobs.\n# TYPE hpo_jobs_queued gauge\nhpo_jobs_queued %lld\n",

@@ -49,6 +49,11 @@ typedef struct eng_cuda eng_cuda;
 typedef struct eng_cuda_graph eng_cuda_graph;
 
 /* ---- context ---- */
+/* The device memory a context allocates for itself: the cuBLASLt workspace
+ * and the reduction scratch (counted by eng_train_cuda_mem_estimate). */
+#define ENG_CUDA_WORKSPACE_BYTES ((size_t)32 << 20) /* NVIDIA's advice for Hopper */
+#define ENG_CUDA_SCRATCH_DOUBLES 1024               /* >= the blocks of a reduction's first pass */
+#define ENG_CUDA_CONTEXT_BYTES (ENG_CUDA_WORKSPACE_BYTES + ENG_CUDA_SCRATCH_DOUBLES * sizeof(double))
 /* Opens device `device` (cudaSetDevice for this thread), its stream and
  * cuBLASLt. HPO_EUNSUPPORTED (field "devices") without CUDA or device. */
 int eng_cuda_open(int device, int allow_tf32, eng_cuda **out, hpo_error *err);

@@ -39,5 +39,10 @@ void eng_gpu_describe(char *buf, size_t n);
 int eng_gpu_count(int *n, hpo_error *err);
 /* Device i's properties; HPO_EINVAL naming "devices" for a bad index. */
 int eng_gpu_info_get(int i, eng_gpu_info *out, hpo_error *err);
+/* Device i's memory in use (by every process: total - free) and its total,
+ * for /metrics. Asks through this process's context on the device
+ * (cudaMemGetInfo), which its first call creates when no trial has yet;
+ * sets the calling thread's current device. */
+int eng_gpu_memory(int i, size_t *used, size_t *total, hpo_error *err);
 
 #endif

@@ -57,3 +57,20 @@ extern "C" int eng_gpu_info_get(int i, eng_gpu_info *out, hpo_error *err) {
     out->multiprocessors = p.multiProcessorCount;
     return 0;
 }
+
+extern "C" int eng_gpu_memory(int i, size_t *used, size_t *total, hpo_error *err) {
+    int n = 0;
+    int rc = eng_gpu_count(&n, err);
+    if (rc) return rc;
+    if (i < 0 || i >= n) return hpo_fail(err, HPO_EINVAL, "devices", "cuda:%d: this machine has %d CUDA device(s)", i, n);
+    size_t fr = 0, tot = 0;
+    cudaError_t e = cudaSetDevice(i);
+    if (e == cudaSuccess) e = cudaMemGetInfo(&fr, &tot);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return hpo_fail(err, HPO_EUNSUPPORTED, "devices", "cuda:%d: %s", i, cudaGetErrorString(e));
+    }
+    *used = tot - fr;
+    *total = tot;
+    return 0;
+}

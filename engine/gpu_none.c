@@ -20,3 +20,9 @@ int eng_gpu_info_get(int i, eng_gpu_info *out, hpo_error *err) {
     int n;
     return eng_gpu_count(&n, err);
 }
+
+int eng_gpu_memory(int i, size_t *used, size_t *total, hpo_error *err) {
+    (void)i, (void)used, (void)total;
+    int n;
+    return eng_gpu_count(&n, err);
+}

@@ -43,7 +43,9 @@
  *   every epoch end, so the callback, early stopping and the checkpoint
  *   (same layout) are the CPU's; a run resumes on either. Results agree
  *   with the CPU's to f32 rounding (sums in other orders), not bit for bit.
- *   A NaN loss is seen at the epoch's end there, not at its step.
+ *   A NaN loss is seen at the epoch's end there, not at its step. Its device
+ *   memory has a budget of its own (eng_cuda_mem below: the slot's share of
+ *   the GPU), checked like max_bytes before anything is allocated.
  * - Checkpoints are fsynced unless checkpoint_durable is 0 (hpod under
  *   --sync normal): then they survive a crash of the process, not of the
  *   machine (eng_st_writer_set_durable).
@@ -127,6 +129,9 @@ typedef struct eng_train_opts {
      * mixed_bf16; other layers HPO_EUNSUPPORTED naming the first one */
     int cuda;
     int cuda_device;
+    /* the run's share of the device's memory (eng_train_cuda_check_budget);
+     * 0: the default share (eng_train_cuda_budget) */
+    size_t cuda_max_bytes;
 } eng_train_opts;
 
 void eng_train_opts_init(eng_train_opts *o); /* defaults: 10 epochs, batch 128, ... */
@@ -163,6 +168,46 @@ void eng_train_mem_estimate(const eng_model *m, const eng_train_opts *o, eng_tra
  * sizes the largest layer ("model.layers[1].dense.units"). m may be
  * shape-only. out (may be NULL) gets the estimate. */
 int eng_train_check_budget(const eng_model *m, const eng_train_opts *o, eng_train_mem *out, hpo_error *err);
+
+/* ---- the device memory of a run on a CUDA device (train_cuda.c) ----
+ * What eng_train with o->cuda allocates on the device, added up by a dry
+ * run of the code that allocates (so the estimate is the allocation, to
+ * cudaMalloc's 512-byte rounding), before anything is allocated: the
+ * context's own buffers, the parameter, gradient and optimiser-state blocks
+ * (and their bf16 copy), every layer's batch buffers and the batch, label,
+ * loss and metric buffers at full batch_size, and the datasets of the
+ * splits with their labels and row lists. Works on a shape-only model
+ * (eng_model_new_shape). Not counted: the CUDA context itself and the
+ * allocator's rounding of large blocks, which the default share leaves
+ * room for. */
+typedef struct eng_cuda_mem {
+    size_t context;     /* the eng_cuda context's workspace and scratch */
+    size_t weights;     /* parameters, gradients, optimiser state, bf16 copy */
+    size_t activations; /* layer, batch, label, loss, metric buffers, the epoch's order */
+    size_t data;        /* the training (and another validation) dataset, labels or targets */
+    size_t total;       /* their sum (saturating at SIZE_MAX) */
+} eng_cuda_mem;
+void eng_train_cuda_mem_estimate(const eng_model *m, const eng_split *train, const eng_split *val,
+                                 const eng_train_opts *o, eng_cuda_mem *out);
+/* The memory of a slot on a device of device_bytes shared by `slots` slots:
+ * 90% of it (the rest for the CUDA context and the allocator's rounding)
+ * over the slots. */
+size_t eng_cuda_slot_share(size_t device_bytes, int slots);
+/* hpod's worker pool says how many slots train on device d at once (1 by
+ * default; process-wide, thread-safe). */
+void eng_train_cuda_set_slots(int device, int slots);
+/* The budget of a run on the device: o->cuda_max_bytes, else the slot
+ * share of o->cuda_device's memory (eng_gpu_info_get); 0 (no check) when
+ * there is no such device. */
+size_t eng_train_cuda_budget(const eng_train_opts *o);
+/* 0 when the run fits its budget; otherwise HPO_ETOOLARGE with err: "model
+ * needs X of device memory, the slot's share of cuda:G is Y: ..." naming the
+ * field that sizes the largest part (the largest layer's size field, or
+ * "dataset"). eng_train checks this before it opens the device, so a run
+ * that cannot fit fails with the reason, never with an out-of-memory midway.
+ * out (may be NULL) gets the estimate. */
+int eng_train_cuda_check_budget(const eng_model *m, const eng_split *train, const eng_split *val,
+                                const eng_train_opts *o, eng_cuda_mem *out, hpo_error *err);
 
 /* Train m on train (val may be NULL). m's buffers are reserved here. Out of
  * memory anywhere is HPO_ENOMEM with err saying for what. */

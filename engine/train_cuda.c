@@ -23,14 +23,18 @@
  * epoch (the sums), not at the step, and a non-finite gradient under
  * clipnorm skips that step's update on the device (eng_cuda_optim_step)
  * instead of failing at once; the loss then diverges and the epoch end
- * reports HPO_EDIVERGED. max_bytes (a host budget) is not applied: the
- * device allocations fail with HPO_ENOMEM naming the bytes instead. */
+ * reports HPO_EDIVERGED. max_bytes (a host budget) is not applied here: the
+ * device has its own (train.h, eng_train_cuda_check_budget), checked by a
+ * dry run of the allocating code (dev_alloc with a plan) before the device
+ * is opened; an allocation that still fails is HPO_ENOMEM naming the bytes. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_ops.h"
+#include "gpu.h"
 #include "ops.h"
 #include "train_loop.h"
 
@@ -58,6 +62,7 @@ typedef struct dev {
     int32_t *lab;
     float *tgt;
     double *sums, *vsums, *norm;
+    eng_cuda_mem *plan;      /* a dry run: sizes added up here, nothing allocated */
 } dev;
 
 static int bf16_layer(const dev *d, const eng_layer *l) {
@@ -83,7 +88,21 @@ static int check_model(const eng_model *m, const eng_train_opts *o, hpo_error *e
     return 0;
 }
 
-static int dalloc(dev *d, size_t bytes, void *out, const char *what, hpo_error *err) {
+/* what an allocation holds, for eng_cuda_mem */
+enum { MEM_WEIGHTS, MEM_ACTIVATIONS, MEM_DATA };
+
+/* one device allocation, or in a dry run (d->plan) its size counted:
+ * rounded up to 512 bytes, as cudaMalloc does at least */
+static int dalloc(dev *d, size_t bytes, void *out, const char *what, int kind, hpo_error *err) {
+    if (d->plan) {
+        size_t *part = kind == MEM_WEIGHTS ? &d->plan->weights
+                       : kind == MEM_DATA  ? &d->plan->data
+                                           : &d->plan->activations;
+        size_t r = bytes > SIZE_MAX - 511 ? SIZE_MAX : ((bytes ? bytes : 1) + 511) / 512 * 512;
+        *part = eng_size_add(*part, r);
+        *(void **)out = NULL;
+        return 0;
+    }
     int rc = eng_cuda_alloc(d->cu, bytes, (void **)out, err);
     if (rc == HPO_ENOMEM)
         return hpo_fail(err, rc, "devices", "cuda:%d: out of device memory for the %s (%zu bytes)", d->dev,
@@ -100,26 +119,26 @@ static int op_failed(dev *d, int rc, hpo_error *err) {
 static int alloc_layers(dev *d, hpo_error *err) {
     const eng_model *m = d->m;
     size_t cap = (size_t)d->bs;
-    int rc = 0;
+    int rc = 0, A = MEM_ACTIVATIONS;
     for (int i = 0; i < m->nlayers && !rc; i++) {
         const eng_layer *l = &m->layers[i];
         dlayer *dl = &d->ls[i];
         size_t in = cap * l->in_size * sizeof(float), out = cap * l->out_size * sizeof(float);
         switch (l->kind) {
         case ENG_L_DENSE:
-            if ((rc = dalloc(d, out, &dl->y, "dense output", err)) || (rc = dalloc(d, in, &dl->dx, "dense dx", err)))
+            if ((rc = dalloc(d, out, &dl->y, "dense output", A, err)) || (rc = dalloc(d, in, &dl->dx, "dense dx", A, err)))
                 break;
-            if (eng_act_needs_z(l->act)) rc = dalloc(d, out, &dl->z, "dense z", err);
+            if (eng_act_needs_z(l->act)) rc = dalloc(d, out, &dl->z, "dense z", A, err);
             else dl->z = dl->y;
-            if (!rc && bf16_layer(d, l) &&
-                (!(rc = dalloc(d, in / 2, &dl->xb, "bf16 input", err))))
-                rc = dalloc(d, out / 2, &dl->d16, "bf16 gradient", err);
+            if (!rc && bf16_layer(d, l) && (!(rc = dalloc(d, in / 2, &dl->xb, "bf16 input", A, err))))
+                rc = dalloc(d, out / 2, &dl->d16, "bf16 gradient", A, err);
             break;
         case ENG_L_DROPOUT:
-            if (!(rc = dalloc(d, out, &dl->y, "dropout output", err))) rc = dalloc(d, out, &dl->mask, "dropout mask", err);
+            if (!(rc = dalloc(d, out, &dl->y, "dropout output", A, err)))
+                rc = dalloc(d, out, &dl->mask, "dropout mask", A, err);
             break;
         case ENG_L_ACT:
-            if (l->act != ENG_ACT_NONE) rc = dalloc(d, out, &dl->y, "activation output", err);
+            if (l->act != ENG_ACT_NONE) rc = dalloc(d, out, &dl->y, "activation output", A, err);
             break;
         default:
             break;
@@ -147,56 +166,134 @@ static void dev_free(dev *d) {
     eng_cuda_close(d->cu);
 }
 
-/* a dataset's rows and labels/targets, once */
-static int upload_data(dev *d, const eng_dataset *ds, int k, hpo_error *err) {
-    size_t xe = ds->x_type == ENG_DATA_U8 ? 1 : sizeof(float), xb = ds->n * ds->sample_size * xe;
-    int rc;
-    if ((rc = dalloc(d, xb, &d->x_all[k], "dataset", err)) ||
-        (rc = eng_cuda_upload(d->cu, d->x_all[k], ds->x, xb, err)))
-        return rc;
-    if (ds->y_class) {
-        size_t yb = ds->n * sizeof(int32_t);
-        if ((rc = dalloc(d, yb, &d->y_all[k], "labels", err))) return rc;
-        return eng_cuda_upload(d->cu, d->y_all[k], ds->y_class, yb, err);
-    }
-    size_t tb = ds->n * ds->y_dim * sizeof(float);
-    if ((rc = dalloc(d, tb, &d->t_all[k], "targets", err))) return rc;
-    return eng_cuda_upload(d->cu, d->t_all[k], ds->y_target, tb, err);
+/* a dataset's rows and labels or targets: their sizes, allocation, upload */
+static size_t data_x_bytes(const eng_dataset *ds) {
+    return eng_size_mul(eng_size_mul(ds->n, ds->sample_size), ds->x_type == ENG_DATA_U8 ? 1 : sizeof(float));
 }
 
-static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
-                    hpo_error *err) {
-    int rc, K = m->out_dim;
-    size_t cap = (size_t)o->batch_size;
+static size_t data_y_bytes(const eng_dataset *ds) {
+    return ds->y_class ? eng_size_mul(ds->n, sizeof(int32_t)) : eng_size_mul(eng_size_mul(ds->n, ds->y_dim), sizeof(float));
+}
+
+static int alloc_data(dev *d, const eng_dataset *ds, int k, hpo_error *err) {
+    int rc = dalloc(d, data_x_bytes(ds), &d->x_all[k], "dataset", MEM_DATA, err);
+    if (rc) return rc;
+    if (ds->y_class) return dalloc(d, data_y_bytes(ds), &d->y_all[k], "labels", MEM_DATA, err);
+    return dalloc(d, data_y_bytes(ds), &d->t_all[k], "targets", MEM_DATA, err);
+}
+
+static int upload_data(dev *d, const eng_dataset *ds, int k, hpo_error *err) {
+    int rc = eng_cuda_upload(d->cu, d->x_all[k], ds->x, data_x_bytes(ds), err);
+    if (rc) return rc;
+    if (ds->y_class) return eng_cuda_upload(d->cu, d->y_all[k], ds->y_class, data_y_bytes(ds), err);
+    return eng_cuda_upload(d->cu, d->t_all[k], ds->y_target, data_y_bytes(ds), err);
+}
+
+/* Every device allocation of a run, in one place: with d->plan set nothing
+ * is allocated and the sizes are added up (eng_train_cuda_mem_estimate). */
+static int dev_alloc(dev *d, const eng_split *train, const eng_split *val, hpo_error *err) {
+    const eng_model *m = d->m;
+    int rc, K = m->out_dim, A = MEM_ACTIVATIONS, W = MEM_WEIGHTS;
+    size_t cap = (size_t)d->bs, pbytes = (m->nparams ? m->nparams : 1) * sizeof(float);
+    if ((rc = dalloc(d, pbytes, &d->p, "parameters", W, err)) || (rc = dalloc(d, pbytes, &d->g, "gradients", W, err)) ||
+        (rc = dalloc(d, (m->nstate ? m->nstate : 1) * sizeof(float), &d->s, "optimiser state", W, err)))
+        return rc;
+    if (d->prec == ENG_PREC_BF16 && (rc = dalloc(d, pbytes / 2 + 2, &d->pb, "bf16 parameters", W, err))) return rc;
+    if ((rc = alloc_layers(d, err)) || (rc = alloc_data(d, train->ds, 0, err))) return rc;
+    if (val && val->n && val->ds != train->ds && (rc = alloc_data(d, val->ds, 1, err))) return rc;
+    if ((rc = dalloc(d, train->n * sizeof(uint32_t), &d->order, "batch order", A, err))) return rc;
+    if (val && val->n && (rc = dalloc(d, val->n * sizeof(uint32_t), &d->vidx, "validation rows", A, err))) return rc;
+    if ((rc = dalloc(d, cap * m->in_size * sizeof(float), &d->xin, "batch", A, err)) ||
+        (d->bf16_input && (rc = dalloc(d, cap * m->in_size * 2, &d->xin16, "bf16 batch", A, err))) ||
+        (rc = dalloc(d, cap * sizeof(int32_t), &d->lab, "batch labels", A, err)) ||
+        (rc = dalloc(d, cap * (size_t)K * sizeof(float), &d->tgt, "batch targets", A, err)) ||
+        (rc = dalloc(d, cap * (size_t)K * sizeof(float), &d->dlogits, "loss gradient", A, err)) ||
+        (rc = dalloc(d, ENG_CUDA_SUMS * sizeof(double), &d->sums, "metric sums", A, err)) ||
+        (rc = dalloc(d, ENG_CUDA_SUMS * sizeof(double), &d->vsums, "metric sums", A, err)) ||
+        (rc = dalloc(d, 2 * sizeof(double), &d->norm, "gradient norm", A, err)))
+        return rc;
+    return 0;
+}
+
+/* d's run settings and its layers' buffer table (host) */
+static int dev_init(dev *d, eng_model *m, const eng_train_opts *o) {
     d->m = m;
     d->dev = o->cuda_device;
     d->prec = o->precision;
     d->bs = o->batch_size;
-    if ((rc = eng_cuda_open(o->cuda_device, 0, &d->cu, err))) return rc;
-    if (!(d->ls = calloc((size_t)m->nlayers, sizeof *d->ls))) return HPO_ENOMEM;
-    size_t pbytes = (m->nparams ? m->nparams : 1) * sizeof(float);
-    if ((rc = dalloc(d, pbytes, &d->p, "parameters", err)) || (rc = dalloc(d, pbytes, &d->g, "gradients", err)) ||
-        (rc = dalloc(d, (m->nstate ? m->nstate : 1) * sizeof(float), &d->s, "optimiser state", err)))
-        return rc;
-    if (d->prec == ENG_PREC_BF16 && (rc = dalloc(d, pbytes / 2 + 2, &d->pb, "bf16 parameters", err))) return rc;
     d->bf16_input = eng_model_bf16_input_at(m, d->prec);
-    if ((rc = alloc_layers(d, err)) || (rc = upload_data(d, train->ds, 0, err))) return rc;
+    d->ls = calloc((size_t)(m->nlayers > 0 ? m->nlayers : 1), sizeof *d->ls);
+    return d->ls ? 0 : HPO_ENOMEM;
+}
+
+static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
+                    hpo_error *err) {
+    int rc;
+    if ((rc = eng_cuda_open(o->cuda_device, 0, &d->cu, err))) return rc;
+    if ((rc = dev_init(d, m, o))) return hpo_fail(err, rc, "training", "out of memory");
+    if ((rc = dev_alloc(d, train, val, err)) || (rc = upload_data(d, train->ds, 0, err))) return rc;
     if (val && val->n && val->ds != train->ds && (rc = upload_data(d, val->ds, 1, err))) return rc;
-    if ((rc = dalloc(d, train->n * sizeof(uint32_t), &d->order, "batch order", err))) return rc;
-    if (val && val->n &&
-        ((rc = dalloc(d, val->n * sizeof(uint32_t), &d->vidx, "validation rows", err)) ||
-         (rc = eng_cuda_upload(d->cu, d->vidx, val->idx, val->n * sizeof(uint32_t), err))))
-        return rc;
-    if ((rc = dalloc(d, cap * m->in_size * sizeof(float), &d->xin, "batch", err)) ||
-        (d->bf16_input && (rc = dalloc(d, cap * m->in_size * 2, &d->xin16, "bf16 batch", err))) ||
-        (rc = dalloc(d, cap * sizeof(int32_t), &d->lab, "batch labels", err)) ||
-        (rc = dalloc(d, cap * (size_t)K * sizeof(float), &d->tgt, "batch targets", err)) ||
-        (rc = dalloc(d, cap * (size_t)K * sizeof(float), &d->dlogits, "loss gradient", err)) ||
-        (rc = dalloc(d, ENG_CUDA_SUMS * sizeof(double), &d->sums, "metric sums", err)) ||
-        (rc = dalloc(d, ENG_CUDA_SUMS * sizeof(double), &d->vsums, "metric sums", err)) ||
-        (rc = dalloc(d, 2 * sizeof(double), &d->norm, "gradient norm", err)))
-        return rc;
+    if (val && val->n && (rc = eng_cuda_upload(d->cu, d->vidx, val->idx, val->n * sizeof(uint32_t), err))) return rc;
     return 0;
+}
+
+/* ---- the device memory budget (train.h) ---- */
+
+void eng_train_cuda_mem_estimate(const eng_model *m, const eng_split *train, const eng_split *val,
+                                 const eng_train_opts *o, eng_cuda_mem *out) {
+    dev d;
+    memset(&d, 0, sizeof d);
+    memset(out, 0, sizeof *out);
+    d.plan = out;
+    out->context = ENG_CUDA_CONTEXT_BYTES;
+    hpo_error err;
+    if (dev_init(&d, (eng_model *)m, o) || dev_alloc(&d, train, val, &err)) /* a dry run cannot fail but for the host table */
+        out->activations = SIZE_MAX;
+    free(d.ls);
+    out->total = eng_size_add(eng_size_add(out->context, out->weights), eng_size_add(out->activations, out->data));
+}
+
+static _Atomic int slots_on[64]; /* eng_train_cuda_set_slots; 0 reads as 1 */
+
+void eng_train_cuda_set_slots(int device, int slots) {
+    if (device >= 0 && device < 64) atomic_store(&slots_on[device], slots > 0 ? slots : 1);
+}
+
+size_t eng_cuda_slot_share(size_t device_bytes, int slots) {
+    return (size_t)((double)device_bytes * 0.9 / (slots > 0 ? slots : 1));
+}
+
+size_t eng_train_cuda_budget(const eng_train_opts *o) {
+    if (o->cuda_max_bytes) return o->cuda_max_bytes;
+    eng_gpu_info gi;
+    hpo_error err;
+    if (eng_gpu_info_get(o->cuda_device, &gi, &err)) return 0;
+    int slots = o->cuda_device >= 0 && o->cuda_device < 64 ? atomic_load(&slots_on[o->cuda_device]) : 1;
+    return eng_cuda_slot_share(gi.total_bytes, slots);
+}
+
+int eng_train_cuda_check_budget(const eng_model *m, const eng_split *train, const eng_split *val,
+                                const eng_train_opts *o, eng_cuda_mem *out, hpo_error *err) {
+    eng_cuda_mem e;
+    eng_train_cuda_mem_estimate(m, train, val, o, &e);
+    if (out) *out = e;
+    size_t budget = eng_train_cuda_budget(o);
+    if (!budget || e.total <= budget) return 0;
+    char need[32], have[32], w[32], a[32], dt[32], cx[32], field[128] = "dataset";
+    size_t lbytes = 0;
+    const eng_layer *big = eng_model_largest_layer(m, o->batch_size > 0 ? o->batch_size : 1, o->precision, &lbytes);
+    if (big && eng_size_add(e.weights, e.activations) >= e.data) eng_layer_size_field(big, field, sizeof field);
+    eng_format_bytes(e.total, need, sizeof need);
+    eng_format_bytes(budget, have, sizeof have);
+    eng_format_bytes(e.weights, w, sizeof w);
+    eng_format_bytes(e.activations, a, sizeof a);
+    eng_format_bytes(e.data, dt, sizeof dt);
+    eng_format_bytes(e.context, cx, sizeof cx);
+    return hpo_fail(err, HPO_ETOOLARGE, field,
+                    "model needs %s of device memory, the %s of cuda:%d is %s: weights, gradients and optimiser state "
+                    "%s; batch buffers of %d %s; datasets %s; the device context's workspace %s",
+                    need, o->cuda_max_bytes ? "budget" : "slot's share", o->cuda_device, have, w, o->batch_size, a, dt,
+                    cx);
 }
 
 /* the host model's parameters and optimiser state to the device (start, resume) */
@@ -392,6 +489,7 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
     }
     if ((rc = check_model(m, o, err))) goto fail;
     if ((rc = eng_train_check_data(m, train, err)) || (val && (rc = eng_train_check_data(m, val, err)))) goto fail;
+    if ((rc = eng_train_cuda_check_budget(m, train, val, o, NULL, err))) goto fail;
     if (!(order = malloc((train->n ? train->n : 1) * sizeof *order))) {
         rc = hpo_fail(err, HPO_ENOMEM, "training", "out of memory for the batch order");
         goto fail;

@@ -2,6 +2,7 @@
 #include "workers.h"
 
 #include "gpu.h"
+#include "train.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -185,6 +186,13 @@ int srv_devices_resolve(srv_slot **slots, int *n, hpo_error *err) {
     return 0;
 }
 
+int srv_devices_gpu_slots(const srv_slot *slots, int n, int g) {
+    int count = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; slots[i].kind == SRV_SLOT_CUDA && k < slots[i].n_gpus; k++) count += slots[i].gpus[k] == g;
+    return count;
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     pthread_mutex_lock(&w->mu);
@@ -193,7 +201,9 @@ static void *worker_main(void *arg) {
         if (w->quit && !w->busy) break;
         api_job job = w->job;
         pthread_mutex_unlock(&w->mu);
+        api_metrics_slot_busy(w->pool->api, w->slot.name, 1); /* hpo_slot_busy_seconds_total */
         api_jobs_run(w->pool->api, &job, w->slot.name, w->slot.threads, &w->stop);
+        api_metrics_slot_busy(w->pool->api, w->slot.name, 0);
         pthread_mutex_lock(&w->mu);
         w->busy = 0;
         pthread_mutex_unlock(&w->mu);
@@ -215,6 +225,9 @@ int srv_workers_new(api_ctx *api, const srv_slot *slots, int n, void (*on_done)(
     for (int i = 0; i < n; i++) names[i] = slots[i].name;
     api_metrics_slots(api, names, (size_t)n); /* before any job runs */
     free(names);
+    for (int i = 0; i < n; i++) /* each GPU's memory is shared by its slots */
+        for (int k = 0; slots[i].kind == SRV_SLOT_CUDA && k < slots[i].n_gpus; k++)
+            if (slots[i].gpus[k] >= 0) eng_train_cuda_set_slots(slots[i].gpus[k], srv_devices_gpu_slots(slots, n, slots[i].gpus[k]));
     for (int i = 0; i < n; i++) {
         worker *w = &p->w[i];
         w->pool = p;

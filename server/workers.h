@@ -13,6 +13,10 @@
  *   on_done (which wakes the scheduler's loop). The stop flag (an
  *   atomic_int) is the one word both sides touch while a job runs: the
  *   scheduler writes it, the job reads it between epochs.
+ * - The slots on one GPU share its memory: srv_workers_new tells the engine
+ *   how many there are (eng_train_cuda_set_slots), and a trial whose
+ *   device memory does not fit its share fails with the reason before it
+ *   starts (train.h, eng_train_cuda_check_budget).
  * - srv_workers_free asks every running trial to stop (API_STOP_SHUTDOWN:
  *   it is requeued and resumes from its checkpoint after a restart) and
  *   joins the threads.
@@ -44,6 +48,11 @@ int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err
  * device: ..." on a machine without one, HPO_EINVAL naming a GPU that is
  * not there. A no-op for CPU-only layouts. */
 int srv_devices_resolve(srv_slot **slots, int *n, hpo_error *err);
+
+/* How many of the slots train on GPU g at once (a slot spanning several
+ * GPUs counts on each): the share of its memory each gets
+ * (eng_train_cuda_set_slots, which srv_workers_new sets for every GPU). */
+int srv_devices_gpu_slots(const srv_slot *slots, int n, int g);
 
 /* The default memory budget of one model (--max-model-bytes): half the
  * machine's memory (or its cgroup limit) shared by the n slots, so that all

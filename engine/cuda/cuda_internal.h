@@ -26,8 +26,8 @@ extern "C" {
 
 #define CU_THREADS 256
 #define CU_MAX_BLOCKS 4096
-#define CU_SCRATCH 1024 /* >= the blocks of a reduction's first pass */
-#define CU_WORKSPACE (32u << 20) /* cuBLASLt workspace (NVIDIA's advice for Hopper) */
+#define CU_SCRATCH ENG_CUDA_SCRATCH_DOUBLES   /* cuda_ops.h */
+#define CU_WORKSPACE ENG_CUDA_WORKSPACE_BYTES /* the cuBLASLt workspace */
 
 struct eng_cuda {
     int device;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "bench_peers.h"
+#include "bench_cli.h"
 #include "bf16.h"
 #include "blas_select.h"
 #include "data.h"
@@ -33,26 +34,6 @@
 #include "train.h"
 
 static char root[PATH_MAX];
-
-static int find_root(void) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = 0;
-    for (int up = 0; up < 6; up++) {
-        char *s = strrchr(exe, '/');
-        if (!s) break;
-        *s = 0;
-        char probe[PATH_MAX + 64];
-        snprintf(probe, sizeof probe, "%s/engine/models/mlp.json", exe);
-        if (access(probe, R_OK) == 0) {
-            snprintf(root, sizeof root, "%s", exe);
-            return 0;
-        }
-    }
-    if (access("engine/models/mlp.json", R_OK) == 0 && getcwd(root, sizeof root)) return 0;
-    return -1;
-}
 
 static double torch_sps(const char *model, int threads, int bf16) {
     const char *peers = bench_peers_dir();
@@ -235,11 +216,6 @@ static int on_epoch(const eng_epoch_report *r, void *user) {
     return 0;
 }
 
-static int has(const char *list, const char *item) {
-    const char *p = strstr(list, item);
-    return p && (p == list || p[-1] == ',') && (p[strlen(item)] == 0 || p[strlen(item)] == ',');
-}
-
 int main(int argc, char **argv) {
     /* Our side runs with the same OpenMP setting as PyTorch's best (libgomp
      * reads it when it loads, so set it and start again). */
@@ -265,7 +241,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (find_root()) {
+    if (bench_find_root(root, sizeof root)) {
         fprintf(stderr, "bench_engine: cannot find engine/models (run from the repository)\n");
         return 1;
     }
@@ -290,14 +266,14 @@ int main(int argc, char **argv) {
         int T = tlist[ti];
         char ts[8];
         snprintf(ts, sizeof ts, "%d", T);
-        if (!has(threads_l, ts)) continue;
+        if (!bench_list_has(threads_l, ts)) continue;
         be->set_threads(T);
         eng_set_ftz_daz();
         peak[T] = sgemm_peak(be);
         for (int mi = 0; mi < 2; mi++) {
-            if (!has(models, mnames[mi])) continue;
+            if (!bench_list_has(models, mnames[mi])) continue;
             for (int pi = 0; pi < 2; pi++) {
-                if (!has(precs, pnames[pi])) continue;
+                if (!bench_list_has(precs, pnames[pi])) continue;
                 double tsps = torch ? torch_sps(mnames[mi], T, pi == 1) : -1;
                 char path[PATH_MAX + 64];
                 snprintf(path, sizeof path, "%s/engine/models/%s.json", root, mnames[mi]);

@@ -1,77 +1,140 @@
 #!/bin/bash
-# tests/gpu/run-on-device.sh - runs the GPU tests on a machine with a CUDA
-# device and writes their output to $OUT (the device tool's folder; ./gpu-out
-# when unset). The one command a device session runs, from the repository
-# root, with the bundle that tests/gpu/bundle.sh made here carried along:
-#     run(command="bash tests/gpu/run-on-device.sh", carry=[".gpu-bundle"])
-# Options: --sanitize  also run each test under compute-sanitizer memcheck
-#          (Firecracker machines only; slow: budget a few minutes).
-# What it does: prints the GPU and driver, finds libcublasLt.so.13 (the CUDA
-# toolkit's lib64, or the nvidia-cublas Python wheel), runs every test of
-# .gpu-bundle/bin with a time limit, keeps each one's full output in
-# $OUT/gpu-tests.log and ends with a summary: per test PASS / FAIL / SKIP (a
-# skip on a GPU machine means the device was not usable: a failure here),
-# then every comparison line that failed. Exit status 0 only if all passed.
+# tests/gpu/run-on-device.sh - runs the GPU tests, then the GPU benchmark, on
+# a machine with a CUDA device, and writes what they print to $OUT (the
+# device tool's folder; ./gpu-out when unset). The one command a device
+# session runs, from the repository root, with the archive that
+# tests/gpu/bundle.sh made here carried along:
+#     run(command="bash tests/gpu/run-on-device.sh", carry=[".gpu-pack"], timeout_s=600)
+# Options: --tests-only       no benchmark
+#          --sanitize         also each test under compute-sanitizer memcheck
+#                             (Firecracker machines only; slow)
+#          --budget SECONDS   the whole script's time (default 480: the
+#                             device time of a session is 15 minutes, the
+#                             machine's start included)
+#          --dry-run          go on without a GPU (checks this script's own
+#                             flow on the build machine: every test skips, the
+#                             benchmark says why)
+# What it does, writing partial results as it goes (a run stopped at its
+# limit still brings back what ran):
+#  1. unpacks .gpu-pack/bundle.tar.xz into .gpu-bundle/ (xz, or Python's tarfile)
+#  2. $OUT/env.txt: the GPU, driver, glibc, PyTorch, where libcublasLt.so.13
+#     was found (the CUDA toolkit's lib64, else the nvidia-cublas wheel, else
+#     a search); no usable CUDA device (bench_gpu_engine --check-device) ends
+#     it here: "NO GPU: <the runtime's reason>" in $OUT/summary.txt, exit 3
+#  3. every test of .gpu-bundle/bin/gpu_* with a 120 s limit, full output in
+#     $OUT/gpu-tests.log, one verdict line each in $OUT/summary.txt at once
+#     (a skip on a GPU machine means the device was not usable: a failure)
+#  4. bench_gpu_engine with the time left (at least 120 s), its PyTorch peer
+#     (which runs first) limited to that less 90 s for the engine's rows; its
+#     output in $OUT/bench.txt as it runs, its table appended to the summary
+#  5. the comparison lines that failed and the 15 largest errors of the
+#     tests, then the summary printed last (the call's output_tail ends with it)
+# Exit status: 0 only if every test passed and the benchmark ran.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 log=$OUT/gpu-tests.log
 sum=$OUT/summary.txt
+envf=$OUT/env.txt
 : >"$log"
-sanitize=0
-[ "${1:-}" = "--sanitize" ] && sanitize=1
+: >"$sum"
+sanitize=0 bench=1 budget=480 dry=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --sanitize) sanitize=1 ;;
+    --tests-only) bench=0 ;;
+    --dry-run) dry=1 ;;
+    --budget) budget=$2; shift ;;
+    *) echo "usage: $0 [--tests-only] [--sanitize] [--budget SECONDS] [--dry-run]" >&2; exit 2 ;;
+    esac
+    shift
+done
+start=$(date +%s)
+elapsed() { echo $(($(date +%s) - start)); }
+say() { echo "$*" | tee -a "$sum"; }
+
 b=.gpu-bundle
+pack=.gpu-pack/bundle.tar.xz
+if [ -f $pack ]; then
+    rm -rf $b
+    if ! tar -xJf $pack 2>>"$log"; then
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(".")' $pack 2>>"$log"
+    fi
+fi
 if [ ! -d $b/bin ]; then
-    echo "no $b/bin: run tests/gpu/bundle.sh on the build machine and carry .gpu-bundle" | tee "$sum"
+    say "no $b/bin: run tests/gpu/bundle.sh on the build machine and carry .gpu-pack"
     exit 2
 fi
-{
-    echo "== bundle of commit $(cat $b/COMMIT 2>/dev/null || echo '?')"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi failed"
-} | tee -a "$log"
 
-# libcublasLt.so.13: the toolkit's, else the Python wheel's
+# libcublasLt.so.13: the toolkit's, else the Python wheel's, else a search
 cublas=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
     /usr/lib/x86_64-linux-gnu; do
     [ -e "$d/libcublasLt.so.13" ] && { cublas=$d; break; }
 done
 if [ -z "$cublas" ]; then
-    cublas=$(python3 -c 'import nvidia.cublas as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)
-    [ -e "$cublas/libcublasLt.so.13" ] || cublas=$(dirname "$(find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)" 2>/dev/null)
+    f=$(timeout 60 find /opt /usr/local /usr/lib /root -name 'libcublasLt.so.13' 2>/dev/null | head -1)
+    [ -n "$f" ] && cublas=$(dirname "$f")
 fi
-echo "== libcublasLt.so.13 from: ${cublas:-NOT FOUND}" | tee -a "$log"
+# PyTorch keeps the machine's own library path: the bundle's libraries (zlib, libgomp, the
+# toolkit's cuBLAS) could shadow those its wheels bring
+export HPO_PEER_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
+peer_env=(env -u LD_LIBRARY_PATH)
+[ -n "$HPO_PEER_LD_LIBRARY_PATH" ] && peer_env=(env "LD_LIBRARY_PATH=$HPO_PEER_LD_LIBRARY_PATH")
 export LD_LIBRARY_PATH="$PWD/$b/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if ldd $b/bin/bench_gpu_engine | grep -q "not found"; then # the device's C++ runtime missing or too old
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/$b/lib-fallback"
+fi
+
+{
+    echo "== bundle of commit $(tr '\n' ' ' <$b/COMMIT 2>/dev/null || echo '?')"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.sm,clocks.max.sm --format=csv 2>&1 ||
+        echo "nvidia-smi failed"
+    echo "glibc: $(ldd --version 2>&1 | head -1)"
+    echo "python3: $(command -v python3) $("${peer_env[@]}" python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1)"
+    echo "libcublasLt.so.13 from: ${cublas:-NOT FOUND}"
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    ldd $b/bin/bench_gpu_engine 2>&1 | grep -E "not found|cublas|stdc\+\+"
+} >"$envf" 2>&1
+cat "$envf" >>"$sum"
+cat "$envf"
+
+check=$($b/bin/bench_gpu_engine --check-device 2>&1)
+rc=$?
+echo "$check" >>"$log"
+if [ $rc = 77 ]; then
+    say "NO GPU: $(echo "$check" | grep -m1 'skipped:' | sed 's/.*skipped: //')"
+    if [ $dry = 0 ]; then
+        say "nothing ran; see $envf"
+        exit 3
+    fi
+    say "--dry-run: going on without one"
+elif [ $rc != 0 ]; then
+    say "FAIL: bench_gpu_engine --check-device exited $rc: $(echo "$check" | tail -3)"
+    exit 3
+fi
+[ $rc = 0 ] && say "$check"
 
 status=0
-: >"$sum"
-for t in "$b"/bin/*; do
+say "== tests (each limited to 120 s)"
+for t in "$b"/bin/gpu_*; do
     name=$(basename "$t")
-    if ldd "$t" | grep -q "not found"; then # the device's C++ runtime missing or too old
-        export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/$b/lib-fallback"
-    fi
-    if ldd "$t" | grep "not found" | tee -a "$log" | grep -q .; then
-        echo "$name: FAIL (libraries not found, see the log)" >>"$sum"
-        status=1
-        continue
-    fi
     echo "== $name" >>"$log"
-    start=$(date +%s)
-    timeout 480 "$t" >>"$log" 2>&1
+    t0=$(date +%s)
+    timeout 120 "$t" >>"$log" 2>&1
     rc=$?
-    secs=$(($(date +%s) - start))
     case $rc in
     0) verdict=PASS ;;
     77) verdict="SKIP (the device was not usable: see the log)"; status=1 ;;
-    124) verdict="FAIL (timed out after 480 s)"; status=1 ;;
+    124) verdict="FAIL (timed out after 120 s)"; status=1 ;;
     *) verdict="FAIL (exit $rc)"; status=1 ;;
     esac
-    echo "$name: $verdict in ${secs}s" >>"$sum"
+    say "$name: $verdict in $(($(date +%s) - t0))s"
     if [ $sanitize = 1 ] && command -v compute-sanitizer >/dev/null; then
         echo "== $name under compute-sanitizer memcheck" >>"$log"
         timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 "$t" >>"$log" 2>&1
         src=$?
-        echo "$name memcheck: $([ $src = 0 ] && echo PASS || echo "FAIL (exit $src)")" >>"$sum"
+        say "$name memcheck: $([ $src = 0 ] && echo PASS || echo "FAIL (exit $src)")"
         [ $src = 0 ] || status=1
     fi
 done
@@ -79,7 +142,27 @@ done
     echo "== comparisons that failed (all lines: $log)"
     grep -E "FAIL|DIFFERENT|device error|skipped:|Assert|assert|ERROR|error:" "$log" | grep -v "^\[  PASSED" | head -60 || true
     echo "== the 15 largest errors printed (how close each op is to its tolerance)"
+    grep -E "max rel (err|diff)" "$log" | sed -E 's/.*max rel (err|diff) ([0-9.e+-]+).*/\2 &/' | sort -g | tail -15 |
+        cut -d' ' -f2-
 } >>"$sum"
-grep -E "max rel (err|diff)" "$log" | sed -E 's/.*max rel (err|diff) ([0-9.e+-]+).*/\2 &/' | sort -g | tail -15 | cut -d' ' -f2- >>"$sum"
+
+if [ $bench = 1 ]; then
+    left=$((budget - $(elapsed)))
+    [ $left -lt 120 ] && left=120
+    say "== bench_gpu_engine ($left s; PyTorch's peer $((left - 90)) s) at $(elapsed) s"
+    HPO_PYTHON=$(command -v python3) HPO_PEERS=$PWD/tests/bench/peers \
+        HPO_FASHION_MNIST_DIR=$PWD/$b/data/fashion-mnist PYTHONUNBUFFERED=1 \
+        timeout $left $b/bin/bench_gpu_engine --torch-time-limit $((left - 90)) 2>&1 | tee "$OUT/bench.txt"
+    rc=$?
+    case $rc in
+    0) say "bench_gpu_engine: ran in $(elapsed) s from the start" ;;
+    124) say "bench_gpu_engine: stopped at its $left s limit (partial output in bench.txt)"; status=1 ;;
+    13[0-9] | 14[0-9]) say "bench_gpu_engine: killed by signal $((rc - 128)) (PyTorch's lines and the rows before it are in bench.txt)"; status=1 ;;
+    *) say "bench_gpu_engine: exit $rc"; status=1 ;;
+    esac
+    sed -n '/^## bench_gpu_engine/,$p' "$OUT/bench.txt" >>"$sum"
+fi
+echo
+echo "==================== summary ($(elapsed) s) ===================="
 cat "$sum"
 exit $status

@@ -4,7 +4,8 @@
  * before it; no series twice; histogram buckets ascending in le, cumulative,
  * ending at +Inf equal to _count. And the series the api feeds move: requests
  * and their latency by route, slots, busy slots, epochs and samples/s per
- * slot, event streams, queued jobs, build info, process figures. */
+ * slot, each slot's device and busy time (GPU memory only where the GPU
+ * answers), event streams, queued jobs, build info, process figures. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_internal.h"
+#include "gpu.h"
 
 static api_ctx *ctx;
 static sto_db *db;
@@ -296,6 +299,10 @@ static void test_format_and_series(void **state) {
             seen++;
         }
     assert_true(seen > 3);
+    /* every slot names its device; no GPU series without a cuda slot */
+    assert_true(value_of(p, "hpo_slot_info", "slot=\"cpu:0\",device=\"cpu\"") == 1);
+    assert_true(value_of(p, "hpo_slot_busy_seconds_total", "slot=\"cpu:0\"") == 0);
+    for (size_t i = 0; i < p->n; i++) assert_null(strstr(p->s[i].name, "hpo_gpu_"));
     api_metrics_job(ctx, -1);
     api_metrics_stream(ctx, -1);
     free(p);
@@ -307,6 +314,44 @@ static void test_format_and_series(void **state) {
 
 /* hpo_jobs_queued: queued trials of running studies and queued model jobs,
  * not the trials of a paused study; hpo_trials by state. */
+/* each slot's device and busy time; GPU memory only where the GPU answers */
+static void test_slot_devices_and_busy(void **state) {
+    const char *slots[] = {"cpu:0", "cuda:0/0", "cuda:1+2/3"};
+    api_metrics_slots(ctx, slots, 3);
+    api_metrics_slot_busy(ctx, "cpu:0", 1);
+    usleep(30000);
+    api_metrics_slot_busy(ctx, "cpu:0", 0);
+    api_metrics_slot_busy(ctx, "cuda:0/0", 1); /* still running: its time so far counts */
+    api_metrics_slot_busy(ctx, "nope", 1);     /* not a slot: ignored */
+    usleep(10000);
+    parsed *p = scrape();
+    assert_true(value_of(p, "hpo_slot_info", "slot=\"cpu:0\",device=\"cpu\"") == 1);
+    assert_true(value_of(p, "hpo_slot_info", "slot=\"cuda:0/0\",device=\"cuda:0\"") == 1);
+    assert_true(value_of(p, "hpo_slot_info", "slot=\"cuda:1+2/3\",device=\"cuda:1+2\"") == 1);
+    double idle = value_of(p, "hpo_slot_busy_seconds_total", "slot=\"cpu:0\""),
+           running = value_of(p, "hpo_slot_busy_seconds_total", "slot=\"cuda:0/0\"");
+    printf("  busy: cpu:0 %.3f s (slept 0.030), cuda:0/0 %.3f s so far (slept 0.010)\n", idle, running);
+    assert_true(idle >= 0.03 && running >= 0.01);
+    assert_true(value_of(p, "hpo_slot_busy_seconds_total", "slot=\"cuda:1+2/3\"") == 0);
+    assert_null(find(p, "hpo_slot_busy_seconds_total", "slot=\"nope\""));
+    for (int g = 0; g < 3; g++) { /* the GPUs of the cuda slots, where this machine has them */
+        char lab[16];
+        size_t used, total;
+        hpo_error err;
+        snprintf(lab, sizeof lab, "gpu=\"%d\"", g);
+        if (eng_gpu_memory(g, &used, &total, &err) == 0)
+            assert_true(value_of(p, "hpo_gpu_memory_total_bytes", lab) > 0);
+        else
+            assert_null(find(p, "hpo_gpu_memory_used_bytes", lab));
+    }
+    free(p);
+    api_metrics_slot_busy(ctx, "cuda:0/0", 0);
+    p = scrape();
+    double ended = value_of(p, "hpo_slot_busy_seconds_total", "slot=\"cuda:0/0\"");
+    assert_true(ended >= running);
+    free(p);
+}
+
 static void test_jobs_queued(void **state) {
     int64_t sid;
     assert_int_equal(sto_study_create(db, "q", "{}", &sid), 0);
@@ -332,6 +377,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_format_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_queued, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slot_devices_and_busy, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,8 +88,24 @@ static void test_errors(void **state) {
     }
 }
 
+/* how many slots share each GPU's memory */
+static void test_gpu_slots(void **state) {
+    srv_slot *slots = NULL;
+    int n = 0;
+    hpo_error err;
+    assert_int_equal(srv_devices_parse("cuda:0x3,cpu:2,cuda:1+0x2,cuda:2", &slots, &n, &err), 0);
+    assert_int_equal(srv_devices_gpu_slots(slots, n, 0), 5); /* three of its own, two spanning 1 and 0 */
+    assert_int_equal(srv_devices_gpu_slots(slots, n, 1), 2);
+    assert_int_equal(srv_devices_gpu_slots(slots, n, 2), 1);
+    assert_int_equal(srv_devices_gpu_slots(slots, n, 3), 0);
+    free(slots);
+    assert_int_equal(srv_devices_parse("cpu:4", &slots, &n, &err), 0);
+    assert_int_equal(srv_devices_gpu_slots(slots, n, 0), 0); /* CPU slots share no GPU */
+    free(slots);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_layouts), cmocka_unit_test(test_cuda_layouts),
-                                       cmocka_unit_test(test_errors)};
+                                       cmocka_unit_test(test_errors), cmocka_unit_test(test_gpu_slots)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
