@@ -12,7 +12,11 @@
  *   What follows describes SQLite; PostgreSQL keeps the same promises
  *   (one transaction per call, events with their change, ids never
  *   reused) with its own schema list (schema_pg.c) and row locks for what
- *   several connections race for (db_internal.h).
+ *   several connections race for (db_internal.h). Several processes on
+ *   one PostgreSQL database also follow each other: a study's events and
+ *   its trials' changes become visible in the order of their ids / change
+ *   numbers, so a cursor misses none (sto_event_list, sto_trials_changed),
+ *   and a watch hears other processes' events as they commit (sto_watch).
  * - One file, <data-dir>/hpo.db, in WAL mode. The schema is created and
  *   migrated from a versioned list of SQL scripts (PRAGMA user_version);
  *   opening an older database applies the missing steps in one transaction.
@@ -57,7 +61,7 @@
  *   with all SQL), sql.h + sql_sqlite.c + sql_pg.c (the driver),
  *   schema_pg.c (PostgreSQL's schema), studies.c, trials.c, training.c (queueing,
  *   epochs), trials_in.c (enqueued and added trials), datasets.c,
- *   events.c; db_internal.h is
+ *   events.c, watch.c (LISTEN, PostgreSQL); db_internal.h is
  *   shared by them and by the tests. Measured on the dev VM (2 vCPU, ext4),
  *   tests/unit/storage/test_perf: create/report/finish ~20-45 us mean each
  *   with NORMAL, ~0.2-0.35 ms with FULL (fsync); ~10,000 ask+report+tell round trips/s
