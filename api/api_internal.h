@@ -250,11 +250,15 @@ int api_tuner_finish(api_study *st, const sto_trial *t);
  * trial. Nothing on SQLite (one hpod per database). */
 int api_study_sync(api_ctx *ctx, api_study *st);
 /* A new running trial from the tuner (st->lock held): suggested for the
- * next number, stored at that number only (sto_trial_create_at); when
- * another node took it first, synced and suggested again, so a grid never
- * hands out a point twice across nodes. x gets the configuration,
- * *params_out (may be NULL) a new reference to its JSON. HPO_EEXHAUSTED
- * (st->exhausted set) when the tuner has nothing left. */
+ * next number and stored at that number only (sto_trial_create_at). When
+ * other nodes numbered trials meanwhile (asks racing on several nodes),
+ * it syncs; if one of those trials holds the very same point (a grid's
+ * next point) it suggests again, else the suggestion is stored at the
+ * next number: a suggestion sees every trial stored before it was made,
+ * no point is handed out twice, and a TPE suggestion (milliseconds) is
+ * not thrown away for a trial it merely did not see. x gets the
+ * configuration, *params_out (may be NULL) a new reference to its JSON.
+ * HPO_EEXHAUSTED (st->exhausted set) when the tuner has nothing left. */
 int api_study_new_trial(api_ctx *ctx, api_study *st, double lease, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out);
 /* Drops a study from the cache (after DELETE). */

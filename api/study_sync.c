@@ -2,8 +2,9 @@
  * database when other hpod nodes write it too (PostgreSQL): before the
  * tuner is asked or told, the trials changed since the cache's cursor
  * (sto_trials_changed) are folded into its history, and a new trial is
- * stored at the number the tuner suggested for, or suggested again once
- * the cache has caught up (api_internal.h). */
+ * stored at the number the tuner suggested for, or, once the cache has
+ * caught up, at the next one (suggested again only when another node took
+ * the same point meanwhile; api_internal.h). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -66,43 +67,63 @@ int api_study_sync(api_ctx *ctx, api_study *st) {
     return rc;
 }
 
+/* Another node's trial numbered from..next_number-1 (just synced) holds x. */
+static int taken_meanwhile(const api_study *st, int64_t from, const double *x) {
+    for (int64_t n = from; n < st->next_number; n++)
+        if (tun_study_same_point(st->tuner, n, x)) return 1;
+    return 0;
+}
+
 int api_study_new_trial(api_ctx *ctx, api_study *st, double lease, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out) {
+    int suggest = 1, rc = 0;
+    json_t *params = NULL;
+    char *text = NULL;
     for (int attempt = 1;; attempt++) {
         int64_t number = st->next_number, trial_id = 0;
-        int rc = tun_study_suggest(st->tuner, number, x);
-        if (rc == HPO_EEXHAUSTED) st->exhausted = 1;
-        if (rc) return rc;
-        json_t *params = tun_space_to_json(st->def.space, x);
-        char *text = json_dumps(params, JSON_COMPACT);
-        if (!text) rc = HPO_ENOMEM;
-        else if (attempt < NEW_TRIAL_TRIES)
+        if (suggest) {
+            json_decref(params);
+            free(text);
+            params = NULL;
+            text = NULL;
+            rc = tun_study_suggest(st->tuner, number, x);
+            if (rc == HPO_EEXHAUSTED) st->exhausted = 1;
+            if (rc) break;
+            params = tun_space_to_json(st->def.space, x);
+            if (!(text = json_dumps(params, JSON_COMPACT))) {
+                rc = HPO_ENOMEM;
+                break;
+            }
+        }
+        if (attempt < NEW_TRIAL_TRIES) {
             rc = sto_trial_create_at(ctx->db, st->id, number, text, lease, &trial_id);
-        else { /* still racing: any number (the suggestion may miss the latest trials) */
+        } else { /* still racing: any number */
             int64_t expected = number;
             rc = sto_trial_create(ctx->db, st->id, text, lease, &trial_id, &number);
             if (rc == 0 && number != expected)
                 HPO_WARN("study %lld: storage numbered the trial %lld, the tuner expected %lld", (long long)st->id,
                          (long long)number, (long long)expected);
         }
-        free(text);
-        if (rc == HPO_ECONFLICT && attempt < NEW_TRIAL_TRIES) { /* another node numbered one: catch up */
-            json_decref(params);
-            if ((rc = api_study_sync(ctx, st))) return rc;
+        if (rc == HPO_ECONFLICT && attempt < NEW_TRIAL_TRIES) {
+            /* another node numbered trials meanwhile: catch up; suggest
+             * again only when one of them took this very point (a grid's
+             * next point), else store it at the next number */
+            if ((rc = api_study_sync(ctx, st))) break;
+            suggest = taken_meanwhile(st, number, x);
             continue;
         }
-        if (rc) {
-            json_decref(params);
-            return rc;
-        }
+        if (rc) break;
         st->next_number = number + 1;
         tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
-        if (params_out)
-            *params_out = params;
-        else
-            json_decref(params);
         *trial_id_out = trial_id;
         *number_out = number;
-        return 0;
+        if (params_out) {
+            *params_out = params;
+            params = NULL;
+        }
+        break;
     }
+    json_decref(params);
+    free(text);
+    return rc;
 }

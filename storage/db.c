@@ -246,6 +246,32 @@ int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
     " LIMIT ?3 OFFSET ?4"
 #define BY_STATE " AND state = ?2"
 #define DATASET_COLS "id, name, format, path, meta, n_rows, bytes, created"
+/* The inserts of a trial with the study's next number (after
+ * sto_db_lock_study). col and val add columns: PostgreSQL's variants
+ * stamp the new trial with the study's next change number (NEXT_SEQ,
+ * which the touch by study that follows stores in the study's row). */
+#define NEXT_SEQ ", (SELECT seq + 1 FROM studies WHERE id = ?1)"
+#define NEXT_NUMBER " COALESCE(MAX(number) + 1, 0)"
+#define TRIAL_INSERT(col, val)                                                            \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
+    " SELECT ?1," NEXT_NUMBER ", 0, ?2, ?3, ?3, ?4" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
+/* with the number the caller expects (?5): no row when the study's next
+ * number is another */
+#define TRIAL_INSERT_AT(col, val)                                                         \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
+    " SELECT ?1, ?5, 0, ?2, ?3, ?3, ?4" val                                                 \
+    " WHERE (SELECT" NEXT_NUMBER " FROM trials WHERE study_id = ?1) = ?5 RETURNING id, number"
+#define TRIAL_ENQUEUE(col, val)                                                           \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
+    " SELECT ?1," NEXT_NUMBER ", 5, ?2, ?3, 0, 0" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
+#define TRIAL_PBT_BREED(col, val)                                                         \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires, lineage, pbt_epoch" col \
+    ") SELECT ?1," NEXT_NUMBER ", 5, ?2, ?3, ?3, 0, ?4, ?5" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
+#define TRIAL_ADD(col, val)                                                               \
+    "INSERT INTO trials (study_id, number, state, params, value, value_std, value_n, last_step,"      \
+    " last_value, created, started, finished, error, user_attrs, note" col ")"                         \
+    " SELECT ?1," NEXT_NUMBER ", ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"                       \
+    " COALESCE(?13, '{}'), COALESCE(?14, '')" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
 
 static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -279,21 +305,16 @@ static const char *const stmt_sql[STO_Q_N] = {
     /* The next number is read and used inside one statement, through the
      * (study_id, number) unique index, after sto_db_lock_study in the same
      * transaction (an IMMEDIATE one on SQLite). */
-    [STO_Q_TRIAL_INSERT] =
-        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
-        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 0, ?2, ?3, ?3, ?4"
-        " FROM trials WHERE study_id = ?1"
-        " RETURNING id, number",
+    [STO_Q_TRIAL_INSERT] = TRIAL_INSERT("", ""),
     /* The same with the number the caller expects (?5): no row when the
      * study's next number is another. */
-    [STO_Q_TRIAL_INSERT_AT] =
-        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
-        " SELECT ?1, ?5, 0, ?2, ?3, ?3, ?4"
-        " WHERE (SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?1) = ?5"
-        " RETURNING id, number",
-    /* schema v10: the trials changed after seq ?2 (trials_study_seq on PostgreSQL) */
+    [STO_Q_TRIAL_INSERT_AT] = TRIAL_INSERT_AT("", ""),
+    /* schema v10: the trials changed after seq ?2, in seq order: one range
+     * of trials_study_seq whatever the plan (ordered by number, a generic
+     * plan may walk the study's (study_id, number) index instead, every
+     * trial of the study; trials.c sorts by number) */
     [STO_Q_TRIALS_CHANGED] =
-        "SELECT " STO_TRIAL_COLS " FROM trials WHERE study_id = ?1 AND seq > ?2 ORDER BY number",
+        "SELECT " STO_TRIAL_COLS " FROM trials WHERE study_id = ?1 AND seq > ?2 ORDER BY seq",
     [STO_Q_TRIAL_GET] = "SELECT " STO_TRIAL_COLS " FROM trials WHERE id = ?1",
     [STO_Q_TRIAL_STATE] = "SELECT state FROM trials WHERE id = ?1",
     [STO_Q_TRIAL_LIST + 0] = TRIAL_LIST("", "number ASC"),
@@ -342,11 +363,7 @@ static const char *const stmt_sql[STO_Q_N] = {
     /* Trials a client brings (trials_in.c): enqueued (state 5, never
      * started: started = 0 tells it from a requeued one), handed out once
      * (its parameters completed), or added finished. */
-    [STO_Q_TRIAL_ENQUEUE] =
-        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
-        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 5, ?2, ?3, 0, 0"
-        " FROM trials WHERE study_id = ?1"
-        " RETURNING id, number",
+    [STO_Q_TRIAL_ENQUEUE] = TRIAL_ENQUEUE("", ""),
     /* Population-based training (schema v8): a queued member ranked at a
      * boundary that goes on (?2 the boundary); a queued member replaced
      * at its boundary ends pruned with its last value (?2 now); a member
@@ -358,21 +375,11 @@ static const char *const stmt_sql[STO_Q_N] = {
         "UPDATE trials SET state = 2, value = last_value,"
         " value_n = CASE WHEN last_value IS NULL THEN 0 ELSE 1 END, finished = ?2, lease_expires = 0"
         " WHERE id = ?1 AND state = 5",
-    [STO_Q_TRIAL_PBT_BREED] =
-        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires, lineage, pbt_epoch)"
-        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 5, ?2, ?3, ?3, 0, ?4, ?5"
-        " FROM trials WHERE study_id = ?1"
-        " RETURNING id, number",
+    [STO_Q_TRIAL_PBT_BREED] = TRIAL_PBT_BREED("", ""),
     [STO_Q_TRIAL_HAND_OUT] =
         "UPDATE trials SET state = 0, params = ?2, started = ?3, lease_expires = ?4, slot = ?5"
         " WHERE id = ?1 AND state = 5 AND started = 0",
-    [STO_Q_TRIAL_ADD] =
-        "INSERT INTO trials (study_id, number, state, params, value, value_std, value_n, last_step,"
-        " last_value, created, started, finished, error, user_attrs, note)"
-        " SELECT ?1, COALESCE(MAX(number) + 1, 0), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-        " COALESCE(?13, '{}'), COALESCE(?14, '')"
-        " FROM trials WHERE study_id = ?1"
-        " RETURNING id, number",
+    [STO_Q_TRIAL_ADD] = TRIAL_ADD("", ""),
     /* A multi-objective trial's values and metrics (schema v7), in the
      * transaction of its finish or add. */
     [STO_Q_TRIAL_SET_VALUES] = "UPDATE trials SET values_json = ?2, metrics_json = ?3 WHERE id = ?1",
@@ -458,6 +465,14 @@ static const char *const stmt_sql_pg[STO_Q_N] = {
      * races are decided by row locks and the statements' WHERE clauses */
     [STO_Q_BEGIN] = "BEGIN",
     [STO_Q_STUDY_LOCK] = "SELECT 1 FROM studies WHERE id = ?1 FOR UPDATE",
+    /* A new trial is stamped by its insert, under sto_db_lock_study; the
+     * touch by study that follows moves the study's seq to it. */
+    [STO_Q_TRIAL_INSERT] = TRIAL_INSERT(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_INSERT_AT] = TRIAL_INSERT_AT(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_ENQUEUE] = TRIAL_ENQUEUE(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_PBT_BREED] = TRIAL_PBT_BREED(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_ADD] = TRIAL_ADD(", seq", NEXT_SEQ),
+    [STO_Q_STUDY_TOUCH] = "UPDATE studies SET updated = " GREATEST("updated", "?2") ", seq = seq + 1 WHERE id = ?1",
     /* A touch by trial draws the study's next change number under its
      * row lock and stamps the trial with it (schema v10). */
     [STO_Q_STUDY_TOUCH_BY_TRIAL] =

@@ -32,7 +32,8 @@
  *   commit in their order: an event's id (its insert locks the study's
  *   row first, FOR NO KEY UPDATE, in the same statement) and a trial's
  *   change number seq (the study's seq + 1, drawn by the touch that
- *   updates the study's row; sto_trials_changed). The event insert also
+ *   updates the study's row, or by a new trial's insert after the study's
+ *   row is locked; sto_trials_changed). The event insert also
  *   sends NOTIFY hpo_events (payload: the study id), delivered to
  *   listeners at the commit (sto_watch).
  * - Columns: NaN is stored as NULL (SQLite turns a NaN REAL into NULL anyway,
@@ -207,9 +208,10 @@ int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
  * PostgreSQL the touch by trial also stamps the trial with the study's
  * next change number (seq, schema v10; see sto_trials_changed). */
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
-/* The touch after trial_id (of study_id) was created or changed in a
- * call that names its study: by trial on PostgreSQL (the stamp), by study
- * on SQLite (where nothing reads seq). */
+/* The touch after trial_id (of study_id) changed in a call that names its
+ * study: by trial on PostgreSQL (the stamp), by study on SQLite (where
+ * nothing reads seq). A new trial is stamped by its insert instead (db.c),
+ * and the touch by study that follows moves the study's seq to it. */
 int sto_db_touch_trial(sto_db *db, int64_t study_id, int64_t trial_id, double now);
 
 /* Inside the caller's transaction (lock held): stores a trial's

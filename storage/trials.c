@@ -69,7 +69,7 @@ static int trial_create(sto_db *db, int64_t study_id, int64_t at, const char *pa
     rc = sto_db_insert(db, s, "trial create", &id, &number);
     if (rc == HPO_ENOTFOUND && at >= 0) rc = HPO_ECONFLICT; /* the study is there (locked): the number moved */
     if (rc) goto fail;
-    rc = sto_db_touch_trial(db, study_id, id, now);
+    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now); /* PostgreSQL: its seq, which the insert stamped */
     if (rc) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
@@ -95,6 +95,11 @@ int sto_trial_create_at(sto_db *db, int64_t study_id, int64_t number, const char
     return trial_create(db, study_id, number, params, lease_expires, trial_id_out, NULL);
 }
 
+static int by_number(const void *a, const void *b) {
+    int64_t x = ((const sto_trial *)a)->number, y = ((const sto_trial *)b)->number;
+    return x < y ? -1 : x > y;
+}
+
 int sto_trials_changed(sto_db *db, int64_t study_id, int64_t after, sto_trial **out, size_t *n_out,
                        int64_t *seq_out) {
     if (!db || !out || !n_out || !seq_out) return HPO_EINVAL;
@@ -111,9 +116,8 @@ int sto_trials_changed(sto_db *db, int64_t study_id, int64_t after, sto_trial **
     sto_db_done(s);
     sto_db_unlock(db);
     if (rc) return rc;
-    int64_t seq = after;
-    for (size_t i = 0; i < n; i++)
-        if (list[i].seq > seq) seq = list[i].seq;
+    int64_t seq = n ? list[n - 1].seq : after; /* read in seq order */
+    if (n > 1) qsort(list, n, sizeof *list, by_number);
     *out = list;
     *n_out = n;
     *seq_out = seq;

@@ -18,7 +18,7 @@
  * and the commit. */
 static int commit_new(sto_db *db, int64_t study_id, int64_t id, int64_t number, sto_trial_state state,
                       const sto_event_in *ev, double now) {
-    int rc = sto_db_touch_trial(db, study_id, id, now);
+    int rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now); /* PostgreSQL: its seq, which the insert stamped */
     if (rc == 0 && ev) {
         char data[160];
         snprintf(data, sizeof data, "{\"trial_id\":%lld,\"number\":%lld,\"state\":\"%s\"}", (long long)id,

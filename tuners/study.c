@@ -63,6 +63,14 @@ int tun_study_trial(const tun_study *t, int64_t number, tun_trial_state *state, 
     return 0;
 }
 
+int tun_study_same_point(const tun_study *t, int64_t number, const double *x) {
+    const tun_trial_rec *r = t && x ? find(t, number) : NULL;
+    if (!r) return 0;
+    for (int i = 0; i < t->space->n; i++)
+        if (!(r->x[i] == x[i] || (isnan(r->x[i]) && isnan(x[i])))) return 0;
+    return 1;
+}
+
 /* Room for index i in the history (i < TUN_MAX_TRIAL_NUMBER + TUN_MAX_PRIORS). */
 static void reserve(tun_study *t, int64_t i) {
     if (i < t->cap) return;
