@@ -14,11 +14,10 @@ own data dir and port:
   on the other node ends with.
 Skipped (77) without the fixture (run it through ctest)."""
 import os
-import subprocess
 import sys
 import threading
 
-from hpod import Checks, Hpod, parse_args, read_events
+from hpod import Checks, Hpod, parse_args, psql, read_events
 
 EMBEDDED = {"name": "nodes-embedded", "objective": {"metric": "val_accuracy"},
             "model": {"template": "mlp"},
@@ -31,14 +30,6 @@ GRID = {"name": "nodes-grid", "objective": {"direction": "minimize"},
                   "b": {"type": "choice", "values": ["x", "y", "z"]}},
         "tuner": {"algorithm": "grid"}}
 GRID_POINTS = 12
-
-
-def psql(base, db, sql):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "%s/%s" % (base, db), "-c", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError("psql %s: %s" % (sql, out.stderr))
-    return out.stdout.strip()
 
 
 def stored_events(base, db, sid):
