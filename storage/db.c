@@ -306,8 +306,6 @@ static const char *const stmt_sql[STO_Q_N] = {
      * (study_id, number) unique index, after sto_db_lock_study in the same
      * transaction (an IMMEDIATE one on SQLite). */
     [STO_Q_TRIAL_INSERT] = TRIAL_INSERT("", ""),
-    /* The same with the number the caller expects (?5): no row when the
-     * study's next number is another. */
     [STO_Q_TRIAL_INSERT_AT] = TRIAL_INSERT_AT("", ""),
     /* schema v10: the trials changed after seq ?2, in seq order: one range
      * of trials_study_seq whatever the plan (ordered by number, a generic
