@@ -37,6 +37,9 @@ static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x
     } else if (ts != TUN_TRIAL_RUNNING) {
         return 0; /* its end is known: nothing of it changes for the tuner */
     }
+    /* the steps after the highest one the tuner has (a step reported out
+     * of order below it is not read: the tuner keeps a step's first value
+     * anyway, and reports go up) */
     if (t->last_step > known_step) {
         int64_t *steps = NULL;
         double *values = NULL;
