@@ -14,7 +14,8 @@
  * number storage gives (asks racing on many nodes: each round one wins). */
 #define NEW_TRIAL_TRIES 16
 
-/* Folds one changed trial t into the history; x is scratch (space->n). */
+/* Folds one changed trial t into the history; x is scratch (space->n).
+ * Only a storage failure is returned. */
 static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x) {
     if (t->number >= st->next_number) { /* t is by number: a new one */
         st->next_number = t->number + 1;
@@ -50,7 +51,12 @@ static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x
         free(steps);
         free(values);
     }
-    if (api_tun_state(t->state) != TUN_TRIAL_RUNNING) return api_tuner_finish(st, t);
+    if (api_tun_state(t->state) != TUN_TRIAL_RUNNING) {
+        int rc = api_tuner_finish(st, t);
+        if (rc) /* logged, not returned: one odd trial must not stop every ask */
+            HPO_WARN("study %lld: the tuner refused the end of trial %lld: %s", (long long)st->id,
+                     (long long)t->number, hpo_strerror(rc));
+    }
     return 0;
 }
 
