@@ -440,8 +440,9 @@ void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *typ
 void api_events_wake(api_ctx *ctx);
 /* Events stored by other hpod nodes on the same PostgreSQL database wake
  * the readers too: LISTEN/NOTIFY through a sto_watch, on a thread of its
- * own started by api_ctx_new (nothing on SQLite) and ended by
- * api_events_watch_stop (api_ctx_shutdown, api_ctx_free). */
+ * own started by api_ctx_new (nothing on SQLite; without a watch
+ * connection, a warning, and streams read at every keep-alive) and ended
+ * by api_events_watch_stop (api_ctx_shutdown, api_ctx_free). */
 int api_events_watch_start(api_ctx *ctx);
 void api_events_watch_stop(api_ctx *ctx);
 /* The compact JSON text of data (stolen; NULL: "{}"), malloc'd. */
