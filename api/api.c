@@ -25,7 +25,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     pthread_mutex_init(&ctx->disk_mu, NULL);
     api_metrics_new(&ctx->metrics);
     api_deadlines_new(ctx);
-    if ((rc = api_queue_new(ctx))) {
+    if ((rc = api_queue_new(ctx)) || (rc = api_events_watch_start(ctx))) {
         api_ctx_free(ctx);
         return rc;
     }
@@ -35,6 +35,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
 
 void api_ctx_free(api_ctx *ctx) {
     if (!ctx) return;
+    api_events_watch_stop(ctx);
     api_queue_free(ctx);
     api_deadlines_free(ctx);
     api_cache_free(ctx);
@@ -53,4 +54,5 @@ void api_ctx_shutdown(api_ctx *ctx) {
     ctx->stopping = 1;
     pthread_cond_broadcast(&ctx->event_cond);
     pthread_mutex_unlock(&ctx->event_mu);
+    api_events_watch_stop(ctx);
 }

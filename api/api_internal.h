@@ -226,6 +226,8 @@ typedef struct api_study {
     int64_t next_number;  /* trials created so far */
     int exhausted;        /* the tuner has nothing left to suggest (grid) */
     int64_t pbt_members;  /* pbt: members sampled by the tuner (trials without lineage) */
+    int64_t seq;          /* the trials changed after this seq are not folded in yet (study_sync.c) */
+    int64_t synced;       /* trial rows read by api_study_sync so far (tests: it reads what changed) */
     int refs;             /* guarded by the cache mutex */
 } api_study;
 
@@ -236,6 +238,29 @@ void api_study_release(api_ctx *ctx, api_study *st);
 /* Tells st's tuner how stored trial t (running in the tuner) ended: its
  * objective values and constraint violation as stored. */
 int api_tuner_finish(api_study *st, const sto_trial *t);
+/* Several hpod nodes on one PostgreSQL (study_sync.c): the history is
+ * replayed from storage at the first load, then kept by this node's
+ * changes AND refreshed from the database's: api_study_sync folds in
+ * the trials changed since st->seq (new trials, trials started, reported,
+ * finished on other nodes; one indexed query, then only what changed), so
+ * other nodes' running trials are pending for the samplers (the constant
+ * liar across nodes) and their reports reach the pruners. It is called,
+ * under st->lock, before an ask suggests, before a report or an unknown
+ * trial's tell, and before the scheduler picks an embedded study's next
+ * trial. Nothing on SQLite (one hpod per database). */
+int api_study_sync(api_ctx *ctx, api_study *st);
+/* A new running trial from the tuner (st->lock held): suggested for the
+ * next number and stored at that number only (sto_trial_create_at). When
+ * other nodes numbered trials meanwhile (asks racing on several nodes),
+ * it syncs; if one of those trials holds the very same point (a grid's
+ * next point) it suggests again, else the suggestion is stored at the
+ * next number: a suggestion sees every trial stored before it was made,
+ * no point is handed out twice, and a TPE suggestion (milliseconds) is
+ * not thrown away for a trial it merely did not see. x gets the
+ * configuration, *params_out (may be NULL) a new reference to its JSON.
+ * HPO_EEXHAUSTED (st->exhausted set) when the tuner has nothing left. */
+int api_study_new_trial(api_ctx *ctx, api_study *st, double lease, double *x, json_t **params_out,
+                        int64_t *trial_id_out, int64_t *number_out);
 /* Drops a study from the cache (after DELETE). */
 void api_study_forget(api_ctx *ctx, int64_t id);
 int api_cache_new(api_ctx *ctx);
@@ -391,6 +416,10 @@ struct api_ctx {
     pthread_cond_t event_cond;
     uint64_t event_seq;
     int stopping;              /* api_ctx_shutdown was called (under event_mu) */
+    /* other nodes' events (PostgreSQL): a thread waits on the watch and
+     * wakes the readers (events.c); watch NULL on SQLite */
+    sto_watch *watch;
+    pthread_t watch_thread;
     /* the disk-full back-off (disk_full.c), under disk_mu */
     pthread_mutex_t disk_mu;
     double disk_until, disk_backoff; /* monotonic end; current length (0: none) */
@@ -409,6 +438,13 @@ struct api_ctx {
 void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *type, json_t *data);
 /* Wakes the readers of event streams after an event was stored. */
 void api_events_wake(api_ctx *ctx);
+/* Events stored by other hpod nodes on the same PostgreSQL database wake
+ * the readers too: LISTEN/NOTIFY through a sto_watch, on a thread of its
+ * own started by api_ctx_new (nothing on SQLite; without a watch
+ * connection, a warning, and streams read at every keep-alive) and ended
+ * by api_events_watch_stop (api_ctx_shutdown, api_ctx_free). */
+int api_events_watch_start(api_ctx *ctx);
+void api_events_watch_stop(api_ctx *ctx);
 /* The compact JSON text of data (stolen; NULL: "{}"), malloc'd. */
 char *api_event_text(json_t *data);
 

@@ -30,8 +30,10 @@ int api_study_complete(api_ctx *ctx, api_study *st, const char *reason, const in
         (json_int_t)counts[STO_TRIAL_PRUNED], "failed", (json_int_t)counts[STO_TRIAL_FAILED], "cancelled",
         (json_int_t)counts[STO_TRIAL_CANCELLED], "reason", reason));
     sto_event_in ev = {"study_complete", data};
-    int rc = sto_study_set_state_ev(ctx->db, st->id, STO_STUDY_COMPLETE, &ev);
+    /* from running only: another node may have ended it a moment ago */
+    int rc = sto_study_set_state_from_ev(ctx->db, st->id, STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev);
     free(data);
+    if (rc == HPO_ECONFLICT) return rc; /* ended (or paused) by another node: its event is stored */
     if (rc) {
         HPO_WARN("study %lld: cannot store its end: %s", (long long)st->id, hpo_strerror(rc));
         return rc;

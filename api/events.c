@@ -7,7 +7,18 @@
  * event (study_complete, study_cancelled), or within a second of its
  * client leaving (api_request.client_gone). A Last-Event-ID on a finished
  * study (complete or cancelled) with no event after it gets 204 and no
- * body, which is what stops an EventSource from reconnecting. */
+ * body, which is what stops an EventSource from reconnecting.
+ *
+ * Several nodes on PostgreSQL: a stream on one node follows the events
+ * every node stores. Storage makes a study's events commit in id order
+ * (so the position, the last id sent, never passes one that commits
+ * late) and sends NOTIFY hpo_events with each; the watch thread here
+ * LISTENs and wakes the streams, which then read from the database. So
+ * an epoch trained on node A reaches a stream on node B within a round
+ * trip of its commit; a lost connection is made again and the streams
+ * read once more (and the 10 s keep-alive reads anyway). The final event
+ * is stored with the state, so a stream that finds the study over reads
+ * once more and ends with it, whichever node ended the study. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +35,46 @@ void api_events_wake(api_ctx *ctx) {
     ctx->event_seq++;
     pthread_cond_broadcast(&ctx->event_cond);
     pthread_mutex_unlock(&ctx->event_mu);
+}
+
+/* The watch thread: every notice (an event another connection committed,
+ * or a reconnection after which any may have been missed) wakes the
+ * readers, who read their studies' events after their positions. */
+static void *watch_main(void *arg) {
+    api_ctx *ctx = arg;
+    for (;;) {
+        pthread_mutex_lock(&ctx->event_mu);
+        int stopping = ctx->stopping;
+        pthread_mutex_unlock(&ctx->event_mu);
+        if (stopping) return NULL;
+        if (sto_watch_wait(ctx->watch, 5000) > 0) api_events_wake(ctx);
+    }
+}
+
+int api_events_watch_start(api_ctx *ctx) {
+    if (!sto_shared(ctx->db)) return 0;
+    if (sto_watch_open(ctx->db, &ctx->watch)) { /* logged; streams still read at every keep-alive */
+        HPO_WARN("events stored by other nodes reach this node's event streams within %d s only",
+                 KEEPALIVE_SECONDS);
+        return 0;
+    }
+    if (pthread_create(&ctx->watch_thread, NULL, watch_main, ctx)) {
+        sto_watch_close(ctx->watch);
+        ctx->watch = NULL;
+        return HPO_EINTERNAL;
+    }
+    return 0;
+}
+
+void api_events_watch_stop(api_ctx *ctx) {
+    if (!ctx->watch) return;
+    pthread_mutex_lock(&ctx->event_mu);
+    ctx->stopping = 1;
+    pthread_mutex_unlock(&ctx->event_mu);
+    sto_watch_interrupt(ctx->watch);
+    pthread_join(ctx->watch_thread, NULL);
+    sto_watch_close(ctx->watch);
+    ctx->watch = NULL;
 }
 
 char *api_event_text(json_t *data) {

@@ -131,20 +131,11 @@ static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *j
 static int take_new(api_ctx *ctx, api_study *st, const char *slot, api_job *job) {
     if (!has_budget(st)) return HPO_ENOTFOUND;
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
-    int64_t number = st->next_number, trial_id = 0;
-    int rc = tun_study_suggest(st->tuner, number, x);
-    if (rc == HPO_EEXHAUSTED) {
-        st->exhausted = 1;
-        free(x);
-        return HPO_ENOTFOUND;
-    }
-    json_t *params = rc ? NULL : tun_space_to_json(st->def.space, x);
-    char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
-    if (rc == 0) rc = sto_trial_create(ctx->db, st->id, text, 0, &trial_id, &number);
+    int64_t number = 0, trial_id = 0;
+    int rc = api_study_new_trial(ctx, st, 0, x, NULL, &trial_id, &number);
+    if (rc == HPO_EEXHAUSTED) rc = HPO_ENOTFOUND;
     if (rc == 0) {
-        st->next_number = number + 1;
         st->pbt_members++;
-        tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
         /* should this fail (a full disk), the trial is running without a
          * worker: api_jobs_reap queues it again */
         rc = start_trial(ctx, trial_id, number, 0, slot);
@@ -152,8 +143,6 @@ static int take_new(api_ctx *ctx, api_study *st, const char *slot, api_job *job)
     if (rc == 0)
         *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = trial_id, .study_id = st->id, .number = number,
                          .timeout = st->def.emb.trial_timeout};
-    free(text);
-    json_decref(params);
     free(x);
     return rc;
 }
@@ -203,7 +192,8 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
             continue;
         }
         int64_t counts[STO_TRIAL_N_STATES] = {0};
-        if (s.state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
+        if (s.state == STO_STUDY_RUNNING && api_study_sync(ctx, st) == 0 &&
+            sto_trial_counts(ctx->db, st->id, counts) == 0 &&
             (st->def.emb.parallel <= 0 || counts[STO_TRIAL_RUNNING] < st->def.emb.parallel)) {
             if (st->def.tuner.algorithm == TUN_PBT) {
                 rc = take_pbt(ctx, st, slot, job);

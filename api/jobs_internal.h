@@ -54,9 +54,11 @@ void api_jobs_wake(api_ctx *ctx);
  * study's lock is held. */
 const char *api_budget_spent(api_study *st, double now, int probe);
 /* Stores the study complete with its study_complete event (counts: the
- * trials by state; reason: the budget's field), and updates the run queue
- * of an embedded study. The study's lock is held; the caller wakes the
- * event readers (api_events_wake) once it is released. */
+ * trials by state; reason: the budget's field), from running only
+ * (HPO_ECONFLICT, nothing stored, when another node ended or paused it
+ * first: one final event), and updates the run queue of an embedded
+ * study. The study's lock is held; the caller wakes the event readers
+ * (api_events_wake) once it is released. */
 int api_study_complete(api_ctx *ctx, api_study *st, const char *reason, const int64_t counts[STO_TRIAL_N_STATES]);
 /* Ends an external study that is running, whose budget is spent at now
  * (the grid probed) and with no trial running: 1 when it completed it, 0

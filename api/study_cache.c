@@ -108,6 +108,8 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
     if ((rc = sto_trial_list(ctx->db, id, &all, &trials, &n))) goto fail;
     x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
     for (size_t i = 0; i < n; i++) {
+        /* one statement read them: changes after the highest seq come later (study_sync.c) */
+        if (trials[i].seq > st->seq) st->seq = trials[i].seq;
         if (trials[i].number + 1 > st->next_number) st->next_number = trials[i].number + 1;
         if (!trials[i].lineage) st->pbt_members++;
         /* an enqueued trial never handed out (queued, or cancelled while it

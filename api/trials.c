@@ -47,7 +47,7 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     }
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
     pthread_mutex_lock(&st->lock);
-    int64_t number = st->next_number, trial_id = 0;
+    int64_t number = 0, trial_id = 0;
     json_t *params = NULL;
     double now = hpo_now(), lease = now + st->def.lease_seconds;
     int ended = 0;
@@ -65,6 +65,11 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     }
     sto_study_state state = s.state;
     sto_study_clear(&s);
+    /* what other nodes changed (their trials running now are pending here) */
+    if ((rc = api_study_sync(ctx, st))) {
+        api_fail_rc(resp, rc, NULL);
+        goto unlock;
+    }
     /* enqueued trials first, oldest first; they hold their numbers already,
      * so a max_trials reached does not keep them waiting */
     sto_trial q;
@@ -87,11 +92,8 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
         goto unlock;
     }
     if (!why) {
-        rc = tun_study_suggest(st->tuner, number, x);
-        if (rc == HPO_EEXHAUSTED) {
-            st->exhausted = 1;
-            why = "space";
-        }
+        rc = api_study_new_trial(ctx, st, lease, x, &params, &trial_id, &number);
+        if (rc == HPO_EEXHAUSTED) why = "space";
     }
     if (why) {
         refuse_budget(resp, st, why);
@@ -102,21 +104,6 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
         api_fail_rc(resp, rc, NULL);
         goto unlock;
     }
-    params = tun_space_to_json(st->def.space, x);
-    char *text = json_dumps(params, JSON_COMPACT);
-    int64_t stored_number = 0;
-    rc = sto_trial_create(ctx->db, id, text, lease, &trial_id, &stored_number);
-    free(text);
-    if (rc) {
-        api_fail_rc(resp, rc, NULL);
-        goto unlock;
-    }
-    if (stored_number != number)
-        HPO_WARN("study %lld: storage numbered the trial %lld, the tuner expected %lld", (long long)id,
-                 (long long)stored_number, (long long)number);
-    number = stored_number;
-    st->next_number = number + 1;
-    tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
     reply_asked(resp, id, trial_id, number, params, lease);
 unlock:
     pthread_mutex_unlock(&st->lock);
@@ -189,7 +176,8 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
     } else if (!not_running(&t, resp)) {
         hpo_error err = {{0}, {0}};
         int prune = 0;
-        rc = api_trial_annotate(ctx, &t, attrs, NULL, &err); /* before the report: a 413 changes nothing */
+        rc = api_study_sync(ctx, st); /* the pruner compares with other nodes' trials too */
+        if (rc == 0) rc = api_trial_annotate(ctx, &t, attrs, NULL, &err); /* before the report: a 413 changes nothing */
         if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
         if (rc == 0) rc = tun_study_report(st->tuner, t.number, step, value, &prune);
         if (rc)
@@ -237,7 +225,9 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     } else if (!not_running(&t, resp)) {
         /* its user_attrs first (a 413 changes nothing), then the outcome */
         hpo_error err = {{0}, {0}};
-        rc = api_trial_annotate(ctx, &t, attrs, NULL, &err);
+        /* a trial asked through another node: the tuner learns of it first */
+        if (tun_study_trial(st->tuner, t.number, NULL, NULL) == HPO_ENOTFOUND) rc = api_study_sync(ctx, st);
+        if (rc == 0) rc = api_trial_annotate(ctx, &t, attrs, NULL, &err);
         if (rc) {
             api_fail_rc(resp, rc, &err);
             goto unlock;

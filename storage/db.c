@@ -215,6 +215,18 @@ static const char *const migrations[] = {
      * epoch for a bred one, 0 otherwise). */
     "ALTER TABLE trials ADD COLUMN lineage TEXT;"
     "ALTER TABLE trials ADD COLUMN pbt_epoch INTEGER NOT NULL DEFAULT 0;",
+
+    /* 8 -> 9: reserved for the node table of the branch `nodes` (issue 15
+     * part A), merged separately; a step that changes nothing until then. */
+    "SELECT 1;",
+
+    /* 9 -> 10: a study's change counter (seq) and each trial's stamp of it
+     * (the seq of the study at the trial's latest change), which
+     * sto_trials_changed follows. Kept on PostgreSQL, where several hpod
+     * nodes write one database; a SQLite database has one hpod (the data
+     * dir's lock), so both stay 0 there and no index is needed. */
+    "ALTER TABLE studies ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE trials ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -234,6 +246,32 @@ int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
     " LIMIT ?3 OFFSET ?4"
 #define BY_STATE " AND state = ?2"
 #define DATASET_COLS "id, name, format, path, meta, n_rows, bytes, created"
+/* The inserts of a trial with the study's next number (after
+ * sto_db_lock_study). col and val add columns: PostgreSQL's variants
+ * stamp the new trial with the study's next change number (NEXT_SEQ,
+ * which the touch by study that follows stores in the study's row). */
+#define NEXT_SEQ ", (SELECT seq + 1 FROM studies WHERE id = ?1)"
+#define NEXT_NUMBER " COALESCE(MAX(number) + 1, 0)"
+#define TRIAL_INSERT(col, val)                                                            \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
+    " SELECT ?1," NEXT_NUMBER ", 0, ?2, ?3, ?3, ?4" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
+/* with the number the caller expects (?5): no row when the study's next
+ * number is another */
+#define TRIAL_INSERT_AT(col, val)                                                         \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
+    " SELECT ?1, ?5, 0, ?2, ?3, ?3, ?4" val                                                 \
+    " WHERE (SELECT" NEXT_NUMBER " FROM trials WHERE study_id = ?1) = ?5 RETURNING id, number"
+#define TRIAL_ENQUEUE(col, val)                                                           \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
+    " SELECT ?1," NEXT_NUMBER ", 5, ?2, ?3, 0, 0" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
+#define TRIAL_PBT_BREED(col, val)                                                         \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires, lineage, pbt_epoch" col \
+    ") SELECT ?1," NEXT_NUMBER ", 5, ?2, ?3, ?3, 0, ?4, ?5" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
+#define TRIAL_ADD(col, val)                                                               \
+    "INSERT INTO trials (study_id, number, state, params, value, value_std, value_n, last_step,"      \
+    " last_value, created, started, finished, error, user_attrs, note" col ")"                         \
+    " SELECT ?1," NEXT_NUMBER ", ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"                       \
+    " COALESCE(?13, '{}'), COALESCE(?14, '')" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
 
 static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -254,6 +292,8 @@ static const char *const stmt_sql[STO_Q_N] = {
         " updated = " GREATEST("updated", "?4") " WHERE id = ?1",
     [STO_Q_STUDY_DELETE] = "DELETE FROM studies WHERE id = ?1",
     [STO_Q_STUDY_SET_STATE] = "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1",
+    /* only from state ?4: of two connections ending a study, one does */
+    [STO_Q_STUDY_SET_STATE_FROM] = "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1 AND state = ?4",
     /* A trial changed (?2 now): the study's updated follows, never back. */
     [STO_Q_STUDY_TOUCH] = "UPDATE studies SET updated = " GREATEST("updated", "?2") " WHERE id = ?1",
     [STO_Q_STUDY_TOUCH_BY_TRIAL] =
@@ -265,11 +305,14 @@ static const char *const stmt_sql[STO_Q_N] = {
     /* The next number is read and used inside one statement, through the
      * (study_id, number) unique index, after sto_db_lock_study in the same
      * transaction (an IMMEDIATE one on SQLite). */
-    [STO_Q_TRIAL_INSERT] =
-        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
-        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 0, ?2, ?3, ?3, ?4"
-        " FROM trials WHERE study_id = ?1"
-        " RETURNING id, number",
+    [STO_Q_TRIAL_INSERT] = TRIAL_INSERT("", ""),
+    [STO_Q_TRIAL_INSERT_AT] = TRIAL_INSERT_AT("", ""),
+    /* schema v10: the trials changed after seq ?2, in seq order: one range
+     * of trials_study_seq whatever the plan (ordered by number, a generic
+     * plan may walk the study's (study_id, number) index instead, every
+     * trial of the study; trials.c sorts by number) */
+    [STO_Q_TRIALS_CHANGED] =
+        "SELECT " STO_TRIAL_COLS " FROM trials WHERE study_id = ?1 AND seq > ?2 ORDER BY seq",
     [STO_Q_TRIAL_GET] = "SELECT " STO_TRIAL_COLS " FROM trials WHERE id = ?1",
     [STO_Q_TRIAL_STATE] = "SELECT state FROM trials WHERE id = ?1",
     [STO_Q_TRIAL_LIST + 0] = TRIAL_LIST("", "number ASC"),
@@ -297,7 +340,7 @@ static const char *const stmt_sql[STO_Q_N] = {
         "INSERT INTO intermediates (trial_id, step, value) VALUES (?1, ?2, ?3)"
         " ON CONFLICT (trial_id, step) DO UPDATE SET value = excluded.value",
     [STO_Q_INTERMEDIATES_TRIAL] =
-        "SELECT step, value FROM intermediates WHERE trial_id = ?1 ORDER BY step",
+        "SELECT step, value FROM intermediates WHERE trial_id = ?1 AND step > ?2 ORDER BY step",
     [STO_Q_INTERMEDIATES_STUDY] =
         "SELECT t.number, i.step, i.value FROM trials t JOIN intermediates i"
         " ON i.trial_id = t.id WHERE t.study_id = ?1 ORDER BY t.number, i.step",
@@ -318,11 +361,7 @@ static const char *const stmt_sql[STO_Q_N] = {
     /* Trials a client brings (trials_in.c): enqueued (state 5, never
      * started: started = 0 tells it from a requeued one), handed out once
      * (its parameters completed), or added finished. */
-    [STO_Q_TRIAL_ENQUEUE] =
-        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires)"
-        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 5, ?2, ?3, 0, 0"
-        " FROM trials WHERE study_id = ?1"
-        " RETURNING id, number",
+    [STO_Q_TRIAL_ENQUEUE] = TRIAL_ENQUEUE("", ""),
     /* Population-based training (schema v8): a queued member ranked at a
      * boundary that goes on (?2 the boundary); a queued member replaced
      * at its boundary ends pruned with its last value (?2 now); a member
@@ -334,21 +373,11 @@ static const char *const stmt_sql[STO_Q_N] = {
         "UPDATE trials SET state = 2, value = last_value,"
         " value_n = CASE WHEN last_value IS NULL THEN 0 ELSE 1 END, finished = ?2, lease_expires = 0"
         " WHERE id = ?1 AND state = 5",
-    [STO_Q_TRIAL_PBT_BREED] =
-        "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires, lineage, pbt_epoch)"
-        " SELECT ?1, COALESCE(MAX(number) + 1, 0), 5, ?2, ?3, ?3, 0, ?4, ?5"
-        " FROM trials WHERE study_id = ?1"
-        " RETURNING id, number",
+    [STO_Q_TRIAL_PBT_BREED] = TRIAL_PBT_BREED("", ""),
     [STO_Q_TRIAL_HAND_OUT] =
         "UPDATE trials SET state = 0, params = ?2, started = ?3, lease_expires = ?4, slot = ?5"
         " WHERE id = ?1 AND state = 5 AND started = 0",
-    [STO_Q_TRIAL_ADD] =
-        "INSERT INTO trials (study_id, number, state, params, value, value_std, value_n, last_step,"
-        " last_value, created, started, finished, error, user_attrs, note)"
-        " SELECT ?1, COALESCE(MAX(number) + 1, 0), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-        " COALESCE(?13, '{}'), COALESCE(?14, '')"
-        " FROM trials WHERE study_id = ?1"
-        " RETURNING id, number",
+    [STO_Q_TRIAL_ADD] = TRIAL_ADD("", ""),
     /* A multi-objective trial's values and metrics (schema v7), in the
      * transaction of its finish or add. */
     [STO_Q_TRIAL_SET_VALUES] = "UPDATE trials SET values_json = ?2, metrics_json = ?3 WHERE id = ?1",
@@ -415,13 +444,14 @@ static const char *const stmt_sql[STO_Q_N] = {
      * stored (no row inserted). */
     [STO_Q_EVENT_OF_STUDY] =
         "INSERT INTO events (study_id, trial_id, type, data, created)"
-        " SELECT id, NULL, ?2, ?3, ?4 FROM studies WHERE id = ?1",
+        " SELECT id, NULL, ?2, ?3, ?4 FROM studies WHERE id = ?1 RETURNING study_id",
     [STO_Q_EVENT_OF_TRIAL] =
         "INSERT INTO events (study_id, trial_id, type, data, created)"
-        " SELECT study_id, id, ?2, ?3, ?4 FROM trials WHERE id = ?1",
+        " SELECT study_id, id, ?2, ?3, ?4 FROM trials WHERE id = ?1 RETURNING study_id",
     [STO_Q_EVENT_OF_MODEL] =
         "INSERT INTO events (study_id, trial_id, type, data, created)"
-        " SELECT study_id, CASE WHEN trial_id > 0 THEN trial_id END, ?2, ?3, ?4 FROM models WHERE id = ?1",
+        " SELECT study_id, CASE WHEN trial_id > 0 THEN trial_id END, ?2, ?3, ?4 FROM models WHERE id = ?1"
+        " RETURNING study_id",
     [STO_Q_EVENT_LIST] =
         "SELECT id, study_id, trial_id, type, data, created FROM events"
         " WHERE study_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
@@ -433,6 +463,42 @@ static const char *const stmt_sql_pg[STO_Q_N] = {
      * races are decided by row locks and the statements' WHERE clauses */
     [STO_Q_BEGIN] = "BEGIN",
     [STO_Q_STUDY_LOCK] = "SELECT 1 FROM studies WHERE id = ?1 FOR UPDATE",
+    /* A new trial is stamped by its insert, under sto_db_lock_study; the
+     * touch by study that follows moves the study's seq to it. */
+    [STO_Q_TRIAL_INSERT] = TRIAL_INSERT(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_INSERT_AT] = TRIAL_INSERT_AT(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_ENQUEUE] = TRIAL_ENQUEUE(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_PBT_BREED] = TRIAL_PBT_BREED(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_ADD] = TRIAL_ADD(", seq", NEXT_SEQ),
+    [STO_Q_STUDY_TOUCH] = "UPDATE studies SET updated = " GREATEST("updated", "?2") ", seq = seq + 1 WHERE id = ?1",
+    /* A touch by trial draws the study's next change number under its
+     * row lock and stamps the trial with it (schema v10). */
+    [STO_Q_STUDY_TOUCH_BY_TRIAL] =
+        "WITH s AS (UPDATE studies SET updated = " GREATEST("updated", "?2") ", seq = seq + 1"
+        " WHERE id = (SELECT study_id FROM trials WHERE id = ?1) RETURNING seq)"
+        " UPDATE trials SET seq = s.seq FROM s WHERE trials.id = ?1",
+    /* Events: the study's row is locked before the id is drawn (a study's
+     * event ids commit in order) and NOTIFY hpo_events tells listeners at
+     * the commit (db_internal.h). No row: the study (trial, model) is gone. */
+    [STO_Q_EVENT_INSERT] =
+        "WITH e AS (INSERT INTO events (study_id, trial_id, type, data, created)"
+        " SELECT id, ?2, ?3, ?4, ?5 FROM studies WHERE id = ?1 FOR NO KEY UPDATE RETURNING id, study_id)"
+        " SELECT id, pg_notify('hpo_events', study_id::text) FROM e",
+    [STO_Q_EVENT_OF_STUDY] =
+        "WITH e AS (INSERT INTO events (study_id, trial_id, type, data, created)"
+        " SELECT id, NULL, ?2, ?3, ?4 FROM studies WHERE id = ?1 FOR NO KEY UPDATE RETURNING study_id)"
+        " SELECT pg_notify('hpo_events', study_id::text) FROM e",
+    [STO_Q_EVENT_OF_TRIAL] =
+        "WITH e AS (INSERT INTO events (study_id, trial_id, type, data, created)"
+        " SELECT s.id, t.id, ?2, ?3, ?4 FROM trials t JOIN studies s ON s.id = t.study_id WHERE t.id = ?1"
+        " FOR NO KEY UPDATE OF s RETURNING study_id)"
+        " SELECT pg_notify('hpo_events', study_id::text) FROM e",
+    [STO_Q_EVENT_OF_MODEL] =
+        "WITH e AS (INSERT INTO events (study_id, trial_id, type, data, created)"
+        " SELECT s.id, CASE WHEN m.trial_id > 0 THEN m.trial_id END, ?2, ?3, ?4"
+        " FROM models m JOIN studies s ON s.id = m.study_id WHERE m.id = ?1"
+        " FOR NO KEY UPDATE OF s RETURNING study_id)"
+        " SELECT pg_notify('hpo_events', study_id::text) FROM e",
     /* a model another node is claiming is skipped, not waited for */
     [STO_Q_MODEL_CLAIM] = "UPDATE models SET state = 1, started = ?1"
                           " WHERE id = (SELECT id FROM models WHERE state = 0 ORDER BY id LIMIT 1"
@@ -524,6 +590,7 @@ void sto_db_read_trial(sto_stmt *s, void *out) {
     t->metrics_json = sto_col_text(s, 21);
     t->lineage = sto_col_text(s, 22);
     t->pbt_epoch = sto_col_int64(s, 23);
+    t->seq = sto_col_int64(s, 24);
 }
 
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
@@ -550,6 +617,13 @@ int sto_db_touch_study(sto_db *db, int q, int64_t id, double now) {
     sto_db_done(s);
     return rc;
 }
+
+int sto_db_touch_trial(sto_db *db, int64_t study_id, int64_t trial_id, double now) {
+    return sto_db_is_pg(db) ? sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now)
+                            : sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now);
+}
+
+int sto_shared(const sto_db *db) { return db && sto_db_is_pg(db); }
 
 int sto_db_exec_id(sto_db *db, int q, int64_t id, const char *what) {
     sto_db_lock(db);
@@ -699,6 +773,7 @@ static void db_free(sto_db *db) {
     for (int i = 0; i < STO_Q_N; i++) sto_stmt_finalize(db->q[i]);
     sto_sql_close(db->conn);
     pthread_mutex_destroy(&db->mu);
+    free(db->url);
     free(db);
 }
 
@@ -712,6 +787,7 @@ int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db *
     pthread_mutex_init(&db->mu, NULL);
     rc = pg ? sto_sql_open_pg(path, &db->conn) : sto_sql_open_sqlite(path, sync == STO_SYNC_FULL, &db->conn);
     if (rc) goto fail;
+    if (pg) db->url = hpo_strdup(path);
     rc = pg ? sto_pg_migrate(db->conn, sto_schema_version()) : migrate(db, path, target_version);
     if (rc) goto fail;
     for (int i = 0; i < STO_Q_N; i++) {

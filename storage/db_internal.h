@@ -25,6 +25,17 @@
  *   UPDATE finds the state changed and changes no row), trial numbers are
  *   drawn under the study's row lock (sto_db_lock_study), and a claim of a
  *   queued job skips rows another transaction holds (FOR UPDATE SKIP LOCKED).
+ * - Order across connections (PostgreSQL): an id drawn from a sequence
+ *   commits whenever its transaction does, so ids can become visible out
+ *   of order. What a reader follows with a cursor is therefore drawn
+ *   under the study's row lock, held to the commit, so a study's values
+ *   commit in their order: an event's id (its insert locks the study's
+ *   row first, FOR NO KEY UPDATE, in the same statement) and a trial's
+ *   change number seq (the study's seq + 1, drawn by the touch that
+ *   updates the study's row, or by a new trial's insert after the study's
+ *   row is locked; sto_trials_changed). The event insert also
+ *   sends NOTIFY hpo_events (payload: the study id), delivered to
+ *   listeners at the commit (sto_watch).
  * - Columns: NaN is stored as NULL (SQLite turns a NaN REAL into NULL anyway,
  *   we make it explicit) and NULL is read back as NaN; text columns are
  *   copied with hpo_strdup (NULL stays NULL).
@@ -63,8 +74,11 @@ enum {
     STO_Q_STUDY_ANNOTATE, /* schema v6 */
     STO_Q_STUDY_ATTRS,    /* schema v6 */
     STO_Q_STUDY_LOCK,
+    STO_Q_STUDY_SET_STATE_FROM,
 
     STO_Q_TRIAL_INSERT,
+    STO_Q_TRIAL_INSERT_AT,
+    STO_Q_TRIALS_CHANGED, /* schema v10 */
     STO_Q_TRIAL_GET,
     STO_Q_TRIAL_STATE,
     /* 8 list variants: + 4 * (state filter) + 2 * (order by value) + (descending) */
@@ -127,7 +141,7 @@ enum {
 #define STO_TRIAL_COLS                                                                 \
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
-    "train_seconds, user_attrs, note, values_json, metrics_json, lineage, pbt_epoch"
+    "train_seconds, user_attrs, note, values_json, metrics_json, lineage, pbt_epoch, seq"
 
 /* Column list of a study row, in the order studies.c reads it. */
 #define STO_STUDY_COLS "id, name, spec, state, created, updated, user_attrs, note"
@@ -139,6 +153,7 @@ struct sto_db {
     sto_sql *conn;
     pthread_mutex_t mu;
     sto_stmt *q[STO_Q_N];
+    char *url; /* PostgreSQL: the URL it was opened with (sto_watch connects there too); NULL on SQLite */
 };
 
 /* PostgreSQL's schema (schema_pg.c): creates or migrates the database at
@@ -189,8 +204,15 @@ int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
 /* Inside the caller's transaction (lock held): moves the updated time of
  * a study to now (never back), q being STO_Q_STUDY_TOUCH (id: the study)
  * or STO_Q_STUDY_TOUCH_BY_TRIAL (id: one of its trials). Every call that
- * changes a trial does it, so a study's updated follows its trials. */
+ * changes a trial does it, so a study's updated follows its trials. On
+ * PostgreSQL the touch by trial also stamps the trial with the study's
+ * next change number (seq, schema v10; see sto_trials_changed). */
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
+/* The touch after trial_id (of study_id) changed in a call that names its
+ * study: by trial on PostgreSQL (the stamp), by study on SQLite (where
+ * nothing reads seq). A new trial is stamped by its insert instead (db.c),
+ * and the touch by study that follows moves the study's seq to it. */
+int sto_db_touch_trial(sto_db *db, int64_t study_id, int64_t trial_id, double now);
 
 /* Inside the caller's transaction (lock held): stores a trial's
  * values_json and metrics_json (schema v7) unless both are NULL. */

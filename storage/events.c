@@ -1,7 +1,10 @@
 /* events.c - a study's progress stream: append, read after an id, and the
  * event written inside another call's transaction (sto_db_event_in_tx, see
- * storage.h). Ids come from AUTOINCREMENT, so they only ever grow, even
- * across deletes: a client resuming with after_id never sees an id twice. */
+ * storage.h). Ids come from AUTOINCREMENT (an identity on PostgreSQL), so
+ * they only ever grow, even across deletes: a client resuming with
+ * after_id never sees an id twice. On PostgreSQL a study's events also
+ * commit in id order (the insert locks the study's row first, db.c), so
+ * such a client never skips one that committed late either. */
 #include "db_internal.h"
 
 #include <stdlib.h>
@@ -53,11 +56,9 @@ int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev) {
     sto_bind_text(s, 2, ev->type);
     sto_bind_text(s, 3, ev->data ? ev->data : "{}");
     sto_bind_real(s, 4, hpo_now());
-    int rc = 0;
-    if (sto_step(s) != STO_DONE)
-        rc = sto_db_error(db, "event");
-    else if (sto_sql_changes(db->conn) == 0)
-        rc = HPO_ENOTFOUND; /* the row it is about is gone */
+    /* one row per event stored (RETURNING), none when the row it is about is gone */
+    int src = sto_step(s);
+    int rc = src == STO_ROW ? 0 : src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, "event");
     sto_db_done(s);
     return rc;
 }

@@ -119,6 +119,17 @@ static const pg_step steps[] = {
     {8,
      "ALTER TABLE trials ADD COLUMN lineage TEXT;"
      "ALTER TABLE trials ADD COLUMN pbt_epoch BIGINT NOT NULL DEFAULT 0;"},
+    /* v9: reserved for the node table of the branch `nodes` (issue 15
+     * part A), merged separately; changes nothing until then */
+    {9, "SELECT 1"},
+    /* v10: a study's change counter and each trial's stamp of it, drawn
+     * under the study's row lock by every change of the trial (db.c's
+     * touch by trial), so a study's trials changed after a seq are one
+     * index range (sto_trials_changed) */
+    {10,
+     "ALTER TABLE studies ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE trials ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;"
+     "CREATE INDEX trials_study_seq ON trials (study_id, seq);"},
 };
 
 /* pg_advisory_xact_lock's key: "hpo" + 1, any constant of our own */

@@ -12,7 +12,11 @@
  *   What follows describes SQLite; PostgreSQL keeps the same promises
  *   (one transaction per call, events with their change, ids never
  *   reused) with its own schema list (schema_pg.c) and row locks for what
- *   several connections race for (db_internal.h).
+ *   several connections race for (db_internal.h). Several processes on
+ *   one PostgreSQL database also follow each other: a study's events and
+ *   its trials' changes become visible in the order of their ids / change
+ *   numbers, so a cursor misses none (sto_event_list, sto_trials_changed),
+ *   and a watch hears other processes' events as they commit (sto_watch).
  * - One file, <data-dir>/hpo.db, in WAL mode. The schema is created and
  *   migrated from a versioned list of SQL scripts (PRAGMA user_version);
  *   opening an older database applies the missing steps in one transaction.
@@ -57,7 +61,7 @@
  *   with all SQL), sql.h + sql_sqlite.c + sql_pg.c (the driver),
  *   schema_pg.c (PostgreSQL's schema), studies.c, trials.c, training.c (queueing,
  *   epochs), trials_in.c (enqueued and added trials), datasets.c,
- *   events.c; db_internal.h is
+ *   events.c, watch.c (LISTEN, PostgreSQL); db_internal.h is
  *   shared by them and by the tests. Measured on the dev VM (2 vCPU, ext4),
  *   tests/unit/storage/test_perf: create/report/finish ~20-45 us mean each
  *   with NORMAL, ~0.2-0.35 ms with FULL (fsync); ~10,000 ask+report+tell round trips/s
@@ -152,6 +156,11 @@ int sto_study_delete(sto_db *db, int64_t id);
 int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state);
 /* The same with an event (ev may be NULL). */
 int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev);
+/* The same only from state `from`: HPO_ECONFLICT, storing nothing, when
+ * the study is in another state (another connection ended or paused it
+ * first), so two nodes ending one study store one final event. */
+int sto_study_set_state_from_ev(sto_db *db, int64_t id, sto_study_state from, sto_study_state state,
+                                const sto_event_in *ev);
 const char *sto_study_state_name(sto_study_state s);
 /* A study's (or trial's) user_attrs change: called inside the annotate
  * call's transaction, under storage's lock, with the stored user_attrs
@@ -206,6 +215,8 @@ typedef struct sto_trial {
     /* schema v8: population-based training */
     char *lineage;             /* a bred trial's lineage, a JSON object text; NULL: none */
     int64_t pbt_epoch;         /* the last boundary it was ranked at (a bred one: its start epoch) */
+    /* schema v10 (PostgreSQL; 0 on SQLite) */
+    int64_t seq;               /* its study's change number at its latest change (sto_trials_changed) */
 } sto_trial;
 
 void sto_trial_clear(sto_trial *t);
@@ -217,6 +228,12 @@ void sto_trial_list_free(sto_trial *list, size_t n);
  * trial_id_out and number_out may be NULL. */
 int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
                      int64_t *trial_id_out, int64_t *number_out);
+/* The same, numbered `number`: the next number of the study as the caller
+ * knows it (its tuner suggested for that number). HPO_ECONFLICT, storing
+ * nothing, when the study's next number is another: another connection
+ * (hpod node) numbered a trial since the caller last looked. */
+int sto_trial_create_at(sto_db *db, int64_t study_id, int64_t number, const char *params, double lease_expires,
+                        int64_t *trial_id_out);
 int sto_trial_get(sto_db *db, int64_t trial_id, sto_trial *out);
 
 typedef struct sto_trial_filter {
@@ -251,6 +268,9 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
  * arrays (free()). HPO_ENOTFOUND for an unknown trial. */
 int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
                             double **values_out, size_t *n_out);
+/* The same for the steps after after_step only. */
+int sto_trial_intermediates_after(sto_db *db, int64_t trial_id, int64_t after_step, int64_t **steps_out,
+                                  double **values_out, size_t *n_out);
 /* Calls fn for every intermediate value of every trial of a study (ordered by
  * trial number, then step): used to rebuild a tuner's history at start-up.
  * The rows are read first and fn runs after the lock is released, so fn may
@@ -287,6 +307,24 @@ int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o,
  * study's updated moves). HPO_ENOTFOUND for an unknown trial. */
 int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *arg, const char *note,
                        const sto_event_in *ev);
+
+/* ---- other connections' changes (several hpod nodes on PostgreSQL) ----
+ * Other processes may write the database (sto_shared: PostgreSQL), so what
+ * a process caches of it (a tuner's history, an event stream's position)
+ * must be refreshed from it. Every change of a trial (created, started,
+ * reported, requeued, finished, handed out, annotated, ...) stamps it with
+ * its study's next change number, trial.seq (schema v10), drawn under the
+ * study's row lock in the change's transaction: a study's changes commit
+ * in seq order, so a reader that keeps the highest seq it has read misses
+ * none by asking for the trials changed after it. On SQLite (one hpod per
+ * database) seq stays 0. */
+int sto_shared(const sto_db *db);
+/* The trials of a study changed after seq `after` (as they are now, by
+ * number; *out NULL and *n_out 0 when none) and *seq_out the highest seq
+ * among them (after when none): the cursor of the next call.
+ * HPO_ENOTFOUND for an unknown study. */
+int sto_trials_changed(sto_db *db, int64_t study_id, int64_t after, sto_trial **out, size_t *n_out,
+                       int64_t *seq_out);
 
 /* Fails every running trial whose lease expired before now, with the error
  * "lease expired". Returns the affected trials (caller frees the list) so the
@@ -486,7 +524,9 @@ int sto_models_requeue_running(sto_db *db, int64_t *n_out);
 void sto_model_clear(sto_model *m);
 void sto_model_list_free(sto_model *list, size_t n);
 
-/* ---- events (the study's progress stream; ids increase) ---- */
+/* ---- events (the study's progress stream; ids increase, and a study's
+ * events become visible in id order on PostgreSQL too: each insert locks
+ * its study's row before it draws the id) ---- */
 typedef struct sto_event {
     int64_t id, study_id, trial_id; /* trial_id 0 when none */
     char *type;                     /* "trial_started", "trial_complete", ... */
@@ -505,5 +545,23 @@ int sto_event_list(sto_db *db, int64_t study_id, int64_t after_id, int64_t limit
 void sto_event_list_free(sto_event *list, size_t n);
 /* The id of a study's latest event (0 when it has none). */
 int sto_event_last_id(sto_db *db, int64_t study_id, int64_t *id_out);
+
+/* ---- events stored by other connections (PostgreSQL: watch.c) ----
+ * A watch is a connection of its own that LISTENs on hpo_events: every
+ * transaction that stores an event sends NOTIFY hpo_events (the study id)
+ * in it, delivered at its commit, so a process learns at once that other
+ * processes (hpod nodes) stored events. HPO_EUNSUPPORTED on SQLite (its
+ * one hpod stores every event itself). */
+typedef struct sto_watch sto_watch;
+int sto_watch_open(sto_db *db, sto_watch **out);
+/* Waits up to timeout_ms: 1 when notices arrived, or when the connection
+ * broke and was made again (events may have been missed meanwhile: read
+ * them), 0 on timeout or sto_watch_interrupt. Never fails: a server that
+ * is gone is tried again at the next call. */
+int sto_watch_wait(sto_watch *w, int timeout_ms);
+/* Makes a sto_watch_wait under way (or the next one) return 0 at once;
+ * from any thread. */
+void sto_watch_interrupt(sto_watch *w);
+void sto_watch_close(sto_watch *w);
 
 #endif

@@ -191,22 +191,25 @@ int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state) {
     return sto_study_set_state_ev(db, id, state, NULL);
 }
 
-int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev) {
-    if (!db || (unsigned)state >= STO_STUDY_N_STATES) return HPO_EINVAL;
+/* -> state, from any state (from < 0) or from `from` only. */
+static int set_state(sto_db *db, int64_t id, int from, sto_study_state state, const sto_event_in *ev) {
+    if (!db || (unsigned)state >= STO_STUDY_N_STATES || from >= STO_STUDY_N_STATES) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_STUDY_SET_STATE];
+    sto_stmt *s = db->q[from < 0 ? STO_Q_STUDY_SET_STATE : STO_Q_STUDY_SET_STATE_FROM];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(s, 1, id);
     sto_bind_int64(s, 2, (int)state);
     sto_bind_real(s, 3, hpo_now());
+    if (from >= 0) sto_bind_int64(s, 4, from);
     if (sto_step(s) != STO_DONE) {
         rc = sto_db_error(db, "study set state");
         goto fail;
     }
     sto_db_done(s);
     if (sto_sql_changes(db->conn) == 0) {
-        rc = HPO_ENOTFOUND;
+        /* in another state, or gone */
+        rc = from >= 0 && sto_db_exists(db, STO_Q_STUDY_EXISTS, id) == 0 ? HPO_ECONFLICT : HPO_ENOTFOUND;
         goto fail;
     }
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_STUDY, id, ev);
@@ -220,6 +223,16 @@ fail:
     sto_db_rollback(db);
     sto_db_unlock(db);
     return rc;
+}
+
+int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev) {
+    return set_state(db, id, -1, state, ev);
+}
+
+int sto_study_set_state_from_ev(sto_db *db, int64_t id, sto_study_state from, sto_study_state state,
+                                const sto_event_in *ev) {
+    if ((int)from < 0) return HPO_EINVAL;
+    return set_state(db, id, (int)from, state, ev);
 }
 
 int sto_study_delete(sto_db *db, int64_t id) {

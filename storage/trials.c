@@ -49,11 +49,13 @@ static int collect_trials(sto_db *db, sto_stmt *s, const char *what, sto_trial *
     return sto_db_rows(db, s, sizeof **out, sto_db_read_trial, clear_trial, what, (void **)out, n_out);
 }
 
-int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
-                     int64_t *trial_id_out, int64_t *number_out) {
+/* A running trial with the study's next number, or with `at` (>= 0) only
+ * when that is the next number (else HPO_ECONFLICT). */
+static int trial_create(sto_db *db, int64_t study_id, int64_t at, const char *params, double lease_expires,
+                        int64_t *trial_id_out, int64_t *number_out) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_INSERT];
+    sto_stmt *s = db->q[at >= 0 ? STO_Q_TRIAL_INSERT_AT : STO_Q_TRIAL_INSERT];
     double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;
@@ -62,9 +64,12 @@ int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double le
     sto_bind_text(s, 2, params ? params : "{}");
     sto_bind_real(s, 3, now);
     sto_bind_real(s, 4, lease_expires > 0 ? lease_expires : 0);
+    if (at >= 0) sto_bind_int64(s, 5, at);
     int64_t id = 0, number = 0;
-    if ((rc = sto_db_insert(db, s, "trial create", &id, &number))) goto fail;
-    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now);
+    rc = sto_db_insert(db, s, "trial create", &id, &number);
+    if (rc == HPO_ENOTFOUND && at >= 0) rc = HPO_ECONFLICT; /* the study is there (locked): the number moved */
+    if (rc) goto fail;
+    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now); /* PostgreSQL: its seq, which the insert stamped */
     if (rc) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
@@ -77,6 +82,46 @@ fail:
     sto_db_rollback(db);
     sto_db_unlock(db);
     return rc;
+}
+
+int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
+                     int64_t *trial_id_out, int64_t *number_out) {
+    return trial_create(db, study_id, -1, params, lease_expires, trial_id_out, number_out);
+}
+
+int sto_trial_create_at(sto_db *db, int64_t study_id, int64_t number, const char *params, double lease_expires,
+                        int64_t *trial_id_out) {
+    if (number < 0) return HPO_EINVAL;
+    return trial_create(db, study_id, number, params, lease_expires, trial_id_out, NULL);
+}
+
+static int by_number(const void *a, const void *b) {
+    int64_t x = ((const sto_trial *)a)->number, y = ((const sto_trial *)b)->number;
+    return x < y ? -1 : x > y;
+}
+
+int sto_trials_changed(sto_db *db, int64_t study_id, int64_t after, sto_trial **out, size_t *n_out,
+                       int64_t *seq_out) {
+    if (!db || !out || !n_out || !seq_out) return HPO_EINVAL;
+    sto_trial *list = NULL;
+    size_t n = 0;
+    sto_db_lock(db);
+    sto_stmt *s = db->q[STO_Q_TRIALS_CHANGED];
+    int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
+    if (rc == 0) {
+        sto_bind_int64(s, 1, study_id);
+        sto_bind_int64(s, 2, after);
+        rc = collect_trials(db, s, "trials changed", &list, &n);
+    }
+    sto_db_done(s);
+    sto_db_unlock(db);
+    if (rc) return rc;
+    int64_t seq = n ? list[n - 1].seq : after; /* read in seq order */
+    if (n > 1) qsort(list, n, sizeof *list, by_number);
+    *out = list;
+    *n_out = n;
+    *seq_out = seq;
+    return 0;
 }
 
 int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *arg, const char *note,
@@ -204,6 +249,11 @@ fail:
 
 int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
                             double **values_out, size_t *n_out) {
+    return sto_trial_intermediates_after(db, trial_id, -1, steps_out, values_out, n_out);
+}
+
+int sto_trial_intermediates_after(sto_db *db, int64_t trial_id, int64_t after_step, int64_t **steps_out,
+                                  double **values_out, size_t *n_out) {
     if (!db || !steps_out || !values_out || !n_out) return HPO_EINVAL;
     int64_t *steps = NULL;
     double *values = NULL;
@@ -214,6 +264,7 @@ int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
     if (rc) goto done;
     sto_bind_int64(s, 1, trial_id);
+    sto_bind_int64(s, 2, after_step);
     while ((src = sto_step(s)) == STO_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 32;
@@ -342,7 +393,7 @@ int sto_trials_expire(sto_db *db, double now, sto_trial **out, size_t *n_out) {
     if (rc) goto fail;
     sto_db_done(s);
     for (size_t i = 0; i < n; i++)
-        if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, list[i].study_id, now))) goto fail;
+        if ((rc = sto_db_touch_trial(db, list[i].study_id, list[i].id, now))) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);

@@ -18,7 +18,7 @@
  * and the commit. */
 static int commit_new(sto_db *db, int64_t study_id, int64_t id, int64_t number, sto_trial_state state,
                       const sto_event_in *ev, double now) {
-    int rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now);
+    int rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now); /* PostgreSQL: its seq, which the insert stamped */
     if (rc == 0 && ev) {
         char data[160];
         snprintf(data, sizeof data, "{\"trial_id\":%lld,\"number\":%lld,\"state\":\"%s\"}", (long long)id,
@@ -188,6 +188,7 @@ int sto_trial_pbt_breed_ev(sto_db *db, int64_t study_id, const sto_pbt_breed *b,
         rc = sto_db_trial_conflict(db, b->replaced_id);
         goto fail;
     }
+    if ((rc = sto_db_touch_trial(db, study_id, b->replaced_id, now))) goto fail;
     if ((rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, b->replaced_id, ev_end))) goto fail;
     sto_bind_int64(s, 1, study_id);
     sto_bind_text(s, 2, b->params);

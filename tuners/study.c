@@ -32,6 +32,8 @@ int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, t
 
 int tun_study_n_objectives(const tun_study *t) { return t ? t->n_obj : 0; }
 
+int64_t tun_study_n_trials(const tun_study *t) { return t ? t->n_present - t->n_prior : 0; }
+
 void tun_study_free(tun_study *t) {
     if (!t) return;
     for (int64_t i = 0; i < t->cap; i++) {
@@ -51,6 +53,22 @@ static tun_trial_rec *find(const tun_study *t, int64_t number) {
     int64_t i = number + t->n_prior;
     if (number < 0 || i >= t->cap || !t->trials[i].present) return NULL;
     return &t->trials[i];
+}
+
+int tun_study_trial(const tun_study *t, int64_t number, tun_trial_state *state, int64_t *last_step) {
+    const tun_trial_rec *r = t ? find(t, number) : NULL;
+    if (!r) return HPO_ENOTFOUND;
+    if (state) *state = r->state;
+    if (last_step) *last_step = r->n_steps > 0 ? r->steps[r->n_steps - 1] : -1;
+    return 0;
+}
+
+int tun_study_same_point(const tun_study *t, int64_t number, const double *x) {
+    const tun_trial_rec *r = t && x ? find(t, number) : NULL;
+    if (!r) return 0;
+    for (int i = 0; i < t->space->n; i++)
+        if (!(r->x[i] == x[i] || (isnan(r->x[i]) && isnan(x[i])))) return 0;
+    return 1;
 }
 
 /* Room for index i in the history (i < TUN_MAX_TRIAL_NUMBER + TUN_MAX_PRIORS). */

@@ -242,6 +242,15 @@ int tun_study_new(const tun_space *space, const tun_config *cfg, int maximize, t
 int tun_study_new_mo(const tun_space *space, const tun_config *cfg, int m, const int *maximize,
                      tun_study **out);
 int tun_study_n_objectives(const tun_study *t);
+/* Trials in the history (priors not counted). */
+int64_t tun_study_n_trials(const tun_study *t);
+/* What the history holds of trial `number`: its state and the highest
+ * step it reported (-1: none); HPO_ENOTFOUND when it is not known. state
+ * and last_step may be NULL. */
+int tun_study_trial(const tun_study *t, int64_t number, tun_trial_state *state, int64_t *last_step);
+/* 1 when trial `number` is known with configuration x (inactive
+ * parameters NaN on both sides), else 0. */
+int tun_study_same_point(const tun_study *t, int64_t number, const double *x);
 void tun_study_free(tun_study *t);
 /* Suggests the configuration of trial `number` (0 <= number < 10^7; numbers
  * are dense) into x (space->n doubles). Pending (running) trials are taken

@@ -165,6 +165,16 @@ def read_events(url, study_id, last_event_id=None, timeout=300, idle=None):
     return events
 
 
+def psql(base, db, sql):
+    """Runs sql with psql on database db of the PostgreSQL server at base
+    (a postgresql:// URL without a database); its unaligned output."""
+    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "%s/%s" % (base, db), "-c", sql],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError("psql %s: %s" % (sql, out.stderr))
+    return out.stdout.strip()
+
+
 def wait_for(fn, timeout, step=0.2):
     """Polls fn() until it returns something true, or raises after timeout."""
     deadline = time.time() + timeout

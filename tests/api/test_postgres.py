@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 
-from hpod import Checks, Hpod, parse_args, read_events
+from hpod import Checks, Hpod, parse_args, psql, read_events
 
 STUDY = {
     "name": "pg-asktell",
@@ -31,14 +31,6 @@ EMBEDDED = {"name": "pg-embedded", "objective": {"metric": "val_accuracy"},
             "space": {"layers": {"type": "int", "low": 1, "high": 2}},
             "training": {"max_epochs": 2, "batch_size": 64},
             "tuner": {"algorithm": "random", "seed": 1, "max_trials": 3}}
-
-
-def psql(base, db, sql):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "%s/%s" % (base, db), "-c", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError("psql %s: %s" % (sql, out.stderr))
-    return out.stdout.strip()
 
 
 def refused(hpod, args):

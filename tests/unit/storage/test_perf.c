@@ -3,7 +3,9 @@
  * Single thread: N trials each created, reported once and finished (each a
  * committed transaction), timed per call, for synchronous NORMAL and FULL;
  * prints mean / p50 / p99 / max in microseconds. Then 4 threads doing the
- * same round trips on one study: round trips per second.
+ * same round trips on one study: round trips per second. Then events: an
+ * append and a finish with its event, timed, and 4 connections appending
+ * to one study (events/s).
  * Asserts what must hold on any machine: every call succeeds and every
  * round trip of the 4 threads is counted (no lost or duplicated trial).
  * The latencies are printed, never asserted: a test must not depend on the
@@ -125,6 +127,77 @@ static void four_threads(const char *path, size_t per_thread) {
                   4 * per_thread, dt, rate);
 }
 
+/* Events, the way several hpod nodes store them: n calls each of
+ * sto_event_append and sto_trial_finish_ev (an event with the change)
+ * timed on one connection, then 4 connections of their own appending to
+ * one study together: events/s. On PostgreSQL each event insert locks its
+ * study's row (a study's events commit in id order) and sends NOTIFY. */
+struct appender {
+    const char *path;
+    int64_t study;
+    size_t n;
+    int failures;
+};
+
+static void *append_main(void *arg) {
+    struct appender *a = arg;
+    sto_db *db = NULL;
+    if (sto_open(a->path, STO_SYNC_NORMAL, &db)) {
+        a->failures++;
+        return NULL;
+    }
+    for (size_t i = 0; i < a->n; i++)
+        if (sto_event_append(db, a->study, 0, "progress", "{\"k\":1}", NULL)) a->failures++;
+    sto_close(db);
+    return NULL;
+}
+
+static void events(const char *path, size_t n) {
+    sto_db *db = NULL;
+    assert_int_equal(sto_open(path, STO_SYNC_NORMAL, &db), 0);
+    int64_t study;
+    assert_int_equal(sto_study_create(db, "events", "{}", &study), 0);
+    double *lat[2] = {hpo_xmalloc(n * sizeof(double)), hpo_xmalloc(n * sizeof(double))};
+    sto_event_in ev = {"trial_complete", "{\"value\":0.9}"};
+    for (size_t i = 0; i < n; i++) {
+        int64_t id;
+        assert_int_equal(sto_trial_create(db, study, "{}", 0, &id, NULL), 0);
+        double t0 = hpo_monotonic();
+        assert_int_equal(sto_event_append(db, study, id, "progress", "{\"k\":1}", NULL), 0);
+        double t1 = hpo_monotonic();
+        assert_int_equal(sto_trial_finish_ev(db, id, STO_TRIAL_COMPLETE, 0.9, NAN, 1, NULL, &ev), 0);
+        double t2 = hpo_monotonic();
+        lat[0][i] = (t1 - t0) * 1e6;
+        lat[1][i] = (t2 - t1) * 1e6;
+    }
+    print_message("events, %zu each, one connection:\n", n);
+    const char *names[2] = {"append", "finish+event"};
+    for (int c = 0; c < 2; c++) {
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) sum += lat[c][i];
+        qsort(lat[c], n, sizeof(double), cmp_double);
+        print_message("  %-12s mean %7.1f us  p50 %7.1f  p99 %7.1f\n", names[c], sum / (double)n, lat[c][n / 2],
+                      lat[c][n * 99 / 100]);
+        free(lat[c]);
+    }
+    struct appender ap[4];
+    pthread_t th[4];
+    double t0 = hpo_monotonic();
+    for (int i = 0; i < 4; i++) {
+        ap[i] = (struct appender){path, study, n, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, append_main, &ap[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    double dt = hpo_monotonic() - t0;
+    for (int i = 0; i < 4; i++) assert_int_equal(ap[i].failures, 0);
+    int64_t last = 0;
+    assert_int_equal(sto_event_last_id(db, study, &last), 0);
+    assert_true(last > 0);
+    print_message("4 connections appending to one study: %zu events in %.2f s = %.0f events/s\n", 4 * n, dt,
+                  (double)(4 * n) / dt);
+    sto_close(db);
+}
+
 static void test_hot_path_latency(void **state) {
     (void)state;
     size_t n = bench_n();
@@ -137,6 +210,9 @@ static void test_hot_path_latency(void **state) {
     sto_tmp_close(&tmp);
     assert_int_equal(sto_tmp_init(&tmp), 0);
     four_threads(tmp.db, n / 4 > 0 ? n / 4 : 1);
+    sto_tmp_close(&tmp);
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    events(tmp.db, n / 2 > 0 ? n / 2 : 1);
     sto_tmp_close(&tmp);
 }
 

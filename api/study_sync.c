@@ -1,0 +1,138 @@
+/* study_sync.c - a study's cached tuner state kept in step with the
+ * database when other hpod nodes write it too (PostgreSQL): before the
+ * tuner is asked or told, the trials changed since the cache's cursor
+ * (sto_trials_changed) are folded into its history, and a new trial is
+ * stored at the number the tuner suggested for, or, once the cache has
+ * caught up, at the next one (suggested again only when another node took
+ * the same point meanwhile; api_internal.h). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "api_internal.h"
+
+/* Stored attempts at the tuner's number before a trial takes whatever
+ * number storage gives (asks racing on many nodes: each round one wins). */
+#define NEW_TRIAL_TRIES 16
+
+/* Folds one changed trial t into the history; x is scratch (space->n).
+ * Only a storage failure is returned. */
+static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x) {
+    if (t->number >= st->next_number) { /* t is by number: a new one */
+        st->next_number = t->number + 1;
+        if (!t->lineage) st->pbt_members++;
+    }
+    if (t->started <= 0) return 0; /* enqueued and waiting: not in the history yet */
+    tun_trial_state ts = TUN_TRIAL_RUNNING;
+    int64_t known_step = -1;
+    if (tun_study_trial(st->tuner, t->number, &ts, &known_step) == HPO_ENOTFOUND) {
+        hpo_error err = {{0}, {0}};
+        json_t *params = json_loads(t->params, 0, NULL);
+        int rc = params ? tun_space_from_json(st->def.space, params, x, &err) : HPO_EINTERNAL;
+        json_decref(params);
+        if (rc == 0) rc = tun_study_add(st->tuner, t->number, x, TUN_TRIAL_RUNNING, NAN);
+        if (rc) {
+            HPO_ERROR("study %lld trial %lld: stored params unreadable, left out of the tuner", (long long)st->id,
+                      (long long)t->number);
+            return 0;
+        }
+    } else if (ts != TUN_TRIAL_RUNNING) {
+        return 0; /* its end is known: nothing of it changes for the tuner */
+    }
+    /* the steps after the highest one the tuner has (a step reported out
+     * of order below it is not read: the tuner keeps a step's first value
+     * anyway, and reports go up) */
+    if (t->last_step > known_step) {
+        int64_t *steps = NULL;
+        double *values = NULL;
+        size_t n = 0;
+        int rc = sto_trial_intermediates_after(ctx->db, t->id, known_step, &steps, &values, &n);
+        if (rc) return rc;
+        for (size_t i = 0; i < n; i++) tun_study_report(st->tuner, t->number, steps[i], values[i], NULL);
+        free(steps);
+        free(values);
+    }
+    if (api_tun_state(t->state) != TUN_TRIAL_RUNNING) {
+        int rc = api_tuner_finish(st, t);
+        if (rc) /* logged, not returned: one odd trial must not stop every ask */
+            HPO_WARN("study %lld: the tuner refused the end of trial %lld: %s", (long long)st->id,
+                     (long long)t->number, hpo_strerror(rc));
+    }
+    return 0;
+}
+
+int api_study_sync(api_ctx *ctx, api_study *st) {
+    if (!sto_shared(ctx->db)) return 0; /* SQLite: this process is its one writer */
+    sto_trial *t = NULL;
+    size_t n = 0;
+    int64_t seq = st->seq;
+    int rc = sto_trials_changed(ctx->db, st->id, st->seq, &t, &n, &seq);
+    if (rc) return rc;
+    st->synced += (int64_t)n;
+    double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = sync_trial(ctx, st, &t[i], x);
+    if (rc == 0) st->seq = seq; /* else read again next time: folding a trial twice changes nothing */
+    free(x);
+    sto_trial_list_free(t, n);
+    return rc;
+}
+
+/* Another node's trial numbered from..next_number-1 (just synced) holds x. */
+static int taken_meanwhile(const api_study *st, int64_t from, const double *x) {
+    for (int64_t n = from; n < st->next_number; n++)
+        if (tun_study_same_point(st->tuner, n, x)) return 1;
+    return 0;
+}
+
+int api_study_new_trial(api_ctx *ctx, api_study *st, double lease, double *x, json_t **params_out,
+                        int64_t *trial_id_out, int64_t *number_out) {
+    int suggest = 1, rc = 0;
+    json_t *params = NULL;
+    char *text = NULL;
+    for (int attempt = 1;; attempt++) {
+        int64_t number = st->next_number, trial_id = 0;
+        if (suggest) {
+            json_decref(params);
+            free(text);
+            params = NULL;
+            text = NULL;
+            rc = tun_study_suggest(st->tuner, number, x);
+            if (rc == HPO_EEXHAUSTED) st->exhausted = 1;
+            if (rc) break;
+            params = tun_space_to_json(st->def.space, x);
+            if (!(text = json_dumps(params, JSON_COMPACT))) {
+                rc = HPO_ENOMEM;
+                break;
+            }
+        }
+        if (attempt < NEW_TRIAL_TRIES) {
+            rc = sto_trial_create_at(ctx->db, st->id, number, text, lease, &trial_id);
+        } else { /* still racing: any number */
+            int64_t expected = number;
+            rc = sto_trial_create(ctx->db, st->id, text, lease, &trial_id, &number);
+            if (rc == 0 && number != expected)
+                HPO_WARN("study %lld: storage numbered the trial %lld, the tuner expected %lld", (long long)st->id,
+                         (long long)number, (long long)expected);
+        }
+        if (rc == HPO_ECONFLICT && attempt < NEW_TRIAL_TRIES) {
+            /* another node numbered trials meanwhile: catch up; suggest
+             * again only when one of them took this very point (a grid's
+             * next point), else store it at the next number */
+            if ((rc = api_study_sync(ctx, st))) break;
+            suggest = taken_meanwhile(st, number, x);
+            continue;
+        }
+        if (rc) break;
+        st->next_number = number + 1;
+        tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
+        *trial_id_out = trial_id;
+        *number_out = number;
+        if (params_out) {
+            *params_out = params;
+            params = NULL;
+        }
+        break;
+    }
+    json_decref(params);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,132 @@
+"""Two hpod nodes on one PostgreSQL (the server of the ctest fixture
+tests/pg/pg_server.sh, its base URL in $HPO_TEST_PG_DIR/url), each with its
+own data dir and port:
+
+- an embedded study created on node A is trained by A; an event stream
+  opened on node B from the start follows it live and gets every event the
+  database holds for it, in id order, exactly once, ending with
+  study_complete; a stream resumed on B with Last-Event-ID gets exactly
+  the rest;
+- a grid study asked alternately through A and B never hands out a point
+  twice and is exhausted exactly (409 on both nodes after the last
+  point); each trial is told through the node that did not hand it out;
+  the study ends complete with one study_complete event, which a stream
+  on the other node ends with.
+Skipped (77) without the fixture (run it through ctest)."""
+import os
+import sys
+import threading
+
+from hpod import Checks, Hpod, parse_args, psql, read_events
+
+EMBEDDED = {"name": "nodes-embedded", "objective": {"metric": "val_accuracy"},
+            "model": {"template": "mlp"},
+            "dataset": {"name": "fashion-mnist", "limit": 300, "validation_split": 100},
+            "space": {"layers": {"type": "int", "low": 1, "high": 2}},
+            "training": {"max_epochs": 2, "batch_size": 64},
+            "tuner": {"algorithm": "random", "seed": 2, "max_trials": 2}}
+GRID = {"name": "nodes-grid", "objective": {"direction": "minimize"},
+        "space": {"a": {"type": "int", "low": 0, "high": 3},
+                  "b": {"type": "choice", "values": ["x", "y", "z"]}},
+        "tuner": {"algorithm": "grid"}}
+GRID_POINTS = 12
+
+
+def stored_events(base, db, sid):
+    rows = psql(base, db, "SELECT id, type FROM events WHERE study_id = %d ORDER BY id" % sid)
+    return [(int(r.split("|")[0]), r.split("|")[1]) for r in rows.splitlines() if r]
+
+
+def follow(url, sid, out):
+    """An event stream from the start, in a thread: its events into out."""
+    try:
+        out.extend(read_events(url, sid, timeout=120))
+    except Exception as e:  # noqa: BLE001 - reported as a check
+        out.append(("error", repr(e), None))
+
+
+def main():
+    args = parse_args()
+    state = os.environ.get("HPO_TEST_PG_DIR")
+    if not state or not os.path.exists(os.path.join(state, "url")):
+        print("no PostgreSQL fixture (HPO_TEST_PG_DIR): run through ctest")
+        sys.exit(77)
+    base = open(os.path.join(state, "url")).read().strip()
+    c = Checks()
+    db = "t_nodes_%d" % os.getpid()
+    psql(base, "postgres", "CREATE DATABASE %s" % db)
+    url = "%s/%s" % (base, db)
+    a = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"])
+    b = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"])
+    try:
+        a.start(timeout=60)
+        b.start(timeout=60)
+
+        # an embedded study trained by A, followed on B
+        eid = a.ok("POST", "/api/v1/studies", EMBEDDED)["id"]
+        seen = []
+        th = threading.Thread(target=follow, args=(b.url, eid, seen))
+        th.start()
+        th.join(timeout=150)
+        c.check(not th.is_alive(), "the stream on node B ends")
+        stored = stored_events(base, db, eid)
+        got = [(e[0], e[1]) for e in seen]
+        c.check(got == stored, "node B's stream = the database's events, in id order, once each (%d streamed, %d "
+                "stored; first difference at %s)" % (len(got), len(stored),
+                                                     next((i for i, (x, y) in enumerate(zip(got, stored)) if x != y),
+                                                          min(len(got), len(stored)))))
+        types = [e[1] for e in got]
+        c.check(types and types[-1] == "study_complete", "it ends with study_complete (%s)" % types[-3:])
+        c.check(types.count("trial_complete") == 2 and types.count("epoch") >= 4,
+                "it holds A's trials and epochs (%s)" % sorted(set(types)))
+        emb = b.ok("GET", "/api/v1/studies/%d" % eid)
+        c.check(emb["state"] == "complete", "node B reads the study complete")
+        if len(got) > 3:
+            rest = read_events(b.url, eid, last_event_id=got[2][0], timeout=60)
+            c.check([(e[0], e[1]) for e in rest] == got[3:], "a stream resumed on B gets exactly the rest")
+
+        # a grid asked alternately through both nodes
+        gid = a.ok("POST", "/api/v1/studies", GRID)["id"]
+        grid_seen = []
+        gth = threading.Thread(target=follow, args=(a.url, gid, grid_seen))
+        gth.start()
+        points, trials = set(), []
+        for i in range(GRID_POINTS):
+            t = (b if i % 2 else a).ok("POST", "/api/v1/studies/%d/ask" % gid)
+            key = (t["params"]["a"], t["params"]["b"])
+            c.check(key not in points, "ask %d on node %s: a new point %s" % (i, "B" if i % 2 else "A", key))
+            points.add(key)
+            trials.append(t)
+        c.check(len(points) == GRID_POINTS, "the %d points of the grid, each once" % GRID_POINTS)
+        for node, name in ((a, "A"), (b, "B")):
+            status, out = node.request("POST", "/api/v1/studies/%d/ask" % gid)
+            c.check(status == 409 and out["error"]["field"] == "space",
+                    "then an ask on node %s: 409 exhausted naming space (%d %s)" % (name, status, out))
+        for i, t in enumerate(trials):  # told through the other node
+            (a if i % 2 else b).ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"],
+                                   {"value": float(t["params"]["a"])})
+        gth.join(timeout=60)
+        c.check(not gth.is_alive(), "the grid's stream on node A ends")
+        grid = b.ok("GET", "/api/v1/studies/%d" % gid)
+        c.check(grid["state"] == "complete" and grid["trials_by_state"]["complete"] == GRID_POINTS,
+                "the grid study is complete with %d trials (%s %s)" % (GRID_POINTS, grid["state"],
+                                                                      grid["trials_by_state"]))
+        gtypes = [e[1] for e in stored_events(base, db, gid)]
+        c.check(gtypes.count("study_complete") == 1, "one study_complete stored (%s)" % gtypes)
+        c.check(grid_seen and grid_seen[-1][1] == "study_complete",
+                "the stream on node A ends with it (%s)" % grid_seen[-2:])
+        c.check(a.stop() == 0 and b.stop() == 0, "both nodes stop cleanly")
+    finally:
+        for node in (a, b):
+            if node.proc and node.proc.poll() not in (None, 0):
+                print("node log:\n" + node.log_tail())
+            node.cleanup()
+        try:
+            psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
+        except RuntimeError as e:
+            print("cleanup:", e)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
