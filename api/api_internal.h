@@ -249,7 +249,8 @@ void api_cache_free(api_ctx *ctx);
  * (tun_study_suggest_fixed), stored running with lease (<= 0: none), slot
  * (may be NULL) and ev (may be NULL), and added to the tuner as running;
  * *params_out (may be NULL) gets the full parameters. The study's lock is
- * held. HPO_ECONFLICT when t is no longer waiting. */
+ * held. HPO_ECONFLICT when t is no longer waiting, or (on a slot) the
+ * study's parallel_trials run on the nodes. */
 int api_enqueued_hand_out(api_ctx *ctx, api_study *st, const sto_trial *t, double lease, const char *slot,
                           const sto_event_in *ev, json_t **params_out);
 /* The oldest enqueued trial of a study (queued, never started) into *out
@@ -386,6 +387,7 @@ struct api_ctx {
     api_metrics *metrics;
     struct api_run_queue *queue; /* the embedded studies (job_queue.c) */
     struct api_deadlines *deadlines; /* external studies' max_seconds (deadlines.c) */
+    struct api_node *node;           /* this hpod's node row and heartbeat (nodes.c); NULL: none */
     /* the event stream: appends bump event_seq and wake SSE readers */
     pthread_mutex_t event_mu;
     pthread_cond_t event_cond;
@@ -461,6 +463,7 @@ void api_h_model_predict(api_ctx *, const api_request *, int64_t, api_response *
 void api_h_study_patch(api_ctx *, const api_request *, int64_t, api_response *); /* user_attrs.c */
 void api_h_trial_patch(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_importance(api_ctx *, const api_request *, int64_t, api_response *); /* importance.c */
+void api_h_nodes_list(api_ctx *, const api_request *, int64_t, api_response *);       /* nodes.c */
 void api_h_static_index(api_ctx *, const api_request *, int64_t, api_response *);     /* static.c */
 void api_h_static_asset(api_ctx *, const api_request *, int64_t, api_response *);
 

@@ -82,6 +82,12 @@ int api_dir_model_file_rel(char *out, size_t cap, int64_t model_id);
 /* Takes the data dir's lock for the life of the process: HPO_ECONFLICT
  * "data dir DIR in use by pid N" if another hpod holds it. */
 int api_dir_lock(const char *root, hpo_error *err);
+/* The data dir's node ident (<root>/node-id: 32 random hex digits, made at
+ * its first start), which names its node's runs in the database (jobs.h:
+ * nodes) so that a restart reclaims what the last run left running. out
+ * holds API_NODE_IDENT_MAX bytes. 0, or HPO_EIO naming the file. */
+#define API_NODE_IDENT_MAX 40
+int api_dir_node_ident(const char *root, char *out, hpo_error *err);
 
 /* Creates dir and its missing parents below root (root itself must
  * exist). 0, HPO_ENOSPACE or HPO_EIO (err names the folder). */

@@ -67,8 +67,9 @@ typedef struct api_job {
     double timeout;     /* seconds the trial may run; 0 = no limit */
 } api_job;
 
-/* Why a running job must stop, in *stop of api_jobs_run. */
-enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API_STOP_SHUTDOWN };
+/* Why a running job must stop, in *stop of api_jobs_run. LOST: the job
+ * runs on another node now (this one was found dead): it stores nothing. */
+enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API_STOP_SHUTDOWN, API_STOP_LOST };
 
 /* Start-up: running jobs of the dead process go back to the queue (or fail
  * when they keep taking hpod down, see above); returns how many were
@@ -106,6 +107,37 @@ void api_jobs_settle(api_ctx *ctx);
  * look at: a study created, paused, resumed, cancelled or deleted, a model
  * job queued. NULL: none. */
 void api_jobs_set_wakeup(api_ctx *ctx, void (*fn)(void *arg), void *arg);
+/* ---- this hpod as a node of its database (nodes.c) ----
+ * Several hpod processes (nodes) may share one PostgreSQL database; each
+ * registers a row at start (storage.h: nodes), beats every second or so
+ * from a thread of its own, and ends its row when it stops. A node whose
+ * heartbeat is older than the timeout is dead: the first node that looks
+ * (every tick) ends its row and queues its running trials again (to
+ * resume from their checkpoints on any node: the artifacts dir is shared)
+ * and its model jobs, each exactly once. A node found dead that still
+ * runs (a stall) learns it at its next beat: its jobs stop without storing
+ * anything and it registers again. On SQLite (one node) there is no
+ * heartbeat thread: its tick beats, and its start ends every earlier node. */
+#define API_NODE_TIMEOUT 10.0
+typedef struct api_node_options {
+    const char *ident; /* names the node's data dir across its runs (data_dir.h: api_dir_node_ident) */
+    const char *name;  /* shown in GET /api/v1/nodes (host:port) */
+    double timeout;    /* seconds without a heartbeat after which a node is dead (<= 0: API_NODE_TIMEOUT) */
+} api_node_options;
+/* Registers this node (before api_jobs_recover, which ends its earlier
+ * runs) and starts its heartbeat on a shared database. */
+int api_node_start(api_ctx *ctx, const api_node_options *o);
+void api_node_rename(api_ctx *ctx, const char *name);
+/* After the workers stopped: the heartbeat ends, and the node's row. */
+void api_node_stop(api_ctx *ctx);
+/* The scheduler's tick: rejoin if this node was found dead, end the nodes
+ * found dead and reclaim their jobs, learn of the studies other nodes
+ * created or changed (api_queue_sync). Returns how many jobs were queued
+ * again. */
+int api_nodes_tick(api_ctx *ctx);
+/* This node's id (0: none started). */
+int64_t api_node_id(api_ctx *ctx);
+
 /* Fails the external trials whose lease expired (leases.c, see api.h), and
  * completes the external studies whose budget that spent, or whose
  * max_seconds deadline passed, with no trial out (jobs_internal.h);

@@ -105,8 +105,16 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     params = tun_space_to_json(st->def.space, x);
     char *text = json_dumps(params, JSON_COMPACT);
     int64_t stored_number = 0;
-    rc = sto_trial_create(ctx->db, id, text, lease, &trial_id, &stored_number);
+    /* max_trials counted in storage: asks through other nodes count too */
+    sto_trial_run r = {.params = text, .lease_expires = lease, .max_trials = st->def.max_trials};
+    rc = sto_trial_create_with(ctx->db, id, &r, &trial_id, &stored_number);
     free(text);
+    if (rc == HPO_EEXHAUSTED) {
+        st->next_number = st->def.max_trials;
+        refuse_budget(resp, st, "tuner.max_trials");
+        ended = api_external_end(ctx, st, now) > 0;
+        goto unlock;
+    }
     if (rc) {
         api_fail_rc(resp, rc, NULL);
         goto unlock;

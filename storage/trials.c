@@ -79,6 +79,57 @@ fail:
     return rc;
 }
 
+int sto_db_run_limits(sto_db *db, int64_t study_id, const sto_trial_run *r) {
+    if (r->max_trials <= 0 && r->parallel <= 0) return 0;
+    sto_stmt *s = db->q[STO_Q_TRIAL_RUN_COUNTS];
+    sto_bind_int64(s, 1, study_id);
+    int src = sto_step(s), rc = src == STO_ROW ? 0 : sto_db_error(db, "trial counts");
+    if (rc == 0 && r->max_trials > 0 && sto_col_int64(s, 0) >= r->max_trials) rc = HPO_EEXHAUSTED;
+    if (rc == 0 && r->parallel > 0 && sto_col_int64(s, 1) >= r->parallel) rc = HPO_ECONFLICT;
+    sto_db_done(s);
+    return rc;
+}
+
+int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, int64_t *trial_id_out,
+                          int64_t *number_out) {
+    if (!db || !r) return HPO_EINVAL;
+    sto_db_lock(db);
+    sto_stmt *s = db->q[STO_Q_TRIAL_INSERT_RUN];
+    double now = hpo_now();
+    int64_t id = 0, number = 0;
+    int rc = sto_db_begin(db);
+    if (rc) goto fail;
+    /* the limits and the insert under the study's row lock: every node
+     * counts what the last one committed */
+    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    if ((rc = sto_db_run_limits(db, study_id, r))) goto fail;
+    sto_bind_int64(s, 1, study_id);
+    sto_bind_text(s, 2, r->params ? r->params : "{}");
+    sto_bind_real(s, 3, now);
+    sto_bind_real(s, 4, r->lease_expires > 0 ? r->lease_expires : 0);
+    sto_bind_text(s, 5, r->slot);
+    sto_bind_id(s, 6, r->slot ? db->node_id : 0);
+    if ((rc = sto_db_insert(db, s, "trial create", &id, &number))) goto fail;
+    if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now))) goto fail;
+    if (r->ev_type) {
+        char *text = r->ev_data ? r->ev_data(r->ev_arg, id, number) : NULL;
+        sto_event_in ev = {r->ev_type, text};
+        rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, id, &ev);
+        free(text);
+        if (rc) goto fail;
+    }
+    if ((rc = sto_db_commit(db))) goto fail;
+    sto_db_unlock(db);
+    if (trial_id_out) *trial_id_out = id;
+    if (number_out) *number_out = number;
+    return 0;
+fail:
+    sto_db_done(s);
+    sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}
+
 int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *arg, const char *note,
                        const sto_event_in *ev) {
     return sto_db_annotate(db, STO_Q_TRIAL_ANNOTATE, trial_id, merge, arg, note, ev);
@@ -164,7 +215,11 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires) {
     if (!db || step < 0) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *up = db->q[STO_Q_TRIAL_REPORT], *put = db->q[STO_Q_INTERMEDIATE_PUT];
+    sto_stmt *up = db->q[STO_Q_TRIAL_REPORT_NODE], *put = db->q[STO_Q_INTERMEDIATE_PUT];
+    if (up)
+        sto_bind_int64(up, 5, db->node_id); /* a trial running on another node is not ours to report */
+    else
+        up = db->q[STO_Q_TRIAL_REPORT]; /* a schema before v9 (tests) */
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(up, 1, trial_id);
@@ -292,7 +347,11 @@ int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o,
                 state != STO_TRIAL_FAILED && state != STO_TRIAL_CANCELLED))
         return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_FINISH];
+    sto_stmt *s = db->q[STO_Q_TRIAL_FINISH_NODE];
+    if (s)
+        sto_bind_int64(s, 8, db->node_id); /* as for reports */
+    else
+        s = db->q[STO_Q_TRIAL_FINISH];
     double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;
