@@ -27,7 +27,13 @@ struct api_node {
     int quit;
     atomic_llong id; /* this node's row; a new one after a rejoin */
     atomic_int lost; /* a beat found the row ended: this node was found dead */
+    unsigned ticks;  /* the scheduler's: ticks since the last look for orphans */
 };
+
+/* Orphans come from nodes ended by a reclaim (which then looks at once);
+ * this often a tick also looks, for those a reclaim left (it died between
+ * the node's end and its jobs). */
+#define SWEEP_TICKS 30
 
 static void *beat_main(void *arg) {
     struct api_node *n = arg;
@@ -202,9 +208,12 @@ int api_nodes_reclaim(api_ctx *ctx, int at_start) {
     if (!at_start && !shared) return 0; /* one node: nothing dies under it */
     /* at start: this data dir's earlier runs (on SQLite every other node,
      * there is one per database), then on every tick the silent ones */
+    size_t ended = 0;
     int rc = sto_nodes_end_stale(ctx->db, n ? n->timeout : API_NODE_TIMEOUT, at_start && n ? n->ident : NULL,
-                                 at_start && !shared, NULL, NULL);
+                                 at_start && !shared, NULL, &ended);
     if (rc) return 0;
+    if (!at_start && ended == 0 && (!n || ++n->ticks < SWEEP_TICKS)) return 0;
+    if (n) n->ticks = 0;
     sto_trial *t = NULL;
     size_t nt = 0;
     int reclaimed = 0;
