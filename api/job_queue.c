@@ -5,7 +5,11 @@
  * external studies are loaded in the same pass); then the calls that change a
  * study keep it: create, pause, resume, cancel, complete, delete, under the
  * study's lock right after storage changed, then wake the scheduler once
- * every lock is released. It is an index: the scheduler still reads a
+ * every lock is released; every tick, api_queue_sync adds what other nodes
+ * (sharing the database) created or changed, from storage's study change
+ * counter: the list read at start is read after that counter, so nothing
+ * falls between the two. A study deleted through another node is dropped
+ * by the scheduler when it finds it gone. It is an index: the scheduler still reads a
  * study's state from storage before it starts a trial. Its mutex is a leaf
  * of the lock order: nothing is called under it. */
 #include <stdlib.h>

@@ -45,7 +45,8 @@ int api_jobs_recover(api_ctx *ctx) {
 /* Within the study's budget (trials, seconds, the tuner; budget.c)? */
 static int has_budget(api_study *st) { return api_budget_spent(st, hpo_now(), 0) == NULL; }
 
-/* The data of a trial_started or trial_resumed event (arg: the slot). */
+/* The data of a trial_started or trial_resumed event: the slot and this
+ * node. */
 static char *started_data(api_ctx *ctx, int64_t trial_id, int64_t number, const char *slot) {
     return api_event_text(json_pack("{s:I, s:I, s:s, s:I}", "trial_id", (json_int_t)trial_id, "number",
                                     (json_int_t)number, "slot", slot, "node_id", (json_int_t)api_node_id(ctx)));
@@ -197,10 +198,11 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
         /* the state under the study's lock: storage decides, the queue is an index */
         pthread_mutex_lock(&st->lock);
         int got = sto_study_get(ctx->db, st->id, &s);
-        pthread_mutex_unlock(&st->lock);
-        if (got == HPO_ENOTFOUND) forget(ctx, st->id);
-        if (got) continue;
-        pthread_mutex_lock(&st->lock);
+        if (got) {
+            pthread_mutex_unlock(&st->lock);
+            if (got == HPO_ENOTFOUND) forget(ctx, st->id);
+            continue;
+        }
         int64_t counts[STO_TRIAL_N_STATES] = {0};
         if (s.state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
             (st->def.emb.parallel <= 0 || counts[STO_TRIAL_RUNNING] < st->def.emb.parallel)) {

@@ -12,12 +12,15 @@
  *   (TensorBoard runs), data_dir.c (every path and file), job_queue.c (the run queue), study_cache.c (the
  *   tuner state), events.c, pbt.c (population-based training: which
  *   member runs next, rankings at boundaries, bred trials); budget.c (a study's budget and its end, shared
- *   with the ask/tell handlers). Handlers (studies.c, control.c, models.c,
+ *   with the ask/tell handlers); nodes.c (this hpod as a node of its
+ *   database: its heartbeat, the jobs of dead nodes, recovery) ->
+ *   job_queue.c (the studies other nodes changed). Handlers (studies.c, control.c, models.c,
  *   trials.c) call into job_queue.c, budget.c and deadlines.c only, never
  *   into the runners.
  * - The run queue (job_queue.c) is the set of embedded studies, oldest
  *   first, with their state: loaded once at start, then kept by the calls
- *   that change a study (create, pause, resume, cancel, complete, delete).
+ *   that change a study (create, pause, resume, cancel, complete, delete),
+ *   and every tick by the changes other nodes made (api_queue_sync).
  *   The scheduler's pass reads it instead of scanning every stored study,
  *   so external (ask/tell) studies cost a tick nothing: they end at their
  *   own moments (a tell, a lease expiry, a refused ask, a resume), and
@@ -32,7 +35,9 @@
  *   end stays running in storage: api_jobs_reap queues it again once no
  *   slot runs it. At start, jobs left running by a dead hpod are queued
  *   again (api_jobs_recover), or failed after API_MAX_CRASHES deaths in a
- *   row while training them (data_dir.h). A model job (refit, trial model,
+ *   row while training them (data_dir.h); with several nodes on one
+ *   database, only those of this data dir's earlier runs, and those of the
+ *   nodes found dead, at start and on every tick (nodes.c, below). A model job (refit, trial model,
  *   ensemble) is queued by its handler, started before any trial, and ends
  *   complete or failed; a shutdown or a full disk queues it again.
  * - Threads: the scheduler thread alone calls recover, next, reap, settle,
@@ -42,8 +47,10 @@
  *   (api_jobs_wake, through the run queue).
  * - Lock order: the study cache's mutex -> a study's mutex -> storage's
  *   connection mutex (storage/db_internal.h) -> the leaves: the run queue's
- *   mutex, the deadlines', the disk-full back-off's, the events' (event_mu: readers are
- *   woken after every other lock is released). Events are stored in the
+ *   mutex, the deadlines', the disk-full back-off's, the node's (nodes.c:
+ *   its name, the heartbeat's stop), the events' (event_mu: readers are
+ *   woken after every other lock is released). The heartbeat thread uses a
+ *   connection of its own and takes no other lock. Events are stored in the
  *   storage call's own transaction. No lock is held while a job trains; the
  *   study's mutex is taken once per epoch to tell the pruner.
  */

@@ -21,7 +21,8 @@ struct eng_train_opts;
  * The embedded studies with their state, oldest first. A study that is not
  * embedded is never in it. The calls that change a study's state update it
  * under the study's lock once storage did, then call api_jobs_wake after
- * releasing their locks. */
+ * releasing their locks; the changes made through other nodes come with
+ * api_queue_sync on the scheduler's tick. */
 /* Loads it from storage (once, at start), and the deadlines of the external
  * studies that are running or paused (api_deadlines_new first). */
 int api_queue_new(api_ctx *ctx);

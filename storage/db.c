@@ -674,6 +674,13 @@ int sto_db_set_values(sto_db *db, int64_t trial_id, const char *values_json, con
     return rc;
 }
 
+sto_stmt *sto_db_node_stmt(sto_db *db, int q_node, int q_plain, int param, int64_t node) {
+    sto_stmt *s = db->q[q_node];
+    if (!s) return db->q[q_plain];
+    sto_bind_id(s, param, node);
+    return s;
+}
+
 int sto_db_study_changed(sto_db *db, int64_t id) {
     if (!db->q[STO_Q_STUDY_CHANGED]) return 0; /* a schema before v9 (tests): no counter */
     int rc = run_simple(db, STO_Q_STUDY_CHANGES_BUMP, "study changes");

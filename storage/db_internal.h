@@ -232,6 +232,12 @@ int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
  * changes a trial does it, so a study's updated follows its trials. */
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
 
+/* Statement q_node (a write of schema v9 kept to, or recording, a node)
+ * with its parameter param bound to node (0: NULL, no node); q_plain, the
+ * same write without it, on a schema before v9 (tests' old handles).
+ * Caller holds the lock. */
+sto_stmt *sto_db_node_stmt(sto_db *db, int q_node, int q_plain, int param, int64_t node);
+
 /* Inside the caller's transaction, the study's row locked: HPO_EEXHAUSTED
  * when the study has r->max_trials trials, HPO_ECONFLICT when r->parallel
  * of them run (each limit <= 0: none), else 0. */

@@ -12,7 +12,11 @@
  *   What follows describes SQLite; PostgreSQL keeps the same promises
  *   (one transaction per call, events with their change, ids never
  *   reused) with its own schema list (schema_pg.c) and row locks for what
- *   several connections race for (db_internal.h).
+ *   several connections race for (db_internal.h). Several hpod processes
+ *   (nodes) may share a PostgreSQL database: they register, beat and
+ *   reclaim a dead node's running jobs through the calls of "nodes" below
+ *   (nodes.c), and the limits of a study (max_trials, parallel_trials)
+ *   are counted in the transaction that starts a trial.
  * - One file, <data-dir>/hpo.db, in WAL mode. The schema is created and
  *   migrated from a versioned list of SQL scripts (PRAGMA user_version);
  *   opening an older database applies the missing steps in one transaction.
@@ -57,7 +61,7 @@
  *   with all SQL), sql.h + sql_sqlite.c + sql_pg.c (the driver),
  *   schema_pg.c (PostgreSQL's schema), studies.c, trials.c, training.c (queueing,
  *   epochs), trials_in.c (enqueued and added trials), datasets.c,
- *   events.c; db_internal.h is
+ *   events.c, nodes.c (the nodes of a shared database); db_internal.h is
  *   shared by them and by the tests. Measured on the dev VM (2 vCPU, ext4),
  *   tests/unit/storage/test_perf: create/report/finish ~20-45 us mean each
  *   with NORMAL, ~0.2-0.35 ms with FULL (fsync); ~10,000 ask+report+tell round trips/s

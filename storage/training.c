@@ -92,11 +92,7 @@ int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot) {
 int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_START_NODE];
-    if (s)
-        sto_bind_id(s, 4, slot ? db->node_id : 0);
-    else
-        s = db->q[STO_Q_TRIAL_START]; /* a schema before v9 (tests) */
+    sto_stmt *s = sto_db_node_stmt(db, STO_Q_TRIAL_START_NODE, STO_Q_TRIAL_START, 4, slot ? db->node_id : 0);
     sto_bind_int64(s, 1, trial_id);
     sto_bind_text(s, 2, slot);
     sto_bind_real(s, 3, hpo_now());
@@ -171,11 +167,8 @@ int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
                      const sto_event_in *ev) {
     if (!db || execution < 0 || epoch < 0) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_EPOCH_PUT_NODE];
-    if (s)
-        sto_bind_int64(s, 5, db->node_id); /* a trial running on another node takes none of ours */
-    else
-        s = db->q[STO_Q_EPOCH_PUT]; /* a schema before v9 (tests) */
+    /* a trial running on another node takes none of ours */
+    sto_stmt *s = sto_db_node_stmt(db, STO_Q_EPOCH_PUT_NODE, STO_Q_EPOCH_PUT, 5, db->node_id);
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(s, 1, trial_id);

@@ -51,32 +51,8 @@ static int collect_trials(sto_db *db, sto_stmt *s, const char *what, sto_trial *
 
 int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
                      int64_t *trial_id_out, int64_t *number_out) {
-    if (!db) return HPO_EINVAL;
-    sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_INSERT];
-    double now = hpo_now();
-    int rc = sto_db_begin(db);
-    if (rc) goto fail;
-    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
-    sto_bind_int64(s, 1, study_id);
-    sto_bind_text(s, 2, params ? params : "{}");
-    sto_bind_real(s, 3, now);
-    sto_bind_real(s, 4, lease_expires > 0 ? lease_expires : 0);
-    int64_t id = 0, number = 0;
-    if ((rc = sto_db_insert(db, s, "trial create", &id, &number))) goto fail;
-    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now);
-    if (rc) goto fail;
-    rc = sto_db_commit(db);
-    if (rc) goto fail;
-    sto_db_unlock(db);
-    if (trial_id_out) *trial_id_out = id;
-    if (number_out) *number_out = number;
-    return 0;
-fail:
-    sto_db_done(s);
-    sto_db_rollback(db);
-    sto_db_unlock(db);
-    return rc;
+    sto_trial_run r = {.params = params, .lease_expires = lease_expires};
+    return sto_trial_create_with(db, study_id, &r, trial_id_out, number_out);
 }
 
 int sto_db_run_limits(sto_db *db, int64_t study_id, const sto_trial_run *r) {
@@ -95,6 +71,8 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
     if (!db || !r) return HPO_EINVAL;
     sto_db_lock(db);
     sto_stmt *s = db->q[STO_Q_TRIAL_INSERT_RUN];
+    int with_node = s != NULL;
+    if (!with_node) s = db->q[STO_Q_TRIAL_INSERT]; /* a schema before v9 (tests): no slot, no node */
     double now = hpo_now();
     int64_t id = 0, number = 0;
     int rc = sto_db_begin(db);
@@ -107,8 +85,10 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
     sto_bind_text(s, 2, r->params ? r->params : "{}");
     sto_bind_real(s, 3, now);
     sto_bind_real(s, 4, r->lease_expires > 0 ? r->lease_expires : 0);
-    sto_bind_text(s, 5, r->slot);
-    sto_bind_id(s, 6, r->slot ? db->node_id : 0);
+    if (with_node) {
+        sto_bind_text(s, 5, r->slot);
+        sto_bind_id(s, 6, r->slot ? db->node_id : 0);
+    }
     if ((rc = sto_db_insert(db, s, "trial create", &id, &number))) goto fail;
     if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now))) goto fail;
     if (r->ev_type) {
@@ -215,11 +195,9 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires) {
     if (!db || step < 0) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *up = db->q[STO_Q_TRIAL_REPORT_NODE], *put = db->q[STO_Q_INTERMEDIATE_PUT];
-    if (up)
-        sto_bind_int64(up, 5, db->node_id); /* a trial running on another node is not ours to report */
-    else
-        up = db->q[STO_Q_TRIAL_REPORT]; /* a schema before v9 (tests) */
+    /* a trial running on another node is not ours to report */
+    sto_stmt *up = sto_db_node_stmt(db, STO_Q_TRIAL_REPORT_NODE, STO_Q_TRIAL_REPORT, 5, db->node_id);
+    sto_stmt *put = db->q[STO_Q_INTERMEDIATE_PUT];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(up, 1, trial_id);
@@ -347,11 +325,7 @@ int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o,
                 state != STO_TRIAL_FAILED && state != STO_TRIAL_CANCELLED))
         return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_FINISH_NODE];
-    if (s)
-        sto_bind_int64(s, 8, db->node_id); /* as for reports */
-    else
-        s = db->q[STO_Q_TRIAL_FINISH];
+    sto_stmt *s = sto_db_node_stmt(db, STO_Q_TRIAL_FINISH_NODE, STO_Q_TRIAL_FINISH, 8, db->node_id); /* as reports */
     double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;

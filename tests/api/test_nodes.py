@@ -19,11 +19,10 @@ Skipped (77) without the fixture (run it through ctest)."""
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 
-from hpod import Checks, Hpod, parse_args, read_events, wait_for
+from hpod import Checks, Hpod, parse_args, pg_base, psql, read_events, wait_for
 
 MAX_ASKS = 400
 ASKTELL = {"name": "nodes-asktell", "objective": {"direction": "minimize"},
@@ -39,14 +38,6 @@ EMBEDDED = {"name": "nodes-embedded", "objective": {"metric": "val_accuracy"},
             "tuner": {"algorithm": "random", "seed": 4, "max_trials": MAX_TRIALS}}
 SECOND = dict(EMBEDDED, name="nodes-second", training={"max_epochs": 3, "batch_size": 32},
               tuner={"algorithm": "random", "seed": 5, "max_trials": 6})
-
-
-def psql(base, db, sql):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "%s/%s" % (base, db), "-c", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError("psql %s: %s" % (sql, out.stderr))
-    return out.stdout.strip()
 
 
 def ask_tell(hp, sid, told, errors):
@@ -93,11 +84,7 @@ def runs_overlap(events):
 
 def main():
     args = parse_args()
-    state = os.environ.get("HPO_TEST_PG_DIR")
-    if not state or not os.path.exists(os.path.join(state, "url")):
-        print("no PostgreSQL fixture (HPO_TEST_PG_DIR): run through ctest")
-        sys.exit(77)
-    base = open(os.path.join(state, "url")).read().strip()
+    base = pg_base()
     c = Checks()
     help_text = subprocess.run([args.hpod, "--help"], capture_output=True, text=True, timeout=30).stdout
     c.check("--artifacts-dir DIR" in help_text and "--node-timeout S" in help_text, "--help documents the node flags")

@@ -12,11 +12,10 @@ Skipped (77) without the fixture (run it through ctest)."""
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 
-from hpod import Checks, Hpod, parse_args, read_events
+from hpod import Checks, Hpod, parse_args, pg_base, psql, read_events
 
 STUDY = {
     "name": "pg-asktell",
@@ -31,14 +30,6 @@ EMBEDDED = {"name": "pg-embedded", "objective": {"metric": "val_accuracy"},
             "space": {"layers": {"type": "int", "low": 1, "high": 2}},
             "training": {"max_epochs": 2, "batch_size": 64},
             "tuner": {"algorithm": "random", "seed": 1, "max_trials": 3}}
-
-
-def psql(base, db, sql):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "%s/%s" % (base, db), "-c", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError("psql %s: %s" % (sql, out.stderr))
-    return out.stdout.strip()
 
 
 def refused(hpod, args):
@@ -66,11 +57,7 @@ def ask_tell(hp, sid, n, numbers, errors):
 
 def main():
     args = parse_args()
-    state = os.environ.get("HPO_TEST_PG_DIR")
-    if not state or not os.path.exists(os.path.join(state, "url")):
-        print("no PostgreSQL fixture (HPO_TEST_PG_DIR): run through ctest")
-        sys.exit(77)
-    base = open(os.path.join(state, "url")).read().strip()
+    base = pg_base()
     c = Checks()
 
     help_text = subprocess.run([args.hpod, "--help"], capture_output=True, text=True, timeout=30).stdout
