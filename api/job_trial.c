@@ -256,7 +256,8 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     eng_train_result res;
     rc = eng_model_alloc(m, seed, err);
     if (rc == 0) rc = eng_train(m, train, val, &o, &res, err);
-    api_training_end(root, r->job->trial_id);
+    if (r->store_rc != HPO_ECONFLICT) /* else the trial left this node: its counter is the new one's */
+        api_training_end(root, r->job->trial_id);
     eng_model_free(m);
     if (rc) return rc;
     if (r->pruned || r->stopped || r->boundary) return HPO_ECANCELLED;

@@ -88,6 +88,10 @@ int api_node_start(api_ctx *ctx, const api_node_options *o) {
     int64_t id = 0;
     int rc = sto_node_register(ctx->db, n->ident, n->name, &id);
     if (rc == 0 && n->shared) rc = sto_reopen(ctx->db, &n->beat_db);
+    /* a transaction of a stalled node (stopped, swapped out) ends before
+     * long: its row locks would hold up the nodes that take its jobs over */
+    if (rc == 0 && n->shared) rc = sto_set_stall_timeout(ctx->db, 2 * n->timeout);
+    if (rc == 0 && n->shared) rc = sto_set_stall_timeout(n->beat_db, 2 * n->timeout);
     if (rc) {
         node_free(n);
         return rc;

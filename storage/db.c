@@ -443,13 +443,14 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_TRIAL_SET_TRAINING] =
         "UPDATE trials SET best_epoch = CASE WHEN ?2 >= 0 THEN ?2 ELSE best_epoch END,"
         " train_seconds = train_seconds + ?3 WHERE id = ?1",
-    /* _NODE: ?5 the node writing: none lands once the trial runs on another */
+    /* _NODE: ?5 the node writing (0: none): only runners write epochs, so
+     * none lands once the trial left the node, even before another took it */
     [STO_Q_EPOCH_PUT] =
         "INSERT INTO epochs (trial_id, execution, epoch, metrics) VALUES (?1, ?2, ?3, ?4)"
         " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = excluded.metrics",
     [STO_Q_EPOCH_PUT_NODE] =
         "INSERT INTO epochs (trial_id, execution, epoch, metrics)"
-        " SELECT ?1, ?2, ?3, ?4 FROM trials WHERE id = ?1 AND " NODE_OWNS("?5") /* its WHERE: no upsert ambiguity */
+        " SELECT ?1, ?2, ?3, ?4 FROM trials WHERE id = ?1 AND COALESCE(node_id, 0) = ?5" /* a WHERE: no upsert ambiguity */
         " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = excluded.metrics",
     [STO_Q_EPOCHS_TRIAL] =
         "SELECT execution, epoch, metrics FROM epochs WHERE trial_id = ?1"
@@ -506,6 +507,7 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_NODE_INSERT] = NODE_INSERT("?3"),
     [STO_Q_NODE_RENAME] = "UPDATE nodes SET name = ?2 WHERE id = ?1",
     [STO_Q_NODE_EXISTS] = "SELECT 1 FROM nodes WHERE id = ?1",
+    [STO_Q_NODE_LIVE] = "SELECT 1 FROM nodes WHERE id = ?1 AND ended = 0",
     [STO_Q_NODE_BEAT] = NODE_BEAT("?2"),
     [STO_Q_NODE_END] = NODE_END("?2"),
     [STO_Q_NODES_END_STALE] = NODES_END_STALE("?1"),
@@ -563,6 +565,9 @@ static const char *const stmt_sql_pg[STO_Q_N] = {
     [STO_Q_STUDY_LOCK] = "SELECT 1 FROM studies WHERE id = ?1 FOR UPDATE",
     /* a model another node is claiming is skipped, not waited for */
     [STO_Q_MODEL_CLAIM] = MODEL_CLAIM(" FOR UPDATE SKIP LOCKED"),
+    /* a node starting a job holds its row (shared) to the commit: another
+     * node ending it waits, and then sees the job among its orphans */
+    [STO_Q_NODE_LIVE] = "SELECT 1 FROM nodes WHERE id = ?1 AND ended = 0 FOR SHARE",
     /* the nodes' times are the server's clock, the same for every node */
     [STO_Q_NODE_INSERT] = NODE_INSERT(PG_NOW),
     [STO_Q_NODE_BEAT] = NODE_BEAT(PG_NOW),
@@ -672,6 +677,12 @@ int sto_db_set_values(sto_db *db, int64_t trial_id, const char *values_json, con
     int rc = sto_step(s) == STO_DONE ? 0 : sto_db_error(db, "trial values");
     sto_db_done(s);
     return rc;
+}
+
+int sto_db_node_live(sto_db *db) {
+    if (db->node_id <= 0) return 0; /* no node: nothing to hold */
+    int rc = sto_db_exists(db, STO_Q_NODE_LIVE, db->node_id);
+    return rc == HPO_ENOTFOUND ? HPO_ECONFLICT : rc;
 }
 
 sto_stmt *sto_db_node_stmt(sto_db *db, int q_node, int q_plain, int param, int64_t node) {
@@ -896,6 +907,15 @@ fail:
 int sto_is_database_url(const char *path) { return sto_sql_is_pg_url(path); }
 
 int sto_is_shared(sto_db *db) { return db && sto_db_is_pg(db); }
+
+int sto_set_stall_timeout(sto_db *db, double seconds) {
+    if (!db || !(seconds >= 0) || seconds > 86400) return HPO_EINVAL;
+    sto_db_lock(db);
+    int rc = sto_sql_pg_set_idle_timeout(db->conn, (int)(seconds * 1000));
+    if (rc) HPO_ERROR("storage: idle transaction timeout: %s", sto_sql_errmsg(db->conn));
+    sto_db_unlock(db);
+    return rc;
+}
 
 int sto_reopen(sto_db *db, sto_db **out) {
     if (!db || !out) return HPO_EINVAL;

@@ -134,6 +134,7 @@ enum {
     STO_Q_NODE_INSERT,
     STO_Q_NODE_RENAME,
     STO_Q_NODE_EXISTS,
+    STO_Q_NODE_LIVE,
     STO_Q_NODE_BEAT,
     STO_Q_NODE_END,
     STO_Q_NODES_END_STALE,
@@ -231,6 +232,14 @@ int sto_db_event_in_tx(sto_db *db, int q, int64_t id, const sto_event_in *ev);
  * or STO_Q_STUDY_TOUCH_BY_TRIAL (id: one of its trials). Every call that
  * changes a trial does it, so a study's updated follows its trials. */
 int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
+
+/* Inside the caller's transaction, before it starts a job on this
+ * connection's node: HPO_ECONFLICT when the node has ended (another node
+ * found it dead: it must register again before it starts anything), else
+ * 0, the node's row held (shared) to the commit, so that a node ending it
+ * meanwhile waits and then finds the job among its orphans. 0 without a
+ * node. */
+int sto_db_node_live(sto_db *db);
 
 /* Statement q_node (a write of schema v9 kept to, or recording, a node)
  * with its parameter param bound to node (0: NULL, no node); q_plain, the

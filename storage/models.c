@@ -101,6 +101,7 @@ int sto_model_claim_ev(sto_db *db, const char *ev_type, sto_event_data_fn data, 
     sto_stmt *s = db->q[STO_Q_MODEL_CLAIM];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
+    if ((rc = sto_db_node_live(db))) goto fail; /* an ended node starts nothing */
     sto_bind_real(s, 1, hpo_now());
     sto_bind_id(s, 2, db->node_id);
     if ((rc = sto_db_row(db, s, read_model, &m, "model claim"))) goto fail;

@@ -426,7 +426,9 @@ int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, dou
  * metrics is a JSON object text ({"loss":..,"val_loss":..,"val_accuracy":..,
  * "seconds":..}); replaces an existing (trial, execution, epoch). NULL is
  * stored as "{}"; execution and epoch must be >= 0 (HPO_EINVAL); any state;
- * HPO_ENOTFOUND for an unknown trial. Deleted with the trial (cascade). */
+ * HPO_ENOTFOUND for an unknown trial, HPO_ECONFLICT for a trial whose node
+ * (schema v9) is not this connection's (it left this node: its runner must
+ * stop). Deleted with the trial (cascade). */
 int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics);
 /* The same with an event (ev may be NULL). */
 int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics,
@@ -600,6 +602,12 @@ int sto_models_reclaim(sto_db *db, int unowned, int64_t *n_out);
 int sto_reopen(sto_db *db, sto_db **out);
 /* Several connections (nodes) may share the database: PostgreSQL. */
 int sto_is_shared(sto_db *db);
+/* On a shared database: a transaction of this connection left idle for
+ * seconds (its process stalled: stopped, swapped out) is ended by the
+ * server, so its row locks hold the other nodes up no longer (0: the
+ * server's setting). hpod's transactions never wait between statements.
+ * Nothing on SQLite. */
+int sto_set_stall_timeout(sto_db *db, double seconds);
 
 /* ---- events (the study's progress stream; ids increase) ---- */
 typedef struct sto_event {

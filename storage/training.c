@@ -124,6 +124,7 @@ int sto_trial_claim_ev(sto_db *db, int64_t trial_id, const sto_trial_run *r, con
         if (rc == 0) rc = sto_db_lock_study(db, study_id);
         if (rc == 0) rc = sto_db_run_limits(db, study_id, &(sto_trial_run){.parallel = r->parallel});
     }
+    if (rc == 0 && r->slot) rc = sto_db_node_live(db);
     sto_bind_int64(s, 1, trial_id);
     if (hand_out) {
         sto_bind_text(s, 2, r->params);
@@ -167,8 +168,12 @@ int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
                      const sto_event_in *ev) {
     if (!db || execution < 0 || epoch < 0) return HPO_EINVAL;
     sto_db_lock(db);
-    /* a trial running on another node takes none of ours */
-    sto_stmt *s = sto_db_node_stmt(db, STO_Q_EPOCH_PUT_NODE, STO_Q_EPOCH_PUT, 5, db->node_id);
+    /* a trial that left this node takes none of its epochs */
+    sto_stmt *s = db->q[STO_Q_EPOCH_PUT_NODE];
+    if (s)
+        sto_bind_int64(s, 5, db->node_id);
+    else
+        s = db->q[STO_Q_EPOCH_PUT]; /* a schema before v9 (tests) */
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(s, 1, trial_id);

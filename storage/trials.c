@@ -81,6 +81,7 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
      * counts what the last one committed */
     if ((rc = sto_db_lock_study(db, study_id))) goto fail;
     if ((rc = sto_db_run_limits(db, study_id, r))) goto fail;
+    if (r->slot && with_node && (rc = sto_db_node_live(db))) goto fail;
     sto_bind_int64(s, 1, study_id);
     sto_bind_text(s, 2, r->params ? r->params : "{}");
     sto_bind_real(s, 3, now);

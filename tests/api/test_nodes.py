@@ -15,9 +15,14 @@ another (README: "Several nodes on PostgreSQL"; api/jobs.h: nodes).
 - The killed node restarted joins again (a new node; GET /api/v1/nodes:
   the old one ended, both alive) and takes work: a study created on the
   other node after it is trained by both nodes' slots.
+- A node stalled (SIGSTOP) past the timeout while it trains: the other
+  takes its trial over; once it runs again it learns it was found dead,
+  stores nothing more of that trial (its writes are kept to the trial's
+  node) and joins again as a new node; the study ends as above.
 Skipped (77) without the fixture (run it through ctest)."""
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -36,7 +41,7 @@ EMBEDDED = {"name": "nodes-embedded", "objective": {"metric": "val_accuracy"},
             "space": {"layers": {"type": "int", "low": 1, "high": 2}},
             "training": {"max_epochs": 6, "batch_size": 32},
             "tuner": {"algorithm": "random", "seed": 4, "max_trials": MAX_TRIALS}}
-SECOND = dict(EMBEDDED, name="nodes-second", training={"max_epochs": 3, "batch_size": 32},
+SECOND = dict(EMBEDDED, name="nodes-second", training={"max_epochs": 4, "batch_size": 32},
               tuner={"algorithm": "random", "seed": 5, "max_trials": 6})
 
 
@@ -80,6 +85,30 @@ def runs_overlap(events):
         elif typ in ("trial_requeued", "trial_complete", "trial_pruned", "trial_failed", "trial_cancelled"):
             running[tid] = False
     return bad
+
+
+def finished(c, hp, events_from, sid, n, what):
+    """Waits for the study's end; checks exactly n trials finished, numbered
+    0..n-1, no run of a trial overlapping another of it, one curve point per
+    epoch; returns (trials, events)."""
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 300)
+    s = hp.ok("GET", "/api/v1/studies/%d" % sid)
+    by = s["trials_by_state"]
+    c.check(s["n_trials"] == n and by["complete"] + by["pruned"] + by["failed"] == n,
+            "%s: exactly max_trials trials finished: %s" % (what, by))
+    ts = trials(hp, sid)
+    c.check(sorted(t["number"] for t in ts) == list(range(n)), "%s: numbers 0..%d once each" % (what, n - 1))
+    events = read_events(events_from.url, sid, timeout=120)
+    c.check(not runs_overlap(events), "%s: no trial trained twice at once: %s" % (what, runs_overlap(events)))
+    for t in ts:
+        if t["state"] != "complete":
+            continue
+        curves = hp.ok("GET", "/api/v1/trials/%d" % t["id"])["curves"]
+        epochs = [p["epoch"] for p in curves if p["execution"] == 0]
+        c.check(epochs == list(range(1, len(epochs) + 1)) and len(epochs) >= 1,
+                "%s, trial #%d: one curve point per epoch, no gap or repeat (%s)" % (what, t["number"], epochs))
+    print("%s: trials by node: %s" % (what, sorted((t["number"], t["node_id"]) for t in ts)), flush=True)
+    return ts, events
 
 
 def main():
@@ -152,16 +181,7 @@ def main():
         alive = sorted(n["id"] for n in a2.ok("GET", "/api/v1/nodes")["nodes"] if n["state"] == "alive")
         c.check(a2_id not in (a_id, b_id) and alive == sorted([a2_id, b_id]),
                 "the restarted node joins again as node %d (alive: %s)" % (a2_id, alive))
-        wait_for(lambda: b.ok("GET", "/api/v1/studies/%d" % eid)["state"] == "complete", 300)
-
-        s = a2.ok("GET", "/api/v1/studies/%d" % eid)
-        by = s["trials_by_state"]
-        c.check(s["n_trials"] == MAX_TRIALS and by["complete"] + by["pruned"] + by["failed"] == MAX_TRIALS,
-                "exactly max_trials trials finished: %s" % by)
-        ts = trials(a2, eid)
-        c.check(sorted(t["number"] for t in ts) == list(range(MAX_TRIALS)), "numbers 0..%d once each" % (MAX_TRIALS - 1))
-        events = read_events(b.url, eid, timeout=120)
-        c.check(not runs_overlap(events), "no trial trained twice at once: %s" % runs_overlap(events))
+        ts, events = finished(c, a2, b, eid, MAX_TRIALS, "the first embedded study")
         requeued = [d for _, t, d in events if t == "trial_requeued" and d["trial_id"] == victim["id"]]
         c.check(any(d["reason"] == "node gone" and d.get("node_id") == a_id for d in requeued),
                 "the victim was requeued: node gone, node %d (%s)" % (a_id, requeued))
@@ -171,21 +191,37 @@ def main():
         starts = [d for _, t, d in events if t in ("trial_started", "trial_resumed") and d["trial_id"] == victim["id"]]
         c.check(len(starts) >= 2 and starts[0]["node_id"] == a_id and starts[-1]["node_id"] != a_id,
                 "the victim started on the killed node and went on elsewhere (%s)" % starts)
-        for t in ts:
-            if t["state"] != "complete":
-                continue
-            curves = a2.ok("GET", "/api/v1/trials/%d" % t["id"])["curves"]
-            epochs = [p["epoch"] for p in curves if p["execution"] == 0]
-            c.check(epochs == list(range(1, len(epochs) + 1)) and len(epochs) >= 1,
-                    "trial #%d: one curve point per epoch, no gap or repeat (%s)" % (t["number"], epochs))
-        print("trials of the embedded study by node: %s" % sorted((t["number"], t["node_id"]) for t in ts))
 
-        # ---- a study made on b is trained by a2's slot too ----
+        # ---- a study made on b, trained by a2's slot too; a2 stalls (SIGSTOP) past the timeout ----
         sid2 = b.ok("POST", "/api/v1/studies", SECOND)["id"]
-        wait_for(lambda: b.ok("GET", "/api/v1/studies/%d" % sid2)["state"] == "complete", 300)
-        by_node = sorted((t["number"], t["node_id"]) for t in trials(b, sid2))
-        c.check(any(n == a2_id for _, n in by_node) and any(n == b_id for _, n in by_node),
+
+        def a2_trains():
+            for t in trials(b, sid2):
+                if t["state"] == "running" and t["node_id"] == a2_id and 1 <= (t["last_step"] or 0) < 4:
+                    return t
+            return None
+        stalled = wait_for(a2_trains, 240, step=0.05)
+        a2.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: b.ok("GET", "/api/v1/trials/%d" % stalled["id"])["node_id"] != a2_id, 60, step=0.2)
+        finally:
+            a2.proc.send_signal(signal.SIGCONT)
+        print("stalled node %d while it trained trial %d (#%d) at epoch %d" %
+              (a2_id, stalled["id"], stalled["number"], stalled["last_step"]), flush=True)
+        a3_id = wait_for(lambda: node_id(a2) if node_id(a2) != a2_id else None, 30)
+        ts2, events2 = finished(c, b, b, sid2, 6, "the second embedded study")
+        nodes = {n["id"]: n for n in b.ok("GET", "/api/v1/nodes")["nodes"]}
+        c.check(nodes[a2_id]["end_reason"] == "no heartbeat" and nodes[a3_id]["state"] == "alive" and
+                nodes[a3_id]["name"] == nodes[a2_id]["name"],
+                "the stalled node was found dead and joined again as node %d: %s" % (a3_id, nodes))
+        c.check("found dead by another node" in a2.log_tail(400), "the stalled node says it was found dead")
+        by_node = sorted((t["number"], t["node_id"]) for t in ts2)
+        c.check(any(n in (a2_id, a3_id) for _, n in by_node) and any(n == b_id for _, n in by_node),
                 "a study created on node b is trained by both nodes' slots: %s" % by_node)
+        runs = [d.get("node_id") for _, t, d in events2
+                if t in ("trial_started", "trial_resumed") and d["trial_id"] == stalled["id"]]
+        c.check(runs[:1] == [a2_id] and runs[-1] != a2_id,
+                "the stalled node's trial went on elsewhere, and it stored nothing more of it (%s)" % runs)
         c.check(a2.stop() == 0 and b.stop() == 0, "both nodes stop cleanly")
         c.check(psql(base, db, "SELECT COUNT(*) FROM nodes WHERE ended > 0 AND end_reason = 'stopped'") == "2",
                 "a stopped node ends its row")

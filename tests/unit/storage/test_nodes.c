@@ -286,7 +286,9 @@ static void test_orphans_reclaimed_once(void **state) {
     assert_int_equal(sto_test_int(db, "SELECT COUNT(DISTINCT trial_id) FROM events WHERE type = 'trial_requeued'"),
                      N_ORPHANS);
     assert_int_equal(sto_test_int(db, "SELECT COUNT(*) FROM trials WHERE state = 5 AND node_id IS NULL"), N_ORPHANS);
-    /* a reclaimed trial resumes on a live node; the dead one writes nothing into it */
+    /* a reclaimed trial resumes on a live node; the dead one writes nothing
+     * into it, before (its epochs are its runner's) and after */
+    assert_int_equal(sto_epoch_put(dd, first, 0, 1, "{}"), HPO_ECONFLICT);
     assert_int_equal(sto_trial_resume_ev(dl, first, "cpu:0", NULL), 0);
     assert_int_equal(sto_epoch_put(dd, first, 0, 1, "{}"), HPO_ECONFLICT);
     assert_int_equal(sto_epoch_put(dl, first, 0, 1, "{\"loss\":1}"), 0);
@@ -306,7 +308,8 @@ static void test_orphans_reclaimed_once(void **state) {
 }
 
 /* A running trial is written by its own node only (report, finish,
- * requeue, epochs); a client's trial (no node) by any. */
+ * requeue, epochs); a client's trial (no node) by any. An ended node
+ * starts no trial or model job until it registers again. */
 static void test_writes_kept_to_the_node(void **state) {
     (void)state;
     sto_tmp tmp;
@@ -356,6 +359,20 @@ static void test_writes_kept_to_the_node(void **state) {
     assert_int_equal(sto_model_get(db, m, &got), 0);
     assert_int_equal(got.state, STO_MODEL_QUEUED);
     assert_int_equal(got.node_id, 0);
+    sto_model_clear(&got);
+    /* an ended node starts nothing more (it must register again) */
+    assert_int_equal(sto_model_claim_ev(da, NULL, NULL, NULL, &got), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_create_with(da, study, &on_a, NULL, NULL), HPO_ECONFLICT);
+    int64_t q;
+    assert_int_equal(sto_trial_enqueue_ev(db, study, "{}", NULL, &q, NULL), 0);
+    sto_trial_run hand = {.params = "{}", .slot = "cpu:0"};
+    assert_int_equal(sto_trial_claim_ev(da, q, &hand, NULL), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_create_with(da, study, &client, NULL, NULL), 0); /* a client's: no node */
+    int64_t a2;
+    assert_int_equal(sto_node_register(da, "a", "a", &a2), 0);
+    assert_int_equal(sto_trial_claim_ev(da, q, &hand, NULL), 0);
+    assert_int_equal(sto_model_claim_ev(da, NULL, NULL, NULL, &got), 0);
+    assert_int_equal(got.node_id, a2);
     sto_model_clear(&got);
     sto_close(da);
     sto_close(db);
