@@ -169,16 +169,19 @@ static int take_pbt(api_ctx *ctx, api_study *st, const char *slot, api_job *job)
     return 0;
 }
 
-/* The model_started event of a claimed model (arg: the slot). */
+/* The model_started event of a claimed model: its slot and node. */
 static char *model_started_data(void *arg, int64_t model_id) {
-    return api_event_text(json_pack("{s:I, s:s}", "model_id", (json_int_t)model_id, "slot", (const char *)arg));
+    started_arg *a = arg;
+    return api_event_text(json_pack("{s:I, s:s, s:I}", "model_id", (json_int_t)model_id, "slot", a->slot, "node_id",
+                                    (json_int_t)api_node_id(a->ctx)));
 }
 
 /* The oldest queued model job, claimed for slot (once, whatever the number
  * of hpods on the database); 0 or HPO_ENOTFOUND. */
 static int take_model(api_ctx *ctx, const char *slot, api_job *job) {
     sto_model m;
-    int rc = sto_model_claim_ev(ctx->db, "model_started", model_started_data, (void *)slot, &m);
+    started_arg arg = {ctx, slot};
+    int rc = sto_model_claim_ev(ctx->db, "model_started", model_started_data, &arg, &m);
     if (rc) return rc;
     api_events_wake(ctx);
     *job = (api_job){.kind = API_JOB_MODEL, .model_id = m.id, .study_id = m.study_id, .trial_id = m.trial_id};

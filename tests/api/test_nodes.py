@@ -15,6 +15,8 @@ another (README: "Several nodes on PostgreSQL"; api/jobs.h: nodes).
 - The killed node restarted joins again (a new node; GET /api/v1/nodes:
   the old one ended, both alive) and takes work: a study created on the
   other node after it is trained by both nodes' slots.
+- Refits of the first study (model jobs, claimed by any node) are served
+  alike by both nodes (their weights are in the shared artifacts dir).
 - A node stalled (SIGSTOP) past the timeout while it trains: the other
   takes its trial over; once it runs again it learns it was found dead,
   stores nothing more of that trial (its writes are kept to the trial's
@@ -26,6 +28,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import urllib.request
 
 from hpod import Checks, Hpod, parse_args, pg_base, psql, read_events, wait_for
 
@@ -60,6 +63,12 @@ def ask_tell(hp, sid, told, errors):
             told.append((t["number"], t["trial_id"], v))
     except Exception as e:  # noqa: BLE001 - reported as a check
         errors.append(repr(e))
+
+
+def weights(hp, model_id):
+    """A model's weights file, as a node serves it."""
+    with urllib.request.urlopen("%s/api/v1/models/%d/weights" % (hp.url, model_id), timeout=60) as r:
+        return r.read()
 
 
 def node_id(hp):
@@ -222,6 +231,19 @@ def main():
                 if t in ("trial_started", "trial_resumed") and d["trial_id"] == stalled["id"]]
         c.check(runs[:1] == [a2_id] and runs[-1] != a2_id,
                 "the stalled node's trial went on elsewhere, and it stored nothing more of it (%s)" % runs)
+
+        # ---- refits (model jobs) run on any node; their weights are every node's ----
+        refits = b.ok("POST", "/api/v1/studies/%d/refits" % eid, {"top_n": 2})["refits"]
+        wait_for(lambda: all(a2.ok("GET", "/api/v1/models/%d" % r["id"])["state"] in ("complete", "failed")
+                             for r in refits), 300)
+        events = read_events(b.url, eid, last_event_id=0, timeout=120)
+        ran_on = {d["model_id"]: d.get("node_id") for _, t, d in events if t == "model_started"}
+        for r in refits:
+            c.check(a2.ok("GET", "/api/v1/models/%d" % r["id"])["state"] == "complete", "refit %d complete" % r["id"])
+            got = [weights(hp, r["id"]) for hp in (a2, b)]
+            c.check(got[0] == got[1] and len(got[0]) > 1000,
+                    "refit %d (run on node %s): its weights served alike by both nodes (%d, %d bytes)" %
+                    (r["id"], ran_on.get(r["id"]), len(got[0]), len(got[1])))
         c.check(a2.stop() == 0 and b.stop() == 0, "both nodes stop cleanly")
         c.check(psql(base, db, "SELECT COUNT(*) FROM nodes WHERE ended > 0 AND end_reason = 'stopped'") == "2",
                 "a stopped node ends its row")
