@@ -185,6 +185,21 @@ def psql(base, db, sql):
     return out.stdout.strip()
 
 
+def pg_create(base, name):
+    """A fresh database on the server at base; its URL."""
+    psql(base, "postgres", "CREATE DATABASE %s" % name)
+    return "%s/%s" % (base, name)
+
+
+def pg_drop(base, name):
+    """Drops a database made by pg_create (whoever is still connected);
+    a failure is printed, not raised: it is a test's cleanup."""
+    try:
+        psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)
+    except RuntimeError as e:
+        print("cleanup:", e)
+
+
 def wait_for(fn, timeout, step=0.2):
     """Polls fn() until it returns something true, or raises after timeout."""
     deadline = time.time() + timeout

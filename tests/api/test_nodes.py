@@ -30,7 +30,7 @@ import tempfile
 import threading
 import urllib.request
 
-from hpod import Checks, Hpod, parse_args, pg_base, psql, read_events, wait_for
+from hpod import Checks, Hpod, parse_args, pg_base, pg_create, pg_drop, psql, read_events, wait_for
 
 MAX_ASKS = 400
 ASKTELL = {"name": "nodes-asktell", "objective": {"direction": "minimize"},
@@ -128,9 +128,9 @@ def main():
     c.check("--artifacts-dir DIR" in help_text and "--node-timeout S" in help_text, "--help documents the node flags")
 
     db = "t_nodes_%d" % os.getpid()
-    psql(base, "postgres", "CREATE DATABASE %s" % db)
+    url = pg_create(base, db)
     shared = tempfile.mkdtemp(prefix="hpo-artifacts-")
-    flags = ["--database", "%s/%s" % (base, db), "--artifacts-dir", shared, "--devices", "cpu:1",
+    flags = ["--database", url, "--artifacts-dir", shared, "--devices", "cpu:1",
              "--node-timeout", "3"]
     a = Hpod(args.hpod, args=flags).start(timeout=60)
     b = Hpod(args.hpod, args=flags).start(timeout=60)
@@ -252,10 +252,7 @@ def main():
             if hp:
                 hp.cleanup()
         shutil.rmtree(shared, ignore_errors=True)
-        try:
-            psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-        except RuntimeError as e:
-            print("cleanup:", e)
+        pg_drop(base, db)
     c.finish()
 
 

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import threading
 
-from hpod import Checks, Hpod, parse_args, pg_base, psql, read_events
+from hpod import Checks, Hpod, parse_args, pg_base, pg_create, pg_drop, psql, read_events
 
 STUDY = {
     "name": "pg-asktell",
@@ -68,8 +68,7 @@ def main():
     c.check(rc == 2 and "database" in err, "a server that is not there exits 2 (%d %r)" % (rc, err))
 
     db = "t_api_%d" % os.getpid()
-    psql(base, "postgres", "CREATE DATABASE %s" % db)
-    url = "%s/%s" % (base, db)
+    url = pg_create(base, db)
     hp = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"]).start(timeout=60)
     try:
         sid = hp.ok("POST", "/api/v1/studies", STUDY)["id"]
@@ -117,10 +116,7 @@ def main():
         c.check(hp.stop() == 0, "hpod stops cleanly again")
     finally:
         hp.cleanup()
-        try:
-            psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-        except RuntimeError as e:
-            print("cleanup:", e)
+        pg_drop(base, db)
     c.finish()
 
 
