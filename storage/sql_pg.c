@@ -14,7 +14,8 @@
  * A connection that breaks (the server restarted, the session was ended)
  * is reset by the next statement outside a transaction, which then runs
  * on the new one; its statements are prepared again (a generation counter
- * tells which are stale). A transaction under way when it broke fails
+ * tells which are stale) and its session settings made again (UTF-8; the
+ * idle transaction timeout of a node, sto_sql_pg_set_idle_timeout). A transaction under way when it broke fails
  * with HPO_ESTORAGE, like any failed call, and the next call reconnects. */
 #include "sql.h"
 
