@@ -249,17 +249,21 @@ int api_tuner_finish(api_study *st, const sto_trial *t);
  * trial's tell, and before the scheduler picks an embedded study's next
  * trial. Nothing on SQLite (one hpod per database). */
 int api_study_sync(api_ctx *ctx, api_study *st);
-/* A new running trial from the tuner (st->lock held): suggested for the
- * next number and stored at that number only (sto_trial_create_at). When
- * other nodes numbered trials meanwhile (asks racing on several nodes),
- * it syncs; if one of those trials holds the very same point (a grid's
- * next point) it suggests again, else the suggestion is stored at the
- * next number: a suggestion sees every trial stored before it was made,
- * no point is handed out twice, and a TPE suggestion (milliseconds) is
- * not thrown away for a trial it merely did not see. x gets the
- * configuration, *params_out (may be NULL) a new reference to its JSON.
- * HPO_EEXHAUSTED (st->exhausted set) when the tuner has nothing left. */
-int api_study_new_trial(api_ctx *ctx, api_study *st, double lease, double *x, json_t **params_out,
+/* A new running trial from the tuner (st->lock held), stored as r says
+ * (its lease, slot, limits and event: sto_trial_create_with; this call
+ * sets r's params and number): suggested for the next number and stored
+ * at that number only. When other nodes numbered trials meanwhile (asks
+ * racing on several nodes), it syncs; if one of those trials holds the
+ * very same point (a grid's next point) it suggests again, else the
+ * suggestion is stored at the next number: a suggestion sees every trial
+ * stored before it was made, no point is handed out twice, and a TPE
+ * suggestion (milliseconds) is not thrown away for a trial it merely did
+ * not see. x gets the configuration, *params_out (may be NULL) a new
+ * reference to its JSON. HPO_EEXHAUSTED when the tuner has nothing left
+ * (st->exhausted set) or the study has r->max_trials trials (other nodes
+ * created the rest: st->next_number moves to max_trials); HPO_ECONFLICT
+ * when r->parallel of its trials run. */
+int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out);
 /* Drops a study from the cache (after DELETE). */
 void api_study_forget(api_ctx *ctx, int64_t id);
@@ -274,7 +278,8 @@ void api_cache_free(api_ctx *ctx);
  * (tun_study_suggest_fixed), stored running with lease (<= 0: none), slot
  * (may be NULL) and ev (may be NULL), and added to the tuner as running;
  * *params_out (may be NULL) gets the full parameters. The study's lock is
- * held. HPO_ECONFLICT when t is no longer waiting. */
+ * held. HPO_ECONFLICT when t is no longer waiting, or (on a slot) the
+ * study's parallel_trials run on the nodes. */
 int api_enqueued_hand_out(api_ctx *ctx, api_study *st, const sto_trial *t, double lease, const char *slot,
                           const sto_event_in *ev, json_t **params_out);
 /* The oldest enqueued trial of a study (queued, never started) into *out
@@ -411,6 +416,7 @@ struct api_ctx {
     api_metrics *metrics;
     struct api_run_queue *queue; /* the embedded studies (job_queue.c) */
     struct api_deadlines *deadlines; /* external studies' max_seconds (deadlines.c) */
+    struct api_node *node;           /* this hpod's node row and heartbeat (nodes.c); NULL: none */
     /* the event stream: appends bump event_seq and wake SSE readers */
     pthread_mutex_t event_mu;
     pthread_cond_t event_cond;
@@ -497,6 +503,7 @@ void api_h_model_predict(api_ctx *, const api_request *, int64_t, api_response *
 void api_h_study_patch(api_ctx *, const api_request *, int64_t, api_response *); /* user_attrs.c */
 void api_h_trial_patch(api_ctx *, const api_request *, int64_t, api_response *);
 void api_h_study_importance(api_ctx *, const api_request *, int64_t, api_response *); /* importance.c */
+void api_h_nodes_list(api_ctx *, const api_request *, int64_t, api_response *);       /* nodes.c */
 void api_h_static_index(api_ctx *, const api_request *, int64_t, api_response *);     /* static.c */
 void api_h_static_asset(api_ctx *, const api_request *, int64_t, api_response *);
 

@@ -30,10 +30,10 @@ int api_study_complete(api_ctx *ctx, api_study *st, const char *reason, const in
         (json_int_t)counts[STO_TRIAL_PRUNED], "failed", (json_int_t)counts[STO_TRIAL_FAILED], "cancelled",
         (json_int_t)counts[STO_TRIAL_CANCELLED], "reason", reason));
     sto_event_in ev = {"study_complete", data};
-    /* from running only: another node may have ended it a moment ago */
-    int rc = sto_study_set_state_from_ev(ctx->db, st->id, STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev);
+    /* from running only: of several nodes settling it at once, one ends it */
+    int rc = sto_study_transition_ev(ctx->db, st->id, API_STATE_BIT(STO_STUDY_RUNNING), STO_STUDY_COMPLETE, &ev);
     free(data);
-    if (rc == HPO_ECONFLICT) return rc; /* ended (or paused) by another node: its event is stored */
+    if (rc == HPO_ECONFLICT) return rc; /* another node ended it, or it was paused meanwhile */
     if (rc) {
         HPO_WARN("study %lld: cannot store its end: %s", (long long)st->id, hpo_strerror(rc));
         return rc;
@@ -58,5 +58,5 @@ int api_external_end(api_ctx *ctx, api_study *st, double now) {
     if ((rc = sto_trial_counts(ctx->db, st->id, counts))) return rc;
     if (counts[STO_TRIAL_RUNNING] > 0 || counts[STO_TRIAL_QUEUED] > 0) return 0; /* at their tell or expiry */
     rc = api_study_complete(ctx, st, why, counts);
-    return rc ? rc : 1;
+    return rc == HPO_ECONFLICT ? 0 : rc ? rc : 1; /* ECONFLICT: another node ended it */
 }

@@ -13,6 +13,12 @@
 
 #include "jobs_internal.h"
 
+static unsigned from_mask(const sto_study_state *from, size_t n) {
+    unsigned mask = 0;
+    for (size_t i = 0; i < n; i++) mask |= API_STATE_BIT(from[i]);
+    return mask;
+}
+
 static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp,
                          const sto_study_state *from, size_t n_from, sto_study_state to, const char *event) {
     if (api_body_empty(req, resp)) return; /* no options: a body is {} or nothing */
@@ -34,7 +40,8 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
         api_fail_rc(resp, rc, NULL);
     } else if (!allowed) {
         api_fail(resp, 409, "conflict", "state", "study %lld is %s", (long long)id, sto_study_state_name(s.state));
-    } else if ((rc = sto_study_set_state_ev(ctx->db, id, to, &ev))) {
+    } else if ((rc = sto_study_transition_ev(ctx->db, id, from_mask(from, n_from), to, &ev))) {
+        /* another node changed it since it was read (HPO_ECONFLICT: 409) */
         api_fail_rc(resp, rc, NULL);
     } else if (st->def.embedded) {
         api_queue_set(ctx, id, to);

@@ -109,6 +109,28 @@ int api_dir_lock(const char *root, hpo_error *err) {
     return 0;
 }
 
+int api_dir_node_ident(const char *root, char *out, hpo_error *err) {
+    char path[API_PATH_MAX];
+    if (api_dir_path(path, root, "node-id")) return hpo_fail(err, HPO_EINVAL, "data-dir", "the data dir path is too long");
+    FILE *f = fopen(path, "r");
+    if (f) {
+        int ok = fgets(out, API_NODE_IDENT_MAX, f) != NULL;
+        fclose(f);
+        if (ok) out[strcspn(out, "\r\n")] = '\0';
+        if (ok && strlen(out) == 32 && strspn(out, "0123456789abcdef") == 32) return 0;
+        HPO_WARN("%s is not a node ident: a new one is made", path);
+    }
+    unsigned char bytes[16];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, bytes, sizeof bytes) : -1;
+    if (fd >= 0) close(fd);
+    if (got != (ssize_t)sizeof bytes) return hpo_fail(err, HPO_EIO, "data-dir", "cannot read /dev/urandom");
+    for (size_t i = 0; i < sizeof bytes; i++) snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+    char text[API_NODE_IDENT_MAX + 1];
+    snprintf(text, sizeof text, "%s\n", out);
+    return api_dir_write_atomic(path, text, 1, err);
+}
+
 int api_dir_make(const char *root, const char *dir, hpo_error *err) {
     size_t skip = strlen(root);
     if (strncmp(dir, root, skip) != 0 || (dir[skip] != '/' && dir[skip] != '\0'))
@@ -136,12 +158,27 @@ static int sync_path(const char *path, int flags) {
     return e;
 }
 
+/* A new empty file <path>.<tag>-XXXXXX (0644) open in *fd, its name unique
+ * on the file system (several nodes may share the artifacts dir). */
+static int unique_tmp(char *tmp, size_t cap, const char *path, const char *tag, int *fd, hpo_error *err) {
+    int n = snprintf(tmp, cap, "%s.%s-XXXXXX", path, tag);
+    if (n < 0 || (size_t)n >= cap) return hpo_fail(err, HPO_EINVAL, "", "path too long: %.64s...", path);
+    if ((*fd = mkstemp(tmp)) < 0) return io_error(err, errno, "create", tmp);
+    if (fchmod(*fd, 0644)) HPO_WARN("cannot make %s readable to all: %s", tmp, strerror(errno));
+    return 0;
+}
+
 int api_dir_write_atomic(const char *path, const char *text, int durable, hpo_error *err) {
-    char tmp[API_PATH_MAX + 8];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (n < 0 || (size_t)n >= sizeof tmp) return hpo_fail(err, HPO_EINVAL, "", "path too long: %.64s...", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return io_error(err, errno, "create", tmp);
+    char tmp[API_PATH_MAX + 16];
+    int fd = -1, rc = unique_tmp(tmp, sizeof tmp, path, "tmp", &fd, err);
+    if (rc) return rc;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return io_error(err, e, "create", tmp);
+    }
     int e = fputs(text, f) < 0 || fflush(f) ? errno : 0;
     if (!e && durable && fsync(fileno(f))) e = errno;
     if (fclose(f) && !e) e = errno;
@@ -186,13 +223,14 @@ static int copy_into(const char *src, int fd) {
 
 int api_dir_link(const char *src, const char *dst, int durable, hpo_error *err) {
     char tmp[API_PATH_MAX + 16];
-    int n = snprintf(tmp, sizeof tmp, "%s.link.tmp", dst);
-    if (n < 0 || (size_t)n >= sizeof tmp) return hpo_fail(err, HPO_EINVAL, "", "path too long: %.64s...", dst);
+    int fd = -1, rc = unique_tmp(tmp, sizeof tmp, dst, "link", &fd, err); /* a name of our own, then the link */
+    if (rc) return rc;
+    close(fd);
     unlink(tmp);
     int e = link(src, tmp) ? errno : 0;
     if (e == ENOENT) return hpo_fail(err, HPO_ENOTFOUND, "", "%s is missing", src);
     if (e) { /* no hard links here: a copy */
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         e = fd < 0 ? errno : copy_into(src, fd);
         if (fd >= 0 && !e && durable && fsync(fd)) e = errno;
         if (fd >= 0 && close(fd) && !e) e = errno;

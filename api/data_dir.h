@@ -3,8 +3,15 @@
  * formats its paths, creates and removes its folders, writes its small
  * files atomically and prunes old checkpoints.
  *
+ * <root> is the api's files root, hpod's --artifacts-dir (the data dir by
+ * default): the nodes sharing a database share it (a network file system),
+ * so any node resumes a trial from its checkpoint or serves a model
+ * another node trained. hpo.db, hpod.lock and node-id are in the data dir,
+ * each node's own.
+ *
  *   <root>/hpo.db                          the database (storage/)
  *   <root>/hpod.lock                       one hpod per data dir (flock, pid inside)
+ *   <root>/node-id                         the data dir's node ident (api/jobs.h: nodes)
  *   <root>/datasets/<id>-<name>/           an uploaded dataset's files (api/datasets.c)
  *   <root>/datasets/.upload-XXXXXX/        an upload in progress
  *   <root>/checkpoints/trial-<id>/         a trial: exec-<k>.safetensors (the engine's
@@ -36,8 +43,11 @@
  *   failures are HPO_EIO with the path and the reason in the error. Removal
  *   is best effort (a file already gone is fine) and logs what it cannot
  *   remove: nothing a client waits for depends on it.
- * - Threads: the functions keep no state; two threads never write one file
- *   (a trial's folder belongs to the worker running it).
+ * - Threads and nodes: the functions keep no state; two threads (or two
+ *   nodes) never write one file (a trial's folder belongs to the worker
+ *   running it; ids are the database's), and temporary files have names
+ *   unique on the file system (mkstemp), renamed over the file: rename is
+ *   atomic on a network file system too.
  */
 #ifndef HPO_API_DATA_DIR_H
 #define HPO_API_DATA_DIR_H
@@ -82,6 +92,12 @@ int api_dir_model_file_rel(char *out, size_t cap, int64_t model_id);
 /* Takes the data dir's lock for the life of the process: HPO_ECONFLICT
  * "data dir DIR in use by pid N" if another hpod holds it. */
 int api_dir_lock(const char *root, hpo_error *err);
+/* The data dir's node ident (<root>/node-id: 32 random hex digits, made at
+ * its first start), which names its node's runs in the database (jobs.h:
+ * nodes) so that a restart reclaims what the last run left running. out
+ * holds API_NODE_IDENT_MAX bytes. 0, or HPO_EIO naming the file. */
+#define API_NODE_IDENT_MAX 40
+int api_dir_node_ident(const char *root, char *out, hpo_error *err);
 
 /* Creates dir and its missing parents below root (root itself must
  * exist). 0, HPO_ENOSPACE or HPO_EIO (err names the folder). */

@@ -42,6 +42,13 @@ static void swap(deadline *a, deadline *b) {
 void api_deadline_add(api_ctx *ctx, int64_t study_id, double at) {
     struct api_deadlines *d = ctx->deadlines;
     pthread_mutex_lock(&d->lock);
+    /* once per study: api_queue_sync learns again of the studies this node
+     * created (a scan, at a study's creation or state change only) */
+    for (size_t i = 0; i < d->n; i++)
+        if (d->heap[i].study_id == study_id) {
+            pthread_mutex_unlock(&d->lock);
+            return;
+        }
     if (d->n == d->cap) {
         d->cap = d->cap ? 2 * d->cap : 16;
         d->heap = hpo_xrealloc(d->heap, d->cap * sizeof *d->heap);

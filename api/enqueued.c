@@ -31,7 +31,10 @@ int api_enqueued_hand_out(api_ctx *ctx, api_study *st, const sto_trial *t, doubl
         rc = HPO_ENOMEM;
         goto done;
     }
-    if ((rc = sto_trial_hand_out_ev(ctx->db, t->id, text, lease, slot, ev))) goto done;
+    /* on a slot: within the study's parallel_trials, whatever other nodes run */
+    sto_trial_run r = {.params = text, .lease_expires = lease, .slot = slot,
+                       .parallel = slot && st->def.embedded ? st->def.emb.parallel : 0};
+    if ((rc = sto_trial_claim_ev(ctx->db, t->id, &r, ev))) goto done;
     rc = tun_study_add(st->tuner, t->number, x, TUN_TRIAL_RUNNING, NAN);
     if (rc) HPO_WARN("study %lld: the tuner refused trial %lld: %s", (long long)st->id, (long long)t->number,
                      hpo_strerror(rc));

@@ -13,8 +13,10 @@
  *   split; the members themselves (refits or trial models) are evaluated on
  *   the test split. A member that cannot be used is skipped with its reason.
  * The test split is touched only here: tuning never sees it.
- * A full disk queues the job again (HPO_ENOSPACE, see jobs.h); a job
- * whose study was deleted meanwhile stores nothing and removes its files. */
+ * A full disk or a shutdown queues the job again (HPO_ENOSPACE, see
+ * jobs.h); a job whose study was deleted meanwhile stores nothing and
+ * removes its files, and so does one that went to another node (this one
+ * was found dead: API_STOP_LOST). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -387,7 +389,11 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
     const char *kind = sto_model_kind_name(mrow.kind);
     int stored = 0;
     if (rc == HPO_ECANCELLED && atomic_load(stop) == API_STOP_SHUTDOWN) {
-        HPO_INFO("model %lld: interrupted by shutdown; it runs again at the next start", (long long)model_id);
+        /* queued again: another node, or this one's next start, runs it */
+        HPO_INFO("model %lld: interrupted by shutdown; queued to run again", (long long)model_id);
+        stored = sto_model_requeue(ctx->db, model_id);
+    } else if (rc == HPO_ECANCELLED && atomic_load(stop) == API_STOP_LOST) {
+        HPO_WARN("model %lld: it runs on another node now; this run stores nothing", (long long)model_id);
     } else if (rc == HPO_ENOSPACE) {
         /* a full disk is not the model's fault: it runs again (a refit from
          * its checkpoint) after the back-off; if even this cannot be stored,

@@ -5,7 +5,11 @@
  * external studies are loaded in the same pass); then the calls that change a
  * study keep it: create, pause, resume, cancel, complete, delete, under the
  * study's lock right after storage changed, then wake the scheduler once
- * every lock is released. It is an index: the scheduler still reads a
+ * every lock is released; every tick, api_queue_sync adds what other nodes
+ * (sharing the database) created or changed, from storage's study change
+ * counter: the list read at start is read after that counter, so nothing
+ * falls between the two. A study deleted through another node is dropped
+ * by the scheduler when it finds it gone. It is an index: the scheduler still reads a
  * study's state from storage before it starts a trial. Its mutex is a leaf
  * of the lock order: nothing is called under it. */
 #include <stdlib.h>
@@ -22,6 +26,7 @@ struct api_run_queue {
     pthread_mutex_t lock;
     queued *items;
     size_t n, cap;
+    int64_t since; /* storage's study change counter seen (api_queue_sync; its thread only) */
     void (*wakeup)(void *arg); /* the scheduler's, or NULL */
     void *wakeup_arg;
 };
@@ -65,27 +70,45 @@ static int is_embedded(const char *spec, double *max_seconds) {
     return yes;
 }
 
+/* A stored study into the queue (embedded) or the deadlines (external,
+ * with a max_seconds, that may still end). */
+static void learn(api_ctx *ctx, struct api_run_queue *q, const sto_study *s) {
+    double ms;
+    if (is_embedded(s->spec, &ms)) {
+        pthread_mutex_lock(&q->lock);
+        put(q, s->id, s->state);
+        pthread_mutex_unlock(&q->lock);
+    } else if (ms > 0 && (s->state == STO_STUDY_RUNNING || s->state == STO_STUDY_PAUSED)) {
+        api_deadline_add(ctx, s->id, s->created + ms); /* may be past: ends at the first pass */
+    }
+}
+
 int api_queue_new(api_ctx *ctx) {
     struct api_run_queue *q = hpo_xcalloc(1, sizeof *q);
     pthread_mutex_init(&q->lock, NULL);
     sto_study *list = NULL;
     size_t n = 0;
-    int rc = sto_study_list(ctx->db, &list, &n);
+    /* the change counter before the list: api_queue_sync starts from it */
+    int rc = sto_study_changes_seq(ctx->db, &q->since);
+    if (rc == 0) rc = sto_study_list(ctx->db, &list, &n);
     if (rc) {
         pthread_mutex_destroy(&q->lock);
         free(q);
         return rc;
     }
-    for (size_t i = 0; i < n; i++) {
-        double ms;
-        if (is_embedded(list[i].spec, &ms))
-            put(q, list[i].id, list[i].state);
-        else if (ms > 0 && (list[i].state == STO_STUDY_RUNNING || list[i].state == STO_STUDY_PAUSED))
-            api_deadline_add(ctx, list[i].id, list[i].created + ms); /* may be past: ends at the first pass */
-    }
+    for (size_t i = 0; i < n; i++) learn(ctx, q, &list[i]);
     sto_study_list_free(list, n);
     ctx->queue = q;
     return 0;
+}
+
+void api_queue_sync(api_ctx *ctx) {
+    struct api_run_queue *q = ctx->queue;
+    sto_study *list = NULL;
+    size_t n = 0;
+    if (sto_studies_changed(ctx->db, &q->since, &list, &n)) return; /* logged; the next tick tries again */
+    for (size_t i = 0; i < n; i++) learn(ctx, q, &list[i]);
+    sto_study_list_free(list, n);
 }
 
 void api_queue_free(api_ctx *ctx) {

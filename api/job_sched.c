@@ -29,116 +29,110 @@ static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
     free(sts);
 }
 
-/* The running trials of one study after an unclean stop: queued again, or
- * failed when they keep taking hpod down (see jobs.h, data_dir.h). */
-static int64_t recover_trials(api_ctx *ctx, api_study *st) {
-    sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
-    sto_trial *t = NULL;
-    size_t n = 0;
-    int64_t requeued = 0;
-    pthread_mutex_lock(&st->lock);
-    int rc = sto_trial_list(ctx->db, st->id, &f, &t, &n);
-    pthread_mutex_unlock(&st->lock);
-    if (rc) return 0;
-    for (size_t i = 0; i < n; i++) {
-        int k = api_training_crashes(ctx->opt.data_dir, t[i].id), failed = 0;
-        char msg[200];
-        snprintf(msg, sizeof msg,
-                 "hpod stopped %d times in a row while training this trial, before it finished an epoch "
-                 "(out of memory?); it is not resumed again", k);
-        pthread_mutex_lock(&st->lock);
-        if (k < API_MAX_CRASHES) {
-            if (sto_trial_requeue(ctx->db, t[i].id) == 0) requeued++;
-        } else if (sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_FAILED, NAN, NAN, 0, msg) == 0) {
-            tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
-            failed = 1;
-        }
-        pthread_mutex_unlock(&st->lock);
-        if (!failed) continue;
-        HPO_WARN("study %lld, trial %lld: %s", (long long)st->id, (long long)t[i].id, msg);
-        api_event(ctx, st->id, t[i].id, "trial_failed",
-                  json_pack("{s:I, s:I, s:s, s:s, s:s}", "trial_id", (json_int_t)t[i].id, "number",
-                            (json_int_t)t[i].number, "state", "failed", "error", msg, "reason", "crash_loop"));
-    }
-    sto_trial_list_free(t, n);
-    return requeued;
+/* A study that storage no longer has (deleted, maybe through another
+ * node) leaves the queue and the cache. */
+static void forget(api_ctx *ctx, int64_t study_id) {
+    api_queue_remove(ctx, study_id);
+    api_study_forget(ctx, study_id);
 }
 
 int api_jobs_recover(api_ctx *ctx) {
-    api_study **sts;
-    size_t n = embedded_studies(ctx, ~0u, &sts);
-    int64_t total = 0, models = 0;
-    if (sto_models_requeue_running(ctx->db, &models) == 0 && models > 0) {
-        HPO_INFO("%lld interrupted model job(s) queued again", (long long)models);
-        total += models;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int64_t k = recover_trials(ctx, sts[i]);
-        if (k > 0) {
-            HPO_INFO("study %lld: %lld interrupted trial(s) queued to resume from their checkpoints",
-                     (long long)sts[i]->id, (long long)k);
-            total += k;
-        }
-    }
-    release_all(ctx, sts, n);
-    return (int)total;
+    /* this data dir's earlier runs ended (every other node on SQLite), and
+     * the jobs they left running queued again (nodes.c) */
+    return api_nodes_reclaim(ctx, 1);
 }
 
 /* Within the study's budget (trials, seconds, the tuner; budget.c)? */
 static int has_budget(api_study *st) { return api_budget_spent(st, hpo_now(), 0) == NULL; }
 
-/* Marks a trial running on slot, with its trial_started/trial_resumed event;
- * a requeued one is resumed by one caller only (sto_trial_resume_ev). */
-static int start_trial(api_ctx *ctx, int64_t trial_id, int64_t number, int resumed, const char *slot) {
-    char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)trial_id, "number",
-                                          (json_int_t)number, "slot", slot));
-    sto_event_in ev = {resumed ? "trial_resumed" : "trial_started", data};
-    int rc = resumed ? sto_trial_resume_ev(ctx->db, trial_id, slot, &ev) : sto_trial_start_ev(ctx->db, trial_id, slot, &ev);
+/* The data of a trial_started or trial_resumed event: the slot and this
+ * node. */
+static char *started_data(api_ctx *ctx, int64_t trial_id, int64_t number, const char *slot) {
+    return api_event_text(json_pack("{s:I, s:I, s:s, s:I}", "trial_id", (json_int_t)trial_id, "number",
+                                    (json_int_t)number, "slot", slot, "node_id", (json_int_t)api_node_id(ctx)));
+}
+
+typedef struct started_arg {
+    api_ctx *ctx;
+    const char *slot;
+} started_arg;
+
+static char *new_trial_data(void *arg, int64_t trial_id, int64_t number) {
+    started_arg *a = arg;
+    return started_data(a->ctx, trial_id, number, a->slot);
+}
+
+/* Resumes a requeued trial on slot, with its trial_resumed event, by one
+ * caller only and within the study's parallel_trials across every node
+ * (sto_trial_claim_ev): HPO_ECONFLICT when it was taken, or the study runs
+ * enough trials. */
+static int resume_trial(api_ctx *ctx, const api_study *st, int64_t trial_id, int64_t number, const char *slot) {
+    char *data = started_data(ctx, trial_id, number, slot);
+    sto_event_in ev = {"trial_resumed", data};
+    sto_trial_run r = {.slot = slot, .parallel = st->def.emb.parallel};
+    int rc = sto_trial_claim_ev(ctx->db, trial_id, &r, &ev);
     free(data);
     if (rc == 0) api_events_wake(ctx);
     return rc;
 }
 
-/* The oldest queued trial of the study, started on slot: a requeued one
- * resumes from its checkpoint, an enqueued one (never started) gets its
- * parameters completed (enqueued.c); 0 or HPO_ENOTFOUND. */
+/* One of the oldest queued trials of the study, started on slot: a
+ * requeued one resumes from its checkpoint, an enqueued one (never
+ * started) gets its parameters completed (enqueued.c). Another node may
+ * take the oldest at the same moment: the next one is tried then. 0,
+ * HPO_ENOTFOUND, or HPO_ECONFLICT (parallel_trials run). */
+#define TAKE_QUEUED_TRIES 4
 static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *job) {
-    sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER, .limit = 1};
+    sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER, .limit = TAKE_QUEUED_TRIES};
     sto_trial *t = NULL;
     size_t n = 0;
     int rc = sto_trial_list(ctx->db, st->id, &f, &t, &n);
     if (rc == 0 && n == 0) rc = HPO_ENOTFOUND;
-    int resumed = rc == 0 && t[0].started > 0; /* else enqueued: never started */
-    if (rc == 0 && resumed) {
-        rc = start_trial(ctx, t[0].id, t[0].number, 1, slot);
-    } else if (rc == 0) {
-        char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)t[0].id, "number",
-                                              (json_int_t)t[0].number, "slot", slot));
-        sto_event_in ev = {"trial_started", data};
-        rc = api_enqueued_hand_out(ctx, st, &t[0], 0, slot, &ev, NULL);
-        free(data);
-        if (rc == 0) api_events_wake(ctx);
+    size_t i = 0;
+    for (; rc == 0 && i < n; i++) {
+        int resumed = t[i].started > 0; /* else enqueued: never started */
+        if (resumed) {
+            rc = resume_trial(ctx, st, t[i].id, t[i].number, slot);
+        } else {
+            char *data = started_data(ctx, t[i].id, t[i].number, slot);
+            sto_event_in ev = {"trial_started", data};
+            rc = api_enqueued_hand_out(ctx, st, &t[i], 0, slot, &ev, NULL);
+            free(data);
+            if (rc == 0) api_events_wake(ctx);
+        }
+        if (rc == 0) {
+            *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = t[i].id, .study_id = st->id,
+                             .number = t[i].number, .resumed = resumed, .timeout = st->def.emb.trial_timeout};
+            break;
+        }
+        /* taken by another node: the next one; the study full: none */
+        if (rc == HPO_ECONFLICT && i + 1 < n) {
+            int64_t counts[STO_TRIAL_N_STATES] = {0};
+            if (sto_trial_counts(ctx->db, st->id, counts) == 0 &&
+                (st->def.emb.parallel <= 0 || counts[STO_TRIAL_RUNNING] < st->def.emb.parallel))
+                rc = 0;
+        }
     }
-    if (rc == 0)
-        *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = t[0].id, .study_id = st->id, .number = t[0].number,
-                         .resumed = resumed, .timeout = st->def.emb.trial_timeout};
     sto_trial_list_free(t, n);
     return rc;
 }
 
-/* A new trial from the tuner, started on slot; 0, HPO_ENOTFOUND (no budget)
- * or an error. */
+/* A new trial from the tuner, started on slot; 0, HPO_ENOTFOUND (no budget),
+ * HPO_ECONFLICT (parallel_trials run) or an error. max_trials and
+ * parallel_trials are counted in storage, in the transaction that creates
+ * the trial, so they hold whatever the other nodes start. */
 static int take_new(api_ctx *ctx, api_study *st, const char *slot, api_job *job) {
     if (!has_budget(st)) return HPO_ENOTFOUND;
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
     int64_t number = 0, trial_id = 0;
-    int rc = api_study_new_trial(ctx, st, 0, x, NULL, &trial_id, &number);
-    if (rc == HPO_EEXHAUSTED) rc = HPO_ENOTFOUND;
+    started_arg arg = {ctx, slot};
+    sto_trial_run r = {.slot = slot, .max_trials = st->def.max_trials, .parallel = st->def.emb.parallel,
+                       .ev_type = "trial_started", .ev_data = new_trial_data, .ev_arg = &arg};
+    int rc = api_study_new_trial(ctx, st, &r, x, NULL, &trial_id, &number);
+    if (rc == HPO_EEXHAUSTED) rc = HPO_ENOTFOUND; /* the tuner is done, or other nodes created the rest */
     if (rc == 0) {
         st->pbt_members++;
-        /* should this fail (a full disk), the trial is running without a
-         * worker: api_jobs_reap queues it again */
-        rc = start_trial(ctx, trial_id, number, 0, slot);
+        api_events_wake(ctx);
     }
     if (rc == 0)
         *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = trial_id, .study_id = st->id, .number = number,
@@ -153,22 +147,25 @@ static int take_pbt(api_ctx *ctx, api_study *st, const char *slot, api_job *job)
     int rc = api_pbt_next(ctx, st, has_budget(st), &pick);
     if (rc) return rc;
     if (pick.trial_id == 0) return take_new(ctx, st, slot, job);
-    if ((rc = start_trial(ctx, pick.trial_id, pick.number, 1, slot))) return rc;
+    if ((rc = resume_trial(ctx, st, pick.trial_id, pick.number, slot))) return rc;
     *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = pick.trial_id, .study_id = st->id, .number = pick.number,
                      .resumed = 1, .timeout = st->def.emb.trial_timeout};
     return 0;
 }
 
-/* The model_started event of a claimed model (arg: the slot). */
+/* The model_started event of a claimed model: its slot and node. */
 static char *model_started_data(void *arg, int64_t model_id) {
-    return api_event_text(json_pack("{s:I, s:s}", "model_id", (json_int_t)model_id, "slot", (const char *)arg));
+    started_arg *a = arg;
+    return api_event_text(json_pack("{s:I, s:s, s:I}", "model_id", (json_int_t)model_id, "slot", a->slot, "node_id",
+                                    (json_int_t)api_node_id(a->ctx)));
 }
 
 /* The oldest queued model job, claimed for slot (once, whatever the number
  * of hpods on the database); 0 or HPO_ENOTFOUND. */
 static int take_model(api_ctx *ctx, const char *slot, api_job *job) {
     sto_model m;
-    int rc = sto_model_claim_ev(ctx->db, "model_started", model_started_data, (void *)slot, &m);
+    started_arg arg = {ctx, slot};
+    int rc = sto_model_claim_ev(ctx->db, "model_started", model_started_data, &arg, &m);
     if (rc) return rc;
     api_events_wake(ctx);
     *job = (api_job){.kind = API_JOB_MODEL, .model_id = m.id, .study_id = m.study_id, .trial_id = m.trial_id};
@@ -187,8 +184,10 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
         sto_study s;
         /* the state under the study's lock: storage decides, the queue is an index */
         pthread_mutex_lock(&st->lock);
-        if (sto_study_get(ctx->db, st->id, &s)) {
+        int got = sto_study_get(ctx->db, st->id, &s);
+        if (got) {
             pthread_mutex_unlock(&st->lock);
+            if (got == HPO_ENOTFOUND) forget(ctx, st->id);
             continue;
         }
         int64_t counts[STO_TRIAL_N_STATES] = {0};
@@ -204,6 +203,7 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
         }
         pthread_mutex_unlock(&st->lock);
         sto_study_clear(&s);
+        if (rc == HPO_ECONFLICT) rc = HPO_ENOTFOUND; /* its parallel_trials run (on any node) */
         if (rc && rc != HPO_ENOTFOUND) {
             HPO_WARN("study %lld: cannot start a trial: %s", (long long)st->id, hpo_strerror(rc));
             rc = HPO_ENOTFOUND;
@@ -222,6 +222,7 @@ static int is_busy(const api_job *busy, size_t n_busy, int kind, int64_t id) {
 
 int api_jobs_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
     if (api_disk_wait(ctx) > 0) return 0; /* it would fail the same way: after the back-off */
+    int64_t me = sto_node_current(ctx->db); /* the jobs of other nodes are theirs (or nodes.c's) */
     api_study **sts;
     size_t n = embedded_studies(ctx, ~0u, &sts);
     int reaped = 0;
@@ -233,7 +234,7 @@ int api_jobs_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
         pthread_mutex_lock(&st->lock);
         if (sto_trial_list(ctx->db, st->id, &f, &t, &nt) == 0) {
             for (size_t k = 0; k < nt; k++) {
-                if (is_busy(busy, n_busy, API_JOB_TRIAL, t[k].id)) continue;
+                if (t[k].node_id != me || is_busy(busy, n_busy, API_JOB_TRIAL, t[k].id)) continue;
                 char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)t[k].id, "number",
                                                       (json_int_t)t[k].number, "reason",
                                                       "no worker runs it (its outcome could not be stored)"));
@@ -252,7 +253,8 @@ int api_jobs_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
         size_t nm = 0;
         if (sto_model_list(ctx->db, st->id, -1, &m, &nm) == 0) {
             for (size_t k = 0; k < nm; k++) {
-                if (m[k].state != STO_MODEL_RUNNING || is_busy(busy, n_busy, API_JOB_MODEL, m[k].id)) continue;
+                if (m[k].state != STO_MODEL_RUNNING || m[k].node_id != me || is_busy(busy, n_busy, API_JOB_MODEL, m[k].id))
+                    continue;
                 if (sto_model_requeue(ctx->db, m[k].id) == 0) {
                     HPO_WARN("model %lld (study %lld) was running without a worker: queued again", (long long)m[k].id,
                              (long long)st->id);
@@ -275,11 +277,32 @@ int api_jobs_run(api_ctx *ctx, const api_job *job, const char *slot, int threads
     return rc;
 }
 
+/* Whether a running job is not this node's any more: it was found dead
+ * and another node took the job over (shared databases only). */
+static int lost(api_ctx *ctx, const api_job *job) {
+    if (!sto_shared(ctx->db)) return 0;
+    int64_t me = sto_node_current(ctx->db), node = 0;
+    if (job->kind == API_JOB_MODEL) {
+        sto_model m;
+        if (sto_model_get(ctx->db, job->model_id, &m)) return 0;
+        node = m.node_id;
+        sto_model_clear(&m);
+    } else {
+        sto_trial_state state;
+        if (sto_trial_owner(ctx->db, job->trial_id, &state, &node)) return 0;
+    }
+    return node != me;
+}
+
 int api_jobs_stop_reason(api_ctx *ctx, const api_job *job) {
     sto_study s;
     int rc = sto_study_get(ctx->db, job->study_id, &s);
     if (rc == HPO_ENOTFOUND) return API_STOP_CANCEL;
     if (rc) return API_STOP_NONE;
+    if (lost(ctx, job)) {
+        sto_study_clear(&s);
+        return API_STOP_LOST;
+    }
     if (job->kind == API_JOB_MODEL) { /* pausing or cancelling the search leaves refits alone */
         sto_study_clear(&s);
         return API_STOP_NONE;
@@ -310,7 +333,9 @@ void api_jobs_settle(api_ctx *ctx) {
     for (size_t i = 0; i < n; i++) {
         api_study *st = sts[i];
         sto_study s;
-        if (sto_study_get(ctx->db, st->id, &s)) continue;
+        int got = sto_study_get(ctx->db, st->id, &s);
+        if (got == HPO_ENOTFOUND) forget(ctx, st->id);
+        if (got) continue;
         int64_t counts[STO_TRIAL_N_STATES] = {0};
         pthread_mutex_lock(&st->lock);
         if (s.state == STO_STUDY_CANCELLED) cancel_queued(ctx, st);

@@ -39,7 +39,8 @@ typedef struct run {
     int curve_len[MAX_EXECUTIONS];
     int pruned;
     int stopped; /* API_STOP_* seen by the callback */
-    int store_rc; /* an epoch that could not be stored: HPO_ENOSPACE, or HPO_ENOTFOUND (trial deleted) */
+    int store_rc; /* an epoch that could not be stored: HPO_ENOSPACE, HPO_ENOTFOUND (trial deleted),
+                     HPO_ECONFLICT (the trial runs on another node) */
     int epochs_seen; /* callbacks of the current execution */
     int64_t boundary; /* pbt: the boundary it stopped at, to wait there to be ranked (pbt.c) */
     double started;  /* monotonic start of this run, for job->timeout */
@@ -110,9 +111,10 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
         if (rc == HPO_ECONFLICT) rc = 0; /* no longer running: the outcome below tells */
         pthread_mutex_unlock(&st->lock);
     }
-    if (rc == HPO_ENOSPACE || rc == HPO_ENOTFOUND) {
-        /* a full disk, or the trial is gone (its study was deleted): stop
-         * without checkpointing this epoch, so a resume redoes it */
+    if (rc == HPO_ENOSPACE || rc == HPO_ENOTFOUND || rc == HPO_ECONFLICT) {
+        /* a full disk, the trial is gone (its study was deleted), or it runs
+         * on another node now (this one was found dead): stop without
+         * checkpointing this epoch, so a resume redoes it */
         r->store_rc = rc;
         return rc;
     }
@@ -254,7 +256,8 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     eng_train_result res;
     rc = eng_model_alloc(m, seed, err);
     if (rc == 0) rc = eng_train(m, train, val, &o, &res, err);
-    api_training_end(root, r->job->trial_id);
+    if (r->store_rc != HPO_ECONFLICT) /* else the trial left this node: its counter is the new one's */
+        api_training_end(root, r->job->trial_id);
     eng_model_free(m);
     if (rc) return rc;
     if (r->pruned || r->stopped || r->boundary) return HPO_ECANCELLED;
@@ -372,10 +375,16 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         rc = run_execution(&r, e, model, params, &train, &val, threads, &values[e], &err);
     double secs = hpo_monotonic() - t0;
     int best_epoch = rc == 0 || r.pruned ? mean_best_epoch(&r, rc == 0 ? executions : 1) : 0;
-    sto_trial_set_training(ctx->db, job->trial_id, best_epoch, secs);
+    int lost = (rc == HPO_ECONFLICT && r.store_rc == HPO_ECONFLICT) ||
+               (rc == HPO_ECANCELLED && r.stopped == API_STOP_LOST);
+    if (!lost) sto_trial_set_training(ctx->db, job->trial_id, best_epoch, secs);
 
     if (rc == HPO_ENOTFOUND && r.store_rc == HPO_ENOTFOUND) {
         outcome_not_stored(job, "its epoch", rc); /* deleted with its study */
+    } else if (lost) {
+        /* this node was found dead and the trial went to another one, which
+         * resumes it from its checkpoint: nothing of this run is stored */
+        HPO_WARN("trial %lld: it runs on another node now; this run stores nothing", (long long)job->trial_id);
     } else if (rc == HPO_ENOSPACE) {
         /* not the trial's fault: it resumes from its last checkpoint once
          * the back-off has passed, and the study goes on */
@@ -433,8 +442,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     HPO_INFO("trial %lld (study %lld #%lld) on %s ended after %.1f s: %s", (long long)job->trial_id,
              (long long)job->study_id, (long long)job->number, slot, secs,
              rc == 0 ? "complete" : r.pruned ? "pruned" : r.stopped ? "stopped" : hpo_strerror(rc));
-    int requeued = rc == HPO_ENOSPACE || (rc == HPO_ECANCELLED && (r.boundary || r.stopped == API_STOP_PAUSE ||
-                                                                   r.stopped == API_STOP_SHUTDOWN));
+    int requeued = lost || rc == HPO_ENOSPACE ||
+                   (rc == HPO_ECANCELLED && (r.boundary || r.stopped == API_STOP_PAUSE || r.stopped == API_STOP_SHUTDOWN));
     /* disk stays bounded: only the best trials keep their checkpoints; a
      * trial whose study was deleted meanwhile keeps nothing */
     sto_trial gone;

@@ -12,12 +12,15 @@
  *   (TensorBoard runs), data_dir.c (every path and file), job_queue.c (the run queue), study_cache.c (the
  *   tuner state), events.c, pbt.c (population-based training: which
  *   member runs next, rankings at boundaries, bred trials); budget.c (a study's budget and its end, shared
- *   with the ask/tell handlers). Handlers (studies.c, control.c, models.c,
+ *   with the ask/tell handlers); nodes.c (this hpod as a node of its
+ *   database: its heartbeat, the jobs of dead nodes, recovery) ->
+ *   job_queue.c (the studies other nodes changed). Handlers (studies.c, control.c, models.c,
  *   trials.c) call into job_queue.c, budget.c and deadlines.c only, never
  *   into the runners.
  * - The run queue (job_queue.c) is the set of embedded studies, oldest
  *   first, with their state: loaded once at start, then kept by the calls
- *   that change a study (create, pause, resume, cancel, complete, delete).
+ *   that change a study (create, pause, resume, cancel, complete, delete),
+ *   and every tick by the changes other nodes made (api_queue_sync).
  *   The scheduler's pass reads it instead of scanning every stored study,
  *   so external (ask/tell) studies cost a tick nothing: they end at their
  *   own moments (a tell, a lease expiry, a refused ask, a resume), and
@@ -32,7 +35,9 @@
  *   end stays running in storage: api_jobs_reap queues it again once no
  *   slot runs it. At start, jobs left running by a dead hpod are queued
  *   again (api_jobs_recover), or failed after API_MAX_CRASHES deaths in a
- *   row while training them (data_dir.h). A model job (refit, trial model,
+ *   row while training them (data_dir.h); with several nodes on one
+ *   database, only those of this data dir's earlier runs, and those of the
+ *   nodes found dead, at start and on every tick (nodes.c, below). A model job (refit, trial model,
  *   ensemble) is queued by its handler, started before any trial, and ends
  *   complete or failed; a shutdown or a full disk queues it again.
  * - Threads: the scheduler thread alone calls recover, next, reap, settle,
@@ -42,8 +47,10 @@
  *   (api_jobs_wake, through the run queue).
  * - Lock order: the study cache's mutex -> a study's mutex -> storage's
  *   connection mutex (storage/db_internal.h) -> the leaves: the run queue's
- *   mutex, the deadlines', the disk-full back-off's, the events' (event_mu: readers are
- *   woken after every other lock is released). Events are stored in the
+ *   mutex, the deadlines', the disk-full back-off's, the node's (nodes.c:
+ *   its name, the heartbeat's stop), the events' (event_mu: readers are
+ *   woken after every other lock is released). The heartbeat thread uses a
+ *   connection of its own and takes no other lock. Events are stored in the
  *   storage call's own transaction. No lock is held while a job trains; the
  *   study's mutex is taken once per epoch to tell the pruner.
  */
@@ -67,8 +74,9 @@ typedef struct api_job {
     double timeout;     /* seconds the trial may run; 0 = no limit */
 } api_job;
 
-/* Why a running job must stop, in *stop of api_jobs_run. */
-enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API_STOP_SHUTDOWN };
+/* Why a running job must stop, in *stop of api_jobs_run. LOST: the job
+ * runs on another node now (this one was found dead): it stores nothing. */
+enum { API_STOP_NONE = 0, API_STOP_PAUSE, API_STOP_CANCEL, API_STOP_TIMEOUT, API_STOP_SHUTDOWN, API_STOP_LOST };
 
 /* Start-up: running jobs of the dead process go back to the queue (or fail
  * when they keep taking hpod down, see above); returns how many were
@@ -106,6 +114,37 @@ void api_jobs_settle(api_ctx *ctx);
  * look at: a study created, paused, resumed, cancelled or deleted, a model
  * job queued. NULL: none. */
 void api_jobs_set_wakeup(api_ctx *ctx, void (*fn)(void *arg), void *arg);
+/* ---- this hpod as a node of its database (nodes.c) ----
+ * Several hpod processes (nodes) may share one PostgreSQL database; each
+ * registers a row at start (storage.h: nodes), beats every second or so
+ * from a thread of its own, and ends its row when it stops. A node whose
+ * heartbeat is older than the timeout is dead: the first node that looks
+ * (every tick) ends its row and queues its running trials again (to
+ * resume from their checkpoints on any node: the artifacts dir is shared)
+ * and its model jobs, each exactly once. A node found dead that still
+ * runs (a stall) learns it at its next beat: its jobs stop without storing
+ * anything and it registers again. On SQLite (one node) there is no
+ * heartbeat thread: its tick beats, and its start ends every earlier node. */
+#define API_NODE_TIMEOUT 10.0
+typedef struct api_node_options {
+    const char *ident; /* names the node's data dir across its runs (data_dir.h: api_dir_node_ident) */
+    const char *name;  /* shown in GET /api/v1/nodes (host:port) */
+    double timeout;    /* seconds without a heartbeat after which a node is dead (<= 0: API_NODE_TIMEOUT) */
+} api_node_options;
+/* Registers this node (before api_jobs_recover, which ends its earlier
+ * runs) and starts its heartbeat on a shared database. */
+int api_node_start(api_ctx *ctx, const api_node_options *o);
+void api_node_rename(api_ctx *ctx, const char *name);
+/* After the workers stopped: the heartbeat ends, and the node's row. */
+void api_node_stop(api_ctx *ctx);
+/* The scheduler's tick: rejoin if this node was found dead, end the nodes
+ * found dead and reclaim their jobs, learn of the studies other nodes
+ * created or changed (api_queue_sync). Returns how many jobs were queued
+ * again. */
+int api_nodes_tick(api_ctx *ctx);
+/* This node's id (0: none started). */
+int64_t api_node_id(api_ctx *ctx);
+
 /* Fails the external trials whose lease expired (leases.c, see api.h), and
  * completes the external studies whose budget that spent, or whose
  * max_seconds deadline passed, with no trial out (jobs_internal.h);

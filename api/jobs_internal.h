@@ -21,7 +21,8 @@ struct eng_train_opts;
  * The embedded studies with their state, oldest first. A study that is not
  * embedded is never in it. The calls that change a study's state update it
  * under the study's lock once storage did, then call api_jobs_wake after
- * releasing their locks. */
+ * releasing their locks; the changes made through other nodes come with
+ * api_queue_sync on the scheduler's tick. */
 /* Loads it from storage (once, at start), and the deadlines of the external
  * studies that are running or paused (api_deadlines_new first). */
 int api_queue_new(api_ctx *ctx);
@@ -32,6 +33,13 @@ void api_queue_remove(api_ctx *ctx, int64_t study_id);
 /* The ids of the queued studies whose state is in mask (1 << state),
  * oldest first; *ids malloc'd (NULL when none). */
 size_t api_queue_list(api_ctx *ctx, unsigned mask, int64_t **ids);
+/* Learns of the studies created, or whose state changed, through other
+ * nodes (or through this one: the same again) since the last call, from
+ * storage's study change counter (sto_studies_changed): embedded ones go
+ * into the queue, external ones with a max_seconds into the deadlines. A
+ * study deleted elsewhere leaves when the scheduler finds it gone. The
+ * scheduler thread. */
+void api_queue_sync(api_ctx *ctx);
 /* Wakes the scheduler (something changed: a study, a model job queued). */
 void api_jobs_wake(api_ctx *ctx);
 #define API_STATE_BIT(s) (1u << (s))
@@ -77,10 +85,19 @@ int api_external_end(api_ctx *ctx, api_study *st, double now);
  * dropped when due. Its mutex is a leaf of the lock order. */
 int api_deadlines_new(api_ctx *ctx);
 void api_deadlines_free(api_ctx *ctx);
+/* Adds a study's deadline unless it has one already. */
 void api_deadline_add(api_ctx *ctx, int64_t study_id, double at);
 /* Removes the entries due at now (at <= now); their study ids in *ids
  * (malloc'd; NULL when none), returns how many. */
 size_t api_deadlines_due(api_ctx *ctx, double now, int64_t **ids);
+
+/* ---- nodes (nodes.c) ----
+ * Ends the nodes found dead (at_start: this data dir's earlier runs, and
+ * on SQLite every other node) and reclaims the jobs they left running:
+ * trials queued again (or failed in a crash loop), model jobs queued
+ * again; at start also those of no node (a schema before nodes). Returns
+ * how many were queued again. The scheduler thread. */
+int api_nodes_reclaim(api_ctx *ctx, int at_start);
 
 /* ---- the runners (job_trial.c, job_model.c) ---- */
 int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop);

@@ -46,6 +46,7 @@ json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db) {
     json_object_set_new(j, "error", t->error ? json_string(t->error) : json_null());
     json_object_set_new(j, "best_epoch", t->best_epoch > 0 ? json_integer(t->best_epoch) : json_null());
     json_object_set_new(j, "slot", t->slot ? json_string(t->slot) : json_null());
+    json_object_set_new(j, "node_id", t->node_id > 0 ? json_integer(t->node_id) : json_null());
     json_object_set_new(j, "train_seconds", api_json_real(t->train_seconds));
     json_object_set_new(j, "user_attrs", stored_object(t->user_attrs));
     /* population-based training: where a bred trial comes from (schema v8) */

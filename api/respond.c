@@ -101,6 +101,7 @@ int api_status_for_rc(int rc) {
     case HPO_EFORMAT: return 400;
     case HPO_ENOTFOUND: return 404;
     case HPO_ECONFLICT:
+    case HPO_ESTALE:
     case HPO_EEXHAUSTED: return 409;
     case HPO_ETOOLARGE: return 413;
     case HPO_EUNSUPPORTED: return 501;

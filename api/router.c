@@ -47,6 +47,7 @@ static const struct {
     {{"GET", "/api/v1/datasets/{id}", "datasets.get"}, api_h_dataset_get},
     {{"DELETE", "/api/v1/datasets/{id}", "datasets.delete"}, api_h_dataset_delete},
     {{"GET", "/api/v1/studies/{id}/importance", "studies.importance"}, api_h_study_importance},
+    {{"GET", "/api/v1/nodes", "nodes.list"}, api_h_nodes_list},
     {{"GET", "/", "static.index"}, api_h_static_index},
     {{"GET", "/assets/{file}", "static.asset"}, api_h_static_asset},
 };

@@ -83,9 +83,9 @@ static int taken_meanwhile(const api_study *st, int64_t from, const double *x) {
     return 0;
 }
 
-int api_study_new_trial(api_ctx *ctx, api_study *st, double lease, double *x, json_t **params_out,
+int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out) {
-    int suggest = 1, rc = 0;
+    int suggest = 1, exact = 1, rc = 0;
     json_t *params = NULL;
     char *text = NULL;
     for (int attempt = 1;; attempt++) {
@@ -104,20 +104,24 @@ int api_study_new_trial(api_ctx *ctx, api_study *st, double lease, double *x, js
                 break;
             }
         }
-        if (attempt < NEW_TRIAL_TRIES) {
-            rc = sto_trial_create_at(ctx->db, st->id, number, text, lease, &trial_id);
-        } else { /* still racing: any number */
-            int64_t expected = number;
-            rc = sto_trial_create(ctx->db, st->id, text, lease, &trial_id, &number);
-            if (rc == 0 && number != expected)
-                HPO_WARN("study %lld: storage numbered the trial %lld, the tuner expected %lld", (long long)st->id,
-                         (long long)number, (long long)expected);
-        }
-        if (rc == HPO_ECONFLICT && attempt < NEW_TRIAL_TRIES) {
+        /* at the tuner's number; still racing after NEW_TRIAL_TRIES, or
+         * behind where syncing cannot tell why (SQLite): any */
+        int64_t expected = number;
+        r->params = text;
+        r->exact_number = exact && attempt < NEW_TRIAL_TRIES;
+        r->number = number;
+        rc = sto_trial_create_with(ctx->db, st->id, r, &trial_id, &number);
+        if (rc == 0 && number != expected)
+            HPO_WARN("study %lld: storage numbered the trial %lld, the tuner expected %lld", (long long)st->id,
+                     (long long)number, (long long)expected);
+        if (rc == HPO_EEXHAUSTED && r->max_trials > 0 && st->next_number < r->max_trials)
+            st->next_number = r->max_trials; /* other nodes created the rest of the budget */
+        if (rc == HPO_ESTALE) {
             /* another node numbered trials meanwhile: catch up; suggest
              * again only when one of them took this very point (a grid's
              * next point), else store it at the next number */
             if ((rc = api_study_sync(ctx, st))) break;
+            if (st->next_number <= number) exact = 0;
             suggest = taken_meanwhile(st, number, x);
             continue;
         }

@@ -92,8 +92,10 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
         goto unlock;
     }
     if (!why) {
-        rc = api_study_new_trial(ctx, st, lease, x, &params, &trial_id, &number);
-        if (rc == HPO_EEXHAUSTED) why = "space";
+        /* max_trials counted in storage too: asks through other nodes count */
+        sto_trial_run r = {.lease_expires = lease, .max_trials = st->def.max_trials};
+        rc = api_study_new_trial(ctx, st, &r, x, &params, &trial_id, &number);
+        if (rc == HPO_EEXHAUSTED) why = st->exhausted ? "space" : "tuner.max_trials";
     }
     if (why) {
         refuse_budget(resp, st, why);

@@ -30,6 +30,7 @@ static const struct {
     {HPO_EFORMAT, "bad_format", "malformed file"},
     {HPO_EINTERNAL, "internal_error", "internal error"},
     {HPO_ENOSPACE, "insufficient_storage", "no space left on the data disk"},
+    {HPO_ESTALE, "stale", "changed meanwhile by another writer"},
 };
 
 const char *hpo_strerror(int rc) {

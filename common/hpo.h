@@ -47,6 +47,7 @@ enum {
     HPO_EFORMAT = -14,    /* a file is malformed */
     HPO_EINTERNAL = -15,  /* a bug: should not happen */
     HPO_ENOSPACE = -16,   /* the disk is full (ENOSPC, EDQUOT, SQLITE_FULL): retry later */
+    HPO_ESTALE = -17,     /* the caller's view is stale: another writer (hpod node) changed it first */
 };
 
 const char *hpo_strerror(int rc);

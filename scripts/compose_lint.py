@@ -16,9 +16,12 @@ lint.compose): several hpod nodes on one PostgreSQL.
   is given one.
 - Each node: --database is a postgresql:// URL naming the postgres service
   and its POSTGRES_USER / POSTGRES_DB (${VAR:-default} read as its
-  default); it waits for postgres to be healthy; its --data-dir (and
-  --artifacts-dir, when given) lie in a volume it mounts; the data dirs and
+  default); it waits for postgres to be healthy; its --data-dir and
+  --artifacts-dir lie in a volume it mounts; the data dirs, node names and
   published host ports differ between nodes; every named volume is declared.
+- The nodes share their files: one --artifacts-dir, the same path in the
+  same named volume for every node, outside each node's --data-dir (a
+  trial one node trained resumes on another from its checkpoint there).
 Prints what it checked; exit 1 with the reasons on a failure.
 """
 import json
@@ -100,7 +103,7 @@ def main():
 
     nodes = {n: s for n, s in services.items() if n != pgname}
     check(len(nodes) >= 2, "at least two hpod nodes (%s)" % sorted(nodes))
-    data_dirs, host_ports = [], []
+    data_dirs, host_ports, artifacts, names = [], [], [], []
     for name, s in sorted(nodes.items()):
         build = s.get("build") or {}
         dockerfile = os.path.normpath(os.path.join(here, build.get("context", "."), build.get("dockerfile", "Dockerfile")))
@@ -143,10 +146,21 @@ def main():
                 check(any(d == m or d.startswith(m.rstrip("/") + "/") for m in mounts),
                       "%s: %s %s is in a mounted volume" % (name, flag, d))
         data_dirs.append(args.get("--data-dir"))
+        names.append(args.get("--node-name", name))
+        art = args.get("--artifacts-dir")
+        check(art is not None, "%s: passes --artifacts-dir (the nodes' shared files)" % name)
+        volume = [src for dst, src in mounts.items() if art and (art == dst or art.startswith(dst.rstrip("/") + "/"))]
+        artifacts.append((art, volume[0] if volume else None))
+        d = args.get("--data-dir") or ""
+        check(art is None or not (art == d or art.startswith(d.rstrip("/") + "/") or d.startswith(art.rstrip("/") + "/")),
+              "%s: --artifacts-dir %s is not inside its --data-dir %s, nor around it" % (name, art, d))
         for p in as_list(s.get("ports")):
             host_ports.append(p.rsplit(":", 1)[0])
     check(None not in data_dirs and len(set(data_dirs)) == len(data_dirs), "each node its own --data-dir %s" % data_dirs)
     check(len(set(host_ports)) == len(host_ports), "the nodes publish different host ports %s" % host_ports)
+    check(len(set(names)) == len(names), "the nodes have different names %s" % names)
+    check(len(set(artifacts)) == 1 and None not in artifacts[0] and not artifacts[0][1].startswith((".", "/")),
+          "the nodes share one --artifacts-dir in one named volume %s" % artifacts)
     if errors:
         print("%d check(s) failed" % len(errors))
         sys.exit(1)

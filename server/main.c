@@ -1,6 +1,7 @@
 /* main.c - hpod: flags, configuration, start-up and shutdown.
  *
  *   hpod [--port N] [--bind ADDR] [--data-dir DIR] [--database postgresql://...]
+ *        [--artifacts-dir DIR] [--node-timeout S] [--node-name NAME]
  *        [--devices cpu:N[xT],cuda:G[xK],...] [--token T] [--sync normal|full]
  *        [--max-connections N] [--max-connections-per-client N] [--max-streams N]
  *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES]
@@ -15,9 +16,18 @@
  *
  * The database: SQLite in the data dir (hpo.db) by default; --database
  * postgresql://user@host/db (or postgres://...) keeps it in PostgreSQL
- * instead (storage/sql.h), the files (datasets, checkpoints, models) still
- * in the data dir. A URL of another scheme, or a server that cannot be
- * reached or used, exits 2 with the reason.
+ * instead (storage/sql.h). A URL of another scheme, or a server that
+ * cannot be reached or used, exits 2 with the reason.
+ *
+ * The files (datasets, checkpoints, models, TensorBoard runs) are in
+ * --artifacts-dir, the data dir by default. Several nodes on one database
+ * share one (a network file system): a trial a dead node trained resumes
+ * from its checkpoint on another, a model trained on one node is served by
+ * every node. The data dir keeps what is the node's own: its lock, its
+ * node-id (data_dir.h), SQLite's file. Each hpod is a node of its
+ * database (api/jobs.h: nodes), named --node-name (default host:port);
+ * --node-timeout is how long a node may go without a heartbeat before the
+ * others take its jobs over.
  *
  * --max-dataset-bytes and --max-dataset-loads set the engine's process-wide
  * dataset limits (engine/data.h: the most bytes one dataset may take, and
@@ -34,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "blas_select.h"
 #include "data.h"
@@ -49,6 +60,9 @@ typedef struct config {
     srv_http_options http;
     const char *allowed_hosts[MAX_ALLOWED_HOSTS]; /* --allowed-host, into http */
     const char *data_dir;
+    const char *artifacts_dir; /* --artifacts-dir; NULL: data_dir */
+    const char *node_name;     /* --node-name; NULL: host:port */
+    double node_timeout;       /* --node-timeout; 0: API_NODE_TIMEOUT */
     const char *database; /* --database URL; NULL: SQLite in data_dir */
     const char *devices;
     sto_sync sync;
@@ -66,10 +80,19 @@ static void usage(FILE *f) {
             "  --port N            TCP port (default 8080; 0 picks a free one)\n"
             "  --bind ADDR         IPv4 address to listen on (default 127.0.0.1)\n"
             "  --data-dir DIR      where the SQLite database and the files (datasets,\n"
-            "                      checkpoints, models) live (default ./hpo-data)\n"
+            "                      checkpoints, models) live (default ./hpo-data); one hpod\n"
+            "                      per data dir\n"
             "  --database URL      keep the database in PostgreSQL instead of SQLite:\n"
             "                      postgresql://[user[:password]@]host[:port]/dbname[?...]\n"
-            "                      (or postgres://); the schema is created on first use\n"
+            "                      (or postgres://); the schema is created on first use.\n"
+            "                      Several hpod (nodes) may share one database\n"
+            "  --artifacts-dir DIR where the files live instead of --data-dir: datasets,\n"
+            "                      checkpoints, models, TensorBoard runs. Nodes sharing a\n"
+            "                      database share one (a network file system), so any node\n"
+            "                      resumes a trial or serves a model another one trained\n"
+            "  --node-timeout S    seconds a node may go without a heartbeat before the other\n"
+            "                      nodes take its jobs over (default 10)\n"
+            "  --node-name NAME    this node's name in GET /api/v1/nodes (default host:port)\n"
             "  --token T           require 'Authorization: Bearer T' on mutating calls\n"
             "                      (default: $HPO_TOKEN; none if unset)\n"
             "  --devices SPEC      worker slots: cpu:N (N slots of 1 BLAS thread) or cpu:NxT\n"
@@ -147,7 +170,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
            O_DEVICES, O_MAXMODEL };
     enum { O_PERCLIENT = 32, O_STREAMS, O_HEADERTIMEOUT, O_ALLOWEDHOST };
     enum { O_MAXUPLOAD = 64, O_MAXDSBYTES, O_MAXDSLOADS }; /* --max-upload: not in --help */
-    enum { O_LOGFORMAT = 96, O_DATABASE };
+    enum { O_LOGFORMAT = 96, O_DATABASE, O_ARTIFACTS, O_NODETIMEOUT, O_NODENAME };
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
         {"data-dir", required_argument, 0, O_DATA},   {"token", required_argument, 0, O_TOKEN},
@@ -160,6 +183,9 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         {"max-dataset-loads", required_argument, 0, O_MAXDSLOADS},
         {"log-format", required_argument, 0, O_LOGFORMAT},
         {"database", required_argument, 0, O_DATABASE},
+        {"artifacts-dir", required_argument, 0, O_ARTIFACTS},
+        {"node-timeout", required_argument, 0, O_NODETIMEOUT},
+        {"node-name", required_argument, 0, O_NODENAME},
         {"max-connections-per-client", required_argument, 0, O_PERCLIENT},
         {"max-streams", required_argument, 0, O_STREAMS},
         {"header-timeout", required_argument, 0, O_HEADERTIMEOUT},
@@ -175,6 +201,18 @@ static int parse_flags(int argc, char **argv, config *cfg) {
             break;
         case O_BIND: cfg->http.bind = optarg; break;
         case O_DATA: cfg->data_dir = optarg; break;
+        case O_ARTIFACTS: cfg->artifacts_dir = optarg; break;
+        case O_NODETIMEOUT:
+            if (parse_uint("--node-timeout", optarg, 1, 3600, &v)) return -1;
+            cfg->node_timeout = (double)v;
+            break;
+        case O_NODENAME:
+            if (!*optarg || strlen(optarg) > 200) {
+                fprintf(stderr, "hpod: --node-name takes 1 to 200 bytes\n");
+                return -1;
+            }
+            cfg->node_name = optarg;
+            break;
         case O_DEVICES: cfg->devices = optarg; break;
         case O_TOKEN: cfg->http.token = optarg; break;
         case O_SYNC:
@@ -321,17 +359,23 @@ int main(int argc, char **argv) {
     }
 
     hpo_error lerr = {{0}, {0}};
-    if (api_dir_check_root(cfg.data_dir, "data-dir", &lerr)) { /* every path below it fits (data_dir.h) */
-        fprintf(stderr, "hpod: --data-dir: %s\n", lerr.message);
+    const char *artifacts = cfg.artifacts_dir ? cfg.artifacts_dir : cfg.data_dir;
+    /* every path below either fits (data_dir.h) */
+    if (api_dir_check_root(cfg.data_dir, "data-dir", &lerr) || api_dir_check_root(artifacts, "artifacts-dir", &lerr)) {
+        fprintf(stderr, "hpod: --%s: %s\n", lerr.field, lerr.message);
         free(slots);
         return 2;
     }
-    if (mkdir(cfg.data_dir, 0755) && errno != EEXIST) {
-        fprintf(stderr, "hpod: cannot create --data-dir %s: %s\n", cfg.data_dir, strerror(errno));
-        free(slots);
-        return 1;
+    char ident[API_NODE_IDENT_MAX];
+    for (int i = 0; i < 2; i++) {
+        const char *dir = i ? artifacts : cfg.data_dir;
+        if (mkdir(dir, 0755) && errno != EEXIST) {
+            fprintf(stderr, "hpod: cannot create --%s %s: %s\n", i ? "artifacts-dir" : "data-dir", dir, strerror(errno));
+            free(slots);
+            return 1;
+        }
     }
-    if (api_dir_lock(cfg.data_dir, &lerr)) {
+    if (api_dir_lock(cfg.data_dir, &lerr) || api_dir_node_ident(cfg.data_dir, ident, &lerr)) {
         fprintf(stderr, "hpod: %s\n", lerr.message);
         free(slots);
         return 1;
@@ -357,10 +401,19 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (!cfg.max_model) cfg.max_model = srv_default_model_budget(n_slots);
-    api_options api_opt = {.data_dir = cfg.data_dir, .max_upload_bytes = cfg.max_upload,
+    /* the api's files are the artifacts */
+    api_options api_opt = {.data_dir = artifacts, .max_upload_bytes = cfg.max_upload,
                            .durable_checkpoints = cfg.sync == STO_SYNC_FULL, .max_model_bytes = cfg.max_model};
     if ((rc = api_ctx_new(db, &api_opt, &api))) {
         fprintf(stderr, "hpod: cannot start the api: %s\n", hpo_strerror(rc));
+        goto done;
+    }
+    char host[256] = "hpod", name[320];
+    if (gethostname(host, sizeof host)) snprintf(host, sizeof host, "hpod");
+    host[sizeof host - 1] = '\0';
+    api_node_options node = {.ident = ident, .name = cfg.node_name ? cfg.node_name : host, .timeout = cfg.node_timeout};
+    if ((rc = api_node_start(api, &node))) { /* before the recovery, which ends this data dir's earlier runs */
+        fprintf(stderr, "hpod: cannot register this node in the database: %s\n", hpo_strerror(rc));
         goto done;
     }
     if ((rc = srv_scheduler_new(api, slots, n_slots, &sched))) goto done;
@@ -368,9 +421,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hpod: %s\n", err.message);
         goto done;
     }
-    HPO_INFO("hpod %s listening on http://%s:%d (data %s, sync %s, auth %s, %d slot(s) of %d thread(s), "
-             "model budget %.1f GiB, datasets up to %.1f GiB, %d loaded at once, OpenBLAS kernel %s)",
-             HPO_VERSION, cfg.http.bind, srv_http_port(http), db_path, cfg.sync == STO_SYNC_FULL ? "full" : "normal",
+    snprintf(name, sizeof name, "%s:%d", host, srv_http_port(http));
+    if (!cfg.node_name) api_node_rename(api, name);
+    HPO_INFO("hpod %s listening on http://%s:%d (node %lld, data %s, artifacts %s, sync %s, auth %s, %d slot(s) of "
+             "%d thread(s), model budget %.1f GiB, datasets up to %.1f GiB, %d loaded at once, OpenBLAS kernel %s)",
+             HPO_VERSION, cfg.http.bind, srv_http_port(http), (long long)api_node_id(api), db_path, artifacts,
+             cfg.sync == STO_SYNC_FULL ? "full" : "normal",
              cfg.http.token && *cfg.http.token ? "bearer token" : "none", n_slots, slots[0].threads,
              (double)cfg.max_model / (1 << 30), (double)eng_data_max_bytes() / (1 << 30), eng_data_max_loads(),
              eng_blas_corename());
@@ -382,6 +438,7 @@ done:
     if (api) api_ctx_shutdown(api); /* ends event streams */
     srv_http_stop(http);             /* no request may reach a freed api */
     srv_scheduler_free(sched);       /* running trials are requeued for the next start */
+    if (api) api_node_stop(api);     /* its jobs are queued: the node's row ends */
     free(slots);
     api_ctx_free(api);
     sto_close(db);

@@ -55,6 +55,9 @@ static void on_tick(uv_timer_t *t) {
     srv_scheduler *s = t->data;
     int n = api_expire_leases(s->api, hpo_now());
     if (n < 0) HPO_WARN("lease expiry failed: %s", hpo_strerror(n));
+    /* the other nodes: the dead ones' jobs back in the queue, the studies
+     * they created or changed (jobs.h: nodes) */
+    if (!s->stopping) api_nodes_tick(s->api);
     schedule(s);
 }
 

@@ -19,6 +19,10 @@
  *   however many external studies there are (tests/unit/api/test_tick_cost).
  * - At start, trials that were running when hpod died are queued again
  *   (api_jobs_recover) and resume from their last epoch checkpoint.
+ * - Several nodes on one database: every tick first looks at the other
+ *   nodes (api_nodes_tick): the jobs of a node found dead go back to the
+ *   queue, and the studies other nodes created or changed join the run
+ *   queue, so the pass that follows may start them here.
  * - srv_scheduler_run runs the loop on the calling thread (hpod's main
  *   thread) until a signal or srv_scheduler_stop (any thread).
  */

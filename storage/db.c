@@ -216,9 +216,34 @@ static const char *const migrations[] = {
     "ALTER TABLE trials ADD COLUMN lineage TEXT;"
     "ALTER TABLE trials ADD COLUMN pbt_epoch INTEGER NOT NULL DEFAULT 0;",
 
-    /* 8 -> 9: reserved for the node table of the branch `nodes` (issue 15
-     * part A), merged separately; a step that changes nothing until then. */
-    "SELECT 1;",
+    /* 8 -> 9: several hpod nodes on one database (storage.h: nodes). A
+     * node is one run of an hpod process: ident names its data dir across
+     * runs, heartbeat is the database's clock at its last beat, ended when
+     * it stopped or was found dead (0 while it lives) and why. A trial or
+     * model job running on a slot records its node (NULL: none, e.g. an
+     * external trial a client runs); the partial indexes hold running ones
+     * only, for the reclaim of a dead node's jobs. studies.changed is the
+     * study_changes counter at its last creation or state change, which
+     * other nodes poll (studies_changed). */
+    "CREATE TABLE nodes ("
+    "  id         INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  ident      TEXT NOT NULL,"
+    "  name       TEXT NOT NULL,"
+    "  started    REAL NOT NULL,"
+    "  heartbeat  REAL NOT NULL,"
+    "  ended      REAL NOT NULL DEFAULT 0,"
+    "  end_reason TEXT"
+    ");"
+    "CREATE INDEX nodes_live ON nodes (heartbeat) WHERE ended = 0;"
+    "CREATE INDEX nodes_ident ON nodes (ident, id);"
+    "ALTER TABLE trials ADD COLUMN node_id INTEGER;"
+    "ALTER TABLE models ADD COLUMN node_id INTEGER;"
+    "CREATE INDEX trials_node ON trials (node_id) WHERE state = 0;"
+    "CREATE INDEX models_node ON models (node_id) WHERE state = 1;"
+    "ALTER TABLE studies ADD COLUMN changed INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX studies_changed ON studies (changed);"
+    "CREATE TABLE study_changes (seq INTEGER NOT NULL);"
+    "INSERT INTO study_changes (seq) VALUES (0);",
 
     /* 9 -> 10: a study's change counter (seq) and each trial's stamp of it
      * (the seq of the study at the trial's latest change), which
@@ -261,6 +286,15 @@ int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
     "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
     " SELECT ?1, ?5, 0, ?2, ?3, ?3, ?4" val                                                 \
     " WHERE (SELECT" NEXT_NUMBER " FROM trials WHERE study_id = ?1) = ?5 RETURNING id, number"
+/* The same created running on a slot of a node (schema v9): ?5 slot, ?6
+ * node (NULL: none); with the number the caller expects (?7). */
+#define TRIAL_INSERT_RUN(col, val)                                                                      \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires, slot, node_id" col \
+    ") SELECT ?1," NEXT_NUMBER ", 0, ?2, ?3, ?3, ?4, ?5, ?6" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
+#define TRIAL_INSERT_RUN_AT(col, val)                                                                   \
+    "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires, slot, node_id" col \
+    ") SELECT ?1, ?7, 0, ?2, ?3, ?3, ?4, ?5, ?6" val                                                     \
+    " WHERE (SELECT" NEXT_NUMBER " FROM trials WHERE study_id = ?1) = ?7 RETURNING id, number"
 #define TRIAL_ENQUEUE(col, val)                                                           \
     "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
     " SELECT ?1," NEXT_NUMBER ", 5, ?2, ?3, 0, 0" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
@@ -272,6 +306,53 @@ int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
     " last_value, created, started, finished, error, user_attrs, note" col ")"                         \
     " SELECT ?1," NEXT_NUMBER ", ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"                       \
     " COALESCE(?13, '{}'), COALESCE(?14, '')" val " FROM trials WHERE study_id = ?1 RETURNING id, number"
+/* A trial (or model) running on a node is written by that node only
+ * (schema v9): node is the writer's parameter, 0 when it is no node. */
+#define NODE_OWNS(node) "(node_id IS NULL OR node_id = " node ")"
+#define TRIAL_REPORT(owns)                                                 \
+    "UPDATE trials SET"                                                    \
+    " last_value = CASE WHEN ?2 >= last_step THEN ?3 ELSE last_value END," \
+    " last_step = " GREATEST("last_step", "?2") ","                       \
+    " lease_expires = CASE WHEN ?4 > 0 THEN ?4 ELSE lease_expires END"     \
+    " WHERE id = ?1 AND state = 0" owns
+#define TRIAL_FINISH(owns)                                                                \
+    "UPDATE trials SET state = ?2,"                                                       \
+    " value = CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END,"               \
+    " value_std = ?4,"                                                                    \
+    " value_n = CASE WHEN (CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END)" \
+    "   IS NULL THEN 0 WHEN ?5 < 1 THEN 1 ELSE ?5 END,"                                   \
+    " error = ?6, finished = ?7, lease_expires = 0"                                       \
+    " WHERE id = ?1 AND (state = 0 OR (state = 5 AND ?2 IN (3, 4)))" owns
+#define TRIAL_START(node)                                      \
+    "UPDATE trials SET state = 0, slot = ?2," node             \
+    " started = CASE WHEN started > 0 THEN started ELSE ?3 END" \
+    " WHERE id = ?1 AND state IN (0, 5)"
+#define MODEL_CLAIM(lock)                                                                 \
+    "UPDATE models SET state = 1, started = ?1, node_id = ?2"                             \
+    " WHERE id = (SELECT id FROM models WHERE state = 0 ORDER BY id LIMIT 1" lock ")" \
+    " AND state = 0 RETURNING " STO_MODEL_COLS
+/* Nodes (schema v9). Their times are the database's clock where there is
+ * one for every node (PostgreSQL: PG_NOW); SQLite (one node) binds now. */
+#define PG_NOW "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
+#define NODE_COLS "id, ident, name, started, heartbeat, ended, end_reason"
+/* ?1 ident, ?2 name, ?3 now */
+#define NODE_INSERT(now) \
+    "INSERT INTO nodes (ident, name, started, heartbeat) VALUES (?1, ?2, " now ", " now ") RETURNING id"
+/* a node found dead (ended) beats no more: it learns so (no row changed) */
+#define NODE_BEAT(now) "UPDATE nodes SET heartbeat = " now " WHERE id = ?1 AND ended = 0"
+/* ?2 now, ?3 why */
+#define NODE_END(now) "UPDATE nodes SET ended = " now ", end_reason = ?3 WHERE id = ?1 AND ended = 0"
+/* ?1 now, ?2 the caller's node (spared), ?3 the heartbeat timeout in
+ * seconds, ?4 the caller's ident (its earlier runs end), ?5 nonzero: every
+ * other node ends (one node per database: SQLite). Each row is ended by
+ * one caller: the UPDATE's test (ended = 0) is re-read under its lock. */
+#define NODES_END_STALE(now)                                                                        \
+    "UPDATE nodes SET ended = " now ","                                                             \
+    " end_reason = CASE WHEN ident = ?4 OR ?5 <> 0 THEN 'restarted' ELSE 'no heartbeat' END"        \
+    " WHERE ended = 0 AND id <> ?2 AND (heartbeat < " now " - ?3 OR ident = ?4 OR ?5 <> 0)"          \
+    " RETURNING " NODE_COLS
+/* newest first, with the database's now (?1) to age their heartbeats; ?2 limit */
+#define NODE_LIST(now) "SELECT " NODE_COLS ", " now " FROM nodes ORDER BY id DESC LIMIT ?2"
 
 static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -293,7 +374,6 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_STUDY_DELETE] = "DELETE FROM studies WHERE id = ?1",
     [STO_Q_STUDY_SET_STATE] = "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1",
     /* only from state ?4: of two connections ending a study, one does */
-    [STO_Q_STUDY_SET_STATE_FROM] = "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1 AND state = ?4",
     /* A trial changed (?2 now): the study's updated follows, never back. */
     [STO_Q_STUDY_TOUCH] = "UPDATE studies SET updated = " GREATEST("updated", "?2") " WHERE id = ?1",
     [STO_Q_STUDY_TOUCH_BY_TRIAL] =
@@ -329,13 +409,11 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_JOBS_QUEUED] =
         "SELECT (SELECT COUNT(*) FROM studies s JOIN trials t ON t.study_id = s.id AND t.state = ?1"
         " WHERE s.state = ?2), (SELECT COUNT(*) FROM models WHERE state = ?3)",
-    /* Right-hand sides see the old row: last_value follows the highest step. */
-    [STO_Q_TRIAL_REPORT] =
-        "UPDATE trials SET"
-        " last_value = CASE WHEN ?2 >= last_step THEN ?3 ELSE last_value END,"
-        " last_step = " GREATEST("last_step", "?2") ","
-        " lease_expires = CASE WHEN ?4 > 0 THEN ?4 ELSE lease_expires END"
-        " WHERE id = ?1 AND state = 0",
+    /* Right-hand sides see the old row: last_value follows the highest step.
+     * The _NODE variant (schema v9, ?5 the node) is the one used once the
+     * schema has nodes; the plain one serves older schemas (tests). */
+    [STO_Q_TRIAL_REPORT] = TRIAL_REPORT(""),
+    [STO_Q_TRIAL_REPORT_NODE] = TRIAL_REPORT(" AND " NODE_OWNS("?5")),
     [STO_Q_INTERMEDIATE_PUT] =
         "INSERT INTO intermediates (trial_id, step, value) VALUES (?1, ?2, ?3)"
         " ON CONFLICT (trial_id, step) DO UPDATE SET value = excluded.value",
@@ -344,16 +422,11 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_INTERMEDIATES_STUDY] =
         "SELECT t.number, i.step, i.value FROM trials t JOIN intermediates i"
         " ON i.trial_id = t.id WHERE t.study_id = ?1 ORDER BY t.number, i.step",
-    /* ?2 state, ?3 value (NULL = NaN), ?4 std, ?5 n, ?6 error, ?7 now.
-     * A pruned trial without a value keeps its last intermediate value. */
-    [STO_Q_TRIAL_FINISH] =
-        "UPDATE trials SET state = ?2,"
-        " value = CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END,"
-        " value_std = ?4,"
-        " value_n = CASE WHEN (CASE WHEN ?3 IS NULL AND ?2 = 2 THEN last_value ELSE ?3 END)"
-        "   IS NULL THEN 0 WHEN ?5 < 1 THEN 1 ELSE ?5 END,"
-        " error = ?6, finished = ?7, lease_expires = 0"
-        " WHERE id = ?1 AND (state = 0 OR (state = 5 AND ?2 IN (3, 4)))",
+    /* ?2 state, ?3 value (NULL = NaN), ?4 std, ?5 n, ?6 error, ?7 now (?8
+     * the node of the _NODE variant, as for reports). A pruned trial
+     * without a value keeps its last intermediate value. */
+    [STO_Q_TRIAL_FINISH] = TRIAL_FINISH(""),
+    [STO_Q_TRIAL_FINISH_NODE] = TRIAL_FINISH(" AND " NODE_OWNS("?8")),
     [STO_Q_TRIAL_EXPIRE] =
         "UPDATE trials SET state = 3, error = 'lease expired', finished = ?1"
         " WHERE state = 0 AND lease_expires > 0 AND lease_expires < ?1"
@@ -375,25 +448,26 @@ static const char *const stmt_sql[STO_Q_N] = {
         " WHERE id = ?1 AND state = 5",
     [STO_Q_TRIAL_PBT_BREED] = TRIAL_PBT_BREED("", ""),
     [STO_Q_TRIAL_HAND_OUT] =
-        "UPDATE trials SET state = 0, params = ?2, started = ?3, lease_expires = ?4, slot = ?5"
+        "UPDATE trials SET state = 0, params = ?2, started = ?3, lease_expires = ?4, slot = ?5, node_id = ?6"
         " WHERE id = ?1 AND state = 5 AND started = 0",
     [STO_Q_TRIAL_ADD] = TRIAL_ADD("", ""),
     /* A multi-objective trial's values and metrics (schema v7), in the
      * transaction of its finish or add. */
     [STO_Q_TRIAL_SET_VALUES] = "UPDATE trials SET values_json = ?2, metrics_json = ?3 WHERE id = ?1",
-    /* Queueing (state 5 = queued): a requeued trial drops its lease. */
+    /* Queueing (state 5 = queued): a requeued trial drops its lease and its
+     * node; ?2 the node asking (its runner's, schema v9). */
     [STO_Q_TRIAL_REQUEUE] =
-        "UPDATE trials SET state = 5, lease_expires = 0 WHERE id = ?1 AND state = 0",
+        "UPDATE trials SET state = 5, lease_expires = 0, node_id = NULL"
+        " WHERE id = ?1 AND state = 0 AND " NODE_OWNS("?2"),
     [STO_Q_TRIALS_REQUEUE_RUNNING] =
-        "UPDATE trials SET state = 5, lease_expires = 0 WHERE study_id = ?1 AND state = 0",
-    /* ?2 slot, ?3 now; started is kept once set. */
-    [STO_Q_TRIAL_START] =
-        "UPDATE trials SET state = 0, slot = ?2,"
-        " started = CASE WHEN started > 0 THEN started ELSE ?3 END"
-        " WHERE id = ?1 AND state IN (0, 5)",
-    /* ?2 slot: a requeued trial only (started before), so one caller wins */
+        "UPDATE trials SET state = 5, lease_expires = 0, node_id = NULL WHERE study_id = ?1 AND state = 0",
+    /* ?2 slot, ?3 now (?4 the node of the _NODE variant, NULL: none);
+     * started is kept once set. */
+    [STO_Q_TRIAL_START] = TRIAL_START(""),
+    [STO_Q_TRIAL_START_NODE] = TRIAL_START(" node_id = ?4,"),
+    /* ?2 slot, ?3 node: a requeued trial only (started before), so one caller wins */
     [STO_Q_TRIAL_RESUME] =
-        "UPDATE trials SET state = 0, slot = ?2 WHERE id = ?1 AND state = 5 AND started > 0",
+        "UPDATE trials SET state = 0, slot = ?2, node_id = ?3 WHERE id = ?1 AND state = 5 AND started > 0",
     [STO_Q_TRIAL_ATTRS] = "SELECT user_attrs FROM trials WHERE id = ?1",
     /* ?2 user_attrs, ?3 note (NULL keeps either); any state */
     [STO_Q_TRIAL_ANNOTATE] =
@@ -402,8 +476,14 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_TRIAL_SET_TRAINING] =
         "UPDATE trials SET best_epoch = CASE WHEN ?2 >= 0 THEN ?2 ELSE best_epoch END,"
         " train_seconds = train_seconds + ?3 WHERE id = ?1",
+    /* _NODE: ?5 the node writing (0: none): only runners write epochs, so
+     * none lands once the trial left the node, even before another took it */
     [STO_Q_EPOCH_PUT] =
         "INSERT INTO epochs (trial_id, execution, epoch, metrics) VALUES (?1, ?2, ?3, ?4)"
+        " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = excluded.metrics",
+    [STO_Q_EPOCH_PUT_NODE] =
+        "INSERT INTO epochs (trial_id, execution, epoch, metrics)"
+        " SELECT ?1, ?2, ?3, ?4 FROM trials WHERE id = ?1 AND COALESCE(node_id, 0) = ?5" /* a WHERE: no upsert ambiguity */
         " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = excluded.metrics",
     [STO_Q_EPOCHS_TRIAL] =
         "SELECT execution, epoch, metrics FROM epochs WHERE trial_id = ?1"
@@ -423,16 +503,17 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_MODEL_LIST] = "SELECT " STO_MODEL_COLS " FROM models WHERE study_id = ?1 AND (?2 < 0 OR kind = ?2)"
                          " ORDER BY id",
     [STO_Q_MODEL_NEXT_QUEUED] = "SELECT " STO_MODEL_COLS " FROM models WHERE state = 0 ORDER BY id LIMIT 1",
-    [STO_Q_MODEL_START] = "UPDATE models SET state = 1, started = ?2 WHERE id = ?1 AND state IN (0, 1)",
+    /* ?3, ?7, ?2 (requeue): the node (schema v9), as for trials */
+    [STO_Q_MODEL_START] =
+        "UPDATE models SET state = 1, started = ?2, node_id = ?3 WHERE id = ?1 AND state IN (0, 1)",
     [STO_Q_MODEL_FINISH] = "UPDATE models SET state = ?2, result = ?3, path = ?4, error = ?5, finished = ?6"
-                           " WHERE id = ?1 AND state IN (0, 1)",
-    /* ?1 now. The outer state test repeats the inner one: on PostgreSQL
-     * the row is re-read once its lock is ours. */
-    [STO_Q_MODEL_CLAIM] = "UPDATE models SET state = 1, started = ?1"
-                          " WHERE id = (SELECT id FROM models WHERE state = 0 ORDER BY id LIMIT 1) AND state = 0"
-                          " RETURNING " STO_MODEL_COLS,
-    [STO_Q_MODELS_REQUEUE] = "UPDATE models SET state = 0 WHERE state = 1",
-    [STO_Q_MODEL_REQUEUE] = "UPDATE models SET state = 0 WHERE id = ?1 AND state = 1",
+                           " WHERE id = ?1 AND state IN (0, 1) AND " NODE_OWNS("?7"),
+    /* ?1 now, ?2 the node. The outer state test repeats the inner one: on
+     * PostgreSQL the row is re-read once its lock is ours. */
+    [STO_Q_MODEL_CLAIM] = MODEL_CLAIM(""),
+    [STO_Q_MODELS_REQUEUE] = "UPDATE models SET state = 0, node_id = NULL WHERE state = 1",
+    [STO_Q_MODEL_REQUEUE] =
+        "UPDATE models SET state = 0, node_id = NULL WHERE id = ?1 AND state = 1 AND " NODE_OWNS("?2"),
 
     [STO_Q_EVENT_LAST] = "SELECT COALESCE(MAX(id), 0) FROM events WHERE study_id = ?1",
     [STO_Q_EVENT_INSERT] =
@@ -455,6 +536,56 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_EVENT_LIST] =
         "SELECT id, study_id, trial_id, type, data, created FROM events"
         " WHERE study_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+
+    /* ---- schema v9: nodes, the node of a running job, study changes ---- */
+    [STO_Q_NODE_INSERT] = NODE_INSERT("?3"),
+    [STO_Q_NODE_RENAME] = "UPDATE nodes SET name = ?2 WHERE id = ?1",
+    [STO_Q_NODE_EXISTS] = "SELECT 1 FROM nodes WHERE id = ?1",
+    [STO_Q_NODE_LIVE] = "SELECT 1 FROM nodes WHERE id = ?1 AND ended = 0",
+    [STO_Q_NODE_BEAT] = NODE_BEAT("?2"),
+    [STO_Q_NODE_END] = NODE_END("?2"),
+    [STO_Q_NODES_END_STALE] = NODES_END_STALE("?1"),
+    [STO_Q_NODE_LIST] = NODE_LIST("?1"),
+    /* a running job's runner asks whether the trial is still its node's */
+    [STO_Q_TRIAL_OWNER] = "SELECT state, COALESCE(node_id, 0) FROM trials WHERE id = ?1",
+    /* Under the study's row lock: its next number and its running trials
+     * (two indexed lookups), for max_trials and parallel_trials. */
+    [STO_Q_TRIAL_RUN_COUNTS] =
+        "SELECT (SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?1),"
+        " (SELECT COUNT(*) FROM trials WHERE study_id = ?1 AND state = 0)",
+    /* a trial created running: ?4 lease (0 none), ?5 slot, ?6 node (NULL none) */
+    [STO_Q_TRIAL_INSERT_RUN] = TRIAL_INSERT_RUN("", ""),
+    [STO_Q_TRIAL_INSERT_RUN_AT] = TRIAL_INSERT_RUN_AT("", ""),
+    /* Running trials whose node ended (found dead, or stopped), through the
+     * partial index of running trials; ?1 nonzero adds those of no node
+     * and no lease (a schema before v9 ran them: start-up only). */
+    [STO_Q_TRIALS_ORPHANED] =
+        "SELECT " STO_TRIAL_COLS " FROM trials t WHERE t.state = 0 AND"
+        " (EXISTS (SELECT 1 FROM nodes n WHERE n.id = t.node_id AND n.ended > 0)"
+        " OR (?1 <> 0 AND t.node_id IS NULL AND t.lease_expires = 0))"
+        " ORDER BY t.study_id, t.number",
+    /* ?2 the node it ran on (0: none): only while it still runs there, so
+     * among nodes reclaiming together one does it */
+    [STO_Q_TRIAL_RECLAIM] =
+        "UPDATE trials SET state = 5, lease_expires = 0, node_id = NULL"
+        " WHERE id = ?1 AND state = 0 AND COALESCE(node_id, 0) = ?2",
+    /* ?3 error, ?4 now */
+    [STO_Q_TRIAL_RECLAIM_FAIL] =
+        "UPDATE trials SET state = 3, error = ?3, finished = ?4, lease_expires = 0"
+        " WHERE id = ?1 AND state = 0 AND COALESCE(node_id, 0) = ?2",
+    [STO_Q_MODELS_RECLAIM] =
+        "UPDATE models SET state = 0, node_id = NULL WHERE state = 1 AND"
+        " (EXISTS (SELECT 1 FROM nodes n WHERE n.id = models.node_id AND n.ended > 0)"
+        " OR (?1 <> 0 AND node_id IS NULL))",
+    /* A study's creation or state change takes the counter's row (held
+     * to the commit: changes commit in counter order) and records it. */
+    [STO_Q_STUDY_CHANGES_BUMP] = "UPDATE study_changes SET seq = seq + 1",
+    [STO_Q_STUDY_CHANGED] = "UPDATE studies SET changed = (SELECT seq FROM study_changes) WHERE id = ?1",
+    [STO_Q_STUDY_CHANGES_SEQ] = "SELECT seq FROM study_changes",
+    [STO_Q_STUDIES_CHANGED] = "SELECT " STO_STUDY_COLS " FROM studies WHERE changed > ?1 ORDER BY changed",
+    /* ?4 the states it may leave, a bit mask (1 << state) */
+    [STO_Q_STUDY_TRANSITION] =
+        "UPDATE studies SET state = ?2, updated = ?3 WHERE id = ?1 AND ((?4 >> CAST(state AS INTEGER)) & 1) = 1",
 };
 
 /* PostgreSQL's text where it differs from stmt_sql (NULL: the same). */
@@ -467,6 +598,8 @@ static const char *const stmt_sql_pg[STO_Q_N] = {
      * touch by study that follows moves the study's seq to it. */
     [STO_Q_TRIAL_INSERT] = TRIAL_INSERT(", seq", NEXT_SEQ),
     [STO_Q_TRIAL_INSERT_AT] = TRIAL_INSERT_AT(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_INSERT_RUN] = TRIAL_INSERT_RUN(", seq", NEXT_SEQ),
+    [STO_Q_TRIAL_INSERT_RUN_AT] = TRIAL_INSERT_RUN_AT(", seq", NEXT_SEQ),
     [STO_Q_TRIAL_ENQUEUE] = TRIAL_ENQUEUE(", seq", NEXT_SEQ),
     [STO_Q_TRIAL_PBT_BREED] = TRIAL_PBT_BREED(", seq", NEXT_SEQ),
     [STO_Q_TRIAL_ADD] = TRIAL_ADD(", seq", NEXT_SEQ),
@@ -500,10 +633,16 @@ static const char *const stmt_sql_pg[STO_Q_N] = {
         " FOR NO KEY UPDATE OF s RETURNING study_id)"
         " SELECT pg_notify('hpo_events', study_id::text) FROM e",
     /* a model another node is claiming is skipped, not waited for */
-    [STO_Q_MODEL_CLAIM] = "UPDATE models SET state = 1, started = ?1"
-                          " WHERE id = (SELECT id FROM models WHERE state = 0 ORDER BY id LIMIT 1"
-                          " FOR UPDATE SKIP LOCKED) AND state = 0"
-                          " RETURNING " STO_MODEL_COLS,
+    [STO_Q_MODEL_CLAIM] = MODEL_CLAIM(" FOR UPDATE SKIP LOCKED"),
+    /* a node starting a job holds its row (shared) to the commit: another
+     * node ending it waits, and then sees the job among its orphans */
+    [STO_Q_NODE_LIVE] = "SELECT 1 FROM nodes WHERE id = ?1 AND ended = 0 FOR SHARE",
+    /* the nodes' times are the server's clock, the same for every node */
+    [STO_Q_NODE_INSERT] = NODE_INSERT(PG_NOW),
+    [STO_Q_NODE_BEAT] = NODE_BEAT(PG_NOW),
+    [STO_Q_NODE_END] = NODE_END(PG_NOW),
+    [STO_Q_NODES_END_STALE] = NODES_END_STALE(PG_NOW),
+    [STO_Q_NODE_LIST] = NODE_LIST(PG_NOW),
 };
 
 /* ---- helpers shared by the layer ---- */
@@ -590,7 +729,8 @@ void sto_db_read_trial(sto_stmt *s, void *out) {
     t->metrics_json = sto_col_text(s, 21);
     t->lineage = sto_col_text(s, 22);
     t->pbt_epoch = sto_col_int64(s, 23);
-    t->seq = sto_col_int64(s, 24);
+    t->node_id = sto_col_int64(s, 24); /* NULL reads as 0 */
+    t->seq = sto_col_int64(s, 25);
 }
 
 int sto_db_trial_conflict(sto_db *db, int64_t trial_id) {
@@ -605,6 +745,30 @@ int sto_db_set_values(sto_db *db, int64_t trial_id, const char *values_json, con
     sto_bind_text(s, 2, values_json);
     sto_bind_text(s, 3, metrics_json);
     int rc = sto_step(s) == STO_DONE ? 0 : sto_db_error(db, "trial values");
+    sto_db_done(s);
+    return rc;
+}
+
+int sto_db_node_live(sto_db *db) {
+    if (db->node_id <= 0) return 0; /* no node: nothing to hold */
+    int rc = sto_db_exists(db, STO_Q_NODE_LIVE, db->node_id);
+    return rc == HPO_ENOTFOUND ? HPO_ECONFLICT : rc;
+}
+
+sto_stmt *sto_db_node_stmt(sto_db *db, int q_node, int q_plain, int param, int64_t node) {
+    sto_stmt *s = db->q[q_node];
+    if (!s) return db->q[q_plain];
+    sto_bind_id(s, param, node);
+    return s;
+}
+
+int sto_db_study_changed(sto_db *db, int64_t id) {
+    if (!db->q[STO_Q_STUDY_CHANGED]) return 0; /* a schema before v9 (tests): no counter */
+    int rc = run_simple(db, STO_Q_STUDY_CHANGES_BUMP, "study changes");
+    if (rc) return rc;
+    sto_stmt *s = db->q[STO_Q_STUDY_CHANGED];
+    sto_bind_int64(s, 1, id);
+    rc = sto_step(s) == STO_DONE ? 0 : sto_db_error(db, "study changed");
     sto_db_done(s);
     return rc;
 }
@@ -773,7 +937,7 @@ static void db_free(sto_db *db) {
     for (int i = 0; i < STO_Q_N; i++) sto_stmt_finalize(db->q[i]);
     sto_sql_close(db->conn);
     pthread_mutex_destroy(&db->mu);
-    free(db->url);
+    free(db->target);
     free(db);
 }
 
@@ -785,9 +949,9 @@ int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db *
     int rc;
     sto_db *db = hpo_xcalloc(1, sizeof *db);
     pthread_mutex_init(&db->mu, NULL);
+    db->target = hpo_strdup(path);
     rc = pg ? sto_sql_open_pg(path, &db->conn) : sto_sql_open_sqlite(path, sync == STO_SYNC_FULL, &db->conn);
     if (rc) goto fail;
-    if (pg) db->url = hpo_strdup(path);
     rc = pg ? sto_pg_migrate(db->conn, sto_schema_version()) : migrate(db, path, target_version);
     if (rc) goto fail;
     for (int i = 0; i < STO_Q_N; i++) {
@@ -818,6 +982,20 @@ fail:
 }
 
 int sto_is_database_url(const char *path) { return sto_sql_is_pg_url(path); }
+
+int sto_set_stall_timeout(sto_db *db, double seconds) {
+    if (!db || !(seconds >= 0) || seconds > 86400) return HPO_EINVAL;
+    sto_db_lock(db);
+    int rc = sto_sql_pg_set_idle_timeout(db->conn, (int)(seconds * 1000));
+    if (rc) HPO_ERROR("storage: idle transaction timeout: %s", sto_sql_errmsg(db->conn));
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_reopen(sto_db *db, sto_db **out) {
+    if (!db || !out) return HPO_EINVAL;
+    return sto_open(db->target, STO_SYNC_NORMAL, out);
+}
 
 int sto_open(const char *path, sto_sync sync, sto_db **out) {
     return sto_db_open_at(path, sync, sto_schema_version(), out);

@@ -25,6 +25,15 @@
  *   UPDATE finds the state changed and changes no row), trial numbers are
  *   drawn under the study's row lock (sto_db_lock_study), and a claim of a
  *   queued job skips rows another transaction holds (FOR UPDATE SKIP LOCKED).
+ *   A trial started on a slot carries its node (db->node_id, schema v9):
+ *   the writes of its runner (report, finish, requeue, epochs) are kept to
+ *   that node in their WHERE clause (NODE_OWNS below), so once a dead
+ *   node's trial went to another node, nothing the first one still tries
+ *   lands. Limits that hold across nodes (max_trials, parallel_trials) are
+ *   counted under the study's row lock in the transaction that starts the
+ *   trial. A study's state changes take the one row of study_changes
+ *   (UPDATE ... seq + 1), so they commit in the order of that counter and
+ *   a node that polls "changed > what I saw" misses none.
  * - Order across connections (PostgreSQL): an id drawn from a sequence
  *   commits whenever its transaction does, so ids can become visible out
  *   of order. What a reader follows with a cursor is therefore drawn
@@ -74,7 +83,6 @@ enum {
     STO_Q_STUDY_ANNOTATE, /* schema v6 */
     STO_Q_STUDY_ATTRS,    /* schema v6 */
     STO_Q_STUDY_LOCK,
-    STO_Q_STUDY_SET_STATE_FROM,
 
     STO_Q_TRIAL_INSERT,
     STO_Q_TRIAL_INSERT_AT,
@@ -134,6 +142,36 @@ enum {
     STO_Q_EVENT_LIST,
     STO_Q_EVENT_LAST,
 
+    /* schema v9: nodes (nodes.c), the node running a trial or a model job,
+     * the studies' change counter */
+    STO_Q_NODE_INSERT,
+    STO_Q_NODE_RENAME,
+    STO_Q_NODE_EXISTS,
+    STO_Q_NODE_LIVE,
+    STO_Q_NODE_BEAT,
+    STO_Q_NODE_END,
+    STO_Q_NODES_END_STALE,
+    STO_Q_NODE_LIST,
+    /* the writes of STO_Q_TRIAL_FINISH, _REPORT, _START and STO_Q_EPOCH_PUT
+     * with the node: the plain ones serve the schemas before v9 (tests) */
+    STO_Q_TRIAL_FINISH_NODE,
+    STO_Q_TRIAL_REPORT_NODE,
+    STO_Q_TRIAL_START_NODE,
+    STO_Q_EPOCH_PUT_NODE,
+    STO_Q_TRIAL_OWNER,
+    STO_Q_TRIAL_RUN_COUNTS,
+    STO_Q_TRIAL_INSERT_RUN,
+    STO_Q_TRIAL_INSERT_RUN_AT,
+    STO_Q_TRIALS_ORPHANED,
+    STO_Q_TRIAL_RECLAIM,
+    STO_Q_TRIAL_RECLAIM_FAIL,
+    STO_Q_MODELS_RECLAIM,
+    STO_Q_STUDY_CHANGES_BUMP,
+    STO_Q_STUDY_CHANGED,
+    STO_Q_STUDY_CHANGES_SEQ,
+    STO_Q_STUDIES_CHANGED,
+    STO_Q_STUDY_TRANSITION,
+
     STO_Q_N
 };
 
@@ -141,19 +179,21 @@ enum {
 #define STO_TRIAL_COLS                                                                 \
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
-    "train_seconds, user_attrs, note, values_json, metrics_json, lineage, pbt_epoch, seq"
+    "train_seconds, user_attrs, note, values_json, metrics_json, lineage, pbt_epoch, node_id, seq"
 
 /* Column list of a study row, in the order studies.c reads it. */
 #define STO_STUDY_COLS "id, name, spec, state, created, updated, user_attrs, note"
 
 /* Column list of a model row, in the order models.c reads it. */
-#define STO_MODEL_COLS "id, study_id, trial_id, kind, state, spec, result, path, error, created, started, finished"
+#define STO_MODEL_COLS \
+    "id, study_id, trial_id, kind, state, spec, result, path, error, created, started, finished, node_id"
 
 struct sto_db {
     sto_sql *conn;
     pthread_mutex_t mu;
     sto_stmt *q[STO_Q_N];
-    char *url; /* PostgreSQL: the URL it was opened with (sto_watch connects there too); NULL on SQLite */
+    char *target;    /* what it was opened with (sto_reopen; sto_watch connects there too) */
+    int64_t node_id; /* the node this connection works for (sto_node_register); 0: none. Under mu. */
 };
 
 /* PostgreSQL's schema (schema_pg.c): creates or migrates the database at
@@ -213,6 +253,30 @@ int sto_db_touch_study(sto_db *db, int q, int64_t id, double now);
  * nothing reads seq). A new trial is stamped by its insert instead (db.c),
  * and the touch by study that follows moves the study's seq to it. */
 int sto_db_touch_trial(sto_db *db, int64_t study_id, int64_t trial_id, double now);
+
+/* Inside the caller's transaction, before it starts a job on this
+ * connection's node: HPO_ECONFLICT when the node has ended (another node
+ * found it dead: it must register again before it starts anything), else
+ * 0, the node's row held (shared) to the commit, so that a node ending it
+ * meanwhile waits and then finds the job among its orphans. 0 without a
+ * node. */
+int sto_db_node_live(sto_db *db);
+
+/* Statement q_node (a write of schema v9 kept to, or recording, a node)
+ * with its parameter param bound to node (0: NULL, no node); q_plain, the
+ * same write without it, on a schema before v9 (tests' old handles).
+ * Caller holds the lock. */
+sto_stmt *sto_db_node_stmt(sto_db *db, int q_node, int q_plain, int param, int64_t node);
+
+/* Inside the caller's transaction, the study's row locked: HPO_EEXHAUSTED
+ * when the study has r->max_trials trials, HPO_ECONFLICT when r->parallel
+ * of them run (each limit <= 0: none), else 0. */
+int sto_db_run_limits(sto_db *db, int64_t study_id, const sto_trial_run *r);
+
+/* Inside the caller's transaction (lock held): a study was created or its
+ * state changed: the study change counter moves (its row stays locked to
+ * the commit) and the study records it (schema v9; nothing before). */
+int sto_db_study_changed(sto_db *db, int64_t id);
 
 /* Inside the caller's transaction (lock held): stores a trial's
  * values_json and metrics_json (schema v7) unless both are NULL. */

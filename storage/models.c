@@ -33,6 +33,7 @@ static void read_model(sto_stmt *s, void *out) {
     m->created = sto_col_double(s, 9);
     m->started = sto_col_double(s, 10);
     m->finished = sto_col_double(s, 11);
+    m->node_id = sto_col_int64(s, 12); /* NULL reads as 0 */
 }
 
 void sto_model_clear(sto_model *m) {
@@ -100,7 +101,9 @@ int sto_model_claim_ev(sto_db *db, const char *ev_type, sto_event_data_fn data, 
     sto_stmt *s = db->q[STO_Q_MODEL_CLAIM];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
+    if ((rc = sto_db_node_live(db))) goto fail; /* an ended node starts nothing */
     sto_bind_real(s, 1, hpo_now());
+    sto_bind_id(s, 2, db->node_id);
     if ((rc = sto_db_row(db, s, read_model, &m, "model claim"))) goto fail;
     if (ev_type) {
         char *text = data ? data(arg, m.id) : NULL;
@@ -159,6 +162,7 @@ int sto_model_start_ev(sto_db *db, int64_t id, const sto_event_in *ev) {
     sto_stmt *s = db->q[STO_Q_MODEL_START];
     sto_bind_int64(s, 1, id);
     sto_bind_real(s, 2, hpo_now());
+    sto_bind_id(s, 3, db->node_id);
     int rc = update_one(db, s, id, ev, "model start");
     sto_db_unlock(db);
     return rc;
@@ -168,6 +172,7 @@ int sto_model_requeue(sto_db *db, int64_t id) {
     sto_db_lock(db);
     sto_stmt *s = db->q[STO_Q_MODEL_REQUEUE];
     sto_bind_int64(s, 1, id);
+    sto_bind_int64(s, 2, db->node_id); /* running on another node: not ours */
     int rc = update_one(db, s, id, NULL, "model requeue");
     sto_db_unlock(db);
     return rc;
@@ -189,6 +194,7 @@ int sto_model_finish_ev(sto_db *db, int64_t id, sto_model_state state, const cha
     sto_bind_text(s, 4, path);
     sto_bind_text(s, 5, error);
     sto_bind_real(s, 6, hpo_now());
+    sto_bind_int64(s, 7, db->node_id); /* as for requeue */
     int rc = update_one(db, s, id, ev, "model finish");
     sto_db_unlock(db);
     return rc;

@@ -119,9 +119,28 @@ static const pg_step steps[] = {
     {8,
      "ALTER TABLE trials ADD COLUMN lineage TEXT;"
      "ALTER TABLE trials ADD COLUMN pbt_epoch BIGINT NOT NULL DEFAULT 0;"},
-    /* v9: reserved for the node table of the branch `nodes` (issue 15
-     * part A), merged separately; changes nothing until then */
-    {9, "SELECT 1"},
+    /* v9: the nodes sharing the database, the node running a trial or a
+     * model job, the studies' change counter (db.c's step 8 -> 9 says more) */
+    {9,
+     "CREATE TABLE nodes ("
+     "  id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+     "  ident      TEXT NOT NULL,"
+     "  name       TEXT NOT NULL,"
+     "  started    DOUBLE PRECISION NOT NULL,"
+     "  heartbeat  DOUBLE PRECISION NOT NULL,"
+     "  ended      DOUBLE PRECISION NOT NULL DEFAULT 0,"
+     "  end_reason TEXT"
+     ");"
+     "CREATE INDEX nodes_live ON nodes (heartbeat) WHERE ended = 0;"
+     "CREATE INDEX nodes_ident ON nodes (ident, id);"
+     "ALTER TABLE trials ADD COLUMN node_id BIGINT;"
+     "ALTER TABLE models ADD COLUMN node_id BIGINT;"
+     "CREATE INDEX trials_node ON trials (node_id) WHERE state = 0;"
+     "CREATE INDEX models_node ON models (node_id) WHERE state = 1;"
+     "ALTER TABLE studies ADD COLUMN changed BIGINT NOT NULL DEFAULT 0;"
+     "CREATE INDEX studies_changed ON studies (changed);"
+     "CREATE TABLE study_changes (seq BIGINT NOT NULL);"
+     "INSERT INTO study_changes (seq) VALUES (0);"},
     /* v10: a study's change counter and each trial's stamp of it, drawn
      * under the study's row lock by every change of the trial (db.c's
      * touch by trial), so a study's trials changed after a seq are one

@@ -108,6 +108,10 @@ struct sqlite3;
 struct sqlite3_stmt;
 struct sqlite3 *sto_sql_sqlite(sto_sql *c);
 struct sqlite3_stmt *sto_stmt_sqlite(sto_stmt *s);
+/* PostgreSQL: a transaction left idle ms milliseconds (its process stalled)
+ * is ended by the server, now and after every reconnection (0: the
+ * server's setting); nothing on SQLite. */
+int sto_sql_pg_set_idle_timeout(sto_sql *c, int ms);
 
 /* Records the last failure of c (a driver helper): kind and message. */
 __attribute__((format(printf, 3, 4))) static inline void sto_sql_set_error(sto_sql *c, sto_sql_errkind kind,

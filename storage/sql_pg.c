@@ -14,7 +14,8 @@
  * A connection that breaks (the server restarted, the session was ended)
  * is reset by the next statement outside a transaction, which then runs
  * on the new one; its statements are prepared again (a generation counter
- * tells which are stale). A transaction under way when it broke fails
+ * tells which are stale) and its session settings made again (UTF-8; the
+ * idle transaction timeout of a node, sto_sql_pg_set_idle_timeout). A transaction under way when it broke fails
  * with HPO_ESTORAGE, like any failed call, and the next call reconnects. */
 #include "sql.h"
 
@@ -33,6 +34,7 @@ typedef struct {
     PGconn *pg;
     int64_t next_name;  /* names hpo_<n> of server-side statements */
     int64_t generation; /* bumped when the connection is reset */
+    int idle_ms;        /* idle_in_transaction_session_timeout (0: the server's) */
 } pg_conn;
 
 typedef struct {
@@ -105,6 +107,28 @@ static int pg_prepare(sto_sql *c, const char *sql, sto_stmt **out) {
     return 0;
 }
 
+/* One SET on the connection (no reset: the caller's). */
+static int set_once(sto_sql *c, const char *sql) {
+    PGresult *res = PQexec(pc(c)->pg, sql);
+    int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : fail(c, res);
+    PQclear(res);
+    return rc;
+}
+
+/* The session's settings, at open and again on a reset connection: text
+ * travels as UTF-8, whatever the server's default; and a transaction left
+ * idle (its process stalled: stopped, swapped out) ends after idle_ms, so
+ * its row locks do not hold the other nodes up for longer. */
+static int session_setup(sto_sql *c) {
+    int rc = set_once(c, "SET client_encoding = 'UTF8'");
+    if (rc == 0 && pc(c)->idle_ms > 0) {
+        char sql[96];
+        snprintf(sql, sizeof sql, "SET idle_in_transaction_session_timeout = %d", pc(c)->idle_ms);
+        rc = set_once(c, sql);
+    }
+    return rc;
+}
+
 /* A broken connection is reset (outside a transaction: inside one, the
  * transaction is lost anyway and the caller's rollback ends it). */
 static int ensure_connected(sto_sql *c) {
@@ -114,7 +138,14 @@ static int ensure_connected(sto_sql *c) {
     PQreset(p->pg);
     p->generation++;
     if (PQstatus(p->pg) != CONNECTION_OK) return fail(c, NULL);
-    return 0;
+    return session_setup(c);
+}
+
+int sto_sql_pg_set_idle_timeout(sto_sql *c, int ms) {
+    if (c->dialect != STO_SQL_PG) return 0;
+    pc(c)->idle_ms = ms > 0 ? ms : 0;
+    int rc = ensure_connected(c);
+    return rc ? rc : session_setup(c);
 }
 
 static int pg_exec(sto_sql *c, const char *sql) {
@@ -327,8 +358,7 @@ int sto_sql_open_pg(const char *url, sto_sql **out) {
         goto fail;
     }
     PQsetNoticeProcessor(c->pg, quiet_notice, NULL);
-    /* text travels as UTF-8, whatever the server's default */
-    if ((rc = pg_exec(&c->base, "SET client_encoding = 'UTF8'"))) {
+    if ((rc = session_setup(&c->base))) {
         HPO_ERROR("storage: %s: %s", shown, c->base.errmsg);
         goto fail;
     }

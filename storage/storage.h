@@ -12,11 +12,15 @@
  *   What follows describes SQLite; PostgreSQL keeps the same promises
  *   (one transaction per call, events with their change, ids never
  *   reused) with its own schema list (schema_pg.c) and row locks for what
- *   several connections race for (db_internal.h). Several processes on
- *   one PostgreSQL database also follow each other: a study's events and
- *   its trials' changes become visible in the order of their ids / change
- *   numbers, so a cursor misses none (sto_event_list, sto_trials_changed),
- *   and a watch hears other processes' events as they commit (sto_watch).
+ *   several connections race for (db_internal.h). Several hpod processes
+ *   (nodes) may share a PostgreSQL database: they register, beat and
+ *   reclaim a dead node's running jobs through the calls of "nodes" below
+ *   (nodes.c), and the limits of a study (max_trials, parallel_trials)
+ *   are counted in the transaction that starts a trial. They also follow
+ *   each other: a study's events and its trials' changes become visible in
+ *   the order of their ids / change numbers, so a cursor misses none
+ *   (sto_event_list, sto_trials_changed), and a watch hears other
+ *   processes' events as they commit (sto_watch).
  * - One file, <data-dir>/hpo.db, in WAL mode. The schema is created and
  *   migrated from a versioned list of SQL scripts (PRAGMA user_version);
  *   opening an older database applies the missing steps in one transaction.
@@ -61,7 +65,7 @@
  *   with all SQL), sql.h + sql_sqlite.c + sql_pg.c (the driver),
  *   schema_pg.c (PostgreSQL's schema), studies.c, trials.c, training.c (queueing,
  *   epochs), trials_in.c (enqueued and added trials), datasets.c,
- *   events.c, watch.c (LISTEN, PostgreSQL); db_internal.h is
+ *   events.c, watch.c (LISTEN, PostgreSQL), nodes.c (the nodes of a shared database); db_internal.h is
  *   shared by them and by the tests. Measured on the dev VM (2 vCPU, ext4),
  *   tests/unit/storage/test_perf: create/report/finish ~20-45 us mean each
  *   with NORMAL, ~0.2-0.35 ms with FULL (fsync); ~10,000 ask+report+tell round trips/s
@@ -156,11 +160,19 @@ int sto_study_delete(sto_db *db, int64_t id);
 int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state);
 /* The same with an event (ev may be NULL). */
 int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev);
-/* The same only from state `from`: HPO_ECONFLICT, storing nothing, when
- * the study is in another state (another connection ended or paused it
- * first), so two nodes ending one study store one final event. */
-int sto_study_set_state_from_ev(sto_db *db, int64_t id, sto_study_state from, sto_study_state state,
-                                const sto_event_in *ev);
+/* The same, only from the states of from_mask (bit 1 << state): one of
+ * several nodes changing a study at once wins, the others get
+ * HPO_ECONFLICT (HPO_ENOTFOUND: no such study). */
+int sto_study_transition_ev(sto_db *db, int64_t id, unsigned from_mask, sto_study_state to, const sto_event_in *ev);
+/* Studies created or whose state changed after *since (a value of the
+ * database's study change counter; start from 0), in the order of their
+ * changes; *since moves past them. Every change committed by any
+ * connection before the call is seen by it or an earlier one: changes
+ * commit in counter order (db_internal.h). A deleted study is not listed. */
+int sto_studies_changed(sto_db *db, int64_t *since, sto_study **out, size_t *n_out);
+/* The study change counter now: read it before listing the studies, and
+ * sto_studies_changed from it misses nothing that listing did not see. */
+int sto_study_changes_seq(sto_db *db, int64_t *seq);
 const char *sto_study_state_name(sto_study_state s);
 /* A study's (or trial's) user_attrs change: called inside the annotate
  * call's transaction, under storage's lock, with the stored user_attrs
@@ -215,6 +227,8 @@ typedef struct sto_trial {
     /* schema v8: population-based training */
     char *lineage;             /* a bred trial's lineage, a JSON object text; NULL: none */
     int64_t pbt_epoch;         /* the last boundary it was ranked at (a bred one: its start epoch) */
+    /* schema v9 */
+    int64_t node_id;           /* the node that runs it, or ran it last (0: none, e.g. a client's) */
     /* schema v10 (PostgreSQL; 0 on SQLite) */
     int64_t seq;               /* its study's change number at its latest change (sto_trials_changed) */
 } sto_trial;
@@ -229,11 +243,37 @@ void sto_trial_list_free(sto_trial *list, size_t n);
 int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
                      int64_t *trial_id_out, int64_t *number_out);
 /* The same, numbered `number`: the next number of the study as the caller
- * knows it (its tuner suggested for that number). HPO_ECONFLICT, storing
+ * knows it (its tuner suggested for that number). HPO_ESTALE, storing
  * nothing, when the study's next number is another: another connection
  * (hpod node) numbered a trial since the caller last looked. */
 int sto_trial_create_at(sto_db *db, int64_t study_id, int64_t number, const char *params, double lease_expires,
                         int64_t *trial_id_out);
+/* The data of an event about a trial the call itself creates: a JSON
+ * object text to free(), or NULL for "{}". */
+typedef char *(*sto_trial_event_fn)(void *arg, int64_t trial_id, int64_t number);
+/* A trial to create running, or a queued one to start (sto_trial_claim_ev),
+ * within limits that hold across every connection (node) of the database:
+ * they are counted under the study's row lock in the same transaction. */
+typedef struct sto_trial_run {
+    const char *params;   /* JSON object text (NULL: "{}"; claim: NULL resumes a requeued
+                             trial, else an enqueued one is handed out with these) */
+    double lease_expires; /* <= 0: none */
+    const char *slot;     /* a slot of this connection's node runs it (its node is recorded);
+                             NULL: a client runs it (an ask) */
+    int64_t max_trials;   /* > 0: HPO_EEXHAUSTED once the study has this many trials */
+    int64_t parallel;     /* > 0: HPO_ECONFLICT while this many of its trials run */
+    int exact_number;     /* create: nonzero stores it only as `number`, the study's next number as
+                             the caller knows it (its tuner suggested for it): HPO_ESTALE, storing
+                             nothing, when another connection (node) numbered a trial since */
+    int64_t number;
+    const char *ev_type;  /* an event stored with it (NULL: none), with its data from */
+    sto_trial_event_fn ev_data; /* ev_data(ev_arg, id, number) (NULL: "{}") */
+    void *ev_arg;
+} sto_trial_run;
+/* sto_trial_create within r's limits: numbered as sto_trial_create, running
+ * (started now) on r->slot. HPO_ENOTFOUND for an unknown study. */
+int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, int64_t *trial_id_out,
+                          int64_t *number_out);
 int sto_trial_get(sto_db *db, int64_t trial_id, sto_trial *out);
 
 typedef struct sto_trial_filter {
@@ -408,6 +448,12 @@ int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto
  * caller only: HPO_ECONFLICT when it is not queued (any more: another
  * connection, another hpod on the same database, took it first). */
 int sto_trial_resume_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev);
+/* The one call behind resume and hand-out, within r's parallel limit (its
+ * max_trials and event fields are not used: the trial has its number; ev
+ * is stored): queued -> running on r->slot. HPO_ECONFLICT when the trial
+ * is not waiting any more (another node took it) or r->parallel trials of
+ * its study run. */
+int sto_trial_claim_ev(sto_db *db, int64_t trial_id, const sto_trial_run *r, const sto_event_in *ev);
 /* Records the best epoch (best_epoch < 0 keeps the stored one) and adds
  * add_seconds (>= 0, else HPO_EINVAL) to the training time of a trial, in
  * any state. HPO_ENOTFOUND for an unknown trial. */
@@ -417,7 +463,9 @@ int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, dou
  * metrics is a JSON object text ({"loss":..,"val_loss":..,"val_accuracy":..,
  * "seconds":..}); replaces an existing (trial, execution, epoch). NULL is
  * stored as "{}"; execution and epoch must be >= 0 (HPO_EINVAL); any state;
- * HPO_ENOTFOUND for an unknown trial. Deleted with the trial (cascade). */
+ * HPO_ENOTFOUND for an unknown trial, HPO_ECONFLICT for a trial whose node
+ * (schema v9) is not this connection's (it left this node: its runner must
+ * stop). Deleted with the trial (cascade). */
 int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics);
 /* The same with an event (ev may be NULL). */
 int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics,
@@ -485,6 +533,7 @@ typedef struct sto_model {
     char *path;            /* weights file under the data dir; NULL if none */
     char *error;           /* why it failed; NULL otherwise */
     double created, started, finished;
+    int64_t node_id;       /* schema v9: the node that runs it or ran it (0: none) */
 } sto_model;
 
 const char *sto_model_kind_name(sto_model_kind k);
@@ -524,6 +573,78 @@ int sto_models_requeue_running(sto_db *db, int64_t *n_out);
 void sto_model_clear(sto_model *m);
 void sto_model_list_free(sto_model *list, size_t n);
 
+/* ---- nodes (schema v9; nodes.c): several hpod processes on one database ----
+ * A node is one run of an hpod process. It registers at start (a row with
+ * an ident naming its data dir across runs, and a display name), beats
+ * every second or so (a write: heartbeat = now), and ends its row when it
+ * stops. A trial or model job started on one of its slots records it, and
+ * only that node writes to it while it runs (report, finish, requeue,
+ * epochs: HPO_ECONFLICT for another), so a node found dead can be replaced
+ * safely: a node whose heartbeat is older than a timeout is ended by the
+ * first other node that looks (exactly once: sto_nodes_end_stale), and its
+ * running jobs are reclaimed, each by one caller (sto_trial_reclaim_ev,
+ * sto_models_reclaim): trials back to the queue to resume from their
+ * checkpoints, model jobs queued again. A node that beats after it was
+ * ended learns it (sto_node_beat: HPO_ECONFLICT) and registers again. On
+ * PostgreSQL the times are the server's clock, the same for every node;
+ * on SQLite (one node) the caller's. */
+typedef struct sto_node {
+    int64_t id;
+    char *ident, *name;
+    double started, heartbeat, ended; /* ended 0 while it lives */
+    char *end_reason;                 /* "stopped", "no heartbeat", "restarted"; NULL while it lives */
+    double now;                       /* sto_node_list: the database's clock when it was read */
+} sto_node;
+void sto_node_clear(sto_node *n);
+void sto_node_list_free(sto_node *list, size_t n);
+/* A new node row (ident, name required); this connection then works for
+ * it: the trials and model jobs it starts on a slot record it, and its
+ * runners' writes are kept to it. */
+int sto_node_register(sto_db *db, const char *ident, const char *name, int64_t *id_out);
+/* The node this connection works for (0: none registered). */
+int64_t sto_node_current(sto_db *db);
+int sto_node_rename(sto_db *db, int64_t id, const char *name);
+/* heartbeat = now; HPO_ECONFLICT once the node was ended (found dead). */
+int sto_node_beat(sto_db *db, int64_t id);
+/* Ends the node's row with reason (it stopped); HPO_ECONFLICT if it had
+ * ended already. */
+int sto_node_end(sto_db *db, int64_t id, const char *reason);
+/* Ends every live node other than the caller's (sto_node_current) whose
+ * heartbeat is older than timeout seconds, or whose ident is ident (an
+ * earlier run of the caller's data dir; NULL: none), or every other one
+ * when all_others (one node per database: SQLite). The nodes this call
+ * ended in *out (may be NULL); a node is ended by one caller only. */
+int sto_nodes_end_stale(sto_db *db, double timeout, const char *ident, int all_others, sto_node **out,
+                        size_t *n_out);
+/* The newest limit nodes (<= 0: all), newest first. */
+int sto_node_list(sto_db *db, int64_t limit, sto_node **out, size_t *n_out);
+/* A running trial's state and node (0: none), for its runner to see
+ * whether it still runs there. HPO_ENOTFOUND when it is gone. */
+int sto_trial_owner(sto_db *db, int64_t trial_id, sto_trial_state *state, int64_t *node_id);
+/* Running trials whose node has ended; with unowned also those of no node
+ * and no lease (started before schema v9: at start-up only). */
+int sto_trials_orphaned(sto_db *db, int unowned, sto_trial **out, size_t *n_out);
+/* An orphaned trial (running on node_id, 0: none) queued again (its node
+ * cleared; resumed later from its checkpoint), or failed with fail_error
+ * when that is not NULL, with ev (may be NULL) in the same transaction;
+ * HPO_ECONFLICT when it no longer runs there (another caller reclaimed it
+ * first). */
+int sto_trial_reclaim_ev(sto_db *db, int64_t trial_id, int64_t node_id, const char *fail_error,
+                         const sto_event_in *ev);
+/* Running model jobs whose node has ended (with unowned: or of no node)
+ * queued again; *n_out (may be NULL) how many. */
+int sto_models_reclaim(sto_db *db, int unowned, int64_t *n_out);
+/* Another connection to the database db was opened with (a node's
+ * heartbeat has its own, so a long call on db never delays it). */
+int sto_reopen(sto_db *db, sto_db **out);
+/* On a shared database: a transaction of this connection left idle for
+ * seconds (its process stalled: stopped, swapped out) is ended by the
+ * server, so its row locks hold the other nodes up no longer (0: the
+ * server's setting). hpod's transactions never wait between statements.
+ * Nothing on SQLite. */
+int sto_set_stall_timeout(sto_db *db, double seconds);
+
+/* ---- events (the study's progress stream; ids increase) ---- */
 /* ---- events (the study's progress stream; ids increase, and a study's
  * events become visible in id order on PostgreSQL too: each insert locks
  * its study's row before it draws the id) ---- */

@@ -107,6 +107,7 @@ int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_i
     sto_bind_text(s, 2, in->spec);
     sto_bind_real(s, 3, now);
     if ((rc = sto_db_insert(db, s, "study create", &id, NULL))) goto fail;
+    if ((rc = sto_db_study_changed(db, id))) goto fail;
     if (in->user_attrs || in->note) {
         rc = sto_db_annotate_in_tx(db, STO_Q_STUDY_ANNOTATE, id, in->user_attrs, in->note, now);
         if (rc) goto fail;
@@ -191,27 +192,34 @@ int sto_study_set_state(sto_db *db, int64_t id, sto_study_state state) {
     return sto_study_set_state_ev(db, id, state, NULL);
 }
 
-/* -> state, from any state (from < 0) or from `from` only. */
-static int set_state(sto_db *db, int64_t id, int from, sto_study_state state, const sto_event_in *ev) {
-    if (!db || (unsigned)state >= STO_STUDY_N_STATES || from >= STO_STUDY_N_STATES) return HPO_EINVAL;
+int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev) {
+    return sto_study_transition_ev(db, id, ~0u, state, ev);
+}
+
+int sto_study_transition_ev(sto_db *db, int64_t id, unsigned from_mask, sto_study_state state,
+                            const sto_event_in *ev) {
+    if (!db || (unsigned)state >= STO_STUDY_N_STATES) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[from < 0 ? STO_Q_STUDY_SET_STATE : STO_Q_STUDY_SET_STATE_FROM];
+    /* any state: the plain statement (it prepares on every schema) */
+    int any = (from_mask & ((1u << STO_STUDY_N_STATES) - 1)) == (1u << STO_STUDY_N_STATES) - 1;
+    sto_stmt *s = db->q[any ? STO_Q_STUDY_SET_STATE : STO_Q_STUDY_TRANSITION];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(s, 1, id);
     sto_bind_int64(s, 2, (int)state);
     sto_bind_real(s, 3, hpo_now());
-    if (from >= 0) sto_bind_int64(s, 4, from);
+    if (!any) sto_bind_int64(s, 4, from_mask);
     if (sto_step(s) != STO_DONE) {
         rc = sto_db_error(db, "study set state");
         goto fail;
     }
     sto_db_done(s);
     if (sto_sql_changes(db->conn) == 0) {
-        /* in another state, or gone */
-        rc = from >= 0 && sto_db_exists(db, STO_Q_STUDY_EXISTS, id) == 0 ? HPO_ECONFLICT : HPO_ENOTFOUND;
+        rc = any ? HPO_ENOTFOUND : sto_db_exists(db, STO_Q_STUDY_EXISTS, id);
+        if (rc == 0) rc = HPO_ECONFLICT;
         goto fail;
     }
+    if ((rc = sto_db_study_changed(db, id))) goto fail;
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_STUDY, id, ev);
     if (rc) goto fail;
     rc = sto_db_commit(db);
@@ -225,14 +233,39 @@ fail:
     return rc;
 }
 
-int sto_study_set_state_ev(sto_db *db, int64_t id, sto_study_state state, const sto_event_in *ev) {
-    return set_state(db, id, -1, state, ev);
+/* The counter (lock held). */
+static int changes_seq(sto_db *db, int64_t *seq) {
+    sto_stmt *c = db->q[STO_Q_STUDY_CHANGES_SEQ];
+    int src = sto_step(c);
+    int rc = src == STO_ROW ? 0 : sto_db_error(db, "study changes");
+    if (rc == 0) *seq = sto_col_int64(c, 0);
+    sto_db_done(c);
+    return rc;
 }
 
-int sto_study_set_state_from_ev(sto_db *db, int64_t id, sto_study_state from, sto_study_state state,
-                                const sto_event_in *ev) {
-    if ((int)from < 0) return HPO_EINVAL;
-    return set_state(db, id, (int)from, state, ev);
+int sto_study_changes_seq(sto_db *db, int64_t *seq) {
+    if (!db || !seq) return HPO_EINVAL;
+    sto_db_lock(db);
+    int rc = changes_seq(db, seq);
+    sto_db_unlock(db);
+    return rc;
+}
+
+int sto_studies_changed(sto_db *db, int64_t *since, sto_study **out, size_t *n_out) {
+    if (!db || !since || !out || !n_out) return HPO_EINVAL;
+    sto_db_lock(db);
+    /* the counter first: every change up to it has committed (its row is
+     * held to the commit), so the list read next holds them all */
+    int64_t seq = 0;
+    int rc = changes_seq(db, &seq);
+    if (rc == 0) {
+        sto_stmt *s = db->q[STO_Q_STUDIES_CHANGED];
+        sto_bind_int64(s, 1, *since);
+        rc = sto_db_rows(db, s, sizeof **out, read_study, clear_study, "studies changed", (void **)out, n_out);
+    }
+    sto_db_unlock(db);
+    if (rc == 0 && seq > *since) *since = seq;
+    return rc;
 }
 
 int sto_study_delete(sto_db *db, int64_t id) {

@@ -48,6 +48,7 @@ int sto_trial_requeue_ev(sto_db *db, int64_t trial_id, const sto_event_in *ev) {
     sto_db_lock(db);
     sto_stmt *s = db->q[STO_Q_TRIAL_REQUEUE];
     sto_bind_int64(s, 1, trial_id);
+    sto_bind_int64(s, 2, db->node_id); /* running on another node: not ours to requeue */
     int rc = trial_update(db, s, trial_id, 1, ev, "trial requeue");
     sto_db_unlock(db);
     return rc;
@@ -91,7 +92,7 @@ int sto_trial_start(sto_db *db, int64_t trial_id, const char *slot) {
 int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev) {
     if (!db) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_START];
+    sto_stmt *s = sto_db_node_stmt(db, STO_Q_TRIAL_START_NODE, STO_Q_TRIAL_START, 4, slot ? db->node_id : 0);
     sto_bind_int64(s, 1, trial_id);
     sto_bind_text(s, 2, slot);
     sto_bind_real(s, 3, hpo_now());
@@ -101,12 +102,47 @@ int sto_trial_start_ev(sto_db *db, int64_t trial_id, const char *slot, const sto
 }
 
 int sto_trial_resume_ev(sto_db *db, int64_t trial_id, const char *slot, const sto_event_in *ev) {
-    if (!db) return HPO_EINVAL;
+    sto_trial_run r = {.slot = slot};
+    return sto_trial_claim_ev(db, trial_id, &r, ev);
+}
+
+int sto_trial_claim_ev(sto_db *db, int64_t trial_id, const sto_trial_run *r, const sto_event_in *ev) {
+    if (!db || !r) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_RESUME];
+    double now = hpo_now();
+    int hand_out = r->params != NULL; /* an enqueued trial (never started), else a requeued one */
+    sto_stmt *s = db->q[hand_out ? STO_Q_TRIAL_HAND_OUT : STO_Q_TRIAL_RESUME];
+    int rc = sto_db_begin(db);
+    if (rc == 0 && r->parallel > 0) {
+        /* parallel_trials across nodes: counted under the study's row lock */
+        sto_stmt *g = db->q[STO_Q_TRIAL_GET];
+        sto_bind_int64(g, 1, trial_id);
+        sto_trial t;
+        rc = sto_db_row(db, g, sto_db_read_trial, &t, "trial claim");
+        int64_t study_id = rc == 0 ? t.study_id : 0;
+        if (rc == 0) sto_trial_clear(&t);
+        if (rc == 0) rc = sto_db_lock_study(db, study_id);
+        if (rc == 0) rc = sto_db_run_limits(db, study_id, &(sto_trial_run){.parallel = r->parallel});
+    }
+    if (rc == 0 && r->slot) rc = sto_db_node_live(db);
     sto_bind_int64(s, 1, trial_id);
-    sto_bind_text(s, 2, slot);
-    int rc = trial_update(db, s, trial_id, 1, ev, "trial resume");
+    if (hand_out) {
+        sto_bind_text(s, 2, r->params);
+        sto_bind_real(s, 3, now);
+        sto_bind_real(s, 4, r->lease_expires > 0 ? r->lease_expires : 0);
+        sto_bind_text(s, 5, r->slot);
+        sto_bind_id(s, 6, r->slot ? db->node_id : 0);
+    } else {
+        sto_bind_text(s, 2, r->slot);
+        sto_bind_id(s, 3, r->slot ? db->node_id : 0);
+    }
+    if (rc == 0 && sto_step(s) != STO_DONE) rc = sto_db_error(db, "trial claim");
+    sto_db_done(s);
+    if (rc == 0 && sto_sql_changes(db->conn) == 0) rc = sto_db_trial_conflict(db, trial_id);
+    if (rc == 0) rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now);
+    if (rc == 0) rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);
+    if (rc == 0) rc = sto_db_commit(db);
+    if (rc) sto_db_rollback(db);
     sto_db_unlock(db);
     return rc;
 }
@@ -132,7 +168,12 @@ int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
                      const sto_event_in *ev) {
     if (!db || execution < 0 || epoch < 0) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_EPOCH_PUT];
+    /* a trial that left this node takes none of its epochs */
+    sto_stmt *s = db->q[STO_Q_EPOCH_PUT_NODE];
+    if (s)
+        sto_bind_int64(s, 5, db->node_id);
+    else
+        s = db->q[STO_Q_EPOCH_PUT]; /* a schema before v9 (tests) */
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(s, 1, trial_id);
@@ -144,6 +185,10 @@ int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
         goto fail;
     }
     sto_db_done(s);
+    if (sto_sql_changes(db->conn) == 0) { /* no such trial, or another node's */
+        rc = sto_db_trial_conflict(db, trial_id);
+        goto fail;
+    }
     rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, hpo_now());
     if (rc) goto fail;
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);

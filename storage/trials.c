@@ -49,30 +49,62 @@ static int collect_trials(sto_db *db, sto_stmt *s, const char *what, sto_trial *
     return sto_db_rows(db, s, sizeof **out, sto_db_read_trial, clear_trial, what, (void **)out, n_out);
 }
 
-/* A running trial with the study's next number, or with `at` (>= 0) only
- * when that is the next number (else HPO_ECONFLICT). */
-static int trial_create(sto_db *db, int64_t study_id, int64_t at, const char *params, double lease_expires,
-                        int64_t *trial_id_out, int64_t *number_out) {
-    if (!db) return HPO_EINVAL;
+int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
+                     int64_t *trial_id_out, int64_t *number_out) {
+    sto_trial_run r = {.params = params, .lease_expires = lease_expires};
+    return sto_trial_create_with(db, study_id, &r, trial_id_out, number_out);
+}
+
+int sto_db_run_limits(sto_db *db, int64_t study_id, const sto_trial_run *r) {
+    if (r->max_trials <= 0 && r->parallel <= 0) return 0;
+    sto_stmt *s = db->q[STO_Q_TRIAL_RUN_COUNTS];
+    sto_bind_int64(s, 1, study_id);
+    int src = sto_step(s), rc = src == STO_ROW ? 0 : sto_db_error(db, "trial counts");
+    if (rc == 0 && r->max_trials > 0 && sto_col_int64(s, 0) >= r->max_trials) rc = HPO_EEXHAUSTED;
+    if (rc == 0 && r->parallel > 0 && sto_col_int64(s, 1) >= r->parallel) rc = HPO_ECONFLICT;
+    sto_db_done(s);
+    return rc;
+}
+
+int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, int64_t *trial_id_out,
+                          int64_t *number_out) {
+    if (!db || !r || (r->exact_number && r->number < 0)) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[at >= 0 ? STO_Q_TRIAL_INSERT_AT : STO_Q_TRIAL_INSERT];
+    sto_stmt *s = db->q[r->exact_number ? STO_Q_TRIAL_INSERT_RUN_AT : STO_Q_TRIAL_INSERT_RUN];
+    int with_node = s != NULL;
+    if (!with_node) /* a schema before v9 (tests): no slot, no node */
+        s = db->q[r->exact_number ? STO_Q_TRIAL_INSERT_AT : STO_Q_TRIAL_INSERT];
     double now = hpo_now();
+    int64_t id = 0, number = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;
+    /* the limits and the insert under the study's row lock: every node
+     * counts what the last one committed */
     if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    if ((rc = sto_db_run_limits(db, study_id, r))) goto fail;
+    if (r->slot && with_node && (rc = sto_db_node_live(db))) goto fail;
     sto_bind_int64(s, 1, study_id);
-    sto_bind_text(s, 2, params ? params : "{}");
+    sto_bind_text(s, 2, r->params ? r->params : "{}");
     sto_bind_real(s, 3, now);
-    sto_bind_real(s, 4, lease_expires > 0 ? lease_expires : 0);
-    if (at >= 0) sto_bind_int64(s, 5, at);
-    int64_t id = 0, number = 0;
+    sto_bind_real(s, 4, r->lease_expires > 0 ? r->lease_expires : 0);
+    if (with_node) {
+        sto_bind_text(s, 5, r->slot);
+        sto_bind_id(s, 6, r->slot ? db->node_id : 0);
+    }
+    if (r->exact_number) sto_bind_int64(s, with_node ? 7 : 5, r->number);
     rc = sto_db_insert(db, s, "trial create", &id, &number);
-    if (rc == HPO_ENOTFOUND && at >= 0) rc = HPO_ECONFLICT; /* the study is there (locked): the number moved */
+    /* no row, the study there (locked): another connection numbered a trial */
+    if (rc == HPO_ENOTFOUND && r->exact_number) rc = HPO_ESTALE;
     if (rc) goto fail;
-    rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now); /* PostgreSQL: its seq, which the insert stamped */
-    if (rc) goto fail;
-    rc = sto_db_commit(db);
-    if (rc) goto fail;
+    if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now))) goto fail; /* PostgreSQL: its seq, which the insert stamped */
+    if (r->ev_type) {
+        char *text = r->ev_data ? r->ev_data(r->ev_arg, id, number) : NULL;
+        sto_event_in ev = {r->ev_type, text};
+        rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, id, &ev);
+        free(text);
+        if (rc) goto fail;
+    }
+    if ((rc = sto_db_commit(db))) goto fail;
     sto_db_unlock(db);
     if (trial_id_out) *trial_id_out = id;
     if (number_out) *number_out = number;
@@ -84,15 +116,10 @@ fail:
     return rc;
 }
 
-int sto_trial_create(sto_db *db, int64_t study_id, const char *params, double lease_expires,
-                     int64_t *trial_id_out, int64_t *number_out) {
-    return trial_create(db, study_id, -1, params, lease_expires, trial_id_out, number_out);
-}
-
 int sto_trial_create_at(sto_db *db, int64_t study_id, int64_t number, const char *params, double lease_expires,
                         int64_t *trial_id_out) {
-    if (number < 0) return HPO_EINVAL;
-    return trial_create(db, study_id, number, params, lease_expires, trial_id_out, NULL);
+    sto_trial_run r = {.params = params, .lease_expires = lease_expires, .exact_number = 1, .number = number};
+    return sto_trial_create_with(db, study_id, &r, trial_id_out, NULL);
 }
 
 static int by_number(const void *a, const void *b) {
@@ -209,7 +236,9 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires) {
     if (!db || step < 0) return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *up = db->q[STO_Q_TRIAL_REPORT], *put = db->q[STO_Q_INTERMEDIATE_PUT];
+    /* a trial running on another node is not ours to report */
+    sto_stmt *up = sto_db_node_stmt(db, STO_Q_TRIAL_REPORT_NODE, STO_Q_TRIAL_REPORT, 5, db->node_id);
+    sto_stmt *put = db->q[STO_Q_INTERMEDIATE_PUT];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(up, 1, trial_id);
@@ -343,7 +372,7 @@ int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o,
                 state != STO_TRIAL_FAILED && state != STO_TRIAL_CANCELLED))
         return HPO_EINVAL;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_FINISH];
+    sto_stmt *s = sto_db_node_stmt(db, STO_Q_TRIAL_FINISH_NODE, STO_Q_TRIAL_FINISH, 8, db->node_id); /* as reports */
     double now = hpo_now();
     int rc = sto_db_begin(db);
     if (rc) goto fail;

@@ -57,36 +57,9 @@ fail:
 
 int sto_trial_hand_out_ev(sto_db *db, int64_t trial_id, const char *params, double lease_expires,
                           const char *slot, const sto_event_in *ev) {
-    if (!db || !params) return HPO_EINVAL;
-    sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_HAND_OUT];
-    double now = hpo_now();
-    int rc = sto_db_begin(db);
-    if (rc) goto fail;
-    sto_bind_int64(s, 1, trial_id);
-    sto_bind_text(s, 2, params);
-    sto_bind_real(s, 3, now);
-    sto_bind_real(s, 4, lease_expires > 0 ? lease_expires : 0);
-    sto_bind_text(s, 5, slot);
-    if (sto_step(s) != STO_DONE) {
-        rc = sto_db_error(db, "trial hand out");
-        goto fail;
-    }
-    sto_db_done(s);
-    if (sto_sql_changes(db->conn) == 0) {
-        rc = sto_db_trial_conflict(db, trial_id);
-        goto fail;
-    }
-    if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now))) goto fail;
-    if ((rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev))) goto fail;
-    if ((rc = sto_db_commit(db))) goto fail;
-    sto_db_unlock(db);
-    return 0;
-fail:
-    sto_db_done(s);
-    sto_db_rollback(db);
-    sto_db_unlock(db);
-    return rc;
+    if (!params) return HPO_EINVAL;
+    sto_trial_run r = {.params = params, .lease_expires = lease_expires, .slot = slot};
+    return sto_trial_claim_ev(db, trial_id, &r, ev); /* training.c */
 }
 
 int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const sto_event_in *ev,

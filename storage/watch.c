@@ -39,9 +39,9 @@ static int listen_now(sto_watch *w) {
 
 int sto_watch_open(sto_db *db, sto_watch **out) {
     if (!db || !out) return HPO_EINVAL;
-    if (!db->url) return HPO_EUNSUPPORTED; /* SQLite */
+    if (!sto_db_is_pg(db)) return HPO_EUNSUPPORTED; /* SQLite */
     sto_watch *w = hpo_xcalloc(1, sizeof *w);
-    w->url = hpo_strdup(db->url);
+    w->url = hpo_strdup(db->target);
     if (pipe(w->pipe)) {
         free(w->url);
         free(w);

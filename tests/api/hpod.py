@@ -165,14 +165,39 @@ def read_events(url, study_id, last_event_id=None, timeout=300, idle=None):
     return events
 
 
+def pg_base():
+    """The base URL of the PostgreSQL server of the ctest fixture
+    (tests/pg/pg_server.sh, its folder in $HPO_TEST_PG_DIR); exits 77 (the
+    test is skipped) without it."""
+    state = os.environ.get("HPO_TEST_PG_DIR")
+    if not state or not os.path.exists(os.path.join(state, "url")):
+        print("no PostgreSQL fixture (HPO_TEST_PG_DIR): run through ctest")
+        sys.exit(77)
+    return open(os.path.join(state, "url")).read().strip()
+
+
 def psql(base, db, sql):
-    """Runs sql with psql on database db of the PostgreSQL server at base
-    (a postgresql:// URL without a database); its unaligned output."""
+    """Runs sql on database db of the server at base; its output."""
     out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "%s/%s" % (base, db), "-c", sql],
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise RuntimeError("psql %s: %s" % (sql, out.stderr))
     return out.stdout.strip()
+
+
+def pg_create(base, name):
+    """A fresh database on the server at base; its URL."""
+    psql(base, "postgres", "CREATE DATABASE %s" % name)
+    return "%s/%s" % (base, name)
+
+
+def pg_drop(base, name):
+    """Drops a database made by pg_create (whoever is still connected);
+    a failure is printed, not raised: it is a test's cleanup."""
+    try:
+        psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)
+    except RuntimeError as e:
+        print("cleanup:", e)
 
 
 def wait_for(fn, timeout, step=0.2):

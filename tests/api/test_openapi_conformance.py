@@ -293,6 +293,8 @@ def main():
         cl.call("GET", "/", 200)
         cl.call("GET", "/assets/{file}", 200, file="app.js")
         cl.call("GET", "/assets/{file}", 404, file="nothing.js")
+        cl.call("GET", "/api/v1/nodes", 200)  # this node, on SQLite
+        cl.call("GET", "/api/v1/nodes", 400, query="?limit=0")
 
         # datasets
         body, ctype = multipart([("name", "conf-csv", None), ("format", "csv", None),

@@ -12,11 +12,10 @@ Skipped (77) without the fixture (run it through ctest)."""
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 
-from hpod import Checks, Hpod, parse_args, psql, read_events
+from hpod import Checks, Hpod, parse_args, pg_base, pg_create, pg_drop, psql, read_events
 
 STUDY = {
     "name": "pg-asktell",
@@ -58,11 +57,7 @@ def ask_tell(hp, sid, n, numbers, errors):
 
 def main():
     args = parse_args()
-    state = os.environ.get("HPO_TEST_PG_DIR")
-    if not state or not os.path.exists(os.path.join(state, "url")):
-        print("no PostgreSQL fixture (HPO_TEST_PG_DIR): run through ctest")
-        sys.exit(77)
-    base = open(os.path.join(state, "url")).read().strip()
+    base = pg_base()
     c = Checks()
 
     help_text = subprocess.run([args.hpod, "--help"], capture_output=True, text=True, timeout=30).stdout
@@ -73,8 +68,7 @@ def main():
     c.check(rc == 2 and "database" in err, "a server that is not there exits 2 (%d %r)" % (rc, err))
 
     db = "t_api_%d" % os.getpid()
-    psql(base, "postgres", "CREATE DATABASE %s" % db)
-    url = "%s/%s" % (base, db)
+    url = pg_create(base, db)
     hp = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"]).start(timeout=60)
     try:
         sid = hp.ok("POST", "/api/v1/studies", STUDY)["id"]
@@ -122,10 +116,7 @@ def main():
         c.check(hp.stop() == 0, "hpod stops cleanly again")
     finally:
         hp.cleanup()
-        try:
-            psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-        except RuntimeError as e:
-            print("cleanup:", e)
+        pg_drop(base, db)
     c.finish()
 
 

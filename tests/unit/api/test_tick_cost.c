@@ -3,9 +3,12 @@
  * embedded study runs a trial at its parallel_trials limit, so every pass
  * looks at it in full (stop reason, reap, settle, next) and starts nothing;
  * the pass is the one server/scheduler.c makes on every tick: lease expiry
- * (and the external studies' max_seconds deadlines), stop reasons of the
- * busy jobs, reap, settle, next. A third of the external studies have a
- * max_seconds deadline, not yet due.
+ * (and the external studies' max_seconds deadlines), the other nodes (this
+ * node's heartbeat, the studies changed since the last tick: none in a
+ * steady state; the tick after the 1,000 were created read them once, and
+ * runs before the measure), stop reasons of the busy jobs, reap, settle,
+ * next. A third of the external studies have a max_seconds deadline, not
+ * yet due.
  *
  * The cost is counted, not timed: SQLite's trace hook counts the
  * statements the pass runs and the rows they return. Both must be equal
@@ -58,6 +61,7 @@ static void post(const char *path, const char *body, int want) {
 static void pass(const api_job *busy, long *n_statements, long *n_rows) {
     statements = rows = 0;
     assert_true(api_expire_leases(ctx, hpo_now()) >= 0);
+    assert_int_equal(api_nodes_tick(ctx), 0);
     assert_int_equal(api_jobs_stop_reason(ctx, busy), API_STOP_NONE);
     assert_int_equal(api_jobs_reap(ctx, busy, 1), 0);
     api_jobs_settle(ctx);
@@ -95,6 +99,8 @@ static void test_tick_cost_flat_in_external_studies(void **state) {
     assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
     api_options opt = {.data_dir = dir};
     assert_int_equal(api_ctx_new(db, &opt, &ctx), 0);
+    api_node_options node = {.ident = "tick-cost", .name = "tick-cost"};
+    assert_int_equal(api_node_start(ctx, &node), 0);
     post("/api/v1/studies",
          "{\"name\": \"embedded\", \"objective\": {\"metric\": \"val_accuracy\"}, \"model\": {\"template\": \"mlp\"},"
          " \"dataset\": {\"name\": \"fashion-mnist\", \"limit\": 200, \"validation_split\": 50},"
@@ -104,6 +110,7 @@ static void test_tick_cost_flat_in_external_studies(void **state) {
     api_job busy;
     assert_int_equal(api_jobs_next(ctx, "cpu:0", &busy), 0); /* running, never run: the slot is busy */
     assert_int_equal(busy.kind, API_JOB_TRIAL);
+    api_nodes_tick(ctx); /* learns of the study it made itself: once */
     sqlite3_trace_v2(sto_sql_sqlite(db->conn), SQLITE_TRACE_STMT | SQLITE_TRACE_ROW, on_trace, NULL);
 
     long s0 = 0, r0 = 0, s1 = 0, r1 = 0;
@@ -123,6 +130,7 @@ static void test_tick_cost_flat_in_external_studies(void **state) {
             post(path, "{}", 200);
         }
     }
+    api_nodes_tick(ctx); /* the tick after the creations reads them, once */
     sqlite3_trace_v2(sto_sql_sqlite(db->conn), SQLITE_TRACE_STMT | SQLITE_TRACE_ROW, on_trace, NULL);
     double t1 = measure(&busy, &s1, &r1);
     sqlite3_trace_v2(sto_sql_sqlite(db->conn), 0, NULL, NULL);
@@ -135,6 +143,7 @@ static void test_tick_cost_flat_in_external_studies(void **state) {
     assert_int_equal(s1, s0);
     assert_int_equal(r1, r0);
 
+    api_node_stop(ctx);
     api_ctx_free(ctx);
     sto_close(db);
     nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);

@@ -7,8 +7,8 @@
  * - the same with two writers whose transactions stay open after the
  *   stamp while a reader follows: it ends with every trial's last change;
  * - sto_trial_create_at: a trial stored at the number the caller expects,
- *   HPO_ECONFLICT (nothing stored) once another connection took it;
- * - sto_study_set_state_from_ev: of two connections ending one study, one
+ *   HPO_ESTALE (nothing stored) once another connection took it;
+ * - sto_study_transition_ev: of two connections ending one study, one
  *   stores the change and its event.
  * Runs on SQLite (a file) and, as pg.storage.test_changes, on PostgreSQL. */
 #include <setjmp.h>
@@ -212,8 +212,8 @@ static void test_create_at_expected_number(void **state) {
     assert_true(id > 0);
     /* b expects 1 too, but a takes it first */
     assert_int_equal(sto_trial_create_at(a, study, 1, "{}", 0, NULL), 0);
-    assert_int_equal(sto_trial_create_at(b, study, 1, "{}", 0, &id), HPO_ECONFLICT);
-    assert_int_equal(sto_trial_create_at(b, study, 5, "{}", 0, &id), HPO_ECONFLICT); /* not the next either */
+    assert_int_equal(sto_trial_create_at(b, study, 1, "{}", 0, &id), HPO_ESTALE);
+    assert_int_equal(sto_trial_create_at(b, study, 5, "{}", 0, &id), HPO_ESTALE); /* not the next either */
     assert_int_equal(sto_trial_create_at(b, study, 2, "{\"x\":2}", 0, &id), 0);
     assert_int_equal(sto_trial_create_at(b, 999999, 0, "{}", 0, &id), HPO_ENOTFOUND);
     assert_int_equal(sto_trial_create_at(b, study, -1, "{}", 0, &id), HPO_EINVAL);
@@ -239,10 +239,10 @@ static void test_one_final_event(void **state) {
     int64_t study, last = 0;
     assert_int_equal(sto_study_create(a, "s", "{}", &study), 0);
     sto_event_in ev = {"study_complete", NULL};
-    assert_int_equal(sto_study_set_state_from_ev(a, study, STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev), 0);
-    assert_int_equal(sto_study_set_state_from_ev(b, study, STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev),
+    assert_int_equal(sto_study_transition_ev(a, study, 1u << STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev), 0);
+    assert_int_equal(sto_study_transition_ev(b, study, 1u << STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev),
                      HPO_ECONFLICT);
-    assert_int_equal(sto_study_set_state_from_ev(b, 999999, STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev),
+    assert_int_equal(sto_study_transition_ev(b, 999999, 1u << STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev),
                      HPO_ENOTFOUND);
     sto_event *e = NULL;
     size_t n = 0;

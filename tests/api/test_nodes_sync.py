@@ -14,10 +14,9 @@ own data dir and port:
   on the other node ends with.
 Skipped (77) without the fixture (run it through ctest)."""
 import os
-import sys
 import threading
 
-from hpod import Checks, Hpod, parse_args, psql, read_events
+from hpod import Checks, Hpod, parse_args, pg_base, pg_create, pg_drop, psql, read_events
 
 EMBEDDED = {"name": "nodes-embedded", "objective": {"metric": "val_accuracy"},
             "model": {"template": "mlp"},
@@ -47,15 +46,10 @@ def follow(url, sid, out):
 
 def main():
     args = parse_args()
-    state = os.environ.get("HPO_TEST_PG_DIR")
-    if not state or not os.path.exists(os.path.join(state, "url")):
-        print("no PostgreSQL fixture (HPO_TEST_PG_DIR): run through ctest")
-        sys.exit(77)
-    base = open(os.path.join(state, "url")).read().strip()
+    base = pg_base()
     c = Checks()
-    db = "t_nodes_%d" % os.getpid()
-    psql(base, "postgres", "CREATE DATABASE %s" % db)
-    url = "%s/%s" % (base, db)
+    db = "t_nodes_sync_%d" % os.getpid()
+    url = pg_create(base, db)
     a = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"])
     b = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"])
     try:
@@ -121,10 +115,7 @@ def main():
             if node.proc and node.proc.poll() not in (None, 0):
                 print("node log:\n" + node.log_tail())
             node.cleanup()
-        try:
-            psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-        except RuntimeError as e:
-            print("cleanup:", e)
+        pg_drop(base, db)
     c.finish()
 
 

@@ -1,4 +1,4 @@
-/* test_nodes.c - two hpod nodes on one PostgreSQL, in-process: two api
+/* test_study_sync.c - two hpod nodes on one PostgreSQL, in-process: two api
  * contexts, each with its own connection (sto_open on the same URL), the
  * way two hpod processes share a database (api_internal.h: study_sync.c).
  * - a grid asked alternately through A and B, then by two threads at once
@@ -12,7 +12,7 @@
  * - a node's own reports and tells are read back at most once each.
  * On SQLite (one hpod per database) there is nothing to refresh: an ask
  * reads no trial back (the cost is none), and the two-node tests print
- * that they were left out. pg.api.test_nodes runs them on the fixture's
+ * that they were left out. pg.api.test_study_sync runs them on the fixture's
  * PostgreSQL (tests/pg/pg_server.sh). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -143,7 +143,7 @@ static int64_t stored_trials(api_ctx *ctx, int64_t sid) {
 
 static int pg_only(void) {
     if (sto_test_pg()) return 1;
-    print_message("left out: two nodes share PostgreSQL only (pg.api.test_nodes runs it)\n");
+    print_message("left out: two nodes share PostgreSQL only (pg.api.test_study_sync runs it)\n");
     return 0;
 }
 
