@@ -245,7 +245,7 @@ int api_tuner_finish(api_study *st, const sto_trial *t);
  * finished on other nodes; one indexed query, then only what changed), so
  * other nodes' running trials are pending for the samplers (the constant
  * liar across nodes) and their reports reach the pruners. It is called,
- * under st->lock, before an ask suggests, before a report or an unknown
+ * under st->lock, before an ask suggests, before a report to a pruner or an unknown
  * trial's tell, and before the scheduler picks an embedded study's next
  * trial. Nothing on SQLite (one hpod per database). */
 int api_study_sync(api_ctx *ctx, api_study *st);

@@ -178,7 +178,9 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
     } else if (!not_running(&t, resp)) {
         hpo_error err = {{0}, {0}};
         int prune = 0;
-        rc = api_study_sync(ctx, st); /* the pruner compares with other nodes' trials too */
+        /* the pruner compares with other nodes' trials too (without one,
+         * the next ask catches up: a report spares the query) */
+        if (st->def.tuner.pruner.kind != TUN_PRUNER_NONE) rc = api_study_sync(ctx, st);
         if (rc == 0) rc = api_trial_annotate(ctx, &t, attrs, NULL, &err); /* before the report: a 413 changes nothing */
         if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
         if (rc == 0) rc = tun_study_report(st->tuner, t.number, step, value, &prune);
