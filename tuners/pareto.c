@@ -344,3 +344,15 @@ double tun_hypervolume_ref(const double *F, size_t n, int m, const double *ref) 
     free(P);
     return v;
 }
+
+void tun_hv_contributions(const double *F, size_t n, int m, const double *ref, double *out) {
+    double total = tun_hypervolume(F, n, m, ref);
+    double *G = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *G);
+    for (size_t j = 0; j < n; j++) {
+        size_t g = 0;
+        for (size_t i = 0; i < n; i++)
+            if (i != j) memcpy(G + g++ * (size_t)m, F + i * (size_t)m, (size_t)m * sizeof *G);
+        out[j] = total - tun_hypervolume(G, n - 1, m, ref);
+    }
+    free(G);
+}

@@ -278,6 +278,12 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
  * stored history) the value is recorded and the pruner is not consulted.
  * HPO_ENOTFOUND for an unknown number, HPO_EINVAL for step < 0. */
 int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune);
+/* The same with one value per objective (values[0 .. n_obj), the study's
+ * signs; NaN where not known): a study with several objectives keeps the
+ * vector, and ASHA and Hyperband rank its trials at a rung by it
+ * (pruners.c: MO-ASHA). tun_study_report on such a study records its value
+ * as the first objective's, the others NaN. */
+int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double *values, int *prune);
 /* Ends a RUNNING trial (HPO_ECONFLICT otherwise): COMPLETE with a finite
  * value; PRUNED and FAILED keep their intermediate values, value ignored. */
 int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value);
@@ -288,6 +294,15 @@ int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double
  * study with more). */
 int tun_study_finish_mo(tun_study *t, int64_t number, tun_trial_state state, const double *values,
                         double violation);
+/* The same with the constraints' values as Optuna's constraints_func
+ * returns them: cons[0 .. n_cons), each met when <= 0; the violation is the
+ * sum of their positive parts. n_cons 0 (or a state other than COMPLETE):
+ * none told. Otherwise 1 .. TUN_MAX_CONSTRAINTS finite values, as many for
+ * every complete trial of the study (HPO_EINVAL). The bayesian sampler
+ * models each constraint (gp_mo.c); the others read the violation. */
+#define TUN_MAX_CONSTRAINTS 16
+int tun_study_finish_cons(tun_study *t, int64_t number, tun_trial_state state, const double *values, int n_cons,
+                          const double *cons);
 
 /* ---- multi-objective geometry (pareto.c); everything minimises ---- */
 /* a dominates b: no worse in all m objectives, better in one. */
@@ -313,6 +328,9 @@ void tun_crowding_distance(const double *F, int m, const size_t *idx, size_t k, 
  * grid (exact, O(n^(m+1)); m <= TUN_MAX_OBJECTIVES), for the tests. */
 double tun_hypervolume(const double *F, size_t n, int m, const double *ref);
 double tun_hypervolume_ref(const double *F, size_t n, int m, const double *ref);
+/* Each point's exclusive hypervolume: the hypervolume of all n points less
+ * that of the others (0 for a point another one dominates or equals). */
+void tun_hv_contributions(const double *F, size_t n, int m, const double *ref, double *out);
 
 /* ---- Hyperband's brackets (Li et al. 2018), for synchronous schedulers ---- */
 #define TUN_HB_MAX_ROUNDS 32
