@@ -44,6 +44,10 @@ typedef struct run {
     int64_t boundary; /* pbt: the boundary it stopped at, to wait there to be ranked (pbt.c) */
     double started;  /* monotonic start of this run, for job->timeout */
     api_tb_run tb;   /* training.tensorboard */
+    json_t *figures; /* several objectives and a pruner: params, flops and latency_ms, which
+                      * every epoch of execution 0 reports with the others (emb_objectives.c) */
+    double *secs0;   /* execution 0: each epoch's training seconds (1-based), NaN when unknown */
+    int secs0_len;
 } run;
 
 
@@ -71,14 +75,30 @@ static json_t *metrics_json(const eng_epoch_report *r) {
     return j;
 }
 
-static void curve_set(run *r, int e, int epoch, double v) {
+/* Sets (*a)[epoch - 1] = v, growing the array (NaN-filled). */
+static void series_set(double **a, int *len, int epoch, double v) {
     if (epoch < 1 || epoch > MAX_EPOCHS) return;
-    if (epoch > r->curve_len[e]) {
-        r->curve[e] = hpo_xrealloc(r->curve[e], (size_t)epoch * sizeof(double));
-        for (int i = r->curve_len[e]; i < epoch; i++) r->curve[e][i] = NAN;
-        r->curve_len[e] = epoch;
+    if (epoch > *len) {
+        *a = hpo_xrealloc(*a, (size_t)epoch * sizeof(double));
+        for (int i = *len; i < epoch; i++) (*a)[i] = NAN;
+        *len = epoch;
     }
-    r->curve[e][epoch - 1] = v;
+    (*a)[epoch - 1] = v;
+}
+
+static void curve_set(run *r, int e, int epoch, double v) { series_set(&r->curve[e], &r->curve_len[e], epoch, v); }
+
+/* Several objectives and a pruner: the epoch's metrics m get the engine's
+ * figures and train_seconds (execution 0's training seconds up to this
+ * epoch), and vec the objectives read from them. */
+static void epoch_vector(run *r, const eng_epoch_report *rep, json_t *m, double *vec) {
+    series_set(&r->secs0, &r->secs0_len, rep->epoch, rep->seconds);
+    double secs = 0;
+    for (int i = 0; i < rep->epoch && i < r->secs0_len; i++)
+        if (isfinite(r->secs0[i])) secs += r->secs0[i];
+    json_object_update(m, r->figures);
+    json_object_set_new(m, "train_seconds", json_real(secs));
+    api_objective_vector(&r->st->def, m, vec);
 }
 
 static int on_epoch(const eng_epoch_report *rep, void *user) {
@@ -90,7 +110,9 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
                   json_pack("{s:I, s:I, s:i, s:i}", "trial_id", (json_int_t)r->job->trial_id, "number",
                             (json_int_t)r->job->number, "execution", r->execution, "from_epoch", rep->epoch - 1));
     json_t *m = metrics_json(rep);
-    double v = objective_of(st, &rep->train, &rep->val, rep->has_val);
+    double v = objective_of(st, &rep->train, &rep->val, rep->has_val), vec[TUN_MAX_OBJECTIVES];
+    int with_vector = r->figures && r->execution == 0;
+    if (with_vector) epoch_vector(r, rep, m, vec);
     char *text = json_dumps(m, JSON_COMPACT);
     char *data = api_event_text(json_pack("{s:I, s:I, s:i, s:i, s:i, s:o, s:o}", "trial_id",
                                           (json_int_t)r->job->trial_id, "number", (json_int_t)r->job->number,
@@ -106,7 +128,8 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     if (rc == 0 && r->execution == 0 && isfinite(v)) { /* the pruner watches the first execution */
         pthread_mutex_lock(&st->lock);
         rc = sto_trial_report(r->ctx->db, r->job->trial_id, rep->epoch, v, 0);
-        if (rc == 0) tun_study_report(st->tuner, r->job->number, rep->epoch, v, &prune);
+        if (rc == 0 && with_vector) tun_study_report_mo(st->tuner, r->job->number, rep->epoch, vec, &prune);
+        else if (rc == 0) tun_study_report(st->tuner, r->job->number, rep->epoch, v, &prune);
         if (rc == HPO_ECONFLICT) rc = 0; /* no longer running: the outcome below tells */
         pthread_mutex_unlock(&st->lock);
     }
@@ -157,6 +180,9 @@ static void load_curves(run *r) {
         json_t *v = json_object_get(m, metric);
         if (!v && strncmp(metric, "val_", 4) == 0) v = json_object_get(m, metric + 4);
         if (json_is_number(v)) curve_set(r, eps[i].execution, (int)eps[i].epoch, json_number_value(v));
+        json_t *secs = json_object_get(m, "seconds");
+        if (eps[i].execution == 0 && json_is_number(secs))
+            series_set(&r->secs0, &r->secs0_len, (int)eps[i].epoch, json_number_value(secs));
         json_decref(m);
     }
     sto_epoch_list_free(eps, n);
@@ -293,7 +319,7 @@ static void finish_as(api_ctx *ctx, api_study *st, const api_job *job, sto_trial
         sto_outcome so = {.state = state, .value = value, .value_std = std, .value_n = n, .error = error,
                           .values_json = o->values_json, .metrics_json = o->metrics_json};
         rc = sto_trial_finish_outcome(ctx->db, job->trial_id, &so, &ev);
-        if (rc == 0) rc = tun_study_finish_mo(st->tuner, job->number, api_tun_state(state), o->values, o->violation);
+        if (rc == 0) rc = api_tuner_finish_outcome(st, job->number, o);
     } else {
         rc = sto_trial_finish_ev(ctx->db, job->trial_id, state, value, std, n, error, &ev);
         if (rc == 0) {
@@ -366,6 +392,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     params = json_loads(t.params, 0, NULL);
     if (job->resumed) load_curves(&r);
     rc = params ? api_model_expand(emb->model, params, st->def.space, &model, &err) : HPO_EINTERNAL;
+    if (rc == 0 && api_emb_reports_vector(&st->def)) /* the figures every epoch reports (MO-ASHA) */
+        rc = api_emb_engine_figures(emb, model, params, r.figures = json_object(), &err);
     if (rc == 0) rc = api_pbt_prepare(ctx, st, &t, &err);
     if (rc == 0) rc = api_open_splits(ctx, emb, &train, &val, &err);
     for (int e = 0; rc == 0 && e < executions; e++)
@@ -453,6 +481,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     }
     api_tb_run_clear(&r.tb);
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);
+    free(r.secs0);
+    json_decref(r.figures);
     eng_split_clear(&train);
     eng_split_clear(&val);
     json_decref(model);
