@@ -7,7 +7,8 @@ per objective and constraint, log EHVI) against a real hpod.
   naming tuner.pruner. ASHA (eta 2) ranks the vectors at a rung by Pareto
   front then crowding: a vector that four trade-offs dominate is pruned, one
   that dominates them goes on. The vectors are the trials' curve points;
-  after a kill -9 the replayed history gives the same decisions.
+  after a kill -9 the replayed history gives the same decisions; `hpo report
+  TRIAL STEP V1 V2` sends values.
 - Bayesian with a constraint: 12 asked and told trials, every suggestion in
   the space and most of those after the random start-up feasible; /best is
   the feasible front.
@@ -15,6 +16,8 @@ per objective and constraint, log EHVI) against a real hpod.
   flops (its curve points keep params, flops, latency_ms, train_seconds),
   and the study completes with some trials pruned at a rung.
 """
+import subprocess
+
 from hpod import Checks, Hpod, expect_400, parse_args, wait_for
 
 SPACE = {"x": {"type": "float", "low": 0.0, "high": 1.0}, "y": {"type": "float", "low": 0.0, "high": 1.0}}
@@ -25,7 +28,7 @@ def report(hp, tid, step, values):
     return hp.ok("POST", "/api/v1/trials/%d/report" % tid, {"step": step, "values": values})["prune"]
 
 
-def external_asha(c, hp):
+def external_asha(c, hp, hpo):
     base = {"name": "mo-asha", "space": SPACE, "objectives": OBJECTIVES,
             "tuner": {"algorithm": "random", "seed": 1, "pruner": {"algorithm": "asha", "eta": 2}}}
     expect_400(c, hp, "/api/v1/studies", dict(base, tuner={"pruner": {"algorithm": "median"}}), "tuner.pruner",
@@ -53,6 +56,12 @@ def external_asha(c, hp):
     b = hp.ok("POST", "/api/v1/studies/%d/ask" % sid)["trial_id"]
     c.check(report(hp, a, 1, [3.6, 2.4]), "after kill -9: a dominated vector is still pruned (vectors replayed)")
     c.check(not report(hp, b, 1, [0.4, 6.0]), "after kill -9: a dominating vector goes on")
+    # the CLI reports one value per objective
+    cli = subprocess.run([hpo, "--url", hp.url, "report", str(b), "3", "0.3", "7"], capture_output=True, text=True,
+                         timeout=30)
+    c.check(cli.returncode == 0 and cli.stdout.strip() == "continue"
+            and hp.ok("GET", "/api/v1/trials/%d" % b)["curves"][-1]["metrics"] == {"error": 0.3, "speed": 7.0},
+            "hpo report TRIAL STEP V1 V2 sends values: %d %r" % (cli.returncode, cli.stdout + cli.stderr))
 
 
 def external_bayesian(c, hp):
@@ -107,7 +116,7 @@ def main():
     c = Checks()
     hp = Hpod(args.hpod, args=["--devices", "cpu:2"]).start()
     try:
-        external_asha(c, hp)
+        external_asha(c, hp, args.hpo)
         external_bayesian(c, hp)
         embedded_hyperband(c, hp)
     finally:
