@@ -84,10 +84,10 @@ typedef struct replay {
     size_t n_eps;
 } replay;
 
-/* The vector a study with several objectives was told at (number, step):
- * its curve point there (execution 0; an embedded metric val_X read as X
- * when the trial had no validation split), NaN for an objective it lacks
- * and value for the first one when the point is missing. */
+/* The vector a study with several objectives and a pruner was told at
+ * (number, step): its curve point there (execution 0, read by
+ * api_objective_vector); without one, value for the first objective and
+ * NaN for the others. */
 static void replay_vector(replay *r, int64_t number, int64_t step, double value, double *vec) {
     int m = r->def->n_obj;
     vec[0] = value;
@@ -112,12 +112,7 @@ static void replay_vector(replay *r, int64_t number, int64_t step, double value,
     for (size_t i = 0; i < r->n_eps; i++) {
         if (r->eps[i].execution != 0 || r->eps[i].epoch != step) continue;
         json_t *mj = json_loads(r->eps[i].metrics, 0, NULL);
-        for (int k = 0; k < m; k++) {
-            const char *name = r->def->obj[k].metric;
-            const json_t *v = name ? json_object_get(mj, name) : NULL;
-            if (!v && name && r->def->embedded && strncmp(name, "val_", 4) == 0) v = json_object_get(mj, name + 4);
-            if (json_is_number(v)) vec[k] = json_number_value(v);
-        }
+        api_objective_vector(r->def, mj, vec);
         json_decref(mj);
         break;
     }
