@@ -13,7 +13,8 @@
  * ZDT (1.1, 11) (f1 <= 1, f2 <= g <= 10), DTLZ2 (3.5, 3.5, 3.5) (each
  * f <= 1 + g <= 3.5). Each side runs seeds 0..N-1; the table shows the
  * median over seeds of each sampler, the best hpo median over the best
- * Optuna median, and each side's seconds.
+ * Optuna median, and each side's seconds (the peer runs beside hpo's
+ * samplers, its output in a temporary file: wall times overlap).
  *
  *   bench_mo_hypervolume [--seeds N] [--trials T] [--hpo nsga2,nsga2-uniform,random,tpe,bayesian]
  *                        [--no-peer] [--peer-samplers nsga2,tpe]
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hpo.h"
 #include "tuners.h"
@@ -137,14 +139,31 @@ static const hpo_sampler hpo_samplers[] = {
 };
 #define N_HPO ((int)(sizeof hpo_samplers / sizeof hpo_samplers[0]))
 
-/* Reads the peer's lines "problem sampler seed trial f1 f2 [f3]" and fills
- * hv[problem][sampler][seed]; returns the number of runs read. */
-static int run_peer(int seeds, int trials, const char *samplers, double hv[N_PROBLEMS][N_PEER][MAX_SEEDS]) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/optuna_mo.py --seeds %d --trials %d --samplers %s", HPO_PEERS_DIR,
-             seeds, trials, samplers);
+/* The peer runs beside hpo's samplers: its lines go to a temporary file,
+ * read once it has ended. */
+typedef struct peer_run {
+    FILE *fp;
+    char path[64];
+} peer_run;
+
+static int peer_start(peer_run *pr, int seeds, int trials, const char *samplers) {
+    char cmd[1200];
+    snprintf(pr->path, sizeof pr->path, "/tmp/hpo-mo-peer-XXXXXX");
+    int fd = mkstemp(pr->path);
+    if (fd < 0) return 1;
+    close(fd);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/optuna_mo.py --seeds %d --trials %d --samplers %s > %s",
+             HPO_PEERS_DIR, seeds, trials, samplers, pr->path);
     fprintf(stderr, "peer: %s\n", cmd);
-    FILE *fp = popen(cmd, "r");
+    pr->fp = popen(cmd, "r");
+    return pr->fp ? 0 : 1;
+}
+
+/* Waits for the peer and reads its lines "problem sampler seed trial f1 f2
+ * [f3]" into hv[problem][sampler][seed]; returns the number of runs read. */
+static int peer_finish(peer_run *pr, int seeds, int trials, double hv[N_PROBLEMS][N_PEER][MAX_SEEDS]) {
+    if (pclose(pr->fp) != 0) fprintf(stderr, "peer: exited with an error\n");
+    FILE *fp = fopen(pr->path, "r");
     if (!fp) return 0;
     static double pts[N_PROBLEMS][N_PEER][MAX_SEEDS][300 * 3];
     static int cnt[N_PROBLEMS][N_PEER][MAX_SEEDS];
@@ -163,7 +182,8 @@ static int run_peer(int seeds, int trials, const char *samplers, double hv[N_PRO
         memcpy(&pts[p][q][seed][*c * n_obj[p]], f, (size_t)n_obj[p] * sizeof *f);
         (*c)++;
     }
-    if (pclose(fp) != 0) fprintf(stderr, "peer: exited with an error\n");
+    fclose(fp);
+    unlink(pr->path);
     for (int p = 0; p < N_PROBLEMS; p++)
         for (int q = 0; q < N_PEER; q++)
             for (int s = 0; s < seeds; s++) {
@@ -251,6 +271,9 @@ int main(int argc, char **argv) {
     int use[N_HPO], peer_use[N_PEER];
     for (int a = 0; a < N_HPO; a++) use[a] = listed(hpo_list, hpo_samplers[a].name);
     for (int q = 0; q < N_PEER; q++) peer_use[q] = peer && listed(peer_samplers, peer_names[q]);
+    peer_run pr = {0};
+    double t_peer = hpo_monotonic();
+    if (peer && peer_start(&pr, seeds, trials, peer_samplers)) peer = 0;
     for (int p = 0; p < N_PROBLEMS; p++)
         for (int a = 0; a < N_HPO; a++) {
             if (!use[a]) continue;
@@ -263,9 +286,8 @@ int main(int argc, char **argv) {
     int runs = 0;
     double peer_secs = 0;
     if (peer) {
-        double t0 = hpo_monotonic();
-        runs = run_peer(seeds, trials, peer_samplers, peer_hv);
-        peer_secs = hpo_monotonic() - t0;
+        runs = peer_finish(&pr, seeds, trials, peer_hv);
+        peer_secs = hpo_monotonic() - t_peer;
     }
     printf("hypervolume after %d trials, median over %d seeds (reference: ZDT (1.1, 11), DTLZ2 (3.5, 3.5, 3.5));"
            " %d peer runs read\n",
@@ -309,6 +331,6 @@ int main(int argc, char **argv) {
     printf("%-7s", "seconds");
     for (int a = 0; a < N_HPO; a++)
         if (use[a]) printf(" %*.1f", width(a), secs[a]);
-    printf("   (every problem and seed; the Optuna peer, every sampler: %.1f s)\n", peer_secs);
+    printf("   (every problem and seed; the Optuna peer, every sampler, running beside them: %.1f s)\n", peer_secs);
     return 0;
 }
