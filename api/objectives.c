@@ -153,6 +153,11 @@ int api_objectives_check(const api_study_def *d, const json_t *def, hpo_error *e
                         "a study with %s needs an algorithm that reads them: \"nsga2\", \"tpe\", \"bayesian\" or "
                         "\"random\" (not \"%s\")",
                         d->n_obj > 1 ? "several objectives" : "constraints", tun_algorithm_name(a));
+    if (a == TUN_BAYESIAN && d->tuner.acquisition == TUN_ACQ_UCB)
+        return hpo_fail(err, HPO_EINVAL, "tuner.acquisition",
+                        "a study with %s uses log expected hypervolume improvement: acquisition \"ucb\" is for "
+                        "one unconstrained objective",
+                        d->n_obj > 1 ? "several objectives" : "constraints");
     /* MO-ASHA: asha and hyperband rank the reported vectors (tuners/pruners.c) */
     if (d->tuner.pruner.kind == TUN_PRUNER_MEDIAN && d->n_obj > 1)
         return hpo_fail(err, HPO_EINVAL, "tuner.pruner",

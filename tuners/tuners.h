@@ -2,7 +2,8 @@
  * tuners.h - search spaces and the algorithms that search them: random,
  * grid, TPE, Gaussian-process Bayesian optimisation, CMA-ES, regularized
  * evolution, NSGA-II, BOHB (TPE's model per Hyperband budget), and the
- * multi-fidelity pruners (median, ASHA, Hyperband); Pareto geometry (non-dominated sorting, hypervolume).
+ * multi-fidelity pruners (median, ASHA, Hyperband); Pareto geometry
+ * (non-dominated sorting, hypervolume).
  * Pure C: no I/O, no clocks, no globals.
  *
  * Design notes
@@ -21,10 +22,14 @@
  *   algorithm minimises (values are negated on the way in). A study may
  *   have 1 to TUN_MAX_OBJECTIVES objectives (tun_study_new_mo), each with
  *   its direction; a trial's "value" is then its first objective's, and
- *   the samplers that know several objectives (random, nsga2, tpe) read the
- *   vector. A complete trial may carry its constraint violation (the sum
- *   of the positive parts of its constraints, Optuna's constraints_func
- *   semantics): 0 is feasible, NaN none told.
+ *   the samplers that know several objectives (random, nsga2, tpe,
+ *   bayesian) read the vector; intermediate reports may carry one too
+ *   (tun_study_report_mo), which ASHA and Hyperband rank by Pareto front
+ *   (MO-ASHA). A complete trial may carry its constraint violation (the
+ *   sum of the positive parts of its constraints, Optuna's
+ *   constraints_func semantics): 0 is feasible, NaN none told; or the
+ *   constraints' values themselves (tun_study_finish_cons), which the
+ *   bayesian sampler models one by one.
  * - Threading: a tun_study is not thread-safe; its owner (the api's per-study
  *   lock, or the scheduler thread) serialises calls. tun_space is immutable
  *   after parsing and may be shared.
@@ -189,7 +194,8 @@ typedef struct tun_config {
  * Keys (all optional): "algorithm": "random" | "grid" | "tpe" | "bayesian" |
  * "cmaes" | "evolution" | "nsga2" | "bohb" | "pbt" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
  * tpe and bayesian only);
- * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
+ * "acquisition": "ei" | "ucb" (ei, computed as log EI; several objectives
+ * or constraints: log EHVI, gp_mo.c); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
  * "tpe_multi_fidelity": bool (true; false ranks trials by Optuna's rule even
  * when they report intermediate values);

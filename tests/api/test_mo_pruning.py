@@ -67,6 +67,8 @@ def external_asha(c, hp, hpo):
 def external_bayesian(c, hp):
     d = {"name": "mo-gp", "space": SPACE, "objectives": OBJECTIVES, "constraints": [{"metric": "cost", "max": 0.3}],
          "tuner": {"algorithm": "bayesian", "seed": 3, "n_startup_trials": 5, "max_trials": 12}}
+    expect_400(c, hp, "/api/v1/studies", dict(d, tuner={"algorithm": "bayesian", "acquisition": "ucb"}),
+               "tuner.acquisition", "UCB on two objectives")
     sid = hp.ok("POST", "/api/v1/studies", d)["id"]
     feasible_late = 0
     for k in range(12):
