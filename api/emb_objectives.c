@@ -18,9 +18,10 @@
  * and replay the same way.
  * With a pruner (MO-ASHA), every epoch of the first execution reports the
  * objectives' vector: the epoch metrics, params, flops and latency_ms
- * measured once when the trial starts, and train_seconds, the training
- * seconds of its epochs so far; they are stored in the epoch's metrics, so
- * a restart replays the same vectors (job_trial.c, study_cache.c). */
+ * measured once at its first epoch (a run's, after a resume), and
+ * train_seconds, the training seconds of its epochs so far; they are
+ * stored in the epoch's metrics, so a restart replays the same vectors
+ * (job_trial.c, study_cache.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

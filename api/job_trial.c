@@ -44,8 +44,10 @@ typedef struct run {
     int64_t boundary; /* pbt: the boundary it stopped at, to wait there to be ranked (pbt.c) */
     double started;  /* monotonic start of this run, for job->timeout */
     api_tb_run tb;   /* training.tensorboard */
+    const json_t *model, *params; /* the expanded model template and the trial's params */
     json_t *figures; /* several objectives and a pruner: params, flops and latency_ms, which
-                      * every epoch of execution 0 reports with the others (emb_objectives.c) */
+                      * every epoch of execution 0 reports with the others (emb_objectives.c);
+                      * measured at the first epoch (the model has passed the memory budget) */
     double *secs0;   /* execution 0: each epoch's training seconds (1-based), NaN when unknown */
     int secs0_len;
 } run;
@@ -89,9 +91,22 @@ static void series_set(double **a, int *len, int epoch, double v) {
 static void curve_set(run *r, int e, int epoch, double v) { series_set(&r->curve[e], &r->curve_len[e], epoch, v); }
 
 /* Several objectives and a pruner: the epoch's metrics m get the engine's
- * figures and train_seconds (execution 0's training seconds up to this
- * epoch), and vec the objectives read from them. */
-static void epoch_vector(run *r, const eng_epoch_report *rep, json_t *m, double *vec) {
+ * figures (measured at the first call) and train_seconds (execution 0's
+ * training seconds up to this epoch), and vec the objectives read from
+ * them. An error when the figures cannot be measured (the trial fails). */
+static int epoch_vector(run *r, const eng_epoch_report *rep, json_t *m, double *vec) {
+    if (!r->figures) {
+        hpo_error err = {{0}, {0}};
+        json_t *f = json_object();
+        int rc = api_emb_engine_figures(&r->st->def.emb, r->model, r->params, f, &err);
+        if (rc) {
+            HPO_WARN("trial %lld: its model's params, flops and latency could not be measured: %s",
+                     (long long)r->job->trial_id, err.message[0] ? err.message : hpo_strerror(rc));
+            json_decref(f);
+            return rc;
+        }
+        r->figures = f;
+    }
     series_set(&r->secs0, &r->secs0_len, rep->epoch, rep->seconds);
     double secs = 0;
     for (int i = 0; i < rep->epoch && i < r->secs0_len; i++)
@@ -99,6 +114,7 @@ static void epoch_vector(run *r, const eng_epoch_report *rep, json_t *m, double 
     json_object_update(m, r->figures);
     json_object_set_new(m, "train_seconds", json_real(secs));
     api_objective_vector(&r->st->def, m, vec);
+    return 0;
 }
 
 static int on_epoch(const eng_epoch_report *rep, void *user) {
@@ -111,8 +127,14 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
                             (json_int_t)r->job->number, "execution", r->execution, "from_epoch", rep->epoch - 1));
     json_t *m = metrics_json(rep);
     double v = objective_of(st, &rep->train, &rep->val, rep->has_val), vec[TUN_MAX_OBJECTIVES];
-    int with_vector = r->figures && r->execution == 0;
-    if (with_vector) epoch_vector(r, rep, m, vec);
+    int with_vector = api_emb_reports_vector(&st->def) && r->execution == 0;
+    if (with_vector) {
+        int frc = epoch_vector(r, rep, m, vec);
+        if (frc) {
+            json_decref(m);
+            return frc < 0 ? frc : HPO_EINTERNAL;
+        }
+    }
     char *text = json_dumps(m, JSON_COMPACT);
     char *data = api_event_text(json_pack("{s:I, s:I, s:i, s:i, s:i, s:o, s:o}", "trial_id",
                                           (json_int_t)r->job->trial_id, "number", (json_int_t)r->job->number,
@@ -392,8 +414,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     params = json_loads(t.params, 0, NULL);
     if (job->resumed) load_curves(&r);
     rc = params ? api_model_expand(emb->model, params, st->def.space, &model, &err) : HPO_EINTERNAL;
-    if (rc == 0 && api_emb_reports_vector(&st->def)) /* the figures every epoch reports (MO-ASHA) */
-        rc = api_emb_engine_figures(emb, model, params, r.figures = json_object(), &err);
+    r.model = model;
+    r.params = params;
     if (rc == 0) rc = api_pbt_prepare(ctx, st, &t, &err);
     if (rc == 0) rc = api_open_splits(ctx, emb, &train, &val, &err);
     for (int e = 0; rc == 0 && e < executions; e++)
