@@ -148,50 +148,28 @@ int tun_hyperband_bracket_of(const tun_study *t, int64_t number) {
 /* ---- ASHA within a bracket (bracket -1: every trial competes) ---- */
 
 /* Whether the vector at row 0 of V (M rows of m values at one rung, the
- * trial's own first) falls outside the best keep: the non-domination
- * fronts are peeled in order until the trial's own, whose members are
- * then ordered by crowding distance (larger first), then trial number
- * (numbers[]). Stops as soon as keep rows come before it. O(F M^2 m) for
- * the F fronts peeled. */
+ * trial's own first) falls outside the best keep: ordered by
+ * non-domination front (tun_nondominated_sort), then within a front by
+ * crowding distance (larger first), then trial number (numbers[]). */
 static int mo_outside(const double *V, const int64_t *numbers, size_t M, int m, int64_t keep) {
-    char *alive = hpo_xmalloc(M), *in_front = hpo_xmalloc(M);
-    size_t *members = hpo_xmalloc(M * sizeof *members);
-    double *cd = hpo_xmalloc(M * sizeof *cd);
-    memset(alive, 1, M);
+    int *rank = hpo_xmalloc(M * sizeof *rank);
+    size_t *members = hpo_xmalloc(M * sizeof *members), k = 0;
+    tun_nondominated_sort(V, NULL, M, m, rank);
     int64_t ahead = 0;
-    int outside = 0;
-    for (;;) {
-        size_t k = 0;
-        for (size_t i = 0; i < M; i++) {
-            in_front[i] = 0;
-            if (!alive[i]) continue;
-            int beaten = 0;
-            for (size_t j = 0; j < M && !beaten; j++)
-                beaten = j != i && alive[j] && tun_dominates(V + j * (size_t)m, V + i * (size_t)m, m);
-            if (!beaten) {
-                in_front[i] = 1;
-                members[k++] = i;
-            }
-        }
-        if (in_front[0]) { /* the trial's front: members[0] is the trial */
-            tun_crowding_distance(V, m, members, k, cd);
-            for (size_t a = 1; a < k; a++)
-                if (cd[a] > cd[0] || (cd[a] == cd[0] && numbers[members[a]] < numbers[0])) ahead++;
-            outside = ahead >= keep;
-            break;
-        }
-        ahead += (int64_t)k;
-        if (ahead >= keep) {
-            outside = 1;
-            break;
-        }
-        for (size_t a = 0; a < k; a++) alive[members[a]] = 0;
+    for (size_t i = 0; i < M; i++) {
+        if (rank[i] < rank[0]) ahead++;
+        else if (rank[i] == rank[0]) members[k++] = i; /* members[0] is the trial */
     }
-    free(cd);
+    if (ahead < keep) {
+        double *cd = hpo_xmalloc(k * sizeof *cd);
+        tun_crowding_distance(V, m, members, k, cd);
+        for (size_t a = 1; a < k; a++)
+            if (cd[a] > cd[0] || (cd[a] == cd[0] && numbers[members[a]] < numbers[0])) ahead++;
+        free(cd);
+    }
     free(members);
-    free(in_front);
-    free(alive);
-    return outside;
+    free(rank);
+    return ahead >= keep;
 }
 
 /* The trial's vector at a step index (several objectives). */

@@ -318,9 +318,10 @@ int tun_dominates(const double *a, const double *b, int m);
  * feasible ones compare by tun_dominates, two infeasible ones by the
  * smaller violation. */
 int tun_dominates_constrained(const double *a, double va, const double *b, double vb, int m);
-/* Deb's fast non-dominated sort of n points (rows of m in F): rank[i] = the
- * front of point i (0 = the Pareto front); viol (may be NULL) switches to
- * constrained domination. Returns the number of fronts. _ref peels the
+/* Non-dominated sort of n points (rows of m in F): rank[i] = the front of
+ * point i (0 = the Pareto front); viol (may be NULL) switches to
+ * constrained domination. Returns the number of fronts. ENS-BS (Zhang et
+ * al. 2015): O(n) memory, O(m n^2) comparisons at worst. _ref peels the
  * fronts naively (O(n^3)), for the tests. */
 int tun_nondominated_sort(const double *F, const double *viol, size_t n, int m, int *rank);
 int tun_nondominated_sort_ref(const double *F, const double *viol, size_t n, int m, int *rank);
