@@ -14,13 +14,15 @@
  * f <= 1 + g <= 3.5). Each side runs seeds 0..N-1; the table shows the
  * median over seeds of each sampler, the best hpo median over the best
  * Optuna median, and each side's seconds (the peer runs beside hpo's
- * samplers, its output in a temporary file: wall times overlap).
+ * samplers, its output in a temporary file: wall times overlap). Both
+ * sides use one BLAS thread.
  *
  *   bench_mo_hypervolume [--seeds N] [--trials T] [--hpo nsga2,nsga2-uniform,random,tpe,bayesian]
  *                        [--no-peer] [--peer-samplers nsga2,tpe]
  *   bench_mo_hypervolume --selftest   (the functions on their known Pareto fronts;
  *                                      the hypervolume of a sampled front)
  */
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,7 +154,9 @@ static int peer_start(peer_run *pr, int seeds, int trials, const char *samplers)
     int fd = mkstemp(pr->path);
     if (fd < 0) return 1;
     close(fd);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/optuna_mo.py --seeds %d --trials %d --samplers %s > %s",
+    snprintf(cmd, sizeof cmd,
+             "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 %s/optuna_mo.py --seeds %d --trials %d "
+             "--samplers %s > %s",
              HPO_PEERS_DIR, seeds, trials, samplers, pr->path);
     fprintf(stderr, "peer: %s\n", cmd);
     pr->fp = popen(cmd, "r");
@@ -266,6 +270,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "--seeds 1..%d, --trials 2..300\n", MAX_SEEDS);
         return 2;
     }
+    /* one BLAS thread on each side: the GP's small solves gain nothing from
+     * more, and on busy shared cores spinning BLAS threads only wait */
+    openblas_set_num_threads(1);
     static double hv[N_PROBLEMS][N_HPO][MAX_SEEDS], peer_hv[N_PROBLEMS][N_PEER][MAX_SEEDS];
     double secs[N_HPO] = {0};
     int use[N_HPO], peer_use[N_PEER];
