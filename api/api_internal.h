@@ -266,8 +266,8 @@ int api_enqueued_next(api_ctx *ctx, int64_t study_id, sto_trial *out);
  * {"metric", "min" and/or "max"}) into d; errors name the field. */
 int api_objectives_parse(const json_t *def, api_study_def *d, hpo_error *err);
 /* With the rest of d parsed: what a study with objectives or constraints
- * may not have (a model, an algorithm that reads one value, a pruner, a
- * warm start); 400s naming the field. */
+ * may not have (an algorithm that reads one value, UCB, the median pruner
+ * on several objectives, a warm start); 400s naming the field. */
 int api_objectives_check(const api_study_def *d, const json_t *def, hpo_error *err);
 /* A told outcome: "state" ("complete" default, "pruned", "failed"), one of
  * "value" (one objective), "values" (one number per objective) or
