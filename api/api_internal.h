@@ -265,6 +265,10 @@ int api_study_sync(api_ctx *ctx, api_study *st);
  * when r->parallel of its trials run. */
 int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out);
+/* Tells the tuner a trial's end from an outcome (its values, and the
+ * constraints' values when told). */
+struct api_outcome;
+int api_tuner_finish_outcome(api_study *st, int64_t number, const struct api_outcome *o);
 /* Drops a study from the cache (after DELETE). */
 void api_study_forget(api_ctx *ctx, int64_t id);
 int api_cache_new(api_ctx *ctx);
@@ -292,8 +296,8 @@ int api_enqueued_next(api_ctx *ctx, int64_t study_id, sto_trial *out);
  * {"metric", "min" and/or "max"}) into d; errors name the field. */
 int api_objectives_parse(const json_t *def, api_study_def *d, hpo_error *err);
 /* With the rest of d parsed: what a study with objectives or constraints
- * may not have (a model, an algorithm that reads one value, a pruner, a
- * warm start); 400s naming the field. */
+ * may not have (an algorithm that reads one value, UCB, the median pruner
+ * on several objectives, a warm start); 400s naming the field. */
 int api_objectives_check(const api_study_def *d, const json_t *def, hpo_error *err);
 /* A told outcome: "state" ("complete" default, "pruned", "failed"), one of
  * "value" (one objective), "values" (one number per objective) or
@@ -307,6 +311,8 @@ typedef struct api_outcome {
     const char *error;        /* borrowed from the body */
     double values[TUN_MAX_OBJECTIVES]; /* when value_n > 0: the study's n_obj values */
     double violation;         /* the constraints' violation (0: feasible); NaN: none */
+    double cons[API_MAX_CONSTRAINTS]; /* when violation is told: each constraint's value
+                               * (api_constraint_values) */
     char *values_json;        /* owned: stored for a study with d->multi */
     char *metrics_json;       /* owned: the metrics told, NULL: none */
 } api_outcome;
@@ -314,12 +320,30 @@ typedef struct api_outcome {
  * The caller checks the keys. */
 int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o, hpo_error *err);
 void api_outcome_clear(api_outcome *o);
-/* The constraint violation of the constraint metrics cv[0 .. d->n_cons):
- * the sum of how far each is beyond its bounds. */
-double api_violation(const api_study_def *d, const double *cv);
+/* Each constraint's value from the constraint metrics cv[0 .. d->n_cons),
+ * as Optuna's constraints_func gives them (met when <= 0: how far the
+ * metric lies beyond a bound, negative inside) into c; returns the
+ * violation, the sum of their positive parts. */
+double api_constraint_values(const api_study_def *d, const double *cv, double *c);
 /* A stored trial's n_obj values and violation (NaN when it told no
- * metrics); HPO_EINVAL when its stored values do not fit the study. */
-int api_trial_objectives(const api_study_def *d, const sto_trial *t, double *values, double *violation);
+ * metrics), and with a violation each constraint's value into cons (may be
+ * NULL; d->n_cons of them); HPO_EINVAL when its stored values do not fit
+ * the study. */
+int api_trial_objectives(const api_study_def *d, const sto_trial *t, double *values, double *violation,
+                         double *cons);
+/* The objectives' values in a metrics object (an epoch's, or an external
+ * report's curve point {"<metric>": v}): NaN where one is missing; an
+ * embedded study's val_X is read as X when the trial had no validation
+ * split (as its learning curve is). */
+void api_objective_vector(const api_study_def *d, const json_t *metrics, double *vec);
+/* Whether the study's pruner is told vectors (several objectives and a
+ * pruner: MO-ASHA); then each report's vector is the trial's curve point at
+ * its step (execution 0 of eps, a trial's stored epochs), which
+ * api_report_vector reads: without one, value for the first objective and
+ * NaN for the others. */
+int api_reports_vectors(const api_study_def *d);
+void api_report_vector(const api_study_def *d, const sto_epoch *eps, size_t n_eps, int64_t step, double value,
+                       double *vec);
 /* [{"metric", "direction"}, ...] of a stored definition (a new reference);
  * whether its first objective is maximised. */
 json_t *api_objectives_json(const json_t *spec);
@@ -337,6 +361,13 @@ int api_emb_objectives_check(api_study_def *d, int listed, hpo_error *err);
  * api_outcome_clear). HPO_EINVAL when an objective's metric is missing. */
 int api_emb_outcome(api_ctx *ctx, const api_study_def *d, int64_t trial_id, int best_epoch, const json_t *model_tmpl,
                     const json_t *params, double seconds, api_outcome *o, hpo_error *err);
+/* Whether an embedded study's trials report their objectives' vector at
+ * every epoch (several objectives and a pruner: MO-ASHA). */
+int api_emb_reports_vector(const api_study_def *d);
+/* params, flops and latency_ms (one sample, median of 15 timed forwards)
+ * of the model model_tmpl (expanded) with params makes, set in metrics. */
+int api_emb_engine_figures(const api_embedded *emb, const json_t *model_tmpl, const json_t *params, json_t *metrics,
+                           hpo_error *err);
 /* GET /studies/{id}/best of a study with objectives or constraints: its
  * Pareto front and hypervolume (front.c). */
 void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp);

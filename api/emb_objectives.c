@@ -15,7 +15,13 @@
  * - train_seconds: the trial's wall time (every execution's training).
  * The trial's outcome is then {"values": [...], "metrics": {...}} checked
  * by api_parse_outcome as a tell is, so embedded and external trials store
- * and replay the same way. */
+ * and replay the same way.
+ * With a pruner (MO-ASHA), every epoch of the first execution reports the
+ * objectives' vector: the epoch metrics, params, flops and latency_ms
+ * measured once at its first epoch (a run's, after a resume), and
+ * train_seconds, the training seconds of its epochs so far; they are
+ * stored in the epoch's metrics, so a restart replays the same vectors
+ * (job_trial.c, study_cache.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +83,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+int api_emb_reports_vector(const api_study_def *d) {
+    return d->embedded && d->n_obj > 1 && d->tuner.pruner.kind != TUN_PRUNER_NONE;
+}
+
 /* params, flops and latency_ms of the model the trial trained. */
-static int engine_figures(const api_embedded *emb, const json_t *model_tmpl, const json_t *params, json_t *metrics,
+int api_emb_engine_figures(const api_embedded *emb, const json_t *model_tmpl, const json_t *params, json_t *metrics,
                           hpo_error *err) {
     eng_model *m = NULL;
     float *x = NULL, *out = NULL;
@@ -141,7 +151,7 @@ int api_emb_outcome(api_ctx *ctx, const api_study_def *d, int64_t trial_id, int 
                     const json_t *params, double seconds, api_outcome *o, hpo_error *err) {
     json_t *metrics = json_object(), *values = json_array();
     int rc = epoch_figures(ctx, trial_id, best_epoch, metrics, err);
-    if (rc == 0) rc = engine_figures(&d->emb, model_tmpl, params, metrics, err);
+    if (rc == 0) rc = api_emb_engine_figures(&d->emb, model_tmpl, params, metrics, err);
     json_object_set_new(metrics, "train_seconds", json_real(seconds));
     for (int i = 0; rc == 0 && i < d->n_obj; i++) {
         const json_t *v = json_object_get(metrics, d->obj[i].metric);

@@ -78,7 +78,7 @@ static int front_build(api_ctx *ctx, const api_study_def *d, int64_t id, front *
     fr->of = hpo_xmalloc((n + 1) * sizeof *fr->of);
     for (size_t i = 0; i < n; i++) {
         double v[TUN_MAX_OBJECTIVES], vi = NAN;
-        if (api_trial_objectives(d, &fr->trials[i], v, &vi)) continue;
+        if (api_trial_objectives(d, &fr->trials[i], v, &vi, NULL)) continue;
         if (d->n_cons > 0 && !(vi <= 0)) continue;
         fr->n_feasible++;
         for (int o = 0; o < m; o++) {

@@ -45,6 +45,12 @@ typedef struct run {
     int64_t boundary; /* pbt: the boundary it stopped at, to wait there to be ranked (pbt.c) */
     double started;  /* monotonic start of this run, for job->timeout */
     api_tb_run tb;   /* training.tensorboard */
+    const json_t *model, *params; /* the expanded model template and the trial's params */
+    json_t *figures; /* several objectives and a pruner: params, flops and latency_ms, which
+                      * every epoch of execution 0 reports with the others (emb_objectives.c);
+                      * measured at the first epoch (the model has passed the memory budget) */
+    double *secs0;   /* execution 0: each epoch's training seconds (1-based), NaN when unknown */
+    int secs0_len;
 } run;
 
 
@@ -72,14 +78,44 @@ static json_t *metrics_json(const eng_epoch_report *r) {
     return j;
 }
 
-static void curve_set(run *r, int e, int epoch, double v) {
+/* Sets (*a)[epoch - 1] = v, growing the array (NaN-filled). */
+static void series_set(double **a, int *len, int epoch, double v) {
     if (epoch < 1 || epoch > MAX_EPOCHS) return;
-    if (epoch > r->curve_len[e]) {
-        r->curve[e] = hpo_xrealloc(r->curve[e], (size_t)epoch * sizeof(double));
-        for (int i = r->curve_len[e]; i < epoch; i++) r->curve[e][i] = NAN;
-        r->curve_len[e] = epoch;
+    if (epoch > *len) {
+        *a = hpo_xrealloc(*a, (size_t)epoch * sizeof(double));
+        for (int i = *len; i < epoch; i++) (*a)[i] = NAN;
+        *len = epoch;
     }
-    r->curve[e][epoch - 1] = v;
+    (*a)[epoch - 1] = v;
+}
+
+static void curve_set(run *r, int e, int epoch, double v) { series_set(&r->curve[e], &r->curve_len[e], epoch, v); }
+
+/* Several objectives and a pruner: the epoch's metrics m get the engine's
+ * figures (measured at the first call) and train_seconds (execution 0's
+ * training seconds up to this epoch), and vec the objectives read from
+ * them. An error when the figures cannot be measured (the trial fails). */
+static int epoch_vector(run *r, const eng_epoch_report *rep, json_t *m, double *vec) {
+    if (!r->figures) {
+        hpo_error err = {{0}, {0}};
+        json_t *f = json_object();
+        int rc = api_emb_engine_figures(&r->st->def.emb, r->model, r->params, f, &err);
+        if (rc) {
+            HPO_WARN("trial %lld: its model's params, flops and latency could not be measured: %s",
+                     (long long)r->job->trial_id, err.message[0] ? err.message : hpo_strerror(rc));
+            json_decref(f);
+            return rc;
+        }
+        r->figures = f;
+    }
+    series_set(&r->secs0, &r->secs0_len, rep->epoch, rep->seconds);
+    double secs = 0;
+    for (int i = 0; i < rep->epoch && i < r->secs0_len; i++)
+        if (isfinite(r->secs0[i])) secs += r->secs0[i];
+    json_object_update(m, r->figures);
+    json_object_set_new(m, "train_seconds", json_real(secs));
+    api_objective_vector(&r->st->def, m, vec);
+    return 0;
 }
 
 static int on_epoch(const eng_epoch_report *rep, void *user) {
@@ -91,7 +127,15 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
                   json_pack("{s:I, s:I, s:i, s:i}", "trial_id", (json_int_t)r->job->trial_id, "number",
                             (json_int_t)r->job->number, "execution", r->execution, "from_epoch", rep->epoch - 1));
     json_t *m = metrics_json(rep);
-    double v = objective_of(st, &rep->train, &rep->val, rep->has_val);
+    double v = objective_of(st, &rep->train, &rep->val, rep->has_val), vec[TUN_MAX_OBJECTIVES];
+    int with_vector = api_emb_reports_vector(&st->def) && r->execution == 0;
+    if (with_vector) {
+        int frc = epoch_vector(r, rep, m, vec);
+        if (frc) {
+            json_decref(m);
+            return frc < 0 ? frc : HPO_EINTERNAL;
+        }
+    }
     char *text = json_dumps(m, JSON_COMPACT);
     char *data = api_event_text(json_pack("{s:I, s:I, s:i, s:i, s:i, s:o, s:o}", "trial_id",
                                           (json_int_t)r->job->trial_id, "number", (json_int_t)r->job->number,
@@ -107,7 +151,8 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     if (rc == 0 && r->execution == 0 && isfinite(v)) { /* the pruner watches the first execution */
         pthread_mutex_lock(&st->lock);
         rc = sto_trial_report(r->ctx->db, r->job->trial_id, rep->epoch, v, 0);
-        if (rc == 0) tun_study_report(st->tuner, r->job->number, rep->epoch, v, &prune);
+        if (rc == 0 && with_vector) tun_study_report_mo(st->tuner, r->job->number, rep->epoch, vec, &prune);
+        else if (rc == 0) tun_study_report(st->tuner, r->job->number, rep->epoch, v, &prune);
         if (rc == HPO_ECONFLICT) rc = 0; /* no longer running: the outcome below tells */
         pthread_mutex_unlock(&st->lock);
     }
@@ -159,6 +204,9 @@ static void load_curves(run *r) {
         json_t *v = json_object_get(m, metric);
         if (!v && strncmp(metric, "val_", 4) == 0) v = json_object_get(m, metric + 4);
         if (json_is_number(v)) curve_set(r, eps[i].execution, (int)eps[i].epoch, json_number_value(v));
+        json_t *secs = json_object_get(m, "seconds");
+        if (eps[i].execution == 0 && json_is_number(secs))
+            series_set(&r->secs0, &r->secs0_len, (int)eps[i].epoch, json_number_value(secs));
         json_decref(m);
     }
     sto_epoch_list_free(eps, n);
@@ -296,7 +344,7 @@ static void finish_as(api_ctx *ctx, api_study *st, const api_job *job, sto_trial
         sto_outcome so = {.state = state, .value = value, .value_std = std, .value_n = n, .error = error,
                           .values_json = o->values_json, .metrics_json = o->metrics_json};
         rc = sto_trial_finish_outcome(ctx->db, job->trial_id, &so, &ev);
-        if (rc == 0) rc = tun_study_finish_mo(st->tuner, job->number, api_tun_state(state), o->values, o->violation);
+        if (rc == 0) rc = api_tuner_finish_outcome(st, job->number, o);
     } else {
         rc = sto_trial_finish_ev(ctx->db, job->trial_id, state, value, std, n, error, &ev);
         if (rc == 0) {
@@ -369,6 +417,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     params = json_loads(t.params, 0, NULL);
     if (job->resumed) load_curves(&r);
     rc = params ? api_model_expand(emb->model, params, st->def.space, &model, &err) : HPO_EINTERNAL;
+    r.model = model;
+    r.params = params;
     if (rc == 0) rc = api_pbt_prepare(ctx, st, &t, &err);
     if (rc == 0) rc = api_open_splits(ctx, emb, &train, &val, &err);
     for (int e = 0; rc == 0 && e < executions; e++)
@@ -462,6 +512,8 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     }
     api_tb_run_clear(&r.tb);
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);
+    free(r.secs0);
+    json_decref(r.figures);
     eng_split_clear(&train);
     eng_split_clear(&val);
     json_decref(model);

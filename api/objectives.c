@@ -147,12 +147,22 @@ int api_objectives_parse(const json_t *def, api_study_def *d, hpo_error *err) {
 int api_objectives_check(const api_study_def *d, const json_t *def, hpo_error *err) {
     if (!d->multi) return 0;
     const char *what = json_object_get(def, "constraints") ? "constraints" : "objectives";
-    if (d->tuner.algorithm != TUN_RANDOM && d->tuner.algorithm != TUN_NSGA2 && d->tuner.algorithm != TUN_TPE)
+    tun_algorithm a = d->tuner.algorithm;
+    if (a != TUN_RANDOM && a != TUN_NSGA2 && a != TUN_TPE && a != TUN_BAYESIAN)
         return hpo_fail(err, HPO_EINVAL, "tuner.algorithm",
-                        "a study with %s needs an algorithm that reads them: \"nsga2\", \"tpe\" or \"random\" (not \"%s\")",
-                        d->n_obj > 1 ? "several objectives" : "constraints", tun_algorithm_name(d->tuner.algorithm));
-    if (d->tuner.pruner.kind != TUN_PRUNER_NONE && d->n_obj > 1)
-        return hpo_fail(err, HPO_EINVAL, "tuner.pruner", "multi-objective studies have no pruner yet");
+                        "a study with %s needs an algorithm that reads them: \"nsga2\", \"tpe\", \"bayesian\" or "
+                        "\"random\" (not \"%s\")",
+                        d->n_obj > 1 ? "several objectives" : "constraints", tun_algorithm_name(a));
+    if (a == TUN_BAYESIAN && d->tuner.acquisition == TUN_ACQ_UCB)
+        return hpo_fail(err, HPO_EINVAL, "tuner.acquisition",
+                        "a study with %s uses log expected hypervolume improvement: acquisition \"ucb\" is for "
+                        "one unconstrained objective",
+                        d->n_obj > 1 ? "several objectives" : "constraints");
+    /* MO-ASHA: asha and hyperband rank the reported vectors (tuners/pruners.c) */
+    if (d->tuner.pruner.kind == TUN_PRUNER_MEDIAN && d->n_obj > 1)
+        return hpo_fail(err, HPO_EINVAL, "tuner.pruner",
+                        "the median pruner takes one objective: a study with several prunes with \"asha\" or "
+                        "\"hyperband\" (Pareto ranks at each rung)");
     if (json_object_get(def, "warm_start"))
         return hpo_fail(err, HPO_EINVAL, "warm_start", "a study with %s takes no warm start yet", what);
     return 0;
@@ -160,11 +170,14 @@ int api_objectives_check(const api_study_def *d, const json_t *def, hpo_error *e
 
 /* ---- outcomes ---- */
 
-double api_violation(const api_study_def *d, const double *cv) {
+double api_constraint_values(const api_study_def *d, const double *cv, double *c) {
     double v = 0;
     for (int i = 0; i < d->n_cons; i++) {
-        if (!isnan(d->cons[i].max) && cv[i] > d->cons[i].max) v += cv[i] - d->cons[i].max;
-        if (!isnan(d->cons[i].min) && cv[i] < d->cons[i].min) v += d->cons[i].min - cv[i];
+        double over = -INFINITY;
+        if (!isnan(d->cons[i].max)) over = cv[i] - d->cons[i].max;
+        if (!isnan(d->cons[i].min)) over = fmax(over, d->cons[i].min - cv[i]);
+        c[i] = over;
+        if (over > 0) v += over;
     }
     return v;
 }
@@ -201,7 +214,7 @@ static int parse_metrics(const api_study_def *d, const json_t *m, api_outcome *o
         }
         cv[i] = json_number_value(c);
     }
-    if (d->n_cons > 0 && o->state == STO_TRIAL_COMPLETE) o->violation = api_violation(d, cv);
+    if (d->n_cons > 0 && o->state == STO_TRIAL_COMPLETE) o->violation = api_constraint_values(d, cv, o->cons);
     if (m && json_object_size(m) > 0) o->metrics_json = api_json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
     return 0;
 }
@@ -311,7 +324,8 @@ int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o
     return 0;
 }
 
-int api_trial_objectives(const api_study_def *d, const sto_trial *t, double *values, double *violation) {
+int api_trial_objectives(const api_study_def *d, const sto_trial *t, double *values, double *violation,
+                         double *cons) {
     *violation = NAN;
     if (!d->multi || !t->values_json) {
         if (d->n_obj != 1) return HPO_EINVAL;
@@ -337,9 +351,19 @@ int api_trial_objectives(const api_study_def *d, const sto_trial *t, double *val
             if (ok) cv[i] = json_number_value(c);
         }
         json_decref(m);
-        if (ok) *violation = api_violation(d, cv);
+        double c[API_MAX_CONSTRAINTS];
+        if (ok) *violation = api_constraint_values(d, cv, cons ? cons : c);
     }
     return 0;
+}
+
+void api_objective_vector(const api_study_def *d, const json_t *metrics, double *vec) {
+    for (int k = 0; k < d->n_obj; k++) {
+        const char *name = d->obj[k].metric;
+        const json_t *v = name ? json_object_get(metrics, name) : NULL;
+        if (!v && name && d->embedded && strncmp(name, "val_", 4) == 0) v = json_object_get(metrics, name + 4);
+        vec[k] = json_is_number(v) ? json_number_value(v) : NAN;
+    }
 }
 
 /* ---- views ---- */

@@ -48,25 +48,91 @@ tun_trial_state api_tun_state(sto_trial_state s) {
     }
 }
 
+/* Ends a trial for the tuner: with each constraint's value when they were
+ * told (the bayesian sampler models each one), else the violation. */
+static int finish_told(api_study *st, int64_t number, tun_trial_state ts, const double *values, double violation,
+                       const double *cons) {
+    if (ts == TUN_TRIAL_COMPLETE && !isnan(violation) && st->def.n_cons > 0)
+        return tun_study_finish_cons(st->tuner, number, ts, values, st->def.n_cons, cons);
+    return tun_study_finish_mo(st->tuner, number, ts, ts == TUN_TRIAL_COMPLETE ? values : NULL, violation);
+}
+
 int api_tuner_finish(api_study *st, const sto_trial *t) {
     tun_trial_state ts = api_tun_state(t->state);
-    double values[TUN_MAX_OBJECTIVES], violation = NAN;
+    double values[TUN_MAX_OBJECTIVES], violation = NAN, cons[API_MAX_CONSTRAINTS];
     if (ts != TUN_TRIAL_COMPLETE) return tun_study_finish_mo(st->tuner, t->number, ts, NULL, NAN);
-    if (api_trial_objectives(&st->def, t, values, &violation)) {
+    if (api_trial_objectives(&st->def, t, values, &violation, cons)) {
         HPO_WARN("study %lld trial %lld: its stored values do not fit the study's objectives: failed for the tuner",
                  (long long)st->id, (long long)t->number);
         return tun_study_finish_mo(st->tuner, t->number, TUN_TRIAL_FAILED, NULL, NAN);
     }
-    return tun_study_finish_mo(st->tuner, t->number, ts, values, violation);
+    return finish_told(st, t->number, ts, values, violation, cons);
+}
+
+int api_tuner_finish_outcome(api_study *st, int64_t number, const api_outcome *o) {
+    return finish_told(st, number, api_tun_state(o->state), o->values, o->violation, o->cons);
 }
 
 typedef struct replay {
+    api_ctx *ctx;
+    const api_study_def *def;
     tun_study *tuner;
+    const sto_trial *trials; /* ordered by number */
+    size_t n_trials;
+    int64_t loaded;          /* the trial number whose curves are in eps, -1: none */
+    sto_epoch *eps;
+    size_t n_eps;
 } replay;
+
+int api_reports_vectors(const api_study_def *d) {
+    return d->n_obj > 1 && d->tuner.pruner.kind != TUN_PRUNER_NONE;
+}
+
+void api_report_vector(const api_study_def *d, const sto_epoch *eps, size_t n_eps, int64_t step, double value,
+                       double *vec) {
+    vec[0] = value;
+    for (int k = 1; k < d->n_obj; k++) vec[k] = NAN;
+    for (size_t i = 0; i < n_eps; i++) {
+        if (eps[i].execution != 0 || eps[i].epoch != step) continue;
+        json_t *mj = json_loads(eps[i].metrics, 0, NULL);
+        api_objective_vector(d, mj, vec);
+        json_decref(mj);
+        break;
+    }
+}
+
+/* The vector a study with several objectives and a pruner was told at
+ * (number, step) (api_report_vector), its trial's curves read once. */
+static void replay_vector(replay *r, int64_t number, int64_t step, double value, double *vec) {
+    if (r->loaded != number) {
+        sto_epoch_list_free(r->eps, r->n_eps);
+        r->eps = NULL;
+        r->n_eps = 0;
+        r->loaded = number;
+        size_t lo = 0, hi = r->n_trials; /* the trial of that number */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (r->trials[mid].number < number)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < r->n_trials && r->trials[lo].number == number &&
+            sto_trial_epochs(r->ctx->db, r->trials[lo].id, &r->eps, &r->n_eps))
+            r->n_eps = 0;
+    }
+    api_report_vector(r->def, r->eps, r->n_eps, step, value, vec);
+}
 
 static void replay_intermediate(void *arg, int64_t number, int64_t step, double value) {
     replay *r = arg;
-    tun_study_report(r->tuner, number, step, value, NULL);
+    if (!api_reports_vectors(r->def)) {
+        tun_study_report(r->tuner, number, step, value, NULL);
+        return;
+    }
+    double vec[TUN_MAX_OBJECTIVES];
+    replay_vector(r, number, step, value, vec);
+    tun_study_report_mo(r->tuner, number, step, vec, NULL);
 }
 
 /* Builds the tuner state of study id from storage. */
@@ -125,8 +191,10 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
         }
         if ((rc = tun_study_add(st->tuner, trials[i].number, x, TUN_TRIAL_RUNNING, NAN))) goto fail;
     }
-    replay r = {st->tuner};
-    if ((rc = sto_study_intermediates(ctx->db, id, replay_intermediate, &r))) goto fail;
+    replay r = {ctx, &st->def, st->tuner, trials, n, -1, NULL, 0};
+    rc = sto_study_intermediates(ctx->db, id, replay_intermediate, &r);
+    sto_epoch_list_free(r.eps, r.n_eps);
+    if (rc) goto fail;
     for (size_t i = 0; i < n; i++) {
         tun_trial_state ts = api_tun_state(trials[i].state);
         if (ts == TUN_TRIAL_RUNNING || trials[i].started <= 0) continue;

@@ -146,28 +146,81 @@ static int not_running(const sto_trial *t, api_response *resp) {
     return 1;
 }
 
+/* A report's "value" or "values" (one number per objective) read against
+ * the study's objectives: *value the first objective's, vec all of them
+ * (NaN where not told), *curve (NULL: none) the epoch row that keeps a
+ * vector: {"<metric>": v, ...}. 0, or a 400 in resp. */
+static int report_values(const api_study *st, const json_t *jvalue, const json_t *jvalues, double *value, double *vec,
+                         char **curve, api_response *resp) {
+    int m = st->def.n_obj;
+    *curve = NULL;
+    if (!!jvalue == !!jvalues) {
+        api_fail(resp, 400, "invalid_argument", jvalues ? "values" : "value",
+                 "give value (a number) or values (one number per objective)");
+        return -1;
+    }
+    if (jvalue) {
+        if (!json_is_number(jvalue)) {
+            api_fail(resp, 400, "invalid_argument", "value", "value must be a number");
+            return -1;
+        }
+        if (m > 1 && st->def.tuner.pruner.kind != TUN_PRUNER_NONE) {
+            api_fail(resp, 400, "invalid_argument", "values",
+                     "this study has %d objectives and a pruner that ranks their vectors: report values, one "
+                     "number per objective", m);
+            return -1;
+        }
+        *value = vec[0] = json_number_value(jvalue);
+        for (int k = 1; k < m; k++) vec[k] = NAN;
+        return 0;
+    }
+    if (!json_is_array(jvalues) || json_array_size(jvalues) != (size_t)m) {
+        api_fail(resp, 400, "invalid_argument", "values", "values holds one number per objective (this study has %d)",
+                 m);
+        return -1;
+    }
+    json_t *row = json_object();
+    for (int k = 0; k < m; k++) {
+        const json_t *e = json_array_get(jvalues, (size_t)k);
+        if (!json_is_number(e)) {
+            json_decref(row);
+            api_fail(resp, 400, "invalid_argument", "values", "values[%d] must be a number", k);
+            return -1;
+        }
+        vec[k] = json_number_value(e);
+        if (st->def.obj[k].metric) json_object_set_new(row, st->def.obj[k].metric, json_real(vec[k]));
+    }
+    *value = vec[0];
+    if (m > 1) *curve = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(row);
+    return 0;
+}
+
 void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     double t0 = hpo_monotonic();
-    static const char *keys[] = {"step", "value", "user_attrs"};
+    static const char *keys[] = {"step", "value", "values", "user_attrs"};
     json_t *body = api_body_object(req, resp);
     if (!body) return;
     if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
     const json_t *attrs = json_object_get(body, "user_attrs");
     if (attrs_invalid(attrs, resp)) goto out;
-    json_t *jstep = json_object_get(body, "step"), *jvalue = json_object_get(body, "value");
+    json_t *jstep = json_object_get(body, "step");
     if (!json_is_integer(jstep) || json_integer_value(jstep) < 0) {
         api_fail(resp, 400, "invalid_argument", "step", "step must be an integer >= 0");
         goto out;
     }
-    if (!json_is_number(jvalue)) {
-        api_fail(resp, 400, "invalid_argument", "value", "value must be a number");
-        goto out;
-    }
     int64_t step = json_integer_value(jstep);
-    double value = json_number_value(jvalue);
+    double value, vec[TUN_MAX_OBJECTIVES];
+    char *curve = NULL;
     sto_trial t;
     api_study *st;
     if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
+    if (report_values(st, json_object_get(body, "value"), json_object_get(body, "values"), &value, vec, &curve,
+                      resp)) {
+        sto_trial_clear(&t);
+        api_study_release(ctx, st);
+        goto out;
+    }
     pthread_mutex_lock(&st->lock);
     /* Re-read under the lock: the state may have changed since (or the
      * study was deleted: 404 naming the trial). */
@@ -182,8 +235,12 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
          * the next ask catches up: a report spares the query) */
         if (st->def.tuner.pruner.kind != TUN_PRUNER_NONE) rc = api_study_sync(ctx, st);
         if (rc == 0) rc = api_trial_annotate(ctx, &t, attrs, NULL, &err); /* before the report: a 413 changes nothing */
+        /* several objectives: the vector is kept as the trial's curve point at
+         * this step (execution 0), which a restart replays (study_cache.c);
+         * stored before the report, so a stored report always has it */
+        if (rc == 0 && curve) rc = sto_epoch_put(ctx->db, id, 0, step, curve);
         if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
-        if (rc == 0) rc = tun_study_report(st->tuner, t.number, step, value, &prune);
+        if (rc == 0) rc = tun_study_report_mo(st->tuner, t.number, step, vec, &prune);
         if (rc)
             api_fail_rc(resp, rc, err.message[0] ? &err : NULL);
         else
@@ -191,6 +248,7 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
     }
     pthread_mutex_unlock(&st->lock);
     if (attrs) api_events_wake(ctx);
+    free(curve);
     sto_trial_clear(&t);
     api_study_release(ctx, st);
 out:
@@ -242,7 +300,7 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
         if (rc == 0) {
             /* Storage keeps the last intermediate as a pruned trial's value. */
             if (state == STO_TRIAL_PRUNED && o.value_n == 0) value = t.last_value;
-            rc = tun_study_finish_mo(st->tuner, t.number, api_tun_state(state), o.values, o.violation);
+            rc = api_tuner_finish_outcome(st, t.number, &o);
         }
         if (rc) {
             api_fail_rc(resp, rc, NULL);

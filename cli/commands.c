@@ -224,18 +224,31 @@ int cli_ask(cli_ctx *c, int argc, char **argv) {
 }
 
 int cli_report(cli_ctx *c, int argc, char **argv) {
-    if (argc != 3) return cli_usage("report needs TRIAL STEP VALUE");
+    if (argc < 3) return cli_usage("report needs TRIAL STEP VALUE (one VALUE per objective)");
     long long trial = cli_id(argv[0]);
-    double value;
     char *end;
     errno = 0;
     long long step = strtoll(argv[1], &end, 10);
     if (!trial) return cli_usage("%s is not a trial id", argv[0]);
     if (errno || *end || end == argv[1] || step < 0) return cli_usage("STEP must be an integer >= 0, not %s", argv[1]);
-    if (cli_parse_number(argv[2], &value)) return cli_usage("VALUE must be a finite number, not %s", argv[2]);
+    json_t *values = json_array();
+    for (int i = 2; i < argc; i++) {
+        double value;
+        if (cli_parse_number(argv[i], &value)) {
+            json_decref(values);
+            return cli_usage("VALUE must be a finite number, not %s", argv[i]);
+        }
+        json_array_append_new(values, json_real(value));
+    }
     char path[64];
     snprintf(path, sizeof path, "/api/v1/trials/%lld/report", trial);
-    json_t *body = json_pack("{s:I, s:f}", "step", (json_int_t)step, "value", value), *out = NULL;
+    /* one value: "value"; several (one per objective): "values" */
+    json_t *body = json_pack("{s:I}", "step", (json_int_t)step), *out = NULL;
+    if (argc == 3)
+        json_object_set(body, "value", json_array_get(values, 0));
+    else
+        json_object_set(body, "values", values);
+    json_decref(values);
     int rc = cli_call(c, "POST", path, body, &out);
     json_decref(body);
     if (rc) return rc;

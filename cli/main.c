@@ -84,8 +84,8 @@ static const command commands[] = {
     {"ask", NULL, cli_ask, "ID",
      "start a trial; prints it as JSON (trial_id, number, params,\nlease_expires); --field trial_id --field params.lr "
      "prints just those", " "},
-    {"report", NULL, cli_report, "TRIAL STEP VALUE",
-     "report an intermediate value; prints \"continue\" (exit 0) or \"prune\"\n(exit 3): stop and `tell TRIAL --state pruned`",
+    {"report", NULL, cli_report, "TRIAL STEP VALUE [VALUE...]",
+     "report an intermediate value (one per objective of a study with several);\nprints \"continue\" (exit 0) or \"prune\" (exit 3): stop and `tell TRIAL --state pruned`",
      " "},
     {"tell", NULL, cli_tell,
      "TRIAL VALUE [VALUE...] [--repeats] [--metric NAME=V]... | TRIAL --state failed|pruned [--error TEXT]",

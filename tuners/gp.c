@@ -1,12 +1,10 @@
 /*
  * gp.c - the "bayesian" sampler: Gaussian-process BO (tun_gp_suggest).
  *
- * A configuration is encoded into the unit cube: a float or int takes one
- * column, (v - low) / (high - low) or its log version (ints and stepped
- * floats over [low - step/2, high + step/2], so every value owns an equal
- * slice); a choice or bool takes one one-hot column per value. An inactive
- * conditional parameter is encoded at 0.5 (numeric) or all-zero (one-hot),
- * so trials that share a branch are close and the others are not.
+ * A configuration is encoded into the unit cube (gp_space.h: a column per
+ * number, one-hot columns per choice or bool, inactive parameters at 0.5
+ * or all-zero). A study with several objectives or constraints goes to
+ * gp_mo.c instead (one GP per objective and constraint, log EHVI).
  *
  * Each suggestion: the first n_startup_trials (complete + pruned; default
  * 10) are random. Then a GP (gp_model.c: Matern-5/2 ARD, MAP fit with
@@ -18,10 +16,11 @@
  * fantasised at the posterior mean (kriging believer). The acquisition (log
  * EI, or UCB -mu + sqrt(beta) sigma when cfg.acquisition says so) is
  * evaluated on random configurations and on Gaussian perturbations of the
- * best trials; the best few start L-BFGS runs (NLopt, analytic gradient)
- * over the numeric columns of their active parameters, choices held; the
- * winner is decoded and snapped (tun_space_snap). A decoded point equal to
- * an earlier trial gives way to the next candidate.
+ * best trials (tun_gp_candidates); the best few start L-BFGS runs
+ * (tun_gp_local_opt: NLopt, analytic gradient) over the numeric columns of
+ * their active parameters, choices held; the winner is decoded and snapped
+ * (tun_space_snap). A decoded point equal to an earlier trial gives way to
+ * the next candidate.
  *
  * Startup: 10 random trials beat 5 on the regret benchmark (Ackley5 at 50
  * trials: 6.7 vs 8.8 median on tuning seeds), so the config's default
@@ -34,8 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gp_model.h"
-#include "tuners_internal.h"
+#include "gp_space.h"
 
 #define N_RANDOM_CANDIDATES 1000
 #define N_TOP_PERTURBED 5
@@ -46,95 +44,6 @@
 #define FIT_MAX_EVAL 60
 #define FIT_MAX_POINTS 100 /* hyperparameters are fitted on at most this many */
 #define MAX_GP_POINTS 600 /* past this, the best and the most recent trials are kept */
-
-/* ---- unit-cube encoding ------------------------------------------------ */
-
-typedef struct encoding {
-    int d;      /* columns */
-    int *col;   /* first column of parameter i */
-    double *lo, *hi; /* numeric: the encoded range (log-scaled where asked) */
-} encoding;
-
-static int is_numeric(const tun_param *p) { return p->type == TUN_INT || p->type == TUN_FLOAT; }
-
-static int encoding_init(encoding *e, const tun_space *s) {
-    e->col = malloc((size_t)s->n * sizeof(int));
-    e->lo = malloc((size_t)s->n * sizeof(double));
-    e->hi = malloc((size_t)s->n * sizeof(double));
-    if (!e->col || !e->lo || !e->hi) {
-        free(e->col);
-        free(e->lo);
-        free(e->hi);
-        return HPO_ENOMEM;
-    }
-    int d = 0;
-    for (int i = 0; i < s->n; i++) {
-        const tun_param *p = &s->params[i];
-        e->col[i] = d;
-        if (is_numeric(p)) {
-            double half = p->step > 0 ? 0.5 * p->step : 0.0;
-            double lo = p->low - half, hi = p->high + half;
-            if (p->log) {
-                lo = log(lo > 0 ? lo : p->low);
-                hi = log(hi);
-            }
-            e->lo[i] = lo;
-            e->hi[i] = hi > lo ? hi : lo + 1.0;
-            d += 1;
-        } else {
-            e->lo[i] = e->hi[i] = 0.0;
-            d += p->type == TUN_BOOL ? 2 : p->n_choices;
-        }
-    }
-    e->d = d;
-    return 0;
-}
-
-static void encoding_close(encoding *e) {
-    free(e->col);
-    free(e->lo);
-    free(e->hi);
-}
-
-static void encode(const encoding *e, const tun_space *s, const double *x, double *u) {
-    for (int i = 0; i < s->n; i++) {
-        const tun_param *p = &s->params[i];
-        double *c = u + e->col[i];
-        if (is_numeric(p)) {
-            if (isnan(x[i])) {
-                c[0] = 0.5;
-            } else {
-                double v = p->log ? log(x[i]) : x[i];
-                double t = (v - e->lo[i]) / (e->hi[i] - e->lo[i]);
-                c[0] = t < 0 ? 0 : t > 1 ? 1 : t;
-            }
-        } else {
-            int k = p->type == TUN_BOOL ? 2 : p->n_choices;
-            for (int j = 0; j < k; j++) c[j] = 0.0;
-            if (!isnan(x[i]) && x[i] >= 0 && x[i] < k) c[(int)x[i]] = 1.0;
-        }
-    }
-}
-
-static void decode(const encoding *e, const tun_space *s, const double *u, double *x) {
-    for (int i = 0; i < s->n; i++) {
-        const tun_param *p = &s->params[i];
-        if (!tun_space_is_active(s, x, i)) {
-            x[i] = NAN;
-            continue;
-        }
-        const double *c = u + e->col[i];
-        if (is_numeric(p)) {
-            double v = e->lo[i] + c[0] * (e->hi[i] - e->lo[i]);
-            x[i] = tun_space_snap(s, i, p->log ? exp(v) : v);
-        } else {
-            int k = p->type == TUN_BOOL ? 2 : p->n_choices, best = 0;
-            for (int j = 1; j < k; j++)
-                if (c[j] > c[best]) best = j;
-            x[i] = (double)best;
-        }
-    }
-}
 
 /* ---- history ----------------------------------------------------------- */
 
@@ -152,7 +61,7 @@ static int cmp_double(const void *a, const void *b) {
 /* Complete trials with their values, pruned ones with the worst complete
  * value, then the running ones. At most MAX_GP_POINTS observations: past
  * that, the best half and the most recent half. */
-static int collect(const tun_study *t, const encoding *e, history *h) {
+static int collect(const tun_study *t, const tun_gp_enc *e, history *h) {
     int64_t n_c = 0, n_p = 0, n_r = 0;
     double worst = -INFINITY;
     for (int64_t i = 0; i < t->cap; i++) {
@@ -200,7 +109,7 @@ static int collect(const tun_study *t, const encoding *e, history *h) {
         int recent = seen++ >= n_obs - keep_recent;
         if (!recent && !(v <= cut)) continue;
         if (m >= cap - n_r) break;
-        encode(e, t->space, r->x, h->U + (size_t)m * d);
+        tun_gp_encode(e, t->space, r->x, h->U + (size_t)m * d);
         h->y[m++] = v;
     }
     h->n_obs = m;
@@ -208,7 +117,7 @@ static int collect(const tun_study *t, const encoding *e, history *h) {
     for (int64_t i = 0; i < t->cap; i++) {
         const tun_trial_rec *r = &t->trials[i];
         if (!r->present || r->state != TUN_TRIAL_RUNNING || m >= cap) continue;
-        encode(e, t->space, r->x, h->U + (size_t)m * d);
+        tun_gp_encode(e, t->space, r->x, h->U + (size_t)m * d);
         m++;
         h->n_pending++;
     }
@@ -242,62 +151,9 @@ static void warp_values(double *y, int n) {
 
 /* Fits theta by maximum a posteriori on at most FIT_MAX_POINTS of the
  * observations (the best half of them, then an even spread of the rest in
- * trial order): the fit costs O(n^3) per evaluation and a few hundred
- * points pin the lengthscales no better than a hundred. The posterior then
- * uses every observation with that theta. */
+ * trial order; gp_space.c). */
 static int fit_hyperparameters(tun_gp *gp, hpo_rng *rng, double fixed_noise) {
-    int n = gp->n, d = gp->d, rc;
-    gp->fixed_noise = fixed_noise;
-    if (n <= FIT_MAX_POINTS) return tun_gp_fit(gp, rng, FIT_RESTARTS, FIT_MAX_EVAL);
-    int *order = malloc((size_t)n * sizeof(int));
-    char *take = calloc((size_t)n, 1);
-    double *Xs = malloc((size_t)FIT_MAX_POINTS * d * sizeof(double));
-    double *ys = malloc((size_t)FIT_MAX_POINTS * sizeof(double));
-    tun_gp sub;
-    int sub_ready = 0;
-    if (!order || !take || !Xs || !ys) {
-        rc = HPO_ENOMEM;
-        goto fail;
-    }
-    for (int i = 0; i < n; i++) order[i] = i;
-    int n_best = FIT_MAX_POINTS / 2;
-    for (int a = 0; a < n_best; a++) /* partial selection sort */
-        for (int b = a + 1; b < n; b++)
-            if (gp->y[order[b]] < gp->y[order[a]] ||
-                (gp->y[order[b]] == gp->y[order[a]] && order[b] < order[a])) {
-                int t = order[a];
-                order[a] = order[b];
-                order[b] = t;
-            }
-    for (int a = 0; a < n_best; a++) take[order[a]] = 1;
-    int rest = n - n_best, want = FIT_MAX_POINTS - n_best, seen = 0, got = 0;
-    for (int i = 0; i < n && got < want; i++) {
-        if (take[i]) continue;
-        /* the rest, evenly: take when the running quota crosses an integer */
-        if ((long)(seen + 1) * want / rest > got) {
-            take[i] = 1;
-            got++;
-        }
-        seen++;
-    }
-    int m = 0;
-    for (int i = 0; i < n && m < FIT_MAX_POINTS; i++)
-        if (take[i]) {
-            memcpy(Xs + (size_t)m * d, gp->X + (size_t)i * d, (size_t)d * sizeof(double));
-            ys[m++] = gp->y[i];
-        }
-    if ((rc = tun_gp_init(&sub, m, d, Xs, ys)) < 0) goto fail;
-    sub_ready = 1;
-    sub.fixed_noise = fixed_noise;
-    if ((rc = tun_gp_fit(&sub, rng, FIT_RESTARTS, FIT_MAX_EVAL)) < 0) goto fail;
-    rc = tun_gp_set_theta(gp, sub.theta);
-fail:
-    if (sub_ready) tun_gp_clear(&sub);
-    free(order);
-    free(take);
-    free(Xs);
-    free(ys);
-    return rc;
+    return tun_gp_fit_subset(gp, rng, fixed_noise, FIT_MAX_POINTS, FIT_RESTARTS, FIT_MAX_EVAL);
 }
 
 /* ---- acquisition ------------------------------------------------------- */
@@ -306,10 +162,7 @@ typedef struct acq_ctx {
     const tun_gp *gp;
     tun_acquisition kind;
     double sqrt_beta;
-    double *u;       /* full point; free columns overwritten */
-    const int *free_cols;
-    int n_free;
-    double *dmu, *dvar;
+    double *dmu, *dvar; /* work: d each */
 } acq_ctx;
 
 static double acquisition(const acq_ctx *c, double mu, double var, double *dmu, double *dvar) {
@@ -322,78 +175,18 @@ static double acquisition(const acq_ctx *c, double mu, double var, double *dmu, 
     return tun_log_ei(mu, var, c->gp->y_best, dmu, dvar);
 }
 
-static double local_objective(unsigned n, const double *z, double *grad, void *data) {
+/* The acquisition at u and its gradient (tun_gp_acq_fn). */
+static double acquisition_at(void *data, const double *u, double *grad) {
     acq_ctx *c = data;
-    for (unsigned j = 0; j < n; j++) c->u[c->free_cols[j]] = z[j];
     double mu, var, am, av;
-    tun_gp_predict(c->gp, c->u, &mu, &var, grad ? c->dmu : NULL, grad ? c->dvar : NULL);
+    tun_gp_predict(c->gp, u, &mu, &var, grad ? c->dmu : NULL, grad ? c->dvar : NULL);
     double v = acquisition(c, mu, var, &am, &av);
     if (grad)
-        for (unsigned j = 0; j < n; j++) {
-            int k = c->free_cols[j];
-            grad[j] = am * c->dmu[k] + av * c->dvar[k];
-        }
-    return isfinite(v) ? v : -1e300;
-}
-
-/* Local L-BFGS over the numeric columns of the active parameters of u (in
- * place); returns the acquisition reached. */
-static double local_opt(acq_ctx *c, const encoding *e, const tun_space *s, double *u,
-                        double start_value) {
-    int d = e->d, nf = 0;
-    int free_cols[d];
-    double x[s->n > 0 ? s->n : 1];
-    decode(e, s, u, x);
-    for (int i = 0; i < s->n; i++)
-        if (is_numeric(&s->params[i]) && !isnan(x[i])) free_cols[nf++] = e->col[i];
-    if (nf == 0) return start_value;
-    double z[nf], lb[nf], ub[nf];
-    for (int j = 0; j < nf; j++) {
-        z[j] = u[free_cols[j]];
-        lb[j] = 0.0;
-        ub[j] = 1.0;
-    }
-    double work[2 * d];
-    c->u = u;
-    c->free_cols = free_cols;
-    c->n_free = nf;
-    c->dmu = work;
-    c->dvar = work + d;
-    nlopt_opt opt = nlopt_create(NLOPT_LD_LBFGS, (unsigned)nf);
-    if (!opt) return start_value;
-    nlopt_set_lower_bounds(opt, lb);
-    nlopt_set_upper_bounds(opt, ub);
-    nlopt_set_maxeval(opt, LOCAL_MAX_EVAL);
-    nlopt_set_ftol_abs(opt, 1e-9);
-    nlopt_set_xtol_rel(opt, 1e-6);
-    nlopt_set_max_objective(opt, local_objective, c);
-    double z0[nf], v = -INFINITY;
-    memcpy(z0, z, sizeof z0);
-    nlopt_result res = nlopt_optimize(opt, z, &v);
-    nlopt_destroy(opt);
-    if ((res < 0 && res != NLOPT_ROUNDOFF_LIMITED) || !(v > start_value)) {
-        for (int j = 0; j < nf; j++) u[free_cols[j]] = z0[j];
-        return start_value;
-    }
-    for (int j = 0; j < nf; j++) u[free_cols[j]] = z[j];
+        for (int k = 0; k < c->gp->d; k++) grad[k] = am * c->dmu[k] + av * c->dvar[k];
     return v;
 }
 
 /* ---- the sampler ------------------------------------------------------- */
-
-static int same_config(const tun_space *s, const double *a, const double *b) {
-    for (int i = 0; i < s->n; i++) {
-        if (isnan(a[i]) != isnan(b[i])) return 0;
-        if (!isnan(a[i]) && a[i] != b[i]) return 0;
-    }
-    return 1;
-}
-
-static int already_tried(const tun_study *t, const double *x) {
-    for (int64_t i = 0; i < t->cap; i++)
-        if (t->trials[i].present && same_config(t->space, t->trials[i].x, x)) return 1;
-    return 0;
-}
 
 typedef struct cand {
     double acq;
@@ -422,13 +215,13 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     }
 
     int rc = 0;
-    encoding e;
+    tun_gp_enc e;
     history h = {0};
     tun_gp gp;
     int gp_ready = 0;
-    double *C = NULL, *mu = NULL, *var = NULL, *xs = NULL;
+    double *C = NULL, *mu = NULL, *var = NULL, *xs = NULL, *work = NULL;
     cand *cands = NULL;
-    if ((rc = encoding_init(&e, s)) < 0) return rc;
+    if ((rc = tun_gp_enc_init(&e, s)) < 0) return rc;
     int d = e.d;
     if ((rc = collect(t, &e, &h)) < 0) goto fail_enc;
     double *y = h.y;
@@ -453,10 +246,6 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
         rc = HPO_ENOMEM;
         goto fail;
     }
-    for (int j = 0; j < N_RANDOM_CANDIDATES; j++) {
-        tun_space_sample(s, rng, xs);
-        encode(&e, s, xs, C + (size_t)j * d);
-    }
     {
         int order[h.n_obs];
         for (int i = 0; i < h.n_obs; i++) order[i] = i;
@@ -467,26 +256,16 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
                     order[a] = order[b];
                     order[b] = tmp;
                 }
-        static const double sigmas[] = {0.005, 0.02, 0.05, 0.15};
-        int j = N_RANDOM_CANDIDATES;
-        for (int a = 0; a < n_top; a++) {
-            const double *base = h.U + (size_t)order[a] * d;
-            double xb[s->n];
-            decode(&e, s, base, xb);
-            for (int k = 0; k < N_PERTURB_EACH; k++, j++) {
-                double *c = C + (size_t)j * d, sg = sigmas[k % HPO_ARRAY_LEN(sigmas)];
-                memcpy(c, base, (size_t)d * sizeof(double));
-                for (int i = 0; i < s->n; i++) {
-                    if (!is_numeric(&s->params[i]) || isnan(xb[i])) continue;
-                    double v = c[e.col[i]] + sg * hpo_rng_normal(rng);
-                    c[e.col[i]] = v < 0 ? 0 : v > 1 ? 1 : v;
-                }
-            }
-        }
+        const double *base[N_TOP_PERTURBED];
+        for (int a = 0; a < n_top; a++) base[a] = h.U + (size_t)order[a] * d;
+        tun_gp_candidates(&e, s, rng, N_RANDOM_CANDIDATES, base, n_top, N_PERTURB_EACH, C);
     }
     if ((rc = tun_gp_predict_batch(&gp, m, C, mu, var)) < 0) goto fail;
-    acq_ctx ctx = {&gp, t->cfg.acquisition, sqrt(t->cfg.ucb_beta > 0 ? t->cfg.ucb_beta : 2.0),
-                   NULL, NULL, 0, NULL, NULL};
+    if (!(work = malloc((size_t)2 * d * sizeof(double)))) {
+        rc = HPO_ENOMEM;
+        goto fail;
+    }
+    acq_ctx ctx = {&gp, t->cfg.acquisition, sqrt(t->cfg.ucb_beta > 0 ? t->cfg.ucb_beta : 2.0), work, work + d};
     for (int j = 0; j < m; j++) {
         cands[j].acq = acquisition(&ctx, mu[j], var[j], NULL, NULL);
         if (!isfinite(cands[j].acq)) cands[j].acq = -1e300;
@@ -496,16 +275,18 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     /* local optimisation of the best few */
     int n_local = m < N_LOCAL_STARTS ? m : N_LOCAL_STARTS;
     for (int a = 0; a < n_local; a++)
-        cands[a].acq = local_opt(&ctx, &e, s, C + (size_t)cands[a].idx * d, cands[a].acq);
+        cands[a].acq = tun_gp_local_opt(acquisition_at, &ctx, &e, s, C + (size_t)cands[a].idx * d, cands[a].acq,
+                                        LOCAL_MAX_EVAL);
     qsort(cands, (size_t)n_local, sizeof(cand), cmp_cand);
     int found = 0;
     for (int a = 0; a < m && !found; a++) {
-        decode(&e, s, C + (size_t)cands[a].idx * d, xs);
-        if (!already_tried(t, xs)) found = 1;
+        tun_gp_decode(&e, s, C + (size_t)cands[a].idx * d, xs);
+        if (!tun_gp_already_tried(t, xs)) found = 1;
     }
     if (!found) tun_space_sample(s, rng, xs);
     memcpy(x, xs, (size_t)s->n * sizeof(double));
 fail:
+    free(work);
     free(C);
     free(mu);
     free(var);
@@ -515,6 +296,6 @@ fail:
     free(h.U);
     free(h.y);
 fail_enc:
-    encoding_close(&e);
+    tun_gp_enc_clear(&e);
     return rc;
 }

@@ -103,4 +103,40 @@ double tun_log_h(double z, double *dlogh);
  * gradients with respect to mu and var into dmu, dvar (may be NULL). */
 double tun_log_ei(double mu, double var, double best, double *dmu, double *dvar);
 
+/* ---- expected hypervolume improvement (ehvi.c) ----
+ * For several objectives (minimised, m <= TUN_MAX_OBJECTIVES): the region
+ * below ref that the front does not dominate, cut into disjoint boxes once
+ * (tun_ehvi_init), then the exact expected hypervolume improvement of a
+ * point whose objectives are independent Gaussians N(mu_k, var_k), as its
+ * log, with gradients (tun_ehvi_log). The front's points not strictly
+ * below ref in every objective, and dominated ones, are dropped; past
+ * 50,000 boxes the front keeps its points of largest exclusive
+ * hypervolume, as many as (n + 1)^(m - 1) <= 50,000 allows. */
+#define TUN_EHVI_MAX_OBJ 8
+typedef struct tun_ehvi {
+    int m;
+    double ref[TUN_EHVI_MAX_OBJ];
+    size_t n_front;
+    double *front;          /* n_front rows of m: the points kept */
+    int n_boxes;
+    double *lo, *hi;        /* n_boxes rows of m: the boxes (lo may be -inf) */
+    int *box;               /* per box and objective, lo's and hi's index in grid (-1: -inf) */
+    int n_grid[TUN_EHVI_MAX_OBJ];
+    double *grid[TUN_EHVI_MAX_OBJ]; /* per objective, the finite bounds, sorted */
+    double *lg[TUN_EHVI_MAX_OBJ], *dlm[TUN_EHVI_MAX_OBJ], *dls[TUN_EHVI_MAX_OBJ]; /* work */
+    double *term;           /* work: per box */
+} tun_ehvi;
+/* F: n rows of m (may hold dominated points); ref finite. HPO_EINVAL. */
+int tun_ehvi_init(tun_ehvi *e, const double *F, size_t n, int m, const double *ref);
+void tun_ehvi_clear(tun_ehvi *e);
+/* log EHVI at (mu, var); dmu, dvar (m each, may be NULL) its gradients.
+ * -inf only when the region is empty. Uses e's work arrays: one caller at
+ * a time. */
+double tun_ehvi_log(tun_ehvi *e, const double *mu, const double *var, double *dmu, double *dvar);
+/* The naive reference: the mean over n_samples draws of the hypervolume
+ * the n points of F gain with one point drawn from N(mu, var)
+ * (tun_hypervolume), and its standard error. */
+double tun_ehvi_mc_ref(const double *F, size_t n, int m, const double *ref, const double *mu, const double *var,
+                       int n_samples, hpo_rng *rng, double *std_err);
+
 #endif

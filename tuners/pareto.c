@@ -1,6 +1,6 @@
 /*
  * pareto.c - multi-objective geometry: domination (plain and constrained),
- * fast non-dominated sorting, crowding distance and the exact hypervolume.
+ * non-dominated sorting (ENS-BS), crowding distance and the exact hypervolume.
  * Everything minimises; points are rows of m doubles.
  *
  * Hypervolume: only points strictly better than the reference point in
@@ -14,6 +14,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "tuners_internal.h"
@@ -48,53 +49,55 @@ static int dom(const double *F, const double *viol, int m, size_t i, size_t j) {
                                      viol_of(viol, j), m);
 }
 
+/* A point in the order ENS visits them: by violation (constrained), then
+ * lexicographically by its values, then by index. A point can only be
+ * dominated by points before it in this order. */
+typedef struct ens_key {
+    double viol;
+    const double *row;
+    int m;
+    size_t i;
+} ens_key;
+
+static int cmp_ens(const void *a, const void *b) {
+    const ens_key *x = a, *y = b;
+    if (x->viol != y->viol) return x->viol < y->viol ? -1 : 1;
+    for (int k = 0; k < x->m; k++)
+        if (x->row[k] != y->row[k]) return x->row[k] < y->row[k] ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
 int tun_nondominated_sort(const double *F, const double *viol, size_t n, int m, int *rank) {
     if (n == 0) return 0;
-    /* Deb's fast sort: count who dominates each point, list whom it dominates */
-    int *count = hpo_xcalloc(n, sizeof *count);
-    size_t *dominated = hpo_xmalloc(n * n * sizeof *dominated); /* row i: the points i dominates */
-    size_t *n_dom = hpo_xcalloc(n, sizeof *n_dom);
-    size_t *front = hpo_xmalloc(n * sizeof *front), *next = hpo_xmalloc(n * sizeof *next);
-    size_t n_front = 0;
-    for (size_t i = 0; i < n; i++) {
-        for (size_t j = i + 1; j < n; j++) {
-            if (dom(F, viol, m, i, j)) {
-                dominated[i * n + n_dom[i]++] = j;
-                count[j]++;
-            } else if (dom(F, viol, m, j, i)) {
-                dominated[j * n + n_dom[j]++] = i;
-                count[i]++;
-            }
+    /* ENS-BS (Zhang et al. 2015): in that order, each point joins the first
+     * front none of whose members dominates it, found by binary search: a
+     * point dominated by a member of front k is dominated by a member of
+     * every front before k. O(n) memory. */
+    ens_key *key = hpo_xmalloc(n * sizeof *key);
+    size_t *head = hpo_xmalloc(n * sizeof *head), *next = hpo_xmalloc(n * sizeof *next);
+    for (size_t i = 0; i < n; i++) key[i] = (ens_key){viol_of(viol, i), F + i * (size_t)m, m, i};
+    qsort(key, n, sizeof *key, cmp_ens);
+    size_t n_fronts = 0;
+    for (size_t a = 0; a < n; a++) {
+        size_t p = key[a].i, lo = 0, hi = n_fronts;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2, q = head[mid];
+            int beaten = 0;
+            for (; q != SIZE_MAX && !beaten; q = next[q]) beaten = dom(F, viol, m, q, p);
+            if (beaten)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
+        if (lo == n_fronts) head[n_fronts++] = SIZE_MAX;
+        rank[p] = (int)lo;
+        next[p] = head[lo];
+        head[lo] = p;
     }
-    for (size_t i = 0; i < n; i++)
-        if (count[i] == 0) {
-            rank[i] = 0;
-            front[n_front++] = i;
-        }
-    int r = 0;
-    while (n_front > 0) {
-        size_t n_next = 0;
-        for (size_t a = 0; a < n_front; a++) {
-            size_t i = front[a];
-            for (size_t b = 0; b < n_dom[i]; b++) {
-                size_t j = dominated[i * n + b];
-                if (--count[j] == 0) {
-                    rank[j] = r + 1;
-                    next[n_next++] = j;
-                }
-            }
-        }
-        memcpy(front, next, n_next * sizeof *front);
-        n_front = n_next;
-        r++;
-    }
-    free(count);
-    free(dominated);
-    free(n_dom);
-    free(front);
+    free(key);
+    free(head);
     free(next);
-    return r;
+    return (int)n_fronts;
 }
 
 int tun_nondominated_sort_ref(const double *F, const double *viol, size_t n, int m, int *rank) {
@@ -343,4 +346,16 @@ double tun_hypervolume_ref(const double *F, size_t n, int m, const double *ref) 
     free(g);
     free(P);
     return v;
+}
+
+void tun_hv_contributions(const double *F, size_t n, int m, const double *ref, double *out) {
+    double total = tun_hypervolume(F, n, m, ref);
+    double *G = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *G);
+    for (size_t j = 0; j < n; j++) {
+        size_t g = 0;
+        for (size_t i = 0; i < n; i++)
+            if (i != j) memcpy(G + g++ * (size_t)m, F + i * (size_t)m, (size_t)m * sizeof *G);
+        out[j] = total - tun_hypervolume(G, n - 1, m, ref);
+    }
+    free(G);
 }

@@ -25,6 +25,13 @@
  * - Hyperband (Optuna's HyperbandPruner): brackets from tun_hyperband_brackets;
  *   trial k goes to bracket b with probability n_b / sum(n) by a hash of
  *   (seed, k); bracket b runs ASHA with r0 = b, against its own trials only.
+ * - Several objectives (MO-ASHA, Schmucker et al. 2021, with NSGA-II's
+ *   order): ASHA and Hyperband rank the vectors at a rung (tun_study_report_mo)
+ *   by non-domination front, then crowding distance within the front (larger
+ *   first), then trial number (earlier first), and keep the first
+ *   max(1, floor(m / eta)) of the m there, itself included. A NaN in the
+ *   trial's vector prunes; another trial's vector with a NaN is left out.
+ *   The median pruner takes one objective only (HPO_EINVAL).
  * - Values are in the minimisation sign (study.c negates for maximise).
  */
 #include <math.h>
@@ -140,9 +147,81 @@ int tun_hyperband_bracket_of(const tun_study *t, int64_t number) {
 
 /* ---- ASHA within a bracket (bracket -1: every trial competes) ---- */
 
+/* Whether the vector at row 0 of V (M rows of m values at one rung, the
+ * trial's own first) falls outside the best keep: ordered by
+ * non-domination front (tun_nondominated_sort), then within a front by
+ * crowding distance (larger first), then trial number (numbers[]). */
+static int mo_outside(const double *V, const int64_t *numbers, size_t M, int m, int64_t keep) {
+    int *rank = hpo_xmalloc(M * sizeof *rank);
+    size_t *members = hpo_xmalloc(M * sizeof *members), k = 0;
+    tun_nondominated_sort(V, NULL, M, m, rank);
+    int64_t ahead = 0;
+    for (size_t i = 0; i < M; i++) {
+        if (rank[i] < rank[0]) ahead++;
+        else if (rank[i] == rank[0]) members[k++] = i; /* members[0] is the trial */
+    }
+    if (ahead < keep) {
+        double *cd = hpo_xmalloc(k * sizeof *cd);
+        tun_crowding_distance(V, m, members, k, cd);
+        for (size_t a = 1; a < k; a++)
+            if (cd[a] > cd[0] || (cd[a] == cd[0] && numbers[members[a]] < numbers[0])) ahead++;
+        free(cd);
+    }
+    free(members);
+    free(rank);
+    return ahead >= keep;
+}
+
+/* The trial's vector at a step index (several objectives). */
+static const double *vec_at(const tun_study *t, const tun_trial_rec *r, int i) {
+    return r->step_vecs + (size_t)i * (size_t)t->n_obj;
+}
+
+static int has_nan(const double *v, int m) {
+    for (int k = 0; k < m; k++)
+        if (isnan(v[k])) return 1;
+    return 0;
+}
+
+/* MO-ASHA's decision at the rung of step rs, first = rec's index of its
+ * value there. */
+static int mo_rung(const tun_study *t, const tun_trial_rec *rec, int64_t rs, int first, int bracket, int *prune) {
+    int m = t->n_obj;
+    const tun_pruner_config *pc = &t->cfg.pruner;
+    if (has_nan(vec_at(t, rec, first), m)) {
+        *prune = 1;
+        return 0;
+    }
+    size_t M = 1, cap = 64;
+    double *V = hpo_xmalloc(cap * (size_t)m * sizeof *V);
+    int64_t *numbers = hpo_xmalloc(cap * sizeof *numbers);
+    memcpy(V, vec_at(t, rec, first), (size_t)m * sizeof *V);
+    numbers[0] = rec->number;
+    for (int64_t j = 0; j < t->cap; j++) {
+        const tun_trial_rec *o = &t->trials[j];
+        if (!o->present || o->prior || o == rec || !o->step_vecs) continue;
+        if (bracket >= 0 && o->bracket != bracket) continue;
+        int f = first_at_or_after(o, rs);
+        if (f < 0 || has_nan(vec_at(t, o, f), m)) continue;
+        if (M == cap) {
+            cap *= 2;
+            V = hpo_xrealloc(V, cap * (size_t)m * sizeof *V);
+            numbers = hpo_xrealloc(numbers, cap * sizeof *numbers);
+        }
+        memcpy(V + M * (size_t)m, vec_at(t, o, f), (size_t)m * sizeof *V);
+        numbers[M++] = o->number;
+    }
+    int64_t keep = (int64_t)floor((double)M / pc->eta);
+    if (keep < 1) keep = 1;
+    *prune = mo_outside(V, numbers, M, m, keep);
+    free(numbers);
+    free(V);
+    return 0;
+}
+
 /* "value <= the k-th smallest of the m rung values (itself included)" holds
  * exactly when fewer than k of them are strictly smaller: a count, O(m),
- * instead of a sort. */
+ * instead of a sort. Several objectives: mo_rung. */
 static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int r0,
                        int bracket, int *prune) {
     const tun_pruner_config *pc = &t->cfg.pruner;
@@ -152,6 +231,11 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
         if (rs > step) break;
         int first = first_at_or_after(rec, rs);
         if (first < 0 || rec->steps[first] != step) continue; /* judged at an earlier report */
+        if (t->n_obj > 1) {
+            int rc = mo_rung(t, rec, rs, first, bracket, prune);
+            if (rc || *prune) return rc;
+            continue;
+        }
         double value = rec->step_values[first];
         if (isnan(value)) {
             *prune = 1;
@@ -224,7 +308,9 @@ static int median_decide(const tun_study *t, const tun_trial_rec *rec, int64_t s
 int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune) {
     switch (t->cfg.pruner.kind) {
     case TUN_PRUNER_NONE: *prune = 0; return 0;
-    case TUN_PRUNER_MEDIAN: return median_decide(t, rec, step, prune);
+    case TUN_PRUNER_MEDIAN:
+        if (t->n_obj > 1) return HPO_EINVAL; /* a median of vectors: undefined (the api refuses it) */
+        return median_decide(t, rec, step, prune);
     case TUN_PRUNER_ASHA:
         if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
         return asha_decide(t, rec, step, 0, -1, prune);

@@ -40,8 +40,10 @@ void tun_study_free(tun_study *t) {
         tun_trial_rec *r = &t->trials[i];
         free(r->x);
         free(r->values);
+        free(r->cons);
         free(r->steps);
         free(r->step_values);
+        free(r->step_vecs);
     }
     free(t->trials);
     tun_cmaes_state_free(t->cmaes);
@@ -82,8 +84,6 @@ static void reserve(tun_study *t, int64_t i) {
     t->cap = cap;
 }
 
-static double to_min(const tun_study *t, double v) { return t->maximize ? -v : v; }
-
 /* Whether v holds n_obj finite values. */
 static int finite_values(const tun_study *t, const double *v) {
     if (!v) return 0;
@@ -92,18 +92,29 @@ static int finite_values(const tun_study *t, const double *v) {
     return 1;
 }
 
-/* Sets r's outcome: values (n_obj, the study's signs) when COMPLETE. */
+/* Sets r's outcome: values (n_obj, the study's signs) when COMPLETE, with
+ * its violation, or its n_cons constraint values (the violation their sum
+ * of positive parts). */
 static void set_outcome(tun_study *t, tun_trial_rec *r, tun_trial_state state, const double *v,
-                        double violation) {
+                        double violation, int n_cons, const double *cons) {
     r->state = state;
     free(r->values);
+    free(r->cons);
     r->values = NULL;
+    r->cons = NULL;
     r->value = NAN;
     r->violation = NAN;
     if (state != TUN_TRIAL_COMPLETE) return;
     r->values = hpo_xmalloc((size_t)t->n_obj * sizeof *r->values);
     for (int k = 0; k < t->n_obj; k++) r->values[k] = t->obj_max[k] ? -v[k] : v[k];
     r->value = r->values[0];
+    if (n_cons > 0) {
+        r->cons = hpo_xmalloc((size_t)n_cons * sizeof *r->cons);
+        memcpy(r->cons, cons, (size_t)n_cons * sizeof *r->cons);
+        violation = 0;
+        for (int i = 0; i < n_cons; i++) violation += cons[i] > 0 ? cons[i] : 0.0;
+        t->n_cons = n_cons;
+    }
     r->violation = isnan(violation) ? NAN : violation > 0 ? violation : 0.0;
     if (!isnan(violation)) t->constrained = 1;
 }
@@ -119,7 +130,10 @@ int tun_study_suggest(tun_study *t, int64_t number, double *x) {
     case TUN_RANDOM: rc = tun_random_suggest(t, number, &rng, tmp); break;
     case TUN_GRID: rc = tun_grid_suggest(t, number, &rng, tmp); break;
     case TUN_TPE: rc = tun_tpe_suggest(t, number, &rng, tmp); break;
-    case TUN_BAYESIAN: rc = tun_gp_suggest(t, number, &rng, tmp); break;
+    case TUN_BAYESIAN: /* several objectives or constraints: EHVI (gp_mo.c) */
+        rc = t->n_obj > 1 || t->constrained ? tun_gp_mo_suggest(t, number, &rng, tmp)
+                                            : tun_gp_suggest(t, number, &rng, tmp);
+        break;
     case TUN_CMAES: rc = tun_cmaes_suggest(t, number, &rng, tmp); break;
     case TUN_EVOLUTION: rc = tun_evolution_suggest(t, number, &rng, tmp); break;
     case TUN_NSGA2: rc = tun_nsga2_suggest(t, number, &rng, tmp); break;
@@ -152,7 +166,7 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
     r->state = state;
     r->x = hpo_xmalloc((size_t)t->space->n * sizeof *r->x);
     memcpy(r->x, x, (size_t)t->space->n * sizeof *r->x);
-    set_outcome(t, r, state, &value, NAN);
+    set_outcome(t, r, state, &value, NAN, 0, NULL);
     r->bracket = t->cfg.pruner.kind == TUN_PRUNER_HYPERBAND ? tun_hyperband_bracket_of(t, number) : 0;
     t->n_present++;
     tun_tpe_index_note(t, number + t->n_prior, -1);
@@ -171,7 +185,7 @@ int tun_study_add_prior(tun_study *t, const double *x, double value) {
     r->state = TUN_TRIAL_COMPLETE;
     r->x = hpo_xmalloc((size_t)t->space->n * sizeof *r->x);
     memcpy(r->x, x, (size_t)t->space->n * sizeof *r->x);
-    set_outcome(t, r, TUN_TRIAL_COMPLETE, &value, NAN);
+    set_outcome(t, r, TUN_TRIAL_COMPLETE, &value, NAN, 0, NULL);
     /* negative, increasing: oldest first (TPE breaks ties by number) */
     r->number = t->n_prior - TUN_MAX_PRIORS;
     t->n_prior++;
@@ -208,11 +222,11 @@ int tun_study_suggest_fixed(tun_study *t, int64_t number, const double *fixed, d
     return 0;
 }
 
-int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune) {
-    if (!t || step < 0) return HPO_EINVAL;
+int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double *values, int *prune) {
+    if (!t || !values || step < 0) return HPO_EINVAL;
     tun_trial_rec *r = find(t, number);
     if (!r) return HPO_ENOTFOUND;
-    double v = to_min(t, value);
+    int m = t->n_obj;
     /* keep steps sorted */
     int lo = 0, hi = r->n_steps;
     while (lo < hi) {
@@ -232,12 +246,18 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
         r->cap_steps = r->cap_steps ? 2 * r->cap_steps : 16;
         r->steps = hpo_xrealloc(r->steps, (size_t)r->cap_steps * sizeof *r->steps);
         r->step_values = hpo_xrealloc(r->step_values, (size_t)r->cap_steps * sizeof *r->step_values);
+        if (m > 1) r->step_vecs = hpo_xrealloc(r->step_vecs, (size_t)r->cap_steps * m * sizeof *r->step_vecs);
     }
     memmove(r->steps + lo + 1, r->steps + lo, (size_t)(r->n_steps - lo) * sizeof *r->steps);
     memmove(r->step_values + lo + 1, r->step_values + lo,
             (size_t)(r->n_steps - lo) * sizeof *r->step_values);
     r->steps[lo] = step;
-    r->step_values[lo] = v;
+    r->step_values[lo] = t->obj_max[0] ? -values[0] : values[0];
+    if (m > 1) {
+        memmove(r->step_vecs + (size_t)(lo + 1) * m, r->step_vecs + (size_t)lo * m,
+                (size_t)(r->n_steps - lo) * m * sizeof *r->step_vecs);
+        for (int k = 0; k < m; k++) r->step_vecs[(size_t)lo * m + k] = t->obj_max[k] ? -values[k] : values[k];
+    }
     r->n_steps++;
     tun_tpe_index_note(t, r - t->trials, (int)r->state);
     /* without *prune (a replay) nobody asks: skip the O(trials) decision */
@@ -251,17 +271,40 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
     return 0;
 }
 
-int tun_study_finish_mo(tun_study *t, int64_t number, tun_trial_state state, const double *values,
-                        double violation) {
+int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune) {
+    if (!t) return HPO_EINVAL;
+    double v[TUN_MAX_OBJECTIVES];
+    v[0] = value;
+    for (int k = 1; k < t->n_obj; k++) v[k] = NAN;
+    return tun_study_report_mo(t, number, step, v, prune);
+}
+
+static int finish(tun_study *t, int64_t number, tun_trial_state state, const double *values, double violation,
+                  int n_cons, const double *cons) {
     if (!t || !finished_state(state)) return HPO_EINVAL;
     tun_trial_rec *r = find(t, number);
     if (!r) return HPO_ENOTFOUND;
     if (r->state != TUN_TRIAL_RUNNING) return HPO_ECONFLICT;
     if (state == TUN_TRIAL_COMPLETE && !finite_values(t, values)) return HPO_EINVAL;
     if (!isnan(violation) && violation < 0) return HPO_EINVAL;
-    set_outcome(t, r, state, values, violation);
+    if (state != TUN_TRIAL_COMPLETE) n_cons = 0;
+    if (n_cons < 0 || n_cons > TUN_MAX_CONSTRAINTS || (n_cons > 0 && !cons)) return HPO_EINVAL;
+    if (n_cons > 0 && t->n_cons > 0 && n_cons != t->n_cons) return HPO_EINVAL;
+    for (int i = 0; i < n_cons; i++)
+        if (!isfinite(cons[i])) return HPO_EINVAL;
+    set_outcome(t, r, state, values, violation, n_cons, cons);
     tun_tpe_index_note(t, r - t->trials, TUN_TRIAL_RUNNING);
     return 0;
+}
+
+int tun_study_finish_mo(tun_study *t, int64_t number, tun_trial_state state, const double *values,
+                        double violation) {
+    return finish(t, number, state, values, violation, 0, NULL);
+}
+
+int tun_study_finish_cons(tun_study *t, int64_t number, tun_trial_state state, const double *values, int n_cons,
+                          const double *cons) {
+    return finish(t, number, state, values, NAN, n_cons, cons);
 }
 
 int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value) {

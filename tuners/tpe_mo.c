@@ -158,20 +158,16 @@ static void weights_below(const double *V, int m, const double *viol, const int6
     }
     if (nf == 1) w[at[0]] = 1.0;
     if (nf > 1) {
-        double ref[TUN_MAX_OBJECTIVES], hv, cmax = 0;
-        double *G = hpo_xmalloc(nf * (size_t)m * sizeof *G), *c = hpo_xmalloc(nf * sizeof *c);
+        double ref[TUN_MAX_OBJECTIVES], cmax = 0;
+        double *c = hpo_xmalloc(nf * sizeof *c);
         reference_of(F, nf, m, ref);
-        hv = tun_hypervolume(F, nf, m, ref);
+        tun_hv_contributions(F, nf, m, ref, c);
         for (size_t j = 0; j < nf; j++) {
-            size_t g = 0;
-            for (size_t i = 0; i < nf; i++)
-                if (i != j) memcpy(G + g++ * (size_t)m, F + i * (size_t)m, (size_t)m * sizeof *G);
-            c[j] = hv - tun_hypervolume(G, nf - 1, m, ref) + EPS;
+            c[j] += EPS;
             cmax = fmax(cmax, c[j]);
         }
         for (size_t j = 0; j < nf; j++) w[at[j]] = fmin(1.0, fmax(0.0, c[j] / cmax));
         free(c);
-        free(G);
     }
     free(at);
     free(F);

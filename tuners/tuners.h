@@ -2,7 +2,8 @@
  * tuners.h - search spaces and the algorithms that search them: random,
  * grid, TPE, Gaussian-process Bayesian optimisation, CMA-ES, regularized
  * evolution, NSGA-II, BOHB (TPE's model per Hyperband budget), and the
- * multi-fidelity pruners (median, ASHA, Hyperband); Pareto geometry (non-dominated sorting, hypervolume).
+ * multi-fidelity pruners (median, ASHA, Hyperband); Pareto geometry
+ * (non-dominated sorting, hypervolume).
  * Pure C: no I/O, no clocks, no globals.
  *
  * Design notes
@@ -21,10 +22,14 @@
  *   algorithm minimises (values are negated on the way in). A study may
  *   have 1 to TUN_MAX_OBJECTIVES objectives (tun_study_new_mo), each with
  *   its direction; a trial's "value" is then its first objective's, and
- *   the samplers that know several objectives (random, nsga2, tpe) read the
- *   vector. A complete trial may carry its constraint violation (the sum
- *   of the positive parts of its constraints, Optuna's constraints_func
- *   semantics): 0 is feasible, NaN none told.
+ *   the samplers that know several objectives (random, nsga2, tpe,
+ *   bayesian) read the vector; intermediate reports may carry one too
+ *   (tun_study_report_mo), which ASHA and Hyperband rank by Pareto front
+ *   (MO-ASHA). A complete trial may carry its constraint violation (the
+ *   sum of the positive parts of its constraints, Optuna's
+ *   constraints_func semantics): 0 is feasible, NaN none told; or the
+ *   constraints' values themselves (tun_study_finish_cons), which the
+ *   bayesian sampler models one by one.
  * - Threading: a tun_study is not thread-safe; its owner (the api's per-study
  *   lock, or the scheduler thread) serialises calls. tun_space is immutable
  *   after parsing and may be shared.
@@ -189,7 +194,8 @@ typedef struct tun_config {
  * Keys (all optional): "algorithm": "random" | "grid" | "tpe" | "bayesian" |
  * "cmaes" | "evolution" | "nsga2" | "bohb" | "pbt" (default random); "seed": int >= 0 (0); "n_startup_trials": int >= 0 (10;
  * tpe and bayesian only);
- * "acquisition": "ei" | "ucb" (ei, computed as log EI); "ucb_beta": > 0 (2);
+ * "acquisition": "ei" | "ucb" (ei, computed as log EI; several objectives
+ * or constraints: log EHVI, gp_mo.c); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
  * "tpe_multi_fidelity": bool (true; false ranks trials by Optuna's rule even
  * when they report intermediate values);
@@ -287,6 +293,12 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
  * stored history) the value is recorded and the pruner is not consulted.
  * HPO_ENOTFOUND for an unknown number, HPO_EINVAL for step < 0. */
 int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune);
+/* The same with one value per objective (values[0 .. n_obj), the study's
+ * signs; NaN where not known): a study with several objectives keeps the
+ * vector, and ASHA and Hyperband rank its trials at a rung by it
+ * (pruners.c: MO-ASHA). tun_study_report on such a study records its value
+ * as the first objective's, the others NaN. */
+int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double *values, int *prune);
 /* Ends a RUNNING trial (HPO_ECONFLICT otherwise): COMPLETE with a finite
  * value; PRUNED and FAILED keep their intermediate values, value ignored. */
 int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value);
@@ -297,6 +309,15 @@ int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double
  * study with more). */
 int tun_study_finish_mo(tun_study *t, int64_t number, tun_trial_state state, const double *values,
                         double violation);
+/* The same with the constraints' values as Optuna's constraints_func
+ * returns them: cons[0 .. n_cons), each met when <= 0; the violation is the
+ * sum of their positive parts. n_cons 0 (or a state other than COMPLETE):
+ * none told. Otherwise 1 .. TUN_MAX_CONSTRAINTS finite values, as many for
+ * every complete trial of the study (HPO_EINVAL). The bayesian sampler
+ * models each constraint (gp_mo.c); the others read the violation. */
+#define TUN_MAX_CONSTRAINTS 16
+int tun_study_finish_cons(tun_study *t, int64_t number, tun_trial_state state, const double *values, int n_cons,
+                          const double *cons);
 
 /* ---- multi-objective geometry (pareto.c); everything minimises ---- */
 /* a dominates b: no worse in all m objectives, better in one. */
@@ -306,9 +327,10 @@ int tun_dominates(const double *a, const double *b, int m);
  * feasible ones compare by tun_dominates, two infeasible ones by the
  * smaller violation. */
 int tun_dominates_constrained(const double *a, double va, const double *b, double vb, int m);
-/* Deb's fast non-dominated sort of n points (rows of m in F): rank[i] = the
- * front of point i (0 = the Pareto front); viol (may be NULL) switches to
- * constrained domination. Returns the number of fronts. _ref peels the
+/* Non-dominated sort of n points (rows of m in F): rank[i] = the front of
+ * point i (0 = the Pareto front); viol (may be NULL) switches to
+ * constrained domination. Returns the number of fronts. ENS-BS (Zhang et
+ * al. 2015): O(n) memory, O(m n^2) comparisons at worst. _ref peels the
  * fronts naively (O(n^3)), for the tests. */
 int tun_nondominated_sort(const double *F, const double *viol, size_t n, int m, int *rank);
 int tun_nondominated_sort_ref(const double *F, const double *viol, size_t n, int m, int *rank);
@@ -322,6 +344,9 @@ void tun_crowding_distance(const double *F, int m, const size_t *idx, size_t k, 
  * grid (exact, O(n^(m+1)); m <= TUN_MAX_OBJECTIVES), for the tests. */
 double tun_hypervolume(const double *F, size_t n, int m, const double *ref);
 double tun_hypervolume_ref(const double *F, size_t n, int m, const double *ref);
+/* Each point's exclusive hypervolume: the hypervolume of all n points less
+ * that of the others (0 for a point another one dominates or equals). */
+void tun_hv_contributions(const double *F, size_t n, int m, const double *ref, double *out);
 
 /* ---- Hyperband's brackets (Li et al. 2018), for synchronous schedulers ---- */
 #define TUN_HB_MAX_ROUNDS 32

@@ -32,8 +32,12 @@ typedef struct tun_trial_rec {
     double value;         /* minimisation sign; NaN unless COMPLETE; values[0] */
     double *values;       /* the study's n_obj values, minimisation sign; NULL unless COMPLETE */
     double violation;     /* constraint violation (0 feasible; NaN: none told) */
+    double *cons;         /* the study's n_cons constraint values (<= 0 met), when told
+                           * (tun_study_finish_cons); NULL otherwise */
     int64_t *steps;       /* intermediate values, ordered by step */
-    double *step_values;  /* minimisation sign */
+    double *step_values;  /* minimisation sign; several objectives: the first one's */
+    double *step_vecs;    /* several objectives: n_obj values per step (minimisation
+                           * sign, NaN where a report did not give one); else NULL */
     int n_steps, cap_steps;
     int prune_said;       /* the pruner stopped it once: later reports answer prune too */
     int bracket;          /* hyperband: its bracket (tun_hyperband_bracket_of), else 0 */
@@ -59,6 +63,8 @@ struct tun_study {
     int n_obj;             /* objectives, 1 .. TUN_MAX_OBJECTIVES */
     int obj_max[TUN_MAX_OBJECTIVES]; /* each one's direction */
     int constrained;       /* a complete trial told a violation (sticky) */
+    int n_cons;            /* constraint values per complete trial (tun_study_finish_cons);
+                            * 0 until one told them */
     tun_trial_rec *trials; /* indexed by number */
     int64_t cap;           /* allocated slots */
     int64_t n_present;     /* priors included */
@@ -112,6 +118,8 @@ int tun_grid_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x
 int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_tpe_suggest_ref(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+/* bayesian with several objectives or constraints (gp_mo.c) */
+int tun_gp_mo_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_evolution_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_nsga2_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_bohb_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);

@@ -211,11 +211,15 @@ const Charts = {
   },
 
   /* Per-epoch metrics of an embedded trial (each execution): losses on the
-   * left axis, the others (accuracy, ...) on the right; the best epoch marked. */
+   * left axis, the others (accuracy, ...) on the right; the best epoch marked.
+   * An external trial's curve points (the vectors it reported on a study with
+   * several objectives) show every objective they hold. */
   trainingCurves(trial) {
     const curves = trial.curves || [];
     const keys = ["loss", "val_loss", "accuracy", "val_accuracy", "mse", "val_mse"];
-    const present = keys.filter((k) => curves.some((c) => c.metrics && typeof c.metrics[k] === "number"));
+    const has = (k) => curves.some((c) => c.metrics && typeof c.metrics[k] === "number");
+    let present = keys.filter(has);
+    if (!present.length) present = [...new Set(curves.flatMap((c) => Object.keys(c.metrics || {})))].filter(has);
     const executions = [...new Set(curves.map((c) => c.execution))];
     const series = [];
     for (const e of executions) {

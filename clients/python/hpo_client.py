@@ -1340,12 +1340,18 @@ class Trial:
 
     def report(self, step, value, user_attrs=None):
         """Reports an intermediate value at step (an int >= 0; note: hpod's
-        order, Optuna's is report(value, step)); renews the lease. Returns
+        order, Optuna's is report(value, step)); renews the lease. On a study
+        with several objectives, value may be a list of one number per
+        objective (sent as "values"; needed with a pruner: MO-ASHA). Returns
         True when the pruner says to stop the trial."""
         if isinstance(step, bool) or not hasattr(step, "__index__"):
             raise TypeError("report(step, value): step must be an integer, got %r "
                             "(the order is step first, unlike Optuna's report(value, step))" % (step,))
-        body = {"step": step.__index__(), "value": value}
+        body = {"step": step.__index__()}
+        if isinstance(value, (list, tuple)):
+            body["values"] = list(value)
+        else:
+            body["value"] = value
         if user_attrs is not None:
             body["user_attrs"] = dict(user_attrs)
         out = self._client._call("POST", "/api/v1/trials/%d/report" % self.id, body)

@@ -3,7 +3,7 @@ metrics hpod supplies (epoch metrics at the best epoch, params, flops,
 latency_ms, train_seconds) on a tiny Fashion-MNIST subset.
 
 - Bad metric names are 400s naming objectives[i].metric / constraints[i].metric;
-  a pruner on several objectives names tuner.pruner.
+  the median pruner on several objectives names tuner.pruner.
 - A TPE study of 6 trials completes; each complete trial stores its values
   and metrics, params and flops equal the count by hand for its width,
   infeasible trials (params over the bound) are data, /best answers the
@@ -47,7 +47,7 @@ def main():
         for extra, field in [({"objectives": [{"metric": "val_acc"}]}, "objectives[0].metric"),
                              ({"constraints": [{"metric": "bogus", "max": 1}]}, "constraints[0].metric"),
                              ({"tuner": {"algorithm": "tpe", "pruner": {"algorithm": "median"}}}, "tuner.pruner"),
-                             ({"tuner": {"algorithm": "bayesian"}}, "tuner.algorithm")]:
+                             ({"tuner": {"algorithm": "cmaes"}}, "tuner.algorithm")]:
             expect_400(c, hp, "/api/v1/studies", dict(STUDY, **extra), field, "definition %s" % extra)
 
         # created through the Python client: the objectives and constraints pass through

@@ -163,7 +163,7 @@ def main():
                ({"objectives": [{"metric": "a", "direction": "up"}]}, "objectives[0].direction"),
                ({"objectives": [{"metric": "a", "goal": 1}]}, "objectives[0]"),
                ({"objectives": [{"metric": "a", "reference": "x"}]}, "objectives[0].reference"),
-               ({"objectives": OBJECTIVES, "tuner": {"algorithm": "bayesian"}}, "tuner.algorithm"),
+               ({"objectives": OBJECTIVES, "tuner": {"algorithm": "cmaes"}}, "tuner.algorithm"),
                ({"constraints": [{"metric": "p"}]}, "constraints[0]"),
                ({"constraints": [{"metric": "p", "min": 2, "max": 1}]}, "constraints[0]"),
                ({"objectives": OBJECTIVES, "constraints": [{"metric": "params", "max": 1}]}, "constraints[0].metric"),

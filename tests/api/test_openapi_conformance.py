@@ -42,6 +42,7 @@ TOKEN = "conformance-token"
 ANNOTATIONS = {"description", "example", "default", "title", "format", "readOnly", "writeOnly", "deprecated"}
 KEYWORDS = ANNOTATIONS | {"type", "nullable", "enum", "properties", "required", "additionalProperties", "items",
                           "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
+                          "minProperties", "maxProperties",
                           "allOf", "anyOf", "oneOf"}
 TYPES = {
     "object": lambda v: isinstance(v, dict),
@@ -100,6 +101,9 @@ def schema_errors(schema, value, where="$"):
             for i, v in enumerate(value):
                 errs += schema_errors(schema["items"], v, "%s[%d]" % (where, i))
     if isinstance(value, dict):
+        if len(value) < schema.get("minProperties", 0) or len(value) > schema.get("maxProperties", len(value)):
+            errs.append("%s: %d fields outside [%s, %s]" % (where, len(value), schema.get("minProperties"),
+                                                            schema.get("maxProperties")))
         props = schema.get("properties", {})
         for k in schema.get("required", []):
             if k not in value:
@@ -383,6 +387,21 @@ def main():
         types = [t for _, t in cl.events(aid)]
         c.check(types.count("study_updated") == 1 and types.count("trial_updated") == 3,
                 "the annotated study's events: %s" % types)
+
+        # several objectives with a constraint, the bayesian tuner and MO-ASHA: reports with values
+        mo = cl.call("POST", S, 201, {"name": "conformance-mo", "space": EXTERNAL["space"],
+                                      "objectives": [{"metric": "err"}, {"metric": "size", "direction": "maximize"}],
+                                      "constraints": [{"metric": "cost", "max": 1}],
+                                      "tuner": {"algorithm": "bayesian", "seed": 2, "n_startup_trials": 1,
+                                                "pruner": {"algorithm": "asha"}}})["id"]
+        for i in range(3):
+            mt = cl.call("POST", S + "/{id}/ask", 200, id=mo)["trial_id"]
+            cl.call("POST", T + "/{id}/report", 200, {"step": 1, "values": [0.5 + i, 2.0 - i]}, id=mt)
+            cl.call("POST", T + "/{id}/report", 400, {"step": 2, "value": 0.5}, id=mt)
+            cl.call("POST", T + "/{id}/tell", 200, {"values": [0.4 + i, 2.0 - i], "metrics": {"cost": 0.5 * i}}, id=mt)
+        cl.call("GET", T + "/{id}", 200, id=mt)
+        cl.call("GET", S + "/{id}/best", 200, id=mo)
+        cl.call("POST", S + "/{id}/cancel", 200, id=mo)
 
         # study management: enqueue, add a finished trial (then cancel: its stream ends)
         mid = cl.call("POST", S, 201, dict(EXTERNAL, name="conformance-manage"))["id"]

@@ -4,24 +4,32 @@
  * objectives) and DTLZ2 (12 dims, 3 objectives): nsga2 (sbx and uniform
  * crossover), random and tpe (multi-objective TPE, tpe_mo.c), beside Optuna 3.1's
  * NSGAIISampler and TPESampler (multi-objective) run by
- * peers/optuna_mo.py in the same run.
+ * peers/optuna_mo.py in the same run; and bayesian (a GP per objective,
+ * log EHVI: gp_mo.c), which Optuna 3.1 has no peer for.
  *
  * The peer prints every trial's objective values; this program computes
  * every hypervolume (its own runs' and the peer's) with the same C code
  * (tun_hypervolume) against the same fixed reference point per problem:
  * ZDT (1.1, 11) (f1 <= 1, f2 <= g <= 10), DTLZ2 (3.5, 3.5, 3.5) (each
  * f <= 1 + g <= 3.5). Each side runs seeds 0..N-1; the table shows the
- * median over seeds, hpo nsga2 / Optuna NSGA-II and hpo tpe / Optuna TPE.
+ * median over seeds of each sampler, the best hpo median over the best
+ * Optuna median, and each side's seconds (the peer runs beside hpo's
+ * samplers, its output in a temporary file: wall times overlap). Both
+ * sides use one BLAS thread.
  *
- *   bench_mo_hypervolume [--seeds N] [--trials T] [--no-peer] [--peer-samplers nsga2,tpe]
+ *   bench_mo_hypervolume [--seeds N] [--trials T] [--hpo nsga2,nsga2-uniform,random,tpe,bayesian]
+ *                        [--no-peer] [--peer-samplers nsga2,tpe]
  *   bench_mo_hypervolume --selftest   (the functions on their known Pareto fronts;
  *                                      the hypervolume of a sampled front)
  */
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "hpo.h"
 #include "tuners.h"
 
 #ifndef HPO_PEERS_DIR
@@ -117,18 +125,49 @@ static double median(double *v, int n) {
 }
 
 #define MAX_SEEDS 100
-#define N_HPO 4
 #define N_PEER 2
 static const char *const peer_names[N_PEER] = {"nsga2", "tpe"};
 
-/* Reads the peer's lines "problem sampler seed trial f1 f2 [f3]" and fills
- * hv[problem][sampler][seed]; returns the number of runs read. */
-static int run_peer(int seeds, int trials, const char *samplers, double hv[N_PROBLEMS][N_PEER][MAX_SEEDS]) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/optuna_mo.py --seeds %d --trials %d --samplers %s", HPO_PEERS_DIR,
-             seeds, trials, samplers);
+/* hpo's samplers the table can show (--hpo picks some, in this order) */
+typedef struct hpo_sampler {
+    const char *name;
+    tun_algorithm alg;
+    tun_crossover xover;
+} hpo_sampler;
+static const hpo_sampler hpo_samplers[] = {
+    {"nsga2", TUN_NSGA2, TUN_XOVER_SBX},   {"nsga2-uniform", TUN_NSGA2, TUN_XOVER_UNIFORM},
+    {"random", TUN_RANDOM, TUN_XOVER_SBX}, {"tpe", TUN_TPE, TUN_XOVER_SBX},
+    {"bayesian", TUN_BAYESIAN, TUN_XOVER_SBX},
+};
+#define N_HPO ((int)(sizeof hpo_samplers / sizeof hpo_samplers[0]))
+
+/* The peer runs beside hpo's samplers: its lines go to a temporary file,
+ * read once it has ended. */
+typedef struct peer_run {
+    FILE *fp;
+    char path[64];
+} peer_run;
+
+static int peer_start(peer_run *pr, int seeds, int trials, const char *samplers) {
+    char cmd[1200];
+    snprintf(pr->path, sizeof pr->path, "/tmp/hpo-mo-peer-XXXXXX");
+    int fd = mkstemp(pr->path);
+    if (fd < 0) return 1;
+    close(fd);
+    snprintf(cmd, sizeof cmd,
+             "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 %s/optuna_mo.py --seeds %d --trials %d "
+             "--samplers %s > %s",
+             HPO_PEERS_DIR, seeds, trials, samplers, pr->path);
     fprintf(stderr, "peer: %s\n", cmd);
-    FILE *fp = popen(cmd, "r");
+    pr->fp = popen(cmd, "r");
+    return pr->fp ? 0 : 1;
+}
+
+/* Waits for the peer and reads its lines "problem sampler seed trial f1 f2
+ * [f3]" into hv[problem][sampler][seed]; returns the number of runs read. */
+static int peer_finish(peer_run *pr, int seeds, int trials, double hv[N_PROBLEMS][N_PEER][MAX_SEEDS]) {
+    if (pclose(pr->fp) != 0) fprintf(stderr, "peer: exited with an error\n");
+    FILE *fp = fopen(pr->path, "r");
     if (!fp) return 0;
     static double pts[N_PROBLEMS][N_PEER][MAX_SEEDS][300 * 3];
     static int cnt[N_PROBLEMS][N_PEER][MAX_SEEDS];
@@ -147,7 +186,8 @@ static int run_peer(int seeds, int trials, const char *samplers, double hv[N_PRO
         memcpy(&pts[p][q][seed][*c * n_obj[p]], f, (size_t)n_obj[p] * sizeof *f);
         (*c)++;
     }
-    if (pclose(fp) != 0) fprintf(stderr, "peer: exited with an error\n");
+    fclose(fp);
+    unlink(pr->path);
     for (int p = 0; p < N_PROBLEMS; p++)
         for (int q = 0; q < N_PEER; q++)
             for (int s = 0; s < seeds; s++) {
@@ -191,17 +231,37 @@ static int selftest(void) {
     return bad ? 1 : 0;
 }
 
+/* A column of sampler a: its name and 4 more, at least 9. */
+static int width(int a) {
+    int w = (int)strlen(hpo_samplers[a].name) + 4;
+    return w > 9 ? w : 9;
+}
+
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int seeds = 10, trials = 100, peer = 1;
-    const char *peer_samplers = "nsga2,tpe";
+    const char *peer_samplers = "nsga2,tpe", *hpo_list = "nsga2,nsga2-uniform,random,tpe,bayesian";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--selftest")) return selftest();
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--trials") && i + 1 < argc) trials = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-peer")) peer = 0;
         else if (!strcmp(argv[i], "--peer-samplers") && i + 1 < argc) peer_samplers = argv[++i];
+        else if (!strcmp(argv[i], "--hpo") && i + 1 < argc) hpo_list = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--seeds N] [--trials T] [--no-peer] [--peer-samplers nsga2,tpe] | --selftest\n",
+            fprintf(stderr,
+                    "usage: %s [--seeds N] [--trials T] [--hpo nsga2,nsga2-uniform,random,tpe,bayesian] [--no-peer]"
+                    " [--peer-samplers nsga2,tpe] | --selftest\n",
                     argv[0]);
             return 2;
         }
@@ -210,34 +270,74 @@ int main(int argc, char **argv) {
         fprintf(stderr, "--seeds 1..%d, --trials 2..300\n", MAX_SEEDS);
         return 2;
     }
+    /* one BLAS thread on each side: the GP's small solves gain nothing from
+     * more, and on busy shared cores spinning BLAS threads only wait */
+    openblas_set_num_threads(1);
     static double hv[N_PROBLEMS][N_HPO][MAX_SEEDS], peer_hv[N_PROBLEMS][N_PEER][MAX_SEEDS];
-    const char *hpo_names[N_HPO] = {"hpo nsga2", "hpo nsga2-uniform", "hpo random", "hpo tpe"};
+    double secs[N_HPO] = {0};
+    int use[N_HPO], peer_use[N_PEER];
+    for (int a = 0; a < N_HPO; a++) use[a] = listed(hpo_list, hpo_samplers[a].name);
+    for (int q = 0; q < N_PEER; q++) peer_use[q] = peer && listed(peer_samplers, peer_names[q]);
+    peer_run pr = {0};
+    double t_peer = hpo_monotonic();
+    if (peer && peer_start(&pr, seeds, trials, peer_samplers)) peer = 0;
     for (int p = 0; p < N_PROBLEMS; p++)
-        for (int s = 0; s < seeds; s++) {
-            hv[p][0][s] = run_hpo(p, TUN_NSGA2, TUN_XOVER_SBX, (uint64_t)s, trials);
-            hv[p][1][s] = run_hpo(p, TUN_NSGA2, TUN_XOVER_UNIFORM, (uint64_t)s, trials);
-            hv[p][2][s] = run_hpo(p, TUN_RANDOM, TUN_XOVER_SBX, (uint64_t)s, trials);
-            hv[p][3][s] = run_hpo(p, TUN_TPE, TUN_XOVER_SBX, (uint64_t)s, trials);
+        for (int a = 0; a < N_HPO; a++) {
+            if (!use[a]) continue;
+            double t0 = hpo_monotonic();
+            for (int s = 0; s < seeds; s++)
+                hv[p][a][s] = run_hpo(p, hpo_samplers[a].alg, hpo_samplers[a].xover, (uint64_t)s, trials);
+            secs[a] += hpo_monotonic() - t0;
+            fprintf(stderr, "%s hpo %s: %.1f s\n", names[p], hpo_samplers[a].name, hpo_monotonic() - t0);
         }
     int runs = 0;
-    if (peer) runs = run_peer(seeds, trials, peer_samplers, peer_hv);
+    double peer_secs = 0;
+    if (peer) {
+        runs = peer_finish(&pr, seeds, trials, peer_hv);
+        peer_secs = hpo_monotonic() - t_peer;
+    }
     printf("hypervolume after %d trials, median over %d seeds (reference: ZDT (1.1, 11), DTLZ2 (3.5, 3.5, 3.5));"
            " %d peer runs read\n",
            trials, seeds, runs);
-    printf("%-7s %10s %18s %11s %8s %14s %11s %15s %13s\n", "problem", hpo_names[0], hpo_names[1], hpo_names[2],
-           hpo_names[3], "optuna nsga2", "optuna tpe", "nsga2 / optuna", "tpe / optuna");
+    printf("%-7s", "problem");
+    for (int a = 0; a < N_HPO; a++)
+        if (use[a]) printf(" %*s", width(a),
+                           hpo_samplers[a].name);
+    for (int q = 0; q < N_PEER; q++)
+        if (peer_use[q]) printf(" %12s", peer_names[q]);
+    printf(" %16s\n", "best hpo/optuna");
+    printf("%-7s", "");
+    for (int a = 0; a < N_HPO; a++)
+        if (use[a]) printf(" %*s", width(a), "hpo");
+    for (int q = 0; q < N_PEER; q++)
+        if (peer_use[q]) printf(" %12s", "optuna 3.1");
+    printf("\n");
     for (int p = 0; p < N_PROBLEMS; p++) {
-        double m[N_HPO], o[N_PEER];
-        for (int a = 0; a < N_HPO; a++) m[a] = median(hv[p][a], seeds);
+        double best_hpo = -INFINITY, best_peer = -INFINITY;
+        printf("%-7s", names[p]);
+        for (int a = 0; a < N_HPO; a++) {
+            if (!use[a]) continue;
+            double v[MAX_SEEDS];
+            memcpy(v, hv[p][a], (size_t)seeds * sizeof *v);
+            double med = median(v, seeds);
+            best_hpo = fmax(best_hpo, med);
+            printf(" %*.4f", width(a), med);
+        }
         for (int q = 0; q < N_PEER; q++) {
+            if (!peer_use[q]) continue;
             double v[MAX_SEEDS];
             int n = 0;
             for (int s = 0; s < seeds; s++)
-                if (peer && !isnan(peer_hv[p][q][s])) v[n++] = peer_hv[p][q][s];
-            o[q] = median(v, n);
+                if (!isnan(peer_hv[p][q][s])) v[n++] = peer_hv[p][q][s];
+            double med = median(v, n);
+            if (!isnan(med)) best_peer = fmax(best_peer, med);
+            printf(" %12.4f", med);
         }
-        printf("%-7s %10.4f %18.4f %11.4f %8.4f %14.4f %11.4f %15.3f %13.3f\n", names[p], m[0], m[1], m[2], m[3], o[0],
-               o[1], m[0] / o[0], m[3] / o[1]);
+        printf(" %16.3f\n", best_peer > -INFINITY ? best_hpo / best_peer : NAN);
     }
+    printf("%-7s", "seconds");
+    for (int a = 0; a < N_HPO; a++)
+        if (use[a]) printf(" %*.1f", width(a), secs[a]);
+    printf("   (every problem and seed; the Optuna peer, every sampler, running beside them: %.1f s)\n", peer_secs);
     return 0;
 }

@@ -7,6 +7,7 @@
  *   and the study ends with one study_complete event;
  * - TPE asked and told through both: each node's tuner history holds
  *   every trial of the database;
+ * - MO-ASHA on node B ranks the vectors reported through node A;
  * - the refresh is incremental: after a node has loaded a study of 300
  *   trials, each ask reads only the trials changed since its last one;
  * - a node's own reports and tells are read back at most once each.
@@ -285,6 +286,45 @@ static void test_tpe_history_is_the_database(void **state) {
     assert_true(na == stored - 1 || na == stored); /* a has not asked since b's last one */
 }
 
+/* A report of several objectives (MO-ASHA); its prune answer. */
+static int report_vector(api_ctx *ctx, int64_t tid, double error, double speed) {
+    char path[64], body[96];
+    snprintf(path, sizeof path, "/api/v1/trials/%lld/report", (long long)tid);
+    snprintf(body, sizeof body, "{\"step\": 1, \"values\": [%.17g, %.17g]}", error, speed);
+    json_t *j = must(ctx, "POST", path, body, 200);
+    int prune = json_is_true(json_object_get(j, "prune"));
+    json_decref(j);
+    return prune;
+}
+
+/* MO-ASHA across nodes: the vectors reported through node A reach node
+ * B's pruner (B syncs them from the trials' curve points), so B prunes a
+ * vector A's four trade-offs dominate at the rung, and keeps one that
+ * dominates them; told as scalars, B would rank its trial alone. */
+static void test_mo_asha_sees_other_nodes_vectors(void **state) {
+    nodes *ns = *state;
+    if (!pg_only()) return;
+    api_ctx *a = ns->n[0].ctx, *b = ns->n[1].ctx;
+    int64_t sid = create(a, "{\"name\": \"mo-asha\", \"objectives\": [{\"metric\": \"error\"}, {\"metric\": "
+                            "\"speed\", \"direction\": \"maximize\"}], \"space\": {\"x\": {\"type\": \"float\", "
+                            "\"low\": 0, \"high\": 1}}, \"tuner\": {\"algorithm\": \"random\", \"seed\": 1, "
+                            "\"pruner\": {\"algorithm\": \"asha\", \"eta\": 2}}}");
+    int status;
+    /* B loads the study (its two trials) before A's reports: it learns them by syncing */
+    int64_t dominated = ask(b, sid, NULL, 0, &status), dominating = ask(b, sid, NULL, 0, &status);
+    assert_int_equal(status, 200);
+    for (int k = 0; k < 4; k++) { /* four trade-offs at the first rung, through A */
+        int64_t tid = ask(a, sid, NULL, 0, &status);
+        assert_int_equal(status, 200);
+        report_vector(a, tid, k + 1.0, k + 1.0);
+    }
+    int pruned = report_vector(b, dominated, 3.5, 2.5), kept = !report_vector(b, dominating, 0.5, 5.0);
+    print_message("mo-asha on node B after A's four reports: (3.5, 2.5) %s, (0.5, 5) %s\n",
+                  pruned ? "pruned" : "kept", kept ? "kept" : "pruned");
+    assert_true(pruned);
+    assert_true(kept);
+}
+
 static void test_refresh_is_incremental(void **state) {
     nodes *ns = *state;
     if (!pg_only()) return;
@@ -346,6 +386,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_grid_alternating, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grid_racing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tpe_history_is_the_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mo_asha_sees_other_nodes_vectors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refresh_is_incremental, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sqlite_syncs_nothing, setup, teardown),
     };

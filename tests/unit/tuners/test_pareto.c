@@ -1,5 +1,5 @@
-/* tuners: Pareto geometry (pareto.c) - the fast non-dominated sort against
- * naive peeling, the exact hypervolume (2-D, 3-D, WFG for 4 and 5
+/* tuners: Pareto geometry (pareto.c) - the non-dominated sort (ENS-BS)
+ * against naive peeling and, on 3,000 points, against its definition, the exact hypervolume (2-D, 3-D, WFG for 4 and 5
  * objectives) against counting grid cells, on random inputs with ties;
  * crowding distance and constrained domination on hand-made cases. */
 #include <stdarg.h>
@@ -42,6 +42,38 @@ static void test_sort_matches_naive(void **state) {
     }
     printf("non-dominated sort vs naive peeling: %d rank mismatches in 400 random sets\n", mismatches);
     assert_int_equal(mismatches, 0);
+}
+
+/* A large set (too large for the naive peeling): the ranks satisfy the
+ * definition: nothing dominates a point from its own or a later front, and
+ * every point past the first front has a dominator in the front before. */
+static void test_sort_large(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    static double F[N * 3], viol[N];
+    static int rank[N];
+    hpo_rng rng;
+    hpo_rng_seed(&rng, 21);
+    for (int round = 0; round < 2; round++) {
+        int m = 2 + round, bad = 0;
+        random_points(&rng, F, N, m, 0);
+        for (size_t i = 0; i < N; i++) viol[i] = hpo_rng_below(&rng, 3) ? 0.0 : hpo_rng_uniform(&rng);
+        const double *v = round ? viol : NULL;
+        int fronts = tun_nondominated_sort(F, v, N, m, rank);
+        for (size_t i = 0; i < N; i++) {
+            int has_parent = rank[i] == 0;
+            for (size_t j = 0; j < N; j++) {
+                int d = v ? tun_dominates_constrained(F + j * m, v[j], F + i * m, v[i], m)
+                          : tun_dominates(F + j * m, F + i * m, m);
+                if (d && rank[j] >= rank[i]) bad++;
+                if (d && rank[j] == rank[i] - 1) has_parent = 1;
+            }
+            bad += !has_parent;
+        }
+        printf("non-dominated sort of %d points (m = %d%s): %d fronts, %d violations of the definition\n", N, m,
+               v ? ", constrained" : "", fronts, bad);
+        assert_int_equal(bad, 0);
+    }
 }
 
 static void test_hypervolume_matches_naive(void **state) {
@@ -138,6 +170,7 @@ static void test_constrained_domination(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sort_matches_naive),
+        cmocka_unit_test(test_sort_large),
         cmocka_unit_test(test_hypervolume_matches_naive),
         cmocka_unit_test(test_hypervolume_known),
         cmocka_unit_test(test_crowding),

@@ -1,5 +1,6 @@
 /* tuners: Hyperband's bracket table, and the pruning decisions of the median
- * rule, ASHA and Hyperband on scripted sequences of reports. */
+ * rule, ASHA and Hyperband on scripted sequences of reports; MO-ASHA (ASHA
+ * and Hyperband on several objectives) against a naive full ranking. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -479,6 +480,233 @@ static void replay_golden(const golden_event *ev, size_t n, tun_pruner_kind kind
 
 #define GOLDEN(arr, kind, max) replay_golden(arr, HPO_ARRAY_LEN(arr), kind, max, #arr)
 
+/* ---- MO-ASHA: several objectives ranked at a rung ---- */
+
+static tun_study *mo_study(const tun_space *s, tun_pruner_kind kind, int m, const int *maxi, double eta) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = kind;
+    cfg.pruner.eta = eta;
+    cfg.pruner.max_resource = 27;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new_mo(s, &cfg, m, maxi, &t), 0);
+    return t;
+}
+
+static int report_vec(tun_study *t, int64_t number, int64_t step, const double *v) {
+    int prune = -1;
+    assert_int_equal(tun_study_report_mo(t, number, step, v, &prune), 0);
+    return prune;
+}
+
+static void test_mo_asha_scripted(void **state) {
+    (void)state;
+    tun_space *s = one_param_space();
+    int maxi[2] = {0, 1}; /* minimise the first, maximise the second */
+    tun_study *t = mo_study(s, TUN_PRUNER_ASHA, 2, maxi, 2);
+    /* four trade-offs at rung 1 (step 1): one front */
+    for (int k = 0; k < 4; k++) {
+        start(t, k);
+        double v[2] = {k + 1, k + 1};
+        (void)report_vec(t, k, 1, v);
+    }
+    /* a fifth, dominated by (3, 3): 5 at the rung keep 2, four ahead */
+    start(t, 4);
+    double bad[2] = {3.5, 2.5};
+    assert_int_equal(report_vec(t, 4, 1, bad), 1);
+    /* a sixth that dominates them all is alone on the first front */
+    start(t, 5);
+    double good[2] = {0.5, 5};
+    assert_int_equal(report_vec(t, 5, 1, good), 0);
+    /* a seventh between (2, 2) and (3, 3) on the second front: the sixth,
+     * the extremes (infinite crowding) and the two of wider spread come
+     * before it; 7 at the rung keep 3 */
+    start(t, 6);
+    double mid[2] = {2.5, 2.5};
+    assert_int_equal(report_vec(t, 6, 1, mid), 1);
+    /* a NaN objective prunes; a scalar report on this study has NaN in the
+     * second objective */
+    start(t, 7);
+    double nan_v[2] = {0.1, NAN};
+    assert_int_equal(report_vec(t, 7, 1, nan_v), 1);
+    start(t, 8);
+    int prune = -1;
+    assert_int_equal(tun_study_report(t, 8, 1, 0.1, &prune), 0);
+    assert_int_equal(prune, 1);
+    tun_study_free(t);
+    /* the median pruner has no rule for vectors */
+    t = mo_study(s, TUN_PRUNER_MEDIAN, 2, maxi, 3);
+    start(t, 0);
+    double v[2] = {1, 1};
+    assert_int_equal(tun_study_report_mo(t, 0, 1, v, &prune), HPO_EINVAL);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+typedef struct mo_key {
+    int rank;
+    double cd;
+    int64_t number;
+    int self;
+} mo_key;
+
+static int cmp_mo_key(const void *a, const void *b) {
+    const mo_key *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    if (x->cd != y->cd) return x->cd > y->cd ? -1 : 1;
+    return (x->number > y->number) - (x->number < y->number);
+}
+
+/* The naive MO-ASHA decision before trial `number` reports v at step:
+ * at each rung the report reaches first, every trial's vector there
+ * (minimisation sign), fully ranked by the naive peeling sort, crowding
+ * per front, then number; pruned when it is not among the first keep. */
+static int naive_mo_asha(const tun_study *t, int64_t number, int64_t step, const double *v_in, int r0, int bracket) {
+    const tun_trial_rec *rec = &t->trials[number];
+    int m = t->n_obj;
+    static double V[4096 * 3];
+    static int64_t num[4096];
+    static int rank[4096];
+    static double cd[4096];
+    static size_t idx[4096];
+    static mo_key key[4096];
+    double v[3];
+    for (int k = 0; k < m; k++) v[k] = t->obj_max[k] ? -v_in[k] : v_in[k];
+    for (int k = r0;; k++) {
+        int64_t rs = (int64_t)llround(pow(3, k));
+        if (rs > step) return 0;
+        int reached_before = 0;
+        for (int i = 0; i < rec->n_steps; i++)
+            if (rec->steps[i] >= rs) reached_before = 1;
+        if (reached_before) continue;
+        for (int o = 0; o < m; o++)
+            if (isnan(v[o])) return 1;
+        size_t M = 0;
+        memcpy(V, v, (size_t)m * sizeof *V);
+        num[M++] = number;
+        for (int64_t j = 0; j < t->cap; j++) {
+            const tun_trial_rec *o = &t->trials[j];
+            if (!o->present || j == number || (bracket >= 0 && o->bracket != bracket)) continue;
+            int f = -1;
+            for (int i = 0; i < o->n_steps && f < 0; i++)
+                if (o->steps[i] >= rs) f = i;
+            if (f < 0) continue;
+            int ok = 1;
+            for (int q = 0; q < m; q++) ok &= !isnan(o->step_vecs[f * m + q]);
+            if (!ok) continue;
+            memcpy(V + M * (size_t)m, o->step_vecs + f * m, (size_t)m * sizeof *V);
+            num[M++] = o->number;
+        }
+        int n_fronts = tun_nondominated_sort_ref(V, NULL, M, m, rank);
+        for (int r = 0; r < n_fronts; r++) {
+            size_t nf = 0;
+            for (size_t i = 0; i < M; i++)
+                if (rank[i] == r) idx[nf++] = i;
+            double c[4096];
+            tun_crowding_distance(V, m, idx, nf, c);
+            for (size_t a = 0; a < nf; a++) cd[idx[a]] = c[a];
+        }
+        for (size_t i = 0; i < M; i++) key[i] = (mo_key){rank[i], cd[i], num[i], i == 0};
+        qsort(key, M, sizeof *key, cmp_mo_key);
+        int64_t keep = (int64_t)floor((double)M / 3);
+        if (keep < 1) keep = 1;
+        size_t pos = 0;
+        while (!key[pos].self) pos++;
+        if ((int64_t)pos >= keep) return 1;
+    }
+}
+
+static void mo_race(tun_pruner_kind kind, int m, uint64_t seed) {
+    tun_space *s = one_param_space();
+    int maxi[3] = {0, 1, 0};
+    tun_study *t = mo_study(s, kind, m, maxi, 3);
+    hpo_rng rng;
+    hpo_rng_seed(&rng, seed);
+    enum { TRIALS = 120 };
+    int64_t next_step[TRIALS];
+    int alive[TRIALS], started = 0, decisions = 0, prunes = 0;
+    for (int e = 0; e < 2500; e++) {
+        int k, n_alive = 0, live[TRIALS];
+        for (int i = 0; i < started; i++)
+            if (alive[i]) live[n_alive++] = i;
+        if (started < TRIALS && (n_alive < 3 || hpo_rng_uniform(&rng) < 0.1)) {
+            k = started++;
+            start(t, k);
+            alive[k] = 1;
+            next_step[k] = 1 + (int64_t)hpo_rng_below(&rng, 2);
+        } else if (n_alive > 0) {
+            k = live[hpo_rng_below(&rng, (uint64_t)n_alive)];
+        } else {
+            break;
+        }
+        int64_t step = next_step[k];
+        next_step[k] += 1 + (int64_t)(hpo_rng_uniform(&rng) < 0.2);
+        double v[3];
+        for (int q = 0; q < m; q++) /* coarse values: ties and equal vectors happen */
+            v[q] = hpo_rng_uniform(&rng) < 0.005 ? NAN : (double)hpo_rng_below(&rng, 8) + 3.0 / (double)step;
+        int r0 = kind == TUN_PRUNER_HYPERBAND ? t->trials[k].bracket : 0;
+        int bracket = kind == TUN_PRUNER_HYPERBAND ? t->trials[k].bracket : -1;
+        int want = naive_mo_asha(t, k, step, v, r0, bracket);
+        int got = report_vec(t, k, step, v);
+        if (got != want)
+            fail_msg("%s m=%d seed %llu event %d: trial %d step %lld: got %d, naive %d",
+                     kind == TUN_PRUNER_ASHA ? "asha" : "hyperband", m, (unsigned long long)seed, e, k,
+                     (long long)step, got, want);
+        decisions++;
+        if (got) {
+            prunes++;
+            alive[k] = 0;
+            assert_int_equal(tun_study_finish_mo(t, k, TUN_TRIAL_PRUNED, NULL, NAN), 0);
+        } else if (step >= 27 || hpo_rng_uniform(&rng) < 0.03) {
+            alive[k] = 0;
+            double f[3] = {1, 1, 1};
+            assert_int_equal(tun_study_finish_mo(t, k, TUN_TRIAL_COMPLETE, f, NAN), 0);
+        }
+    }
+    printf("mo-%s m=%d seed %llu: %d decisions, %d prunes, all as the naive ranking\n",
+           kind == TUN_PRUNER_ASHA ? "asha" : "hyperband", m, (unsigned long long)seed, decisions, prunes);
+    assert_true(decisions > 150 && prunes > 20 && prunes < decisions);
+    /* rebuilt from the history (reports without asking), it answers alike */
+    tun_study *r = mo_study(s, kind, m, maxi, 3);
+    for (int64_t j = 0; j < t->cap; j++) {
+        const tun_trial_rec *o = &t->trials[j];
+        if (!o->present) continue;
+        assert_int_equal(tun_study_add(r, j, o->x, TUN_TRIAL_RUNNING, NAN), 0);
+        for (int i = 0; i < o->n_steps; i++) {
+            double v[3];
+            for (int q = 0; q < m; q++) v[q] = maxi[q] ? -o->step_vecs[i * m + q] : o->step_vecs[i * m + q];
+            assert_int_equal(tun_study_report_mo(r, j, o->steps[i], v, NULL), 0);
+        }
+        if (o->state != TUN_TRIAL_RUNNING) {
+            double f[3] = {1, 1, 1};
+            assert_int_equal(tun_study_finish_mo(r, j, o->state, o->state == TUN_TRIAL_COMPLETE ? f : NULL, NAN), 0);
+        }
+    }
+    for (int k = 0; k < 20; k++) {
+        int64_t num = TRIALS + k;
+        start(t, num);
+        double x = 0.5;
+        assert_int_equal(tun_study_add(r, num, &x, TUN_TRIAL_RUNNING, NAN), 0);
+        for (int64_t step = 1; step < 10; step++) {
+            double v[3];
+            for (int q = 0; q < m; q++) v[q] = (double)hpo_rng_below(&rng, 8) + 3.0 / (double)step;
+            assert_int_equal(report_vec(t, num, step, v), report_vec(r, num, step, v));
+        }
+    }
+    tun_study_free(r);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+static void test_mo_asha_matches_naive(void **state) {
+    (void)state;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        mo_race(TUN_PRUNER_ASHA, 2, seed);
+        mo_race(TUN_PRUNER_ASHA, 3, seed);
+        mo_race(TUN_PRUNER_HYPERBAND, 2, seed);
+    }
+}
+
 static void test_same_decisions_as_optuna(void **state) {
     (void)state;
     GOLDEN(golden_median_minimize, TUN_PRUNER_MEDIAN, 0);
@@ -574,6 +802,8 @@ int main(void) {
         cmocka_unit_test(test_hyperband_brackets_do_not_compete),
         cmocka_unit_test(test_asha_matches_naive),
         cmocka_unit_test(test_median_matches_naive),
+        cmocka_unit_test(test_mo_asha_scripted),
+        cmocka_unit_test(test_mo_asha_matches_naive),
         cmocka_unit_test(test_same_decisions_as_optuna),
         cmocka_unit_test(test_pruner_config),
     };
