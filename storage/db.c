@@ -483,7 +483,11 @@ static const char *const stmt_sql[STO_Q_N] = {
         " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = excluded.metrics",
     [STO_Q_EPOCH_PUT_NODE] =
         "INSERT INTO epochs (trial_id, execution, epoch, metrics)"
-        " SELECT ?1, ?2, ?3, ?4 FROM trials WHERE id = ?1 AND COALESCE(node_id, 0) = ?5" /* a WHERE: no upsert ambiguity */
+        /* a trial of no node takes them from a node while it runs (an
+         * external trial's reported vectors), not once requeued; the WHERE
+         * also keeps SQLite's upsert unambiguous */
+        " SELECT ?1, ?2, ?3, ?4 FROM trials WHERE id = ?1 AND"
+        " (node_id = ?5 OR (node_id IS NULL AND (?5 = 0 OR state = 0)))"
         " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = excluded.metrics",
     [STO_Q_EPOCHS_TRIAL] =
         "SELECT execution, epoch, metrics FROM epochs WHERE trial_id = ?1"

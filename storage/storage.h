@@ -465,7 +465,9 @@ int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, dou
  * stored as "{}"; execution and epoch must be >= 0 (HPO_EINVAL); any state;
  * HPO_ENOTFOUND for an unknown trial, HPO_ECONFLICT for a trial whose node
  * (schema v9) is not this connection's (it left this node: its runner must
- * stop). Deleted with the trial (cascade). */
+ * stop), or, on a connection of a node, a trial of no node that is not
+ * running (an external trial's curve point comes with a report). Deleted
+ * with the trial (cascade). */
 int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics);
 /* The same with an event (ev may be NULL). */
 int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics,

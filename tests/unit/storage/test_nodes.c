@@ -328,9 +328,11 @@ static void test_writes_kept_to_the_node(void **state) {
     assert_int_equal(sto_trial_report(da, ta, 1, 0.5, 0), 0);
     assert_int_equal(sto_epoch_put(da, ta, 0, 1, "{}"), 0);
     assert_int_equal(sto_trial_report(db, tc, 1, 0.5, 0), 0);
+    assert_int_equal(sto_epoch_put(db, tc, 0, 1, "{\"error\":0.5}"), 0); /* a client's curve point (MO reports) */
     assert_int_equal(sto_trial_finish(db, tc, STO_TRIAL_COMPLETE, 1, NAN, 1, NULL), 0);
     /* requeued by its node: no node any more; resumed on b: b's */
     assert_int_equal(sto_trial_requeue(da, ta), 0);
+    assert_int_equal(sto_epoch_put(da, ta, 0, 2, "{}"), HPO_ECONFLICT); /* queued: no node writes its epochs */
     assert_int_equal(sto_trial_resume_ev(db, ta, "cpu:3", NULL), 0);
     sto_trial_state st;
     int64_t owner;
