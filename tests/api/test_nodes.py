@@ -224,7 +224,9 @@ def main():
                 nodes[a3_id]["name"] == nodes[a2_id]["name"],
                 "the stalled node was found dead and joined again as node %d: %s" % (a3_id, nodes))
         c.check("found dead by another node" in a2.log_tail(400), "the stalled node says it was found dead")
-        by_node = sorted((t["number"], t["node_id"]) for t in ts2)
+        # who started or resumed its trials (a trial's node_id is the last one's: the
+        # stalled trial ends on b, and b may finish the rest before a3 joins)
+        by_node = sorted((d["number"], d["node_id"]) for _, t, d in events2 if t in ("trial_started", "trial_resumed"))
         c.check(any(n in (a2_id, a3_id) for _, n in by_node) and any(n == b_id for _, n in by_node),
                 "a study created on node b is trained by both nodes' slots: %s" % by_node)
         runs = [d.get("node_id") for _, t, d in events2
