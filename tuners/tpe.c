@@ -637,7 +637,9 @@ static int joint(const tun_study *t) {
  * (complete, or compared at the common budget) with a finite value. */
 static int ei_applies(const tun_study *t, const tun_tpe_key *keys, int nb,
                       const tun_tpe_key *thr) {
-    if (!continuous_space(t->space) || nb >= TUN_TPE_TOP || !thr || thr->cls != TUN_TPE_COMPLETE || !isfinite(thr->a)) return 0;
+    if (!continuous_space(t->space) || nb >= TUN_TPE_TOP || !thr ||
+        thr->cls != TUN_TPE_COMPLETE || !isfinite(thr->a))
+        return 0;
     for (int i = 0; i < nb; i++)
         if (keys[i].cls != TUN_TPE_COMPLETE || !isfinite(keys[i].a)) return 0;
     return 1;

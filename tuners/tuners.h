@@ -146,8 +146,9 @@ typedef struct tun_config {
                                * unconditional parameters are modelled jointly
                                * (Optuna's multivariate=True); 0 = each on its
                                * own (Optuna's default); < 0 (the default) =
-                               * jointly with one objective, each on its own
-                               * with several or constraints (tpe.c) */
+                               * jointly with one objective on a space whose
+                               * unconditional parameters are all continuous
+                               * floats, each on its own otherwise (tpe.c) */
     int tpe_max_components;   /* not a "tuner" key (tests, benchmarks): the most
                                * components a side of TPE's split keeps before
                                * older trials are stood for by a stratified

@@ -661,7 +661,8 @@ static void test_grid_keeps_exploring(void **state) {
             tun_study_free(st);
         }
     printf("50 trials on a 288-point grid, 10 seeds: distinct grid points per study %.1f "
-           "(univariate, the default here), %.1f (multivariate)\n", total[0] / 10.0, total[1] / 10.0);
+           "(univariate, the default here), %.1f (multivariate)\n",
+           total[0] / 10.0, total[1] / 10.0);
     assert_true(total[0] >= 10 * 23);
     assert_true(total[1] >= 10 * 12);
     tun_space_free(s);
