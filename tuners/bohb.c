@@ -29,11 +29,14 @@
  *   observation there (a parallel asker's pending work: the constant liar
  *   of tpe.c). Then tpe.c samples as TPE does (tun_tpe_sample_split):
  *   Parzen mixtures per side, candidates from l, the best l/g wins; the unconditional parameters jointly (one component
- *   per trial: the paper's multivariate KDE; sampled one by one, as tpe's
- *   default, it needed 0.46x/0.58x/0.55x of Optuna's epochs against
+ *   per trial: the paper's multivariate KDE; sampled one by one (tpe's
+ *   univariate mode), it needed 0.46x/0.58x/0.55x of Optuna's epochs against
  *   0.39x/0.45x/0.40x on the MLP half, with gamma 0.10 and rho 1/3; 0.55x/
  *   0.53x/0.62x against 0.35x/0.45x/0.45x with the defaults), conditional
- *   parameters each from the trials where they are active.
+ *   parameters each from the trials where they are active. The trials keep
+ *   Optuna's ramp weights (tpe's improvement weights are its own), and
+ *   a joint candidate that snaps onto a below trial gives way as in tpe
+ *   (no change on the tabular benchmark's continuous axes).
  * - A fraction cfg.bohb_random_fraction (default 0.5; the paper's rho is
  *   1/3; tuned with gamma, see BOHB_DEFAULT_GAMMA) of the trials is random
  *   (tun_random_suggest), the coin drawn from hpo_rng_derive(seed, number,

@@ -54,6 +54,8 @@ struct tun_cmaes_state {
     int64_t pos;       /* the next trial number the walk reads */
     int n_members;     /* complete members of the current generation so far */
     double *X, *f;     /* their encoded points (lambda rows) and values */
+    int64_t gen_start; /* the history index where the current generation began:
+                        * the trial there is the mean (cmaes.c) */
 };
 
 struct tun_study {

@@ -12,6 +12,7 @@
 #include "hpo.h"
 
 int regret_tpe_max_components = 0;
+json_t *regret_tuner = NULL;
 
 int regret_run_space(json_t *space_js, regret_space_fn f, void *ctx, double fstar,
                      tun_algorithm algo, uint64_t seed, int startup, int deterministic, int n,
@@ -27,6 +28,10 @@ int regret_run_space(json_t *space_js, regret_space_fn f, void *ctx, double fsta
     }
     tun_config cfg;
     tun_config_default(&cfg);
+    if (regret_tuner && (rc = tun_config_parse(regret_tuner, space, &cfg, &err))) {
+        fprintf(stderr, "--tuner: %s %s\n", err.field, err.message);
+        goto fail;
+    }
     cfg.algorithm = algo;
     cfg.seed = seed;
     if (startup >= 0) cfg.n_startup_trials = startup;

@@ -49,6 +49,12 @@ int regret_run_space(json_t *space_js, regret_space_fn f, void *ctx, double fsta
  * default: the tuner's own; bench_tuner_regret --tpe-max-components N). */
 extern int regret_tpe_max_components;
 
+/* A "tuner" object (api's keys, tun_config_parse) whose options every later
+ * regret_run starts from, the algorithm and seed then set by the run; NULL
+ * (the default): the defaults. bench_tuner_regret --tuner JSON, for tuning a
+ * default on the tuning half without rebuilding. */
+extern json_t *regret_tuner;
+
 /* numpy.percentile(v[:n], q) with linear interpolation; n <= REGRET_MAX_SEEDS */
 double regret_percentile(const double *v, int n, double q);
 /* "median [Q1..Q3]" of v[:n], or "n/a" when n <= 0 */

@@ -281,6 +281,7 @@ static double eval_problem(void *ctx, const tun_space *sp, const double *x, int 
 typedef struct suite {
     int variant; /* index into variant_names */
     int dims[MAX_DIMS], n_dims, budgets[MAX_BUDGETS], n_budgets, fids[NF], n_fids, n_seeds;
+    int seed0; /* run s uses seed seed0 + s and instance seed0 + s + 1 */
     int ran[N_ALGOS], have_peer[N_PEERS];
     /* [function-1][dim index][algo][budget][seed] */
     double reg[NF][MAX_DIMS][N_ALGOS][MAX_BUDGETS][REGRET_MAX_SEEDS];
@@ -304,6 +305,7 @@ static int read_peer_csv(const char *path, suite *S) {
     while (fgets(line, sizeof line, f)) {
         if (sscanf(line, "%d,%d,%31[^,],%d,%d,%lf", &fid, &dim, name, &budget, &seed, &r) != 6)
             continue;
+        seed -= S->seed0;
         int k = index_of(S->dims, S->n_dims, dim), b = index_of(S->budgets, S->n_budgets, budget);
         int p = -1;
         for (int i = 0; i < N_PEERS; i++)
@@ -333,8 +335,9 @@ static double ratio(const suite *S, int f, int k, int a, int b) {
 }
 
 static void print_table(const suite *S, int b) {
-    printf("\nn=%d: median simple regret over seeds 0..%d (instance = seed + 1); ratio = hpo / "
-           "peer (floored at %g)\n  %-22s", S->budgets[b], S->n_seeds - 1, FLOOR, "function");
+    printf("\nn=%d: median simple regret over seeds %d..%d (instance = seed + 1); ratio = hpo / "
+           "peer (floored at %g)\n  %-22s", S->budgets[b], S->seed0, S->seed0 + S->n_seeds - 1,
+           FLOOR, "function");
     for (int a = 0; a < N_ALGOS; a++)
         if (S->ran[a]) printf(" %9.9s", algo_names[a]);
     for (int p = 0; p < N_PEERS; p++)
@@ -431,9 +434,9 @@ static FILE *start_peer(const suite *S, const char *algos, char *tmpcsv) {
     if (fd < 0) return NULL;
     close(fd);
     snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 '%s/optuna_bbob.py' --lib '%s' --dims %s --seeds %d --budgets %s "
-             "--samplers %s --functions %s --variant %s --csv %s",
-             bench_peers_dir(), lib_path(), dims, S->n_seeds, budgets, samplers, fids,
+             "/usr/bin/python3 '%s/optuna_bbob.py' --lib '%s' --dims %s --seeds %d --seed0 %d "
+             "--budgets %s --samplers %s --functions %s --variant %s --csv %s",
+             bench_peers_dir(), lib_path(), dims, S->n_seeds, S->seed0, budgets, samplers, fids,
              variant_names[S->variant], tmpcsv);
     printf("optuna: %s\n", cmd);
     fflush(stdout);
@@ -451,17 +454,17 @@ static int run_hpo(suite *S, const char *algos, int startup, FILE *csv) {
                 int D = S->dims[k];
                 json_t *space = S->variant == V_MIXED ? mixed_space(D) : box_space(D);
                 for (int s = 0; s < S->n_seeds; s++) {
-                    int fid = S->fids[i];
-                    bench_bbob *f = bench_bbob_new(fid, D, (unsigned)s + 1);
-                    problem pb = {f, D, S->variant, (unsigned)s + 1};
+                    int fid = S->fids[i], seed = S->seed0 + s;
+                    bench_bbob *f = bench_bbob_new(fid, D, (unsigned)seed + 1);
+                    problem pb = {f, D, S->variant, (unsigned)seed + 1};
                     double sec;
                     int rc = f ? regret_run_space(space, eval_problem, &pb, bench_bbob_fopt(f),
-                                                  algo_ids[a], (uint64_t)s, startup, a == 3,
+                                                  algo_ids[a], (uint64_t)seed, startup, a == 3,
                                                   n_trials, traj, &sec)
                                : HPO_ENOMEM;
                     bench_bbob_free(f);
                     if (rc < 0) {
-                        fprintf(stderr, "f%d D=%d %s seed %d: %s\n", fid, D, algo_names[a], s,
+                        fprintf(stderr, "f%d D=%d %s seed %d: %s\n", fid, D, algo_names[a], seed,
                                 hpo_strerror(rc));
                         json_decref(space);
                         return rc;
@@ -470,7 +473,7 @@ static int run_hpo(suite *S, const char *algos, int startup, FILE *csv) {
                         S->reg[fid - 1][k][a][b][s] = traj[S->budgets[b] - 1];
                         if (csv)
                             fprintf(csv, "%d,%d,hpo-%s,%d,%d,%.10g\n", fid, D, algo_names[a],
-                                    S->budgets[b], s, traj[S->budgets[b] - 1]);
+                                    S->budgets[b], seed, traj[S->budgets[b] - 1]);
                     }
                 }
                 json_decref(space);
@@ -482,7 +485,7 @@ static int run_hpo(suite *S, const char *algos, int startup, FILE *csv) {
 
 int regret_bbob_main(int argc, char **argv) {
     static suite S;
-    const char *algos = "random,tpe,bayesian,cmaes,evolution", *csv_path = NULL;
+    const char *algos = "random,tpe,bayesian,cmaes,evolution", *csv_path = NULL, *peer_csv = NULL;
     int startup = -1, use_optuna = 1, rc = 0;
     memset(&S, 0, sizeof S);
     S.n_dims = parse_ints("2,5,10", S.dims, MAX_DIMS, 2, BENCH_BBOB_MAX_DIM);
@@ -509,6 +512,18 @@ int regret_bbob_main(int argc, char **argv) {
             S.n_fids = parse_ints(v, S.fids, NF, 1, NF);
         else if (!strcmp(argv[i - 1], "--seeds"))
             S.n_seeds = atoi(v);
+        else if (!strcmp(argv[i - 1], "--seed0"))
+            S.seed0 = atoi(v);
+        else if (!strcmp(argv[i - 1], "--peer-csv"))
+            peer_csv = v;
+        else if (!strcmp(argv[i - 1], "--tuner")) {
+            json_error_t je;
+            json_decref(regret_tuner);
+            if (!(regret_tuner = json_loads(v, 0, &je))) {
+                fprintf(stderr, "--tuner: %s\n", je.text);
+                goto usage;
+            }
+        }
         else if (!strcmp(argv[i - 1], "--algos"))
             algos = v;
         else if (!strcmp(argv[i - 1], "--startup"))
@@ -526,11 +541,23 @@ int regret_bbob_main(int argc, char **argv) {
             goto usage;
     }
     if (S.n_dims < 1 || S.n_budgets < 1 || S.n_fids < 1 || S.n_seeds < 1 ||
-        S.n_seeds > REGRET_MAX_SEEDS)
+        S.n_seeds > REGRET_MAX_SEEDS || S.seed0 < 0)
         goto usage;
     for (int b = 1; b < S.n_budgets; b++)
         if (S.budgets[b] <= S.budgets[b - 1]) goto usage;
 
+    if (peer_csv) { /* the peer's figures of an earlier run (--csv), not run again */
+        use_optuna = 0;
+        if (read_peer_csv(peer_csv, &S) < 0) {
+            fprintf(stderr, "--peer-csv %s: cannot read it\n", peer_csv);
+            return 1;
+        }
+        for (int p = 0; p < N_PEERS; p++)
+            for (int i = 0; i < S.n_fids; i++)
+                S.have_peer[p] |= S.peer_n[S.fids[i] - 1][0][p][0] > 0;
+        printf("optuna: the peer's regrets are read from %s (an earlier run), not measured now\n",
+               peer_csv);
+    }
     /* both sides must see the same functions: the peer's values at random
      * points against ours, before anything is measured */
     if (use_optuna && check_peer(S.dims, S.n_dims)) return 1;
@@ -573,8 +600,8 @@ usage:
             "usage: %s --suite bbob [--dims 2,5,10] [--seeds N<=%d] [--budgets 25,50,100 "
             "(increasing)] [--algos random,tpe,bayesian,bayesian-det,cmaes,evolution] "
             "[--functions 1,..,24] [--variant noiseless|noisy-gauss|noisy-uniform|noisy-cauchy|"
-            "mixed] [--startup N] [--no-optuna] [--csv FILE] "
-            "[--tpe-max-components N] | --selftest | "
+            "mixed] [--startup N] [--no-optuna] [--csv FILE] [--seed0 S] [--peer-csv FILE] "
+            "[--tuner JSON] [--tpe-max-components N] | --selftest | "
             "--check-peer\n",
             argv[0], REGRET_MAX_SEEDS);
     return 2;

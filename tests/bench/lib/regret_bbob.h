@@ -10,6 +10,13 @@
  *       [--variant noiseless|noisy-gauss|noisy-uniform|noisy-cauchy|mixed]
  *       [--tpe-max-components N]  (tpe's bound on the components of a side
  *                                  of its split; -1: exact, every trial)
+ *       [--seed0 S]      (runs seeds S..S+N-1, instances S+1..S+N: the tuning
+ *                         seeds, 100.., apart from the reported 0..N-1)
+ *       [--tuner JSON]   (a "tuner" object the runs start from, e.g.
+ *                         '{"n_startup_trials": 5}': a default under trial)
+ *       [--peer-csv FILE] (the peer's regrets from an earlier run's --csv
+ *                         instead of running it: for tuning loops only; a
+ *                         reported table runs the peer in the same run)
  *   bench_tuner_regret --suite bbob --selftest     (the functions' checks)
  *   bench_tuner_regret --suite bbob --check-peer   (C and the ctypes peer agree)
  *

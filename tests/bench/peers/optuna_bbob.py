@@ -8,13 +8,13 @@ lib/bbob.h (bench_mixed_coord) instead of the box.
 The functions are NOT transcribed here: this script loads libhpo_bbob.so
 (tests/bench/lib/bbob.c, built with hpo) with ctypes, the same code hpo's
 tuners are judged on, so both sides see identical functions and instances.
-Seed s (0..N-1) runs instance s+1 of every function on [-5, 5]^D and seeds
-the sampler (RandomSampler, TPESampler, CmaEsSampler; default settings).
+Seed s (seed0..seed0+N-1; --seed0, default 0) runs instance s+1 of every
+function on [-5, 5]^D and seeds the sampler (RandomSampler, TPESampler, CmaEsSampler; default settings).
 One run of max(budgets) trials gives every budget as a prefix; the CSV gets
 fid,dim,sampler,budget,seed,regret (simple regret = best so far - f_opt).
 
 Re-run:  /usr/bin/python3 tests/bench/peers/optuna_bbob.py --lib build/tests/bench/libhpo_bbob.so \
-             [--dims 2,5,10] [--seeds 5] [--budgets 25,50,100] [--samplers random,tpe,cmaes] \
+             [--dims 2,5,10] [--seeds 5] [--seed0 0] [--budgets 25,50,100] [--samplers random,tpe,cmaes] \
              [--functions 1,...,24] [--variant noiseless] [--csv out.csv]
          ... --lib LIB --check POINTS   (the points file of `--suite bbob --check-peer`:
                                          "fid dim instance model k f x1..xD" per line; exit 1
@@ -154,6 +154,7 @@ def main():
     p.add_argument("--check", default=None, help="points file: compare and exit")
     p.add_argument("--dims", default="2,5,10")
     p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--seed0", type=int, default=0)
     p.add_argument("--budgets", default="25,50,100")
     p.add_argument("--samplers", default="random,tpe,cmaes")
     p.add_argument("--functions", default=",".join(str(i) for i in range(1, 25)))
@@ -177,7 +178,7 @@ def main():
         t0 = time.perf_counter()
         for fid in (int(v) for v in args.functions.split(",")):
             for dim in (int(v) for v in args.dims.split(",")):
-                for seed in range(args.seeds):
+                for seed in range(args.seed0, args.seed0 + args.seeds):
                     traj = run_study(optuna, s_name, fid, dim, seed, n_trials, args.variant)
                     rows += [(fid, dim, s_name, b, seed, traj[b - 1]) for b in budgets]
         print(f"  done optuna {s_name} ({time.perf_counter() - t0:.1f} s)", flush=True)

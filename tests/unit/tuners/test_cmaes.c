@@ -308,6 +308,43 @@ static void test_reproducible_per_seed(void **state) {
     tun_space_free(s);
 }
 
+/* The first trial of every generation is the mean: sequentially (lambda =
+ * 8 on SPHERE4), trial k with k % 8 == 0 is the state's m decoded, exactly
+ * (the first is the centre of the box), and the others are samples. */
+static void test_generation_starts_at_the_mean(void **state) {
+    (void)state;
+    tun_space *s = parse_space(SPHERE4);
+    assert_non_null(s);
+    tun_study *t = new_study(s, 5);
+    double x[4], worst = 0.0;
+    int means = 0, samples_off = 0;
+    for (int k = 0; k < 96; k++) {
+        assert_int_equal(tun_study_suggest(t, k, x), 0);
+        const struct tun_cmaes_state *cs = t->cmaes;
+        assert_int_equal(cs->cma.lambda, 8);
+        double d = 0.0;
+        for (int i = 0; i < 4; i++)
+            d = fmax(d, fabs(x[i] - tun_unit_decode(&s->params[i], cs->cma.m[i])));
+        if (k % 8 == 0) {
+            worst = fmax(worst, d);
+            means++;
+            if (k == 0)
+                for (int i = 0; i < 4; i++) assert_true(x[i] == 0.0);
+        } else {
+            samples_off += d > 1e-9;
+        }
+        assert_int_equal(tun_study_add(t, k, x, TUN_TRIAL_RUNNING, NAN), 0);
+        assert_int_equal(tun_study_finish(t, k, TUN_TRIAL_COMPLETE, sphere_obj(s, x)), 0);
+    }
+    printf("%d generation starts: max |x - m| %.3g; %d of %d other trials away from m\n", means,
+           worst, samples_off, 96 - means);
+    assert_int_equal(means, 12);
+    assert_true(worst == 0.0);
+    assert_int_equal(samples_off, 96 - means);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
 /* The fallback: choices, bools and conditional parameters are drawn at
  * random where active; the unconditional numbers come from CMA-ES. */
 static void test_fallback_respects_conditions(void **state) {
@@ -574,6 +611,7 @@ int main(void) {
         cmocka_unit_test(test_norm_quantile),
         cmocka_unit_test(test_converges_on_quadratics),
         cmocka_unit_test(test_reproducible_per_seed),
+        cmocka_unit_test(test_generation_starts_at_the_mean),
         cmocka_unit_test(test_fallback_respects_conditions),
         cmocka_unit_test(test_margin_keeps_discrete_params_moving),
         cmocka_unit_test(test_parallel_asks_and_replay),
