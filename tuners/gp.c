@@ -207,17 +207,6 @@ static double acquisition_at(void *data, const double *u, double *grad) {
 
 /* ---- the sampler ------------------------------------------------------- */
 
-typedef struct cand {
-    double acq;
-    int idx;
-} cand;
-
-static int cmp_cand(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    if (x->acq != y->acq) return x->acq < y->acq ? 1 : -1; /* descending */
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
 int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) {
     const tun_space *s = t->space;
     int64_t n_done = 0, n_complete = 0;
@@ -239,7 +228,7 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     tun_gp gp;
     int gp_ready = 0;
     double *C = NULL, *mu = NULL, *var = NULL, *xs = NULL, *work = NULL;
-    cand *cands = NULL;
+    tun_gp_cand *cands = NULL;
     if ((rc = tun_gp_enc_init(&e, s)) < 0) return rc;
     int d = e.d;
     if ((rc = collect(t, &e, &h)) < 0) goto fail_enc;
@@ -259,7 +248,7 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     C = malloc((size_t)m * d * sizeof(double));
     mu = malloc((size_t)m * sizeof(double));
     var = malloc((size_t)m * sizeof(double));
-    cands = malloc((size_t)m * sizeof(cand));
+    cands = malloc((size_t)m * sizeof(tun_gp_cand));
     xs = malloc((size_t)s->n * sizeof(double));
     if (!C || !mu || !var || !cands || !xs) {
         rc = HPO_ENOMEM;
@@ -290,13 +279,13 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
         if (!isfinite(cands[j].acq)) cands[j].acq = -1e300;
         cands[j].idx = j;
     }
-    qsort(cands, (size_t)m, sizeof(cand), cmp_cand);
+    qsort(cands, (size_t)m, sizeof(tun_gp_cand), tun_gp_cmp_cand);
     /* local optimisation of the best few */
     int n_local = m < N_LOCAL_STARTS ? m : N_LOCAL_STARTS;
     for (int a = 0; a < n_local; a++)
         cands[a].acq = tun_gp_local_opt(acquisition_at, &ctx, &e, s, C + (size_t)cands[a].idx * d, cands[a].acq,
                                         LOCAL_MAX_EVAL);
-    qsort(cands, (size_t)n_local, sizeof(cand), cmp_cand);
+    qsort(cands, (size_t)n_local, sizeof(tun_gp_cand), tun_gp_cmp_cand);
     int found = 0;
     for (int a = 0; a < m && !found; a++) {
         tun_gp_decode(&e, s, C + (size_t)cands[a].idx * d, xs);

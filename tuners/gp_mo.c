@@ -232,17 +232,6 @@ static double acq_at(void *data, const double *u, double *grad) {
 
 /* ---- the sampler ------------------------------------------------------- */
 
-typedef struct cand {
-    double acq;
-    int idx;
-} cand;
-
-static int cmp_cand(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    if (x->acq != y->acq) return x->acq < y->acq ? 1 : -1; /* descending */
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
 /* The reference point: per objective, the worst of the rows of Y marked
  * in use plus 10% of their range (1 when they agree). */
 static void reference_point(const obs *o, const char *use, double *ref) {
@@ -324,7 +313,7 @@ int tun_gp_mo_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *
     double *col = hpo_xmalloc((size_t)n * sizeof *col);
     double *front = hpo_xmalloc((size_t)(n + o.n_pending) * m * sizeof *front);
     double *C = NULL, *MU = NULL, *VAR = NULL, *work = NULL, *xs = hpo_xmalloc((size_t)s->n * sizeof *xs);
-    cand *cands = NULL;
+    tun_gp_cand *cands = NULL;
     /* the GPs: objectives (conditioned on the pending points), then constraints */
     for (int j = 0; j < w; j++) {
         for (int i = 0; i < n; i++) col[i] = j < m ? o.Y[(size_t)i * m + j] : o.C[(size_t)i * nc + (j - m)];
@@ -382,12 +371,12 @@ int tun_gp_mo_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *
         if (!isfinite(cands[c].acq)) cands[c].acq = -1e300;
         cands[c].idx = c;
     }
-    qsort(cands, (size_t)n_cand, sizeof *cands, cmp_cand);
+    qsort(cands, (size_t)n_cand, sizeof *cands, tun_gp_cmp_cand);
     int n_local = n_cand < N_LOCAL_STARTS ? n_cand : N_LOCAL_STARTS;
     for (int a = 0; a < n_local; a++)
         cands[a].acq = tun_gp_local_opt(acq_at, &ctx, &e, s, C + (size_t)cands[a].idx * d, cands[a].acq,
                                         LOCAL_MAX_EVAL);
-    qsort(cands, (size_t)n_local, sizeof *cands, cmp_cand);
+    qsort(cands, (size_t)n_local, sizeof *cands, tun_gp_cmp_cand);
     int found = 0;
     for (int a = 0; a < n_cand && !found; a++) {
         tun_gp_decode(&e, s, C + (size_t)cands[a].idx * d, xs);

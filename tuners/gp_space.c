@@ -151,6 +151,12 @@ static double local_objective(unsigned n, const double *z, double *grad, void *d
     return isfinite(v) ? v : -1e300;
 }
 
+int tun_gp_cmp_cand(const void *a, const void *b) {
+    const tun_gp_cand *x = a, *y = b;
+    if (x->acq != y->acq) return x->acq < y->acq ? 1 : -1; /* descending */
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
 double tun_gp_local_opt(tun_gp_acq_fn f, void *data, const tun_gp_enc *e, const tun_space *s, double *u,
                         double start_value, int max_eval) {
     int d = e->d, nf = 0;

@@ -48,6 +48,13 @@ int tun_gp_candidates(const tun_gp_enc *e, const tun_space *s, hpo_rng *rng, int
 /* An acquisition at the encoded point u; grad (e->d doubles, may be NULL)
  * gets its gradient in u. Maximised. */
 typedef double (*tun_gp_acq_fn)(void *data, const double *u, double *grad);
+/* A candidate's acquisition value and its row; tun_gp_cmp_cand sorts them
+ * best first (ties: the lower row), for qsort. */
+typedef struct tun_gp_cand {
+    double acq;
+    int idx;
+} tun_gp_cand;
+int tun_gp_cmp_cand(const void *a, const void *b);
 /* L-BFGS (NLopt, at most max_eval evaluations) over the numeric columns of
  * the active parameters of u, in place, choices held; returns the value
  * reached, or start_value with u unchanged when it did not improve. */
