@@ -245,24 +245,27 @@ int api_tuner_finish(api_study *st, const sto_trial *t);
  * finished on other nodes; one indexed query, then only what changed), so
  * other nodes' running trials are pending for the samplers (the constant
  * liar across nodes) and their reports reach the pruners. It is called,
- * under st->lock, before an ask suggests, before a report to a pruner or an unknown
- * trial's tell, and before the scheduler picks an embedded study's next
- * trial. Nothing on SQLite (one hpod per database). */
+ * under st->lock, before a new trial is suggested and again under the
+ * study's row lock before it is stored (api_study_new_trial), before an
+ * enqueued trial is handed out, a report to a pruner or an unknown trial's
+ * tell, and before the scheduler picks an embedded study's next trial.
+ * Nothing on SQLite (one hpod per database). */
 int api_study_sync(api_ctx *ctx, api_study *st);
 /* A new running trial from the tuner (st->lock held), stored as r says
  * (its lease, slot, limits and event: sto_trial_create_with; this call
- * sets r's params and number): suggested for the next number and stored
- * at that number only. When other nodes numbered trials meanwhile (asks
- * racing on several nodes), it syncs; if one of those trials holds the
- * very same point (a grid's next point) it suggests again, else the
- * suggestion is stored at the next number: a suggestion sees every trial
- * stored before it was made, no point is handed out twice, and a TPE
- * suggestion (milliseconds) is not thrown away for a trial it merely did
- * not see. x gets the configuration, *params_out (may be NULL) a new
- * reference to its JSON. HPO_EEXHAUSTED when the tuner has nothing left
- * (st->exhausted set) or the study has r->max_trials trials (other nodes
- * created the rest: st->next_number moves to max_trials); HPO_ECONFLICT
- * when r->parallel of its trials run. */
+ * sets r's params, number and catch-up): suggested for the next number
+ * once the view is caught up, and stored at the study's next number. On
+ * PostgreSQL the insert catches up again under the study's row lock
+ * (sto_trial_run.catch_up): the trials other nodes numbered while it
+ * suggested are folded in, and the suggestion takes the number after
+ * theirs, unless one of them holds the very same point (a grid's next
+ * point: it suggests again). So a suggestion sees every trial stored
+ * before it was made, no point is handed out twice, numbers stay dense,
+ * and racing asks never throw an insert away. x gets the configuration,
+ * *params_out (may be NULL) a new reference to its JSON. HPO_EEXHAUSTED
+ * when the tuner has nothing left (st->exhausted set) or the study has
+ * r->max_trials trials (other nodes created the rest: st->next_number
+ * moves to max_trials); HPO_ECONFLICT when r->parallel of its trials run. */
 int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out);
 /* Tells the tuner a trial's end from an outcome (its values, and the

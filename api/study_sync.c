@@ -2,16 +2,16 @@
  * database when other hpod nodes write it too (PostgreSQL): before the
  * tuner is asked or told, the trials changed since the cache's cursor
  * (sto_trials_changed) are folded into its history, and a new trial is
- * stored at the number the tuner suggested for, or, once the cache has
- * caught up, at the next one (suggested again only when another node took
- * the same point meanwhile; api_internal.h). */
+ * stored at the study's next number after a last catch-up under the
+ * study's row lock (suggested again only when another node took the same
+ * point meanwhile; api_internal.h). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "api_internal.h"
 
-/* Stored attempts at the tuner's number before a trial takes whatever
- * number storage gives (asks racing on many nodes: each round one wins). */
+/* Attempts at an exact number before a trial takes whatever number storage
+ * gives (each a grid point other nodes took meanwhile). */
 #define NEW_TRIAL_TRIES 16
 
 /* Folds one changed trial t into the history; x is scratch (space->n).
@@ -96,19 +96,43 @@ static int taken_meanwhile(const api_study *st, int64_t from, const double *x) {
     return 0;
 }
 
+/* The catch-up of a new trial's insert (sto_trial_run.catch_up), under
+ * the study's row lock: the view takes in every trial numbered so far;
+ * the suggestion goes to the next number unless one of them holds it. */
+typedef struct catch_up_arg {
+    api_ctx *ctx;
+    api_study *st;
+    int64_t suggested_for;
+    const double *x;
+} catch_up_arg;
+
+static int catch_up(void *arg, int64_t *number) {
+    catch_up_arg *c = arg;
+    int rc = api_study_sync(c->ctx, c->st);
+    if (rc) return rc;
+    if (taken_meanwhile(c->st, c->suggested_for, c->x)) return HPO_ESTALE; /* suggest again */
+    *number = c->st->next_number;
+    return 0;
+}
+
 int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out) {
-    int suggest = 1, exact = 1, rc = 0;
+    int shared = sto_shared(ctx->db), suggest = 1, exact = 1, rc = 0;
+    catch_up_arg c = {ctx, st, 0, x};
     json_t *params = NULL;
     char *text = NULL;
+    /* the suggestion sees every trial stored before it is made; the
+     * catch-up under the lock, those stored while it was made */
+    if ((rc = api_study_sync(ctx, st))) return rc;
     for (int attempt = 1;; attempt++) {
-        int64_t number = st->next_number, trial_id = 0;
+        int64_t trial_id = 0;
         if (suggest) {
             json_decref(params);
             free(text);
             params = NULL;
             text = NULL;
-            rc = tun_study_suggest(st->tuner, number, x);
+            c.suggested_for = st->next_number;
+            rc = tun_study_suggest(st->tuner, c.suggested_for, x);
             if (rc == HPO_EEXHAUSTED) st->exhausted = 1;
             if (rc) break;
             params = tun_space_to_json(st->def.space, x);
@@ -116,26 +140,31 @@ int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x
                 rc = HPO_ENOMEM;
                 break;
             }
+            suggest = 0;
         }
-        /* at the tuner's number; still racing after NEW_TRIAL_TRIES, or
-         * behind where syncing cannot tell why (SQLite): any */
-        int64_t expected = number;
+        /* at the next number (caught up under the study's lock on
+         * PostgreSQL); still racing after NEW_TRIAL_TRIES, or behind
+         * where nothing can tell why (SQLite): any */
+        int64_t number = 0;
         r->params = text;
         r->exact_number = exact && attempt < NEW_TRIAL_TRIES;
-        r->number = number;
+        r->number = st->next_number;
+        r->catch_up = shared && r->exact_number ? catch_up : NULL;
+        r->catch_up_arg = &c;
         rc = sto_trial_create_with(ctx->db, st->id, r, &trial_id, &number);
-        if (rc == 0 && number != expected)
+        r->catch_up = NULL;
+        r->catch_up_arg = NULL;
+        if (rc == 0 && number != st->next_number)
             HPO_WARN("study %lld: storage numbered the trial %lld, the tuner expected %lld", (long long)st->id,
-                     (long long)number, (long long)expected);
+                     (long long)number, (long long)st->next_number);
         if (rc == HPO_EEXHAUSTED && r->max_trials > 0 && st->next_number < r->max_trials)
             st->next_number = r->max_trials; /* other nodes created the rest of the budget */
         if (rc == HPO_ESTALE) {
-            /* another node numbered trials meanwhile: catch up; suggest
-             * again only when one of them took this very point (a grid's
-             * next point), else store it at the next number */
-            if ((rc = api_study_sync(ctx, st))) break;
-            if (st->next_number <= number) exact = 0;
-            suggest = taken_meanwhile(st, number, x);
+            /* another node took this very point (a grid's next point; the
+             * catch-up said so) or numbered a trial unseen: suggest again
+             * only for the first */
+            if (!shared) exact = 0;
+            suggest = taken_meanwhile(st, c.suggested_for, x);
             continue;
         }
         if (rc) break;

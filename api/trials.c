@@ -65,8 +65,9 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     }
     sto_study_state state = s.state;
     sto_study_clear(&s);
-    /* what other nodes changed (their trials running now are pending here) */
-    if ((rc = api_study_sync(ctx, st))) {
+    /* what other nodes changed, for a study that no longer runs (its budget
+     * is named); a running one's trial catches up when it is handed out */
+    if (state != STO_STUDY_RUNNING && (rc = api_study_sync(ctx, st))) {
         api_fail_rc(resp, rc, NULL);
         goto unlock;
     }
@@ -74,7 +75,8 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
      * so a max_trials reached does not keep them waiting */
     sto_trial q;
     if (state == STO_STUDY_RUNNING && api_enqueued_next(ctx, id, &q) == 0) {
-        rc = api_enqueued_hand_out(ctx, st, &q, lease, NULL, NULL, &params);
+        rc = api_study_sync(ctx, st); /* its free parameters are suggested from the current view */
+        if (rc == 0) rc = api_enqueued_hand_out(ctx, st, &q, lease, NULL, NULL, &params);
         trial_id = q.id;
         number = q.number;
         sto_trial_clear(&q);
@@ -280,8 +282,14 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     sto_trial_state state = o.state;
     double value = o.value;
     pthread_mutex_lock(&st->lock);
-    sto_trial_clear(&t);
-    int rc = sto_trial_get(ctx->db, id, &t), ended = 0;
+    /* read again under the lock only when it matters: user_attrs go to a
+     * trial still running, a pruned trial without a value takes its last
+     * report; else the finish's own guard catches a tell that came first */
+    int rc = 0, ended = 0;
+    if (attrs || (state == STO_TRIAL_PRUNED && o.value_n == 0)) {
+        sto_trial_clear(&t);
+        rc = sto_trial_get(ctx->db, id, &t);
+    }
     if (rc) {
         api_fail_lookup(resp, rc, "trial", id);
     } else if (!not_running(&t, resp)) {
@@ -297,6 +305,12 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
         sto_outcome so = {.state = state, .value = value, .value_std = o.value_std, .value_n = o.value_n,
                           .error = o.error, .values_json = o.values_json, .metrics_json = o.metrics_json};
         rc = sto_trial_finish_outcome(ctx->db, id, &so, NULL);
+        if (rc == HPO_ECONFLICT) { /* ended meanwhile (another tell, its lease): say how */
+            sto_trial_clear(&t);
+            rc = sto_trial_get(ctx->db, id, &t);
+            if (rc == 0 && not_running(&t, resp)) goto unlock;
+            if (rc == 0) rc = HPO_ECONFLICT;
+        }
         if (rc == 0) {
             /* Storage keeps the last intermediate as a pruned trial's value. */
             if (state == STO_TRIAL_PRUNED && o.value_n == 0) value = t.last_value;

@@ -952,7 +952,11 @@ int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db *
     if (pg && target_version != sto_schema_version()) return HPO_EINVAL; /* old schemas: SQLite only */
     int rc;
     sto_db *db = hpo_xcalloc(1, sizeof *db);
-    pthread_mutex_init(&db->mu, NULL);
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&db->mu, &attr);
+    pthread_mutexattr_destroy(&attr);
     db->target = hpo_strdup(path);
     rc = pg ? sto_sql_open_pg(path, &db->conn) : sto_sql_open_sqlite(path, sync == STO_SYNC_FULL, &db->conn);
     if (rc) goto fail;

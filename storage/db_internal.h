@@ -190,7 +190,7 @@ enum {
 
 struct sto_db {
     sto_sql *conn;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* recursive: a sto_trial_run's catch_up calls storage under it */
     sto_stmt *q[STO_Q_N];
     char *target;    /* what it was opened with (sto_reopen; sto_watch connects there too) */
     int64_t node_id; /* the node this connection works for (sto_node_register); 0: none. Under mu. */

@@ -266,6 +266,14 @@ typedef struct sto_trial_run {
                              the caller knows it (its tuner suggested for it): HPO_ESTALE, storing
                              nothing, when another connection (node) numbered a trial since */
     int64_t number;
+    /* exact_number: when set, called under the study's row lock (no other
+     * connection can number a trial until the commit), after the limits,
+     * before the insert, on the caller's thread (it may read storage): the
+     * caller catches up with the trials other connections stored and sets
+     * *number to the study's next number as it now knows it (r->number on
+     * entry); nonzero aborts the create (nothing stored) with that code */
+    int (*catch_up)(void *arg, int64_t *number);
+    void *catch_up_arg;
     const char *ev_type;  /* an event stored with it (NULL: none), with its data from */
     sto_trial_event_fn ev_data; /* ev_data(ev_arg, id, number) (NULL: "{}") */
     void *ev_arg;

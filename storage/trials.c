@@ -83,6 +83,8 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
     if ((rc = sto_db_lock_study(db, study_id))) goto fail;
     if ((rc = sto_db_run_limits(db, study_id, r))) goto fail;
     if (r->slot && with_node && (rc = sto_db_node_live(db))) goto fail;
+    int64_t at = r->number;
+    if (r->exact_number && r->catch_up && (rc = r->catch_up(r->catch_up_arg, &at))) goto fail;
     sto_bind_int64(s, 1, study_id);
     sto_bind_text(s, 2, r->params ? r->params : "{}");
     sto_bind_real(s, 3, now);
@@ -91,7 +93,7 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
         sto_bind_text(s, 5, r->slot);
         sto_bind_id(s, 6, r->slot ? db->node_id : 0);
     }
-    if (r->exact_number) sto_bind_int64(s, with_node ? 7 : 5, r->number);
+    if (r->exact_number) sto_bind_int64(s, with_node ? 7 : 5, at);
     rc = sto_db_insert(db, s, "trial create", &id, &number);
     /* no row, the study there (locked): another connection numbered a trial */
     if (rc == HPO_ENOTFOUND && r->exact_number) rc = HPO_ESTALE;
@@ -134,13 +136,12 @@ int sto_trials_changed(sto_db *db, int64_t study_id, int64_t after, sto_trial **
     size_t n = 0;
     sto_db_lock(db);
     sto_stmt *s = db->q[STO_Q_TRIALS_CHANGED];
-    int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
-    if (rc == 0) {
-        sto_bind_int64(s, 1, study_id);
-        sto_bind_int64(s, 2, after);
-        rc = collect_trials(db, s, "trials changed", &list, &n);
-    }
+    sto_bind_int64(s, 1, study_id);
+    sto_bind_int64(s, 2, after);
+    int rc = collect_trials(db, s, "trials changed", &list, &n);
     sto_db_done(s);
+    /* nothing changed, or no such study: only then the second question */
+    if (rc == 0 && n == 0) rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
     sto_db_unlock(db);
     if (rc) return rc;
     int64_t seq = n ? list[n - 1].seq : after; /* read in seq order */

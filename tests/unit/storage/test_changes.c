@@ -8,6 +8,9 @@
  *   stamp while a reader follows: it ends with every trial's last change;
  * - sto_trial_create_at: a trial stored at the number the caller expects,
  *   HPO_ESTALE (nothing stored) once another connection took it;
+ * - a create's catch_up runs under the study's lock and may read storage:
+ *   the number it sets is the one stored, a create on another connection
+ *   waits for the commit (PostgreSQL), and its failure stores nothing;
  * - sto_study_transition_ev: of two connections ending one study, one
  *   stores the change and its event.
  * Runs on SQLite (a file) and, as pg.storage.test_changes, on PostgreSQL. */
@@ -229,6 +232,93 @@ static void test_create_at_expected_number(void **state) {
     sto_tmp_close(&tmp);
 }
 
+/* The catch_up of test_catch_up_under_the_lock: reads the study through
+ * the same connection (storage under its own lock), lets another
+ * connection try to create meanwhile, and answers the next number. */
+typedef struct racer {
+    sto_db *db;
+    int64_t study, number;
+    atomic_int done;
+    int rc;
+} racer;
+
+static void *race_create(void *arg) {
+    racer *r = arg;
+    r->rc = sto_trial_create(r->db, r->study, "{}", 0, NULL, &r->number);
+    atomic_store(&r->done, 1);
+    return NULL;
+}
+
+typedef struct catch_up_probe {
+    sto_db *db;
+    int64_t study;
+    int answer; /* 0: the next number; else returned */
+    racer *other; /* NULL: none started */
+    pthread_t thread;
+    int other_waited; /* the other create had not finished when the catch-up ended */
+    int calls;
+} catch_up_probe;
+
+static int probe_catch_up(void *arg, int64_t *number) {
+    catch_up_probe *p = arg;
+    p->calls++;
+    if (p->answer) return p->answer;
+    if (p->other) {
+        assert_int_equal(pthread_create(&p->thread, NULL, race_create, p->other), 0);
+        usleep(200 * 1000); /* long enough for it to be stored, were it not waiting */
+        p->other_waited = !atomic_load(&p->other->done);
+    }
+    sto_trial *t = NULL;
+    size_t n = 0;
+    assert_int_equal(sto_trial_list(p->db, p->study, NULL, &t, &n), 0);
+    *number = n ? t[n - 1].number + 1 : 0;
+    sto_trial_list_free(t, n);
+    return 0;
+}
+
+static void test_catch_up_under_the_lock(void **state) {
+    (void)state;
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    sto_db *a = NULL, *b = NULL;
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &a), 0);
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &b), 0);
+    int64_t study, id = 0, number = -1;
+    assert_int_equal(sto_study_create(a, "s", "{}", &study), 0);
+    assert_int_equal(sto_trial_create(b, study, "{}", 0, NULL, NULL), 0); /* 0, unknown to a's caller */
+    catch_up_probe p = {.db = a, .study = study};
+    /* a expects 0; its catch-up reads that 0 is taken and answers 1 */
+    sto_trial_run r = {.params = "{\"x\":1}", .exact_number = 1, .number = 0, .catch_up = probe_catch_up,
+                       .catch_up_arg = &p};
+    assert_int_equal(sto_trial_create_with(a, study, &r, &id, &number), 0);
+    assert_int_equal(p.calls, 1);
+    assert_int_equal(number, 1);
+    /* it fails: nothing stored, its code returned */
+    p.answer = HPO_ESTALE;
+    assert_int_equal(sto_trial_create_with(a, study, &r, &id, &number), HPO_ESTALE);
+    p.answer = HPO_ESTORAGE;
+    assert_int_equal(sto_trial_create_with(a, study, &r, &id, &number), HPO_ESTORAGE);
+    int64_t counts[STO_TRIAL_N_STATES] = {0};
+    assert_int_equal(sto_trial_counts(b, study, counts), 0);
+    assert_int_equal(counts[STO_TRIAL_RUNNING], 2);
+    if (sto_test_pg()) { /* another connection creating meanwhile waits for the commit */
+        racer other = {.db = b, .study = study};
+        p.answer = 0;
+        p.other = &other;
+        assert_int_equal(sto_trial_create_with(a, study, &r, &id, &number), 0);
+        assert_int_equal(pthread_join(p.thread, NULL), 0);
+        print_message("PostgreSQL: the other connection's create %s the catch-up\n",
+                      p.other_waited ? "waited for" : "did not wait for");
+        assert_true(p.other_waited);
+        assert_int_equal(other.rc, 0);
+        assert_int_equal(number, 2);
+        assert_int_equal(other.number, 3);
+    }
+    sto_close(a);
+    sto_close(b);
+    sto_tmp_close(&tmp);
+}
+
 static void test_one_final_event(void **state) {
     (void)state;
     sto_tmp tmp;
@@ -266,6 +356,7 @@ int main(void) {
         cmocka_unit_test(test_changed_since_cursor),
         cmocka_unit_test(test_follower_misses_no_change),
         cmocka_unit_test(test_create_at_expected_number),
+        cmocka_unit_test(test_catch_up_under_the_lock),
         cmocka_unit_test(test_one_final_event),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
