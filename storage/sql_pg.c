@@ -16,7 +16,13 @@
  * on the new one; its statements are prepared again (a generation counter
  * tells which are stale) and its session settings made again (UTF-8; the
  * idle transaction timeout of a node, sto_sql_pg_set_idle_timeout). A transaction under way when it broke fails
- * with HPO_ESTORAGE, like any failed call, and the next call reconnects. */
+ * with HPO_ESTORAGE, like any failed call, and the next call reconnects.
+ *
+ * BEGIN is held back and sent with the transaction's first statement, in
+ * one round trip (libpq's pipeline mode: BEGIN, the statement, one Sync),
+ * and a transaction that ends before any statement sends neither: on a
+ * busy node that is a round trip less per transaction (a new trial, a
+ * tell). The connection reports itself in a transaction meanwhile. */
 #include "sql.h"
 
 #include <libpq-fe.h>
@@ -35,7 +41,11 @@ typedef struct {
     int64_t next_name;  /* names hpo_<n> of server-side statements */
     int64_t generation; /* bumped when the connection is reset */
     int idle_ms;        /* idle_in_transaction_session_timeout (0: the server's) */
+    int begin_held;     /* BEGIN asked for, not sent yet: it goes with the next statement */
 } pg_conn;
+
+/* What a statement is to the held BEGIN. */
+typedef enum { STMT_OTHER = 0, STMT_BEGIN, STMT_END } stmt_kind;
 
 typedef struct {
     sto_stmt base;
@@ -49,6 +59,7 @@ typedef struct {
     int bad_param; /* a bind beyond PG_MAX_PARAMS */
     PGresult *res; /* NULL until the first step */
     int row, n_rows;
+    stmt_kind kind;
 } pg_stmt;
 
 static pg_conn *pc(sto_sql *c) { return (pg_conn *)c; }
@@ -103,6 +114,9 @@ static int pg_prepare(sto_sql *c, const char *sql, sto_stmt **out) {
     s->base.conn = c;
     s->sql = translate(sql);
     snprintf(s->name, sizeof s->name, "hpo_%lld", (long long)++pc(c)->next_name);
+    s->kind = strcmp(s->sql, "BEGIN") == 0                                      ? STMT_BEGIN
+              : strcmp(s->sql, "COMMIT") == 0 || strcmp(s->sql, "ROLLBACK") == 0 ? STMT_END
+                                                                                 : STMT_OTHER;
     *out = &s->base;
     return 0;
 }
@@ -151,6 +165,10 @@ int sto_sql_pg_set_idle_timeout(sto_sql *c, int ms) {
 static int pg_exec(sto_sql *c, const char *sql) {
     int rc = ensure_connected(c);
     if (rc) return rc;
+    if (pc(c)->begin_held) { /* SQL text goes alone: the BEGIN first */
+        pc(c)->begin_held = 0;
+        if ((rc = set_once(c, "BEGIN"))) return rc;
+    }
     PGresult *res = PQexec(pc(c)->pg, sql);
     ExecStatusType st = PQresultStatus(res);
     rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? 0 : fail(c, res);
@@ -159,6 +177,7 @@ static int pg_exec(sto_sql *c, const char *sql) {
 }
 
 static int pg_in_tx(sto_sql *c) {
+    if (pc(c)->begin_held) return 1;
     PGTransactionStatusType t = PQtransactionStatus(pc(c)->pg);
     return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
 }
@@ -223,6 +242,59 @@ static int run_once(pg_stmt *s, sto_sql *c, PGresult **out) {
     return 0;
 }
 
+/* BEGIN and the statement in one round trip (pipeline mode), preparing it
+ * too where this connection has not; its result, or the first error. */
+static int run_after_begin(pg_stmt *s, sto_sql *c, PGresult **out) {
+    pg_conn *p = pc(c);
+    PGconn *pg = p->pg;
+    int prepare = s->prepared_gen != p->generation + 1;
+    int sent = PQenterPipelineMode(pg) && PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) &&
+               (!prepare || PQsendPrepare(pg, s->name, s->sql, s->n_params, s->types)) &&
+               PQsendQueryPrepared(pg, s->name, s->n_params, s->values, NULL, NULL, 0) && PQpipelineSync(pg);
+    int rc = sent ? 0 : fail(c, NULL);
+    PGresult *mine = NULL, *r;
+    int n_queries = prepare ? 3 : 2;
+    /* each query's results end with NULL; after a failure the rest are
+     * PGRES_PIPELINE_ABORTED; then the Sync's result */
+    for (int q = 0; sent && q < n_queries && PQstatus(pg) == CONNECTION_OK; q++) {
+        while ((r = PQgetResult(pg))) {
+            ExecStatusType st = PQresultStatus(r);
+            if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+                if (q == n_queries - 1 && !mine) {
+                    mine = r;
+                    continue;
+                }
+                if (prepare && q == 1) s->prepared_gen = p->generation + 1; /* even if it then fails */
+            } else if (st != PGRES_PIPELINE_ABORTED && rc == 0) {
+                rc = fail(c, r);
+            }
+            PQclear(r);
+        }
+    }
+    if (sent && PQstatus(pg) == CONNECTION_OK && (r = PQgetResult(pg))) {
+        if (PQresultStatus(r) != PGRES_PIPELINE_SYNC && rc == 0) rc = fail(c, r);
+        PQclear(r);
+    }
+    PQexitPipelineMode(pg); /* refused only on a broken connection, which the reset ends */
+    if (rc == 0 && !mine) rc = fail(c, NULL);
+    if (rc) {
+        PQclear(mine);
+        return rc;
+    }
+    *out = mine;
+    return 0;
+}
+
+/* A held BEGIN's own step, or the end of a transaction that sent nothing:
+ * an empty result, no round trip. */
+static int run_held(pg_stmt *s, sto_sql *c) {
+    s->res = PQmakeEmptyPGresult(pc(c)->pg, PGRES_COMMAND_OK);
+    if (!s->res) return HPO_ENOMEM;
+    s->row = -1;
+    s->n_rows = 0;
+    return 0;
+}
+
 /* Outside a transaction a statement that finds the connection broken (the
  * server restarted, the session was ended) runs once more on a new one:
  * nothing of the caller's was under way there. */
@@ -233,11 +305,22 @@ static int run(sto_stmt *st) {
         sto_sql_set_error(c, STO_SQL_EOTHER, "parameter %d: at most %d", s->bad_param, PG_MAX_PARAMS);
         return HPO_EINTERNAL;
     }
-    int idle = !pg_in_tx(c), rc = 0;
+    pg_conn *p = pc(c);
+    if (s->kind == STMT_BEGIN && !pg_in_tx(c)) {
+        p->begin_held = 1;
+        return run_held(s, c);
+    }
+    if (s->kind == STMT_END && p->begin_held) {
+        p->begin_held = 0;
+        return run_held(s, c);
+    }
+    int with_begin = p->begin_held; /* nothing under way on the server yet */
+    p->begin_held = 0;
+    int idle = with_begin || !pg_in_tx(c), rc = 0;
     PGresult *res = NULL;
     for (int attempt = 0; attempt < 2; attempt++) {
         if (idle && (rc = ensure_connected(c))) return rc;
-        rc = run_once(s, c, &res);
+        rc = with_begin ? run_after_begin(s, c, &res) : run_once(s, c, &res);
         if (rc == 0 || !idle || PQstatus(pc(c)->pg) == CONNECTION_OK) break;
     }
     if (rc) return rc;

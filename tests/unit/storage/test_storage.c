@@ -22,6 +22,45 @@ static int64_t count_rows(sto_db *db, const char *table, const char *where) {
     return pragma_int(db, sql);
 }
 
+/* PostgreSQL's held BEGIN (sql_pg.c): the transaction is open before
+ * anything is sent, one that ends before any statement sends nothing, a
+ * first statement that fails leaves a transaction for the rollback, and
+ * what a committed one did is there. */
+static void held_begin(sto_db *db) {
+    sto_db_lock(db);
+    assert_int_equal(sto_db_begin(db), 0);
+    assert_true(sto_sql_in_tx(db->conn));
+    assert_int_equal(sto_db_commit(db), 0);
+    assert_false(sto_sql_in_tx(db->conn));
+    assert_int_equal(sto_db_begin(db), 0);
+    sto_db_rollback(db);
+    assert_false(sto_sql_in_tx(db->conn));
+    sto_stmt *bad = NULL, *insert = NULL;
+    assert_int_equal(sto_sql_prepare(db->conn, "SELECT 1 / (?1 - ?1)", &bad), 0);
+    assert_int_equal(sto_sql_prepare(db->conn, "INSERT INTO studies (name, spec, state, created, updated) "
+                                               "VALUES (?1, '{}', 0, 0, 0)", &insert), 0);
+    for (int round = 0; round < 2; round++) { /* prepared with the BEGIN, then prepared already */
+        assert_int_equal(sto_db_begin(db), 0);
+        sto_bind_int64(bad, 1, 1);
+        assert_true(sto_step(bad) < 0); /* division by zero */
+        print_message("a failed first statement: %s\n", sto_sql_errmsg(db->conn));
+        assert_non_null(strstr(sto_sql_errmsg(db->conn), "division by zero")); /* not "already exists" */
+        assert_true(sto_sql_in_tx(db->conn));
+        sto_stmt_reset(bad);
+        sto_db_rollback(db);
+        assert_false(sto_sql_in_tx(db->conn));
+        assert_int_equal(sto_db_begin(db), 0);
+        sto_bind_text(insert, 1, round ? "held-1" : "held-0");
+        assert_int_equal(sto_step(insert), STO_DONE);
+        sto_stmt_reset(insert);
+        assert_int_equal(sto_db_commit(db), 0);
+    }
+    sto_stmt_finalize(bad);
+    sto_stmt_finalize(insert);
+    sto_db_unlock(db);
+    assert_int_equal(pragma_int(db, "SELECT COUNT(*) FROM studies WHERE name LIKE 'held-%'"), 2);
+}
+
 /* PostgreSQL: the schema version is stored, a second connection finds the
  * schema current, and a server that is not there fails cleanly. */
 static void open_pg(void) {
@@ -53,6 +92,12 @@ static void open_pg(void) {
     assert_string_equal(st.name, "before");
     sto_study_clear(&st);
     assert_int_equal(sto_study_create(db, "after", "{}", NULL), 0);
+    /* again, the next call a transaction: its held BEGIN goes with its
+     * first statement, and both go again on a new connection */
+    sto_test_pg_admin(sql);
+    assert_int_equal(sto_study_create(db, "after-tx", "{}", NULL), 0);
+    assert_int_equal(pragma_int(db, "SELECT COUNT(*) FROM studies"), 3);
+    held_begin(db);
     sto_close(db);
     /* port 1 on loopback: nothing listens there */
     assert_int_equal(sto_open("postgresql://postgres@127.0.0.1:1/x", STO_SYNC_NORMAL, &db2), HPO_ESTORAGE);
