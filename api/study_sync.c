@@ -160,9 +160,10 @@ int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x
         if (rc == HPO_EEXHAUSTED && r->max_trials > 0 && st->next_number < r->max_trials)
             st->next_number = r->max_trials; /* other nodes created the rest of the budget */
         if (rc == HPO_ESTALE) {
-            /* another node took this very point (a grid's next point; the
-             * catch-up said so) or numbered a trial unseen: suggest again
-             * only for the first */
+            /* the catch-up found this very point taken by another node (a
+             * grid's next point): suggest again; else (the insert found its
+             * number taken, which the lock rules out on PostgreSQL) store it
+             * at the next number */
             if (!shared) exact = 0;
             suggest = taken_meanwhile(st, c.suggested_for, x);
             continue;

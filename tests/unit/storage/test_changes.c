@@ -39,16 +39,34 @@ static size_t changed(sto_db *db, int64_t study, int64_t *cursor, sto_trial **ou
     return n;
 }
 
+/* Two connections (two nodes) on a fresh database, and a study made on
+ * the first: its id. */
+typedef struct two_nodes {
+    sto_tmp tmp;
+    sto_db *a, *b;
+} two_nodes;
+
+static int64_t two_nodes_open(two_nodes *n) {
+    int64_t study = 0;
+    assert_int_equal(sto_tmp_init(&n->tmp), 0);
+    assert_int_equal(sto_open(n->tmp.db, STO_SYNC_NORMAL, &n->a), 0);
+    assert_int_equal(sto_open(n->tmp.db, STO_SYNC_NORMAL, &n->b), 0);
+    assert_int_equal(sto_study_create(n->a, "s", "{}", &study), 0);
+    return study;
+}
+
+static void two_nodes_close(two_nodes *n) {
+    sto_close(n->a);
+    sto_close(n->b);
+    sto_tmp_close(&n->tmp);
+}
+
 static void test_changed_since_cursor(void **state) {
     (void)state;
-    sto_tmp tmp;
-    assert_int_equal(sto_tmp_init(&tmp), 0);
-    sto_db *a = NULL, *b = NULL;
-    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &a), 0);
-    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &b), 0);
-    int64_t study, t0, t1, cursor = 0;
+    two_nodes nodes;
+    int64_t study = two_nodes_open(&nodes), t0, t1, cursor = 0;
+    sto_db *a = nodes.a, *b = nodes.b;
     sto_trial *t = NULL;
-    assert_int_equal(sto_study_create(a, "s", "{}", &study), 0);
     assert_int_equal(changed(b, study, &cursor, &t), 0);
     assert_int_equal(sto_trials_changed(b, 999999, 0, &t, &(size_t){0}, &cursor), HPO_ENOTFOUND);
     assert_int_equal(sto_trial_create(a, study, "{\"x\":1}", 0, &t0, NULL), 0);
@@ -102,9 +120,7 @@ static void test_changed_since_cursor(void **state) {
     assert_int_equal(sto_study_set_state(a, study, STO_STUDY_PAUSED), 0);
     assert_int_equal(changed(b, study, &cursor, &t), 0);
 out:
-    sto_close(a);
-    sto_close(b);
-    sto_tmp_close(&tmp);
+    two_nodes_close(&nodes);
 }
 
 enum { N_WRITERS = 2, PER_WRITER = 40 };
@@ -204,13 +220,9 @@ static void test_follower_misses_no_change(void **state) {
 
 static void test_create_at_expected_number(void **state) {
     (void)state;
-    sto_tmp tmp;
-    assert_int_equal(sto_tmp_init(&tmp), 0);
-    sto_db *a = NULL, *b = NULL;
-    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &a), 0);
-    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &b), 0);
-    int64_t study, id = 0, number = -1;
-    assert_int_equal(sto_study_create(a, "s", "{}", &study), 0);
+    two_nodes nodes;
+    int64_t study = two_nodes_open(&nodes), id = 0, number = -1;
+    sto_db *a = nodes.a, *b = nodes.b;
     assert_int_equal(sto_trial_create_at(a, study, 0, "{\"x\":1}", 0, &id), 0);
     assert_true(id > 0);
     /* b expects 1 too, but a takes it first */
@@ -227,9 +239,7 @@ static void test_create_at_expected_number(void **state) {
     sto_trial_clear(&t);
     assert_int_equal(sto_trial_create(b, study, "{}", 0, NULL, &number), 0);
     assert_int_equal(number, 3); /* three stored before it, none in between */
-    sto_close(a);
-    sto_close(b);
-    sto_tmp_close(&tmp);
+    two_nodes_close(&nodes);
 }
 
 /* The catch_up of test_catch_up_under_the_lock: reads the study through
@@ -278,13 +288,9 @@ static int probe_catch_up(void *arg, int64_t *number) {
 
 static void test_catch_up_under_the_lock(void **state) {
     (void)state;
-    sto_tmp tmp;
-    assert_int_equal(sto_tmp_init(&tmp), 0);
-    sto_db *a = NULL, *b = NULL;
-    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &a), 0);
-    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &b), 0);
-    int64_t study, id = 0, number = -1;
-    assert_int_equal(sto_study_create(a, "s", "{}", &study), 0);
+    two_nodes nodes;
+    int64_t study = two_nodes_open(&nodes), id = 0, number = -1;
+    sto_db *a = nodes.a, *b = nodes.b;
     assert_int_equal(sto_trial_create(b, study, "{}", 0, NULL, NULL), 0); /* 0, unknown to a's caller */
     catch_up_probe p = {.db = a, .study = study};
     /* a expects 0; its catch-up reads that 0 is taken and answers 1 */
@@ -314,20 +320,14 @@ static void test_catch_up_under_the_lock(void **state) {
         assert_int_equal(number, 2);
         assert_int_equal(other.number, 3);
     }
-    sto_close(a);
-    sto_close(b);
-    sto_tmp_close(&tmp);
+    two_nodes_close(&nodes);
 }
 
 static void test_one_final_event(void **state) {
     (void)state;
-    sto_tmp tmp;
-    assert_int_equal(sto_tmp_init(&tmp), 0);
-    sto_db *a = NULL, *b = NULL;
-    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &a), 0);
-    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &b), 0);
-    int64_t study, last = 0;
-    assert_int_equal(sto_study_create(a, "s", "{}", &study), 0);
+    two_nodes nodes;
+    int64_t study = two_nodes_open(&nodes), last = 0;
+    sto_db *a = nodes.a, *b = nodes.b;
     sto_event_in ev = {"study_complete", NULL};
     assert_int_equal(sto_study_transition_ev(a, study, 1u << STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev), 0);
     assert_int_equal(sto_study_transition_ev(b, study, 1u << STO_STUDY_RUNNING, STO_STUDY_COMPLETE, &ev),
@@ -346,9 +346,7 @@ static void test_one_final_event(void **state) {
     assert_int_equal(sto_study_get(b, study, &s), 0);
     assert_int_equal(s.state, STO_STUDY_COMPLETE);
     sto_study_clear(&s);
-    sto_close(a);
-    sto_close(b);
-    sto_tmp_close(&tmp);
+    two_nodes_close(&nodes);
 }
 
 int main(void) {
