@@ -258,10 +258,11 @@ int api_study_sync(api_ctx *ctx, api_study *st);
  * PostgreSQL the insert catches up again under the study's row lock
  * (sto_trial_run.catch_up): the trials other nodes numbered while it
  * suggested are folded in, and the suggestion takes the number after
- * theirs, unless one of them holds the very same point (a grid's next
- * point: it suggests again). So a suggestion sees every trial stored
- * before it was made, no point is handed out twice, numbers stay dense,
- * and racing asks never throw an insert away. x gets the configuration,
+ * theirs, or is made again there, under the lock, when one of them holds
+ * the very same point (a grid's next point; another node's suggestion for
+ * the same number from the same history). So a suggestion sees every
+ * trial stored before it was made, no point is handed out twice, numbers
+ * stay dense, and racing asks never throw an insert away. x gets the configuration,
  * *params_out (may be NULL) a new reference to its JSON. HPO_EEXHAUSTED
  * when the tuner has nothing left (st->exhausted set) or the study has
  * r->max_trials trials (other nodes created the rest: st->next_number

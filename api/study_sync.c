@@ -3,7 +3,7 @@
  * tuner is asked or told, the trials changed since the cache's cursor
  * (sto_trials_changed) are folded into its history, and a new trial is
  * stored at the study's next number after a last catch-up under the
- * study's row lock (suggested again only when another node took the same
+ * study's row lock (suggested again there when another node took the same
  * point meanwhile; api_internal.h). */
 #include <math.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "api_internal.h"
 
 /* Attempts at an exact number before a trial takes whatever number storage
- * gives (each a grid point other nodes took meanwhile). */
+ * gives (a safeguard: under the study's lock the first one succeeds). */
 #define NEW_TRIAL_TRIES 16
 
 /* Folds one changed trial t into the history; x is scratch (space->n).
@@ -96,76 +96,87 @@ static int taken_meanwhile(const api_study *st, int64_t from, const double *x) {
     return 0;
 }
 
+/* A suggestion: the point, the number it was made for, its JSON. */
+typedef struct suggestion {
+    double *x;
+    int64_t number;
+    json_t *params;
+    char *text; /* compact */
+} suggestion;
+
+/* A new suggestion for the study's next number (the old one dropped). */
+static int suggest_next(api_study *st, suggestion *g) {
+    json_decref(g->params);
+    free(g->text);
+    g->params = NULL;
+    g->text = NULL;
+    g->number = st->next_number;
+    int rc = tun_study_suggest(st->tuner, g->number, g->x);
+    if (rc == HPO_EEXHAUSTED) st->exhausted = 1;
+    if (rc) return rc;
+    g->params = tun_space_to_json(st->def.space, g->x);
+    return (g->text = json_dumps(g->params, JSON_COMPACT)) ? 0 : HPO_ENOMEM;
+}
+
 /* The catch-up of a new trial's insert (sto_trial_run.catch_up), under
- * the study's row lock: the view takes in every trial numbered so far;
- * the suggestion goes to the next number unless one of them holds it. */
+ * the study's row lock: the view takes in every trial numbered so far,
+ * and the suggestion goes to the next number. One of them may hold the
+ * very same point: a grid's next point, or two nodes suggesting for one
+ * number from one history (a suggestion is seeded by its number); then
+ * it is made again here, for the next number, from a view no other node
+ * can change before the commit. */
 typedef struct catch_up_arg {
     api_ctx *ctx;
     api_study *st;
-    int64_t suggested_for;
-    const double *x;
+    suggestion *g;
 } catch_up_arg;
 
-static int catch_up(void *arg, int64_t *number) {
+static int catch_up(void *arg, int64_t *number, const char **params) {
     catch_up_arg *c = arg;
     int rc = api_study_sync(c->ctx, c->st);
+    if (rc == 0 && taken_meanwhile(c->st, c->g->number, c->g->x)) rc = suggest_next(c->st, c->g);
     if (rc) return rc;
-    if (taken_meanwhile(c->st, c->suggested_for, c->x)) return HPO_ESTALE; /* suggest again */
     *number = c->st->next_number;
+    *params = c->g->text;
     return 0;
 }
 
 int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out) {
     int shared = sto_shared(ctx->db), suggest = 1, exact = 1, rc = 0;
-    catch_up_arg c = {ctx, st, 0, x};
-    json_t *params = NULL;
-    char *text = NULL;
+    suggestion g = {x, 0, NULL, NULL};
+    catch_up_arg c = {ctx, st, &g};
     /* the suggestion sees every trial stored before it is made; the
      * catch-up under the lock, those stored while it was made */
     if ((rc = api_study_sync(ctx, st))) return rc;
     for (int attempt = 1;; attempt++) {
-        int64_t trial_id = 0;
-        if (suggest) {
-            json_decref(params);
-            free(text);
-            params = NULL;
-            text = NULL;
-            c.suggested_for = st->next_number;
-            rc = tun_study_suggest(st->tuner, c.suggested_for, x);
-            if (rc == HPO_EEXHAUSTED) st->exhausted = 1;
-            if (rc) break;
-            params = tun_space_to_json(st->def.space, x);
-            if (!(text = json_dumps(params, JSON_COMPACT))) {
-                rc = HPO_ENOMEM;
-                break;
-            }
-            suggest = 0;
-        }
+        int64_t trial_id = 0, number = 0;
+        if (suggest && (rc = suggest_next(st, &g))) break;
+        suggest = 0;
         /* at the next number (caught up under the study's lock on
-         * PostgreSQL); still racing after NEW_TRIAL_TRIES, or behind
-         * where nothing can tell why (SQLite): any */
-        int64_t number = 0;
-        r->params = text;
+         * PostgreSQL); still behind after NEW_TRIAL_TRIES, or behind where
+         * nothing can tell why (SQLite): any */
+        r->params = g.text;
         r->exact_number = exact && attempt < NEW_TRIAL_TRIES;
         r->number = st->next_number;
         r->catch_up = shared && r->exact_number ? catch_up : NULL;
         r->catch_up_arg = &c;
         rc = sto_trial_create_with(ctx->db, st->id, r, &trial_id, &number);
+        r->params = g.text; /* the catch-up's, when it suggested again */
         r->catch_up = NULL;
         r->catch_up_arg = NULL;
         if (rc == 0 && number != st->next_number)
             HPO_WARN("study %lld: storage numbered the trial %lld, the tuner expected %lld", (long long)st->id,
                      (long long)number, (long long)st->next_number);
-        if (rc == HPO_EEXHAUSTED && r->max_trials > 0 && st->next_number < r->max_trials)
+        if (rc == HPO_EEXHAUSTED && !st->exhausted && r->max_trials > 0 && st->next_number < r->max_trials)
             st->next_number = r->max_trials; /* other nodes created the rest of the budget */
         if (rc == HPO_ESTALE) {
-            /* the catch-up found this very point taken by another node (a
-             * grid's next point): suggest again; else (the insert found its
-             * number taken, which the lock rules out on PostgreSQL) store it
-             * at the next number */
+            /* the insert found its number taken (the lock rules that out
+             * on PostgreSQL): catch up, and suggest again only if the
+             * point was taken too */
             if (!shared) exact = 0;
-            suggest = taken_meanwhile(st, c.suggested_for, x);
+            if ((rc = api_study_sync(ctx, st))) break;
+            suggest = taken_meanwhile(st, g.number, x);
             continue;
         }
         if (rc) break;
@@ -174,12 +185,12 @@ int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x
         *trial_id_out = trial_id;
         *number_out = number;
         if (params_out) {
-            *params_out = params;
-            params = NULL;
+            *params_out = g.params;
+            g.params = NULL;
         }
         break;
     }
-    json_decref(params);
-    free(text);
+    json_decref(g.params);
+    free(g.text);
     return rc;
 }

@@ -271,8 +271,10 @@ typedef struct sto_trial_run {
      * before the insert, on the caller's thread (it may read storage): the
      * caller catches up with the trials other connections stored and sets
      * *number to the study's next number as it now knows it (r->number on
-     * entry); nonzero aborts the create (nothing stored) with that code */
-    int (*catch_up)(void *arg, int64_t *number);
+     * entry), and may set *params to other params (r->params on entry; it
+     * keeps them valid until the call returns); nonzero aborts the create
+     * (nothing stored) with that code */
+    int (*catch_up)(void *arg, int64_t *number, const char **params);
     void *catch_up_arg;
     const char *ev_type;  /* an event stored with it (NULL: none), with its data from */
     sto_trial_event_fn ev_data; /* ev_data(ev_arg, id, number) (NULL: "{}") */

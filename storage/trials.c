@@ -84,9 +84,10 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
     if ((rc = sto_db_run_limits(db, study_id, r))) goto fail;
     if (r->slot && with_node && (rc = sto_db_node_live(db))) goto fail;
     int64_t at = r->number;
-    if (r->exact_number && r->catch_up && (rc = r->catch_up(r->catch_up_arg, &at))) goto fail;
+    const char *params = r->params;
+    if (r->exact_number && r->catch_up && (rc = r->catch_up(r->catch_up_arg, &at, &params))) goto fail;
     sto_bind_int64(s, 1, study_id);
-    sto_bind_text(s, 2, r->params ? r->params : "{}");
+    sto_bind_text(s, 2, params ? params : "{}");
     sto_bind_real(s, 3, now);
     sto_bind_real(s, 4, r->lease_expires > 0 ? r->lease_expires : 0);
     if (with_node) {

@@ -9,8 +9,9 @@
  * - sto_trial_create_at: a trial stored at the number the caller expects,
  *   HPO_ESTALE (nothing stored) once another connection took it;
  * - a create's catch_up runs under the study's lock and may read storage:
- *   the number it sets is the one stored, a create on another connection
- *   waits for the commit (PostgreSQL), and its failure stores nothing;
+ *   the number and params it sets are the ones stored, a create on
+ *   another connection waits for the commit (PostgreSQL), and its failure
+ *   stores nothing;
  * - sto_study_transition_ev: of two connections ending one study, one
  *   stores the change and its event.
  * Runs on SQLite (a file) and, as pg.storage.test_changes, on PostgreSQL. */
@@ -269,9 +270,10 @@ typedef struct catch_up_probe {
     int calls;
 } catch_up_probe;
 
-static int probe_catch_up(void *arg, int64_t *number) {
+static int probe_catch_up(void *arg, int64_t *number, const char **params) {
     catch_up_probe *p = arg;
     p->calls++;
+    *params = "{\"x\":2}"; /* suggested again */
     if (p->answer) return p->answer;
     if (p->other) {
         assert_int_equal(pthread_create(&p->thread, NULL, race_create, p->other), 0);
@@ -299,6 +301,10 @@ static void test_catch_up_under_the_lock(void **state) {
     assert_int_equal(sto_trial_create_with(a, study, &r, &id, &number), 0);
     assert_int_equal(p.calls, 1);
     assert_int_equal(number, 1);
+    sto_trial t;
+    assert_int_equal(sto_trial_get(b, id, &t), 0);
+    assert_string_equal(t.params, "{\"x\":2}"); /* the catch-up's params */
+    sto_trial_clear(&t);
     /* it fails: nothing stored, its code returned */
     p.answer = HPO_ESTALE;
     assert_int_equal(sto_trial_create_with(a, study, &r, &id, &number), HPO_ESTALE);
