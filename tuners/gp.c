@@ -11,8 +11,8 @@
  * NLopt L-BFGS) is fitted to the complete trials; pruned trials enter with
  * the worst complete value; values are warped (warp_values: log above the
  * minimum, monotone) and standardised; the hyperparameters are fitted on at
- * most FIT_MAX_POINTS trials, the posterior uses all of them (the newest
- * and best MAX_GP_POINTS past that). Pending (running) trials are
+ * most TUN_GP_FIT_MAX_POINTS trials, the posterior uses all of them (the newest
+ * and best TUN_GP_MAX_GP_POINTS past that). Pending (running) trials are
  * fantasised at the posterior mean (kriging believer). The acquisition (log
  * EI, or UCB -mu + sqrt(beta) sigma when cfg.acquisition says so) is
  * evaluated on random configurations and on Gaussian perturbations of the
@@ -54,16 +54,6 @@
 
 #include "gp_space.h"
 
-#define N_RANDOM_CANDIDATES 1000
-#define N_TOP_PERTURBED 5
-#define N_PERTURB_EACH 100
-#define N_LOCAL_STARTS 4
-#define LOCAL_MAX_EVAL 40
-#define FIT_RESTARTS 2
-#define FIT_MAX_EVAL 60
-#define FIT_MAX_POINTS 100 /* hyperparameters are fitted on at most this many */
-#define MAX_GP_POINTS 600 /* past this, the best and the most recent trials are kept */
-
 /* ---- history ----------------------------------------------------------- */
 
 typedef struct history {
@@ -78,7 +68,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Complete trials with their values, pruned ones with the worst complete
- * value, then the running ones. At most MAX_GP_POINTS observations: past
+ * value, then the running ones. At most TUN_GP_MAX_GP_POINTS observations: past
  * that, the best half and the most recent half. */
 static int collect(const tun_study *t, const tun_gp_enc *e, history *h) {
     int64_t n_c = 0, n_p = 0, n_r = 0;
@@ -98,7 +88,7 @@ static int collect(const tun_study *t, const tun_gp_enc *e, history *h) {
     int64_t n_obs = n_c > 0 ? n_c + n_p : 0;
     double cut = INFINITY; /* values below cut kept among the oldest when capping */
     int64_t keep_recent = n_obs;
-    if (n_obs > MAX_GP_POINTS) {
+    if (n_obs > TUN_GP_MAX_GP_POINTS) {
         double *v = malloc((size_t)n_c * sizeof(double));
         if (!v) return HPO_ENOMEM;
         int64_t k = 0;
@@ -106,11 +96,11 @@ static int collect(const tun_study *t, const tun_gp_enc *e, history *h) {
             if (t->trials[i].present && t->trials[i].state == TUN_TRIAL_COMPLETE)
                 v[k++] = t->trials[i].value;
         qsort(v, (size_t)n_c, sizeof(double), cmp_double);
-        cut = v[MAX_GP_POINTS / 2 - 1];
+        cut = v[TUN_GP_MAX_GP_POINTS / 2 - 1];
         free(v);
-        keep_recent = MAX_GP_POINTS / 2;
+        keep_recent = TUN_GP_MAX_GP_POINTS / 2;
     }
-    int d = e->d, cap = (int)(n_obs < MAX_GP_POINTS ? n_obs : MAX_GP_POINTS) + (int)n_r;
+    int d = e->d, cap = (int)(n_obs < TUN_GP_MAX_GP_POINTS ? n_obs : TUN_GP_MAX_GP_POINTS) + (int)n_r;
     h->U = malloc((size_t)(cap > 0 ? cap : 1) * d * sizeof(double));
     h->y = malloc((size_t)(cap > 0 ? cap : 1) * sizeof(double));
     if (!h->U || !h->y) {
@@ -168,11 +158,11 @@ static void warp_values(double *y, int n) {
 
 /* ---- hyperparameters ------------------------------------------------- */
 
-/* Fits theta by maximum a posteriori on at most FIT_MAX_POINTS of the
+/* Fits theta by maximum a posteriori on at most TUN_GP_FIT_MAX_POINTS of the
  * observations (the best half of them, then an even spread of the rest in
  * trial order; gp_space.c). */
 static int fit_hyperparameters(tun_gp *gp, hpo_rng *rng, double fixed_noise) {
-    return tun_gp_fit_subset(gp, rng, fixed_noise, FIT_MAX_POINTS, FIT_RESTARTS, FIT_MAX_EVAL);
+    return tun_gp_fit_subset(gp, rng, fixed_noise, TUN_GP_FIT_MAX_POINTS, TUN_GP_FIT_RESTARTS, TUN_GP_FIT_MAX_EVAL);
 }
 
 /* ---- acquisition ------------------------------------------------------- */
@@ -243,8 +233,8 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
         goto fail;
 
     /* candidates: random configurations, then perturbations of the best */
-    int n_top = h.n_obs < N_TOP_PERTURBED ? h.n_obs : N_TOP_PERTURBED;
-    int m = N_RANDOM_CANDIDATES + n_top * N_PERTURB_EACH;
+    int n_top = h.n_obs < TUN_GP_N_TOP_PERTURBED ? h.n_obs : TUN_GP_N_TOP_PERTURBED;
+    int m = TUN_GP_N_RANDOM_CANDIDATES + n_top * TUN_GP_N_PERTURB_EACH;
     C = malloc((size_t)m * d * sizeof(double));
     mu = malloc((size_t)m * sizeof(double));
     var = malloc((size_t)m * sizeof(double));
@@ -264,9 +254,9 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
                     order[a] = order[b];
                     order[b] = tmp;
                 }
-        const double *base[N_TOP_PERTURBED];
+        const double *base[TUN_GP_N_TOP_PERTURBED];
         for (int a = 0; a < n_top; a++) base[a] = h.U + (size_t)order[a] * d;
-        tun_gp_candidates(&e, s, rng, N_RANDOM_CANDIDATES, base, n_top, N_PERTURB_EACH, C);
+        tun_gp_candidates(&e, s, rng, TUN_GP_N_RANDOM_CANDIDATES, base, n_top, TUN_GP_N_PERTURB_EACH, C);
     }
     if ((rc = tun_gp_predict_batch(&gp, m, C, mu, var)) < 0) goto fail;
     if (!(work = malloc((size_t)2 * d * sizeof(double)))) {
@@ -281,10 +271,10 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     }
     qsort(cands, (size_t)m, sizeof(tun_gp_cand), tun_gp_cmp_cand);
     /* local optimisation of the best few */
-    int n_local = m < N_LOCAL_STARTS ? m : N_LOCAL_STARTS;
+    int n_local = m < TUN_GP_N_LOCAL_STARTS ? m : TUN_GP_N_LOCAL_STARTS;
     for (int a = 0; a < n_local; a++)
         cands[a].acq = tun_gp_local_opt(acquisition_at, &ctx, &e, s, C + (size_t)cands[a].idx * d, cands[a].acq,
-                                        LOCAL_MAX_EVAL);
+                                        TUN_GP_LOCAL_MAX_EVAL);
     qsort(cands, (size_t)n_local, sizeof(tun_gp_cand), tun_gp_cmp_cand);
     int found = 0;
     for (int a = 0; a < m && !found; a++) {

@@ -4,10 +4,10 @@
  *
  * - Observations: the complete trials (priors included); pruned, failed
  *   and running trials carry no objective vector and are left out of the
- *   fits (running ones are pending, below). Past MAX_GP_POINTS, the best
+ *   fits (running ones are pending, below). Past TUN_GP_MAX_GP_POINTS, the best
  *   non-domination fronts first, then the most recent.
  * - One GP per objective (gp_model.c: Matern-5/2 ARD, MAP fit, the
- *   hyperparameters on at most FIT_MAX_POINTS of the observations), on
+ *   hyperparameters on at most TUN_GP_FIT_MAX_POINTS of the observations), on
  *   standardised values without the one-objective sampler's warp: the
  *   acquisition measures hypervolume, which a nonlinear warp would change.
  *   Infeasible trials are data for the objective GPs, as in Optuna's
@@ -25,7 +25,7 @@
  *   posterior mean (their variance collapses) and their predicted vectors
  *   join the front, so parallel askers spread out.
  * - Candidates as the one-objective sampler's (gp_space.c): random
- *   configurations and perturbations of the N_TOP_PERTURBED front members
+ *   configurations and perturbations of the TUN_GP_N_TOP_PERTURBED front members
  *   of largest exclusive hypervolume (or, with no feasible trial yet, of
  *   the least violating ones); the best few polished by L-BFGS on the
  *   acquisition's analytic gradient; a decoded point equal to an earlier
@@ -38,16 +38,6 @@
 #include <string.h>
 
 #include "gp_space.h"
-
-#define N_RANDOM_CANDIDATES 1000
-#define N_TOP_PERTURBED 5
-#define N_PERTURB_EACH 100
-#define N_LOCAL_STARTS 4
-#define LOCAL_MAX_EVAL 40
-#define FIT_RESTARTS 2
-#define FIT_MAX_EVAL 60
-#define FIT_MAX_POINTS 100
-#define MAX_GP_POINTS 600
 
 typedef struct obs {
     int n, n_pending, m, n_cons;
@@ -81,7 +71,7 @@ static int cmp_ranked(const void *a, const void *b) {
 }
 
 /* The complete trials to model, in trial order: all of them, or past
- * MAX_GP_POINTS the best fronts first, then the most recent. */
+ * TUN_GP_MAX_GP_POINTS the best fronts first, then the most recent. */
 static const tun_trial_rec **choose(const tun_study *t, int *n_out) {
     int64_t n = 0;
     for (int64_t i = 0; i < t->cap; i++)
@@ -91,7 +81,7 @@ static const tun_trial_rec **choose(const tun_study *t, int *n_out) {
     for (int64_t i = 0; i < t->cap; i++)
         if (t->trials[i].present && t->trials[i].state == TUN_TRIAL_COMPLETE && t->trials[i].values)
             all[k++] = &t->trials[i];
-    if (n <= MAX_GP_POINTS) {
+    if (n <= TUN_GP_MAX_GP_POINTS) {
         *n_out = (int)n;
         return all;
     }
@@ -107,7 +97,7 @@ static const tun_trial_rec **choose(const tun_study *t, int *n_out) {
     tun_nondominated_sort(F, t->constrained ? viol : NULL, (size_t)n, m, rank);
     for (int64_t i = 0; i < n; i++) rk[i] = (ranked){rank[i], all[i]->number, i};
     qsort(rk, (size_t)n, sizeof *rk, cmp_ranked);
-    for (int j = 0; j < MAX_GP_POINTS; j++) keep[rk[j].i] = 1;
+    for (int j = 0; j < TUN_GP_MAX_GP_POINTS; j++) keep[rk[j].i] = 1;
     k = 0;
     for (int64_t i = 0; i < n; i++)
         if (keep[i]) all[k++] = all[i];
@@ -248,7 +238,7 @@ static void reference_point(const obs *o, const char *use, double *ref) {
 
 /* The rows whose neighbourhoods seed candidates: the feasible front's
  * members of largest exclusive hypervolume, or with nothing feasible the
- * least violating observations; at most N_TOP_PERTURBED. */
+ * least violating observations; at most TUN_GP_N_TOP_PERTURBED. */
 static int perturbation_bases(const obs *o, const double *ref, int any_feasible, int *out) {
     int n = o->n, m = o->m, k = 0;
     double *score = hpo_xmalloc((size_t)n * sizeof *score);
@@ -272,7 +262,7 @@ static int perturbation_bases(const obs *o, const double *ref, int any_feasible,
         for (int i = 0; i < n; i++) score[i] = -o->rec[i]->violation;
     }
     char *taken = hpo_xcalloc((size_t)n, 1);
-    for (; k < N_TOP_PERTURBED && k < n; k++) {
+    for (; k < TUN_GP_N_TOP_PERTURBED && k < n; k++) {
         int best = -1;
         for (int i = 0; i < n; i++)
             if (!taken[i] && score[i] > -INFINITY && (best < 0 || score[i] > score[best])) best = i;
@@ -319,8 +309,8 @@ int tun_gp_mo_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *
         for (int i = 0; i < n; i++) col[i] = j < m ? o.Y[(size_t)i * m + j] : o.C[(size_t)i * nc + (j - m)];
         if ((rc = tun_gp_init(&gp[j], n, d, o.U, col)) < 0) goto done;
         n_ready++;
-        if ((rc = tun_gp_fit_subset(&gp[j], rng, t->cfg.deterministic ? 1e-6 : 0.0, FIT_MAX_POINTS, FIT_RESTARTS,
-                                    FIT_MAX_EVAL)) < 0)
+        if ((rc = tun_gp_fit_subset(&gp[j], rng, t->cfg.deterministic ? 1e-6 : 0.0, TUN_GP_FIT_MAX_POINTS,
+                                    TUN_GP_FIT_RESTARTS, TUN_GP_FIT_MAX_EVAL)) < 0)
             goto done;
     }
     /* the front: feasible observations, then the pending points at their
@@ -346,16 +336,16 @@ int tun_gp_mo_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *
     ehvi_ready = 1;
 
     /* candidates, scored */
-    int bases[N_TOP_PERTURBED];
+    int bases[TUN_GP_N_TOP_PERTURBED];
     int n_base = perturbation_bases(&o, ref, any_feasible, bases);
-    const double *base[N_TOP_PERTURBED];
+    const double *base[TUN_GP_N_TOP_PERTURBED];
     for (int a = 0; a < n_base; a++) base[a] = o.U + (size_t)bases[a] * d;
-    int n_cand = N_RANDOM_CANDIDATES + n_base * N_PERTURB_EACH;
+    int n_cand = TUN_GP_N_RANDOM_CANDIDATES + n_base * TUN_GP_N_PERTURB_EACH;
     C = hpo_xmalloc((size_t)n_cand * d * sizeof *C);
     MU = hpo_xmalloc((size_t)n_cand * w * sizeof *MU);
     VAR = hpo_xmalloc((size_t)n_cand * w * sizeof *VAR);
     cands = hpo_xmalloc((size_t)n_cand * sizeof *cands);
-    tun_gp_candidates(&e, s, rng, N_RANDOM_CANDIDATES, base, n_base, N_PERTURB_EACH, C);
+    tun_gp_candidates(&e, s, rng, TUN_GP_N_RANDOM_CANDIDATES, base, n_base, TUN_GP_N_PERTURB_EACH, C);
     for (int j = 0; j < w; j++)
         if ((rc = tun_gp_predict_batch(&gp[j], n_cand, C, MU + (size_t)j * n_cand, VAR + (size_t)j * n_cand)) < 0)
             goto done;
@@ -372,10 +362,10 @@ int tun_gp_mo_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *
         cands[c].idx = c;
     }
     qsort(cands, (size_t)n_cand, sizeof *cands, tun_gp_cmp_cand);
-    int n_local = n_cand < N_LOCAL_STARTS ? n_cand : N_LOCAL_STARTS;
+    int n_local = n_cand < TUN_GP_N_LOCAL_STARTS ? n_cand : TUN_GP_N_LOCAL_STARTS;
     for (int a = 0; a < n_local; a++)
         cands[a].acq = tun_gp_local_opt(acq_at, &ctx, &e, s, C + (size_t)cands[a].idx * d, cands[a].acq,
-                                        LOCAL_MAX_EVAL);
+                                        TUN_GP_LOCAL_MAX_EVAL);
     qsort(cands, (size_t)n_local, sizeof *cands, tun_gp_cmp_cand);
     int found = 0;
     for (int a = 0; a < n_cand && !found; a++) {

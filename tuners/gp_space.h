@@ -37,6 +37,21 @@ int tun_gp_is_numeric(const tun_param *p);
 /* Whether a present trial of t has configuration x (NaN equals NaN). */
 int tun_gp_already_tried(const tun_study *t, const double *x);
 
+/* The search and fit settings both samplers (gp.c, gp_mo.c) use: random
+ * candidates, perturbations of the best points, L-BFGS polish of the best
+ * few; hyperparameters fitted on at most TUN_GP_FIT_MAX_POINTS
+ * observations; past TUN_GP_MAX_GP_POINTS, the best and the most recent
+ * trials are kept. (gp.c's header has what the tuning of issue 16 tried.) */
+#define TUN_GP_N_RANDOM_CANDIDATES 1000
+#define TUN_GP_N_TOP_PERTURBED 5
+#define TUN_GP_N_PERTURB_EACH 100
+#define TUN_GP_N_LOCAL_STARTS 4
+#define TUN_GP_LOCAL_MAX_EVAL 40
+#define TUN_GP_FIT_RESTARTS 2
+#define TUN_GP_FIT_MAX_EVAL 60
+#define TUN_GP_FIT_MAX_POINTS 100
+#define TUN_GP_MAX_GP_POINTS 600
+
 /* Candidates into C (rows of e->d): n_random random configurations, then
  * for each of the n_base encoded points base[a] n_each Gaussian
  * perturbations of its active numeric columns (sigmas 0.005, 0.02, 0.05,
