@@ -19,6 +19,7 @@ static int none(hpo_error *err) {
     return eng_gpu_count(&n, err);
 }
 
+int eng_cuda_blas_load(hpo_error *err) { return none(err); }
 int eng_cuda_sync(eng_cuda *cu, hpo_error *err) { (void)cu; return none(err); }
 int eng_cuda_alloc(eng_cuda *cu, size_t bytes, void **out, hpo_error *err) {
     (void)cu, (void)bytes, (void)out;

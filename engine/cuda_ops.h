@@ -58,6 +58,11 @@ typedef struct eng_cuda_graph eng_cuda_graph;
  * cuBLASLt. HPO_EUNSUPPORTED (field "devices") without CUDA or device. */
 int eng_cuda_open(int device, int allow_tf32, eng_cuda **out, hpo_error *err);
 void eng_cuda_close(eng_cuda *cu);
+/* Loads cuBLASLt (dlopen; eng_cuda_open does it at the first context):
+ * 0, or HPO_EUNSUPPORTED (field "devices") saying why, the library missing
+ * or lacking a function. Needs no GPU; a build without CUDA answers as
+ * eng_cuda_open. */
+int eng_cuda_blas_load(hpo_error *err);
 /* Waits for every enqueued op; 0 or the first error, with the reason. */
 int eng_cuda_sync(eng_cuda *cu, hpo_error *err);
 

@@ -48,9 +48,16 @@ extern "C" int eng_cuda_open(int device, int allow_tf32, eng_cuda **out, hpo_err
         cu_check(cu, cudaMalloc(&cu->workspace, CU_WORKSPACE), "the cuBLASLt workspace") ||
         cu_check(cu, cudaMalloc((void **)&cu->scratch, CU_SCRATCH * sizeof(double)), "the reduction scratch"))
         goto fail;
-    st = cublasLtCreate(&cu->lt);
+    {
+        const char *why;
+        if (!(cu->blas = cu_lt(&why))) {
+            cu_fail(cu, HPO_EUNSUPPORTED, "%s", why);
+            goto fail;
+        }
+    }
+    st = cu->blas->Create(&cu->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        cu_fail(cu, HPO_EINTERNAL, "cublasLtCreate: %s", cublasLtGetStatusString(st));
+        cu_fail(cu, HPO_EINTERNAL, "cublasLtCreate: %s", cu->blas->GetStatusString(st));
         goto fail;
     }
     *out = cu;
@@ -65,7 +72,7 @@ fail:
 extern "C" void eng_cuda_close(eng_cuda *cu) {
     if (!cu) return;
     if (cu->stream) cudaStreamSynchronize(cu->stream);
-    if (cu->lt) cublasLtDestroy(cu->lt);
+    if (cu->lt) cu->blas->Destroy(cu->lt);
     cudaFree(cu->workspace);
     cudaFree(cu->scratch);
     if (cu->stream) cudaStreamDestroy(cu->stream);

@@ -10,6 +10,11 @@
  *   kernels loop grid-stride (any n fits in 32-bit grids).
  * - scratch: CU_SCRATCH doubles of device memory for two-pass reductions
  *   (block partials, then one block folds them in a fixed order).
+ * - cuBLASLt is not linked: cu_lt() loads it with dlopen at the first
+ *   context (lt_api.cu) and the ops call it through that table. Linked, its
+ *   static initialisers (~0.7 s of page faults on a 2-core machine) ran at
+ *   the start of every process that links the engine, hpod and every test
+ *   included, with or without a GPU.
  */
 #ifndef ENG_CUDA_INTERNAL_H
 #define ENG_CUDA_INTERNAL_H
@@ -29,10 +34,32 @@ extern "C" {
 #define CU_SCRATCH ENG_CUDA_SCRATCH_DOUBLES   /* cuda_ops.h */
 #define CU_WORKSPACE ENG_CUDA_WORKSPACE_BYTES /* the cuBLASLt workspace */
 
+/* The cuBLASLt functions the ops use, named without the cublasLt prefix. */
+struct cu_lt_api {
+    decltype(&cublasLtCreate) Create;
+    decltype(&cublasLtDestroy) Destroy;
+    decltype(&cublasLtGetStatusString) GetStatusString;
+    decltype(&cublasLtMatmul) Matmul;
+    decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
+    decltype(&cublasLtMatmulDescCreate) MatmulDescCreate;
+    decltype(&cublasLtMatmulDescDestroy) MatmulDescDestroy;
+    decltype(&cublasLtMatmulDescSetAttribute) MatmulDescSetAttribute;
+    decltype(&cublasLtMatmulPreferenceCreate) MatmulPreferenceCreate;
+    decltype(&cublasLtMatmulPreferenceDestroy) MatmulPreferenceDestroy;
+    decltype(&cublasLtMatmulPreferenceSetAttribute) MatmulPreferenceSetAttribute;
+    decltype(&cublasLtMatrixLayoutCreate) MatrixLayoutCreate;
+    decltype(&cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy;
+};
+/* The table, loaded once per process (thread-safe); NULL when the library
+ * cannot be loaded or lacks a function, with *why (may be NULL) saying
+ * which. */
+const cu_lt_api *cu_lt(const char **why);
+
 struct eng_cuda {
     int device;
     int allow_tf32;
     cudaStream_t stream;
+    const cu_lt_api *blas; /* cu_lt() */
     cublasLtHandle_t lt;
     void *workspace;
     double *scratch;

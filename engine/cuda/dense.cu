@@ -27,7 +27,7 @@ static uint32_t align_of(const void *p) {
     do {                                                                                \
         cublasStatus_t st_ = (call);                                                    \
         if (st_ != CUBLAS_STATUS_SUCCESS) {                                             \
-            rc = cu_fail(cu, HPO_EINTERNAL, "%s: %s", #call, cublasLtGetStatusString(st_)); \
+            rc = cu_fail(cu, HPO_EINTERNAL, "%s: %s", #call, cu->blas->GetStatusString(st_)); \
             goto done;                                                                  \
         }                                                                               \
     } while (0)
@@ -50,45 +50,45 @@ static int lt_gemm(eng_cuda *cu, cudaDataType_t ab, int ta, int tb, int m, int n
     uint32_t al_a = align_of(A), al_b = align_of(B), al_c = align_of(C);
     const float one = 1.0f, zero = 0.0f;
     if (used_epi) *used_epi = 1;
-    LT(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
-    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    LT(cu->blas->MatmulDescCreate(&op, ct, CUDA_R_32F));
+    LT(cu->blas->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT(cu->blas->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
-        LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        LT(cu->blas->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
         if (bias) {
-            LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-            LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof bias_t));
+            LT(cu->blas->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+            LT(cu->blas->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof bias_t));
         }
     }
-    LT(cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda));
-    LT(cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb));
-    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc));
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+    LT(cu->blas->MatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda));
+    LT(cu->blas->MatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb));
+    LT(cu->blas->MatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc));
+    LT(cu->blas->MatmulPreferenceCreate(&pref));
+    LT(cu->blas->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    LT(cu->blas->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    LT(cu->blas->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    LT(cu->blas->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    LT(cu->blas->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
     {
-        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cu->lt, op, la, lb, lc, lc, pref, 1, &res, &nres);
+        cublasStatus_t st = cu->blas->MatmulAlgoGetHeuristic(cu->lt, op, la, lb, lc, lc, pref, 1, &res, &nres);
         if ((st != CUBLAS_STATUS_SUCCESS || nres < 1) && epi != CUBLASLT_EPILOGUE_DEFAULT && used_epi) {
             *used_epi = 0; /* the caller computes it without the epilogue */
             goto done;
         }
         if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
             rc = cu_fail(cu, HPO_EINTERNAL, "cuBLASLt has no algorithm for %dx%dx%d (%s)", m, n, k,
-                         cublasLtGetStatusString(st));
+                         cu->blas->GetStatusString(st));
             goto done;
         }
     }
-    LT(cublasLtMatmul(cu->lt, op, &one, A, la, B, lb, &zero, C, lc, C, lc, &res.algo, cu->workspace, CU_WORKSPACE,
+    LT(cu->blas->Matmul(cu->lt, op, &one, A, la, B, lb, &zero, C, lc, C, lc, &res.algo, cu->workspace, CU_WORKSPACE,
                       cu->stream));
 done:
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (pref) cu->blas->MatmulPreferenceDestroy(pref);
+    if (lc) cu->blas->MatrixLayoutDestroy(lc);
+    if (lb) cu->blas->MatrixLayoutDestroy(lb);
+    if (la) cu->blas->MatrixLayoutDestroy(la);
+    if (op) cu->blas->MatmulDescDestroy(op);
     return rc;
 }
 

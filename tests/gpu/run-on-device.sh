@@ -94,7 +94,7 @@ fi
     echo "python3: $(command -v python3) $("${peer_env[@]}" python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1)"
     echo "libcublasLt.so.13 from: ${cublas:-NOT FOUND}"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-    ldd $b/bin/bench_gpu_engine 2>&1 | grep -E "not found|cublas|stdc\+\+"
+    ldd $b/bin/bench_gpu_engine 2>&1 | grep -E "not found|stdc\+\+" # cuBLASLt: dlopen, from LD_LIBRARY_PATH
 } >"$envf" 2>&1
 cat "$envf" >>"$sum"
 cat "$envf"

@@ -2,7 +2,9 @@
  * one without a GPU (or its driver, or a build without CUDA) with
  * HPO_EUNSUPPORTED naming "devices" and saying "no CUDA device: <why>"; on
  * one with a GPU with its properties. --version's line names the backend
- * either way. eng_cuda_open (cuda_ops.h) gives the same answers. */
+ * either way. eng_cuda_open (cuda_ops.h) gives the same answers.
+ * cuBLASLt is not in the process until eng_cuda_blas_load loads it, and
+ * then it is (CUDA builds; the toolkit is installed wherever they build). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,7 +59,35 @@ static void test_device_query(void **state) {
     assert_null(cu);
 }
 
+/* Whether a shared object whose path contains name is mapped in this process. */
+static int mapped(const char *name) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
+
+static void test_blas_loaded_at_first_use(void **state) {
+    (void)state;
+    assert_false(mapped("libcublasLt")); /* not linked: nothing of it ran at start */
+    hpo_error err = {{0}, {0}};
+    int rc = eng_cuda_blas_load(&err);
+    if (!eng_gpu_built()) {
+        assert_int_equal(rc, HPO_EUNSUPPORTED);
+        assert_string_equal(err.field, "devices");
+        return;
+    }
+    if (rc) printf("eng_cuda_blas_load: %s\n", err.message);
+    assert_int_equal(rc, 0);
+    assert_true(mapped("libcublasLt"));
+    assert_int_equal(eng_cuda_blas_load(&err), 0); /* once per process */
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_device_query)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_blas_loaded_at_first_use),
+                                       cmocka_unit_test(test_device_query)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
