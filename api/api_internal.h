@@ -228,6 +228,8 @@ typedef struct api_study {
     int64_t pbt_members;  /* pbt: members sampled by the tuner (trials without lineage) */
     int64_t seq;          /* the trials changed after this seq are not folded in yet (study_sync.c) */
     int64_t synced;       /* trial rows read by api_study_sync so far (tests: it reads what changed) */
+    int64_t *waiting;     /* the numbers of its enqueued trials not handed out yet, as read (api_study_note_waiting) */
+    size_t n_waiting, cap_waiting;
     int refs;             /* guarded by the cache mutex */
 } api_study;
 
@@ -245,16 +247,32 @@ int api_tuner_finish(api_study *st, const sto_trial *t);
  * finished on other nodes; one indexed query, then only what changed), so
  * other nodes' running trials are pending for the samplers (the constant
  * liar across nodes) and their reports reach the pruners. It is called,
- * under st->lock, before a new trial is suggested and again under the
- * study's row lock before it is stored (api_study_new_trial), before an
+ * under st->lock, by the caller before a new trial is suggested, and
+ * again under the study's row lock before it is stored
+ * (api_study_new_trial), before an
  * enqueued trial is handed out, a report to a pruner or an unknown trial's
  * tell, and before the scheduler picks an embedded study's next trial.
  * Nothing on SQLite (one hpod per database). */
 int api_study_sync(api_ctx *ctx, api_study *st);
+/* The same, and the study's state as stored into *state (may be NULL), in
+ * the same statement on PostgreSQL (sto_trials_changed); SQLite reads the
+ * study's row. HPO_ENOTFOUND when the study is gone. */
+int api_study_sync_state(api_ctx *ctx, api_study *st, sto_study_state *state);
+/* Keeps st->waiting as trial t was read (at the load, by a sync): its
+ * number in the set while t is enqueued and never started, out of it
+ * otherwise. Every change is read by a later sync, so on PostgreSQL an
+ * empty set after a sync means no trial waits (the ask skips the query
+ * for one); a number in it may be stale (handed out or cancelled
+ * elsewhere, and not read yet): then the query decides. */
+void api_study_note_waiting(api_study *st, const sto_trial *t);
+/* Whether an ask should look for an enqueued trial in storage: always on
+ * SQLite, on PostgreSQL when st->waiting (just synced) is not empty. */
+int api_study_may_wait(api_ctx *ctx, const api_study *st);
 /* A new running trial from the tuner (st->lock held), stored as r says
  * (its lease, slot, limits and event: sto_trial_create_with; this call
- * sets r's params, number and catch-up): suggested for the next number
- * once the view is caught up, and stored at the study's next number. On
+ * sets r's params, number and catch-up), the caller having synced
+ * (api_study_sync): suggested for the next number, and stored at the
+ * study's next number. On
  * PostgreSQL the insert catches up again under the study's row lock
  * (sto_trial_run.catch_up): the trials other nodes numbered while it
  * suggested are folded in, and the suggestion takes the number after

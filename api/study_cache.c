@@ -22,6 +22,7 @@ int api_cache_new(api_ctx *ctx) {
 static void study_free(api_study *st) {
     if (!st) return;
     tun_study_free(st->tuner);
+    free(st->waiting);
     api_study_def_clear(&st->def);
     json_decref(st->spec);
     pthread_mutex_destroy(&st->lock);
@@ -178,6 +179,7 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
         if (trials[i].seq > st->seq) st->seq = trials[i].seq;
         if (trials[i].number + 1 > st->next_number) st->next_number = trials[i].number + 1;
         if (!trials[i].lineage) st->pbt_members++;
+        api_study_note_waiting(st, &trials[i]);
         /* an enqueued trial never handed out (queued, or cancelled while it
          * waited) holds its number but is not in the tuner's history */
         if (trials[i].started <= 0) continue;

@@ -17,6 +17,7 @@
 /* Folds one changed trial t into the history; x is scratch (space->n).
  * Only a storage failure is returned. */
 static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x) {
+    api_study_note_waiting(st, t);
     if (t->number >= st->next_number) { /* t is by number: a new one */
         st->next_number = t->number + 1;
         if (!t->lineage) st->pbt_members++;
@@ -73,12 +74,20 @@ static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x
     return 0;
 }
 
-int api_study_sync(api_ctx *ctx, api_study *st) {
-    if (!sto_shared(ctx->db)) return 0; /* SQLite: this process is its one writer */
+int api_study_sync_state(api_ctx *ctx, api_study *st, sto_study_state *state) {
+    if (!sto_shared(ctx->db)) { /* SQLite: this process is its one writer */
+        sto_study s;
+        int rc = state ? sto_study_get(ctx->db, st->id, &s) : 0;
+        if (rc == 0 && state) {
+            *state = s.state;
+            sto_study_clear(&s);
+        }
+        return rc;
+    }
     sto_trial *t = NULL;
     size_t n = 0;
     int64_t seq = st->seq;
-    int rc = sto_trials_changed(ctx->db, st->id, st->seq, &t, &n, &seq);
+    int rc = sto_trials_changed(ctx->db, st->id, st->seq, &t, &n, &seq, state);
     if (rc) return rc;
     st->synced += (int64_t)n;
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
@@ -88,6 +97,25 @@ int api_study_sync(api_ctx *ctx, api_study *st) {
     sto_trial_list_free(t, n);
     return rc;
 }
+
+int api_study_sync(api_ctx *ctx, api_study *st) { return api_study_sync_state(ctx, st, NULL); }
+
+void api_study_note_waiting(api_study *st, const sto_trial *t) {
+    int waits = t->state == STO_TRIAL_QUEUED && t->started <= 0;
+    size_t i = 0;
+    while (i < st->n_waiting && st->waiting[i] != t->number) i++;
+    if (waits && i == st->n_waiting) {
+        if (st->n_waiting == st->cap_waiting) {
+            st->cap_waiting = st->cap_waiting ? 2 * st->cap_waiting : 8;
+            st->waiting = hpo_xrealloc(st->waiting, st->cap_waiting * sizeof *st->waiting);
+        }
+        st->waiting[st->n_waiting++] = t->number;
+    } else if (!waits && i < st->n_waiting) {
+        st->waiting[i] = st->waiting[--st->n_waiting];
+    }
+}
+
+int api_study_may_wait(api_ctx *ctx, const api_study *st) { return !sto_shared(ctx->db) || st->n_waiting > 0; }
 
 /* Another node's trial numbered from..next_number-1 (just synced) holds x. */
 static int taken_meanwhile(const api_study *st, int64_t from, const double *x) {
@@ -146,9 +174,8 @@ int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x
     int shared = sto_shared(ctx->db), suggest = 1, exact = 1, rc = 0;
     suggestion g = {x, 0, NULL, NULL};
     catch_up_arg c = {ctx, st, &g};
-    /* the suggestion sees every trial stored before it is made; the
-     * catch-up under the lock, those stored while it was made */
-    if ((rc = api_study_sync(ctx, st))) return rc;
+    /* the suggestion sees every trial stored before the caller's sync; the
+     * catch-up under the lock, those stored since */
     for (int attempt = 1;; attempt++) {
         int64_t trial_id = 0, number = 0;
         if (suggest && (rc = suggest_next(st, &g))) break;

@@ -58,25 +58,23 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
                  (long long)id, (long long)id);
         goto unlock;
     }
-    sto_study s;
-    if ((rc = sto_study_get(ctx->db, id, &s))) {
-        api_fail_rc(resp, rc, NULL);
-        goto unlock;
-    }
-    sto_study_state state = s.state;
-    sto_study_clear(&s);
-    /* what other nodes changed, for a study that no longer runs (its budget
-     * is named); a running one's trial catches up when it is handed out */
-    if (state != STO_STUDY_RUNNING && (rc = api_study_sync(ctx, st))) {
+    /* what other nodes changed (a new trial's suggestion, an enqueued
+     * one's free parameters and a spent budget see it) and the state */
+    sto_study_state state;
+    if ((rc = api_study_sync_state(ctx, st, &state))) {
         api_fail_rc(resp, rc, NULL);
         goto unlock;
     }
     /* enqueued trials first, oldest first; they hold their numbers already,
      * so a max_trials reached does not keep them waiting */
     sto_trial q;
-    if (state == STO_STUDY_RUNNING && api_enqueued_next(ctx, id, &q) == 0) {
-        rc = api_study_sync(ctx, st); /* its free parameters are suggested from the current view */
-        if (rc == 0) rc = api_enqueued_hand_out(ctx, st, &q, lease, NULL, NULL, &params);
+    int queued = HPO_ENOTFOUND;
+    if (state == STO_STUDY_RUNNING && api_study_may_wait(ctx, st)) {
+        queued = api_enqueued_next(ctx, id, &q);
+        if (queued == HPO_ENOTFOUND) st->n_waiting = 0; /* read after the sync: handed out or cancelled elsewhere */
+    }
+    if (queued == 0) {
+        rc = api_enqueued_hand_out(ctx, st, &q, lease, NULL, NULL, &params);
         trial_id = q.id;
         number = q.number;
         sto_trial_clear(&q);

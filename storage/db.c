@@ -272,10 +272,9 @@ int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
 #define BY_STATE " AND state = ?2"
 #define DATASET_COLS "id, name, format, path, meta, n_rows, bytes, created"
 /* The inserts of a trial with the study's next number (after
- * sto_db_lock_study). col and val add columns: PostgreSQL's variants
- * stamp the new trial with the study's next change number (NEXT_SEQ,
- * which the touch by study that follows stores in the study's row). */
-#define NEXT_SEQ ", (SELECT seq + 1 FROM studies WHERE id = ?1)"
+ * sto_db_lock_touch_study). col and val add columns: PostgreSQL's variants
+ * stamp the new trial with the change number the lock drew (LOCKED_SEQ). */
+#define LOCKED_SEQ ", (SELECT seq FROM studies WHERE id = ?1)"
 #define NEXT_NUMBER " COALESCE(MAX(number) + 1, 0)"
 #define TRIAL_INSERT(col, val)                                                            \
     "INSERT INTO trials (study_id, number, state, params, created, started, lease_expires" col ")" \
@@ -381,6 +380,8 @@ static const char *const stmt_sql[STO_Q_N] = {
         " WHERE id = (SELECT study_id FROM trials WHERE id = ?1)",
     /* sto_db_lock_study; PostgreSQL's variant locks the row */
     [STO_Q_STUDY_LOCK] = "SELECT 1 FROM studies WHERE id = ?1",
+    /* sto_db_lock_touch_study (?2 now); PostgreSQL's draws the next seq */
+    [STO_Q_STUDY_LOCK_TOUCH] = "UPDATE studies SET updated = " GREATEST("updated", "?2") " WHERE id = ?1 RETURNING 1",
 
     /* The next number is read and used inside one statement, through the
      * (study_id, number) unique index, after sto_db_lock_study in the same
@@ -390,9 +391,13 @@ static const char *const stmt_sql[STO_Q_N] = {
     /* schema v10: the trials changed after seq ?2, in seq order: one range
      * of trials_study_seq whatever the plan (ordered by number, a generic
      * plan may walk the study's (study_id, number) index instead, every
-     * trial of the study; trials.c sorts by number) */
+     * trial of the study; trials.c sorts by number). Each row ends with the
+     * study's state; the study's row alone (the trial's columns NULL) when
+     * nothing changed, no row when there is no such study: one round trip
+     * answers all three. */
     [STO_Q_TRIALS_CHANGED] =
-        "SELECT " STO_TRIAL_COLS " FROM trials WHERE study_id = ?1 AND seq > ?2 ORDER BY seq",
+        "SELECT c.*, s.state FROM studies s LEFT JOIN (SELECT " STO_TRIAL_COLS
+        " FROM trials WHERE study_id = ?1 AND seq > ?2) c ON 1 = 1 WHERE s.id = ?1 ORDER BY c.seq",
     [STO_Q_TRIAL_GET] = "SELECT " STO_TRIAL_COLS " FROM trials WHERE id = ?1",
     [STO_Q_TRIAL_STATE] = "SELECT state FROM trials WHERE id = ?1",
     [STO_Q_TRIAL_LIST + 0] = TRIAL_LIST("", "number ASC"),
@@ -598,15 +603,19 @@ static const char *const stmt_sql_pg[STO_Q_N] = {
      * races are decided by row locks and the statements' WHERE clauses */
     [STO_Q_BEGIN] = "BEGIN",
     [STO_Q_STUDY_LOCK] = "SELECT 1 FROM studies WHERE id = ?1 FOR UPDATE",
-    /* A new trial is stamped by its insert, under sto_db_lock_study; the
-     * touch by study that follows moves the study's seq to it. */
-    [STO_Q_TRIAL_INSERT] = TRIAL_INSERT(", seq", NEXT_SEQ),
-    [STO_Q_TRIAL_INSERT_AT] = TRIAL_INSERT_AT(", seq", NEXT_SEQ),
-    [STO_Q_TRIAL_INSERT_RUN] = TRIAL_INSERT_RUN(", seq", NEXT_SEQ),
-    [STO_Q_TRIAL_INSERT_RUN_AT] = TRIAL_INSERT_RUN_AT(", seq", NEXT_SEQ),
-    [STO_Q_TRIAL_ENQUEUE] = TRIAL_ENQUEUE(", seq", NEXT_SEQ),
-    [STO_Q_TRIAL_PBT_BREED] = TRIAL_PBT_BREED(", seq", NEXT_SEQ),
-    [STO_Q_TRIAL_ADD] = TRIAL_ADD(", seq", NEXT_SEQ),
+    /* The UPDATE's row lock (FOR NO KEY UPDATE) excludes every other
+     * locker and event insert of the study as FOR UPDATE did. */
+    [STO_Q_STUDY_LOCK_TOUCH] =
+        "UPDATE studies SET updated = " GREATEST("updated", "?2") ", seq = seq + 1 WHERE id = ?1 RETURNING 1",
+    /* A new trial is stamped by its insert with the seq its transaction's
+     * sto_db_lock_touch_study drew. */
+    [STO_Q_TRIAL_INSERT] = TRIAL_INSERT(", seq", LOCKED_SEQ),
+    [STO_Q_TRIAL_INSERT_AT] = TRIAL_INSERT_AT(", seq", LOCKED_SEQ),
+    [STO_Q_TRIAL_INSERT_RUN] = TRIAL_INSERT_RUN(", seq", LOCKED_SEQ),
+    [STO_Q_TRIAL_INSERT_RUN_AT] = TRIAL_INSERT_RUN_AT(", seq", LOCKED_SEQ),
+    [STO_Q_TRIAL_ENQUEUE] = TRIAL_ENQUEUE(", seq", LOCKED_SEQ),
+    [STO_Q_TRIAL_PBT_BREED] = TRIAL_PBT_BREED(", seq", LOCKED_SEQ),
+    [STO_Q_TRIAL_ADD] = TRIAL_ADD(", seq", LOCKED_SEQ),
     [STO_Q_STUDY_TOUCH] = "UPDATE studies SET updated = " GREATEST("updated", "?2") ", seq = seq + 1 WHERE id = ?1",
     /* A touch by trial draws the study's next change number under its
      * row lock and stamps the trial with it (schema v10). */
@@ -689,6 +698,16 @@ int sto_db_exists(sto_db *db, int q, int64_t id) {
 }
 
 int sto_db_lock_study(sto_db *db, int64_t study_id) { return sto_db_exists(db, STO_Q_STUDY_LOCK, study_id); }
+
+int sto_db_lock_touch_study(sto_db *db, int64_t study_id, double now) {
+    sto_stmt *s = db->q[STO_Q_STUDY_LOCK_TOUCH];
+    sto_bind_int64(s, 1, study_id);
+    sto_bind_real(s, 2, now);
+    int src = sto_step(s);
+    int rc = src == STO_ROW ? 0 : src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, "study lock");
+    sto_db_done(s);
+    return rc;
+}
 
 int sto_db_insert(sto_db *db, sto_stmt *s, const char *what, int64_t *id, int64_t *number) {
     int src = sto_step(s), rc = 0;

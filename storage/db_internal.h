@@ -23,7 +23,7 @@
  *   BEGIN IMMEDIATE serialises writers; on PostgreSQL (READ COMMITTED) a
  *   statement's WHERE clause on the row's state decides a race (the second
  *   UPDATE finds the state changed and changes no row), trial numbers are
- *   drawn under the study's row lock (sto_db_lock_study), and a claim of a
+ *   drawn under the study's row lock (sto_db_lock_touch_study), and a claim of a
  *   queued job skips rows another transaction holds (FOR UPDATE SKIP LOCKED).
  *   A trial started on a slot carries its node (db->node_id, schema v9):
  *   the writes of its runner (report, finish, requeue, epochs) are kept to
@@ -41,8 +41,9 @@
  *   commit in their order: an event's id (its insert locks the study's
  *   row first, FOR NO KEY UPDATE, in the same statement) and a trial's
  *   change number seq (the study's seq + 1, drawn by the touch that
- *   updates the study's row, or by a new trial's insert after the study's
- *   row is locked; sto_trials_changed). The event insert also
+ *   updates the study's row: the touch by trial, or the lock of a new
+ *   trial's transaction, whose inserts stamp what it drew;
+ *   sto_trials_changed). The event insert also
  *   sends NOTIFY hpo_events (payload: the study id), delivered to
  *   listeners at the commit (sto_watch).
  * - Columns: NaN is stored as NULL (SQLite turns a NaN REAL into NULL anyway,
@@ -83,6 +84,7 @@ enum {
     STO_Q_STUDY_ANNOTATE, /* schema v6 */
     STO_Q_STUDY_ATTRS,    /* schema v6 */
     STO_Q_STUDY_LOCK,
+    STO_Q_STUDY_LOCK_TOUCH,
 
     STO_Q_TRIAL_INSERT,
     STO_Q_TRIAL_INSERT_AT,
@@ -180,6 +182,7 @@ enum {
     "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
     "train_seconds, user_attrs, note, values_json, metrics_json, lineage, pbt_epoch, node_id, seq"
+#define STO_TRIAL_N_COLS 26 /* the columns of STO_TRIAL_COLS */
 
 /* Column list of a study row, in the order studies.c reads it. */
 #define STO_STUDY_COLS "id, name, spec, state, created, updated, user_attrs, note"
@@ -228,6 +231,13 @@ int sto_db_insert(sto_db *db, sto_stmt *s, const char *what, int64_t *id, int64_
  * handed out one transaction at a time by every connection, and each reads
  * the numbers the last one committed. HPO_ENOTFOUND if there is no study. */
 int sto_db_lock_study(sto_db *db, int64_t study_id);
+/* The same lock taken by the touch of a new trial's transaction: the
+ * study's updated time moved to now (never back) and, on PostgreSQL, its
+ * next change number drawn (seq + 1, which the transaction's inserts stamp
+ * on their trials: LOCKED_SEQ in db.c). One statement where a lock, then
+ * a touch after the insert, took two round trips. HPO_ENOTFOUND if there
+ * is no study. */
+int sto_db_lock_touch_study(sto_db *db, int64_t study_id, double now);
 /* 0 if a row with that id exists (q is an "exists" statement with ?1 = id),
  * HPO_ENOTFOUND if not, HPO_ESTORAGE on failure. */
 int sto_db_exists(sto_db *db, int q, int64_t id);

@@ -370,11 +370,12 @@ int sto_trial_annotate(sto_db *db, int64_t trial_id, sto_attrs_fn merge, void *a
  * database) seq stays 0. */
 int sto_shared(const sto_db *db);
 /* The trials of a study changed after seq `after` (as they are now, by
- * number; *out NULL and *n_out 0 when none) and *seq_out the highest seq
- * among them (after when none): the cursor of the next call.
+ * number; *out NULL and *n_out 0 when none), *seq_out the highest seq
+ * among them (after when none): the cursor of the next call, and the
+ * study's state into *state_out (may be NULL); one statement.
  * HPO_ENOTFOUND for an unknown study. */
 int sto_trials_changed(sto_db *db, int64_t study_id, int64_t after, sto_trial **out, size_t *n_out,
-                       int64_t *seq_out);
+                       int64_t *seq_out, sto_study_state *state_out);
 
 /* Fails every running trial whose lease expired before now, with the error
  * "lease expired". Returns the affected trials (caller frees the list) so the

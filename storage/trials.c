@@ -80,7 +80,7 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
     if (rc) goto fail;
     /* the limits and the insert under the study's row lock: every node
      * counts what the last one committed */
-    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    if ((rc = sto_db_lock_touch_study(db, study_id, now))) goto fail;
     if ((rc = sto_db_run_limits(db, study_id, r))) goto fail;
     if (r->slot && with_node && (rc = sto_db_node_live(db))) goto fail;
     int64_t at = r->number;
@@ -99,7 +99,6 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
     /* no row, the study there (locked): another connection numbered a trial */
     if (rc == HPO_ENOTFOUND && r->exact_number) rc = HPO_ESTALE;
     if (rc) goto fail;
-    if ((rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now))) goto fail; /* PostgreSQL: its seq, which the insert stamped */
     if (r->ev_type) {
         char *text = r->ev_data ? r->ev_data(r->ev_arg, id, number) : NULL;
         sto_event_in ev = {r->ev_type, text};
@@ -131,20 +130,34 @@ static int by_number(const void *a, const void *b) {
 }
 
 int sto_trials_changed(sto_db *db, int64_t study_id, int64_t after, sto_trial **out, size_t *n_out,
-                       int64_t *seq_out) {
+                       int64_t *seq_out, sto_study_state *state_out) {
     if (!db || !out || !n_out || !seq_out) return HPO_EINVAL;
     sto_trial *list = NULL;
-    size_t n = 0;
+    size_t n = 0, cap = 0;
     sto_db_lock(db);
     sto_stmt *s = db->q[STO_Q_TRIALS_CHANGED];
     sto_bind_int64(s, 1, study_id);
     sto_bind_int64(s, 2, after);
-    int rc = collect_trials(db, s, "trials changed", &list, &n);
+    int src, rc = HPO_ENOTFOUND, state = 0;
+    while ((src = sto_step(s)) == STO_ROW) {
+        rc = 0; /* the study is there */
+        state = sto_col_int(s, STO_TRIAL_N_COLS);
+        if (sto_col_is_null(s, 0)) continue; /* its row alone: nothing changed */
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            list = hpo_xrealloc(list, cap * sizeof *list);
+        }
+        list[n] = (sto_trial){0};
+        sto_db_read_trial(s, &list[n++]);
+    }
+    if (src != STO_DONE) rc = sto_db_error(db, "trials changed");
     sto_db_done(s);
-    /* nothing changed, or no such study: only then the second question */
-    if (rc == 0 && n == 0) rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
     sto_db_unlock(db);
-    if (rc) return rc;
+    if (rc) {
+        sto_trial_list_free(list, n);
+        return rc;
+    }
+    if (state_out) *state_out = (sto_study_state)state;
     int64_t seq = n ? list[n - 1].seq : after; /* read in seq order */
     if (n > 1) qsort(list, n, sizeof *list, by_number);
     *out = list;

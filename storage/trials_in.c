@@ -4,7 +4,7 @@
  * intermediate values (add_trial, an imported study); the members of a
  * population-based study ranked at a boundary, replaced, and bred from
  * another's checkpoint (storage.h). Numbering is the one
- * of sto_trial_create: the study's row locked (sto_db_lock_study), then
+ * of sto_trial_create: the study's row locked (sto_db_lock_touch_study), then
  * the next number of the study inside one statement. Each change moves the study's updated time
  * and stores its event, in the same transaction. */
 #include "db_internal.h"
@@ -13,13 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The end of a new trial's transaction: the study's updated time, the
- * event (ev's data, or {"trial_id", "number", "state"} when it has none)
- * and the commit. */
-static int commit_new(sto_db *db, int64_t study_id, int64_t id, int64_t number, sto_trial_state state,
-                      const sto_event_in *ev, double now) {
-    int rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH, study_id, now); /* PostgreSQL: its seq, which the insert stamped */
-    if (rc == 0 && ev) {
+/* The end of a new trial's transaction (the study touched by its lock):
+ * the event (ev's data, or {"trial_id", "number", "state"} when it has
+ * none) and the commit. */
+static int commit_new(sto_db *db, int64_t id, int64_t number, sto_trial_state state, const sto_event_in *ev) {
+    int rc = 0;
+    if (ev) {
         char data[160];
         snprintf(data, sizeof data, "{\"trial_id\":%lld,\"number\":%lld,\"state\":\"%s\"}", (long long)id,
                  (long long)number, sto_trial_state_name(state));
@@ -38,12 +37,12 @@ int sto_trial_enqueue_ev(sto_db *db, int64_t study_id, const char *params, const
     int64_t id = 0, number = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    if ((rc = sto_db_lock_touch_study(db, study_id, now))) goto fail;
     sto_bind_int64(s, 1, study_id);
     sto_bind_text(s, 2, params ? params : "{}");
     sto_bind_real(s, 3, now);
     if ((rc = sto_db_insert(db, s, "trial enqueue", &id, &number))) goto fail;
-    if ((rc = commit_new(db, study_id, id, number, STO_TRIAL_QUEUED, ev, now))) goto fail;
+    if ((rc = commit_new(db, id, number, STO_TRIAL_QUEUED, ev))) goto fail;
     sto_db_unlock(db);
     if (trial_id_out) *trial_id_out = id;
     if (number_out) *number_out = number;
@@ -87,7 +86,7 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
     int64_t id = 0, number = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    if ((rc = sto_db_lock_touch_study(db, study_id, now))) goto fail;
     sto_bind_int64(s, 1, study_id);
     sto_bind_int64(s, 2, (int)in->state);
     sto_bind_text(s, 3, in->params ? in->params : "{}");
@@ -114,7 +113,7 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
         }
         sto_db_done(put);
     }
-    if ((rc = commit_new(db, study_id, id, number, in->state, ev, now))) goto fail;
+    if ((rc = commit_new(db, id, number, in->state, ev))) goto fail;
     sto_db_unlock(db);
     if (trial_id_out) *trial_id_out = id;
     if (number_out) *number_out = number;
@@ -149,7 +148,7 @@ int sto_trial_pbt_breed_ev(sto_db *db, int64_t study_id, const sto_pbt_breed *b,
     int64_t id = 0, number = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;
-    if ((rc = sto_db_lock_study(db, study_id))) goto fail;
+    if ((rc = sto_db_lock_touch_study(db, study_id, now))) goto fail;
     sto_bind_int64(end, 1, b->replaced_id);
     sto_bind_real(end, 2, now);
     if (sto_step(end) != STO_DONE) {
@@ -169,7 +168,7 @@ int sto_trial_pbt_breed_ev(sto_db *db, int64_t study_id, const sto_pbt_breed *b,
     sto_bind_text(s, 4, b->lineage);
     sto_bind_int64(s, 5, b->epoch);
     if ((rc = sto_db_insert(db, s, "trial pbt breed", &id, &number))) goto fail;
-    if ((rc = commit_new(db, study_id, id, number, STO_TRIAL_QUEUED, ev_new, now))) goto fail;
+    if ((rc = commit_new(db, id, number, STO_TRIAL_QUEUED, ev_new))) goto fail;
     sto_db_unlock(db);
     if (trial_id_out) *trial_id_out = id;
     if (number_out) *number_out = number;

@@ -10,7 +10,10 @@
  * - MO-ASHA on node B ranks the vectors reported through node A;
  * - the refresh is incremental: after a node has loaded a study of 300
  *   trials, each ask reads only the trials changed since its last one;
- * - a node's own reports and tells are read back at most once each.
+ * - a node's own reports and tells are read back at most once each;
+ * - enqueued trials: an ask on PostgreSQL looks for one in storage only
+ *   when its syncs (or the study's load) read one waiting, and a trial
+ *   enqueued through one node is handed out by an ask on the other, once.
  * On SQLite (one hpod per database) there is nothing to refresh: an ask
  * reads no trial back (the cost is none), and the two-node tests print
  * that they were left out. pg.api.test_study_sync runs them on the fixture's
@@ -362,6 +365,57 @@ static void test_refresh_is_incremental(void **state) {
     assert_int_equal(nb, stored_trials(b, sid));
 }
 
+static void enqueue(api_ctx *ctx, int64_t sid, const char *params) {
+    char path[64], body[96];
+    snprintf(path, sizeof path, "/api/v1/studies/%lld/enqueue", (long long)sid);
+    snprintf(body, sizeof body, "{\"params\": %s}", params);
+    json_decref(must(ctx, "POST", path, body, 201));
+}
+
+static size_t n_waiting(api_ctx *ctx, int64_t sid) {
+    api_study *st = NULL;
+    assert_int_equal(api_study_acquire(ctx, sid, &st), 0);
+    pthread_mutex_lock(&st->lock);
+    size_t n = st->n_waiting;
+    pthread_mutex_unlock(&st->lock);
+    api_study_release(ctx, st);
+    return n;
+}
+
+static void test_enqueued_across_nodes(void **state) {
+    nodes *ns = *state;
+    if (!pg_only()) return;
+    api_ctx *a = ns->n[0].ctx, *b = ns->n[1].ctx;
+    const char *def = "{\"name\": \"q\", \"objective\": {\"direction\": \"minimize\"}, \"space\": {\"x\": "
+                      "{\"type\": \"float\", \"low\": 0, \"high\": 1}}, \"tuner\": {\"algorithm\": \"random\"}}";
+    int64_t sid = create(a, def);
+    char key[96];
+    int status;
+    ask(b, sid, key, sizeof key, &status); /* B has the study: nothing waits */
+    assert_int_equal(status, 200);
+    assert_int_equal(n_waiting(b, sid), 0);
+    enqueue(a, sid, "{\"x\": 0.25}");
+    ask(b, sid, key, sizeof key, &status); /* B's sync reads it: B hands it out */
+    assert_int_equal(status, 200);
+    assert_string_equal(key, "{\"x\":0.25}");
+    enqueue(a, sid, "{\"x\": 0.75}");
+    ask(a, sid, key, sizeof key, &status);
+    assert_string_equal(key, "{\"x\":0.75}");
+    ask(b, sid, key, sizeof key, &status); /* handed out by A: B draws a new point */
+    assert_int_equal(status, 200);
+    assert_string_not_equal(key, "{\"x\":0.75}");
+    assert_int_equal(n_waiting(b, sid), 0);
+    assert_int_equal(stored_trials(a, sid), 4);
+    /* a study B loads while a trial waits */
+    int64_t sid2 = create(a, def);
+    enqueue(a, sid2, "{\"x\": 0.5}");
+    ask(b, sid2, key, sizeof key, &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(key, "{\"x\":0.5}");
+    ask(a, sid2, key, sizeof key, &status);
+    assert_string_not_equal(key, "{\"x\":0.5}");
+}
+
 static void test_sqlite_syncs_nothing(void **state) {
     nodes *ns = *state;
     if (sto_test_pg()) return;
@@ -388,6 +442,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_tpe_history_is_the_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mo_asha_sees_other_nodes_vectors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refresh_is_incremental, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_enqueued_across_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sqlite_syncs_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,7 +36,7 @@
 /* The trials changed after *cursor (moved on); their count. */
 static size_t changed(sto_db *db, int64_t study, int64_t *cursor, sto_trial **out) {
     size_t n = 99;
-    assert_int_equal(sto_trials_changed(db, study, *cursor, out, &n, cursor), 0);
+    assert_int_equal(sto_trials_changed(db, study, *cursor, out, &n, cursor, NULL), 0);
     return n;
 }
 
@@ -69,7 +69,7 @@ static void test_changed_since_cursor(void **state) {
     sto_db *a = nodes.a, *b = nodes.b;
     sto_trial *t = NULL;
     assert_int_equal(changed(b, study, &cursor, &t), 0);
-    assert_int_equal(sto_trials_changed(b, 999999, 0, &t, &(size_t){0}, &cursor), HPO_ENOTFOUND);
+    assert_int_equal(sto_trials_changed(b, 999999, 0, &t, &(size_t){0}, &cursor, NULL), HPO_ENOTFOUND);
     assert_int_equal(sto_trial_create(a, study, "{\"x\":1}", 0, &t0, NULL), 0);
     if (!sto_test_pg()) { /* SQLite: nothing stamps (nothing else writes its database) */
         assert_int_equal(changed(b, study, &cursor, &t), 0);
