@@ -683,6 +683,8 @@ int sto_db_begin(sto_db *db) { return run_simple(db, STO_Q_BEGIN, "begin"); }
 
 int sto_db_commit(sto_db *db) { return run_simple(db, STO_Q_COMMIT, "commit"); }
 
+void sto_db_commit_with_next(sto_db *db) { sto_sql_pg_commit_with_next(db->conn); }
+
 void sto_db_rollback(sto_db *db) {
     if (!sto_sql_in_tx(db->conn)) return; /* no transaction open */
     run_simple(db, STO_Q_ROLLBACK, "rollback");

@@ -238,6 +238,9 @@ int sto_db_lock_study(sto_db *db, int64_t study_id);
  * a touch after the insert, took two round trips. HPO_ENOTFOUND if there
  * is no study. */
 int sto_db_lock_touch_study(sto_db *db, int64_t study_id, double now);
+/* The transaction's COMMIT goes with its next statement, its last (sql.h:
+ * sto_sql_pg_commit_with_next); sto_db_commit follows as usual. */
+void sto_db_commit_with_next(sto_db *db);
 /* 0 if a row with that id exists (q is an "exists" statement with ?1 = id),
  * HPO_ENOTFOUND if not, HPO_ESTORAGE on failure. */
 int sto_db_exists(sto_db *db, int q, int64_t id);

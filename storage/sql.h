@@ -112,6 +112,12 @@ struct sqlite3_stmt *sto_stmt_sqlite(sto_stmt *s);
  * is ended by the server, now and after every reconnection (0: the
  * server's setting); nothing on SQLite. */
 int sto_sql_pg_set_idle_timeout(sto_sql *c, int ms);
+/* PostgreSQL, inside a transaction: its COMMIT goes with the next statement
+ * in one round trip, and the COMMIT step that follows sends nothing. If
+ * that statement fails, nothing is committed (the caller rolls back as
+ * usual); if it succeeds, the transaction has committed, so the caller
+ * must not need its result to decide to roll back. Nothing on SQLite. */
+void sto_sql_pg_commit_with_next(sto_sql *c);
 
 /* Records the last failure of c (a driver helper): kind and message. */
 __attribute__((format(printf, 3, 4))) static inline void sto_sql_set_error(sto_sql *c, sto_sql_errkind kind,

@@ -22,7 +22,12 @@
  * one round trip (libpq's pipeline mode: BEGIN, the statement, one Sync),
  * and a transaction that ends before any statement sends neither: on a
  * busy node that is a round trip less per transaction (a new trial, a
- * tell). The connection reports itself in a transaction meanwhile. */
+ * tell). The connection reports itself in a transaction meanwhile.
+ * Likewise a caller may send the COMMIT with the transaction's last
+ * statement (sto_sql_pg_commit_with_next): BEGIN (if still held), the
+ * statement, COMMIT, one Sync; a failed statement aborts the pipeline, so
+ * the COMMIT does not run and the caller's rollback ends the transaction;
+ * the caller's own COMMIT then sends nothing. */
 #include "sql.h"
 
 #include <libpq-fe.h>
@@ -42,6 +47,8 @@ typedef struct {
     int64_t generation; /* bumped when the connection is reset */
     int idle_ms;        /* idle_in_transaction_session_timeout (0: the server's) */
     int begin_held;     /* BEGIN asked for, not sent yet: it goes with the next statement */
+    int commit_next;    /* the transaction's COMMIT goes with the next statement */
+    int committed;      /* ... it went: the caller's COMMIT sends nothing */
 } pg_conn;
 
 /* What a statement is to the held BEGIN. */
@@ -182,6 +189,10 @@ static int pg_in_tx(sto_sql *c) {
     return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
 }
 
+void sto_sql_pg_commit_with_next(sto_sql *c) {
+    if (c->dialect == STO_SQL_PG && pg_in_tx(c)) pc(c)->commit_next = 1;
+}
+
 static void pg_close(sto_sql *c) {
     PQfinish(pc(c)->pg);
     free(c);
@@ -242,29 +253,33 @@ static int run_once(pg_stmt *s, sto_sql *c, PGresult **out) {
     return 0;
 }
 
-/* BEGIN and the statement in one round trip (pipeline mode), preparing it
- * too where this connection has not; its result, or the first error. */
-static int run_after_begin(pg_stmt *s, sto_sql *c, PGresult **out) {
+/* [BEGIN,] the statement [and COMMIT] in one round trip (pipeline mode),
+ * preparing it too where this connection has not; its result, or the
+ * first error (a COMMIT that fails is one: nothing was stored). */
+static int run_pipelined(pg_stmt *s, sto_sql *c, int with_begin, int with_commit, PGresult **out) {
     pg_conn *p = pc(c);
     PGconn *pg = p->pg;
     int prepare = s->prepared_gen != p->generation + 1;
-    int sent = PQenterPipelineMode(pg) && PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) &&
+    int sent = PQenterPipelineMode(pg) &&
+               (!with_begin || PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) &&
                (!prepare || PQsendPrepare(pg, s->name, s->sql, s->n_params, s->types)) &&
-               PQsendQueryPrepared(pg, s->name, s->n_params, s->values, NULL, NULL, 0) && PQpipelineSync(pg);
+               PQsendQueryPrepared(pg, s->name, s->n_params, s->values, NULL, NULL, 0) &&
+               (!with_commit || PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0)) &&
+               PQpipelineSync(pg);
     int rc = sent ? 0 : fail(c, NULL);
     PGresult *mine = NULL, *r;
-    int n_queries = prepare ? 3 : 2;
+    int q_prepare = with_begin ? 1 : 0, q_mine = q_prepare + prepare, n_queries = q_mine + 1 + with_commit;
     /* each query's results end with NULL; after a failure the rest are
      * PGRES_PIPELINE_ABORTED; then the Sync's result */
     for (int q = 0; sent && q < n_queries && PQstatus(pg) == CONNECTION_OK; q++) {
         while ((r = PQgetResult(pg))) {
             ExecStatusType st = PQresultStatus(r);
             if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
-                if (q == n_queries - 1 && !mine) {
+                if (q == q_mine && !mine) {
                     mine = r;
                     continue;
                 }
-                if (prepare && q == 1) s->prepared_gen = p->generation + 1; /* even if it then fails */
+                if (prepare && q == q_prepare) s->prepared_gen = p->generation + 1; /* even if it then fails */
             } else if (st != PGRES_PIPELINE_ABORTED && rc == 0) {
                 rc = fail(c, r);
             }
@@ -306,11 +321,13 @@ static int run(sto_stmt *st) {
         return HPO_EINTERNAL;
     }
     pg_conn *p = pc(c);
+    int committed = p->committed, with_commit = p->commit_next && s->kind == STMT_OTHER;
+    p->committed = p->commit_next = 0;
     if (s->kind == STMT_BEGIN && !pg_in_tx(c)) {
         p->begin_held = 1;
         return run_held(s, c);
     }
-    if (s->kind == STMT_END && p->begin_held) {
+    if (s->kind == STMT_END && (p->begin_held || committed)) {
         p->begin_held = 0;
         return run_held(s, c);
     }
@@ -320,10 +337,11 @@ static int run(sto_stmt *st) {
     PGresult *res = NULL;
     for (int attempt = 0; attempt < 2; attempt++) {
         if (idle && (rc = ensure_connected(c))) return rc;
-        rc = with_begin ? run_after_begin(s, c, &res) : run_once(s, c, &res);
+        rc = with_begin || with_commit ? run_pipelined(s, c, with_begin, with_commit, &res) : run_once(s, c, &res);
         if (rc == 0 || !idle || PQstatus(pc(c)->pg) == CONNECTION_OK) break;
     }
     if (rc) return rc;
+    p->committed = with_commit;
     s->res = res;
     s->row = -1;
     s->n_rows = PQresultStatus(res) == PGRES_TUPLES_OK ? PQntuples(res) : 0;

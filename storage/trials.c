@@ -95,6 +95,9 @@ int sto_trial_create_with(sto_db *db, int64_t study_id, const sto_trial_run *r, 
         sto_bind_id(s, 6, r->slot ? db->node_id : 0);
     }
     if (r->exact_number) sto_bind_int64(s, with_node ? 7 : 5, at);
+    /* the insert is the last statement without an event: if it finds its
+     * number taken, only the lock's touch is stored, which changes nothing */
+    if (!r->ev_type) sto_db_commit_with_next(db);
     rc = sto_db_insert(db, s, "trial create", &id, &number);
     /* no row, the study there (locked): another connection numbered a trial */
     if (rc == HPO_ENOTFOUND && r->exact_number) rc = HPO_ESTALE;
@@ -409,6 +412,7 @@ int sto_trial_finish_outcome(sto_db *db, int64_t trial_id, const sto_outcome *o,
     sto_db_done(s);
     rc = sto_db_set_values(db, trial_id, o->values_json, o->metrics_json);
     if (rc) goto fail;
+    if (!ev) sto_db_commit_with_next(db); /* the touch is the last statement */
     rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, now);
     if (rc) goto fail;
     rc = sto_db_event_in_tx(db, STO_Q_EVENT_OF_TRIAL, trial_id, ev);

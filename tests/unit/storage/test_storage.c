@@ -61,6 +61,70 @@ static void held_begin(sto_db *db) {
     assert_int_equal(pragma_int(db, "SELECT COUNT(*) FROM studies WHERE name LIKE 'held-%'"), 2);
 }
 
+static int64_t names_like(sto_db *db, const char *prefix) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM studies WHERE name LIKE '%s%%'", prefix);
+    return pragma_int(db, sql);
+}
+
+/* PostgreSQL's COMMIT sent with a transaction's last statement
+ * (sto_db_commit_with_next): once that statement returns, the transaction
+ * has committed (another connection sees all of it) and the caller's
+ * COMMIT sends nothing; a last statement that fails commits nothing, not
+ * even the statements before it; the first statement can carry both the
+ * held BEGIN and the COMMIT; the next transaction commits as usual. */
+static void commit_with_next(sto_db *db, const char *target) {
+    sto_db *other = NULL;
+    assert_int_equal(sto_open(target, STO_SYNC_NORMAL, &other), 0);
+    sto_stmt *bad = NULL, *insert = NULL;
+    assert_int_equal(sto_sql_prepare(db->conn, "SELECT 1 / (?1 - ?1)", &bad), 0);
+    assert_int_equal(sto_sql_prepare(db->conn, "INSERT INTO studies (name, spec, state, created, updated) "
+                                               "VALUES (?1, '{}', 0, 0, 0)", &insert), 0);
+    const char *names[] = {"cwn-a0", "cwn-a1", "cwn-b0", "cwn-c0", "cwn-d0"};
+    sto_db_lock(db);
+    assert_int_equal(sto_db_begin(db), 0);
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) sto_db_commit_with_next(db);
+        sto_bind_text(insert, 1, names[i]);
+        assert_int_equal(sto_step(insert), STO_DONE);
+        sto_stmt_reset(insert);
+    }
+    assert_false(sto_sql_in_tx(db->conn)); /* committed with the second insert */
+    assert_int_equal(names_like(other, "cwn-a"), 2);
+    assert_int_equal(sto_db_commit(db), 0);
+    /* the last statement fails: the insert before it is not stored */
+    assert_int_equal(sto_db_begin(db), 0);
+    sto_bind_text(insert, 1, names[2]);
+    assert_int_equal(sto_step(insert), STO_DONE);
+    sto_stmt_reset(insert);
+    sto_db_commit_with_next(db);
+    sto_bind_int64(bad, 1, 1);
+    assert_true(sto_step(bad) < 0);
+    sto_stmt_reset(bad);
+    assert_true(sto_sql_in_tx(db->conn));
+    sto_db_rollback(db);
+    assert_false(sto_sql_in_tx(db->conn));
+    assert_int_equal(names_like(other, "cwn-b"), 0);
+    /* BEGIN and COMMIT with the one statement; then a plain transaction */
+    for (int i = 3; i < 5; i++) {
+        assert_int_equal(sto_db_begin(db), 0);
+        if (i == 3) sto_db_commit_with_next(db);
+        sto_bind_text(insert, 1, names[i]);
+        assert_int_equal(sto_step(insert), STO_DONE);
+        sto_stmt_reset(insert);
+        assert_int_equal(sto_sql_in_tx(db->conn), i == 4);
+        assert_int_equal(sto_db_commit(db), 0);
+        assert_false(sto_sql_in_tx(db->conn));
+    }
+    sto_stmt_finalize(bad);
+    sto_stmt_finalize(insert);
+    sto_db_unlock(db);
+    assert_int_equal(names_like(other, "cwn-c"), 1);
+    assert_int_equal(names_like(other, "cwn-d"), 1);
+    sto_close(other);
+    sto_test_exec(db, "DELETE FROM studies WHERE name LIKE 'cwn-%'");
+}
+
 /* PostgreSQL: the schema version is stored, a second connection finds the
  * schema current, and a server that is not there fails cleanly. */
 static void open_pg(void) {
@@ -73,6 +137,7 @@ static void open_pg(void) {
     assert_int_equal(sto_open(t.db, STO_SYNC_FULL, &db2), 0);
     assert_int_equal(pragma_int(db2, "SELECT COUNT(*) FROM hpo_schema"), 1);
     sto_close(db2);
+    commit_with_next(db, t.db);
     /* a newer schema is refused, untouched */
     sto_test_exec(db, "UPDATE hpo_schema SET version = version + 1");
     db2 = (sto_db *)&t;
