@@ -1,4 +1,4 @@
-/* api.c - the api context: storage handle, study cache, run queue, deadlines, metrics. */
+/* api.c - the api context: storage handle, study cache, run queue, deadlines, trials asked, metrics. */
 #include <stdlib.h>
 
 #include "jobs_internal.h"
@@ -25,6 +25,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     pthread_mutex_init(&ctx->disk_mu, NULL);
     api_metrics_new(&ctx->metrics);
     api_deadlines_new(ctx);
+    api_asked_new(ctx);
     if ((rc = api_queue_new(ctx)) || (rc = api_events_watch_start(ctx))) {
         api_ctx_free(ctx);
         return rc;
@@ -38,6 +39,7 @@ void api_ctx_free(api_ctx *ctx) {
     api_events_watch_stop(ctx);
     api_queue_free(ctx);
     api_deadlines_free(ctx);
+    api_asked_free(ctx);
     api_cache_free(ctx);
     pthread_mutex_destroy(&ctx->event_mu);
     pthread_cond_destroy(&ctx->event_cond);

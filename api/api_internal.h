@@ -470,6 +470,7 @@ struct api_ctx {
     struct api_run_queue *queue; /* the embedded studies (job_queue.c) */
     struct api_deadlines *deadlines; /* external studies' max_seconds (deadlines.c) */
     struct api_node *node;           /* this hpod's node row and heartbeat (nodes.c); NULL: none */
+    struct api_asked *asked;         /* trials asked here, not told yet (asked.c) */
     /* the event stream: appends bump event_seq and wake SSE readers */
     pthread_mutex_t event_mu;
     pthread_cond_t event_cond;
@@ -483,6 +484,20 @@ struct api_ctx {
     pthread_mutex_t disk_mu;
     double disk_until, disk_backoff; /* monotonic end; current length (0: none) */
 };
+
+/* ---- trials asked through this node (asked.c) ----
+ * An ask records its trial's study and number; the tell takes them back
+ * and so needs no read of the trial before its own write (the write's
+ * guard on the state answers a trial that ended meanwhile, and the tell
+ * reads the trial then, for the message). A cache: a tell whose entry was
+ * evicted, or asked through another node, reads the trial as before. */
+typedef struct api_asked api_asked;
+void api_asked_new(api_ctx *ctx);
+void api_asked_free(api_ctx *ctx);
+void api_asked_put(api_ctx *ctx, int64_t trial_id, int64_t study_id, int64_t number);
+/* 1 and the study and number when trial_id was asked here (the entry is
+ * removed), else 0. */
+int api_asked_take(api_ctx *ctx, int64_t trial_id, int64_t *study_id, int64_t *number);
 
 /* ---- events (events.c) ----
  * An event that tells of a state change (study created, paused, complete;

@@ -23,8 +23,9 @@ static void refuse_budget(api_response *resp, const api_study *st, const char *w
         api_fail(resp, 409, "exhausted", why, "the search space is exhausted (every grid point was asked)");
 }
 
-static void reply_asked(api_response *resp, int64_t study_id, int64_t trial_id, int64_t number,
+static void reply_asked(api_ctx *ctx, api_response *resp, int64_t study_id, int64_t trial_id, int64_t number,
                         json_t *params, double lease) {
+    api_asked_put(ctx, trial_id, study_id, number);
     api_reply_json(resp, 200, json_pack("{s:I, s:I, s:I, s:O, s:f}", "trial_id", (json_int_t)trial_id,
                                         "study_id", (json_int_t)study_id, "number", (json_int_t)number,
                                         "params", params, "lease_expires", lease));
@@ -81,7 +82,7 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
         if (rc)
             api_fail_rc(resp, rc, NULL);
         else
-            reply_asked(resp, id, trial_id, number, params, lease);
+            reply_asked(ctx, resp, id, trial_id, number, params, lease);
         goto unlock;
     }
     /* a spent budget is named, also once it completed the study */
@@ -106,7 +107,7 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
         api_fail_rc(resp, rc, NULL);
         goto unlock;
     }
-    reply_asked(resp, id, trial_id, number, params, lease);
+    reply_asked(ctx, resp, id, trial_id, number, params, lease);
 unlock:
     pthread_mutex_unlock(&st->lock);
     if (ended) api_events_wake(ctx);
@@ -137,6 +138,15 @@ static int trial_and_study(api_ctx *ctx, int64_t trial_id, sto_trial *t, api_stu
         api_fail_lookup(resp, rc, "trial", trial_id);
     }
     return rc;
+}
+
+/* A trial asked through this node (asked.c): as it was handed out,
+ * running, and its study; else nonzero (the caller reads the trial). */
+static int asked_trial(api_ctx *ctx, int64_t trial_id, sto_trial *t, api_study **st) {
+    int64_t study_id, number;
+    if (!api_asked_take(ctx, trial_id, &study_id, &number) || api_study_acquire(ctx, study_id, st)) return 1;
+    *t = (sto_trial){.id = trial_id, .study_id = study_id, .number = number, .state = STO_TRIAL_RUNNING};
+    return 0;
 }
 
 static int not_running(const sto_trial *t, api_response *resp) {
@@ -267,7 +277,7 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     if (attrs_invalid(attrs, resp)) goto out;
     sto_trial t;
     api_study *st;
-    if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
+    if (asked_trial(ctx, id, &t, &st) && trial_and_study(ctx, id, &t, &st, resp)) goto out;
     /* the outcome is read against the study's objectives (fixed at creation) */
     hpo_error oerr = {{0}, {0}};
     int orc = api_parse_outcome(&st->def, body, &o, &oerr);
