@@ -181,18 +181,18 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
     int rc = HPO_ENOTFOUND;
     for (size_t i = 0; i < n && rc == HPO_ENOTFOUND; i++) {
         api_study *st = sts[i];
-        sto_study s;
-        /* the state under the study's lock: storage decides, the queue is an index */
+        sto_study_state state;
+        /* the state under the study's lock: storage decides, the queue is
+         * an index (read with what other nodes changed, in one statement) */
         pthread_mutex_lock(&st->lock);
-        int got = sto_study_get(ctx->db, st->id, &s);
+        int got = api_study_sync_state(ctx, st, &state);
         if (got) {
             pthread_mutex_unlock(&st->lock);
             if (got == HPO_ENOTFOUND) forget(ctx, st->id);
             continue;
         }
         int64_t counts[STO_TRIAL_N_STATES] = {0};
-        if (s.state == STO_STUDY_RUNNING && api_study_sync(ctx, st) == 0 &&
-            sto_trial_counts(ctx->db, st->id, counts) == 0 &&
+        if (state == STO_STUDY_RUNNING && sto_trial_counts(ctx->db, st->id, counts) == 0 &&
             (st->def.emb.parallel <= 0 || counts[STO_TRIAL_RUNNING] < st->def.emb.parallel)) {
             if (st->def.tuner.algorithm == TUN_PBT) {
                 rc = take_pbt(ctx, st, slot, job);
@@ -202,7 +202,6 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
             }
         }
         pthread_mutex_unlock(&st->lock);
-        sto_study_clear(&s);
         if (rc == HPO_ECONFLICT) rc = HPO_ENOTFOUND; /* its parallel_trials run (on any node) */
         if (rc && rc != HPO_ENOTFOUND) {
             HPO_WARN("study %lld: cannot start a trial: %s", (long long)st->id, hpo_strerror(rc));

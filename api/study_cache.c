@@ -19,6 +19,23 @@ int api_cache_new(api_ctx *ctx) {
     return 0;
 }
 
+void api_study_note_waiting(api_study *st, const sto_trial *t) {
+    int waits = t->state == STO_TRIAL_QUEUED && t->started <= 0;
+    size_t i = 0;
+    while (i < st->n_waiting && st->waiting[i] != t->number) i++;
+    if (waits && i == st->n_waiting) {
+        if (st->n_waiting == st->cap_waiting) {
+            st->cap_waiting = st->cap_waiting ? 2 * st->cap_waiting : 8;
+            st->waiting = hpo_xrealloc(st->waiting, st->cap_waiting * sizeof *st->waiting);
+        }
+        st->waiting[st->n_waiting++] = t->number;
+    } else if (!waits && i < st->n_waiting) {
+        st->waiting[i] = st->waiting[--st->n_waiting];
+    }
+}
+
+int api_study_may_wait(api_ctx *ctx, const api_study *st) { return !sto_shared(ctx->db) || st->n_waiting > 0; }
+
 static void study_free(api_study *st) {
     if (!st) return;
     tun_study_free(st->tuner);

@@ -100,23 +100,6 @@ int api_study_sync_state(api_ctx *ctx, api_study *st, sto_study_state *state) {
 
 int api_study_sync(api_ctx *ctx, api_study *st) { return api_study_sync_state(ctx, st, NULL); }
 
-void api_study_note_waiting(api_study *st, const sto_trial *t) {
-    int waits = t->state == STO_TRIAL_QUEUED && t->started <= 0;
-    size_t i = 0;
-    while (i < st->n_waiting && st->waiting[i] != t->number) i++;
-    if (waits && i == st->n_waiting) {
-        if (st->n_waiting == st->cap_waiting) {
-            st->cap_waiting = st->cap_waiting ? 2 * st->cap_waiting : 8;
-            st->waiting = hpo_xrealloc(st->waiting, st->cap_waiting * sizeof *st->waiting);
-        }
-        st->waiting[st->n_waiting++] = t->number;
-    } else if (!waits && i < st->n_waiting) {
-        st->waiting[i] = st->waiting[--st->n_waiting];
-    }
-}
-
-int api_study_may_wait(api_ctx *ctx, const api_study *st) { return !sto_shared(ctx->db) || st->n_waiting > 0; }
-
 /* Another node's trial numbered from..next_number-1 (just synced) holds x. */
 static int taken_meanwhile(const api_study *st, int64_t from, const double *x) {
     for (int64_t n = from; n < st->next_number; n++)
