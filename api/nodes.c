@@ -250,6 +250,9 @@ void api_h_nodes_list(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     if (api_query_int(req, resp, "limit", 100, 1, 10000, &limit)) return;
     sto_node *list = NULL;
     size_t n = 0;
+    /* read before the rows: a rejoin stores its new row, then takes its id,
+     * so the list has the row of the id read first, whichever that is */
+    int64_t self = api_node_id(ctx);
     int rc = sto_node_list(ctx->db, limit, &list, &n);
     if (rc) {
         api_fail_rc(resp, rc, NULL);
@@ -264,7 +267,7 @@ void api_h_nodes_list(api_ctx *ctx, const api_request *req, int64_t id, api_resp
                              d->started, "heartbeat", d->heartbeat, "heartbeat_age", fmax(0, d->now - d->heartbeat),
                              "ended", d->ended > 0 ? json_real(d->ended) : json_null(), "end_reason",
                              d->end_reason ? json_string(d->end_reason) : json_null(), "self",
-                             d->id == api_node_id(ctx)));
+                             d->id == self));
     }
     sto_node_list_free(list, n);
     api_reply_json(resp, 200, json_pack("{s:o, s:f}", "nodes", nodes, "timeout",
