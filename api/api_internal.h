@@ -258,7 +258,7 @@ int api_study_sync(api_ctx *ctx, api_study *st);
  * the same statement on PostgreSQL (sto_trials_changed); SQLite reads the
  * study's row. HPO_ENOTFOUND when the study is gone. */
 int api_study_sync_state(api_ctx *ctx, api_study *st, sto_study_state *state);
-/* Keeps st->waiting as trial t was read (at the load, by a sync): its
+/* Keeps st->waiting (study_cache.c) as trial t was read (at the load, by a sync): its
  * number in the set while t is enqueued and never started, out of it
  * otherwise. Every change is read by a later sync, so on PostgreSQL an
  * empty set after a sync means no trial waits (the ask skips the query
