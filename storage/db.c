@@ -690,13 +690,19 @@ void sto_db_rollback(sto_db *db) {
     run_simple(db, STO_Q_ROLLBACK, "rollback");
 }
 
+/* The first step of s, bound by the caller: 0 with a row, HPO_ENOTFOUND
+ * without, else the error (what names it); s is done after. */
+static int first_row(sto_db *db, sto_stmt *s, const char *what) {
+    int src = sto_step(s);
+    int rc = src == STO_ROW ? 0 : src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, what);
+    sto_db_done(s);
+    return rc;
+}
+
 int sto_db_exists(sto_db *db, int q, int64_t id) {
     sto_stmt *s = db->q[q];
     sto_bind_int64(s, 1, id);
-    int src = sto_step(s);
-    int rc = src == STO_ROW ? 0 : src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, "exists");
-    sto_db_done(s);
-    return rc;
+    return first_row(db, s, "exists");
 }
 
 int sto_db_lock_study(sto_db *db, int64_t study_id) { return sto_db_exists(db, STO_Q_STUDY_LOCK, study_id); }
@@ -705,10 +711,7 @@ int sto_db_lock_touch_study(sto_db *db, int64_t study_id, double now) {
     sto_stmt *s = db->q[STO_Q_STUDY_LOCK_TOUCH];
     sto_bind_int64(s, 1, study_id);
     sto_bind_real(s, 2, now);
-    int src = sto_step(s);
-    int rc = src == STO_ROW ? 0 : src == STO_DONE ? HPO_ENOTFOUND : sto_db_error(db, "study lock");
-    sto_db_done(s);
-    return rc;
+    return first_row(db, s, "study lock");
 }
 
 int sto_db_insert(sto_db *db, sto_stmt *s, const char *what, int64_t *id, int64_t *number) {
