@@ -81,12 +81,14 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
 }
 
 static int parse_training(const json_t *def, const char *metric, api_embedded *e, hpo_error *err) {
-    static const char *keys[] = {"batch_size", "max_epochs", "precision", "early_stopping", "tensorboard"};
+    static const char *keys[] = {"batch_size", "max_epochs", "precision", "steps_per_execution", "early_stopping",
+                                 "tensorboard"};
     static const char *es_keys[] = {"monitor", "patience", "min_delta", "restore_best_weights"};
     const json_t *tr = json_object_get(def, "training");
     e->batch_size = 128;
     e->max_epochs = 10;
     e->precision = ENG_PREC_FP32;
+    e->steps_per_execution = 1;
     e->patience = -1;
     e->restore_best = 0;
     e->tensorboard = 0;
@@ -99,6 +101,8 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     e->batch_size = (int)v;
     if ((rc = get_count(tr, "max_epochs", "training.max_epochs", 1, 100000, 10, &v, err))) return rc;
     e->max_epochs = (int)v;
+    if ((rc = get_count(tr, "steps_per_execution", "training.steps_per_execution", 1, 10000, 1, &v, err))) return rc;
+    e->steps_per_execution = (int)v;
     const json_t *p = json_object_get(tr, "precision");
     if (p) {
         int prec = json_is_string(p) ? eng_precision_parse(json_string_value(p)) : -1;

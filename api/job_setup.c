@@ -17,6 +17,7 @@ void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, en
     o->batch_size = emb->batch_size;
     o->threads = threads;
     o->precision = emb->precision;
+    o->steps_per_execution = emb->steps_per_execution;
     o->patience = emb->patience;
     o->monitor = emb->monitor;
     o->min_delta = emb->min_delta;

@@ -76,6 +76,10 @@ int eng_cuda_dropout_forward(eng_cuda *cu, const float *x, float *y, float *mask
                              uint64_t key) {
     NONE((void)x, (void)y, (void)mask, (void)n, (void)rate, (void)key);
 }
+int eng_cuda_dropout_forward_dev(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
+                                 const uint64_t *key) {
+    NONE((void)x, (void)y, (void)mask, (void)n, (void)rate, (void)key);
+}
 int eng_cuda_dropout_backward(eng_cuda *cu, const float *dy, const float *mask, float *dx, size_t n) {
     NONE((void)dy, (void)mask, (void)dx, (void)n);
 }
@@ -98,6 +102,16 @@ int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long 
                         size_t n, const double *norm) {
     NONE((void)c, (void)lr, (void)t, (void)p, (void)g, (void)state, (void)n, (void)norm);
 }
+int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_opt_scalars *sc, float *p,
+                            float *g, float *state, size_t n, const double *norm, uint16_t *pb) {
+    NONE((void)c, (void)sc, (void)p, (void)g, (void)state, (void)n, (void)norm, (void)pb);
+}
+int eng_cuda_stage_steps(eng_cuda *cu, const uint32_t *order, size_t rows, int bs, const void *recs,
+                         size_t rec_bytes, const int32_t *cursor, int steps, uint32_t *idx, void *rec) {
+    NONE((void)order, (void)rows, (void)bs, (void)recs, (void)rec_bytes, (void)cursor, (void)steps, (void)idx,
+         (void)rec);
+}
+int eng_cuda_cursor_advance(eng_cuda *cu, int32_t *cursor, int steps) { NONE((void)cursor, (void)steps); }
 int eng_cuda_capture_begin(eng_cuda *cu, hpo_error *err) { (void)cu; return none(err); }
 int eng_cuda_capture_end(eng_cuda *cu, eng_cuda_graph **out, hpo_error *err) {
     (void)cu, (void)out;

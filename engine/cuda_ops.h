@@ -32,7 +32,12 @@
  *   atomics (one per block): their order may vary in the last bits.
  * - Graph capture: a sequence of ops can be captured once and replayed
  *   (eng_cuda_capture_begin/_end); the host scalars of the captured ops
- *   (learning rate, step) are frozen at capture.
+ *   are frozen at capture. The _dev variants read the scalars that change
+ *   per step (learning rate and Adam's bias correction, a dropout key) from
+ *   device memory instead, and eng_cuda_stage_steps copies the next steps'
+ *   batch rows and scalars into fixed buffers from a cursor on the device
+ *   that eng_cuda_cursor_advance moves: a graph of K whole training steps
+ *   replays without a host value in it (train_cuda.c, steps_per_execution).
  * Threading: a context is used by one thread at a time.
  */
 #ifndef ENG_CUDA_OPS_H
@@ -113,6 +118,9 @@ int eng_cuda_dense_backward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_
  * (the caller draws it: hpo_rng_u64), so the masks equal the CPU's. */
 int eng_cuda_dropout_forward(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
                              uint64_t key);
+/* The same with the key read from key (dev) when the kernel runs. */
+int eng_cuda_dropout_forward_dev(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
+                                 const uint64_t *key);
 int eng_cuda_dropout_backward(eng_cuda *cu, const float *dy, const float *mask, float *dx, size_t n);
 
 /* ---- residual add: y = a + b (y may alias a or b) ---- */
@@ -140,6 +148,33 @@ int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *
  * eng_grad_clip does, and when norm[1] == 0 (not finite) nothing is updated. */
 int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long t, float *p, float *g,
                         float *state, size_t n, const double *norm);
+
+/* The scalars of one update that change per step: the rate, and Adam's
+ * (eng_adam_scalars_at at lr and the 1-based step t). */
+typedef struct eng_cuda_opt_scalars {
+    float lr;
+    eng_adam_scalars adam;
+} eng_cuda_opt_scalars;
+static inline void eng_cuda_opt_scalars_at(const eng_optim_config *c, float lr, long t, eng_cuda_opt_scalars *out) {
+    out->lr = lr;
+    eng_adam_scalars_at(c, lr, t, &out->adam);
+}
+/* eng_cuda_optim_step with the scalars read from sc (dev) when the kernel
+ * runs; pb (dev, NULL: none): also writes the bf16 copy of every updated
+ * parameter (mixed_bf16: no separate pass over the block). */
+int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_opt_scalars *sc, float *p,
+                            float *g, float *state, size_t n, const double *norm, uint16_t *pb);
+
+/* ---- steps staged from device memory ----
+ * order (dev): an epoch's row order, rows entries, taken bs at a time;
+ * recs (dev): one record of rec_bytes (a multiple of 8) per step of the
+ * epoch. With s = *cursor (dev, in steps) when the kernel runs, copies the
+ * rows of steps s .. s+steps-1 into idx (dev, steps * bs entries; the last
+ * step of the epoch may have fewer) and their records into rec (dev). */
+int eng_cuda_stage_steps(eng_cuda *cu, const uint32_t *order, size_t rows, int bs, const void *recs,
+                         size_t rec_bytes, const int32_t *cursor, int steps, uint32_t *idx, void *rec);
+/* *cursor += steps (dev), enqueued. */
+int eng_cuda_cursor_advance(eng_cuda *cu, int32_t *cursor, int steps);
 
 /* ---- graphs ---- */
 /* Ops enqueued between begin and end are recorded, not run. */

@@ -164,6 +164,14 @@ static void adam_scalar(float *p, const float *g, float *m, float *v, size_t n, 
 static void step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, const float *g2,
                        float *state, size_t n_total, size_t off, size_t len, uint16_t *pb);
 
+void eng_adam_scalars_at(const eng_optim_config *c, float lr, long t, eng_adam_scalars *out) {
+    double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+    out->a = (float)(lr * sqrt(bc2) / bc1);
+    out->e = (float)(c->eps * sqrt(bc2));
+    out->decay = c->kind == ENG_OPT_ADAMW ? 1.0f - lr * c->weight_decay : 1.0f;
+    out->l2 = c->kind == ENG_OPT_ADAM ? c->weight_decay : 0.0f;
+}
+
 void eng_optim_step_range(const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                           size_t n_total, size_t off, size_t len) {
     step_range(c, lr, t, p, g, NULL, state, n_total, off, len, NULL);
@@ -186,10 +194,9 @@ static void step_range(const eng_optim_config *c, float lr, long t, float *p, fl
     g += off;
     if (g2) g2 += off;
     if (c->kind == ENG_OPT_ADAM || c->kind == ENG_OPT_ADAMW) {
-        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-        float a = (float)(lr * sqrt(bc2) / bc1), e = (float)(c->eps * sqrt(bc2));
-        float decay = c->kind == ENG_OPT_ADAMW ? 1.0f - lr * c->weight_decay : 1.0f;
-        float l2 = c->kind == ENG_OPT_ADAM ? c->weight_decay : 0.0f;
+        eng_adam_scalars k;
+        eng_adam_scalars_at(c, lr, t, &k);
+        float a = k.a, e = k.e, decay = k.decay, l2 = k.l2;
         int avx = __builtin_cpu_supports("avx512f"); /* a load of libgcc's CPU model: no cache, no race */
         if (avx) {
             adam_avx512(p, g, g2, s0, s1, len, c->beta1, c->beta2, a, e, decay, l2, pb);

@@ -50,6 +50,16 @@ void eng_optim_defaults(eng_optim_config *c, int kind);
 /* Floats of optimiser state per parameter. */
 size_t eng_optim_state_floats(const eng_optim_config *c);
 
+/* The per-step scalars of the folded Adam and AdamW rule, p = p * decay -
+ * a * m / (sqrt(v) + e) after g += l2 * p: a = lr sqrt(bc2) / bc1, e = eps
+ * sqrt(bc2) (bc_k = 1 - beta_k^t, in double), decay = 1 - lr wd for AdamW
+ * (else 1), l2 = wd for Adam (else 0). Shared by the CPU's update and the
+ * device's (engine/cuda/optim.cu), so both round them alike. */
+typedef struct eng_adam_scalars {
+    float a, e, decay, l2;
+} eng_adam_scalars;
+void eng_adam_scalars_at(const eng_optim_config *c, float lr, long t, eng_adam_scalars *out);
+
 /* One update of p[n] from g[n] (g may be modified: weight decay is folded
  * in). t is the 1-based step count (adam's bias correction); lr the rate of
  * this step. */

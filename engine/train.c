@@ -22,6 +22,7 @@ void eng_train_opts_init(eng_train_opts *o) {
     o->monitor = "val_loss";
     o->prefetch = 1;
     o->checkpoint_durable = 1;
+    o->steps_per_execution = 1;
 }
 
 /* ---- memory ---- */

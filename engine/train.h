@@ -132,6 +132,9 @@ typedef struct eng_train_opts {
     /* the run's share of the device's memory (eng_train_cuda_check_budget);
      * 0: the default share (eng_train_cuda_budget) */
     size_t cuda_max_bytes;
+    /* on a CUDA device, the training steps one launch of a captured graph
+     * runs (Keras' steps_per_execution; <= 1: one); the CPU ignores it */
+    int steps_per_execution;
 } eng_train_opts;
 
 void eng_train_opts_init(eng_train_opts *o); /* defaults: 10 epochs, batch 128, ... */

@@ -8,12 +8,20 @@
  * datasets of the splits (uint8 stays uint8) with their labels or targets,
  * the validation rows and each layer's batch buffers. Per epoch: the
  * batch order (the CPU batcher's: hpo_rng_derive(seed, epoch, 0)) goes up
- * once; per step nothing crosses the bus: rows are gathered on the device,
- * the forward and backward passes, the loss with its metric sums and the
- * optimiser (one kernel over the whole block, clipping folded in) are
- * enqueued on the context's stream. Dropout keys are drawn from the host
- * model's generator exactly as eng_dropout_forward draws them, so masks,
- * the generator's state and the checkpoint are the CPU's.
+ * once, with one record per step of the epoch: its learning rate and
+ * Adam's scalars (eng_cuda_opt_scalars_at) and a key per dropout layer,
+ * drawn from the host model's generator in the order the CPU's loop draws
+ * them (so masks, the generator's state and the checkpoint are the CPU's).
+ * Per step nothing crosses the bus: the step's rows and record are staged
+ * on the device from a step cursor there (eng_cuda_stage_steps), rows are
+ * gathered, the forward and backward passes, the loss with its metric sums
+ * and the optimiser (one kernel over the whole block, clipping and the bf16
+ * copy folded in) run, and the cursor advances. Since no host value is in
+ * a step, K = steps_per_execution whole steps are captured once as a CUDA
+ * graph and each replay trains the next K (Keras' steps_per_execution,
+ * here also what removes the launch cost of small models); the epoch's
+ * remainder (fewer than K steps, the last batch when it is short) is
+ * enqueued step by step through the same code.
  * At each epoch end the stream is synchronised (the metric sums come down),
  * validation runs on the device, and the parameters and optimiser state are
  * copied into the host model, where train_loop.c keeps the best weights and
@@ -62,8 +70,20 @@ typedef struct dev {
     int32_t *lab;
     float *tgt;
     double *sums, *vsums, *norm;
+    /* steps from device memory: per-step records of rec_words 8-byte words
+     * (REC_SC_WORDS of scalars, then ndrop dropout keys) for the spe steps
+     * of an epoch (recs, its host copy hrecs), staged K at a time into
+     * stage_idx / stage_rec from the step cursor; graph: K whole steps */
+    int K, ndrop;
+    size_t spe, rec_words;
+    uint64_t *recs, *hrecs, *stage_rec;
+    uint32_t *stage_idx;
+    int32_t *cursor;
+    eng_cuda_graph *graph;
     eng_cuda_mem *plan;      /* a dry run: sizes added up here, nothing allocated */
 } dev;
+
+#define REC_SC_WORDS ((sizeof(eng_cuda_opt_scalars) + 7) / 8)
 
 static int bf16_layer(const dev *d, const eng_layer *l) {
     return d->prec == ENG_PREC_BF16 && l->kind == ENG_L_DENSE && !l->fp32_only;
@@ -161,8 +181,10 @@ static void dev_free(dev *d) {
     free(d->ls);
     void *bufs[] = {d->p, d->g, d->s, d->pb, d->x_all[0], d->x_all[1], d->y_all[0], d->y_all[1], d->t_all[0],
                     d->t_all[1], d->order, d->vidx, d->xin, d->dlogits, d->xin16, d->lab, d->tgt, d->sums,
-                    d->vsums, d->norm};
+                    d->vsums, d->norm, d->recs, d->stage_rec, d->stage_idx, d->cursor};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eng_cuda_free(d->cu, bufs[i]);
+    eng_cuda_graph_free(d->graph);
+    free(d->hrecs);
     eng_cuda_close(d->cu);
 }
 
@@ -212,16 +234,29 @@ static int dev_alloc(dev *d, const eng_split *train, const eng_split *val, hpo_e
         (rc = dalloc(d, ENG_CUDA_SUMS * sizeof(double), &d->vsums, "metric sums", A, err)) ||
         (rc = dalloc(d, 2 * sizeof(double), &d->norm, "gradient norm", A, err)))
         return rc;
+    size_t rb = d->rec_words * sizeof(uint64_t);
+    if ((rc = dalloc(d, eng_size_mul(d->spe, rb), &d->recs, "step records", A, err)) ||
+        (rc = dalloc(d, (size_t)d->K * rb, &d->stage_rec, "staged step records", A, err)) ||
+        (rc = dalloc(d, (size_t)d->K * cap * sizeof(uint32_t), &d->stage_idx, "staged batch rows", A, err)) ||
+        (rc = dalloc(d, sizeof(int32_t), &d->cursor, "step cursor", A, err)))
+        return rc;
     return 0;
 }
 
 /* d's run settings and its layers' buffer table (host) */
-static int dev_init(dev *d, eng_model *m, const eng_train_opts *o) {
+static int dev_init(dev *d, eng_model *m, const eng_split *train, const eng_train_opts *o) {
     d->m = m;
     d->dev = o->cuda_device;
     d->prec = o->precision;
     d->bs = o->batch_size;
     d->bf16_input = eng_model_bf16_input_at(m, d->prec);
+    d->spe = (train->n + (size_t)d->bs - 1) / (size_t)d->bs;
+    d->K = o->steps_per_execution > 1 ? o->steps_per_execution : 1;
+    if ((size_t)d->K > d->spe) d->K = d->spe ? (int)d->spe : 1;
+    d->ndrop = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind == ENG_L_DROPOUT && m->layers[i].rate != 0.0f) d->ndrop++;
+    d->rec_words = REC_SC_WORDS + (size_t)d->ndrop;
     d->ls = calloc((size_t)(m->nlayers > 0 ? m->nlayers : 1), sizeof *d->ls);
     return d->ls ? 0 : HPO_ENOMEM;
 }
@@ -230,7 +265,9 @@ static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_spli
                     hpo_error *err) {
     int rc;
     if ((rc = eng_cuda_open(o->cuda_device, 0, &d->cu, err))) return rc;
-    if ((rc = dev_init(d, m, o))) return hpo_fail(err, rc, "training", "out of memory");
+    if ((rc = dev_init(d, m, train, o)) ||
+        !(d->hrecs = calloc(d->spe ? d->spe * d->rec_words : 1, sizeof *d->hrecs)))
+        return hpo_fail(err, HPO_ENOMEM, "training", "out of memory");
     if ((rc = dev_alloc(d, train, val, err)) || (rc = upload_data(d, train->ds, 0, err))) return rc;
     if (val && val->n && val->ds != train->ds && (rc = upload_data(d, val->ds, 1, err))) return rc;
     if (val && val->n && (rc = eng_cuda_upload(d->cu, d->vidx, val->idx, val->n * sizeof(uint32_t), err))) return rc;
@@ -247,7 +284,7 @@ void eng_train_cuda_mem_estimate(const eng_model *m, const eng_split *train, con
     d.plan = out;
     out->context = ENG_CUDA_CONTEXT_BYTES;
     hpo_error err;
-    if (dev_init(&d, (eng_model *)m, o) || dev_alloc(&d, train, val, &err)) /* a dry run cannot fail but for the host table */
+    if (dev_init(&d, (eng_model *)m, train, o) || dev_alloc(&d, train, val, &err)) /* a dry run cannot fail but for the host table */
         out->activations = SIZE_MAX;
     free(d.ls);
     out->total = eng_size_add(eng_size_add(out->context, out->weights), eng_size_add(out->activations, out->data));
@@ -324,8 +361,9 @@ static int gather(dev *d, const eng_dataset *ds, int k, const uint32_t *idx, int
 }
 
 /* the forward pass (model_run.c's forward_layer for these kinds); x NULL:
- * the bf16 batch xin16 */
-static int forward(dev *d, const float *x, int B, int train, const float **out) {
+ * the bf16 batch xin16; keys (dev): the step's dropout keys, one per
+ * dropout layer with a rate, in order (training), or NULL (evaluation) */
+static int forward(dev *d, const float *x, int B, const uint64_t *keys, const float **out) {
     eng_model *m = d->m;
     int rc = 0;
     for (int i = 0; i < m->nlayers && !rc; i++) {
@@ -350,8 +388,8 @@ static int forward(dev *d, const float *x, int B, int train, const float **out) 
             }
             break;
         case ENG_L_DROPOUT:
-            if (!train || l->rate == 0.0f) dl->yo = x;
-            else rc = eng_cuda_dropout_forward(d->cu, x, dl->y, dl->mask, n, l->rate, hpo_rng_u64(&m->rng));
+            if (!keys || l->rate == 0.0f) dl->yo = x;
+            else rc = eng_cuda_dropout_forward_dev(d->cu, x, dl->y, dl->mask, n, l->rate, keys++);
             break;
         case ENG_L_ACT:
             if (l->act == ENG_ACT_NONE) dl->yo = x;
@@ -408,8 +446,9 @@ static int backward(dev *d, int B) {
     return rc;
 }
 
-/* one optimiser step over the whole block, clipping folded in */
-static int update(dev *d, float lr, long t) {
+/* one optimiser step over the whole block with the step's scalars sc
+ * (dev), clipping and the bf16 copy folded in */
+static int update(dev *d, const eng_cuda_opt_scalars *sc) {
     eng_model *m = d->m;
     int rc = 0;
     const double *norm = NULL;
@@ -417,8 +456,7 @@ static int update(dev *d, float lr, long t) {
         rc = eng_cuda_grad_norm(d->cu, d->g, m->nparams, 1.0f, d->norm);
         norm = d->norm;
     }
-    if (!rc) rc = eng_cuda_optim_step(d->cu, &m->opt, lr, t, d->p, d->g, d->s, m->nparams, norm);
-    if (!rc && d->pb) rc = eng_cuda_to_bf16(d->cu, d->p, d->pb, m->nparams);
+    if (!rc) rc = eng_cuda_optim_step_dev(d->cu, &m->opt, sc, d->p, d->g, d->s, m->nparams, norm, d->pb);
     return rc;
 }
 
@@ -431,7 +469,7 @@ static int evaluate(dev *d, const eng_split *s, int k, eng_metrics *out, hpo_err
         int n = s->n - first < (size_t)d->bs ? (int)(s->n - first) : d->bs;
         const float *logits;
         if ((rc = gather(d, s->ds, k, d->vidx + first, n)) ||
-            (rc = forward(d, d->bf16_input ? NULL : d->xin, n, 0, &logits)))
+            (rc = forward(d, d->bf16_input ? NULL : d->xin, n, NULL, &logits)))
             break;
         rc = eng_cuda_loss(d->cu, d->m->loss, d->m->final_act, logits, d->y_all[k] ? d->lab : NULL,
                            d->y_all[k] ? NULL : d->tgt, n, d->m->out_dim, 1.0f, NULL, d->vsums);
@@ -442,7 +480,48 @@ static int evaluate(dev *d, const eng_split *s, int k, eng_metrics *out, hpo_err
     return 0;
 }
 
-/* one epoch's steps; *sums gets its metric sums */
+/* the next `steps` training steps from the cursor, each of B rows (the
+ * epoch's last may have fewer: the stage copies only the rows there are) */
+static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
+    eng_model *m = d->m;
+    size_t rb = d->rec_words * sizeof(uint64_t);
+    int rc = eng_cuda_stage_steps(d->cu, d->order, train->n, d->bs, d->recs, rb, d->cursor, steps, d->stage_idx,
+                                  d->stage_rec);
+    for (int s = 0; s < steps && !rc; s++) {
+        const uint64_t *rec = d->stage_rec + (size_t)s * d->rec_words;
+        const float *logits;
+        if ((rc = gather(d, train->ds, 0, d->stage_idx + (size_t)s * (size_t)d->bs, B)) ||
+            (rc = forward(d, d->bf16_input ? NULL : d->xin, B, rec + REC_SC_WORDS, &logits)) ||
+            (rc = eng_cuda_loss(d->cu, m->loss, m->final_act, logits, d->y_all[0] ? d->lab : NULL,
+                                d->y_all[0] ? NULL : d->tgt, B, m->out_dim, 1.0f, d->dlogits, d->sums)) ||
+            (rc = backward(d, B)))
+            break;
+        rc = update(d, (const eng_cuda_opt_scalars *)(const void *)rec);
+    }
+    if (!rc) rc = eng_cuda_cursor_advance(d->cu, d->cursor, steps);
+    return rc;
+}
+
+/* the records of the epoch's steps from L->st.step on, in the order the
+ * CPU's loop consumes the generator: per step, one key per dropout layer;
+ * *lr: the last step's rate */
+static void epoch_records(dev *d, eng_train_loop *L, long spe, long total, double *lr) {
+    eng_model *m = d->m;
+    for (size_t j = 0; j < d->spe; j++) {
+        uint64_t *rec = d->hrecs + j * d->rec_words;
+        long step = L->st.step + (long)j;
+        eng_cuda_opt_scalars sc;
+        memset(&sc, 0, sizeof sc);
+        *lr = eng_schedule_lr(&m->sched, m->opt.lr, step, spe, total);
+        eng_cuda_opt_scalars_at(&m->opt, (float)*lr, step + 1, &sc);
+        memset(rec, 0, REC_SC_WORDS * sizeof *rec);
+        memcpy(rec, &sc, sizeof sc);
+        for (int k = 0; k < d->ndrop; k++) rec[REC_SC_WORDS + (size_t)k] = hpo_rng_u64(&m->rng);
+    }
+}
+
+/* one epoch's steps: K at a time by the captured graph, the rest one by
+ * one; *sums gets its metric sums */
 static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int epoch, long spe, long total,
                        uint32_t *order, eng_metric_sums *sums, double *lr, hpo_error *err) {
     eng_model *m = d->m;
@@ -451,23 +530,31 @@ static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int ep
     hpo_rng r;
     hpo_rng_derive(&r, o->seed, (uint64_t)epoch, 0);
     hpo_rng_shuffle_u32(&r, order, (uint32_t)train->n);
+    epoch_records(d, L, spe, total, lr);
     int rc = eng_cuda_upload(d->cu, d->order, order, train->n * sizeof *order, err);
+    if (!rc) rc = eng_cuda_upload(d->cu, d->recs, d->hrecs, d->spe * d->rec_words * sizeof *d->hrecs, err);
     if (rc) return rc;
-    rc = eng_cuda_zero(d->cu, d->sums, ENG_CUDA_SUMS * sizeof(double));
-    for (size_t first = 0; first < train->n && !rc; first += (size_t)d->bs) {
+    if ((rc = eng_cuda_zero(d->cu, d->sums, ENG_CUDA_SUMS * sizeof(double))) ||
+        (rc = eng_cuda_zero(d->cu, d->cursor, sizeof(int32_t))))
+        return op_failed(d, rc, err);
+    size_t full = train->n / (size_t)d->bs, j = 0;
+    for (; j + (size_t)d->K <= full; j += (size_t)d->K) {
+        if (!d->graph) {
+            if ((rc = eng_cuda_capture_begin(d->cu, err))) return rc;
+            rc = enqueue_steps(d, train, d->K, d->bs);
+            int rc2 = eng_cuda_capture_end(d->cu, &d->graph, err);
+            if (rc) return op_failed(d, rc, err);
+            if (rc2) return rc2;
+        }
+        if ((rc = eng_cuda_graph_launch(d->cu, d->graph))) return op_failed(d, rc, err);
+        L->st.step += d->K;
+    }
+    for (; j < d->spe; j++) {
+        size_t first = j * (size_t)d->bs;
         int n = train->n - first < (size_t)d->bs ? (int)(train->n - first) : d->bs;
-        const float *logits;
-        if ((rc = gather(d, train->ds, 0, d->order + first, n)) ||
-            (rc = forward(d, d->bf16_input ? NULL : d->xin, n, 1, &logits)) ||
-            (rc = eng_cuda_loss(d->cu, m->loss, m->final_act, logits, d->y_all[0] ? d->lab : NULL,
-                                d->y_all[0] ? NULL : d->tgt, n, m->out_dim, 1.0f, d->dlogits, d->sums)) ||
-            (rc = backward(d, n)))
-            break;
-        *lr = eng_schedule_lr(&m->sched, m->opt.lr, L->st.step, spe, total);
-        if ((rc = update(d, (float)*lr, L->st.step + 1))) break;
+        if ((rc = enqueue_steps(d, train, 1, n))) return op_failed(d, rc, err);
         L->st.step++;
     }
-    if (rc) return op_failed(d, rc, err);
     return eng_cuda_sums_add(d->cu, d->sums, train->n, m->out_dim, sums, err);
 }
 

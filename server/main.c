@@ -96,9 +96,9 @@ static void usage(FILE *f) {
             "  --token T           require 'Authorization: Bearer T' on mutating calls\n"
             "                      (default: $HPO_TOKEN; none if unset)\n"
             "  --devices SPEC      worker slots: cpu:N (N slots of 1 BLAS thread) or cpu:NxT\n"
-            "                      (N slots of T threads); default cpu:2. cuda:G[xK],\n"
-            "                      cuda:G+H, cuda:all are parsed and checked against the\n"
-            "                      GPUs, but training runs on CPU slots only so far\n"
+            "                      (N slots of T threads); default cpu:2. cuda:G[xK]: K\n"
+            "                      slots training on GPU G (dense models); cuda:all[xK]:\n"
+            "                      K on every GPU; pools mix: cpu:1,cuda:0x4\n"
             "  --sync MODE         normal (default): durable against process crashes;\n"
             "                      full: fsync every commit and trial checkpoint,\n"
             "                      durable against power loss\n"
@@ -337,23 +337,23 @@ int main(int argc, char **argv) {
     srv_slot *slots = NULL;
     int n_slots = 0;
     hpo_error derr = {{0}, {0}};
-    if (srv_devices_parse(cfg.devices, &slots, &n_slots, &derr) ||
-        srv_devices_resolve(&slots, &n_slots, &derr)) { /* cuda slots: their GPUs must be there */
+    if (srv_devices_parse(cfg.devices, &slots, &n_slots, &derr)) {
         fprintf(stderr, "hpod: %s\n", derr.message);
-        free(slots);
         return 2;
     }
     for (int i = 0; i < n_slots; i++) {
-        if (slots[i].kind != SRV_SLOT_CUDA) continue;
-        /* the GPUs are there, and the engine has a device training path for
-         * dense models (engine/train_cuda.c, used by api/job_trial.c for
-         * cuda: slots), but it has not run on a GPU yet (tests/gpu): refuse
-         * until a device session validates it */
-        eng_gpu_info g;
-        hpo_error gerr = {{0}, {0}};
-        if (eng_gpu_info_get(slots[i].gpus[0], &g, &gerr)) snprintf(g.name, sizeof g.name, "?");
-        fprintf(stderr, "hpod: --devices %s: GPU %d (%s) is there, but this hpod's training engine runs on CPU "
-                        "slots only (no CUDA kernels yet): use cpu:N\n", slots[i].name, slots[i].gpus[0], g.name);
+        /* a slot on one GPU trains there (engine/train_cuda.c, through
+         * api/job_trial.c); one spanning GPUs would need the data-parallel
+         * all-reduce across them, which the engine lacks so far: refused
+         * rather than silently trained on its first GPU */
+        if (slots[i].kind != SRV_SLOT_CUDA || slots[i].n_gpus == 1) continue;
+        fprintf(stderr, "hpod: --devices %s: a slot spanning GPUs (data parallel across them) is not available yet: "
+                        "use cuda:GxK slots, one GPU each\n", slots[i].name);
+        free(slots);
+        return 2;
+    }
+    if (srv_devices_resolve(&slots, &n_slots, &derr)) { /* cuda slots: their GPUs must be there */
+        fprintf(stderr, "hpod: %s\n", derr.message);
         free(slots);
         return 2;
     }

@@ -101,8 +101,11 @@ static __device__ __forceinline__ uint32_t fmix32(uint32_t h) {
     return h ^ (h >> 16);
 }
 
-static __global__ void dropout_k(const float *x, float *y, float *mask, size_t n, uint32_t k0, uint32_t k1,
+/* the key is k01, unless key (dev) is given */
+static __global__ void dropout_k(const float *x, float *y, float *mask, size_t n, uint64_t k01, const uint64_t *key,
                                  uint32_t thr, float scale) {
+    if (key) k01 = *key;
+    uint32_t k0 = (uint32_t)k01, k1 = (uint32_t)(k01 >> 32);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint32_t bits = fmix32(fmix32((uint32_t)i * 0x9e3779b9u + k0) ^ k1) >> 8;
         float m = bits < thr ? scale : 0.0f;
@@ -111,16 +114,25 @@ static __global__ void dropout_k(const float *x, float *y, float *mask, size_t n
     }
 }
 
-extern "C" int eng_cuda_dropout_forward(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
-                                        uint64_t key) {
+static int dropout_launch(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate, uint64_t k01,
+                          const uint64_t *key) {
     CU_READY(cu);
     if (!n) return 0;
     /* the scalars exactly as eng_dropout_forward computes them */
     float keep = 1.0f - rate, scale = rate < 1.0f ? 1.0f / keep : 0.0f;
     uint32_t thr = (uint32_t)((double)keep * 16777216.0);
-    dropout_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(x, y, mask, n, (uint32_t)key, (uint32_t)(key >> 32), thr,
-                                                         scale);
+    dropout_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(x, y, mask, n, k01, key, thr, scale);
     return cu_launched(cu, "dropout");
+}
+
+extern "C" int eng_cuda_dropout_forward(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
+                                        uint64_t key) {
+    return dropout_launch(cu, x, y, mask, n, rate, key, NULL);
+}
+
+extern "C" int eng_cuda_dropout_forward_dev(eng_cuda *cu, const float *x, float *y, float *mask, size_t n,
+                                            float rate, const uint64_t *key) {
+    return dropout_launch(cu, x, y, mask, n, rate, 0, key);
 }
 
 static __global__ void mul_k(const float *a, const float *b, float *y, size_t n) {

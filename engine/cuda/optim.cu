@@ -5,8 +5,9 @@
  * The update rules are optim.c's, per element: sgd and rmsprop as
  * step_scalar, adam and adamw in the folded form of adam_scalar (bias
  * correction in the two scalars a and e, decoupled decay as a factor),
- * with those scalars computed on the host in double exactly as step_range
- * does. The norm is two passes: per-block partial sums in double into the
+ * with those scalars computed on the host by optim.c's own
+ * eng_adam_scalars_at, passed by value or (the _dev form, graph replay)
+ * read from device memory. The norm is two passes: per-block partial sums in double into the
  * context's scratch, then one block folds them in a fixed order (the same
  * result on every run). */
 #include <math.h>
@@ -64,19 +65,24 @@ extern "C" int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscal
     return cu_launched(cu, "gradient norm");
 }
 
-typedef struct opt_args {
+typedef struct opt_args { /* the configuration: the same every step */
     int kind, nesterov;
-    float lr, mu, rho, eps, wd;
-    float b1, b2, a, e, decay, l2; /* adam, as step_range computes them */
+    float mu, rho, eps, wd;
+    float b1, b2;
     float clipnorm;
 } opt_args;
 
-static __global__ void optim_k(opt_args o, float *p, float *g, float *s0, float *s1, size_t n, const double *norm) {
+/* hs: the step's scalars by value, unless ds (dev) is given; pb: the bf16
+ * copy to write, or NULL */
+static __global__ void optim_k(opt_args o, eng_cuda_opt_scalars hs, const eng_cuda_opt_scalars *ds, float *p,
+                               float *g, float *s0, float *s1, size_t n, const double *norm, uint16_t *pb) {
     float k = 1.0f;
     if (norm) {
         if (norm[1] == 0.0) return; /* gradients not finite: no update (the caller reports it) */
         if (o.clipnorm > 0.0f && norm[0] > o.clipnorm) k = (float)(o.clipnorm / norm[0]);
     }
+    const eng_cuda_opt_scalars sc = ds ? *ds : hs;
+    const float lr = sc.lr;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float gi = g[i];
         if (k != 1.0f) g[i] = gi = gi * k;
@@ -87,9 +93,9 @@ static __global__ void optim_k(opt_args o, float *p, float *g, float *s0, float 
             if (o.mu != 0.0f) {
                 float v = o.mu * s0[i] + gi;
                 s0[i] = v;
-                pi -= o.lr * (o.nesterov ? gi + o.mu * v : v);
+                pi -= lr * (o.nesterov ? gi + o.mu * v : v);
             } else {
-                pi -= o.lr * gi;
+                pi -= lr * gi;
             }
             break;
         case ENG_OPT_RMSPROP: {
@@ -101,25 +107,27 @@ static __global__ void optim_k(opt_args o, float *p, float *g, float *s0, float 
                 u = o.mu * s1[i] + u;
                 s1[i] = u;
             }
-            pi -= o.lr * u;
+            pi -= lr * u;
             break;
         }
         default: { /* adam, adamw */
-            gi += o.l2 * pi;
+            gi += sc.adam.l2 * pi;
             float m = o.b1 * s0[i] + (1.0f - o.b1) * gi;
             float v = o.b2 * s1[i] + (1.0f - o.b2) * gi * gi;
             s0[i] = m;
             s1[i] = v;
-            pi = pi * o.decay - o.a * m / (sqrtf(v) + o.e);
+            pi = pi * sc.adam.decay - sc.adam.a * m / (sqrtf(v) + sc.adam.e);
             break;
         }
         }
         p[i] = pi;
+        if (pb) pb[i] = cu_f32_to_bf16(pi);
     }
 }
 
-extern "C" int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long t, float *p, float *g,
-                                   float *state, size_t n, const double *norm) {
+static int optim_launch(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_opt_scalars *hs,
+                        const eng_cuda_opt_scalars *ds, float *p, float *g, float *state, size_t n, const double *norm,
+                        uint16_t *pb) {
     CU_READY(cu);
     if (!n) return 0;
     if (c->kind < ENG_OPT_SGD || c->kind > ENG_OPT_ADAMW) return cu_fail(cu, HPO_EINTERNAL, "unknown optimiser %d", c->kind);
@@ -127,7 +135,6 @@ extern "C" int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, floa
     memset(&o, 0, sizeof o);
     o.kind = c->kind;
     o.nesterov = c->nesterov;
-    o.lr = lr;
     o.mu = c->momentum;
     o.rho = c->rho;
     o.eps = c->eps;
@@ -135,15 +142,22 @@ extern "C" int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, floa
     o.b1 = c->beta1;
     o.b2 = c->beta2;
     o.clipnorm = c->clipnorm;
-    if (c->kind == ENG_OPT_ADAM || c->kind == ENG_OPT_ADAMW) { /* optim.c step_range */
-        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-        o.a = (float)(lr * sqrt(bc2) / bc1);
-        o.e = (float)(c->eps * sqrt(bc2));
-        o.decay = c->kind == ENG_OPT_ADAMW ? 1.0f - lr * c->weight_decay : 1.0f;
-        o.l2 = c->kind == ENG_OPT_ADAM ? c->weight_decay : 0.0f;
-    }
     size_t per = eng_optim_state_floats(c);
     float *s0 = per >= 1 ? state : NULL, *s1 = per >= 2 ? state + n : NULL;
-    optim_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(o, p, g, s0, s1, n, norm);
+    optim_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(o, *hs, ds, p, g, s0, s1, n, norm, pb);
     return cu_launched(cu, "optimiser step");
+}
+
+extern "C" int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long t, float *p, float *g,
+                                   float *state, size_t n, const double *norm) {
+    eng_cuda_opt_scalars hs;
+    eng_cuda_opt_scalars_at(c, lr, t, &hs);
+    return optim_launch(cu, c, &hs, NULL, p, g, state, n, norm, NULL);
+}
+
+extern "C" int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_opt_scalars *sc,
+                                       float *p, float *g, float *state, size_t n, const double *norm, uint16_t *pb) {
+    eng_cuda_opt_scalars unused;
+    memset(&unused, 0, sizeof unused);
+    return optim_launch(cu, c, &unused, sc, p, g, state, n, norm, pb);
 }

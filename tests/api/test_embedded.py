@@ -6,6 +6,8 @@
 - Failures are data: a template that does not fit some params and a
   diverging learning rate fail those trials with the reason; the study ends.
 - Pause, resume, cancel and per-trial timeouts.
+- training.steps_per_execution (graph replay on CUDA slots): a count from 1
+  to 10000 or 400 naming the field; a CPU slot accepts and ignores it.
 - A slot of two threads (--devices cpu:1x2) trains data-parallel
   (engine/replicas.h): a study on it completes, and a paused trial resumes
   from its checkpoint.
@@ -106,11 +108,20 @@ def check_failures(hp, c):
             "a diverging learning rate fails the trial: %s" % err)
 
 
+def check_steps_per_execution(hp, c):
+    for bad in (0, 10001, "4", 2.5):
+        study = study_small()
+        study["training"]["steps_per_execution"] = bad
+        status, out = hp.request("POST", "/api/v1/studies", study)
+        c.check(status == 400 and out["error"]["field"] == "training.steps_per_execution",
+                "steps_per_execution %r -> 400 naming the field: %s %s" % (bad, status, out))
+
+
 def check_executions(hp, c):
     study = study_small()
     study.update(name="executions", tuner={"algorithm": "random", "seed": 9, "max_trials": 3,
                                            "executions_per_trial": 2})
-    study["training"] = {"max_epochs": 2, "batch_size": 64}
+    study["training"] = {"max_epochs": 2, "batch_size": 64, "steps_per_execution": 8}
     sid = hp.ok("POST", "/api/v1/studies", study)["id"]
     wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
     best = hp.ok("GET", "/api/v1/studies/%d/best?top_n=3" % sid)
@@ -213,6 +224,7 @@ def main():
     try:
         check_small(hp, c)
         check_failures(hp, c)
+        check_steps_per_execution(hp, c)
         check_executions(hp, c)
         check_control(hp, c)
         status, out = hp.request("POST", "/api/v1/studies/1/ask")

@@ -6,8 +6,10 @@
  * (engine/models/cnn.json), at batch 128 and 512, fp32 (no TF32) and
  * mixed_bf16, on Fashion-MNIST (60000 training rows; the 10000 test rows
  * validate every epoch, outside the timed part). hpo: eng_train on the
- * device (train_cuda.c), samples/s of the second epoch (the first is the
- * warm-up), test accuracy after it. A model the device path cannot train yet
+ * device (train_cuda.c), K = --steps-per-execution whole steps per replay
+ * of its captured graph (default 1, the study default), samples/s of the
+ * second epoch (the first is the warm-up and the capture), test accuracy
+ * after it. A model the device path cannot train yet
  * (the CNN: no device convolution) prints "unsupported: <the engine's
  * reason>" in its row, never a silent skip. PyTorch: tests/bench/peers/
  * torch_gpu.py, run once before hpo's rows for all of them (its time is
@@ -26,7 +28,8 @@
  * table at the end.
  *
  *   bench_gpu_engine [--models mlp,wide,cnn] [--batches 128,512]
- *        [--precisions fp32,mixed_bf16] [--epochs 2] [--limit N] [--device N]
+ *        [--precisions fp32,mixed_bf16] [--epochs 2] [--steps-per-execution K]
+ *        [--limit N] [--device N]
  *        [--gemm 8192] [--no-torch] [--torch-only] [--torch-device cuda]
  *        [--torch-modes eager,graph,compile] [--torch-compile max-autotune]
  *        [--torch-time-limit 300] [--torch-max-batches N] [--check-device]
@@ -86,7 +89,7 @@ typedef struct row {
 
 typedef struct opts {
     const char *models, *batches, *precs, *torch_modes, *torch_compile, *torch_device;
-    int epochs, device, gemm_n, torch, torch_only, check_device;
+    int epochs, device, gemm_n, torch, torch_only, check_device, steps_per_execution;
     long limit, torch_max_batches;
     double torch_time_limit;
 } opts;
@@ -96,7 +99,7 @@ static char root[PATH_MAX];
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--models mlp,wide,cnn] [--batches 128,512] [--precisions fp32,mixed_bf16] [--epochs 2]\n"
-            "       [--limit N] [--device N] [--gemm 8192] [--no-torch] [--torch-only] [--torch-device cuda]\n"
+            "       [--steps-per-execution 1] [--limit N] [--device N] [--gemm 8192] [--no-torch] [--torch-only] [--torch-device cuda]\n"
             "       [--torch-modes eager,graph,compile] [--torch-compile max-autotune] [--torch-time-limit 300]\n"
             "       [--torch-max-batches N] [--check-device]\n",
             argv0);
@@ -105,7 +108,7 @@ static void usage(const char *argv0) {
 static int parse(int argc, char **argv, opts *o) {
     *o = (opts){.models = "mlp,wide,cnn", .batches = "128,512", .precs = "fp32,mixed_bf16",
                 .torch_modes = "eager,graph,compile", .torch_compile = "max-autotune", .torch_device = "cuda",
-                .epochs = 2, .gemm_n = 8192, .torch = 1, .torch_time_limit = 300};
+                .epochs = 2, .gemm_n = 8192, .torch = 1, .torch_time_limit = 300, .steps_per_execution = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-torch")) o->torch = 0;
@@ -117,6 +120,7 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--precisions")) o->precs = v, i++;
         else if (!strcmp(a, "--epochs")) o->epochs = atoi(v), i++;
         else if (!strcmp(a, "--limit")) o->limit = atol(v), i++;
+        else if (!strcmp(a, "--steps-per-execution")) o->steps_per_execution = atoi(v), i++;
         else if (!strcmp(a, "--device")) o->device = atoi(v), i++;
         else if (!strcmp(a, "--gemm")) o->gemm_n = atoi(v), i++;
         else if (!strcmp(a, "--torch-device")) o->torch_device = v, i++;
@@ -126,7 +130,7 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--torch-max-batches")) o->torch_max_batches = atol(v), i++;
         else return -1;
     }
-    if (o->epochs < 1 || o->gemm_n < 256 || (o->torch_only && !o->torch)) return -1;
+    if (o->epochs < 1 || o->steps_per_execution < 1 || o->gemm_n < 256 || (o->torch_only && !o->torch)) return -1;
     return 0;
 }
 
@@ -300,6 +304,7 @@ static int train_row(row *rw, const opts *o, eng_split *train, eng_split *test, 
     to.precision = eng_precision_parse(rw->prec);
     to.cuda = 1;
     to.cuda_device = o->device;
+    to.steps_per_execution = o->steps_per_execution;
     epoch_seen seen = {0, 0, NAN};
     to.on_epoch = on_epoch;
     to.user = &seen;
@@ -421,7 +426,7 @@ static void cell_sps(double v, const char *why) {
 }
 
 static void print_table(const opts *o, row *rows, int nr, const double peak[2], double torch_peak, const char *dev) {
-    printf("\n## bench_gpu_engine on %s\n", dev);
+    printf("\n## bench_gpu_engine on %s, hpo with steps_per_execution %d\n", dev, o->steps_per_execution);
     if (peak[1] > 0 || torch_peak > 0)
         printf("GEMM peak (%d^3, random operands): engine cuBLASLt bf16 %.1f TFLOP/s, f32 %.1f TFLOP/s; PyTorch bf16 "
                "matmul %.1f TFLOP/s\n",

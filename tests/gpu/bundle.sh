@@ -7,7 +7,8 @@
 # GPU needed), from anywhere in the repository:
 #     tests/gpu/bundle.sh [BUILD_DIR]          (default: build-gpu)
 # It configures a Release build with HPO_CUDA=ON (sm_80, sm_90), builds the
-# gpu-labelled test executables and bench_gpu_engine, stages them in
+# GPU test executables (tests/gpu/test_*.c), hpod (for tests/gpu/test_*.py,
+# which run from the checkout) and bench_gpu_engine, stages them in
 # .gpu-bundle/ (git-ignored):
 #   bin/              the programs (debug info stripped)
 #   lib/              the libraries they load that a bare CUDA image lacks
@@ -34,19 +35,19 @@ cd "$(git rev-parse --show-toplevel)"
 build=${1:-build-gpu}
 limit=$((64 * 1024 * 1024))
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHPO_WERROR=ON -DHPO_CUDA=ON >/dev/null
-tests=$(sed -n 's/^add_test(\(gpu\.[a-z_0-9]*\) .*/\1/p' "$build/tests/CTestTestfile.cmake" | sed 's/^gpu\./gpu_/')
-[ -n "$tests" ] || { echo "no gpu tests registered in $build" >&2; exit 1; }
+tests=$(for f in tests/gpu/test_*.c; do basename "$f" .c | sed 's/^/gpu_/'; done)
+[ -n "$tests" ] || { echo "no tests/gpu/test_*.c" >&2; exit 1; }
 # shellcheck disable=SC2086
-cmake --build "$build" -j"${JOBS:-2}" --target $tests bench_gpu_engine
+cmake --build "$build" -j"${JOBS:-2}" --target $tests bench_gpu_engine hpod
 
 b=.gpu-bundle
 rm -rf $b .gpu-pack
 mkdir -p .gpu-pack $b/bin $b/lib $b/lib-fallback $b/data/fashion-mnist
 for t in $tests; do cp "$build/tests/$t" $b/bin/; done
-cp "$build/tests/bench/bench_gpu_engine" $b/bin/
+cp "$build/tests/bench/bench_gpu_engine" "$build/hpod" $b/bin/
 strip --strip-debug $b/bin/*
 # what the device's CUDA image provides: the C library, the driver, cuBLASLt
-system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libcublas)'
+system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv\.so|libcuda\.so|libcublas)'
 for t in "$b"/bin/*; do
     ldd "$t" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
         if [[ $name =~ $system ]]; then continue; fi

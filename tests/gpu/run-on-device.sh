@@ -8,6 +8,7 @@
 # Options: --tests-only       no benchmark
 #          --sanitize         also each test under compute-sanitizer memcheck
 #                             (Firecracker machines only; slow)
+#          --torch-modes M    the PyTorch peer's modes (default eager,graph)
 #          --budget SECONDS   the whole script's time (default 480: the
 #                             device time of a session is 15 minutes, the
 #                             machine's start included)
@@ -21,12 +22,18 @@
 #     was found (the CUDA toolkit's lib64, else the nvidia-cublas wheel, else
 #     a search); no usable CUDA device (bench_gpu_engine --check-device) ends
 #     it here: "NO GPU: <the runtime's reason>" in $OUT/summary.txt, exit 3
-#  3. every test of .gpu-bundle/bin/gpu_* with a 120 s limit, full output in
-#     $OUT/gpu-tests.log, one verdict line each in $OUT/summary.txt at once
-#     (a skip on a GPU machine means the device was not usable: a failure)
+#  3. every test of .gpu-bundle/bin/gpu_* with a 120 s limit, then every
+#     tests/gpu/test_*.py (a real hpod with cuda: slots, the bundle's hpod)
+#     with 300 s, full output in $OUT/gpu-tests.log, one verdict line each
+#     in $OUT/summary.txt at once (a skip on a GPU machine means the device
+#     was not usable: a failure)
 #  4. bench_gpu_engine with the time left (at least 120 s), its PyTorch peer
-#     (which runs first) limited to that less 90 s for the engine's rows; its
-#     output in $OUT/bench.txt as it runs, its table appended to the summary
+#     (which runs first; eager and CUDA-graph modes: torch.compile's
+#     max-autotune spends minutes per row, more than a lease holds for all
+#     twelve, so --torch-modes adds it where wanted) limited to that less 90
+#     s for the engine's rows, then the engine's rows again with
+#     steps_per_execution 16 (--no-torch); their output in $OUT/bench.txt as
+#     it runs, their tables appended to the summary
 #  5. the comparison lines that failed and the 15 largest errors of the
 #     tests, then the summary printed last (the call's output_tail ends with it)
 # Exit status: 0 only if every test passed and the benchmark ran.
@@ -38,14 +45,15 @@ sum=$OUT/summary.txt
 envf=$OUT/env.txt
 : >"$log"
 : >"$sum"
-sanitize=0 bench=1 budget=480 dry=0
+sanitize=0 bench=1 budget=480 dry=0 torch_modes=eager,graph
 while [ $# -gt 0 ]; do
     case "$1" in
     --sanitize) sanitize=1 ;;
     --tests-only) bench=0 ;;
     --dry-run) dry=1 ;;
     --budget) budget=$2; shift ;;
-    *) echo "usage: $0 [--tests-only] [--sanitize] [--budget SECONDS] [--dry-run]" >&2; exit 2 ;;
+    --torch-modes) torch_modes=$2; shift ;;
+    *) echo "usage: $0 [--tests-only] [--sanitize] [--torch-modes M] [--budget SECONDS] [--dry-run]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -82,6 +90,7 @@ export HPO_PEER_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 peer_env=(env -u LD_LIBRARY_PATH)
 [ -n "$HPO_PEER_LD_LIBRARY_PATH" ] && peer_env=(env "LD_LIBRARY_PATH=$HPO_PEER_LD_LIBRARY_PATH")
 export LD_LIBRARY_PATH="$PWD/$b/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export HPO_FASHION_MNIST_DIR=$PWD/$b/data/fashion-mnist # hpod's and the benchmark's builtin dataset
 if ldd $b/bin/bench_gpu_engine | grep -q "not found"; then # the device's C++ runtime missing or too old
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/$b/lib-fallback"
 fi
@@ -138,6 +147,20 @@ for t in "$b"/bin/gpu_*; do
         [ $src = 0 ] || status=1
     fi
 done
+for t in tests/gpu/test_*.py; do
+    name=$(basename "$t" .py)
+    echo "== $name" >>"$log"
+    t0=$(date +%s)
+    timeout 300 python3 "$t" --hpod "$b/bin/hpod" >>"$log" 2>&1
+    rc=$?
+    case $rc in
+    0) verdict=PASS ;;
+    77) verdict="SKIP (the device was not usable: see the log)"; status=1 ;;
+    124) verdict="FAIL (timed out after 300 s)"; status=1 ;;
+    *) verdict="FAIL (exit $rc)"; status=1 ;;
+    esac
+    say "$name: $verdict in $(($(date +%s) - t0))s"
+done
 {
     echo "== comparisons that failed (all lines: $log)"
     grep -E "FAIL|DIFFERENT|device error|skipped:|Assert|assert|ERROR|error:" "$log" | grep -v "^\[  PASSED" | head -60 || true
@@ -150,10 +173,10 @@ if [ $bench = 1 ]; then
     left=$((budget - $(elapsed)))
     [ $left -lt 120 ] && left=120
     say "== bench_gpu_engine ($left s; PyTorch's peer $((left - 90)) s) at $(elapsed) s"
-    HPO_PYTHON=$(command -v python3) HPO_PEERS=$PWD/tests/bench/peers \
-        HPO_FASHION_MNIST_DIR=$PWD/$b/data/fashion-mnist PYTHONUNBUFFERED=1 \
-        timeout $left $b/bin/bench_gpu_engine --torch-time-limit $((left - 90)) 2>&1 | tee "$OUT/bench.txt"
-    rc=$?
+    HPO_PYTHON=$(command -v python3) HPO_PEERS=$PWD/tests/bench/peers PYTHONUNBUFFERED=1 \
+        timeout $left $b/bin/bench_gpu_engine --torch-modes "$torch_modes" --torch-time-limit $((left - 90)) 2>&1 |
+        grep --line-buffered -v -E 'AUTOTUNE|triton_mm|select_algorithm' | tee "$OUT/bench.txt"
+    rc=${PIPESTATUS[0]}
     case $rc in
     0) say "bench_gpu_engine: ran in $(elapsed) s from the start" ;;
     124) say "bench_gpu_engine: stopped at its $left s limit (partial output in bench.txt)"; status=1 ;;
@@ -161,6 +184,17 @@ if [ $bench = 1 ]; then
     *) say "bench_gpu_engine: exit $rc"; status=1 ;;
     esac
     sed -n '/^## bench_gpu_engine/,$p' "$OUT/bench.txt" >>"$sum"
+    left=$((budget - $(elapsed)))
+    if [ $left -ge 30 ]; then
+        say "== bench_gpu_engine --steps-per-execution 16 --no-torch ($left s) at $(elapsed) s"
+        timeout $left $b/bin/bench_gpu_engine --no-torch --models mlp,wide --steps-per-execution 16 2>&1 |
+            tee "$OUT/bench-spe16.txt"
+        rc=${PIPESTATUS[0]}
+        [ "$rc" = 0 ] || { say "bench_gpu_engine --steps-per-execution 16: exit $rc"; status=1; }
+        sed -n '/^## bench_gpu_engine/,$p' "$OUT/bench-spe16.txt" >>"$sum"
+    else
+        say "no time left for the steps_per_execution 16 rows"
+    fi
 fi
 echo
 echo "==================== summary ($(elapsed) s) ===================="

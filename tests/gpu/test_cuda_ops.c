@@ -224,10 +224,64 @@ static void test_dropout(void **state) {
             check_exact(what, mh, mask, n * 4);
             check_exact("  y", yh, y, n * 4);
             check_exact("  dx", dxh, dx, n * 4);
+            uint64_t *d_key = dev_from(&key, sizeof key); /* the key read on the device (graph replay) */
+            poison(d_y, n * 4), poison(d_m, n * 4);
+            assert_int_equal(eng_cuda_dropout_forward_dev(g_cu, d_x, d_y, d_m, n, rates[k], d_key), 0);
+            sync_ok();
+            float *yh2 = fetch(d_y, n), *mh2 = fetch(d_m, n);
+            check_exact("  key from device memory: mask", mh2, mask, n * 4);
+            check_exact("  key from device memory: y", yh2, y, n * 4);
+            free(yh2), free(mh2);
+            eng_cuda_free(g_cu, d_key);
             eng_cuda_free(g_cu, d_x), eng_cuda_free(g_cu, d_y), eng_cuda_free(g_cu, d_m), eng_cuda_free(g_cu, d_dy),
                 eng_cuda_free(g_cu, d_dx);
             free(x), free(dy), free(y), free(mask), free(dx), free(yh), free(mh), free(dxh);
         }
+}
+
+/* the steps staged from the device cursor equal the host's slices of the
+ * order and the records, the epoch's short last step included, and the
+ * cursor advances */
+static void test_stage_steps(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 37);
+    const size_t rows = 1000, words = 3;
+    const int bs = 96, K = 4, spe = (int)((rows + bs - 1) / bs); /* 11 steps, the last of 40 rows */
+    uint32_t *order = malloc(rows * 4);
+    uint64_t *recs = malloc((size_t)spe * words * 8);
+    for (size_t i = 0; i < rows; i++) order[i] = (uint32_t)hpo_rng_below(&r, 1u << 30);
+    for (size_t i = 0; i < (size_t)spe * words; i++) recs[i] = hpo_rng_u64(&r);
+    uint32_t *d_order = dev_from(order, rows * 4), *d_idx = dev_new((size_t)K * bs * 4);
+    uint64_t *d_recs = dev_from(recs, (size_t)spe * words * 8), *d_rec = dev_new((size_t)K * words * 8);
+    int32_t *d_cur = dev_new(4);
+    assert_int_equal(eng_cuda_zero(g_cu, d_cur, 4), 0);
+    int same = 1;
+    for (int s0 = 0; s0 < spe;) {
+        int steps = s0 + K <= spe ? K : 1;
+        size_t first = (size_t)s0 * bs, n = (size_t)steps * bs;
+        if (n > rows - first) n = rows - first;
+        poison(d_idx, (size_t)K * bs * 4), poison(d_rec, (size_t)K * words * 8);
+        assert_int_equal(eng_cuda_stage_steps(g_cu, d_order, rows, bs, d_recs, words * 8, d_cur, steps, d_idx, d_rec), 0);
+        assert_int_equal(eng_cuda_cursor_advance(g_cu, d_cur, steps), 0);
+        sync_ok();
+        uint32_t *idx = malloc(n * 4);
+        uint64_t *rec = malloc((size_t)steps * words * 8);
+        down(idx, d_idx, n * 4);
+        down(rec, d_rec, (size_t)steps * words * 8);
+        same &= !memcmp(idx, order + first, n * 4) && !memcmp(rec, recs + (size_t)s0 * words, (size_t)steps * words * 8);
+        free(idx), free(rec);
+        s0 += steps;
+    }
+    int32_t cur = 0;
+    down(&cur, d_cur, 4);
+    printf("  %-44s %s, cursor %d of %d\n", "staged rows and records", same ? "bit-identical" : "DIFFERENT  FAIL", cur,
+           spe);
+    assert_true(same);
+    assert_int_equal(cur, spe);
+    eng_cuda_free(g_cu, d_order), eng_cuda_free(g_cu, d_idx), eng_cuda_free(g_cu, d_recs), eng_cuda_free(g_cu, d_rec);
+    eng_cuda_free(g_cu, d_cur);
+    free(order), free(recs);
 }
 
 static void test_add_and_bf16(void **state) {
@@ -417,7 +471,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_dense_f32),   cmocka_unit_test(test_dense_bf16),
-        cmocka_unit_test(test_dense_tf32), cmocka_unit_test(test_activations), cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_dense_tf32), cmocka_unit_test(test_activations), cmocka_unit_test(test_dropout), cmocka_unit_test(test_stage_steps),
         cmocka_unit_test(test_add_and_bf16), cmocka_unit_test(test_gather),  cmocka_unit_test(test_losses),
     };
     return GPU_TEST_MAIN(tests);

@@ -13,6 +13,11 @@
  *   resumed on the GPU again, against 4 epochs on the CPU.
  * - mixed_bf16 against the CPU's mixed_bf16 within TOL_BF16 (when the CPU
  *   backend has bf16 GEMMs).
+ * - steps_per_execution: with batches of 48 (10 whole, one of 32), K = 4
+ *   (two graph replays of 4 steps, then 3 steps one by one) and K = 1000
+ *   (more than an epoch: every step enqueued one by one) end with weights,
+ *   optimiser state and generator bit-identical to K = 1 (a graph replay
+ *   per step), and K = 4 within TOL_RUN of the CPU.
  * - a conv2d model is refused with HPO_EUNSUPPORTED naming its layer.
  * Skipped (77) without a GPU. */
 #include "gpu_test.h"
@@ -220,6 +225,37 @@ static void test_checkpoint_moves(void **state) {
     eng_model_free(mc);
 }
 
+static eng_model *train_spe(fx *f, int cuda, int spe, curve *c) {
+    eng_train_opts o;
+    eng_train_result r;
+    eng_model *m = mlp(0.3, "");
+    opts(f, &o, cuda, 2, -1, ENG_PREC_FP32, c);
+    o.batch_size = 48;
+    o.steps_per_execution = spe;
+    train_ok(m, f, &o, &r);
+    assert_int_equal(r.epochs_run, 2);
+    return m;
+}
+
+static void test_steps_per_execution(void **state) {
+    fx *f = *state;
+    curve c1 = {0}, c4 = {0}, cbig = {0}, cc = {0};
+    eng_model *m1 = train_spe(f, 1, 1, &c1), *m4 = train_spe(f, 1, 4, &c4), *mbig = train_spe(f, 1, 1000, &cbig);
+    eng_model *mc = train_spe(f, 0, 1, &cc);
+    check_exact("K=4 against K=1: weights", m4->params, m1->params, m1->nparams * sizeof(float));
+    check_exact("K=4 against K=1: optimiser state", m4->opt_state, m1->opt_state, m1->nstate * sizeof(float));
+    check_exact("K=4 against K=1: generator", m4->rng.s, m1->rng.s, sizeof m1->rng.s);
+    check_exact("K=1000 against K=1: weights", mbig->params, m1->params, m1->nparams * sizeof(float));
+    check_exact("K=1000 against K=1: generator", mbig->rng.s, m1->rng.s, sizeof m1->rng.s);
+    compare(&c4, &cc, 0, 2, TOL_RUN);
+    compare_models(m4, mc, TOL_RUN);
+    check_exact("K=4 against the CPU: generator", m4->rng.s, mc->rng.s, sizeof mc->rng.s);
+    eng_model_free(m1);
+    eng_model_free(m4);
+    eng_model_free(mbig);
+    eng_model_free(mc);
+}
+
 static void test_unsupported_layer(void **state) {
     fx *f = *state;
     eng_model *m = mlp(0.0, "{\"conv2d\":{\"filters\":4,\"kernel\":3}},{\"flatten\":{}},");
@@ -251,6 +287,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bf16, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_moves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_steps_per_execution, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported_layer, setup, teardown),
     };
     return GPU_TEST_MAIN(tests);

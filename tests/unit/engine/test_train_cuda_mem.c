@@ -80,6 +80,9 @@ static void by_hand(int bf16, int own_val_ds, eng_cuda_mem *e) {
         r512(B * NI * f), bf16 ? r512(B * NI * 2) : 0, /* the batch (and its bf16 form: the first layer is bf16) */
         r512(B * 4), r512(B * NK * f), r512(B * NK * f), /* labels, targets, loss gradient */
         r512(4 * 8), r512(4 * 8), r512(2 * 8),       /* metric sums (training, validation), gradient norm */
+        /* steps_per_execution 1: the epoch's 5 step records of 3 words of
+         * scalars and 1 dropout key, one staged record and batch of rows, the cursor */
+        r512(((N - NVAL + B - 1) / B) * 4 * 8), r512(4 * 8), r512(B * 4), r512(4),
     };
     for (size_t i = 0; i < sizeof act / sizeof act[0]; i++) e->activations += act[i];
     e->data = r512(N * NI) + r512(N * 4) + (own_val_ds ? r512(NVAL * NI) + r512(NVAL * 4) : 0);

@@ -1,0 +1,104 @@
+"""GPU slots end to end (ctest label gpu): a real hpod on 127.0.0.1 trains on a GPU.
+
+- hpod --devices cuda:0x2,cpu:1 (two slots on GPU 0 beside a CPU slot) runs
+  an embedded study (the mlp template with dropout and Adam on 12,000
+  Fashion-MNIST rows, mixed_bf16, steps_per_execution 4, 6 random trials)
+  to the end: every
+  trial completes, the GPU slots ran trials and those learn (val_accuracy
+  > 0.75), and /metrics names each slot's device and the GPU's memory.
+- hpod --devices cuda:0: a conv2d model (no device convolution yet) fails
+  its trial with the reason naming the layer, and hpod keeps serving.
+Without a usable GPU hpod must refuse --devices cuda:0x2 at start with
+"no CUDA device: ..." (exit 2); that is checked, then the test is skipped
+(exit 77). tests/gpu/run-on-device.sh runs it on a device machine with the
+bundle's hpod.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "api"))
+from hpod import Checks, Hpod, parse_args, wait_for  # noqa: E402
+
+DATA = {"name": "fashion-mnist", "limit": 12000, "validation_split": 2000}
+
+
+def start_or_skip(args, devices):
+    hp = Hpod(args.hpod, args=["--devices", devices])
+    try:
+        return hp.start(timeout=60)
+    except RuntimeError as e:
+        hp.cleanup()
+        if "no CUDA device: " in str(e):
+            print("skipped: %s" % str(e).strip().splitlines()[-1])
+            sys.exit(77)
+        raise
+
+
+def check_study(hp, c):
+    study = {"name": "gpu-mlp", "objective": {"metric": "val_accuracy"},
+             "model": {"template": "mlp"}, "dataset": DATA,
+             "space": {"layers": {"type": "int", "low": 1, "high": 2},
+                       "units": {"type": "choice", "values": [128, 256]},
+                       "dropout": {"type": "float", "low": 0.0, "high": 0.3},
+                       "lr": {"type": "choice", "values": [0.001, 0.003]},
+                       "optimizer": {"type": "choice", "values": ["adam"]}},
+             "training": {"max_epochs": 3, "batch_size": 128, "precision": "mixed_bf16",
+                          "steps_per_execution": 4},
+             "tuner": {"algorithm": "random", "seed": 5, "max_trials": 6}}
+    t0 = time.time()
+    sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 240)
+    trials = hp.ok("GET", "/api/v1/studies/%d/trials?limit=100" % sid)["trials"]
+    print("  study of 6 trials in %.1f s; slots %s" % (time.time() - t0, sorted({t["slot"] for t in trials})))
+    c.check(len(trials) == 6 and all(t["state"] == "complete" for t in trials),
+            "every trial completes: %s" % [(t["slot"], t["state"], t.get("error")) for t in trials])
+    on_gpu = [t for t in trials if (t["slot"] or "").startswith("cuda:0/")]
+    c.check(len(on_gpu) >= 2, "the GPU slots ran trials (%d of 6)" % len(on_gpu))
+    for t in on_gpu:
+        print("  %s: val_accuracy %.4f" % (t["slot"], t["value"] or 0))
+    c.check(all((t["value"] or 0) > 0.75 for t in on_gpu), "trials on the GPU learn (val_accuracy > 0.75)")
+    status, text = hp.request("GET", "/metrics")
+    c.check(status == 200 and 'hpo_slot_info{slot="cuda:0/0",device="cuda:0"} 1' in text
+            and 'hpo_slot_info{slot="cuda:0/1",device="cuda:0"} 1' in text,
+            "/metrics names the GPU slots' device")
+    c.check('hpo_gpu_memory_total_bytes{gpu="0"}' in text, "/metrics has the GPU's memory")
+
+
+def check_unsupported_layer(args, c):
+    hp = start_or_skip(args, "cuda:0")
+    try:
+        study = {"name": "gpu-cnn", "objective": {"metric": "val_accuracy"},
+                 "model": {"layers": [{"conv2d": {"filters": 4, "kernel": 3}}, {"flatten": {}},
+                                      {"dense": {"units": 10, "activation": "softmax"}}],
+                           "loss": "sparse_categorical_crossentropy",
+                           "optimizer": {"name": "adam", "learning_rate": 0.001}},
+                 "dataset": {"name": "fashion-mnist", "limit": 600, "validation_split": 100},
+                 "training": {"max_epochs": 1}, "tuner": {"algorithm": "random", "seed": 1, "max_trials": 1}}
+        sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 60)
+        t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
+        c.check(t["state"] == "failed" and "conv2d" in (t.get("error") or ""),
+                "a conv2d model on a GPU slot fails its trial naming the layer: %s" % t.get("error"))
+        c.check(hp.request("GET", "/healthz")[0] == 200, "hpod keeps serving")
+        c.check(hp.stop() == 0, "graceful shutdown")
+    finally:
+        hp.cleanup()
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = start_or_skip(args, "cuda:0x2,cpu:1")
+    try:
+        check_study(hp, c)
+        c.check(hp.stop() == 0, "graceful shutdown")
+    finally:
+        print(hp.log_tail(8))
+        hp.cleanup()
+    check_unsupported_layer(args, c)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
