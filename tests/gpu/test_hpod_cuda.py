@@ -72,7 +72,8 @@ def check_unsupported_layer(args, c):
                  "model": {"layers": [{"conv2d": {"filters": 4, "kernel": 3}}, {"flatten": {}},
                                       {"dense": {"units": 10, "activation": "softmax"}}],
                            "loss": "sparse_categorical_crossentropy",
-                           "optimizer": {"name": "adam", "learning_rate": 0.001}},
+                           "optimizer": {"name": "adam", "learning_rate": "$lr"}},
+                 "space": {"lr": {"type": "choice", "values": [0.001]}},
                  "dataset": {"name": "fashion-mnist", "limit": 600, "validation_split": 100},
                  "training": {"max_epochs": 1}, "tuner": {"algorithm": "random", "seed": 1, "max_trials": 1}}
         sid = hp.ok("POST", "/api/v1/studies", study)["id"]
