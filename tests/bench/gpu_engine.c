@@ -393,12 +393,9 @@ static void take_line(const char *line, row *rows, int nr, double *peak, char *i
 
 static int run_torch(const opts *o, row *rows, int nr, double *peak, char *info, size_t ninfo) {
     char cmd[8192], *p = cmd, *end = cmd + sizeof cmd;
-    const char *py = getenv("HPO_PYTHON"), *ldp = getenv("HPO_PEER_LD_LIBRARY_PATH");
-    if (ldp) /* the peer's own library path: not the bundle's, whose libraries could shadow PyTorch's */
-        p += snprintf(p, (size_t)(end - p), *ldp ? "env LD_LIBRARY_PATH='%s' " : "env -u LD_LIBRARY_PATH ", ldp);
-    p += snprintf(p, (size_t)(end - p), "'%s' '%s/torch_gpu.py' --device %s --epochs %d --batches %s --precisions %s",
-                  py && *py ? py : "/usr/bin/python3", bench_peers_dir(), o->torch_device, o->epochs, o->batches,
-                  o->precs);
+    p += bench_peer_python(p, (size_t)(end - p));
+    p += snprintf(p, (size_t)(end - p), " '%s/torch_gpu.py' --device %s --epochs %d --batches %s --precisions %s",
+                  bench_peers_dir(), o->torch_device, o->epochs, o->batches, o->precs);
     for (int i = 0; i < NMODELS; i++)
         if (bench_list_has(o->models, model_defs[i].name))
             p += snprintf(p, (size_t)(end - p), " --model '%s=%s/%s'", model_defs[i].name, root, model_defs[i].path);

@@ -8,8 +8,8 @@
 #     tests/gpu/bundle.sh [BUILD_DIR]          (default: build-gpu)
 # It configures a Release build with HPO_CUDA=ON (sm_80, sm_90), builds the
 # GPU test executables (tests/gpu/test_*.c), hpod (for tests/gpu/test_*.py,
-# which run from the checkout) and bench_gpu_engine, stages them in
-# .gpu-bundle/ (git-ignored):
+# which run from the checkout), bench_gpu_engine and bench_e2e, stages them
+# in .gpu-bundle/ (git-ignored):
 #   bin/              the programs (debug info stripped)
 #   lib/              the libraries they load that a bare CUDA image lacks
 #                     (OpenBLAS, oneDNN, cmocka, jansson, ...)
@@ -17,6 +17,9 @@
 #                     not load them
 #   data/fashion-mnist/  the benchmark's dataset, uncompressed (xz packs the
 #                     raw files tighter than their .gz)
+#   py/               Debian's Optuna 3.1 (pure Python) and the two modules
+#                     it imports that the device's Python lacks (colorlog,
+#                     cmaes): bench_e2e's peer there (PYTHONPATH)
 #   COMMIT, MANIFEST  the commit built, and every file with the newest glibc
 #                     symbol versions the programs need
 # and packs it into .gpu-pack/bundle.tar.xz (.gpu-pack/ is the one folder a
@@ -38,13 +41,13 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHPO_WERROR=ON -DHPO_CUDA=ON 
 tests=$(for f in tests/gpu/test_*.c; do basename "$f" .c | sed 's/^/gpu_/'; done)
 [ -n "$tests" ] || { echo "no tests/gpu/test_*.c" >&2; exit 1; }
 # shellcheck disable=SC2086
-cmake --build "$build" -j"${JOBS:-2}" --target $tests bench_gpu_engine hpod
+cmake --build "$build" -j"${JOBS:-2}" --target $tests bench_gpu_engine bench_e2e hpod
 
 b=.gpu-bundle
 rm -rf $b .gpu-pack
-mkdir -p .gpu-pack $b/bin $b/lib $b/lib-fallback $b/data/fashion-mnist
+mkdir -p .gpu-pack $b/bin $b/lib $b/lib-fallback $b/data/fashion-mnist $b/py
 for t in $tests; do cp "$build/tests/$t" $b/bin/; done
-cp "$build/tests/bench/bench_gpu_engine" "$build/hpod" $b/bin/
+cp "$build/tests/bench/bench_gpu_engine" "$build/tests/bench/bench_e2e" "$build/hpod" $b/bin/
 strip --strip-debug $b/bin/*
 # what the device's CUDA image provides: the C library, the driver, cuBLASLt
 system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv\.so|libcuda\.so|libcublas)'
@@ -74,6 +77,13 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
     [ -r "$src" ] || { echo "no $src (Debian: dataset-fashion-mnist)" >&2; exit 1; }
     gzip -dc "$src" >$b/data/fashion-mnist/$f
 done
+
+for m in optuna colorlog cmaes; do
+    src=/usr/lib/python3/dist-packages/$m
+    [ -d "$src" ] || { echo "no $src (Debian: python3-optuna; scripts/deps.sh --bench)" >&2; exit 1; }
+    cp -r "$src" $b/py/
+done
+find $b/py -name __pycache__ -prune -exec rm -rf {} +
 
 git rev-parse HEAD >$b/COMMIT
 git diff --quiet HEAD || echo "with uncommitted changes" >>$b/COMMIT

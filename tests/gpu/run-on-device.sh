@@ -32,8 +32,12 @@
 #     max-autotune spends minutes per row, more than a lease holds for all
 #     twelve, so --torch-modes adds it where wanted) limited to that less 90
 #     s for the engine's rows, then the engine's rows again with
-#     steps_per_execution 16 (--no-torch); their output in $OUT/bench.txt as
-#     it runs, their tables appended to the summary
+#     steps_per_execution 16 (--no-torch), then bench_e2e: the search of 20
+#     trials through hpod on 1, 2, 4 and 8 slots of GPU 0, beside Optuna +
+#     PyTorch on the same GPU (the bundle's Optuna), 3 seeds; their output
+#     in $OUT/bench.txt, bench-spe16.txt and e2e.txt as it runs, their
+#     tables appended to the summary. A stage that no longer fits the
+#     budget is skipped, saying so.
 #  5. the comparison lines that failed and the 15 largest errors of the
 #     tests, then the summary printed last (the call's output_tail ends with it)
 # Exit status: 0 only if every test passed and the benchmark ran.
@@ -194,6 +198,20 @@ if [ $bench = 1 ]; then
         sed -n '/^## bench_gpu_engine/,$p' "$OUT/bench-spe16.txt" >>"$sum"
     else
         say "no time left for the steps_per_execution 16 rows"
+    fi
+    left=$((budget - $(elapsed)))
+    if [ $left -ge 60 ]; then
+        say "== bench_e2e on cuda:0x1,2,4,8 beside Optuna + PyTorch on the GPU ($left s) at $(elapsed) s"
+        HPO_HPOD=$b/bin/hpod HPO_PYTHON=$(command -v python3) HPO_PEERS=$PWD/tests/bench/peers \
+            PYTHONPATH=$PWD/$b/py${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 \
+            timeout $left $b/bin/bench_e2e --devices cuda:0x1 --devices cuda:0x2 --devices cuda:0x4 \
+            --devices cuda:0x8 --precision mixed_bf16 --seeds 3 --peer-device cuda --threads 4 2>&1 |
+            grep --line-buffered -v ' INFO ' | tee "$OUT/e2e.txt"
+        rc=${PIPESTATUS[0]}
+        [ "$rc" = 0 ] || { say "bench_e2e: exit $rc (partial output in e2e.txt)"; status=1; }
+        sed -n '/^medians/,$p' "$OUT/e2e.txt" >>"$sum"
+    else
+        say "no time left for bench_e2e"
     fi
 fi
 echo

@@ -15,7 +15,9 @@ images, training = the first L rows. Inputs /255.
 PyTorch at its best here (the settings bench_engine gives its PyTorch rows;
 without PASSIVE, libgomp's spin-waiting threads fight OpenBLAS's on 2 cores):
 run with OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE; flush-to-zero is
-set below.
+set below. --device cuda: the model and both splits on the GPU (the
+batches indexed there), as hpod's cuda: slots keep them.
+The IDX files are read gzipped (Debian's) or raw (a device bundle's).
 Prints one JSON line.
 """
 import argparse
@@ -34,8 +36,12 @@ FMNIST_DIR = os.environ.get("HPO_FASHION_MNIST_DIR", "/usr/share/datasets/fashio
 
 
 def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
+    if not os.path.exists(path) and path.endswith(".gz"):
+        with open(path[:-3], "rb") as f:
+            data = f.read()
+    else:
+        with gzip.open(path, "rb") as f:
+            data = f.read()
     ndim = data[3]
     dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
@@ -49,6 +55,7 @@ def main():
     p.add_argument("--epochs", type=int, default=9)
     p.add_argument("--limit", type=int, default=10000)
     p.add_argument("--validation", type=int, default=5000)
+    p.add_argument("--device", default="cpu")
     a = p.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
@@ -58,8 +65,9 @@ def main():
     x = read_idx(os.path.join(FMNIST_DIR, "train-images-idx3-ubyte.gz")).reshape(-1, 784).astype(np.float32) / 255.0
     y = read_idx(os.path.join(FMNIST_DIR, "train-labels-idx1-ubyte.gz")).astype(np.int64)
     n = len(x)
-    xt, yt = torch.from_numpy(x[:a.limit].copy()), torch.from_numpy(y[:a.limit].copy())
-    xv, yv = torch.from_numpy(x[n - a.validation:].copy()), torch.from_numpy(y[n - a.validation:].copy())
+    dev = torch.device(a.device)
+    xt, yt = torch.from_numpy(x[:a.limit].copy()).to(dev), torch.from_numpy(y[:a.limit].copy()).to(dev)
+    xv, yv = torch.from_numpy(x[n - a.validation:].copy()).to(dev), torch.from_numpy(y[n - a.validation:].copy()).to(dev)
     epochs_trained = [0]
 
     def objective(trial):
@@ -72,14 +80,14 @@ def main():
         for _ in range(layers):
             mods += [nn.Linear(width, units), nn.ReLU(), nn.Dropout(dropout)]
             width = units
-        model = nn.Sequential(*mods, nn.Linear(width, 10))
+        model = nn.Sequential(*mods, nn.Linear(width, 10)).to(dev)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         lossf = nn.CrossEntropyLoss()
         gen = torch.Generator().manual_seed(a.seed * 1000 + trial.number)
         best = 0.0
         for ep in range(1, a.epochs + 1):
             model.train()
-            order = torch.randperm(len(xt), generator=gen)
+            order = torch.randperm(len(xt), generator=gen).to(dev)
             for i in range(0, len(xt), 128):
                 idx = order[i:i + 128]
                 opt.zero_grad(set_to_none=True)
@@ -106,7 +114,7 @@ def main():
     print(json.dumps({"wall_s": wall, "wall_with_load_s": time.perf_counter() - t_begin,
                       "best_val_acc": study.best_value, "best_params": study.best_params,
                       "epochs": epochs_trained[0], "complete": states.count("COMPLETE"),
-                      "pruned": states.count("PRUNED"), "threads": a.threads,
+                      "pruned": states.count("PRUNED"), "threads": a.threads, "device": a.device,
                       "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
                       "torch": torch.__version__, "optuna": optuna.__version__}))
 
