@@ -72,6 +72,23 @@ int eng_cuda_dense_backward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_
     NONE((void)xb, (void)wb, (void)z, (void)y, (void)d, (void)d16, (void)dx, (void)dw, (void)db, (void)B, (void)I,
          (void)O, (void)act);
 }
+int eng_cuda_im2col(eng_cuda *cu, const eng_conv2d_shape *s, const float *x, const uint16_t *x16, float *cols,
+                    uint16_t *cols16) {
+    NONE((void)s, (void)x, (void)x16, (void)cols, (void)cols16);
+}
+int eng_cuda_col2im(eng_cuda *cu, const eng_conv2d_shape *s, const float *dcols, float *dx) {
+    NONE((void)s, (void)dcols, (void)dx);
+}
+int eng_cuda_maxpool_forward(eng_cuda *cu, const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int ph,
+                             int pw, int sh, int sw, int OH, int OW) {
+    NONE((void)x, (void)y, (void)arg, (void)N, (void)H, (void)W, (void)C, (void)ph, (void)pw, (void)sh, (void)sw,
+         (void)OH, (void)OW);
+}
+int eng_cuda_maxpool_backward(eng_cuda *cu, const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C,
+                              int ph, int pw, int sh, int sw, int OH, int OW) {
+    NONE((void)dy, (void)arg, (void)dx, (void)N, (void)H, (void)W, (void)C, (void)ph, (void)pw, (void)sh, (void)sw,
+         (void)OH, (void)OW);
+}
 int eng_cuda_dropout_forward(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
                              uint64_t key) {
     NONE((void)x, (void)y, (void)mask, (void)n, (void)rate, (void)key);

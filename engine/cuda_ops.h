@@ -1,8 +1,9 @@
 /*
  * cuda_ops.h - the device op library of the CUDA training path: device
  * memory, the dataset on the device and batch gathering, dense layers
- * (cuBLASLt), activations, dropout, the fused losses with their metric sums,
- * gradient norm and clipping, and the optimisers as one fused kernel each.
+ * (cuBLASLt), conv2d as im2col + that GEMM, max pooling, activations,
+ * dropout, the fused losses with their metric sums, gradient norm and
+ * clipping, and the optimisers as one fused kernel each.
  *
  * Design notes
  * - Plain C, the same in every build: the .cu files of engine/cuda/ implement it when
@@ -46,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dnnl_ops.h" /* eng_conv2d_shape */
 #include "hpo.h"
 #include "loss.h"
 #include "optim.h"
@@ -112,6 +114,28 @@ int eng_cuda_dense_forward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t
 int eng_cuda_dense_backward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z,
                                  const float *y, float *d, uint16_t *d16, float *dx, float *dw, float *db, int B,
                                  int I, int O, int act);
+
+/* ---- conv2d (ops.h): x[N][H][W][C], w[KH][KW][C][OC], y[N][OH][OW][OC] ----
+ * as the dense op over the rows of cols[N*OH*OW][KH*KW*C] (im2col: each
+ * output pixel's receptive field, zero outside x) with w as [KH*KW*C][OC]:
+ * forward = im2col, then eng_cuda_dense_forward(_bf16) with its bias and
+ * activation; backward = eng_cuda_dense_backward(_bf16) into dcols, then
+ * col2im. im2col reads x (f32) or x16 (bf16) and writes cols (f32) or
+ * cols16 (bf16, rounded to nearest even): one of each. col2im overwrites
+ * dx[N][H][W][C] with, for each element, the sum of the dcols entries im2col
+ * copied it to (a gather: deterministic). */
+int eng_cuda_im2col(eng_cuda *cu, const eng_conv2d_shape *s, const float *x, const uint16_t *x16, float *cols,
+                    uint16_t *cols16);
+int eng_cuda_col2im(eng_cuda *cu, const eng_conv2d_shape *s, const float *dcols, float *dx);
+
+/* ---- maxpool2d (ops.h, valid windows): x[N][H][W][C] -> y[N][OH][OW][C] ----
+ * arg (dev) [N*OH*OW*C]: the winner's offset within its sample, the first
+ * maximum in window order as eng_maxpool2d_forward; backward overwrites
+ * dx with each element's sum of dy over the windows it won. */
+int eng_cuda_maxpool_forward(eng_cuda *cu, const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int ph,
+                             int pw, int sh, int sw, int OH, int OW);
+int eng_cuda_maxpool_backward(eng_cuda *cu, const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C,
+                              int ph, int pw, int sh, int sw, int OH, int OW);
 
 /* ---- dropout (ops.h), inverted: mask in {0, 1/(1-rate)} ----
  * key: the 64-bit draw eng_dropout_forward takes from the model's generator

@@ -199,6 +199,11 @@ int eng_model_forward_from(eng_model *m, const float *x, int B, int train, const
  * to converting a f32 batch (tests/unit/engine/test_model.c). */
 int eng_model_bf16_input(const eng_model *m);
 int eng_model_bf16_input_at(const eng_model *m, int precision); /* the same, were m reserved in precision */
+/* Whether layer l computes in bf16 under `precision`: dense layers, and
+ * conv2d layers of 16 input channels or more (a narrower conv stays f32:
+ * bound by memory, and oneDNN has no fast bf16 kernel for it), unless the
+ * layer asks for fp32. The device path follows the same rule. */
+int eng_layer_uses_bf16(int precision, const eng_layer *l);
 int eng_model_forward_bf16(eng_model *m, const uint16_t *xb, int B, int train, const float **out);
 /* Backward from m->dlogits[B][out_dim]; fills m->grads. */
 int eng_model_backward(eng_model *m, int B);

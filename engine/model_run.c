@@ -65,6 +65,8 @@ static int uses_bf16_at(int precision, const eng_layer *l) {
 
 static int uses_bf16(const eng_model *m, const eng_layer *l) { return uses_bf16_at(m->precision, l); }
 
+int eng_layer_uses_bf16(int precision, const eng_layer *l) { return uses_bf16_at(precision, l); }
+
 static void reserve_list(eng_layer *ls, int n, size_t cap, int precision, arena *a);
 
 /* Samples per chunk of a pool-fused conv: its output chunk fits in ~1 MB. */

@@ -1,6 +1,9 @@
-/* train_cuda.c - eng_train on a CUDA device for dense models (dense,
- * flatten, dropout, activation layers): fp32 and mixed_bf16 (see train.h and
- * train_loop.h). Plain C over cuda_ops.h, the same in every build: without
+/* train_cuda.c - eng_train on a CUDA device for models of dense, conv2d,
+ * maxpool2d, flatten, dropout and activation layers: fp32 and mixed_bf16
+ * (see train.h and train_loop.h). A conv2d layer is im2col then the dense
+ * op over its output pixels (cuda_ops.h); which layers compute in bf16
+ * follows the CPU (eng_layer_uses_bf16), and so does the relu a conv2d
+ * leaves to the maxpool2d after it (model.c). Plain C over cuda_ops.h, the same in every build: without
  * CUDA eng_cuda_open refuses and so does this.
  *
  * On the device, once per run: the model's parameter, gradient and
@@ -49,6 +52,9 @@
 /* a top-level layer's device buffers (capacity bs) and its last forward */
 typedef struct dlayer {
     float *z, *y, *dx, *mask;
+    float *cols, *dcols; /* conv2d: im2col rows (f32 layers) and their gradient */
+    uint16_t *cols16;    /* conv2d in bf16: the rows in bf16 */
+    int32_t *arg;        /* maxpool2d: the winners */
     uint16_t *xb, *d16;
     const float *x, *yo;
     const uint16_t *xbo;
@@ -85,8 +91,19 @@ typedef struct dev {
 
 #define REC_SC_WORDS ((sizeof(eng_cuda_opt_scalars) + 7) / 8)
 
-static int bf16_layer(const dev *d, const eng_layer *l) {
-    return d->prec == ENG_PREC_BF16 && l->kind == ENG_L_DENSE && !l->fp32_only;
+static int bf16_layer(const dev *d, const eng_layer *l) { return eng_layer_uses_bf16(d->prec, l); }
+
+/* the first layer with parameters: backward stops there (no gradient of the
+ * model's input), and the layers from it on need their dx */
+static int first_param_layer(const eng_model *m) {
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].nw) return i;
+    return m->nlayers;
+}
+
+static void conv_shape(const eng_layer *l, int B, eng_conv2d_shape *s) {
+    (void)eng_conv2d_shape_init(s, B, l->in_shape[0], l->in_shape[1], l->in_shape[2], l->kh, l->kw, l->filters, l->sh,
+                                l->sw, l->padding);
 }
 
 /* the layers this path runs; the first other one is named */
@@ -96,13 +113,14 @@ static int check_model(const eng_model *m, const eng_train_opts *o, hpo_error *e
                         "mixed_fp16 is not available on CUDA devices yet (loss scaling); use fp32 or mixed_bf16");
     for (int i = 0; i < m->nlayers; i++) {
         const eng_layer *l = &m->layers[i];
-        if (l->kind == ENG_L_DENSE || l->kind == ENG_L_FLATTEN || l->kind == ENG_L_DROPOUT || l->kind == ENG_L_ACT)
+        if (l->kind == ENG_L_DENSE || l->kind == ENG_L_CONV2D || l->kind == ENG_L_MAXPOOL || l->kind == ENG_L_FLATTEN ||
+            l->kind == ENG_L_DROPOUT || l->kind == ENG_L_ACT)
             continue;
         char field[128];
         snprintf(field, sizeof field, "model.%.100s", l->path);
         return hpo_fail(err, HPO_EUNSUPPORTED, field,
-                        "%s: %s layers cannot train on a CUDA device yet (dense, flatten, dropout and activation layers "
-                        "can); use a cpu slot",
+                        "%s: %s layers cannot train on a CUDA device yet (dense, conv2d, maxpool2d, flatten, dropout "
+                        "and activation layers can); use a cpu slot",
                         field, eng_layer_kind_name(l->kind));
     }
     return 0;
@@ -139,7 +157,7 @@ static int op_failed(dev *d, int rc, hpo_error *err) {
 static int alloc_layers(dev *d, hpo_error *err) {
     const eng_model *m = d->m;
     size_t cap = (size_t)d->bs;
-    int rc = 0, A = MEM_ACTIVATIONS;
+    int rc = 0, A = MEM_ACTIVATIONS, first_p = first_param_layer(m);
     for (int i = 0; i < m->nlayers && !rc; i++) {
         const eng_layer *l = &m->layers[i];
         dlayer *dl = &d->ls[i];
@@ -152,6 +170,29 @@ static int alloc_layers(dev *d, hpo_error *err) {
             else dl->z = dl->y;
             if (!rc && bf16_layer(d, l) && (!(rc = dalloc(d, in / 2, &dl->xb, "bf16 input", A, err))))
                 rc = dalloc(d, out / 2, &dl->d16, "bf16 gradient", A, err);
+            break;
+        case ENG_L_CONV2D: {
+            eng_conv2d_shape cs;
+            conv_shape(l, d->bs, &cs);
+            size_t cols = eng_size_mul((size_t)cs.N * cs.OH * cs.OW, (size_t)cs.KH * cs.KW * cs.C);
+            if ((rc = dalloc(d, out, &dl->y, "conv2d output", A, err)) ||
+                (rc = dalloc(d, in, &dl->dx, "conv2d dx", A, err)))
+                break;
+            if (eng_act_needs_z(l->act)) rc = dalloc(d, out, &dl->z, "conv2d z", A, err);
+            else dl->z = dl->y;
+            if (!rc && bf16_layer(d, l)) {
+                if (!(rc = dalloc(d, eng_size_mul(cols, 2), &dl->cols16, "bf16 im2col rows", A, err)))
+                    rc = dalloc(d, out / 2, &dl->d16, "bf16 gradient", A, err);
+            } else if (!rc) {
+                rc = dalloc(d, eng_size_mul(cols, sizeof(float)), &dl->cols, "im2col rows", A, err);
+            }
+            if (!rc && i > first_p) rc = dalloc(d, eng_size_mul(cols, sizeof(float)), &dl->dcols, "im2col gradient", A, err);
+            break;
+        }
+        case ENG_L_MAXPOOL:
+            if (!(rc = dalloc(d, out, &dl->y, "maxpool2d output", A, err)) &&
+                !(rc = dalloc(d, cap * l->out_size * sizeof(int32_t), &dl->arg, "maxpool2d winners", A, err)))
+                rc = dalloc(d, in, &dl->dx, "maxpool2d dx", A, err);
             break;
         case ENG_L_DROPOUT:
             if (!(rc = dalloc(d, out, &dl->y, "dropout output", A, err)))
@@ -177,6 +218,10 @@ static void dev_free(dev *d) {
         eng_cuda_free(d->cu, dl->mask);
         eng_cuda_free(d->cu, dl->xb);
         eng_cuda_free(d->cu, dl->d16);
+        eng_cuda_free(d->cu, dl->cols);
+        eng_cuda_free(d->cu, dl->dcols);
+        eng_cuda_free(d->cu, dl->cols16);
+        eng_cuda_free(d->cu, dl->arg);
     }
     free(d->ls);
     void *bufs[] = {d->p, d->g, d->s, d->pb, d->x_all[0], d->x_all[1], d->y_all[0], d->y_all[1], d->t_all[0],
@@ -387,6 +432,28 @@ static int forward(dev *d, const float *x, int B, const uint64_t *keys, const fl
                                             l->units, l->act);
             }
             break;
+        case ENG_L_CONV2D: {
+            eng_conv2d_shape cs;
+            conv_shape(l, B, &cs);
+            int crows = cs.N * cs.OH * cs.OW, K = cs.KH * cs.KW * cs.C;
+            const uint16_t *x16 = x ? NULL : d->xin16;
+            if (bf16_layer(d, l)) {
+                if (!(rc = eng_cuda_im2col(d->cu, &cs, x, x16, NULL, dl->cols16)))
+                    rc = eng_cuda_dense_forward_bf16(d->cu, dl->cols16, d->pb + l->w_off, d->p + l->b_off, dl->z, dl->y,
+                                                     crows, K, l->filters, l->act);
+            } else if (!(rc = eng_cuda_im2col(d->cu, &cs, x, x16, dl->cols, NULL))) {
+                rc = eng_cuda_dense_forward(d->cu, dl->cols, d->p + l->w_off, d->p + l->b_off, dl->z, dl->y, crows, K,
+                                            l->filters, l->act);
+            }
+            break;
+        }
+        case ENG_L_MAXPOOL: /* with the relu of the conv2d before it, if any (model.c) */
+            rc = eng_cuda_maxpool_forward(d->cu, x, dl->y, dl->arg, B, l->in_shape[0], l->in_shape[1], C, l->ph, l->pw,
+                                          l->psh, l->psw, l->out_shape[0], l->out_shape[1]);
+            if (!rc && l->act == ENG_ACT_RELU)
+                rc = eng_cuda_act_forward(d->cu, ENG_ACT_RELU, dl->y, dl->y, (size_t)B * l->out_size / (size_t)C,
+                                          (size_t)C);
+            break;
         case ENG_L_DROPOUT:
             if (!keys || l->rate == 0.0f) dl->yo = x;
             else rc = eng_cuda_dropout_forward_dev(d->cu, x, dl->y, dl->mask, n, l->rate, keys++);
@@ -409,12 +476,7 @@ static int forward(dev *d, const float *x, int B, const uint64_t *keys, const fl
  * layer with parameters (no gradient of the model's input) */
 static int backward(dev *d, int B) {
     const eng_model *m = d->m;
-    int first_p = m->nlayers, rc = 0;
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].nw) {
-            first_p = i;
-            break;
-        }
+    int first_p = first_param_layer(m), rc = 0;
     float *dd = d->dlogits;
     for (int i = m->nlayers - 1; i >= first_p && !rc; i--) {
         const eng_layer *l = &m->layers[i];
@@ -432,6 +494,30 @@ static int backward(dev *d, int B) {
                                              d->g + l->b_off, (int)rows, C, l->units, l->act);
             dd = dx;
             break;
+        case ENG_L_CONV2D: {
+            eng_conv2d_shape cs;
+            conv_shape(l, B, &cs);
+            int crows = cs.N * cs.OH * cs.OW, K = cs.KH * cs.KW * cs.C;
+            float *dcols = need_dx ? dl->dcols : NULL;
+            if (bf16_layer(d, l))
+                rc = eng_cuda_dense_backward_bf16(d->cu, dl->cols16, d->pb + l->w_off, dl->z, dl->yo, dd, dl->d16, dcols,
+                                                  d->g + l->w_off, d->g + l->b_off, crows, K, l->filters, l->act);
+            else
+                rc = eng_cuda_dense_backward(d->cu, dl->cols, d->p + l->w_off, dl->z, dl->yo, dd, dcols, d->g + l->w_off,
+                                             d->g + l->b_off, crows, K, l->filters, l->act);
+            if (!rc && need_dx) rc = eng_cuda_col2im(d->cu, &cs, dl->dcols, dl->dx);
+            dd = dx;
+            break;
+        }
+        case ENG_L_MAXPOOL: {
+            size_t orows = (size_t)B * l->out_size / (size_t)C;
+            if (l->act == ENG_ACT_RELU) rc = eng_cuda_act_backward(d->cu, ENG_ACT_RELU, NULL, dl->y, dd, orows, (size_t)C);
+            if (!rc && need_dx)
+                rc = eng_cuda_maxpool_backward(d->cu, dd, dl->arg, dl->dx, B, l->in_shape[0], l->in_shape[1], C, l->ph,
+                                               l->pw, l->psh, l->psw, l->out_shape[0], l->out_shape[1]);
+            dd = dx;
+            break;
+        }
         case ENG_L_DROPOUT:
             if (need_dx && dl->yo != dl->x) rc = eng_cuda_dropout_backward(d->cu, dd, dl->mask, dd, n);
             break;

@@ -97,4 +97,11 @@ static __device__ __forceinline__ uint16_t cu_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* a value of an f32 or bf16 buffer as f32, and its store (bf16 rounded to
+ * nearest even): the ops templated over both */
+static __device__ __forceinline__ float cu_load_f32(const float *p) { return *p; }
+static __device__ __forceinline__ float cu_load_f32(const uint16_t *p) { return __uint_as_float((uint32_t)*p << 16); }
+static __device__ __forceinline__ void cu_store(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void cu_store(uint16_t *p, float v) { *p = cu_f32_to_bf16(v); }
+
 #endif

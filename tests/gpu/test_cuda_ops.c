@@ -8,6 +8,7 @@
 #include "gpu_test.h"
 
 #include "bf16.h"
+#include "dnnl_ops.h"
 #include "loss.h"
 #include "ops.h"
 
@@ -237,6 +238,139 @@ static void test_dropout(void **state) {
                 eng_cuda_free(g_cu, d_dx);
             free(x), free(dy), free(y), free(mask), free(dx), free(yh), free(mh), free(dxh);
         }
+}
+
+/* conv2d as im2col + the dense op (+ col2im backward) against the naive
+ * reference on random inputs: valid and same padding, strides 1 and 2, 1 to
+ * 16 channels; f32 within TOL_F32, and with bf16 rows and weights against
+ * the reference on bf16-rounded inputs within TOL_BF16. im2col from a bf16
+ * source equals im2col from its f32 values, bit for bit. */
+typedef struct conv_case {
+    int N, H, W, C, K, OC, stride, padding, act;
+} conv_case;
+
+static void conv_one(const conv_case *cc, int bf16, hpo_rng *r) {
+    eng_conv2d_shape s;
+    assert_int_equal(eng_conv2d_shape_init(&s, cc->N, cc->H, cc->W, cc->C, cc->K, cc->K, cc->OC, cc->stride,
+                                           cc->stride, cc->padding),
+                     0);
+    size_t nx = (size_t)s.N * s.H * s.W * s.C, ny = (size_t)s.N * s.OH * s.OW * s.OC;
+    int rows = s.N * s.OH * s.OW, KK = s.KH * s.KW * s.C;
+    size_t nw = (size_t)KK * s.OC, ncols = (size_t)rows * KK;
+    float *x = rnd(nx, r, 1.0f), *w = rnd(nw, r, 0.3f), *b = rnd((size_t)s.OC, r, 0.1f), *dy = rnd(ny, r, 1.0f);
+    if (bf16) eng_round_bf16_n(x, nx), eng_round_bf16_n(w, nw);
+    float *z = malloc(ny * 4), *y = malloc(ny * 4), *d = malloc(ny * 4), *dx = malloc(nx * 4), *dw = malloc(nw * 4),
+          *db = malloc((size_t)s.OC * 4);
+    eng_conv2d_forward_ref(&s, x, w, b, z, y, cc->act);
+    memcpy(d, dy, ny * 4);
+    eng_conv2d_backward_ref(&s, x, w, z, y, d, dx, dw, db, cc->act);
+    float *gx = dev_from(x, nx * 4), *gw = dev_from(w, nw * 4), *gb = dev_from(b, (size_t)s.OC * 4);
+    float *gz = dev_new(ny * 4), *gy = dev_new(ny * 4), *gd = dev_from(dy, ny * 4), *gdx = dev_new(nx * 4);
+    float *gdw = dev_new(nw * 4), *gdb = dev_new((size_t)s.OC * 4), *gdcols = dev_new(ncols * 4);
+    poison(gz, ny * 4), poison(gy, ny * 4), poison(gdx, nx * 4), poison(gdw, nw * 4), poison(gdb, (size_t)s.OC * 4);
+    int needz = eng_act_needs_z(cc->act);
+    if (bf16) {
+        uint16_t *x16 = malloc(nx * 2), *w16 = malloc(nw * 2);
+        eng_f32_to_bf16_n(x, x16, nx);
+        eng_f32_to_bf16_n(w, w16, nw);
+        uint16_t *gx16 = dev_from(x16, nx * 2), *gw16 = dev_from(w16, nw * 2), *gc16 = dev_new(ncols * 2),
+                 *gc16b = dev_new(ncols * 2), *gd16 = dev_new(ny * 2);
+        assert_int_equal(eng_cuda_im2col(g_cu, &s, gx, NULL, NULL, gc16), 0);
+        assert_int_equal(eng_cuda_im2col(g_cu, &s, NULL, gx16, NULL, gc16b), 0);
+        assert_int_equal(eng_cuda_dense_forward_bf16(g_cu, gc16, gw16, gb, needz ? gz : gy, gy, rows, KK, s.OC, cc->act), 0);
+        assert_int_equal(eng_cuda_dense_backward_bf16(g_cu, gc16, gw16, needz ? gz : gy, gy, gd, gd16, gdcols, gdw, gdb,
+                                                      rows, KK, s.OC, cc->act),
+                         0);
+        sync_ok();
+        uint16_t *c1 = malloc(ncols * 2), *c2 = malloc(ncols * 2);
+        down(c1, gc16, ncols * 2);
+        down(c2, gc16b, ncols * 2);
+        check_exact("  im2col from bf16 = from f32", c2, c1, ncols * 2);
+        free(c1), free(c2), free(x16), free(w16);
+        eng_cuda_free(g_cu, gx16), eng_cuda_free(g_cu, gw16), eng_cuda_free(g_cu, gc16), eng_cuda_free(g_cu, gc16b);
+        eng_cuda_free(g_cu, gd16);
+    } else {
+        float *gcols = dev_new(ncols * 4);
+        assert_int_equal(eng_cuda_im2col(g_cu, &s, gx, NULL, gcols, NULL), 0);
+        assert_int_equal(eng_cuda_dense_forward(g_cu, gcols, gw, gb, needz ? gz : gy, gy, rows, KK, s.OC, cc->act), 0);
+        assert_int_equal(eng_cuda_dense_backward(g_cu, gcols, gw, needz ? gz : gy, gy, gd, gdcols, gdw, gdb, rows, KK,
+                                                 s.OC, cc->act),
+                         0);
+        eng_cuda_free(g_cu, gcols);
+    }
+    assert_int_equal(eng_cuda_col2im(g_cu, &s, gdcols, gdx), 0);
+    sync_ok();
+    float *hy = fetch(gy, ny), *hdx = fetch(gdx, nx), *hdw = fetch(gdw, nw), *hdb = fetch(gdb, (size_t)s.OC);
+    double tol = bf16 ? TOL_BF16 : TOL_F32;
+    char what[96];
+    snprintf(what, sizeof what, "conv%s %dx%dx%dx%d k%d oc%d s%d %s %s y", bf16 ? "16" : "", s.N, s.H, s.W, s.C,
+             cc->K, s.OC, cc->stride, cc->padding == ENG_PAD_SAME ? "same" : "valid", eng_act_name(cc->act));
+    check_close(what, hy, y, ny, tol);
+    check_close("  dx", hdx, dx, nx, tol);
+    check_close("  dw", hdw, dw, nw, tol);
+    check_close("  db", hdb, db, (size_t)s.OC, tol);
+    free(hy), free(hdx), free(hdw), free(hdb);
+    float *bufs[] = {gx, gw, gb, gz, gy, gd, gdx, gdw, gdb, gdcols};
+    for (size_t i = 0; i < HPO_ARRAY_LEN(bufs); i++) eng_cuda_free(g_cu, bufs[i]);
+    free(x), free(w), free(b), free(dy), free(z), free(y), free(d), free(dx), free(dw), free(db);
+}
+
+static void test_conv2d(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 51);
+    static const conv_case cases[] = {
+        {4, 28, 28, 1, 3, 8, 1, ENG_PAD_VALID, ENG_ACT_NONE}, {3, 9, 7, 3, 3, 5, 2, ENG_PAD_SAME, ENG_ACT_RELU},
+        {2, 8, 8, 16, 3, 16, 1, ENG_PAD_SAME, ENG_ACT_GELU},  {2, 6, 10, 4, 5, 3, 2, ENG_PAD_VALID, ENG_ACT_TANH},
+        {5, 4, 4, 2, 1, 7, 1, ENG_PAD_VALID, ENG_ACT_RELU},
+    };
+    for (size_t i = 0; i < HPO_ARRAY_LEN(cases); i++) {
+        conv_one(&cases[i], 0, &r);
+        conv_one(&cases[i], 1, &r);
+    }
+}
+
+/* max pooling equals the CPU's (eng_maxpool2d_forward/backward) bit for bit:
+ * outputs, winners (ties included: small integers) and gradients, with
+ * disjoint and overlapping windows */
+static void test_maxpool(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 53);
+    static const int cases[][7] = {/* N, H, W, C, pool, stride, ties */
+                                   {4, 26, 26, 8, 2, 2, 0},
+                                   {3, 9, 11, 3, 3, 2, 1},
+                                   {2, 7, 7, 5, 2, 1, 1}};
+    for (size_t k = 0; k < HPO_ARRAY_LEN(cases); k++) {
+        int N = cases[k][0], H = cases[k][1], W = cases[k][2], C = cases[k][3], p = cases[k][4], st = cases[k][5];
+        int OH = (H - p) / st + 1, OW = (W - p) / st + 1;
+        size_t nx = (size_t)N * H * W * C, ny = (size_t)N * OH * OW * C;
+        float *x = rnd(nx, &r, 1.0f), *dy = rnd(ny, &r, 1.0f);
+        if (cases[k][6])
+            for (size_t i = 0; i < nx; i++) x[i] = (float)hpo_rng_below(&r, 3);
+        float *y = malloc(ny * 4), *dx = malloc(nx * 4);
+        int32_t *arg = malloc(ny * 4);
+        eng_maxpool2d_forward(x, y, arg, N, H, W, C, p, p, st, st, OH, OW);
+        eng_maxpool2d_backward(dy, arg, dx, N, H, W, C, OH, OW);
+        float *gx = dev_from(x, nx * 4), *gy = dev_new(ny * 4), *gdy = dev_from(dy, ny * 4), *gdx = dev_new(nx * 4);
+        int32_t *garg = dev_new(ny * 4);
+        poison(gy, ny * 4), poison(garg, ny * 4), poison(gdx, nx * 4);
+        assert_int_equal(eng_cuda_maxpool_forward(g_cu, gx, gy, garg, N, H, W, C, p, p, st, st, OH, OW), 0);
+        assert_int_equal(eng_cuda_maxpool_backward(g_cu, gdy, garg, gdx, N, H, W, C, p, p, st, st, OH, OW), 0);
+        sync_ok();
+        float *hy = fetch(gy, ny), *hdx = fetch(gdx, nx);
+        int32_t *harg = malloc(ny * 4);
+        down(harg, garg, ny * 4);
+        char what[96];
+        snprintf(what, sizeof what, "maxpool %dx%dx%dx%d pool %d stride %d%s y", N, H, W, C, p, st,
+                 cases[k][6] ? " ties" : "");
+        check_exact(what, hy, y, ny * 4);
+        check_exact("  winners", harg, arg, ny * 4);
+        check_exact("  dx", hdx, dx, nx * 4);
+        eng_cuda_free(g_cu, gx), eng_cuda_free(g_cu, gy), eng_cuda_free(g_cu, gdy), eng_cuda_free(g_cu, gdx);
+        eng_cuda_free(g_cu, garg);
+        free(x), free(dy), free(y), free(dx), free(arg), free(hy), free(hdx), free(harg);
+    }
 }
 
 /* the steps staged from the device cursor equal the host's slices of the
@@ -472,6 +606,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_dense_f32),   cmocka_unit_test(test_dense_bf16),
         cmocka_unit_test(test_dense_tf32), cmocka_unit_test(test_activations), cmocka_unit_test(test_dropout), cmocka_unit_test(test_stage_steps),
+        cmocka_unit_test(test_conv2d), cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_add_and_bf16), cmocka_unit_test(test_gather),  cmocka_unit_test(test_losses),
     };
     return GPU_TEST_MAIN(tests);

@@ -6,8 +6,9 @@
   to the end: every
   trial completes, the GPU slots ran trials and those learn (val_accuracy
   > 0.75), and /metrics names each slot's device and the GPU's memory.
-- hpod --devices cuda:0: a conv2d model (no device convolution yet) fails
-  its trial with the reason naming the layer, and hpod keeps serving.
+- hpod --devices cuda:0: a CNN (conv2d, maxpool2d) trains on the GPU and
+  learns; one with a batchnorm layer (not on the device yet) fails its
+  trial with the reason naming the layer, and hpod keeps serving.
 Without a usable GPU hpod must refuse --devices cuda:0x2 at start with
 "no CUDA device: ..." (exit 2); that is checked, then the test is skipped
 (exit 77). tests/gpu/run-on-device.sh runs it on a device machine with the
@@ -65,22 +66,33 @@ def check_study(hp, c):
     c.check('hpo_gpu_memory_total_bytes{gpu="0"}' in text, "/metrics has the GPU's memory")
 
 
-def check_unsupported_layer(args, c):
+def cnn_study(name, extra_layers):
+    return {"name": name, "objective": {"metric": "val_accuracy"},
+            "model": {"layers": [{"conv2d": {"filters": 16, "kernel": 3, "activation": "relu"}},
+                                 {"maxpool2d": {"pool": 2}}] + extra_layers +
+                                [{"flatten": {}}, {"dense": {"units": 10, "activation": "softmax"}}],
+                      "loss": "sparse_categorical_crossentropy",
+                      "optimizer": {"name": "adam", "learning_rate": "$lr"}},
+            "space": {"lr": {"type": "choice", "values": [0.002]}},
+            "dataset": {"name": "fashion-mnist", "limit": 6000, "validation_split": 1000},
+            "training": {"max_epochs": 2, "batch_size": 128},
+            "tuner": {"algorithm": "random", "seed": 1, "max_trials": 1}}
+
+
+def check_cnn(args, c):
     hp = start_or_skip(args, "cuda:0")
     try:
-        study = {"name": "gpu-cnn", "objective": {"metric": "val_accuracy"},
-                 "model": {"layers": [{"conv2d": {"filters": 4, "kernel": 3}}, {"flatten": {}},
-                                      {"dense": {"units": 10, "activation": "softmax"}}],
-                           "loss": "sparse_categorical_crossentropy",
-                           "optimizer": {"name": "adam", "learning_rate": "$lr"}},
-                 "space": {"lr": {"type": "choice", "values": [0.001]}},
-                 "dataset": {"name": "fashion-mnist", "limit": 600, "validation_split": 100},
-                 "training": {"max_epochs": 1}, "tuner": {"algorithm": "random", "seed": 1, "max_trials": 1}}
-        sid = hp.ok("POST", "/api/v1/studies", study)["id"]
-        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 60)
-        t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
-        c.check(t["state"] == "failed" and "conv2d" in (t.get("error") or ""),
-                "a conv2d model on a GPU slot fails its trial naming the layer: %s" % t.get("error"))
+        for name, extra in (("gpu-cnn", []), ("gpu-cnn-bn", [{"batchnorm": {}}])):
+            sid = hp.ok("POST", "/api/v1/studies", cnn_study(name, extra))["id"]
+            wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
+            t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
+            if extra:
+                c.check(t["state"] == "failed" and "batchnorm" in (t.get("error") or ""),
+                        "a batchnorm model on a GPU slot fails its trial naming the layer: %s" % t.get("error"))
+            else:
+                print("  cnn on cuda:0: %s, val_accuracy %s" % (t["state"], t.get("value")))
+                c.check(t["state"] == "complete" and (t.get("value") or 0) > 0.7,
+                        "a CNN trains on the GPU slot and learns: %s %s %s" % (t["state"], t.get("value"), t.get("error")))
         c.check(hp.request("GET", "/healthz")[0] == 200, "hpod keeps serving")
         c.check(hp.stop() == 0, "graceful shutdown")
     finally:
@@ -97,7 +109,7 @@ def main():
     finally:
         print(hp.log_tail(8))
         hp.cleanup()
-    check_unsupported_layer(args, c)
+    check_cnn(args, c)
     c.finish()
 
 
