@@ -89,6 +89,19 @@ int eng_cuda_maxpool_backward(eng_cuda *cu, const float *dy, const int32_t *arg,
     NONE((void)dy, (void)arg, (void)dx, (void)N, (void)H, (void)W, (void)C, (void)ph, (void)pw, (void)sh, (void)sw,
          (void)OH, (void)OW);
 }
+int eng_cuda_augment_forward(eng_cuda *cu, const float *x, float *y, const int32_t *params, int N, int H, int W, int C) {
+    NONE((void)x, (void)y, (void)params, (void)N, (void)H, (void)W, (void)C);
+}
+int eng_cuda_augment_backward(eng_cuda *cu, const float *dy, const int32_t *params, float *dx, int N, int H, int W,
+                              int C) {
+    NONE((void)dy, (void)params, (void)dx, (void)N, (void)H, (void)W, (void)C);
+}
+int eng_cuda_gap_forward(eng_cuda *cu, const float *x, float *y, int N, int HW, int C) {
+    NONE((void)x, (void)y, (void)N, (void)HW, (void)C);
+}
+int eng_cuda_gap_backward(eng_cuda *cu, const float *dy, float *dx, int N, int HW, int C) {
+    NONE((void)dy, (void)dx, (void)N, (void)HW, (void)C);
+}
 int eng_cuda_dropout_forward(eng_cuda *cu, const float *x, float *y, float *mask, size_t n, float rate,
                              uint64_t key) {
     NONE((void)x, (void)y, (void)mask, (void)n, (void)rate, (void)key);

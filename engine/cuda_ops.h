@@ -1,8 +1,8 @@
 /*
  * cuda_ops.h - the device op library of the CUDA training path: device
  * memory, the dataset on the device and batch gathering, dense layers
- * (cuBLASLt), conv2d as im2col + that GEMM, max pooling, activations,
- * dropout, the fused losses with their metric sums, gradient norm and
+ * (cuBLASLt), conv2d as im2col + that GEMM, max pooling, augmentation,
+ * global average pooling, activations, dropout, the fused losses with their metric sums, gradient norm and
  * clipping, and the optimisers as one fused kernel each.
  *
  * Design notes
@@ -136,6 +136,18 @@ int eng_cuda_maxpool_forward(eng_cuda *cu, const float *x, float *y, int32_t *ar
                              int pw, int sh, int sw, int OH, int OW);
 int eng_cuda_maxpool_backward(eng_cuda *cu, const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C,
                               int ph, int pw, int sh, int sw, int OH, int OW);
+
+/* ---- augmentation (ops.h, training only): x, y[N][H][W][C] ----
+ * params (dev) [N*3]: (ty, tx, flipped) per sample, as eng_augment_forward
+ * draws them (the caller draws them on the host and stages them);
+ * backward overwrites dx. */
+int eng_cuda_augment_forward(eng_cuda *cu, const float *x, float *y, const int32_t *params, int N, int H, int W, int C);
+int eng_cuda_augment_backward(eng_cuda *cu, const float *dy, const int32_t *params, float *dx, int N, int H, int W,
+                              int C);
+
+/* ---- global average pooling (ops.h): x[N][HW][C] -> y[N][C]; dx overwritten ---- */
+int eng_cuda_gap_forward(eng_cuda *cu, const float *x, float *y, int N, int HW, int C);
+int eng_cuda_gap_backward(eng_cuda *cu, const float *dy, float *dx, int N, int HW, int C);
 
 /* ---- dropout (ops.h), inverted: mask in {0, 1/(1-rate)} ----
  * key: the 64-bit draw eng_dropout_forward takes from the model's generator

@@ -12,9 +12,11 @@
  * the validation rows and each layer's batch buffers. Per epoch: the
  * batch order (the CPU batcher's: hpo_rng_derive(seed, epoch, 0)) goes up
  * once, with one record per step of the epoch: its learning rate and
- * Adam's scalars (eng_cuda_opt_scalars_at) and a key per dropout layer,
- * drawn from the host model's generator in the order the CPU's loop draws
- * them (so masks, the generator's state and the checkpoint are the CPU's).
+ * Adam's scalars (eng_cuda_opt_scalars_at), and what the forward pass
+ * draws from the host model's generator, in the order the CPU's draws it:
+ * a key per dropout layer, a shift and flip per sample per augment layer
+ * (so masks, shifts, the generator's state and the checkpoint are the
+ * CPU's).
  * Per step nothing crosses the bus: the step's rows and record are staged
  * on the device from a step cursor there (eng_cuda_stage_steps), rows are
  * gathered, the forward and backward passes, the loss with its metric sums
@@ -55,6 +57,7 @@ typedef struct dlayer {
     float *cols, *dcols; /* conv2d: im2col rows (f32 layers) and their gradient */
     uint16_t *cols16;    /* conv2d in bf16: the rows in bf16 */
     int32_t *arg;        /* maxpool2d: the winners */
+    size_t rec_off;      /* dropout, augment: its draws' place in a step's record (words) */
     uint16_t *xb, *d16;
     const float *x, *yo;
     const uint16_t *xbo;
@@ -77,10 +80,11 @@ typedef struct dev {
     float *tgt;
     double *sums, *vsums, *norm;
     /* steps from device memory: per-step records of rec_words 8-byte words
-     * (REC_SC_WORDS of scalars, then ndrop dropout keys) for the spe steps
-     * of an epoch (recs, its host copy hrecs), staged K at a time into
-     * stage_idx / stage_rec from the step cursor; graph: K whole steps */
-    int K, ndrop;
+     * (REC_SC_WORDS of scalars, then each drawing layer's draws at its
+     * rec_off) for the spe steps of an epoch (recs, its host copy hrecs),
+     * staged K at a time into stage_idx / stage_rec from the step cursor;
+     * graph: K whole steps */
+    int K;
     size_t spe, rec_words;
     uint64_t *recs, *hrecs, *stage_rec;
     uint32_t *stage_idx;
@@ -90,6 +94,10 @@ typedef struct dev {
 } dev;
 
 #define REC_SC_WORDS ((sizeof(eng_cuda_opt_scalars) + 7) / 8)
+
+/* the layers whose training forward draws from the model's generator */
+static int draws_dropout(const eng_layer *l) { return l->kind == ENG_L_DROPOUT && l->rate != 0.0f; }
+static int draws_augment(const eng_layer *l) { return l->kind == ENG_L_AUGMENT && (l->translate || l->flip); }
 
 static int bf16_layer(const dev *d, const eng_layer *l) { return eng_layer_uses_bf16(d->prec, l); }
 
@@ -113,14 +121,14 @@ static int check_model(const eng_model *m, const eng_train_opts *o, hpo_error *e
                         "mixed_fp16 is not available on CUDA devices yet (loss scaling); use fp32 or mixed_bf16");
     for (int i = 0; i < m->nlayers; i++) {
         const eng_layer *l = &m->layers[i];
-        if (l->kind == ENG_L_DENSE || l->kind == ENG_L_CONV2D || l->kind == ENG_L_MAXPOOL || l->kind == ENG_L_FLATTEN ||
-            l->kind == ENG_L_DROPOUT || l->kind == ENG_L_ACT)
+        if (l->kind == ENG_L_DENSE || l->kind == ENG_L_CONV2D || l->kind == ENG_L_MAXPOOL || l->kind == ENG_L_GAP ||
+            l->kind == ENG_L_AUGMENT || l->kind == ENG_L_FLATTEN || l->kind == ENG_L_DROPOUT || l->kind == ENG_L_ACT)
             continue;
         char field[128];
         snprintf(field, sizeof field, "model.%.100s", l->path);
         return hpo_fail(err, HPO_EUNSUPPORTED, field,
-                        "%s: %s layers cannot train on a CUDA device yet (dense, conv2d, maxpool2d, flatten, dropout "
-                        "and activation layers can); use a cpu slot",
+                        "%s: %s layers cannot train on a CUDA device yet (dense, conv2d, maxpool2d, global_avg_pool, "
+                        "augment, flatten, dropout and activation layers can); use a cpu slot",
                         field, eng_layer_kind_name(l->kind));
     }
     return 0;
@@ -193,6 +201,14 @@ static int alloc_layers(dev *d, hpo_error *err) {
             if (!(rc = dalloc(d, out, &dl->y, "maxpool2d output", A, err)) &&
                 !(rc = dalloc(d, cap * l->out_size * sizeof(int32_t), &dl->arg, "maxpool2d winners", A, err)))
                 rc = dalloc(d, in, &dl->dx, "maxpool2d dx", A, err);
+            break;
+        case ENG_L_AUGMENT:
+            if (draws_augment(l) && !(rc = dalloc(d, out, &dl->y, "augment output", A, err)))
+                rc = dalloc(d, in, &dl->dx, "augment dx", A, err);
+            break;
+        case ENG_L_GAP:
+            if (!(rc = dalloc(d, out, &dl->y, "global_avg_pool output", A, err)))
+                rc = dalloc(d, in, &dl->dx, "global_avg_pool dx", A, err);
             break;
         case ENG_L_DROPOUT:
             if (!(rc = dalloc(d, out, &dl->y, "dropout output", A, err)))
@@ -298,12 +314,15 @@ static int dev_init(dev *d, eng_model *m, const eng_split *train, const eng_trai
     d->spe = (train->n + (size_t)d->bs - 1) / (size_t)d->bs;
     d->K = o->steps_per_execution > 1 ? o->steps_per_execution : 1;
     if ((size_t)d->K > d->spe) d->K = d->spe ? (int)d->spe : 1;
-    d->ndrop = 0;
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].kind == ENG_L_DROPOUT && m->layers[i].rate != 0.0f) d->ndrop++;
-    d->rec_words = REC_SC_WORDS + (size_t)d->ndrop;
     d->ls = calloc((size_t)(m->nlayers > 0 ? m->nlayers : 1), sizeof *d->ls);
-    return d->ls ? 0 : HPO_ENOMEM;
+    if (!d->ls) return HPO_ENOMEM;
+    d->rec_words = REC_SC_WORDS;
+    for (int i = 0; i < m->nlayers; i++) { /* a key, or (ty, tx, flipped) int32 per sample */
+        d->ls[i].rec_off = d->rec_words;
+        if (draws_dropout(&m->layers[i])) d->rec_words += 1;
+        if (draws_augment(&m->layers[i])) d->rec_words += ((size_t)d->bs * 3 + 1) / 2;
+    }
+    return 0;
 }
 
 static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
@@ -406,9 +425,9 @@ static int gather(dev *d, const eng_dataset *ds, int k, const uint32_t *idx, int
 }
 
 /* the forward pass (model_run.c's forward_layer for these kinds); x NULL:
- * the bf16 batch xin16; keys (dev): the step's dropout keys, one per
- * dropout layer with a rate, in order (training), or NULL (evaluation) */
-static int forward(dev *d, const float *x, int B, const uint64_t *keys, const float **out) {
+ * the bf16 batch xin16; rec (dev): the step's record with the draws of its
+ * dropout and augment layers (training), or NULL (evaluation) */
+static int forward(dev *d, const float *x, int B, const uint64_t *rec, const float **out) {
     eng_model *m = d->m;
     int rc = 0;
     for (int i = 0; i < m->nlayers && !rc; i++) {
@@ -454,9 +473,18 @@ static int forward(dev *d, const float *x, int B, const uint64_t *keys, const fl
                 rc = eng_cuda_act_forward(d->cu, ENG_ACT_RELU, dl->y, dl->y, (size_t)B * l->out_size / (size_t)C,
                                           (size_t)C);
             break;
+        case ENG_L_AUGMENT:
+            if (!rec || !draws_augment(l)) dl->yo = x;
+            else
+                rc = eng_cuda_augment_forward(d->cu, x, dl->y, (const int32_t *)(const void *)(rec + dl->rec_off), B,
+                                              l->in_shape[0], l->in_shape[1], C);
+            break;
+        case ENG_L_GAP:
+            rc = eng_cuda_gap_forward(d->cu, x, dl->y, B, l->in_shape[0] * l->in_shape[1], C);
+            break;
         case ENG_L_DROPOUT:
-            if (!keys || l->rate == 0.0f) dl->yo = x;
-            else rc = eng_cuda_dropout_forward_dev(d->cu, x, dl->y, dl->mask, n, l->rate, keys++);
+            if (!rec || !draws_dropout(l)) dl->yo = x;
+            else rc = eng_cuda_dropout_forward_dev(d->cu, x, dl->y, dl->mask, n, l->rate, rec + dl->rec_off);
             break;
         case ENG_L_ACT:
             if (l->act == ENG_ACT_NONE) dl->yo = x;
@@ -474,7 +502,7 @@ static int forward(dev *d, const float *x, int B, const uint64_t *keys, const fl
 
 /* the backward pass from dlogits into the gradient block, down to the first
  * layer with parameters (no gradient of the model's input) */
-static int backward(dev *d, int B) {
+static int backward(dev *d, int B, const uint64_t *rec) {
     const eng_model *m = d->m;
     int first_p = first_param_layer(m), rc = 0;
     float *dd = d->dlogits;
@@ -518,6 +546,16 @@ static int backward(dev *d, int B) {
             dd = dx;
             break;
         }
+        case ENG_L_AUGMENT:
+            if (need_dx && dl->yo != dl->x)
+                rc = eng_cuda_augment_backward(d->cu, dd, (const int32_t *)(const void *)(rec + dl->rec_off), dl->dx, B,
+                                               l->in_shape[0], l->in_shape[1], C);
+            if (need_dx && dl->yo != dl->x) dd = dl->dx;
+            break;
+        case ENG_L_GAP:
+            if (need_dx) rc = eng_cuda_gap_backward(d->cu, dd, dl->dx, B, l->in_shape[0] * l->in_shape[1], C);
+            dd = dx;
+            break;
         case ENG_L_DROPOUT:
             if (need_dx && dl->yo != dl->x) rc = eng_cuda_dropout_backward(d->cu, dd, dl->mask, dd, n);
             break;
@@ -577,10 +615,10 @@ static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
         const uint64_t *rec = d->stage_rec + (size_t)s * d->rec_words;
         const float *logits;
         if ((rc = gather(d, train->ds, 0, d->stage_idx + (size_t)s * (size_t)d->bs, B)) ||
-            (rc = forward(d, d->bf16_input ? NULL : d->xin, B, rec + REC_SC_WORDS, &logits)) ||
+            (rc = forward(d, d->bf16_input ? NULL : d->xin, B, rec, &logits)) ||
             (rc = eng_cuda_loss(d->cu, m->loss, m->final_act, logits, d->y_all[0] ? d->lab : NULL,
                                 d->y_all[0] ? NULL : d->tgt, B, m->out_dim, 1.0f, d->dlogits, d->sums)) ||
-            (rc = backward(d, B)))
+            (rc = backward(d, B, rec)))
             break;
         rc = update(d, (const eng_cuda_opt_scalars *)(const void *)rec);
     }
@@ -588,10 +626,12 @@ static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
     return rc;
 }
 
-/* the records of the epoch's steps from L->st.step on, in the order the
- * CPU's loop consumes the generator: per step, one key per dropout layer;
- * *lr: the last step's rate */
-static void epoch_records(dev *d, eng_train_loop *L, long spe, long total, double *lr) {
+/* the records of the epoch's steps from L->st.step on, drawing from the
+ * generator in the order the CPU's forward passes do: per step, layer by
+ * layer, a key per dropout layer (eng_dropout_forward) and per sample of
+ * the step's n a flip, then a shift in y and x, per augment layer
+ * (eng_augment_forward); *lr: the last step's rate */
+static void epoch_records(dev *d, const eng_split *train, eng_train_loop *L, long spe, long total, double *lr) {
     eng_model *m = d->m;
     for (size_t j = 0; j < d->spe; j++) {
         uint64_t *rec = d->hrecs + j * d->rec_words;
@@ -602,7 +642,19 @@ static void epoch_records(dev *d, eng_train_loop *L, long spe, long total, doubl
         eng_cuda_opt_scalars_at(&m->opt, (float)*lr, step + 1, &sc);
         memset(rec, 0, REC_SC_WORDS * sizeof *rec);
         memcpy(rec, &sc, sizeof sc);
-        for (int k = 0; k < d->ndrop; k++) rec[REC_SC_WORDS + (size_t)k] = hpo_rng_u64(&m->rng);
+        size_t n = train->n - j * (size_t)d->bs < (size_t)d->bs ? train->n - j * (size_t)d->bs : (size_t)d->bs;
+        for (int i = 0; i < m->nlayers; i++) {
+            const eng_layer *l = &m->layers[i];
+            uint64_t *at = rec + d->ls[i].rec_off;
+            if (draws_dropout(l)) *at = hpo_rng_u64(&m->rng);
+            if (!draws_augment(l)) continue;
+            int32_t *p = (int32_t *)(void *)at, k = l->translate;
+            for (size_t s = 0; s < n; s++) { /* eng_augment_forward's draws */
+                p[3 * s + 2] = l->flip ? (int32_t)(hpo_rng_u64(&m->rng) >> 63) : 0;
+                p[3 * s] = k > 0 ? (int32_t)hpo_rng_below(&m->rng, (uint64_t)(2 * k + 1)) - k : 0;
+                p[3 * s + 1] = k > 0 ? (int32_t)hpo_rng_below(&m->rng, (uint64_t)(2 * k + 1)) - k : 0;
+            }
+        }
     }
 }
 
@@ -616,7 +668,7 @@ static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int ep
     hpo_rng r;
     hpo_rng_derive(&r, o->seed, (uint64_t)epoch, 0);
     hpo_rng_shuffle_u32(&r, order, (uint32_t)train->n);
-    epoch_records(d, L, spe, total, lr);
+    epoch_records(d, train, L, spe, total, lr);
     int rc = eng_cuda_upload(d->cu, d->order, order, train->n * sizeof *order, err);
     if (!rc) rc = eng_cuda_upload(d->cu, d->recs, d->hrecs, d->spe * d->rec_words * sizeof *d->hrecs, err);
     if (rc) return rc;

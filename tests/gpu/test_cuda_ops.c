@@ -373,6 +373,55 @@ static void test_maxpool(void **state) {
     }
 }
 
+/* augmentation with the CPU's drawn parameters, and global average
+ * pooling, equal the CPU's bit for bit, forward and backward */
+static void test_augment_gap(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 57);
+    static const int cases[][6] = {{5, 8, 8, 1, 1, 1}, {3, 7, 9, 3, 2, 0}, {4, 6, 6, 2, 0, 1}}; /* N H W C k flip */
+    for (size_t k = 0; k < HPO_ARRAY_LEN(cases); k++) {
+        int N = cases[k][0], H = cases[k][1], W = cases[k][2], C = cases[k][3];
+        size_t n = (size_t)N * H * W * C;
+        float *x = rnd(n, &r, 1.0f), *dy = rnd(n, &r, 1.0f), *y = malloc(n * 4), *dx = malloc(n * 4);
+        int32_t *params = malloc((size_t)N * 3 * 4);
+        hpo_rng g;
+        hpo_rng_seed(&g, 100 + k);
+        eng_augment_forward(x, y, params, N, H, W, C, cases[k][4], cases[k][5], &g);
+        eng_augment_backward(dy, params, dx, N, H, W, C);
+        float *gx = dev_from(x, n * 4), *gy = dev_new(n * 4), *gdy = dev_from(dy, n * 4), *gdx = dev_new(n * 4);
+        int32_t *gp = dev_from(params, (size_t)N * 3 * 4);
+        poison(gy, n * 4), poison(gdx, n * 4);
+        assert_int_equal(eng_cuda_augment_forward(g_cu, gx, gy, gp, N, H, W, C), 0);
+        assert_int_equal(eng_cuda_augment_backward(g_cu, gdy, gp, gdx, N, H, W, C), 0);
+        sync_ok();
+        float *hy = fetch(gy, n), *hdx = fetch(gdx, n);
+        char what[96];
+        snprintf(what, sizeof what, "augment %dx%dx%dx%d shift %d flip %d y", N, H, W, C, cases[k][4], cases[k][5]);
+        check_exact(what, hy, y, n * 4);
+        check_exact("  dx", hdx, dx, n * 4);
+        free(hy), free(hdx);
+        /* global average pooling of the same x */
+        size_t ny = (size_t)N * C;
+        float *gyp = dev_new(ny * 4), *py = malloc(ny * 4), *pdy = rnd(ny, &r, 1.0f), *pdx = malloc(n * 4);
+        float *gpdy = dev_from(pdy, ny * 4);
+        eng_gap_forward(x, py, N, H * W, C);
+        eng_gap_backward(pdy, pdx, N, H * W, C);
+        poison(gyp, ny * 4), poison(gdx, n * 4);
+        assert_int_equal(eng_cuda_gap_forward(g_cu, gx, gyp, N, H * W, C), 0);
+        assert_int_equal(eng_cuda_gap_backward(g_cu, gpdy, gdx, N, H * W, C), 0);
+        sync_ok();
+        hy = fetch(gyp, ny), hdx = fetch(gdx, n);
+        snprintf(what, sizeof what, "global_avg_pool %dx%dx%dx%d y", N, H, W, C);
+        check_exact(what, hy, py, ny * 4);
+        check_exact("  dx", hdx, pdx, n * 4);
+        float *bufs[] = {gx, gy, gdy, gdx, gyp, gpdy};
+        for (size_t i = 0; i < HPO_ARRAY_LEN(bufs); i++) eng_cuda_free(g_cu, bufs[i]);
+        eng_cuda_free(g_cu, gp);
+        free(x), free(dy), free(y), free(dx), free(params), free(hy), free(hdx), free(py), free(pdy), free(pdx);
+    }
+}
+
 /* the steps staged from the device cursor equal the host's slices of the
  * order and the records, the epoch's short last step included, and the
  * cursor advances */
@@ -606,7 +655,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_dense_f32),   cmocka_unit_test(test_dense_bf16),
         cmocka_unit_test(test_dense_tf32), cmocka_unit_test(test_activations), cmocka_unit_test(test_dropout), cmocka_unit_test(test_stage_steps),
-        cmocka_unit_test(test_conv2d), cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_conv2d), cmocka_unit_test(test_maxpool), cmocka_unit_test(test_augment_gap),
         cmocka_unit_test(test_add_and_bf16), cmocka_unit_test(test_gather),  cmocka_unit_test(test_losses),
     };
     return GPU_TEST_MAIN(tests);

@@ -18,11 +18,13 @@
  *   (more than an epoch: every step enqueued one by one) end with weights,
  *   optimiser state and generator bit-identical to K = 1 (a graph replay
  *   per step), and K = 4 within TOL_RUN of the CPU.
- * - a CNN (conv2d 16 same relu, conv2d 8 valid relu + maxpool2d, dropout,
- *   dense) on the same data as 8x8 images: fp32 within TOL_RUN of the CPU
- *   (the conv through im2col and cuBLASLt there, oneDNN here), and
- *   mixed_bf16 within TOL_BF16 (its second conv, 16 input channels, in
- *   bf16 on both sides) when the CPU backend has bf16 GEMMs.
+ * - a CNN (augment: shift 1 and flip; conv2d 16 same relu, conv2d 8 valid
+ *   relu + maxpool2d, dropout, dense) on the same data as 8x8 images: fp32
+ *   within TOL_RUN of the CPU (the conv through im2col and cuBLASLt there,
+ *   oneDNN here) and the generator in the same state (the same shifts and
+ *   masks), and mixed_bf16 within TOL_BF16 (its second conv, 16 input
+ *   channels, in bf16 on both sides) when the CPU backend has bf16 GEMMs;
+ *   the same with global_avg_pool in place of maxpool2d and flatten.
  * - a batchnorm model is refused with HPO_EUNSUPPORTED naming its layer.
  * Skipped (77) without a GPU. */
 #include "gpu_test.h"
@@ -274,14 +276,16 @@ static void test_steps_per_execution(void **state) {
     eng_model_free(mc);
 }
 
-static eng_model *cnn(void) {
-    json_t *j = json_loads(
-        "{\"layers\":[{\"conv2d\":{\"filters\":16,\"kernel\":3,\"padding\":\"same\",\"activation\":\"relu\"}},"
-        "{\"conv2d\":{\"filters\":8,\"kernel\":3,\"padding\":\"valid\",\"activation\":\"relu\"}},"
-        "{\"maxpool2d\":{\"pool\":2}},{\"flatten\":{}},{\"dropout\":{\"rate\":0.2}},"
-        "{\"dense\":{\"units\":4,\"activation\":\"softmax\"}}],"
-        "\"loss\":\"sparse_categorical_crossentropy\",\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.003}}",
-        0, NULL);
+static eng_model *cnn(int gap) {
+    char t[1024];
+    snprintf(t, sizeof t,
+             "{\"layers\":[{\"augment\":{\"translate\":1,\"flip\":true}},"
+             "{\"conv2d\":{\"filters\":16,\"kernel\":3,\"padding\":\"same\",\"activation\":\"relu\"}},"
+             "{\"conv2d\":{\"filters\":8,\"kernel\":3,\"padding\":\"valid\",\"activation\":\"relu\"}},%s,"
+             "{\"dropout\":{\"rate\":0.2}},{\"dense\":{\"units\":4,\"activation\":\"softmax\"}}],"
+             "\"loss\":\"sparse_categorical_crossentropy\",\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.003}}",
+             gap ? "{\"global_avg_pool\":{}}" : "{\"maxpool2d\":{\"pool\":2}},{\"flatten\":{}}");
+    json_t *j = json_loads(t, 0, NULL);
     assert_non_null(j);
     int shape[3] = {8, 8, 1};
     eng_model *m = NULL;
@@ -293,7 +297,7 @@ static eng_model *cnn(void) {
     return m;
 }
 
-static void cnn_both(int precision, double tol) {
+static void cnn_both(int gap, int precision, double tol) {
     fx f = {0};
     hpo_error err = {{0}, {0}};
     f.ds = synth_images(640);
@@ -302,13 +306,13 @@ static void cnn_both(int precision, double tol) {
     curve cg = {0}, cc = {0};
     eng_train_opts o;
     eng_train_result rg, rc;
-    eng_model *mg = cnn(), *mc = cnn();
+    eng_model *mg = cnn(gap), *mc = cnn(gap);
     opts(&f, &o, 1, EPOCHS, -1, precision, &cg);
     train_ok(mg, &f, &o, &rg);
     opts(&f, &o, 0, EPOCHS, -1, precision, &cc);
     train_ok(mc, &f, &o, &rc);
-    printf("  cnn %s: val accuracy gpu %.4f cpu %.4f\n", eng_precision_name(precision), cg.val[EPOCHS - 1].accuracy,
-           cc.val[EPOCHS - 1].accuracy);
+    printf("  cnn%s %s: val accuracy gpu %.4f cpu %.4f\n", gap ? " (global_avg_pool)" : "", eng_precision_name(precision),
+           cg.val[EPOCHS - 1].accuracy, cc.val[EPOCHS - 1].accuracy);
     compare(&cg, &cc, 0, EPOCHS, tol);
     compare_models(mg, mc, tol);
     check_exact("dropout generator state", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
@@ -321,12 +325,14 @@ static void cnn_both(int precision, double tol) {
 
 static void test_cnn(void **state) {
     (void)state;
-    cnn_both(ENG_PREC_FP32, TOL_RUN);
-    eng_model *probe = cnn();
+    eng_model *probe = cnn(0);
     int has = probe->be->gemm_bf16 != NULL;
     eng_model_free(probe);
-    if (has) cnn_both(ENG_PREC_BF16, TOL_BF16);
-    else printf("  cnn mixed_bf16: the CPU backend has no bf16 GEMM here, comparison skipped\n");
+    for (int gap = 0; gap < 2; gap++) {
+        cnn_both(gap, ENG_PREC_FP32, TOL_RUN);
+        if (has) cnn_both(gap, ENG_PREC_BF16, TOL_BF16);
+        else printf("  cnn mixed_bf16: the CPU backend has no bf16 GEMM here, comparison skipped\n");
+    }
 }
 
 static void test_unsupported_layer(void **state) {

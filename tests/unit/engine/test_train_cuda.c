@@ -2,8 +2,8 @@
  * on any machine, before any device work: a layer it cannot run is refused
  * with HPO_EUNSUPPORTED naming that layer (never a crash), mixed_fp16 is
  * refused naming training.precision, and without a usable device a model
- * of the layers it runs (conv2d, maxpool2d, dense, dropout) gets the
- * device's reason (field "devices"). The device runs
+ * of the layers it runs (augment, conv2d, maxpool2d, global_avg_pool,
+ * dense, dropout) gets the device's reason (field "devices"). The device runs
  * themselves are tests/gpu/test_cuda_train.c. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -74,11 +74,12 @@ static int run(fx *f, const char *layers, int precision, hpo_error *err) {
 static void test_unsupported_layers_named(void **state) {
     fx *f = *state;
     hpo_error err;
-    assert_int_equal(run(f, "{\"augment\":{\"translate\":1}},{\"conv2d\":{\"filters\":4,\"kernel\":3}},{\"flatten\":{}},",
+    assert_int_equal(run(f, "{\"augment\":{\"translate\":1}},{\"conv2d\":{\"filters\":4,\"kernel\":3}},{\"batchnorm\":{}},"
+                            "{\"flatten\":{}},",
                          ENG_PREC_FP32, &err),
                      HPO_EUNSUPPORTED);
-    assert_string_equal(err.field, "model.layers[0]");
-    assert_non_null(strstr(err.message, "augment layers cannot train on a CUDA device"));
+    assert_string_equal(err.field, "model.layers[2]");
+    assert_non_null(strstr(err.message, "batchnorm layers cannot train on a CUDA device"));
     assert_int_equal(run(f, "{\"flatten\":{}},{\"dense\":{\"units\":5}},{\"batchnorm\":{}},", ENG_PREC_FP32, &err),
                      HPO_EUNSUPPORTED);
     assert_string_equal(err.field, "model.layers[2]");
@@ -100,8 +101,9 @@ static void test_no_device_reason(void **state) {
     hpo_error err, gerr;
     int n = 0;
     int rc = run(*state,
-                 "{\"conv2d\":{\"filters\":4,\"kernel\":3,\"activation\":\"relu\"}},{\"maxpool2d\":{\"pool\":2}},"
-                 "{\"flatten\":{}},{\"dense\":{\"units\":5,\"activation\":\"relu\"}},{\"dropout\":{\"rate\":0.5}},",
+                 "{\"augment\":{\"translate\":1,\"flip\":true}},{\"conv2d\":{\"filters\":4,\"kernel\":3,\"activation\":\"relu\"}},"
+                 "{\"maxpool2d\":{\"pool\":2}},{\"global_avg_pool\":{}},{\"dense\":{\"units\":5,\"activation\":\"relu\"}},"
+                 "{\"dropout\":{\"rate\":0.5}},",
                  ENG_PREC_FP32, &err);
     if (eng_gpu_count(&n, &gerr) == 0) { /* a GPU here: it trains (tests/gpu checks the numbers) */
         assert_int_equal(rc, 0);
