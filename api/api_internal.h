@@ -82,6 +82,7 @@ typedef struct api_embedded {
     int max_epochs;          /* default 10 */
     int precision;           /* eng_precision, default fp32 */
     int steps_per_execution; /* training steps per graph launch on a CUDA slot; default 1 */
+    int allow_tf32;          /* f32 GEMMs in TF32 on a CUDA slot; default 0 */
     int patience;            /* early stopping; -1 = off */
     char monitor[64];        /* default: the objective metric */
     double min_delta;

@@ -81,14 +81,15 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
 }
 
 static int parse_training(const json_t *def, const char *metric, api_embedded *e, hpo_error *err) {
-    static const char *keys[] = {"batch_size", "max_epochs", "precision", "steps_per_execution", "early_stopping",
-                                 "tensorboard"};
+    static const char *keys[] = {"batch_size", "max_epochs", "precision", "steps_per_execution", "allow_tf32",
+                                 "early_stopping", "tensorboard"};
     static const char *es_keys[] = {"monitor", "patience", "min_delta", "restore_best_weights"};
     const json_t *tr = json_object_get(def, "training");
     e->batch_size = 128;
     e->max_epochs = 10;
     e->precision = ENG_PREC_FP32;
     e->steps_per_execution = 1;
+    e->allow_tf32 = 0;
     e->patience = -1;
     e->restore_best = 0;
     e->tensorboard = 0;
@@ -111,6 +112,10 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
                             "precision must be \"fp32\", \"mixed_bf16\" or \"mixed_fp16\"");
         e->precision = prec;
     }
+    const json_t *tf32 = json_object_get(tr, "allow_tf32");
+    if (tf32 && !json_is_boolean(tf32))
+        return hpo_fail(err, HPO_EINVAL, "training.allow_tf32", "allow_tf32 must be true or false");
+    e->allow_tf32 = tf32 ? json_is_true(tf32) : 0;
     const json_t *tb = json_object_get(tr, "tensorboard");
     if (tb && !json_is_boolean(tb))
         return hpo_fail(err, HPO_EINVAL, "training.tensorboard", "tensorboard must be true or false");

@@ -18,6 +18,7 @@ void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, en
     o->threads = threads;
     o->precision = emb->precision;
     o->steps_per_execution = emb->steps_per_execution;
+    o->allow_tf32 = emb->allow_tf32;
     o->patience = emb->patience;
     o->monitor = emb->monitor;
     o->min_delta = emb->min_delta;

@@ -135,6 +135,9 @@ typedef struct eng_train_opts {
     /* on a CUDA device, the training steps one launch of a captured graph
      * runs (Keras' steps_per_execution; <= 1: one); the CPU ignores it */
     int steps_per_execution;
+    /* on a CUDA device, f32 GEMMs may use TF32 (10-bit mantissa products,
+     * f32 accumulation; PyTorch's allow_tf32); default 0: full f32 */
+    int allow_tf32;
 } eng_train_opts;
 
 void eng_train_opts_init(eng_train_opts *o); /* defaults: 10 epochs, batch 128, ... */

@@ -328,7 +328,7 @@ static int dev_init(dev *d, eng_model *m, const eng_split *train, const eng_trai
 static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
                     hpo_error *err) {
     int rc;
-    if ((rc = eng_cuda_open(o->cuda_device, 0, &d->cu, err))) return rc;
+    if ((rc = eng_cuda_open(o->cuda_device, o->allow_tf32, &d->cu, err))) return rc;
     if ((rc = dev_init(d, m, train, o)) ||
         !(d->hrecs = calloc(d->spe ? d->spe * d->rec_words : 1, sizeof *d->hrecs)))
         return hpo_fail(err, HPO_ENOMEM, "training", "out of memory");

@@ -7,7 +7,8 @@
   diverging learning rate fail those trials with the reason; the study ends.
 - Pause, resume, cancel and per-trial timeouts.
 - training.steps_per_execution (graph replay on CUDA slots): a count from 1
-  to 10000 or 400 naming the field; a CPU slot accepts and ignores it.
+  to 10000, and training.allow_tf32: a boolean, or 400 naming the field; a
+  CPU slot accepts and ignores both.
 - A slot of two threads (--devices cpu:1x2) trains data-parallel
   (engine/replicas.h): a study on it completes, and a paused trial resumes
   from its checkpoint.
@@ -115,13 +116,18 @@ def check_steps_per_execution(hp, c):
         status, out = hp.request("POST", "/api/v1/studies", study)
         c.check(status == 400 and out["error"]["field"] == "training.steps_per_execution",
                 "steps_per_execution %r -> 400 naming the field: %s %s" % (bad, status, out))
+    study = study_small()
+    study["training"]["allow_tf32"] = "yes"
+    status, out = hp.request("POST", "/api/v1/studies", study)
+    c.check(status == 400 and out["error"]["field"] == "training.allow_tf32",
+            "allow_tf32 must be a boolean: %s %s" % (status, out))
 
 
 def check_executions(hp, c):
     study = study_small()
     study.update(name="executions", tuner={"algorithm": "random", "seed": 9, "max_trials": 3,
                                            "executions_per_trial": 2})
-    study["training"] = {"max_epochs": 2, "batch_size": 64, "steps_per_execution": 8}
+    study["training"] = {"max_epochs": 2, "batch_size": 64, "steps_per_execution": 8, "allow_tf32": True}
     sid = hp.ok("POST", "/api/v1/studies", study)["id"]
     wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
     best = hp.ok("GET", "/api/v1/studies/%d/best?top_n=3" % sid)

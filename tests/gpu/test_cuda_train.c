@@ -25,6 +25,9 @@
  *   masks), and mixed_bf16 within TOL_BF16 (its second conv, 16 input
  *   channels, in bf16 on both sides) when the CPU backend has bf16 GEMMs;
  *   the same with global_avg_pool in place of maxpool2d and flatten.
+ * - allow_tf32: the fp32 run with TF32 GEMMs within TOL_TF32_RUN of the CPU's
+ *   f32 run (losses and weights; TF32 rounds each product's operands to 10
+ *   mantissa bits).
  * - a batchnorm model is refused with HPO_EUNSUPPORTED naming its layer.
  * Skipped (77) without a GPU. */
 #include "gpu_test.h"
@@ -37,6 +40,7 @@
 #include "train.h"
 
 #define TOL_RUN 1e-3
+#define TOL_TF32_RUN 2e-2
 #define EPOCHS 4
 #define NI 64
 #define NK 4
@@ -205,6 +209,23 @@ static void both(fx *f, double dropout, int precision, double tol) {
 
 static void test_fp32(void **state) { both(*state, 0.0, ENG_PREC_FP32, TOL_RUN); }
 
+static void test_tf32(void **state) {
+    fx *f = *state;
+    curve cg = {0}, cc = {0};
+    eng_train_opts o;
+    eng_train_result rg, rc;
+    eng_model *mg = mlp(0.0, ""), *mc = mlp(0.0, "");
+    opts(f, &o, 1, EPOCHS, -1, ENG_PREC_FP32, &cg);
+    o.allow_tf32 = 1;
+    train_ok(mg, f, &o, &rg);
+    opts(f, &o, 0, EPOCHS, -1, ENG_PREC_FP32, &cc);
+    train_ok(mc, f, &o, &rc);
+    compare(&cg, &cc, 0, EPOCHS, TOL_TF32_RUN);
+    compare_models(mg, mc, TOL_TF32_RUN);
+    eng_model_free(mg);
+    eng_model_free(mc);
+}
+
 static void test_dropout(void **state) { both(*state, 0.3, ENG_PREC_FP32, TOL_RUN); }
 
 static void test_bf16(void **state) {
@@ -363,6 +384,7 @@ static void test_unsupported_layer(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fp32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tf32, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bf16, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_moves, setup, teardown),
