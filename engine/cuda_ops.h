@@ -2,7 +2,7 @@
  * cuda_ops.h - the device op library of the CUDA training path: device
  * memory, the dataset on the device and batch gathering, dense layers
  * (cuBLASLt), conv2d as im2col + that GEMM, max pooling, augmentation,
- * global average pooling, activations, dropout, the fused losses with their metric sums, gradient norm and
+ * global average pooling, batch normalisation, activations, dropout, the fused losses with their metric sums, gradient norm and
  * clipping, and the optimisers as one fused kernel each.
  *
  * Design notes
@@ -148,6 +148,19 @@ int eng_cuda_augment_backward(eng_cuda *cu, const float *dy, const int32_t *para
 /* ---- global average pooling (ops.h): x[N][HW][C] -> y[N][C]; dx overwritten ---- */
 int eng_cuda_gap_forward(eng_cuda *cu, const float *x, float *y, int N, int HW, int C);
 int eng_cuda_gap_backward(eng_cuda *cu, const float *dy, float *dx, int N, int HW, int C);
+
+/* ---- batch normalisation (ops.h) over the last dimension: x, y[M][C] ----
+ * train: the batch's statistics (double sums), running_mean/var moved by
+ * momentum (the variance unbiased), xhat[M][C], mu[C] and invstd[C] kept
+ * for backward; eval: the running statistics. backward: dgamma, dbeta
+ * overwritten, k[3C] scratch, dx (may be dy; NULL: only dgamma, dbeta). */
+int eng_cuda_batchnorm_forward_train(eng_cuda *cu, const float *x, float *y, const float *gamma, const float *beta,
+                                     float *run_mean, float *run_var, float momentum, float eps, float *xhat,
+                                     float *mu, float *invstd, size_t M, int C);
+int eng_cuda_batchnorm_forward_eval(eng_cuda *cu, const float *x, float *y, const float *gamma, const float *beta,
+                                    const float *run_mean, const float *run_var, float eps, size_t M, int C);
+int eng_cuda_batchnorm_backward(eng_cuda *cu, const float *dy, const float *xhat, const float *invstd,
+                                const float *gamma, float *dx, float *dgamma, float *dbeta, float *k, size_t M, int C);
 
 /* ---- dropout (ops.h), inverted: mask in {0, 1/(1-rate)} ----
  * key: the 64-bit draw eng_dropout_forward takes from the model's generator

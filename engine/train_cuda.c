@@ -1,6 +1,7 @@
 /* train_cuda.c - eng_train on a CUDA device for models of dense, conv2d,
- * maxpool2d, flatten, dropout and activation layers: fp32 and mixed_bf16
- * (see train.h and train_loop.h). A conv2d layer is im2col then the dense
+ * maxpool2d, global_avg_pool, batchnorm, augment, flatten, dropout and
+ * activation layers (not residual blocks yet): fp32 and mixed_bf16 (see
+ * train.h and train_loop.h). A conv2d layer is im2col then the dense
  * op over its output pixels (cuda_ops.h); which layers compute in bf16
  * follows the CPU (eng_layer_uses_bf16), and so does the relu a conv2d
  * leaves to the maxpool2d after it (model.c). Plain C over cuda_ops.h, the same in every build: without
@@ -57,6 +58,7 @@ typedef struct dlayer {
     float *cols, *dcols; /* conv2d: im2col rows (f32 layers) and their gradient */
     uint16_t *cols16;    /* conv2d in bf16: the rows in bf16 */
     int32_t *arg;        /* maxpool2d: the winners */
+    float *xhat, *mu, *invstd, *bnk; /* batchnorm: what backward needs, its scratch */
     size_t rec_off;      /* dropout, augment: its draws' place in a step's record (words) */
     uint16_t *xb, *d16;
     const float *x, *yo;
@@ -69,6 +71,7 @@ typedef struct dev {
     int dev, prec, bs, bf16_input;
     dlayer *ls;
     float *p, *g, *s;        /* parameters, gradients, optimiser state */
+    float *st;               /* batchnorm running statistics (m->stats), or NULL */
     uint16_t *pb;            /* bf16 copy of p (mixed_bf16) */
     void *x_all[2];          /* the training and (when another) validation dataset */
     int32_t *y_all[2];
@@ -121,14 +124,11 @@ static int check_model(const eng_model *m, const eng_train_opts *o, hpo_error *e
                         "mixed_fp16 is not available on CUDA devices yet (loss scaling); use fp32 or mixed_bf16");
     for (int i = 0; i < m->nlayers; i++) {
         const eng_layer *l = &m->layers[i];
-        if (l->kind == ENG_L_DENSE || l->kind == ENG_L_CONV2D || l->kind == ENG_L_MAXPOOL || l->kind == ENG_L_GAP ||
-            l->kind == ENG_L_AUGMENT || l->kind == ENG_L_FLATTEN || l->kind == ENG_L_DROPOUT || l->kind == ENG_L_ACT)
-            continue;
+        if (l->kind != ENG_L_RESIDUAL) continue;
         char field[128];
         snprintf(field, sizeof field, "model.%.100s", l->path);
         return hpo_fail(err, HPO_EUNSUPPORTED, field,
-                        "%s: %s layers cannot train on a CUDA device yet (dense, conv2d, maxpool2d, global_avg_pool, "
-                        "augment, flatten, dropout and activation layers can); use a cpu slot",
+                        "%s: %s layers cannot train on a CUDA device yet (every other kind can); use a cpu slot",
                         field, eng_layer_kind_name(l->kind));
     }
     return 0;
@@ -210,6 +210,16 @@ static int alloc_layers(dev *d, hpo_error *err) {
             if (!(rc = dalloc(d, out, &dl->y, "global_avg_pool output", A, err)))
                 rc = dalloc(d, in, &dl->dx, "global_avg_pool dx", A, err);
             break;
+        case ENG_L_BATCHNORM: {
+            size_t cb = (size_t)l->in_shape[l->in_rank - 1] * sizeof(float);
+            if ((rc = dalloc(d, out, &dl->y, "batchnorm output", A, err)) ||
+                (rc = dalloc(d, out, &dl->xhat, "batchnorm xhat", A, err)) ||
+                (rc = dalloc(d, cb, &dl->mu, "batchnorm mean", A, err)) ||
+                (rc = dalloc(d, cb, &dl->invstd, "batchnorm invstd", A, err)))
+                break;
+            rc = dalloc(d, 3 * cb, &dl->bnk, "batchnorm scratch", A, err);
+            break;
+        }
         case ENG_L_DROPOUT:
             if (!(rc = dalloc(d, out, &dl->y, "dropout output", A, err)))
                 rc = dalloc(d, out, &dl->mask, "dropout mask", A, err);
@@ -238,9 +248,13 @@ static void dev_free(dev *d) {
         eng_cuda_free(d->cu, dl->dcols);
         eng_cuda_free(d->cu, dl->cols16);
         eng_cuda_free(d->cu, dl->arg);
+        eng_cuda_free(d->cu, dl->xhat);
+        eng_cuda_free(d->cu, dl->mu);
+        eng_cuda_free(d->cu, dl->invstd);
+        eng_cuda_free(d->cu, dl->bnk);
     }
     free(d->ls);
-    void *bufs[] = {d->p, d->g, d->s, d->pb, d->x_all[0], d->x_all[1], d->y_all[0], d->y_all[1], d->t_all[0],
+    void *bufs[] = {d->p, d->g, d->s, d->st, d->pb, d->x_all[0], d->x_all[1], d->y_all[0], d->y_all[1], d->t_all[0],
                     d->t_all[1], d->order, d->vidx, d->xin, d->dlogits, d->xin16, d->lab, d->tgt, d->sums,
                     d->vsums, d->norm, d->recs, d->stage_rec, d->stage_idx, d->cursor};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eng_cuda_free(d->cu, bufs[i]);
@@ -282,6 +296,7 @@ static int dev_alloc(dev *d, const eng_split *train, const eng_split *val, hpo_e
         (rc = dalloc(d, (m->nstate ? m->nstate : 1) * sizeof(float), &d->s, "optimiser state", W, err)))
         return rc;
     if (d->prec == ENG_PREC_BF16 && (rc = dalloc(d, pbytes / 2 + 2, &d->pb, "bf16 parameters", W, err))) return rc;
+    if (m->nstats && (rc = dalloc(d, m->nstats * sizeof(float), &d->st, "batchnorm statistics", W, err))) return rc;
     if ((rc = alloc_layers(d, err)) || (rc = alloc_data(d, train->ds, 0, err))) return rc;
     if (val && val->n && val->ds != train->ds && (rc = alloc_data(d, val->ds, 1, err))) return rc;
     if ((rc = dalloc(d, train->n * sizeof(uint32_t), &d->order, "batch order", A, err))) return rc;
@@ -402,6 +417,7 @@ static int params_up(dev *d, hpo_error *err) {
     const eng_model *m = d->m;
     int rc = eng_cuda_upload(d->cu, d->p, m->params, m->nparams * sizeof(float), err);
     if (!rc && m->nstate) rc = eng_cuda_upload(d->cu, d->s, m->opt_state, m->nstate * sizeof(float), err);
+    if (!rc && m->nstats) rc = eng_cuda_upload(d->cu, d->st, m->stats, m->nstats * sizeof(float), err);
     if (!rc && d->pb) rc = eng_cuda_to_bf16(d->cu, d->p, d->pb, m->nparams);
     return rc;
 }
@@ -411,6 +427,7 @@ static int params_down(dev *d, hpo_error *err) {
     eng_model *m = d->m;
     int rc = eng_cuda_download(d->cu, m->params, d->p, m->nparams * sizeof(float), err);
     if (!rc && m->nstate) rc = eng_cuda_download(d->cu, m->opt_state, d->s, m->nstate * sizeof(float), err);
+    if (!rc && m->nstats) rc = eng_cuda_download(d->cu, m->stats, d->st, m->nstats * sizeof(float), err);
     eng_model_params_changed(m);
     return rc;
 }
@@ -482,6 +499,16 @@ static int forward(dev *d, const float *x, int B, const uint64_t *rec, const flo
         case ENG_L_GAP:
             rc = eng_cuda_gap_forward(d->cu, x, dl->y, B, l->in_shape[0] * l->in_shape[1], C);
             break;
+        case ENG_L_BATCHNORM: {
+            float *rm = d->st + l->stat_off, *rv = rm + C;
+            if (rec)
+                rc = eng_cuda_batchnorm_forward_train(d->cu, x, dl->y, d->p + l->w_off, d->p + l->b_off, rm, rv,
+                                                      l->momentum, l->eps, dl->xhat, dl->mu, dl->invstd, rows, C);
+            else
+                rc = eng_cuda_batchnorm_forward_eval(d->cu, x, dl->y, d->p + l->w_off, d->p + l->b_off, rm, rv, l->eps,
+                                                     rows, C);
+            break;
+        }
         case ENG_L_DROPOUT:
             if (!rec || !draws_dropout(l)) dl->yo = x;
             else rc = eng_cuda_dropout_forward_dev(d->cu, x, dl->y, dl->mask, n, l->rate, rec + dl->rec_off);
@@ -555,6 +582,10 @@ static int backward(dev *d, int B, const uint64_t *rec) {
         case ENG_L_GAP:
             if (need_dx) rc = eng_cuda_gap_backward(d->cu, dd, dl->dx, B, l->in_shape[0] * l->in_shape[1], C);
             dd = dx;
+            break;
+        case ENG_L_BATCHNORM: /* dx in place of dy, as the CPU */
+            rc = eng_cuda_batchnorm_backward(d->cu, dd, dl->xhat, dl->invstd, d->p + l->w_off, need_dx ? dd : NULL,
+                                             d->g + l->w_off, d->g + l->b_off, dl->bnk, rows, C);
             break;
         case ENG_L_DROPOUT:
             if (need_dx && dl->yo != dl->x) rc = eng_cuda_dropout_backward(d->cu, dd, dl->mask, dd, n);

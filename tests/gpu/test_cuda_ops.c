@@ -373,6 +373,60 @@ static void test_maxpool(void **state) {
     }
 }
 
+/* batch normalisation against the CPU's (ops_misc.c): training forward
+ * (y, xhat, invstd, the running statistics), evaluation, backward (dx,
+ * dgamma, dbeta), within TOL_F32 (double sums in another order) */
+static void test_batchnorm(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 59);
+    static const size_t shapes[][2] = {{1000, 8}, {37, 3}, {4096, 64}, {2, 1}};
+    for (size_t k = 0; k < HPO_ARRAY_LEN(shapes); k++) {
+        size_t M = shapes[k][0], n;
+        int C = (int)shapes[k][1];
+        n = M * (size_t)C;
+        float *x = rnd(n, &r, 2.0f), *g = rnd((size_t)C, &r, 1.0f), *b = rnd((size_t)C, &r, 0.5f), *dy = rnd(n, &r, 1.0f);
+        for (size_t i = 0; i < n; i++) x[i] += 3.0f; /* a mean away from 0 */
+        float *rm = rnd((size_t)C, &r, 0.1f), *rv = malloc((size_t)C * 4);
+        for (int c = 0; c < C; c++) rv[c] = 1.0f + 0.1f * (float)c;
+        float *y = malloc(n * 4), *xhat = malloc(n * 4), *inv = malloc((size_t)C * 4), *ye = malloc(n * 4);
+        float *dx = malloc(n * 4), *dg = malloc((size_t)C * 4), *db = malloc((size_t)C * 4);
+        float *grm = dev_from(rm, (size_t)C * 4), *grv = dev_from(rv, (size_t)C * 4);
+        eng_batchnorm_forward_train(x, y, g, b, rm, rv, 0.9f, 1e-3f, xhat, inv, M, C);
+        eng_batchnorm_forward_eval(x, ye, g, b, rm, rv, 1e-3f, M, C);
+        memcpy(dx, dy, n * 4);
+        eng_batchnorm_backward(dx, xhat, inv, g, dx, dg, db, M, C);
+        float *gx = dev_from(x, n * 4), *gg = dev_from(g, (size_t)C * 4), *gb = dev_from(b, (size_t)C * 4);
+        float *gy = dev_new(n * 4), *gxh = dev_new(n * 4), *gmu = dev_new((size_t)C * 4), *ginv = dev_new((size_t)C * 4);
+        float *gye = dev_new(n * 4), *gdy = dev_from(dy, n * 4), *gdg = dev_new((size_t)C * 4), *gdb = dev_new((size_t)C * 4);
+        float *gk = dev_new((size_t)C * 12);
+        poison(gy, n * 4), poison(gxh, n * 4), poison(gye, n * 4), poison(gdg, (size_t)C * 4), poison(gdb, (size_t)C * 4);
+        assert_int_equal(eng_cuda_batchnorm_forward_train(g_cu, gx, gy, gg, gb, grm, grv, 0.9f, 1e-3f, gxh, gmu, ginv, M, C),
+                         0);
+        assert_int_equal(eng_cuda_batchnorm_forward_eval(g_cu, gx, gye, gg, gb, grm, grv, 1e-3f, M, C), 0);
+        assert_int_equal(eng_cuda_batchnorm_backward(g_cu, gdy, gxh, ginv, gg, gdy, gdg, gdb, gk, M, C), 0);
+        sync_ok();
+        float *hy = fetch(gy, n), *hxh = fetch(gxh, n), *hinv = fetch(ginv, (size_t)C), *hrm = fetch(grm, (size_t)C);
+        float *hrv = fetch(grv, (size_t)C), *hye = fetch(gye, n), *hdx = fetch(gdy, n), *hdg = fetch(gdg, (size_t)C);
+        float *hdb = fetch(gdb, (size_t)C);
+        char what[96];
+        snprintf(what, sizeof what, "batchnorm %zux%d train y", M, C);
+        check_close(what, hy, y, n, TOL_F32);
+        check_close("  xhat", hxh, xhat, n, TOL_F32);
+        check_close("  invstd", hinv, inv, (size_t)C, TOL_F32);
+        check_close("  running mean", hrm, rm, (size_t)C, TOL_F32);
+        check_close("  running variance", hrv, rv, (size_t)C, TOL_F32);
+        check_close("  evaluation y", hye, ye, n, TOL_F32);
+        check_close("  dx", hdx, dx, n, TOL_F32);
+        check_close("  dgamma", hdg, dg, (size_t)C, TOL_F32);
+        check_close("  dbeta", hdb, db, (size_t)C, TOL_F32);
+        float *gbufs[] = {grm, grv, gx, gg, gb, gy, gxh, gmu, ginv, gye, gdy, gdg, gdb, gk};
+        for (size_t i = 0; i < HPO_ARRAY_LEN(gbufs); i++) eng_cuda_free(g_cu, gbufs[i]);
+        float *hbufs[] = {x, g, b, dy, rm, rv, y, xhat, inv, ye, dx, dg, db, hy, hxh, hinv, hrm, hrv, hye, hdx, hdg, hdb};
+        for (size_t i = 0; i < HPO_ARRAY_LEN(hbufs); i++) free(hbufs[i]);
+    }
+}
+
 /* augmentation with the CPU's drawn parameters, and global average
  * pooling, equal the CPU's bit for bit, forward and backward */
 static void test_augment_gap(void **state) {
@@ -656,6 +710,7 @@ int main(void) {
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_dense_f32),   cmocka_unit_test(test_dense_bf16),
         cmocka_unit_test(test_dense_tf32), cmocka_unit_test(test_activations), cmocka_unit_test(test_dropout), cmocka_unit_test(test_stage_steps),
         cmocka_unit_test(test_conv2d), cmocka_unit_test(test_maxpool), cmocka_unit_test(test_augment_gap),
+        cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_add_and_bf16), cmocka_unit_test(test_gather),  cmocka_unit_test(test_losses),
     };
     return GPU_TEST_MAIN(tests);

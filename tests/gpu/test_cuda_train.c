@@ -24,11 +24,14 @@
  *   oneDNN here) and the generator in the same state (the same shifts and
  *   masks), and mixed_bf16 within TOL_BF16 (its second conv, 16 input
  *   channels, in bf16 on both sides) when the CPU backend has bf16 GEMMs;
- *   the same with global_avg_pool in place of maxpool2d and flatten.
+ *   the same with a batchnorm after the first conv2d and global_avg_pool
+ *   in place of maxpool2d and flatten (the running statistics within the
+ *   same tolerance).
  * - allow_tf32: the fp32 run with TF32 GEMMs within TOL_TF32_RUN of the CPU's
  *   f32 run (losses and weights; TF32 rounds each product's operands to 10
  *   mantissa bits).
- * - a batchnorm model is refused with HPO_EUNSUPPORTED naming its layer.
+ * - a model with a residual block is refused with HPO_EUNSUPPORTED naming
+ *   the block.
  * Skipped (77) without a GPU. */
 #include "gpu_test.h"
 
@@ -301,11 +304,11 @@ static eng_model *cnn(int gap) {
     char t[1024];
     snprintf(t, sizeof t,
              "{\"layers\":[{\"augment\":{\"translate\":1,\"flip\":true}},"
-             "{\"conv2d\":{\"filters\":16,\"kernel\":3,\"padding\":\"same\",\"activation\":\"relu\"}},"
+             "{\"conv2d\":{\"filters\":16,\"kernel\":3,\"padding\":\"same\",\"activation\":\"relu\"}},%s"
              "{\"conv2d\":{\"filters\":8,\"kernel\":3,\"padding\":\"valid\",\"activation\":\"relu\"}},%s,"
              "{\"dropout\":{\"rate\":0.2}},{\"dense\":{\"units\":4,\"activation\":\"softmax\"}}],"
              "\"loss\":\"sparse_categorical_crossentropy\",\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.003}}",
-             gap ? "{\"global_avg_pool\":{}}" : "{\"maxpool2d\":{\"pool\":2}},{\"flatten\":{}}");
+             gap ? "{\"batchnorm\":{}}," : "", gap ? "{\"global_avg_pool\":{}}" : "{\"maxpool2d\":{\"pool\":2}},{\"flatten\":{}}");
     json_t *j = json_loads(t, 0, NULL);
     assert_non_null(j);
     int shape[3] = {8, 8, 1};
@@ -332,11 +335,12 @@ static void cnn_both(int gap, int precision, double tol) {
     train_ok(mg, &f, &o, &rg);
     opts(&f, &o, 0, EPOCHS, -1, precision, &cc);
     train_ok(mc, &f, &o, &rc);
-    printf("  cnn%s %s: val accuracy gpu %.4f cpu %.4f\n", gap ? " (global_avg_pool)" : "", eng_precision_name(precision),
+    printf("  cnn%s %s: val accuracy gpu %.4f cpu %.4f\n", gap ? " (batchnorm, global_avg_pool)" : "", eng_precision_name(precision),
            cg.val[EPOCHS - 1].accuracy, cc.val[EPOCHS - 1].accuracy);
     compare(&cg, &cc, 0, EPOCHS, tol);
     compare_models(mg, mc, tol);
-    check_exact("dropout generator state", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
+    if (mc->nstats) check_close("batchnorm running statistics", mg->stats, mc->stats, mc->nstats, tol);
+    check_exact("generator state (dropout, augment)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
     eng_model_free(mg);
     eng_model_free(mc);
     eng_split_clear(&f.tr);
@@ -358,7 +362,9 @@ static void test_cnn(void **state) {
 
 static void test_unsupported_layer(void **state) {
     fx *f = *state;
-    eng_model *m = mlp(0.0, "{\"conv2d\":{\"filters\":4,\"kernel\":3}},{\"batchnorm\":{}},{\"flatten\":{}},");
+    eng_model *m = mlp(0.0, "{\"conv2d\":{\"filters\":4,\"kernel\":3}},"
+                            "{\"residual\":{\"layers\":[{\"conv2d\":{\"filters\":4,\"kernel\":3,\"padding\":\"same\"}}]}},"
+                            "{\"flatten\":{}},");
     eng_train_opts o;
     curve c = {0};
     opts(f, &o, 1, 1, -1, ENG_PREC_FP32, &c);
@@ -374,7 +380,7 @@ static void test_unsupported_layer(void **state) {
     assert_int_equal(eng_train(m, &tr, &va, &o, NULL, &err), HPO_EUNSUPPORTED);
     printf("  refused: %s (%s)\n", err.message, err.field);
     assert_string_equal(err.field, "model.layers[1]");
-    assert_non_null(strstr(err.message, "batchnorm"));
+    assert_non_null(strstr(err.message, "residual"));
     eng_split_clear(&tr);
     eng_split_clear(&va);
     eng_dataset_release(ds);

@@ -6,9 +6,10 @@
   to the end: every
   trial completes, the GPU slots ran trials and those learn (val_accuracy
   > 0.75), and /metrics names each slot's device and the GPU's memory.
-- hpod --devices cuda:0: a CNN (conv2d, maxpool2d) trains on the GPU and
-  learns; one with a batchnorm layer (not on the device yet) fails its
-  trial with the reason naming the layer, and hpod keeps serving.
+- hpod --devices cuda:0: a CNN (conv2d, maxpool2d; then with batchnorm)
+  trains on the GPU and learns; one with a residual block (not on the
+  device yet) fails its trial with the reason naming the layer, and hpod
+  keeps serving.
 Without a usable GPU hpod must refuse --devices cuda:0x2 at start with
 "no CUDA device: ..." (exit 2); that is checked, then the test is skipped
 (exit 77). tests/gpu/run-on-device.sh runs it on a device machine with the
@@ -82,15 +83,16 @@ def cnn_study(name, extra_layers):
 def check_cnn(args, c):
     hp = start_or_skip(args, "cuda:0")
     try:
-        for name, extra in (("gpu-cnn", []), ("gpu-cnn-bn", [{"batchnorm": {}}])):
+        residual = {"residual": {"layers": [{"conv2d": {"filters": 16, "kernel": 3, "padding": "same"}}]}}
+        for name, extra in (("gpu-cnn", []), ("gpu-cnn-bn", [{"batchnorm": {}}]), ("gpu-cnn-res", [residual])):
             sid = hp.ok("POST", "/api/v1/studies", cnn_study(name, extra))["id"]
             wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
             t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
-            if extra:
-                c.check(t["state"] == "failed" and "batchnorm" in (t.get("error") or ""),
-                        "a batchnorm model on a GPU slot fails its trial naming the layer: %s" % t.get("error"))
+            if name == "gpu-cnn-res":
+                c.check(t["state"] == "failed" and "residual" in (t.get("error") or ""),
+                        "a residual model on a GPU slot fails its trial naming the layer: %s" % t.get("error"))
             else:
-                print("  cnn on cuda:0: %s, val_accuracy %s" % (t["state"], t.get("value")))
+                print("  %s on cuda:0: %s, val_accuracy %s" % (name, t["state"], t.get("value")))
                 c.check(t["state"] == "complete" and (t.get("value") or 0) > 0.7,
                         "a CNN trains on the GPU slot and learns: %s %s %s" % (t["state"], t.get("value"), t.get("error")))
         c.check(hp.request("GET", "/healthz")[0] == 200, "hpod keeps serving")
