@@ -1,11 +1,8 @@
-/* train_cuda.c - eng_train on a CUDA device for models of dense, conv2d,
- * maxpool2d, global_avg_pool, batchnorm, augment, flatten, dropout and
- * activation layers (not residual blocks yet): fp32 and mixed_bf16 (see
- * train.h and train_loop.h). A conv2d layer is im2col then the dense
- * op over its output pixels (cuda_ops.h); which layers compute in bf16
- * follows the CPU (eng_layer_uses_bf16), and so does the relu a conv2d
- * leaves to the maxpool2d after it (model.c). Plain C over cuda_ops.h, the same in every build: without
- * CUDA eng_cuda_open refuses and so does this.
+/* train_cuda.c - eng_train on a CUDA device, every layer kind of the
+ * engine (train_cuda_layers.c runs them): fp32, with TF32 if asked, and
+ * mixed_bf16 (see train.h and train_loop.h). Plain C over cuda_ops.h, the
+ * same in every build: without CUDA eng_cuda_open refuses and so does
+ * this.
  *
  * On the device, once per run: the model's parameter, gradient and
  * optimiser-state blocks (one allocation each, as on the host), the
@@ -47,99 +44,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_ops.h"
 #include "gpu.h"
 #include "ops.h"
+#include "train_cuda_internal.h"
 #include "train_loop.h"
 
-/* a top-level layer's device buffers (capacity bs) and its last forward */
-typedef struct dlayer {
-    float *z, *y, *dx, *mask;
-    float *cols, *dcols; /* conv2d: im2col rows (f32 layers) and their gradient */
-    uint16_t *cols16;    /* conv2d in bf16: the rows in bf16 */
-    int32_t *arg;        /* maxpool2d: the winners */
-    float *xhat, *mu, *invstd, *bnk; /* batchnorm: what backward needs, its scratch */
-    size_t rec_off;      /* dropout, augment: its draws' place in a step's record (words) */
-    uint16_t *xb, *d16;
-    const float *x, *yo;
-    const uint16_t *xbo;
-} dlayer;
-
-typedef struct dev {
-    eng_cuda *cu;
-    eng_model *m;
-    int dev, prec, bs, bf16_input;
-    dlayer *ls;
-    float *p, *g, *s;        /* parameters, gradients, optimiser state */
-    float *st;               /* batchnorm running statistics (m->stats), or NULL */
-    uint16_t *pb;            /* bf16 copy of p (mixed_bf16) */
-    void *x_all[2];          /* the training and (when another) validation dataset */
-    int32_t *y_all[2];
-    float *t_all[2];
-    uint32_t *order, *vidx;  /* the epoch's training order; the validation rows */
-    float *xin, *dlogits;
-    uint16_t *xin16;
-    int32_t *lab;
-    float *tgt;
-    double *sums, *vsums, *norm;
-    /* steps from device memory: per-step records of rec_words 8-byte words
-     * (REC_SC_WORDS of scalars, then each drawing layer's draws at its
-     * rec_off) for the spe steps of an epoch (recs, its host copy hrecs),
-     * staged K at a time into stage_idx / stage_rec from the step cursor;
-     * graph: K whole steps */
-    int K;
-    size_t spe, rec_words;
-    uint64_t *recs, *hrecs, *stage_rec;
-    uint32_t *stage_idx;
-    int32_t *cursor;
-    eng_cuda_graph *graph;
-    eng_cuda_mem *plan;      /* a dry run: sizes added up here, nothing allocated */
-} dev;
-
-#define REC_SC_WORDS ((sizeof(eng_cuda_opt_scalars) + 7) / 8)
-
-/* the layers whose training forward draws from the model's generator */
-static int draws_dropout(const eng_layer *l) { return l->kind == ENG_L_DROPOUT && l->rate != 0.0f; }
-static int draws_augment(const eng_layer *l) { return l->kind == ENG_L_AUGMENT && (l->translate || l->flip); }
-
-static int bf16_layer(const dev *d, const eng_layer *l) { return eng_layer_uses_bf16(d->prec, l); }
-
-/* the first layer with parameters: backward stops there (no gradient of the
- * model's input), and the layers from it on need their dx */
-static int first_param_layer(const eng_model *m) {
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].nw) return i;
-    return m->nlayers;
-}
-
-static void conv_shape(const eng_layer *l, int B, eng_conv2d_shape *s) {
-    (void)eng_conv2d_shape_init(s, B, l->in_shape[0], l->in_shape[1], l->in_shape[2], l->kh, l->kw, l->filters, l->sh,
-                                l->sw, l->padding);
-}
-
-/* the layers this path runs; the first other one is named */
-static int check_model(const eng_model *m, const eng_train_opts *o, hpo_error *err) {
+/* what this path cannot run yet */
+static int check_opts(const eng_train_opts *o, hpo_error *err) {
     if (o->precision == ENG_PREC_FP16)
         return hpo_fail(err, HPO_EUNSUPPORTED, "training.precision",
                         "mixed_fp16 is not available on CUDA devices yet (loss scaling); use fp32 or mixed_bf16");
-    for (int i = 0; i < m->nlayers; i++) {
-        const eng_layer *l = &m->layers[i];
-        if (l->kind != ENG_L_RESIDUAL) continue;
-        char field[128];
-        snprintf(field, sizeof field, "model.%.100s", l->path);
-        return hpo_fail(err, HPO_EUNSUPPORTED, field,
-                        "%s: %s layers cannot train on a CUDA device yet (every other kind can); use a cpu slot",
-                        field, eng_layer_kind_name(l->kind));
-    }
     return 0;
 }
 
-/* what an allocation holds, for eng_cuda_mem */
-enum { MEM_WEIGHTS, MEM_ACTIVATIONS, MEM_DATA };
-
-/* one device allocation, or in a dry run (d->plan) its size counted:
- * rounded up to 512 bytes, as cudaMalloc does at least */
-static int dalloc(dev *d, size_t bytes, void *out, const char *what, int kind, hpo_error *err) {
+/* in a dry run, each size is rounded up to 512 bytes, as cudaMalloc does at least */
+int eng_dev_alloc(dev *d, size_t bytes, void *out, const char *what, int kind, hpo_error *err) {
     if (d->plan) {
         size_t *part = kind == MEM_WEIGHTS ? &d->plan->weights
                        : kind == MEM_DATA  ? &d->plan->data
@@ -162,98 +81,9 @@ static int op_failed(dev *d, int rc, hpo_error *err) {
     return rc;
 }
 
-static int alloc_layers(dev *d, hpo_error *err) {
-    const eng_model *m = d->m;
-    size_t cap = (size_t)d->bs;
-    int rc = 0, A = MEM_ACTIVATIONS, first_p = first_param_layer(m);
-    for (int i = 0; i < m->nlayers && !rc; i++) {
-        const eng_layer *l = &m->layers[i];
-        dlayer *dl = &d->ls[i];
-        size_t in = cap * l->in_size * sizeof(float), out = cap * l->out_size * sizeof(float);
-        switch (l->kind) {
-        case ENG_L_DENSE:
-            if ((rc = dalloc(d, out, &dl->y, "dense output", A, err)) || (rc = dalloc(d, in, &dl->dx, "dense dx", A, err)))
-                break;
-            if (eng_act_needs_z(l->act)) rc = dalloc(d, out, &dl->z, "dense z", A, err);
-            else dl->z = dl->y;
-            if (!rc && bf16_layer(d, l) && (!(rc = dalloc(d, in / 2, &dl->xb, "bf16 input", A, err))))
-                rc = dalloc(d, out / 2, &dl->d16, "bf16 gradient", A, err);
-            break;
-        case ENG_L_CONV2D: {
-            eng_conv2d_shape cs;
-            conv_shape(l, d->bs, &cs);
-            size_t cols = eng_size_mul((size_t)cs.N * cs.OH * cs.OW, (size_t)cs.KH * cs.KW * cs.C);
-            if ((rc = dalloc(d, out, &dl->y, "conv2d output", A, err)) ||
-                (rc = dalloc(d, in, &dl->dx, "conv2d dx", A, err)))
-                break;
-            if (eng_act_needs_z(l->act)) rc = dalloc(d, out, &dl->z, "conv2d z", A, err);
-            else dl->z = dl->y;
-            if (!rc && bf16_layer(d, l)) {
-                if (!(rc = dalloc(d, eng_size_mul(cols, 2), &dl->cols16, "bf16 im2col rows", A, err)))
-                    rc = dalloc(d, out / 2, &dl->d16, "bf16 gradient", A, err);
-            } else if (!rc) {
-                rc = dalloc(d, eng_size_mul(cols, sizeof(float)), &dl->cols, "im2col rows", A, err);
-            }
-            if (!rc && i > first_p) rc = dalloc(d, eng_size_mul(cols, sizeof(float)), &dl->dcols, "im2col gradient", A, err);
-            break;
-        }
-        case ENG_L_MAXPOOL:
-            if (!(rc = dalloc(d, out, &dl->y, "maxpool2d output", A, err)) &&
-                !(rc = dalloc(d, cap * l->out_size * sizeof(int32_t), &dl->arg, "maxpool2d winners", A, err)))
-                rc = dalloc(d, in, &dl->dx, "maxpool2d dx", A, err);
-            break;
-        case ENG_L_AUGMENT:
-            if (draws_augment(l) && !(rc = dalloc(d, out, &dl->y, "augment output", A, err)))
-                rc = dalloc(d, in, &dl->dx, "augment dx", A, err);
-            break;
-        case ENG_L_GAP:
-            if (!(rc = dalloc(d, out, &dl->y, "global_avg_pool output", A, err)))
-                rc = dalloc(d, in, &dl->dx, "global_avg_pool dx", A, err);
-            break;
-        case ENG_L_BATCHNORM: {
-            size_t cb = (size_t)l->in_shape[l->in_rank - 1] * sizeof(float);
-            if ((rc = dalloc(d, out, &dl->y, "batchnorm output", A, err)) ||
-                (rc = dalloc(d, out, &dl->xhat, "batchnorm xhat", A, err)) ||
-                (rc = dalloc(d, cb, &dl->mu, "batchnorm mean", A, err)) ||
-                (rc = dalloc(d, cb, &dl->invstd, "batchnorm invstd", A, err)))
-                break;
-            rc = dalloc(d, 3 * cb, &dl->bnk, "batchnorm scratch", A, err);
-            break;
-        }
-        case ENG_L_DROPOUT:
-            if (!(rc = dalloc(d, out, &dl->y, "dropout output", A, err)))
-                rc = dalloc(d, out, &dl->mask, "dropout mask", A, err);
-            break;
-        case ENG_L_ACT:
-            if (l->act != ENG_ACT_NONE) rc = dalloc(d, out, &dl->y, "activation output", A, err);
-            break;
-        default:
-            break;
-        }
-    }
-    return rc;
-}
-
 static void dev_free(dev *d) {
     if (!d->cu) return;
-    for (int i = 0; d->ls && i < d->m->nlayers; i++) {
-        dlayer *dl = &d->ls[i];
-        if (dl->z != dl->y) eng_cuda_free(d->cu, dl->z);
-        eng_cuda_free(d->cu, dl->y);
-        eng_cuda_free(d->cu, dl->dx);
-        eng_cuda_free(d->cu, dl->mask);
-        eng_cuda_free(d->cu, dl->xb);
-        eng_cuda_free(d->cu, dl->d16);
-        eng_cuda_free(d->cu, dl->cols);
-        eng_cuda_free(d->cu, dl->dcols);
-        eng_cuda_free(d->cu, dl->cols16);
-        eng_cuda_free(d->cu, dl->arg);
-        eng_cuda_free(d->cu, dl->xhat);
-        eng_cuda_free(d->cu, dl->mu);
-        eng_cuda_free(d->cu, dl->invstd);
-        eng_cuda_free(d->cu, dl->bnk);
-    }
-    free(d->ls);
+    eng_dev_layers_free(d);
     void *bufs[] = {d->p, d->g, d->s, d->st, d->pb, d->x_all[0], d->x_all[1], d->y_all[0], d->y_all[1], d->t_all[0],
                     d->t_all[1], d->order, d->vidx, d->xin, d->dlogits, d->xin16, d->lab, d->tgt, d->sums,
                     d->vsums, d->norm, d->recs, d->stage_rec, d->stage_idx, d->cursor};
@@ -273,10 +103,10 @@ static size_t data_y_bytes(const eng_dataset *ds) {
 }
 
 static int alloc_data(dev *d, const eng_dataset *ds, int k, hpo_error *err) {
-    int rc = dalloc(d, data_x_bytes(ds), &d->x_all[k], "dataset", MEM_DATA, err);
+    int rc = eng_dev_alloc(d, data_x_bytes(ds), &d->x_all[k], "dataset", MEM_DATA, err);
     if (rc) return rc;
-    if (ds->y_class) return dalloc(d, data_y_bytes(ds), &d->y_all[k], "labels", MEM_DATA, err);
-    return dalloc(d, data_y_bytes(ds), &d->t_all[k], "targets", MEM_DATA, err);
+    if (ds->y_class) return eng_dev_alloc(d, data_y_bytes(ds), &d->y_all[k], "labels", MEM_DATA, err);
+    return eng_dev_alloc(d, data_y_bytes(ds), &d->t_all[k], "targets", MEM_DATA, err);
 }
 
 static int upload_data(dev *d, const eng_dataset *ds, int k, hpo_error *err) {
@@ -292,29 +122,29 @@ static int dev_alloc(dev *d, const eng_split *train, const eng_split *val, hpo_e
     const eng_model *m = d->m;
     int rc, K = m->out_dim, A = MEM_ACTIVATIONS, W = MEM_WEIGHTS;
     size_t cap = (size_t)d->bs, pbytes = (m->nparams ? m->nparams : 1) * sizeof(float);
-    if ((rc = dalloc(d, pbytes, &d->p, "parameters", W, err)) || (rc = dalloc(d, pbytes, &d->g, "gradients", W, err)) ||
-        (rc = dalloc(d, (m->nstate ? m->nstate : 1) * sizeof(float), &d->s, "optimiser state", W, err)))
+    if ((rc = eng_dev_alloc(d, pbytes, &d->p, "parameters", W, err)) || (rc = eng_dev_alloc(d, pbytes, &d->g, "gradients", W, err)) ||
+        (rc = eng_dev_alloc(d, (m->nstate ? m->nstate : 1) * sizeof(float), &d->s, "optimiser state", W, err)))
         return rc;
-    if (d->prec == ENG_PREC_BF16 && (rc = dalloc(d, pbytes / 2 + 2, &d->pb, "bf16 parameters", W, err))) return rc;
-    if (m->nstats && (rc = dalloc(d, m->nstats * sizeof(float), &d->st, "batchnorm statistics", W, err))) return rc;
-    if ((rc = alloc_layers(d, err)) || (rc = alloc_data(d, train->ds, 0, err))) return rc;
+    if (d->prec == ENG_PREC_BF16 && (rc = eng_dev_alloc(d, pbytes / 2 + 2, &d->pb, "bf16 parameters", W, err))) return rc;
+    if (m->nstats && (rc = eng_dev_alloc(d, m->nstats * sizeof(float), &d->st, "batchnorm statistics", W, err))) return rc;
+    if ((rc = eng_dev_layers_alloc(d, err)) || (rc = alloc_data(d, train->ds, 0, err))) return rc;
     if (val && val->n && val->ds != train->ds && (rc = alloc_data(d, val->ds, 1, err))) return rc;
-    if ((rc = dalloc(d, train->n * sizeof(uint32_t), &d->order, "batch order", A, err))) return rc;
-    if (val && val->n && (rc = dalloc(d, val->n * sizeof(uint32_t), &d->vidx, "validation rows", A, err))) return rc;
-    if ((rc = dalloc(d, cap * m->in_size * sizeof(float), &d->xin, "batch", A, err)) ||
-        (d->bf16_input && (rc = dalloc(d, cap * m->in_size * 2, &d->xin16, "bf16 batch", A, err))) ||
-        (rc = dalloc(d, cap * sizeof(int32_t), &d->lab, "batch labels", A, err)) ||
-        (rc = dalloc(d, cap * (size_t)K * sizeof(float), &d->tgt, "batch targets", A, err)) ||
-        (rc = dalloc(d, cap * (size_t)K * sizeof(float), &d->dlogits, "loss gradient", A, err)) ||
-        (rc = dalloc(d, ENG_CUDA_SUMS * sizeof(double), &d->sums, "metric sums", A, err)) ||
-        (rc = dalloc(d, ENG_CUDA_SUMS * sizeof(double), &d->vsums, "metric sums", A, err)) ||
-        (rc = dalloc(d, 2 * sizeof(double), &d->norm, "gradient norm", A, err)))
+    if ((rc = eng_dev_alloc(d, train->n * sizeof(uint32_t), &d->order, "batch order", A, err))) return rc;
+    if (val && val->n && (rc = eng_dev_alloc(d, val->n * sizeof(uint32_t), &d->vidx, "validation rows", A, err))) return rc;
+    if ((rc = eng_dev_alloc(d, cap * m->in_size * sizeof(float), &d->xin, "batch", A, err)) ||
+        (d->bf16_input && (rc = eng_dev_alloc(d, cap * m->in_size * 2, &d->xin16, "bf16 batch", A, err))) ||
+        (rc = eng_dev_alloc(d, cap * sizeof(int32_t), &d->lab, "batch labels", A, err)) ||
+        (rc = eng_dev_alloc(d, cap * (size_t)K * sizeof(float), &d->tgt, "batch targets", A, err)) ||
+        (rc = eng_dev_alloc(d, cap * (size_t)K * sizeof(float), &d->dlogits, "loss gradient", A, err)) ||
+        (rc = eng_dev_alloc(d, ENG_CUDA_SUMS * sizeof(double), &d->sums, "metric sums", A, err)) ||
+        (rc = eng_dev_alloc(d, ENG_CUDA_SUMS * sizeof(double), &d->vsums, "metric sums", A, err)) ||
+        (rc = eng_dev_alloc(d, 2 * sizeof(double), &d->norm, "gradient norm", A, err)))
         return rc;
     size_t rb = d->rec_words * sizeof(uint64_t);
-    if ((rc = dalloc(d, eng_size_mul(d->spe, rb), &d->recs, "step records", A, err)) ||
-        (rc = dalloc(d, (size_t)d->K * rb, &d->stage_rec, "staged step records", A, err)) ||
-        (rc = dalloc(d, (size_t)d->K * cap * sizeof(uint32_t), &d->stage_idx, "staged batch rows", A, err)) ||
-        (rc = dalloc(d, sizeof(int32_t), &d->cursor, "step cursor", A, err)))
+    if ((rc = eng_dev_alloc(d, eng_size_mul(d->spe, rb), &d->recs, "step records", A, err)) ||
+        (rc = eng_dev_alloc(d, (size_t)d->K * rb, &d->stage_rec, "staged step records", A, err)) ||
+        (rc = eng_dev_alloc(d, (size_t)d->K * cap * sizeof(uint32_t), &d->stage_idx, "staged batch rows", A, err)) ||
+        (rc = eng_dev_alloc(d, sizeof(int32_t), &d->cursor, "step cursor", A, err)))
         return rc;
     return 0;
 }
@@ -329,15 +159,8 @@ static int dev_init(dev *d, eng_model *m, const eng_split *train, const eng_trai
     d->spe = (train->n + (size_t)d->bs - 1) / (size_t)d->bs;
     d->K = o->steps_per_execution > 1 ? o->steps_per_execution : 1;
     if ((size_t)d->K > d->spe) d->K = d->spe ? (int)d->spe : 1;
-    d->ls = calloc((size_t)(m->nlayers > 0 ? m->nlayers : 1), sizeof *d->ls);
-    if (!d->ls) return HPO_ENOMEM;
     d->rec_words = REC_SC_WORDS;
-    for (int i = 0; i < m->nlayers; i++) { /* a key, or (ty, tx, flipped) int32 per sample */
-        d->ls[i].rec_off = d->rec_words;
-        if (draws_dropout(&m->layers[i])) d->rec_words += 1;
-        if (draws_augment(&m->layers[i])) d->rec_words += ((size_t)d->bs * 3 + 1) / 2;
-    }
-    return 0;
+    return eng_dev_layers_init(d);
 }
 
 static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
@@ -365,7 +188,7 @@ void eng_train_cuda_mem_estimate(const eng_model *m, const eng_split *train, con
     hpo_error err;
     if (dev_init(&d, (eng_model *)m, train, o) || dev_alloc(&d, train, val, &err)) /* a dry run cannot fail but for the host table */
         out->activations = SIZE_MAX;
-    free(d.ls);
+    eng_dev_layers_free(&d); /* the tables: nothing was allocated on a device */
     out->total = eng_size_add(eng_size_add(out->context, out->weights), eng_size_add(out->activations, out->data));
 }
 
@@ -441,166 +264,6 @@ static int gather(dev *d, const eng_dataset *ds, int k, const uint32_t *idx, int
     return rc;
 }
 
-/* the forward pass (model_run.c's forward_layer for these kinds); x NULL:
- * the bf16 batch xin16; rec (dev): the step's record with the draws of its
- * dropout and augment layers (training), or NULL (evaluation) */
-static int forward(dev *d, const float *x, int B, const uint64_t *rec, const float **out) {
-    eng_model *m = d->m;
-    int rc = 0;
-    for (int i = 0; i < m->nlayers && !rc; i++) {
-        const eng_layer *l = &m->layers[i];
-        dlayer *dl = &d->ls[i];
-        int C = l->in_shape[l->in_rank - 1];
-        size_t rows = (size_t)B * l->in_size / (size_t)C, n = (size_t)B * l->in_size;
-        dl->x = x;
-        dl->yo = dl->y;
-        switch (l->kind) {
-        case ENG_L_DENSE:
-            if (bf16_layer(d, l)) {
-                dl->xbo = dl->xb;
-                if (!x) dl->xbo = d->xin16;
-                else rc = eng_cuda_to_bf16(d->cu, x, dl->xb, n);
-                if (!rc)
-                    rc = eng_cuda_dense_forward_bf16(d->cu, dl->xbo, d->pb + l->w_off, d->p + l->b_off, dl->z, dl->y,
-                                                     (int)rows, C, l->units, l->act);
-            } else {
-                rc = eng_cuda_dense_forward(d->cu, x, d->p + l->w_off, d->p + l->b_off, dl->z, dl->y, (int)rows, C,
-                                            l->units, l->act);
-            }
-            break;
-        case ENG_L_CONV2D: {
-            eng_conv2d_shape cs;
-            conv_shape(l, B, &cs);
-            int crows = cs.N * cs.OH * cs.OW, K = cs.KH * cs.KW * cs.C;
-            const uint16_t *x16 = x ? NULL : d->xin16;
-            if (bf16_layer(d, l)) {
-                if (!(rc = eng_cuda_im2col(d->cu, &cs, x, x16, NULL, dl->cols16)))
-                    rc = eng_cuda_dense_forward_bf16(d->cu, dl->cols16, d->pb + l->w_off, d->p + l->b_off, dl->z, dl->y,
-                                                     crows, K, l->filters, l->act);
-            } else if (!(rc = eng_cuda_im2col(d->cu, &cs, x, x16, dl->cols, NULL))) {
-                rc = eng_cuda_dense_forward(d->cu, dl->cols, d->p + l->w_off, d->p + l->b_off, dl->z, dl->y, crows, K,
-                                            l->filters, l->act);
-            }
-            break;
-        }
-        case ENG_L_MAXPOOL: /* with the relu of the conv2d before it, if any (model.c) */
-            rc = eng_cuda_maxpool_forward(d->cu, x, dl->y, dl->arg, B, l->in_shape[0], l->in_shape[1], C, l->ph, l->pw,
-                                          l->psh, l->psw, l->out_shape[0], l->out_shape[1]);
-            if (!rc && l->act == ENG_ACT_RELU)
-                rc = eng_cuda_act_forward(d->cu, ENG_ACT_RELU, dl->y, dl->y, (size_t)B * l->out_size / (size_t)C,
-                                          (size_t)C);
-            break;
-        case ENG_L_AUGMENT:
-            if (!rec || !draws_augment(l)) dl->yo = x;
-            else
-                rc = eng_cuda_augment_forward(d->cu, x, dl->y, (const int32_t *)(const void *)(rec + dl->rec_off), B,
-                                              l->in_shape[0], l->in_shape[1], C);
-            break;
-        case ENG_L_GAP:
-            rc = eng_cuda_gap_forward(d->cu, x, dl->y, B, l->in_shape[0] * l->in_shape[1], C);
-            break;
-        case ENG_L_BATCHNORM: {
-            float *rm = d->st + l->stat_off, *rv = rm + C;
-            if (rec)
-                rc = eng_cuda_batchnorm_forward_train(d->cu, x, dl->y, d->p + l->w_off, d->p + l->b_off, rm, rv,
-                                                      l->momentum, l->eps, dl->xhat, dl->mu, dl->invstd, rows, C);
-            else
-                rc = eng_cuda_batchnorm_forward_eval(d->cu, x, dl->y, d->p + l->w_off, d->p + l->b_off, rm, rv, l->eps,
-                                                     rows, C);
-            break;
-        }
-        case ENG_L_DROPOUT:
-            if (!rec || !draws_dropout(l)) dl->yo = x;
-            else rc = eng_cuda_dropout_forward_dev(d->cu, x, dl->y, dl->mask, n, l->rate, rec + dl->rec_off);
-            break;
-        case ENG_L_ACT:
-            if (l->act == ENG_ACT_NONE) dl->yo = x;
-            else rc = eng_cuda_act_forward(d->cu, l->act, x, dl->y, rows, (size_t)C);
-            break;
-        default: /* flatten */
-            dl->yo = x;
-            break;
-        }
-        x = dl->yo;
-    }
-    *out = x;
-    return rc;
-}
-
-/* the backward pass from dlogits into the gradient block, down to the first
- * layer with parameters (no gradient of the model's input) */
-static int backward(dev *d, int B, const uint64_t *rec) {
-    const eng_model *m = d->m;
-    int first_p = first_param_layer(m), rc = 0;
-    float *dd = d->dlogits;
-    for (int i = m->nlayers - 1; i >= first_p && !rc; i--) {
-        const eng_layer *l = &m->layers[i];
-        dlayer *dl = &d->ls[i];
-        int C = l->in_shape[l->in_rank - 1], need_dx = i > first_p;
-        size_t rows = (size_t)B * l->in_size / (size_t)C, n = (size_t)B * l->in_size;
-        float *dx = need_dx ? dl->dx : NULL;
-        switch (l->kind) {
-        case ENG_L_DENSE:
-            if (bf16_layer(d, l))
-                rc = eng_cuda_dense_backward_bf16(d->cu, dl->xbo, d->pb + l->w_off, dl->z, dl->yo, dd, dl->d16, dx,
-                                                  d->g + l->w_off, d->g + l->b_off, (int)rows, C, l->units, l->act);
-            else
-                rc = eng_cuda_dense_backward(d->cu, dl->x, d->p + l->w_off, dl->z, dl->yo, dd, dx, d->g + l->w_off,
-                                             d->g + l->b_off, (int)rows, C, l->units, l->act);
-            dd = dx;
-            break;
-        case ENG_L_CONV2D: {
-            eng_conv2d_shape cs;
-            conv_shape(l, B, &cs);
-            int crows = cs.N * cs.OH * cs.OW, K = cs.KH * cs.KW * cs.C;
-            float *dcols = need_dx ? dl->dcols : NULL;
-            if (bf16_layer(d, l))
-                rc = eng_cuda_dense_backward_bf16(d->cu, dl->cols16, d->pb + l->w_off, dl->z, dl->yo, dd, dl->d16, dcols,
-                                                  d->g + l->w_off, d->g + l->b_off, crows, K, l->filters, l->act);
-            else
-                rc = eng_cuda_dense_backward(d->cu, dl->cols, d->p + l->w_off, dl->z, dl->yo, dd, dcols, d->g + l->w_off,
-                                             d->g + l->b_off, crows, K, l->filters, l->act);
-            if (!rc && need_dx) rc = eng_cuda_col2im(d->cu, &cs, dl->dcols, dl->dx);
-            dd = dx;
-            break;
-        }
-        case ENG_L_MAXPOOL: {
-            size_t orows = (size_t)B * l->out_size / (size_t)C;
-            if (l->act == ENG_ACT_RELU) rc = eng_cuda_act_backward(d->cu, ENG_ACT_RELU, NULL, dl->y, dd, orows, (size_t)C);
-            if (!rc && need_dx)
-                rc = eng_cuda_maxpool_backward(d->cu, dd, dl->arg, dl->dx, B, l->in_shape[0], l->in_shape[1], C, l->ph,
-                                               l->pw, l->psh, l->psw, l->out_shape[0], l->out_shape[1]);
-            dd = dx;
-            break;
-        }
-        case ENG_L_AUGMENT:
-            if (need_dx && dl->yo != dl->x)
-                rc = eng_cuda_augment_backward(d->cu, dd, (const int32_t *)(const void *)(rec + dl->rec_off), dl->dx, B,
-                                               l->in_shape[0], l->in_shape[1], C);
-            if (need_dx && dl->yo != dl->x) dd = dl->dx;
-            break;
-        case ENG_L_GAP:
-            if (need_dx) rc = eng_cuda_gap_backward(d->cu, dd, dl->dx, B, l->in_shape[0] * l->in_shape[1], C);
-            dd = dx;
-            break;
-        case ENG_L_BATCHNORM: /* dx in place of dy, as the CPU */
-            rc = eng_cuda_batchnorm_backward(d->cu, dd, dl->xhat, dl->invstd, d->p + l->w_off, need_dx ? dd : NULL,
-                                             d->g + l->w_off, d->g + l->b_off, dl->bnk, rows, C);
-            break;
-        case ENG_L_DROPOUT:
-            if (need_dx && dl->yo != dl->x) rc = eng_cuda_dropout_backward(d->cu, dd, dl->mask, dd, n);
-            break;
-        case ENG_L_ACT:
-            if (need_dx && l->act != ENG_ACT_NONE)
-                rc = eng_cuda_act_backward(d->cu, l->act, dl->x, dl->yo, dd, rows, (size_t)C);
-            break;
-        default:
-            break;
-        }
-    }
-    return rc;
-}
-
 /* one optimiser step over the whole block with the step's scalars sc
  * (dev), clipping and the bf16 copy folded in */
 static int update(dev *d, const eng_cuda_opt_scalars *sc) {
@@ -624,7 +287,7 @@ static int evaluate(dev *d, const eng_split *s, int k, eng_metrics *out, hpo_err
         int n = s->n - first < (size_t)d->bs ? (int)(s->n - first) : d->bs;
         const float *logits;
         if ((rc = gather(d, s->ds, k, d->vidx + first, n)) ||
-            (rc = forward(d, d->bf16_input ? NULL : d->xin, n, NULL, &logits)))
+            (rc = eng_dev_forward(d, d->bf16_input ? NULL : d->xin, n, NULL, &logits)))
             break;
         rc = eng_cuda_loss(d->cu, d->m->loss, d->m->final_act, logits, d->y_all[k] ? d->lab : NULL,
                            d->y_all[k] ? NULL : d->tgt, n, d->m->out_dim, 1.0f, NULL, d->vsums);
@@ -646,10 +309,10 @@ static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
         const uint64_t *rec = d->stage_rec + (size_t)s * d->rec_words;
         const float *logits;
         if ((rc = gather(d, train->ds, 0, d->stage_idx + (size_t)s * (size_t)d->bs, B)) ||
-            (rc = forward(d, d->bf16_input ? NULL : d->xin, B, rec, &logits)) ||
+            (rc = eng_dev_forward(d, d->bf16_input ? NULL : d->xin, B, rec, &logits)) ||
             (rc = eng_cuda_loss(d->cu, m->loss, m->final_act, logits, d->y_all[0] ? d->lab : NULL,
                                 d->y_all[0] ? NULL : d->tgt, B, m->out_dim, 1.0f, d->dlogits, d->sums)) ||
-            (rc = backward(d, B, rec)))
+            (rc = eng_dev_backward(d, B, rec)))
             break;
         rc = update(d, (const eng_cuda_opt_scalars *)(const void *)rec);
     }
@@ -674,18 +337,7 @@ static void epoch_records(dev *d, const eng_split *train, eng_train_loop *L, lon
         memset(rec, 0, REC_SC_WORDS * sizeof *rec);
         memcpy(rec, &sc, sizeof sc);
         size_t n = train->n - j * (size_t)d->bs < (size_t)d->bs ? train->n - j * (size_t)d->bs : (size_t)d->bs;
-        for (int i = 0; i < m->nlayers; i++) {
-            const eng_layer *l = &m->layers[i];
-            uint64_t *at = rec + d->ls[i].rec_off;
-            if (draws_dropout(l)) *at = hpo_rng_u64(&m->rng);
-            if (!draws_augment(l)) continue;
-            int32_t *p = (int32_t *)(void *)at, k = l->translate;
-            for (size_t s = 0; s < n; s++) { /* eng_augment_forward's draws */
-                p[3 * s + 2] = l->flip ? (int32_t)(hpo_rng_u64(&m->rng) >> 63) : 0;
-                p[3 * s] = k > 0 ? (int32_t)hpo_rng_below(&m->rng, (uint64_t)(2 * k + 1)) - k : 0;
-                p[3 * s + 1] = k > 0 ? (int32_t)hpo_rng_below(&m->rng, (uint64_t)(2 * k + 1)) - k : 0;
-            }
-        }
+        eng_dev_layers_draw(d, rec, n);
     }
 }
 
@@ -743,7 +395,7 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
         rc = hpo_fail(err, HPO_EINVAL, "model", "the model has no parameter blocks (eng_model_alloc)");
         goto fail;
     }
-    if ((rc = check_model(m, o, err))) goto fail;
+    if ((rc = check_opts(o, err))) goto fail;
     if ((rc = eng_train_check_data(m, train, err)) || (val && (rc = eng_train_check_data(m, val, err)))) goto fail;
     if ((rc = eng_train_cuda_check_budget(m, train, val, o, NULL, err))) goto fail;
     if (!(order = malloc((train->n ? train->n : 1) * sizeof *order))) {

@@ -9,9 +9,9 @@
  * device (train_cuda.c), K = --steps-per-execution whole steps per replay
  * of its captured graph (default 1, the study default), samples/s of the
  * second epoch (the first is the warm-up and the capture), test accuracy
- * after it. A model the device path cannot train yet
- * (the CNN: no device convolution) prints "unsupported: <the engine's
- * reason>" in its row, never a silent skip. PyTorch: tests/bench/peers/
+ * after it. A row the device path refuses (mixed_fp16, say) prints
+ * "unsupported: <the engine's reason>", never a silent skip; the CNN's
+ * GEMM-bound column stays empty (it times the dense layers' GEMMs only). PyTorch: tests/bench/peers/
  * torch_gpu.py, run once before hpo's rows for all of them (its time is
  * bounded; a crash of the engine's rows after it keeps its lines), on the
  * same GPU, the same templates and recipe, data on the device, in three modes

@@ -6,10 +6,10 @@
   to the end: every
   trial completes, the GPU slots ran trials and those learn (val_accuracy
   > 0.75), and /metrics names each slot's device and the GPU's memory.
-- hpod --devices cuda:0: a CNN (conv2d, maxpool2d; then with batchnorm)
-  trains on the GPU and learns; one with a residual block (not on the
-  device yet) fails its trial with the reason naming the layer, and hpod
-  keeps serving.
+- hpod --devices cuda:0: a CNN (conv2d, maxpool2d; then with batchnorm,
+  then with a residual block) trains on the GPU and learns; a study in
+  mixed_fp16 (not on the device yet) fails its trial with the reason
+  naming training.precision, and hpod keeps serving.
 Without a usable GPU hpod must refuse --devices cuda:0x2 at start with
 "no CUDA device: ..." (exit 2); that is checked, then the test is skipped
 (exit 77). tests/gpu/run-on-device.sh runs it on a device machine with the
@@ -67,7 +67,7 @@ def check_study(hp, c):
     c.check('hpo_gpu_memory_total_bytes{gpu="0"}' in text, "/metrics has the GPU's memory")
 
 
-def cnn_study(name, extra_layers):
+def cnn_study(name, extra_layers, precision="fp32"):
     return {"name": name, "objective": {"metric": "val_accuracy"},
             "model": {"layers": [{"conv2d": {"filters": 16, "kernel": 3, "activation": "relu"}},
                                  {"maxpool2d": {"pool": 2}}] + extra_layers +
@@ -76,7 +76,7 @@ def cnn_study(name, extra_layers):
                       "optimizer": {"name": "adam", "learning_rate": "$lr"}},
             "space": {"lr": {"type": "choice", "values": [0.002]}},
             "dataset": {"name": "fashion-mnist", "limit": 6000, "validation_split": 1000},
-            "training": {"max_epochs": 2, "batch_size": 128},
+            "training": {"max_epochs": 2, "batch_size": 128, "precision": precision},
             "tuner": {"algorithm": "random", "seed": 1, "max_trials": 1}}
 
 
@@ -88,13 +88,14 @@ def check_cnn(args, c):
             sid = hp.ok("POST", "/api/v1/studies", cnn_study(name, extra))["id"]
             wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
             t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
-            if name == "gpu-cnn-res":
-                c.check(t["state"] == "failed" and "residual" in (t.get("error") or ""),
-                        "a residual model on a GPU slot fails its trial naming the layer: %s" % t.get("error"))
-            else:
-                print("  %s on cuda:0: %s, val_accuracy %s" % (name, t["state"], t.get("value")))
-                c.check(t["state"] == "complete" and (t.get("value") or 0) > 0.7,
-                        "a CNN trains on the GPU slot and learns: %s %s %s" % (t["state"], t.get("value"), t.get("error")))
+            print("  %s on cuda:0: %s, val_accuracy %s" % (name, t["state"], t.get("value")))
+            c.check(t["state"] == "complete" and (t.get("value") or 0) > 0.7,
+                    "%s trains on the GPU slot and learns: %s %s %s" % (name, t["state"], t.get("value"), t.get("error")))
+        sid = hp.ok("POST", "/api/v1/studies", cnn_study("gpu-fp16", [], "mixed_fp16"))["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 60)
+        t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
+        c.check(t["state"] == "failed" and "mixed_fp16" in (t.get("error") or ""),
+                "mixed_fp16 on a GPU slot fails its trial with the reason: %s" % t.get("error"))
         c.check(hp.request("GET", "/healthz")[0] == 200, "hpod keeps serving")
         c.check(hp.stop() == 0, "graceful shutdown")
     finally:
