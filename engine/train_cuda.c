@@ -57,24 +57,6 @@ static int check_opts(const eng_train_opts *o, hpo_error *err) {
     return 0;
 }
 
-/* in a dry run, each size is rounded up to 512 bytes, as cudaMalloc does at least */
-int eng_dev_alloc(dev *d, size_t bytes, void *out, const char *what, int kind, hpo_error *err) {
-    if (d->plan) {
-        size_t *part = kind == MEM_WEIGHTS ? &d->plan->weights
-                       : kind == MEM_DATA  ? &d->plan->data
-                                           : &d->plan->activations;
-        size_t r = bytes > SIZE_MAX - 511 ? SIZE_MAX : ((bytes ? bytes : 1) + 511) / 512 * 512;
-        *part = eng_size_add(*part, r);
-        *(void **)out = NULL;
-        return 0;
-    }
-    int rc = eng_cuda_alloc(d->cu, bytes, (void **)out, err);
-    if (rc == HPO_ENOMEM)
-        return hpo_fail(err, rc, "devices", "cuda:%d: out of device memory for the %s (%zu bytes)", d->dev,
-                        what, bytes);
-    return rc;
-}
-
 /* an op failed to launch: the context's reason in err */
 static int op_failed(dev *d, int rc, hpo_error *err) {
     if (eng_cuda_sync(d->cu, err) == 0) hpo_fail(err, rc, "devices", "cuda:%d: a device op failed", d->dev);

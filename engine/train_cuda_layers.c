@@ -1,5 +1,6 @@
 /* train_cuda_layers.c - the layers of a model on a CUDA device (see
- * train_cuda_internal.h): each layer's device buffers, the draws its
+ * train_cuda_internal.h): the run's device allocations (eng_dev_alloc,
+ * counted in a dry run), each layer's device buffers, the draws its
  * training forward pass takes from the model's generator, and the forward
  * and backward passes over a layer list, model_run.c's forward_layer,
  * backward_layer and backward_list kind by kind over cuda_ops.h:
@@ -13,6 +14,8 @@
  *   the output gradient for the shortcut (dcopy) as the CPU does.
  * Gradients of the model's input are never computed: a list's backward
  * stops below its first layer with parameters unless its caller needs dx. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
@@ -40,6 +43,26 @@ static int first_param_layer(const eng_layer *ls, int n) {
 static void conv_shape(const eng_layer *l, int B, eng_conv2d_shape *s) {
     (void)eng_conv2d_shape_init(s, B, l->in_shape[0], l->in_shape[1], l->in_shape[2], l->kh, l->kw, l->filters, l->sh,
                                 l->sw, l->padding);
+}
+
+/* ---- one allocation ---- */
+
+/* in a dry run, each size is rounded up to 512 bytes, as cudaMalloc does at least */
+int eng_dev_alloc(dev *d, size_t bytes, void *out, const char *what, int kind, hpo_error *err) {
+    if (d->plan) {
+        size_t *part = kind == MEM_WEIGHTS ? &d->plan->weights
+                       : kind == MEM_DATA  ? &d->plan->data
+                                           : &d->plan->activations;
+        size_t r = bytes > SIZE_MAX - 511 ? SIZE_MAX : ((bytes ? bytes : 1) + 511) / 512 * 512;
+        *part = eng_size_add(*part, r);
+        *(void **)out = NULL;
+        return 0;
+    }
+    int rc = eng_cuda_alloc(d->cu, bytes, (void **)out, err);
+    if (rc == HPO_ENOMEM)
+        return hpo_fail(err, rc, "devices", "cuda:%d: out of device memory for the %s (%zu bytes)", d->dev,
+                        what, bytes);
+    return rc;
 }
 
 /* ---- tables and record offsets ---- */
