@@ -68,6 +68,11 @@ char *api_json_dumps(const json_t *json, size_t flags);
 
 /* What an embedded study (one with a "model") adds: the model template, the
  * dataset, training options and the tuner keys only hpod's own runs use. */
+/* training.device: which worker slots may run a study's trials */
+enum { API_DEVICE_ANY = 0, API_DEVICE_CPU, API_DEVICE_CUDA };
+/* 1 if a slot named `slot` ("cpu:N", "cuda:G/K", ...) may run them */
+int api_device_fits(int device, const char *slot);
+
 typedef struct api_embedded {
     json_t *model;          /* the model template (owned; premade templates expanded) */
     json_t *dataset;        /* the "dataset" object (owned reference) */
@@ -83,6 +88,7 @@ typedef struct api_embedded {
     int precision;           /* eng_precision, default fp32 */
     int steps_per_execution; /* training steps per graph launch on a CUDA slot; default 1 */
     int allow_tf32;          /* f32 GEMMs in TF32 on a CUDA slot; default 0 */
+    int device;              /* the slots its trials may run on: API_DEVICE_*; default any */
     int patience;            /* early stopping; -1 = off */
     char monitor[64];        /* default: the objective metric */
     double min_delta;

@@ -80,9 +80,14 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
     return 0;
 }
 
+int api_device_fits(int device, const char *slot) {
+    if (device == API_DEVICE_ANY || !slot) return 1;
+    return !strncmp(slot, device == API_DEVICE_CUDA ? "cuda:" : "cpu:", device == API_DEVICE_CUDA ? 5 : 4);
+}
+
 static int parse_training(const json_t *def, const char *metric, api_embedded *e, hpo_error *err) {
     static const char *keys[] = {"batch_size", "max_epochs", "precision", "steps_per_execution", "allow_tf32",
-                                 "early_stopping", "tensorboard"};
+                                 "device", "early_stopping", "tensorboard"};
     static const char *es_keys[] = {"monitor", "patience", "min_delta", "restore_best_weights"};
     const json_t *tr = json_object_get(def, "training");
     e->batch_size = 128;
@@ -90,6 +95,7 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     e->precision = ENG_PREC_FP32;
     e->steps_per_execution = 1;
     e->allow_tf32 = 0;
+    e->device = API_DEVICE_ANY;
     e->patience = -1;
     e->restore_best = 0;
     e->tensorboard = 0;
@@ -116,6 +122,14 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     if (tf32 && !json_is_boolean(tf32))
         return hpo_fail(err, HPO_EINVAL, "training.allow_tf32", "allow_tf32 must be true or false");
     e->allow_tf32 = tf32 ? json_is_true(tf32) : 0;
+    const json_t *dev = json_object_get(tr, "device");
+    if (dev) {
+        const char *s = json_string_value(dev);
+        if (s && !strcmp(s, "any")) e->device = API_DEVICE_ANY;
+        else if (s && !strcmp(s, "cpu")) e->device = API_DEVICE_CPU;
+        else if (s && !strcmp(s, "cuda")) e->device = API_DEVICE_CUDA;
+        else return hpo_fail(err, HPO_EINVAL, "training.device", "device must be \"any\", \"cpu\" or \"cuda\"");
+    }
     const json_t *tb = json_object_get(tr, "tensorboard");
     if (tb && !json_is_boolean(tb))
         return hpo_fail(err, HPO_EINVAL, "training.tensorboard", "tensorboard must be true or false");

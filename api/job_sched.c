@@ -181,6 +181,7 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
     int rc = HPO_ENOTFOUND;
     for (size_t i = 0; i < n && rc == HPO_ENOTFOUND; i++) {
         api_study *st = sts[i];
+        if (!api_device_fits(st->def.emb.device, slot)) continue; /* training.device: another kind of slot */
         sto_study_state state;
         /* the state under the study's lock: storage decides, the queue is
          * an index (read with what other nodes changed, in one statement) */

@@ -9,6 +9,9 @@
 - training.steps_per_execution (graph replay on CUDA slots): a count from 1
   to 10000, and training.allow_tf32: a boolean, or 400 naming the field; a
   CPU slot accepts and ignores both.
+- training.device: "cuda" keeps a study's trials off CPU slots (none
+  starts on cpu:2 while a "cpu" study completes), anything but any, cpu or
+  cuda is a 400 naming the field.
 - A slot of two threads (--devices cpu:1x2) trains data-parallel
   (engine/replicas.h): a study on it completes, and a paused trial resumes
   from its checkpoint.
@@ -123,6 +126,28 @@ def check_steps_per_execution(hp, c):
             "allow_tf32 must be a boolean: %s %s" % (status, out))
 
 
+def check_device(hp, c):
+    study = study_small()
+    study["training"]["device"] = "gpu"
+    status, out = hp.request("POST", "/api/v1/studies", study)
+    c.check(status == 400 and out["error"]["field"] == "training.device", "device 'gpu' -> 400: %s %s" % (status, out))
+    on_gpu = study_small()
+    on_gpu.update(name="on-gpu")
+    on_gpu["training"]["device"] = "cuda"
+    gid = hp.ok("POST", "/api/v1/studies", on_gpu)["id"]
+    on_cpu = study_small()
+    on_cpu.update(name="on-cpu", tuner={"algorithm": "random", "seed": 4, "max_trials": 2})
+    on_cpu["training"]["device"] = "cpu"
+    cid = hp.ok("POST", "/api/v1/studies", on_cpu)["id"]
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % cid)["state"] == "complete", 120)
+    g = hp.ok("GET", "/api/v1/studies/%d" % gid)
+    c.check(g["state"] == "running" and sum(g["trials_by_state"].values()) == 0,
+            "a cuda study starts no trial on cpu slots while a cpu study completes: %s %s"
+            % (g["state"], g["trials_by_state"]))
+    hp.ok("DELETE", "/api/v1/studies/%d" % gid)
+    hp.ok("DELETE", "/api/v1/studies/%d" % cid)
+
+
 def check_executions(hp, c):
     study = study_small()
     study.update(name="executions", tuner={"algorithm": "random", "seed": 9, "max_trials": 3,
@@ -231,6 +256,7 @@ def main():
         check_small(hp, c)
         check_failures(hp, c)
         check_steps_per_execution(hp, c)
+        check_device(hp, c)
         check_executions(hp, c)
         check_control(hp, c)
         status, out = hp.request("POST", "/api/v1/studies/1/ask")

@@ -9,7 +9,10 @@
  * - api_jobs_reap queues again what no busy slot runs, nothing else;
  * - a study deleted while a worker trains its trial (and a new study at
  *   once): the worker stores nothing more, anywhere (ids are never reused),
- *   and leaves no files. */
+ *   and leaves no files;
+ * - training.device: a study asking for cuda gives no job to a cpu slot and
+ *   one to a cuda slot (by name: no GPU is used), one asking for cpu the
+ *   other way round. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -243,11 +246,38 @@ static void test_deleted_study_job_stores_nothing(void **state) {
     teardown();
 }
 
+static void test_device_kind(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_t *j = json_loads(study_json, 0, NULL);
+    json_object_set_new(json_object_get(j, "training"), "device", json_string("cuda"));
+    char *body = json_dumps(j, 0);
+    json_decref(call("POST", "/api/v1/studies", body, &status));
+    assert_int_equal(status, 201);
+    api_job job;
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
+    assert_int_equal(api_jobs_next(ctx, "cuda:0/0", &job), 0);
+    assert_int_equal(job.study_id, 1);
+    free(body);
+    json_object_set_new(json_object_get(j, "training"), "device", json_string("cpu"));
+    body = json_dumps(j, 0);
+    json_decref(call("POST", "/api/v1/studies", body, &status));
+    assert_int_equal(status, 201);
+    assert_int_equal(api_jobs_next(ctx, "cuda:0/1", &job), HPO_ENOTFOUND);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    assert_int_equal(job.study_id, 2);
+    free(body);
+    json_decref(j);
+    teardown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_database_mid_trial),
         cmocka_unit_test(test_reap),
         cmocka_unit_test(test_deleted_study_job_stores_nothing),
+        cmocka_unit_test(test_device_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
