@@ -6,8 +6,9 @@
  *
  * On the device, once per run: the model's parameter, gradient and
  * optimiser-state blocks (one allocation each, as on the host), the
- * datasets of the splits (uint8 stays uint8) with their labels or targets,
- * the validation rows and each layer's batch buffers. Per epoch: the
+ * validation rows and each layer's batch buffers; the datasets of the
+ * splits (uint8 stays uint8) with their labels or targets are the GPU's
+ * copy, shared by the runs on it at the same time (cuda_data.h). Per epoch: the
  * batch order (the CPU batcher's: hpo_rng_derive(seed, epoch, 0)) goes up
  * once, with one record per step of the epoch: its learning rate and
  * Adam's scalars (eng_cuda_opt_scalars_at), and what the forward pass
@@ -44,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_data.h"
 #include "gpu.h"
 #include "ops.h"
 #include "train_cuda_internal.h"
@@ -63,39 +65,53 @@ static int op_failed(dev *d, int rc, hpo_error *err) {
     return rc;
 }
 
+/* the context's memory for cuda_data.h */
+static int data_alloc(void *cu, size_t bytes, void **out, hpo_error *err) { return eng_cuda_alloc(cu, bytes, out, err); }
+static int data_upload(void *cu, void *dst, const void *src, size_t bytes, hpo_error *err) {
+    return eng_cuda_upload(cu, dst, src, bytes, err);
+}
+static void data_free(void *cu, void *p) { eng_cuda_free(cu, p); }
+
+static eng_cuda_data_ops data_ops(dev *d) {
+    eng_cuda_data_ops ops = {data_alloc, data_upload, data_free, d->cu};
+    return ops;
+}
+
 static void dev_free(dev *d) {
     if (!d->cu) return;
     eng_dev_layers_free(d);
-    void *bufs[] = {d->p, d->g, d->s, d->st, d->pb, d->x_all[0], d->x_all[1], d->y_all[0], d->y_all[1], d->t_all[0],
-                    d->t_all[1], d->order, d->vidx, d->xin, d->dlogits, d->xin16, d->lab, d->tgt, d->sums,
-                    d->vsums, d->norm, d->recs, d->stage_rec, d->stage_idx, d->cursor};
+    eng_cuda_data_ops ops = data_ops(d);
+    for (int k = 0; k < 2; k++)
+        if (d->shared[k]) eng_cuda_data_put(&ops, d->dev, d->shared[k]);
+    void *bufs[] = {d->p, d->g, d->s, d->st, d->pb, d->order, d->vidx, d->xin, d->dlogits, d->xin16, d->lab, d->tgt,
+                    d->sums, d->vsums, d->norm, d->recs, d->stage_rec, d->stage_idx, d->cursor};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eng_cuda_free(d->cu, bufs[i]);
     eng_cuda_graph_free(d->graph);
     free(d->hrecs);
     eng_cuda_close(d->cu);
 }
 
-/* a dataset's rows and labels or targets: their sizes, allocation, upload */
-static size_t data_x_bytes(const eng_dataset *ds) {
-    return eng_size_mul(eng_size_mul(ds->n, ds->sample_size), ds->x_type == ENG_DATA_U8 ? 1 : sizeof(float));
-}
-
-static size_t data_y_bytes(const eng_dataset *ds) {
-    return ds->y_class ? eng_size_mul(ds->n, sizeof(int32_t)) : eng_size_mul(eng_size_mul(ds->n, ds->y_dim), sizeof(float));
-}
-
+/* a dataset's rows and labels or targets: the GPU's copy (shared with the
+ * runs beside this one on it), or in a dry run their sizes (counted for
+ * each run: a budget that holds when the run is alone on the GPU) */
 static int alloc_data(dev *d, const eng_dataset *ds, int k, hpo_error *err) {
-    int rc = eng_dev_alloc(d, data_x_bytes(ds), &d->x_all[k], "dataset", MEM_DATA, err);
+    if (d->plan) {
+        int rc = eng_dev_alloc(d, eng_cuda_data_x_bytes(ds), &d->x_all[k], "dataset", MEM_DATA, err);
+        if (!rc) rc = eng_dev_alloc(d, eng_cuda_data_y_bytes(ds), &d->y_all[k], "labels or targets", MEM_DATA, err);
+        return rc;
+    }
+    eng_cuda_data_ops ops = data_ops(d);
+    eng_cuda_data c;
+    int rc = eng_cuda_data_get(&ops, d->dev, ds, &c, err);
+    if (rc == HPO_ENOMEM)
+        return hpo_fail(err, rc, "devices", "cuda:%d: out of device memory for the dataset (%zu bytes)", d->dev,
+                        eng_size_add(eng_cuda_data_x_bytes(ds), eng_cuda_data_y_bytes(ds)));
     if (rc) return rc;
-    if (ds->y_class) return eng_dev_alloc(d, data_y_bytes(ds), &d->y_all[k], "labels", MEM_DATA, err);
-    return eng_dev_alloc(d, data_y_bytes(ds), &d->t_all[k], "targets", MEM_DATA, err);
-}
-
-static int upload_data(dev *d, const eng_dataset *ds, int k, hpo_error *err) {
-    int rc = eng_cuda_upload(d->cu, d->x_all[k], ds->x, data_x_bytes(ds), err);
-    if (rc) return rc;
-    if (ds->y_class) return eng_cuda_upload(d->cu, d->y_all[k], ds->y_class, data_y_bytes(ds), err);
-    return eng_cuda_upload(d->cu, d->t_all[k], ds->y_target, data_y_bytes(ds), err);
+    d->shared[k] = ds;
+    d->x_all[k] = c.x;
+    d->y_all[k] = c.y;
+    d->t_all[k] = c.t;
+    return 0;
 }
 
 /* Every device allocation of a run, in one place: with d->plan set nothing
@@ -152,8 +168,7 @@ static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_spli
     if ((rc = dev_init(d, m, train, o)) ||
         !(d->hrecs = calloc(d->spe ? d->spe * d->rec_words : 1, sizeof *d->hrecs)))
         return hpo_fail(err, HPO_ENOMEM, "training", "out of memory");
-    if ((rc = dev_alloc(d, train, val, err)) || (rc = upload_data(d, train->ds, 0, err))) return rc;
-    if (val && val->n && val->ds != train->ds && (rc = upload_data(d, val->ds, 1, err))) return rc;
+    if ((rc = dev_alloc(d, train, val, err))) return rc;
     if (val && val->n && (rc = eng_cuda_upload(d->cu, d->vidx, val->idx, val->n * sizeof(uint32_t), err))) return rc;
     return 0;
 }

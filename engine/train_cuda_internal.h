@@ -50,6 +50,7 @@ typedef struct dev {
     float *st;               /* batchnorm running statistics (m->stats), or NULL */
     uint16_t *pb;            /* bf16 copy of p (mixed_bf16) */
     void *x_all[2];          /* the training and (when another) validation dataset */
+    const eng_dataset *shared[2]; /* the datasets whose device copies (cuda_data.h) it holds */
     int32_t *y_all[2];
     float *t_all[2];
     uint32_t *order, *vidx;  /* the epoch's training order; the validation rows */
