@@ -40,7 +40,7 @@ typedef struct run {
     int pruned;
     int stopped; /* API_STOP_* seen by the callback */
     int store_rc; /* an epoch that could not be stored: HPO_ENOSPACE, HPO_ENOTFOUND (trial deleted),
-                     HPO_ECONFLICT (the trial runs on another node) */
+                     HPO_ECONFLICT (the trial runs on another node), or another storage error */
     int epochs_seen; /* callbacks of the current execution */
     int64_t boundary; /* pbt: the boundary it stopped at, to wait there to be ranked (pbt.c) */
     double started;  /* monotonic start of this run, for job->timeout */
@@ -156,10 +156,13 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
         if (rc == HPO_ECONFLICT) rc = 0; /* no longer running: the outcome below tells */
         pthread_mutex_unlock(&st->lock);
     }
-    if (rc == HPO_ENOSPACE || rc == HPO_ENOTFOUND || rc == HPO_ECONFLICT) {
-        /* a full disk, the trial is gone (its study was deleted), or it runs
-         * on another node now (this one was found dead): stop without
-         * checkpointing this epoch, so a resume redoes it */
+    if (!stored || rc == HPO_ENOSPACE || rc == HPO_ENOTFOUND || rc == HPO_ECONFLICT) {
+        /* a full disk, the trial is gone (its study was deleted), it runs
+         * on another node now (this one was found dead), or the curve point
+         * could not be stored for another reason (a connection lost during
+         * a stall, say): stop without checkpointing this epoch, so a resume
+         * redoes it. A checkpoint past the stored curve would let the
+         * resume skip an epoch that has no point (a gap in the curve). */
         r->store_rc = rc;
         return rc;
     }
@@ -435,6 +438,12 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         /* this node was found dead and the trial went to another one, which
          * resumes it from its checkpoint: nothing of this run is stored */
         HPO_WARN("trial %lld: it runs on another node now; this run stores nothing", (long long)job->trial_id);
+    } else if (rc && rc == r.store_rc && rc != HPO_ENOSPACE) {
+        /* an epoch could not be stored: not the trial's fault either; it
+         * resumes from its last checkpoint (if it is still this node's) */
+        HPO_WARN("trial %lld: an epoch could not be stored (%s): queued again", (long long)job->trial_id,
+                 hpo_strerror(rc));
+        requeue(ctx, st, job, "epoch not stored");
     } else if (rc == HPO_ENOSPACE) {
         /* not the trial's fault: it resumes from its last checkpoint once
          * the back-off has passed, and the study goes on */
