@@ -204,6 +204,9 @@ int eng_model_bf16_input_at(const eng_model *m, int precision); /* the same, wer
  * bound by memory, and oneDNN has no fast bf16 kernel for it), unless the
  * layer asks for fp32. The device path follows the same rule. */
 int eng_layer_uses_bf16(int precision, const eng_layer *l);
+/* Whether l has parameters, a residual block's inner layers and projection
+ * included (backward passes stop below the first layer that has). */
+int eng_layer_has_params(const eng_layer *l);
 int eng_model_forward_bf16(eng_model *m, const uint16_t *xb, int B, int train, const float **out);
 /* Backward from m->dlogits[B][out_dim]; fills m->grads. */
 int eng_model_backward(eng_model *m, int B);

@@ -552,11 +552,11 @@ static int backward_layer(eng_model *m, eng_layer *l, float *d, int B, int need_
     return rc;
 }
 
-static int has_params(const eng_layer *l) {
+int eng_layer_has_params(const eng_layer *l) {
     if (l->nw) return 1;
     if (l->kind != ENG_L_RESIDUAL) return 0;
     for (int i = 0; i < l->nsub; i++)
-        if (has_params(&l->sub[i])) return 1;
+        if (eng_layer_has_params(&l->sub[i])) return 1;
     return l->proj != NULL;
 }
 
@@ -566,7 +566,7 @@ static int has_params(const eng_layer *l) {
 static int backward_list(eng_model *m, eng_layer *ls, int n, float *d, int B, int need_dx, float **dx_out) {
     int first_p = n; /* index of the first layer with parameters */
     for (int i = 0; i < n; i++)
-        if (has_params(&ls[i])) {
+        if (eng_layer_has_params(&ls[i])) {
             first_p = i;
             break;
         }

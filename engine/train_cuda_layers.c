@@ -26,17 +26,9 @@ static int draws_augment(const eng_layer *l) { return l->kind == ENG_L_AUGMENT &
 
 static int bf16_layer(const dev *d, const eng_layer *l) { return eng_layer_uses_bf16(d->prec, l); }
 
-static int has_params(const eng_layer *l) {
-    if (l->nw) return 1;
-    if (l->kind != ENG_L_RESIDUAL) return 0;
-    for (int i = 0; i < l->nsub; i++)
-        if (has_params(&l->sub[i])) return 1;
-    return l->proj != NULL;
-}
-
 static int first_param_layer(const eng_layer *ls, int n) {
     for (int i = 0; i < n; i++)
-        if (has_params(&ls[i])) return i;
+        if (eng_layer_has_params(&ls[i])) return i;
     return n;
 }
 

@@ -45,9 +45,9 @@ extern "C" int eng_cuda_im2col(eng_cuda *cu, const eng_conv2d_shape *s, const fl
 static __global__ void col2im_k(eng_conv2d_shape s, const float *dcols, float *dx, size_t total) {
     const int K = s.KH * s.KW * s.C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)s.C), w = (int)((i / (size_t)s.C) % (size_t)s.W);
-        int h = (int)((i / ((size_t)s.C * s.W)) % (size_t)s.H);
-        size_t n = i / ((size_t)s.C * s.W * s.H);
+        cu_nhwc q = cu_nhwc_of(i, s.H, s.W, s.C);
+        int c = q.c, w = q.w, h = q.h;
+        size_t n = q.n;
         float acc = 0.0f;
         for (int kh = 0; kh < s.KH; kh++) {
             int t = h + s.pad_t - kh;
@@ -79,9 +79,9 @@ typedef struct pool_shape {
 
 static __global__ void maxpool_fwd_k(pool_shape p, const float *x, float *y, int32_t *arg, size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)p.C), ow = (int)((i / (size_t)p.C) % (size_t)p.OW);
-        int oh = (int)((i / ((size_t)p.C * p.OW)) % (size_t)p.OH);
-        size_t n = i / ((size_t)p.C * p.OW * p.OH);
+        cu_nhwc q = cu_nhwc_of(i, p.OH, p.OW, p.C);
+        int c = q.c, ow = q.w, oh = q.h;
+        size_t n = q.n;
         const float *xn = x + n * (size_t)p.H * p.W * p.C;
         int32_t base = (int32_t)(((size_t)oh * p.sh * p.W + (size_t)ow * p.sw) * p.C) + c, best = base;
         float m = xn[base];
@@ -110,9 +110,9 @@ extern "C" int eng_cuda_maxpool_forward(eng_cuda *cu, const float *x, float *y, 
  * winner it is */
 static __global__ void maxpool_bwd_k(pool_shape p, const float *dy, const int32_t *arg, float *dx, size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)p.C), w = (int)((i / (size_t)p.C) % (size_t)p.W);
-        int h = (int)((i / ((size_t)p.C * p.W)) % (size_t)p.H);
-        size_t n = i / ((size_t)p.C * p.W * p.H);
+        cu_nhwc q = cu_nhwc_of(i, p.H, p.W, p.C);
+        int c = q.c, w = q.w, h = q.h;
+        size_t n = q.n;
         int32_t off = (int32_t)(((size_t)h * p.W + w) * p.C) + c;
         int oh0 = h >= p.ph ? (h - p.ph) / p.sh + 1 : 0, ow0 = w >= p.pw ? (w - p.pw) / p.sw + 1 : 0;
         float acc = 0.0f;

@@ -97,6 +97,22 @@ static __device__ __forceinline__ uint16_t cu_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* element e's place in an NHWC tensor of H x W x C per sample */
+typedef struct cu_nhwc {
+    size_t n;
+    int h, w, c;
+} cu_nhwc;
+static __device__ __forceinline__ cu_nhwc cu_nhwc_of(size_t e, int H, int W, int C) {
+    cu_nhwc p;
+    p.c = (int)(e % (size_t)C);
+    e /= (size_t)C;
+    p.w = (int)(e % (size_t)W);
+    e /= (size_t)W;
+    p.h = (int)(e % (size_t)H);
+    p.n = e / (size_t)H;
+    return p;
+}
+
 /* a value of an f32 or bf16 buffer as f32, and its store (bf16 rounded to
  * nearest even): the ops templated over both */
 static __device__ __forceinline__ float cu_load_f32(const float *p) { return *p; }

@@ -15,11 +15,10 @@ typedef struct img_shape {
 /* y(n, i, j, c) = x(n, i - ty, flip ? W-1-(j - tx) : j - tx, c), 0 outside */
 static __global__ void augment_fwd_k(img_shape s, const float *x, float *y, const int32_t *params, size_t total) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(e % (size_t)s.C), j = (int)((e / (size_t)s.C) % (size_t)s.W);
-        int i = (int)((e / ((size_t)s.C * s.W)) % (size_t)s.H);
-        size_t n = e / ((size_t)s.C * s.W * s.H);
+        cu_nhwc q = cu_nhwc_of(e, s.H, s.W, s.C);
+        size_t n = q.n;
         int ty = params[3 * n], tx = params[3 * n + 1], fl = params[3 * n + 2];
-        int si = i - ty, sj = j - tx;
+        int si = q.h - ty, sj = q.w - tx, c = q.c;
         if (fl) sj = s.W - 1 - sj;
         y[e] = si < 0 || si >= s.H || sj < 0 || sj >= s.W ? 0.0f : x[((n * s.H + si) * s.W + sj) * s.C + c];
     }
@@ -28,11 +27,10 @@ static __global__ void augment_fwd_k(img_shape s, const float *x, float *y, cons
 /* dx(n, si, sj, c) = dy at the one output that read it, or 0 */
 static __global__ void augment_bwd_k(img_shape s, const float *dy, float *dx, const int32_t *params, size_t total) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(e % (size_t)s.C), sj = (int)((e / (size_t)s.C) % (size_t)s.W);
-        int si = (int)((e / ((size_t)s.C * s.W)) % (size_t)s.H);
-        size_t n = e / ((size_t)s.C * s.W * s.H);
+        cu_nhwc q = cu_nhwc_of(e, s.H, s.W, s.C);
+        size_t n = q.n;
         int ty = params[3 * n], tx = params[3 * n + 1], fl = params[3 * n + 2];
-        int i = si + ty, j = (fl ? s.W - 1 - sj : sj) + tx;
+        int i = q.h + ty, j = (fl ? s.W - 1 - q.w : q.w) + tx, c = q.c;
         dx[e] = i < 0 || i >= s.H || j < 0 || j >= s.W ? 0.0f : dy[((n * s.H + i) * s.W + j) * s.C + c];
     }
 }

@@ -133,41 +133,32 @@ fi
 [ $rc = 0 ] && say "$check"
 
 status=0
+# run_test NAME LIMIT COMMAND...: runs it with its output in the log, says its verdict
+run_test() {
+    local name=$1 limit=$2 t0 rc verdict
+    shift 2
+    echo "== $name" >>"$log"
+    t0=$(date +%s)
+    timeout "$limit" "$@" >>"$log" 2>&1
+    rc=$?
+    case $rc in
+    0) verdict=PASS ;;
+    77) verdict="SKIP (the device was not usable: see the log)"; status=1 ;;
+    124) verdict="FAIL (timed out after $limit s)"; status=1 ;;
+    *) verdict="FAIL (exit $rc)"; status=1 ;;
+    esac
+    say "$name: $verdict in $(($(date +%s) - t0))s"
+}
 say "== tests (each limited to 120 s)"
 for t in "$b"/bin/gpu_*; do
     name=$(basename "$t")
-    echo "== $name" >>"$log"
-    t0=$(date +%s)
-    timeout 120 "$t" >>"$log" 2>&1
-    rc=$?
-    case $rc in
-    0) verdict=PASS ;;
-    77) verdict="SKIP (the device was not usable: see the log)"; status=1 ;;
-    124) verdict="FAIL (timed out after 120 s)"; status=1 ;;
-    *) verdict="FAIL (exit $rc)"; status=1 ;;
-    esac
-    say "$name: $verdict in $(($(date +%s) - t0))s"
+    run_test "$name" 120 "$t"
     if [ $sanitize = 1 ] && command -v compute-sanitizer >/dev/null; then
-        echo "== $name under compute-sanitizer memcheck" >>"$log"
-        timeout 300 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 "$t" >>"$log" 2>&1
-        src=$?
-        say "$name memcheck: $([ $src = 0 ] && echo PASS || echo "FAIL (exit $src)")"
-        [ $src = 0 ] || status=1
+        run_test "$name memcheck" 300 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 "$t"
     fi
 done
 for t in tests/gpu/test_*.py; do
-    name=$(basename "$t" .py)
-    echo "== $name" >>"$log"
-    t0=$(date +%s)
-    timeout 300 python3 "$t" --hpod "$b/bin/hpod" >>"$log" 2>&1
-    rc=$?
-    case $rc in
-    0) verdict=PASS ;;
-    77) verdict="SKIP (the device was not usable: see the log)"; status=1 ;;
-    124) verdict="FAIL (timed out after 300 s)"; status=1 ;;
-    *) verdict="FAIL (exit $rc)"; status=1 ;;
-    esac
-    say "$name: $verdict in $(($(date +%s) - t0))s"
+    run_test "$(basename "$t" .py)" 300 python3 "$t" --hpod "$b/bin/hpod"
 done
 {
     echo "== comparisons that failed (all lines: $log)"
