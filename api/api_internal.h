@@ -66,13 +66,13 @@ char *api_json_dumps(const json_t *json, size_t flags);
 
 /* ---- study definitions (study_def.c, embedded.c, templates.c) ---- */
 
-/* What an embedded study (one with a "model") adds: the model template, the
- * dataset, training options and the tuner keys only hpod's own runs use. */
 /* training.device: which worker slots may run a study's trials */
 enum { API_DEVICE_ANY = 0, API_DEVICE_CPU, API_DEVICE_CUDA };
 /* 1 if a slot named `slot` ("cpu:N", "cuda:G/K", ...) may run them */
 int api_device_fits(int device, const char *slot);
 
+/* What an embedded study (one with a "model") adds: the model template, the
+ * dataset, training options and the tuner keys only hpod's own runs use. */
 typedef struct api_embedded {
     json_t *model;          /* the model template (owned; premade templates expanded) */
     json_t *dataset;        /* the "dataset" object (owned reference) */
