@@ -6,10 +6,10 @@
 # tests/gpu/bundle.sh made here carried along:
 #     run(command="bash tests/gpu/run-on-device.sh", carry=[".gpu-pack"], timeout_s=600)
 # Options: --tests-only       no benchmark
-#          --no-sanitize      skip the second run of each test program under
-#                             compute-sanitizer memcheck (by default it runs:
-#                             seconds for these programs on an H200; API
-#                             errors a test provokes on purpose, such as its
+#          --no-sanitize      skip the last stage: each test program again
+#                             under compute-sanitizer memcheck, with the
+#                             time the benchmarks left (API errors a test
+#                             provokes on purpose, such as its
 #                             out-of-memory request, are not reported)
 #          --torch-modes M    the PyTorch peer's modes (default eager,graph)
 #          --budget SECONDS   the whole script's time (default 480: the
@@ -25,8 +25,7 @@
 #     was found (the CUDA toolkit's lib64, else the nvidia-cublas wheel, else
 #     a search); no usable CUDA device (bench_gpu_engine --check-device) ends
 #     it here: "NO GPU: <the runtime's reason>" in $OUT/summary.txt, exit 3
-#  3. every test of .gpu-bundle/bin/gpu_* with a 120 s limit (and again
-#     under compute-sanitizer memcheck, unless --no-sanitize), then every
+#  3. every test of .gpu-bundle/bin/gpu_* with a 120 s limit, then every
 #     tests/gpu/test_*.py (a real hpod with cuda: slots, the bundle's hpod)
 #     with 300 s, full output in $OUT/gpu-tests.log, one verdict line each
 #     in $OUT/summary.txt at once (a skip on a GPU machine means the device
@@ -42,8 +41,11 @@
 #     in $OUT/bench.txt, bench-spe16.txt and e2e.txt as it runs, their
 #     tables appended to the summary. A stage that no longer fits the
 #     budget is skipped, saying so.
-#  5. the comparison lines that failed and the 15 largest errors of the
-#     tests, then the summary printed last (the call's output_tail ends with it)
+#  5. each test program again under compute-sanitizer memcheck, in the time
+#     the budget has left (unless --no-sanitize; a verdict line each)
+#  6. the summary printed last (the call's output_tail ends with it): the
+#     verdicts, the comparison lines that failed and the 15 largest errors
+#     of the tests (gathered after stage 3), the benchmarks' tables
 # Exit status: 0 only if every test passed and the benchmark ran.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -153,9 +155,6 @@ say "== tests (each limited to 120 s)"
 for t in "$b"/bin/gpu_*; do
     name=$(basename "$t")
     run_test "$name" 120 "$t"
-    if [ $sanitize = 1 ] && command -v compute-sanitizer >/dev/null; then
-        run_test "$name memcheck" 300 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 "$t"
-    fi
 done
 for t in tests/gpu/test_*.py; do
     run_test "$(basename "$t" .py)" 300 python3 "$t" --hpod "$b/bin/hpod"
@@ -208,6 +207,19 @@ if [ $bench = 1 ]; then
     else
         say "no time left for bench_e2e"
     fi
+fi
+# last, with what the budget left: memory checking slows kernels tens of
+# times, and the training tests would eat the benchmarks' time
+if [ $sanitize = 1 ] && command -v compute-sanitizer >/dev/null; then
+    for t in "$b"/bin/gpu_*; do
+        left=$((budget - $(elapsed)))
+        if [ $left -lt 30 ]; then
+            say "no time left for $(basename "$t") under memcheck"
+            continue
+        fi
+        run_test "$(basename "$t") memcheck" $((left < 300 ? left : 300)) \
+            compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 "$t"
+    done
 fi
 echo
 echo "==================== summary ($(elapsed) s) ===================="
