@@ -322,14 +322,14 @@ static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
  * layer, a key per dropout layer (eng_dropout_forward) and per sample of
  * the step's n a flip, then a shift in y and x, per augment layer
  * (eng_augment_forward); *lr: the last step's rate */
-static void epoch_records(dev *d, const eng_split *train, eng_train_loop *L, long spe, long total, double *lr) {
+static void epoch_records(dev *d, const eng_split *train, eng_train_loop *L, long total, double *lr) {
     eng_model *m = d->m;
     for (size_t j = 0; j < d->spe; j++) {
         uint64_t *rec = d->hrecs + j * d->rec_words;
         long step = L->st.step + (long)j;
         eng_cuda_opt_scalars sc;
         memset(&sc, 0, sizeof sc);
-        *lr = eng_schedule_lr(&m->sched, m->opt.lr, step, spe, total);
+        *lr = eng_schedule_lr(&m->sched, m->opt.lr, step, (long)d->spe, total);
         eng_cuda_opt_scalars_at(&m->opt, (float)*lr, step + 1, &sc);
         memset(rec, 0, REC_SC_WORDS * sizeof *rec);
         memcpy(rec, &sc, sizeof sc);
@@ -340,7 +340,7 @@ static void epoch_records(dev *d, const eng_split *train, eng_train_loop *L, lon
 
 /* one epoch's steps: K at a time by the captured graph, the rest one by
  * one; *sums gets its metric sums */
-static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int epoch, long spe, long total,
+static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int epoch, long total,
                        uint32_t *order, eng_metric_sums *sums, double *lr, hpo_error *err) {
     eng_model *m = d->m;
     const eng_train_opts *o = L->o;
@@ -348,7 +348,7 @@ static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int ep
     hpo_rng r;
     hpo_rng_derive(&r, o->seed, (uint64_t)epoch, 0);
     hpo_rng_shuffle_u32(&r, order, (uint32_t)train->n);
-    epoch_records(d, train, L, spe, total, lr);
+    epoch_records(d, train, L, total, lr);
     int rc = eng_cuda_upload(d->cu, d->order, order, train->n * sizeof *order, err);
     if (!rc) rc = eng_cuda_upload(d->cu, d->recs, d->hrecs, d->spe * d->rec_words * sizeof *d->hrecs, err);
     if (rc) return rc;
@@ -401,13 +401,13 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
     }
     if ((rc = eng_train_loop_begin(&L, m, val, o, (m->nparams + 1) * sizeof(float), err))) goto fail;
     if ((rc = dev_open(&d, m, train, val, o, err)) || (rc = params_up(&d, err))) goto fail;
-    long spe = (long)((train->n + (size_t)bs - 1) / (size_t)bs), total = spe * o->epochs;
+    long total = (long)d.spe * o->epochs; /* the schedule's steps (dev_init counted those of an epoch) */
     int vk = val && val->ds != train->ds ? 1 : 0, stop = 0;
     for (int epoch = L.st.epoch; epoch < o->epochs && !stop; epoch++) {
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
         double lr = m->opt.lr, t0 = hpo_monotonic();
-        if ((rc = train_epoch(&d, train, &L, epoch, spe, total, order, &sums, &lr, err))) goto fail;
+        if ((rc = train_epoch(&d, train, &L, epoch, total, order, &sums, &lr, err))) goto fail;
         eng_epoch_report rep;
         eng_train_loop_report(&L, epoch, &sums, hpo_monotonic() - t0, lr, 0, &rep);
         if (!isfinite(sums.loss)) {
