@@ -105,8 +105,8 @@ static int on_refit_epoch(const eng_epoch_report *r, void *user) {
     return p->stopped;
 }
 
-static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int threads, const atomic_int *stop,
-                     json_t *result, char **rel, hpo_error *err) {
+static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, const char *slot, int threads,
+                     const atomic_int *stop, json_t *result, char **rel, hpo_error *err) {
     const api_embedded *emb = &st->def.emb;
     json_t *spec = json_loads(mrow->spec, 0, NULL);
     int epochs = (int)json_integer_value(json_object_get(spec, "epochs"));
@@ -135,23 +135,22 @@ static int run_refit(api_ctx *ctx, api_study *st, const sto_model *mrow, int thr
     api_tb_run_init(&tb, ctx, st, what);
     if (api_dir_tensorboard_refit(tbdir, ctx->opt.data_dir, st->id, mrow->id) == 0) api_tb_run_select(&tb, tbdir);
     refit_progress prog = {ctx, st->id, mrow->id, mrow->trial_id, stop, 0, &tb};
+    /* the trials' training options (precision, steps_per_execution, TF32,
+     * budget, checkpoints resumed), without early stopping or a best epoch
+     * to go back to: a fixed number of epochs on train + validation */
     eng_train_opts o;
-    eng_train_opts_init(&o);
+    api_trial_train_opts(ctx, emb, threads, &o);
     o.epochs = epochs;
-    o.batch_size = emb->batch_size;
-    o.threads = threads;
     o.seed = seed;
-    o.precision = emb->precision;
     o.patience = -1;
     o.monitor = "loss";
+    o.min_delta = 0;
+    o.restore_best = 0;
     o.checkpoint_dir = ckdir;
     o.checkpoint_name = ckname;
-    o.resume = 1;
-    o.checkpoint_durable = ctx->opt.durable_checkpoints;
-    o.prefetch = 1;
     o.on_epoch = on_refit_epoch;
     o.user = &prog;
-    o.max_bytes = (size_t)ctx->opt.max_model_bytes;
+    api_slot_train_opts(slot, emb, &o); /* a CUDA slot trains it on its GPU */
     /* the budget before the parameters exist (as for trials, job_trial.c) */
     if ((rc = eng_train_check_budget(m, &o, NULL, err)) || (rc = eng_model_alloc(m, seed, err))) goto done;
     eng_train_result res;
@@ -381,7 +380,7 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
     if (!st->def.embedded)
         rc = hpo_fail(&err, HPO_EINVAL, "", "study %lld is external: hpod has no models of it", (long long)st->id);
     else if (mrow.kind == STO_MODEL_REFIT)
-        rc = run_refit(ctx, st, &mrow, threads, stop, result, &rel, &err);
+        rc = run_refit(ctx, st, &mrow, slot, threads, stop, result, &rel, &err);
     else if (mrow.kind == STO_MODEL_TRIAL)
         rc = run_trial_model(ctx, st, &mrow, result, &rel, &err);
     else

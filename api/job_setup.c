@@ -1,6 +1,9 @@
 /* job_setup.c - what a training job is set up with: its options, its
  * splits, its seeds (jobs_internal.h). Shared by the trial runner, the
  * model jobs and the template checks at study creation. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "data.h"
 #include "jobs_internal.h"
 #include "train.h"
@@ -29,6 +32,12 @@ void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, en
     o->checkpoint_durable = ctx->opt.durable_checkpoints;
     o->prefetch = 1;
     o->max_bytes = (size_t)ctx->opt.max_model_bytes;
+}
+
+void api_slot_train_opts(const char *slot, const api_embedded *emb, eng_train_opts *o) {
+    if (!slot || strncmp(slot, "cuda:", 5) != 0 || !api_device_fits(emb->device, slot)) return;
+    o->cuda = 1;
+    o->cuda_device = atoi(slot + 5);
 }
 
 int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng_split *val, hpo_error *err) {

@@ -285,13 +285,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     o.checkpoint_name = name;
     o.on_epoch = on_epoch;
     o.user = r;
-    /* a CUDA slot ("cuda:G/K"; a spanning one uses its first GPU) trains on
-     * its GPU (engine/train_cuda.c). Not reached yet: hpod refuses CUDA
-     * slots at start (server/main.c) until a device run validates it. */
-    if (r->slot && !strncmp(r->slot, "cuda:", 5)) {
-        o.cuda = 1;
-        o.cuda_device = atoi(r->slot + 5);
-    }
+    api_slot_train_opts(r->slot, emb, &o); /* a CUDA slot trains on its GPU */
     r->execution = e;
     r->epochs_seen = 0;
     api_tb_run_select(&r->tb, tb);

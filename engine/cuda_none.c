@@ -11,6 +11,7 @@ int eng_cuda_open(int device, int allow_tf32, eng_cuda **out, hpo_error *err) {
 }
 
 void eng_cuda_close(eng_cuda *cu) { (void)cu; }
+void eng_cuda_set_fp16(eng_cuda *cu, int fp16) { (void)cu, (void)fp16; }
 
 #define NONE(...) (void)cu, __VA_ARGS__; return HPO_EUNSUPPORTED
 
@@ -46,7 +47,8 @@ int eng_cuda_gather_labels(eng_cuda *cu, const int32_t *y_all, const uint32_t *i
 int eng_cuda_gather_targets(eng_cuda *cu, const float *t_all, int K, const uint32_t *idx, int n, float *out) {
     NONE((void)t_all, (void)K, (void)idx, (void)n, (void)out);
 }
-int eng_cuda_to_bf16(eng_cuda *cu, const float *x, uint16_t *y, size_t n) { NONE((void)x, (void)y, (void)n); }
+int eng_cuda_to_h16(eng_cuda *cu, const float *x, uint16_t *y, size_t n) { NONE((void)x, (void)y, (void)n); }
+int eng_cuda_round_fp16(eng_cuda *cu, const float *x, float *y, size_t n) { NONE((void)x, (void)y, (void)n); }
 int eng_cuda_act_forward(eng_cuda *cu, int act, const float *z, float *y, size_t rows, size_t cols) {
     NONE((void)act, (void)z, (void)y, (void)rows, (void)cols);
 }
@@ -62,11 +64,11 @@ int eng_cuda_dense_backward(eng_cuda *cu, const float *x, const float *w, const 
     NONE((void)x, (void)w, (void)z, (void)y, (void)d, (void)dx, (void)dw, (void)db, (void)B, (void)I, (void)O,
          (void)act);
 }
-int eng_cuda_dense_forward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *b, float *z,
+int eng_cuda_dense_forward_h16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *b, float *z,
                                 float *y, int B, int I, int O, int act) {
     NONE((void)xb, (void)wb, (void)b, (void)z, (void)y, (void)B, (void)I, (void)O, (void)act);
 }
-int eng_cuda_dense_backward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z, const float *y,
+int eng_cuda_dense_backward_h16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z, const float *y,
                                  float *d, uint16_t *d16, float *dx, float *dw, float *db, int B, int I, int O,
                                  int act) {
     NONE((void)xb, (void)wb, (void)z, (void)y, (void)d, (void)d16, (void)dx, (void)dw, (void)db, (void)B, (void)I,
@@ -139,16 +141,27 @@ int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_met
     (void)cu, (void)sums, (void)n, (void)K, (void)acc;
     return none(err);
 }
+int eng_cuda_loss_scaled(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
+                         const float *targets, int B, int K, const eng_cuda_scaler *s, float *dz, double *sums) {
+    NONE((void)loss, (void)fused_act, (void)z, (void)labels, (void)targets, (void)B, (void)K, (void)s, (void)dz,
+         (void)sums);
+}
 int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out) {
     NONE((void)g, (void)n, (void)unscale, (void)out);
+}
+int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, const eng_cuda_scaler *s, double *out) {
+    NONE((void)g, (void)n, (void)s, (void)out);
+}
+int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval) {
+    NONE((void)norm, (void)s, (void)growth_interval);
 }
 int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                         size_t n, const double *norm) {
     NONE((void)c, (void)lr, (void)t, (void)p, (void)g, (void)state, (void)n, (void)norm);
 }
-int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_opt_scalars *sc, float *p,
-                            float *g, float *state, size_t n, const double *norm, uint16_t *pb) {
-    NONE((void)c, (void)sc, (void)p, (void)g, (void)state, (void)n, (void)norm, (void)pb);
+int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_step_args *a, float *p, float *g,
+                            float *state, size_t n) {
+    NONE((void)c, (void)a, (void)p, (void)g, (void)state, (void)n);
 }
 int eng_cuda_stage_steps(eng_cuda *cu, const uint32_t *order, size_t rows, int bs, const void *recs,
                          size_t rec_bytes, const int32_t *cursor, int steps, uint32_t *idx, void *rec) {

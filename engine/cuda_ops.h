@@ -26,8 +26,17 @@
  *   counter-based hash, evaluated per element on the device), so a trial
  *   moves between CPU and GPU slots and resumes exactly.
  * - f32 GEMMs use CUBLAS_COMPUTE_32F: no TF32 unless the context is opened
- *   with allow_tf32. The bf16 variants take bf16 inputs and weights and
- *   produce f32 outputs and gradients with f32 accumulation (ops.h).
+ *   with allow_tf32. The _h16 variants take 16-bit inputs and weights and
+ *   produce f32 outputs and gradients with f32 accumulation (ops.h); the
+ *   16-bit format is the context's: bf16 (mixed_bf16), or IEEE fp16 once
+ *   eng_cuda_set_fp16 says so (mixed_fp16). Every op that writes or reads
+ *   a 16-bit buffer (uint16_t *) uses that format.
+ * - mixed_fp16's dynamic loss scale lives on the device (eng_cuda_scaler):
+ *   the loss reads the scale, the gradient pass unscales and checks
+ *   finiteness, the optimiser skips a step whose gradients are not finite
+ *   and reads its scalars by the count of applied steps, and
+ *   eng_cuda_scaler_update does train.c's bookkeeping, so a graph of K
+ *   steps replays with the scale changing inside it.
  * - Reductions (bias gradients, gradient norms) are deterministic: fixed
  *   block order, no atomics. The metric sums of the losses use double
  *   atomics (one per block): their order may vary in the last bits.
@@ -65,6 +74,9 @@ typedef struct eng_cuda_graph eng_cuda_graph;
  * cuBLASLt. HPO_EUNSUPPORTED (field "devices") without CUDA or device. */
 int eng_cuda_open(int device, int allow_tf32, eng_cuda **out, hpo_error *err);
 void eng_cuda_close(eng_cuda *cu);
+/* The 16-bit format of the context's _h16 ops: fp16 if fp16, else bf16
+ * (the default). Set before the first op. */
+void eng_cuda_set_fp16(eng_cuda *cu, int fp16);
 /* Loads cuBLASLt (dlopen; eng_cuda_open does it at the first context):
  * 0, or HPO_EUNSUPPORTED (field "devices") saying why, the library missing
  * or lacking a function. Needs no GPU; a build without CUDA answers as
@@ -86,15 +98,18 @@ int eng_cuda_copy(eng_cuda *cu, void *dst, const void *src, size_t bytes);
 
 /* ---- data: rows of a dataset already on the device ----
  * x_all (dev): [rows][ss] uint8 (x_u8) or f32; out[n][ss] = x_all[idx[i]] *
- * scale, as f32 (out) or bf16 rounded to nearest even (out16); one of the
- * two. idx (dev): n row numbers (an epoch's order, offset by the batch). */
+ * scale, as f32 (out) or 16-bit rounded to nearest even (out16); one of
+ * the two. idx (dev): n row numbers (an epoch's order, offset by the batch). */
 int eng_cuda_gather_x(eng_cuda *cu, const void *x_all, int x_u8, size_t ss, float scale, const uint32_t *idx,
                       int n, float *out, uint16_t *out16);
 /* labels out[i] = y_all[idx[i]]; targets out[i][k] = t_all[idx[i]][k]. */
 int eng_cuda_gather_labels(eng_cuda *cu, const int32_t *y_all, const uint32_t *idx, int n, int32_t *out);
 int eng_cuda_gather_targets(eng_cuda *cu, const float *t_all, int K, const uint32_t *idx, int n, float *out);
-/* f32 -> bf16 (round to nearest even, NaN kept quiet), n elements. */
-int eng_cuda_to_bf16(eng_cuda *cu, const float *x, uint16_t *y, size_t n);
+/* f32 -> the context's 16-bit format (round to nearest even, NaN kept
+ * quiet; fp16 overflows to Inf), n elements. */
+int eng_cuda_to_h16(eng_cuda *cu, const float *x, uint16_t *y, size_t n);
+/* y = x rounded to the nearest fp16 value, as f32 (eng_round_fp16_n); y may be x. */
+int eng_cuda_round_fp16(eng_cuda *cu, const float *x, float *y, size_t n);
 
 /* ---- activations (ops.h): z, y, d [rows][cols] (dev) ---- */
 int eng_cuda_act_forward(eng_cuda *cu, int act, const float *z, float *y, size_t rows, size_t cols);
@@ -108,20 +123,21 @@ int eng_cuda_dense_forward(eng_cuda *cu, const float *x, const float *w, const f
 /* d: dy in, dz out (clobbered); dx (NULL: skip), dw, db overwritten. */
 int eng_cuda_dense_backward(eng_cuda *cu, const float *x, const float *w, const float *z, const float *y, float *d,
                             float *dx, float *dw, float *db, int B, int I, int O, int act);
-/* bf16: xb[B][I], wb[I][O] bf16; d16 scratch [B][O] bf16. */
-int eng_cuda_dense_forward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *b, float *z,
+/* 16-bit: xb[B][I], wb[I][O] in the context's format; d16 scratch [B][O]
+ * (dz rounded to that format before the two GEMMs). */
+int eng_cuda_dense_forward_h16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *b, float *z,
                                 float *y, int B, int I, int O, int act);
-int eng_cuda_dense_backward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z,
+int eng_cuda_dense_backward_h16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z,
                                  const float *y, float *d, uint16_t *d16, float *dx, float *dw, float *db, int B,
                                  int I, int O, int act);
 
 /* ---- conv2d (ops.h): x[N][H][W][C], w[KH][KW][C][OC], y[N][OH][OW][OC] ----
  * as the dense op over the rows of cols[N*OH*OW][KH*KW*C] (im2col: each
  * output pixel's receptive field, zero outside x) with w as [KH*KW*C][OC]:
- * forward = im2col, then eng_cuda_dense_forward(_bf16) with its bias and
- * activation; backward = eng_cuda_dense_backward(_bf16) into dcols, then
- * col2im. im2col reads x (f32) or x16 (bf16) and writes cols (f32) or
- * cols16 (bf16, rounded to nearest even): one of each. col2im overwrites
+ * forward = im2col, then eng_cuda_dense_forward(_h16) with its bias and
+ * activation; backward = eng_cuda_dense_backward(_h16) into dcols, then
+ * col2im. im2col reads x (f32) or x16 (16-bit) and writes cols (f32) or
+ * cols16 (16-bit, rounded to nearest even): one of each. col2im overwrites
  * dx[N][H][W][C] with, for each element, the sum of the dcols entries im2col
  * copied it to (a gather: deterministic). */
 int eng_cuda_im2col(eng_cuda *cu, const eng_conv2d_shape *s, const float *x, const uint16_t *x16, float *cols,
@@ -181,8 +197,18 @@ int eng_cuda_add(eng_cuda *cu, const float *a, const float *b, float *y, size_t 
  * loss)/dz. sums (dev, ENG_CUDA_SUMS doubles: loss, correct, sq, abs) get
  * this batch added; eng_cuda_sums_add folds them into host metric sums. */
 #define ENG_CUDA_SUMS 4
+/* mixed_fp16's dynamic loss scale (train.h), in device memory: the scale,
+ * the good steps since it last changed, and this epoch's applied and
+ * skipped steps. */
+typedef struct eng_cuda_scaler {
+    float scale;
+    int32_t good, applied, skipped;
+} eng_cuda_scaler;
 int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
                   const float *targets, int B, int K, float scale, float *dz, double *sums);
+/* The same with scale = s->scale (s: dev) when the kernel runs. */
+int eng_cuda_loss_scaled(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
+                         const float *targets, int B, int K, const eng_cuda_scaler *s, float *dz, double *sums);
 /* Downloads sums (dev) and adds them, with n samples of K outputs, to acc. */
 int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc, hpo_error *err);
 
@@ -191,6 +217,14 @@ int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_met
  * accumulation), out[1] = 1 if every element is finite else 0 (out: dev, 2
  * doubles). Stays on the device: no host round trip per step. */
 int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out);
+/* mixed_fp16: g rounded to fp16 (eng_model_backward's rounding), then the
+ * same with unscale = 1 / s->scale (s: dev) when the kernel runs. */
+int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, const eng_cuda_scaler *s, double *out);
+/* After a mixed_fp16 step's update, train.c's bookkeeping from norm[1]
+ * (dev): not finite: the step was skipped, scale halved, good = 0,
+ * skipped + 1; finite: applied + 1, and after growth_interval good steps in
+ * a row the scale doubles. */
+int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval);
 /* One update of p[n] from g[n] with state laid out as optim.h says; g may be
  * modified. norm (dev, from eng_cuda_grad_norm, or NULL): when clipnorm > 0
  * and norm[0] > clipnorm, g is first scaled by clipnorm / norm[0] as
@@ -208,11 +242,20 @@ static inline void eng_cuda_opt_scalars_at(const eng_optim_config *c, float lr, 
     out->lr = lr;
     eng_adam_scalars_at(c, lr, t, &out->adam);
 }
-/* eng_cuda_optim_step with the scalars read from sc (dev) when the kernel
- * runs; pb (dev, NULL: none): also writes the bf16 copy of every updated
- * parameter (mixed_bf16: no separate pass over the block). */
-int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_opt_scalars *sc, float *p,
-                            float *g, float *state, size_t n, const double *norm, uint16_t *pb);
+/* What eng_cuda_optim_step_dev reads and writes besides the blocks; every
+ * pointer is device memory, NULL for none but sc. */
+typedef struct eng_cuda_step_args {
+    const eng_cuda_opt_scalars *sc; /* the step's scalars, read when the kernel runs; */
+    const int32_t *sc_index;        /* with this: entry *sc_index of a table of them, */
+    size_t sc_stride;               /* sc_stride bytes apart (mixed_fp16: by applied steps) */
+    const double *norm;             /* as eng_cuda_optim_step's */
+    uint16_t *p16;                  /* the 16-bit copy of every updated parameter */
+    float *ph;                      /* its fp16-rounded f32 copy (mixed_fp16) */
+} eng_cuda_step_args;
+/* eng_cuda_optim_step with the scalars from device memory (graph replay),
+ * writing the copies as it goes (no separate pass over the block). */
+int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_step_args *a, float *p, float *g,
+                            float *state, size_t n);
 
 /* ---- steps staged from device memory ----
  * order (dev): an epoch's row order, rows entries, taken bs at a time;

@@ -247,7 +247,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
                     L.st.loss_scale *= 0.5;
                     L.st.good_steps = 0;
                     skipped++;
-                    if (L.st.loss_scale < 0x1p-24) {
+                    if (L.st.loss_scale < ENG_LOSS_SCALE_MIN) {
                         rc = hpo_fail(err, HPO_EDIVERGED, "training", "loss scale underflow at epoch %d", epoch + 1);
                         goto fail;
                     }
@@ -258,7 +258,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             eng_optim_step(&m->opt, (float)lr, L.st.step + 1, m->params, m->grads, m->opt_state, m->nparams);
             L.st.step++;
             eng_model_params_changed(m);
-            if (o->precision == ENG_PREC_FP16 && ++L.st.good_steps >= 2000) {
+            if (o->precision == ENG_PREC_FP16 && ++L.st.good_steps >= ENG_LOSS_SCALE_GROWTH) {
                 L.st.loss_scale *= 2.0;
                 L.st.good_steps = 0;
             }

@@ -223,6 +223,12 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
 /* Metrics of m on a split (eval mode: no dropout, running BN statistics). */
 int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *out, hpo_error *err);
 
+/* mixed_fp16's dynamic loss scale (above): its start, the good steps in a
+ * row after which it doubles, and the floor below which a run diverged */
+#define ENG_LOSS_SCALE_START 32768.0
+#define ENG_LOSS_SCALE_GROWTH 2000
+#define ENG_LOSS_SCALE_MIN 0x1p-24
+
 /* ---- checkpoints (checkpoint.c) ---- */
 typedef struct eng_train_state {
     int epoch;          /* epochs completed */

@@ -1,6 +1,6 @@
 /* train_cuda.c - eng_train on a CUDA device, every layer kind of the
- * engine (train_cuda_layers.c runs them): fp32, with TF32 if asked, and
- * mixed_bf16 (see train.h and train_loop.h). Plain C over cuda_ops.h, the
+ * engine (train_cuda_layers.c runs them): fp32, with TF32 if asked,
+ * mixed_bf16 and mixed_fp16 (see train.h and train_loop.h). Plain C over cuda_ops.h, the
  * same in every build: without CUDA eng_cuda_open refuses and so does
  * this.
  *
@@ -19,8 +19,13 @@
  * Per step nothing crosses the bus: the step's rows and record are staged
  * on the device from a step cursor there (eng_cuda_stage_steps), rows are
  * gathered, the forward and backward passes, the loss with its metric sums
- * and the optimiser (one kernel over the whole block, clipping and the bf16
- * copy folded in) run, and the cursor advances. Since no host value is in
+ * and the optimiser (one kernel over the whole block, clipping and the
+ * 16-bit copy folded in) run, and the cursor advances. mixed_fp16's loss
+ * scale stays on the device too (cuda_ops.h, eng_cuda_scaler): a step whose
+ * gradients are not finite is skipped there, and the optimiser takes its
+ * scalars from the epoch's records by the count of applied steps, so
+ * skipped steps do not advance the schedule or Adam's step, as on the CPU;
+ * the epoch end brings the scale and the counts down. Since no host value is in
  * a step, K = steps_per_execution whole steps are captured once as a CUDA
  * graph and each replay trains the next K (Keras' steps_per_execution,
  * here also what removes the launch cost of small models); the epoch's
@@ -35,7 +40,8 @@
  * epoch (the sums), not at the step, and a non-finite gradient under
  * clipnorm skips that step's update on the device (eng_cuda_optim_step)
  * instead of failing at once; the loss then diverges and the epoch end
- * reports HPO_EDIVERGED. max_bytes (a host budget) is not applied here: the
+ * reports HPO_EDIVERGED; mixed_fp16's scale falling below its floor is
+ * reported at the epoch's end, not at the step. max_bytes (a host budget) is not applied here: the
  * device has its own (train.h, eng_train_cuda_check_budget), checked by a
  * dry run of the allocating code (dev_alloc with a plan) before the device
  * is opened; an allocation that still fails is HPO_ENOMEM naming the bytes. */
@@ -50,14 +56,6 @@
 #include "ops.h"
 #include "train_cuda_internal.h"
 #include "train_loop.h"
-
-/* what this path cannot run yet */
-static int check_opts(const eng_train_opts *o, hpo_error *err) {
-    if (o->precision == ENG_PREC_FP16)
-        return hpo_fail(err, HPO_EUNSUPPORTED, "training.precision",
-                        "mixed_fp16 is not available on CUDA devices yet (loss scaling); use fp32 or mixed_bf16");
-    return 0;
-}
 
 /* an op failed to launch: the context's reason in err */
 static int op_failed(dev *d, int rc, hpo_error *err) {
@@ -83,7 +81,7 @@ static void dev_free(dev *d) {
     eng_cuda_data_ops ops = data_ops(d);
     for (int k = 0; k < 2; k++)
         if (d->shared[k]) eng_cuda_data_put(&ops, d->dev, d->shared[k]);
-    void *bufs[] = {d->p, d->g, d->s, d->st, d->pb, d->order, d->vidx, d->xin, d->dlogits, d->xin16, d->lab, d->tgt,
+    void *bufs[] = {d->p, d->g, d->s, d->st, d->pb, d->ph, d->scaler, d->order, d->vidx, d->xin, d->dlogits, d->xin16, d->lab, d->tgt,
                     d->sums, d->vsums, d->norm, d->recs, d->stage_rec, d->stage_idx, d->cursor};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eng_cuda_free(d->cu, bufs[i]);
     eng_cuda_graph_free(d->graph);
@@ -123,7 +121,11 @@ static int dev_alloc(dev *d, const eng_split *train, const eng_split *val, hpo_e
     if ((rc = eng_dev_alloc(d, pbytes, &d->p, "parameters", W, err)) || (rc = eng_dev_alloc(d, pbytes, &d->g, "gradients", W, err)) ||
         (rc = eng_dev_alloc(d, (m->nstate ? m->nstate : 1) * sizeof(float), &d->s, "optimiser state", W, err)))
         return rc;
-    if (d->prec == ENG_PREC_BF16 && (rc = eng_dev_alloc(d, pbytes / 2 + 2, &d->pb, "bf16 parameters", W, err))) return rc;
+    if (d->prec != ENG_PREC_FP32 && (rc = eng_dev_alloc(d, pbytes / 2 + 2, &d->pb, "16-bit parameters", W, err))) return rc;
+    if (d->prec == ENG_PREC_FP16 &&
+        ((rc = eng_dev_alloc(d, pbytes, &d->ph, "fp16-rounded parameters", W, err)) ||
+         (rc = eng_dev_alloc(d, sizeof(eng_cuda_scaler), &d->scaler, "loss scale", W, err))))
+        return rc;
     if (m->nstats && (rc = eng_dev_alloc(d, m->nstats * sizeof(float), &d->st, "batchnorm statistics", W, err))) return rc;
     if ((rc = eng_dev_layers_alloc(d, err)) || (rc = alloc_data(d, train->ds, 0, err))) return rc;
     if (val && val->n && val->ds != train->ds && (rc = alloc_data(d, val->ds, 1, err))) return rc;
@@ -165,6 +167,7 @@ static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_spli
                     hpo_error *err) {
     int rc;
     if ((rc = eng_cuda_open(o->cuda_device, o->allow_tf32, &d->cu, err))) return rc;
+    eng_cuda_set_fp16(d->cu, o->precision == ENG_PREC_FP16);
     if ((rc = dev_init(d, m, train, o)) ||
         !(d->hrecs = calloc(d->spe ? d->spe * d->rec_words : 1, sizeof *d->hrecs)))
         return hpo_fail(err, HPO_ENOMEM, "training", "out of memory");
@@ -238,7 +241,8 @@ static int params_up(dev *d, hpo_error *err) {
     int rc = eng_cuda_upload(d->cu, d->p, m->params, m->nparams * sizeof(float), err);
     if (!rc && m->nstate) rc = eng_cuda_upload(d->cu, d->s, m->opt_state, m->nstate * sizeof(float), err);
     if (!rc && m->nstats) rc = eng_cuda_upload(d->cu, d->st, m->stats, m->nstats * sizeof(float), err);
-    if (!rc && d->pb) rc = eng_cuda_to_bf16(d->cu, d->p, d->pb, m->nparams);
+    if (!rc && d->pb) rc = eng_cuda_to_h16(d->cu, d->p, d->pb, m->nparams);
+    if (!rc && d->ph) rc = eng_cuda_round_fp16(d->cu, d->p, d->ph, m->nparams);
     return rc;
 }
 
@@ -256,22 +260,37 @@ static int params_down(dev *d, hpo_error *err) {
 static int gather(dev *d, const eng_dataset *ds, int k, const uint32_t *idx, int n) {
     int rc = eng_cuda_gather_x(d->cu, d->x_all[k], ds->x_type == ENG_DATA_U8, ds->sample_size, ds->x_scale, idx, n,
                                d->bf16_input ? NULL : d->xin, d->bf16_input ? d->xin16 : NULL);
+    if (!rc && d->prec == ENG_PREC_FP16) rc = eng_cuda_round_fp16(d->cu, d->xin, d->xin, (size_t)n * ds->sample_size);
     if (!rc && d->y_all[k]) rc = eng_cuda_gather_labels(d->cu, d->y_all[k], idx, n, d->lab);
     if (!rc && d->t_all[k]) rc = eng_cuda_gather_targets(d->cu, d->t_all[k], (int)ds->y_dim, idx, n, d->tgt);
     return rc;
 }
 
 /* one optimiser step over the whole block with the step's scalars sc
- * (dev), clipping and the bf16 copy folded in */
+ * (dev), clipping and the 16-bit copy folded in; mixed_fp16: the gradients
+ * rounded and unscaled, the step skipped when they are not finite, the
+ * scalars those of the next applied step (the epoch's records, by the
+ * scaler's count), the loss scale's bookkeeping after it */
 static int update(dev *d, const eng_cuda_opt_scalars *sc) {
     eng_model *m = d->m;
-    int rc = 0;
-    const double *norm = NULL;
-    if (m->opt.clipnorm > 0) {
+    int rc = 0, fp16 = d->prec == ENG_PREC_FP16;
+    eng_cuda_step_args a;
+    memset(&a, 0, sizeof a);
+    a.sc = sc;
+    a.p16 = d->pb;
+    a.ph = d->ph;
+    if (fp16) {
+        a.sc = (const eng_cuda_opt_scalars *)(const void *)d->recs;
+        a.sc_index = &d->scaler->applied;
+        a.sc_stride = d->rec_words * sizeof(uint64_t);
+        rc = eng_cuda_grad_unscale_norm(d->cu, d->g, m->nparams, d->scaler, d->norm);
+        a.norm = d->norm;
+    } else if (m->opt.clipnorm > 0) {
         rc = eng_cuda_grad_norm(d->cu, d->g, m->nparams, 1.0f, d->norm);
-        norm = d->norm;
+        a.norm = d->norm;
     }
-    if (!rc) rc = eng_cuda_optim_step_dev(d->cu, &m->opt, sc, d->p, d->g, d->s, m->nparams, norm, d->pb);
+    if (!rc) rc = eng_cuda_optim_step_dev(d->cu, &m->opt, &a, d->p, d->g, d->s, m->nparams);
+    if (!rc && fp16) rc = eng_cuda_scaler_update(d->cu, d->norm, d->scaler, ENG_LOSS_SCALE_GROWTH);
     return rc;
 }
 
@@ -295,10 +314,22 @@ static int evaluate(dev *d, const eng_split *s, int k, eng_metrics *out, hpo_err
     return 0;
 }
 
+/* a training step's loss, its metric sums and the loss gradient
+ * (mixed_fp16: scaled by the device's loss scale, rounded to fp16 values) */
+static int loss_step(dev *d, const float *logits, int B) {
+    const eng_model *m = d->m;
+    const int32_t *lab = d->y_all[0] ? d->lab : NULL;
+    const float *tgt = d->y_all[0] ? NULL : d->tgt;
+    if (d->prec != ENG_PREC_FP16)
+        return eng_cuda_loss(d->cu, m->loss, m->final_act, logits, lab, tgt, B, m->out_dim, 1.0f, d->dlogits, d->sums);
+    int rc = eng_cuda_loss_scaled(d->cu, m->loss, m->final_act, logits, lab, tgt, B, m->out_dim, d->scaler, d->dlogits,
+                                  d->sums);
+    return rc ? rc : eng_cuda_round_fp16(d->cu, d->dlogits, d->dlogits, (size_t)B * (size_t)m->out_dim);
+}
+
 /* the next `steps` training steps from the cursor, each of B rows (the
  * epoch's last may have fewer: the stage copies only the rows there are) */
 static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
-    eng_model *m = d->m;
     size_t rb = d->rec_words * sizeof(uint64_t);
     int rc = eng_cuda_stage_steps(d->cu, d->order, train->n, d->bs, d->recs, rb, d->cursor, steps, d->stage_idx,
                                   d->stage_rec);
@@ -307,9 +338,7 @@ static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
         const float *logits;
         if ((rc = gather(d, train->ds, 0, d->stage_idx + (size_t)s * (size_t)d->bs, B)) ||
             (rc = eng_dev_forward(d, d->bf16_input ? NULL : d->xin, B, rec, &logits)) ||
-            (rc = eng_cuda_loss(d->cu, m->loss, m->final_act, logits, d->y_all[0] ? d->lab : NULL,
-                                d->y_all[0] ? NULL : d->tgt, B, m->out_dim, 1.0f, d->dlogits, d->sums)) ||
-            (rc = eng_dev_backward(d, B, rec)))
+            (rc = loss_step(d, logits, B)) || (rc = eng_dev_backward(d, B, rec)))
             break;
         rc = update(d, (const eng_cuda_opt_scalars *)(const void *)rec);
     }
@@ -338,10 +367,29 @@ static void epoch_records(dev *d, const eng_split *train, eng_train_loop *L, lon
     }
 }
 
+/* mixed_fp16: the loss scale up at an epoch's start, and down at its end
+ * with the steps applied (L's step advances by those only) and skipped */
+static int scaler_up(dev *d, const eng_train_loop *L, hpo_error *err) {
+    eng_cuda_scaler s = {(float)L->st.loss_scale, (int32_t)L->st.good_steps, 0, 0};
+    return eng_cuda_upload(d->cu, d->scaler, &s, sizeof s, err);
+}
+
+static int scaler_down(dev *d, eng_train_loop *L, long total, double *lr, long *skipped, hpo_error *err) {
+    eng_cuda_scaler s;
+    int rc = eng_cuda_download(d->cu, &s, d->scaler, sizeof s, err);
+    if (rc) return rc;
+    if (s.applied > 0) *lr = eng_schedule_lr(&d->m->sched, d->m->opt.lr, L->st.step + s.applied - 1, (long)d->spe, total);
+    L->st.step += s.applied;
+    L->st.loss_scale = s.scale;
+    L->st.good_steps = s.good;
+    *skipped = s.skipped;
+    return 0;
+}
+
 /* one epoch's steps: K at a time by the captured graph, the rest one by
- * one; *sums gets its metric sums */
+ * one; *sums gets its metric sums, *skipped mixed_fp16's skipped steps */
 static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int epoch, long total,
-                       uint32_t *order, eng_metric_sums *sums, double *lr, hpo_error *err) {
+                       uint32_t *order, eng_metric_sums *sums, double *lr, long *skipped, hpo_error *err) {
     eng_model *m = d->m;
     const eng_train_opts *o = L->o;
     memcpy(order, train->idx, train->n * sizeof *order); /* eng_batcher_start_epoch's order */
@@ -351,7 +399,9 @@ static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int ep
     epoch_records(d, train, L, total, lr);
     int rc = eng_cuda_upload(d->cu, d->order, order, train->n * sizeof *order, err);
     if (!rc) rc = eng_cuda_upload(d->cu, d->recs, d->hrecs, d->spe * d->rec_words * sizeof *d->hrecs, err);
+    if (!rc && d->scaler) rc = scaler_up(d, L, err);
     if (rc) return rc;
+    long steps = 0;
     if ((rc = eng_cuda_zero(d->cu, d->sums, ENG_CUDA_SUMS * sizeof(double))) ||
         (rc = eng_cuda_zero(d->cu, d->cursor, sizeof(int32_t))))
         return op_failed(d, rc, err);
@@ -365,15 +415,18 @@ static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int ep
             if (rc2) return rc2;
         }
         if ((rc = eng_cuda_graph_launch(d->cu, d->graph))) return op_failed(d, rc, err);
-        L->st.step += d->K;
+        steps += d->K;
     }
     for (; j < d->spe; j++) {
         size_t first = j * (size_t)d->bs;
         int n = train->n - first < (size_t)d->bs ? (int)(train->n - first) : d->bs;
         if ((rc = enqueue_steps(d, train, 1, n))) return op_failed(d, rc, err);
-        L->st.step++;
+        steps++;
     }
-    return eng_cuda_sums_add(d->cu, d->sums, train->n, m->out_dim, sums, err);
+    *skipped = 0;
+    if (d->scaler) rc = scaler_down(d, L, total, lr, skipped, err);
+    else L->st.step += steps;
+    return rc ? rc : eng_cuda_sums_add(d->cu, d->sums, train->n, m->out_dim, sums, err);
 }
 
 int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
@@ -392,7 +445,6 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
         rc = hpo_fail(err, HPO_EINVAL, "model", "the model has no parameter blocks (eng_model_alloc)");
         goto fail;
     }
-    if ((rc = check_opts(o, err))) goto fail;
     if ((rc = eng_train_check_data(m, train, err)) || (val && (rc = eng_train_check_data(m, val, err)))) goto fail;
     if ((rc = eng_train_cuda_check_budget(m, train, val, o, NULL, err))) goto fail;
     if (!(order = malloc((train->n ? train->n : 1) * sizeof *order))) {
@@ -407,13 +459,19 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
         double lr = m->opt.lr, t0 = hpo_monotonic();
-        if ((rc = train_epoch(&d, train, &L, epoch, total, order, &sums, &lr, err))) goto fail;
+        long skipped = 0;
+        if ((rc = train_epoch(&d, train, &L, epoch, total, order, &sums, &lr, &skipped, err))) goto fail;
         eng_epoch_report rep;
-        eng_train_loop_report(&L, epoch, &sums, hpo_monotonic() - t0, lr, 0, &rep);
+        eng_train_loop_report(&L, epoch, &sums, hpo_monotonic() - t0, lr, skipped, &rep);
         if (!isfinite(sums.loss)) {
             L.r.train = rep.train;
             rc = hpo_fail(err, HPO_EDIVERGED, "training", "loss became %s during epoch %d (step %ld)",
                           isnan(sums.loss) ? "NaN" : "Inf", epoch + 1, L.st.step);
+            goto fail;
+        }
+        if (o->precision == ENG_PREC_FP16 && L.st.loss_scale < ENG_LOSS_SCALE_MIN) {
+            L.r.train = rep.train;
+            rc = hpo_fail(err, HPO_EDIVERGED, "training", "loss scale underflow at epoch %d", epoch + 1);
             goto fail;
         }
         if (L.use_val) {

@@ -9,6 +9,14 @@
  * - One dev per run, used by one thread. Every device allocation goes
  *   through eng_dev_alloc, which in a dry run (plan set) only adds the size
  *   up: the memory budget is the allocating code itself.
+ * - mixed_fp16 is model_run.c's: the layers compute with ph (the
+ *   parameters rounded to fp16 values), the model's input, each layer's
+ *   output (but an fp32-only layer's) and every input gradient are rounded
+ *   to fp16 values, and so are the loss gradient and the gradient block;
+ *   the GEMMs of dense and conv2d layers run in fp16 as mixed_bf16's run in
+ *   bf16 (with the output gradient rounded to fp16 before them, where the
+ *   CPU multiplies it in f32). The loss scale is on the device
+ *   (eng_cuda_scaler).
  * - A step's record (8-byte words): REC_SC_WORDS of the optimiser's
  *   scalars, then each drawing layer's draws (a dropout key; (ty, tx,
  *   flipped) int32 per sample of an augment layer) at its rec_off, in the
@@ -30,7 +38,7 @@ typedef struct dlayer dlayer;
 struct dlayer {
     float *z, *y, *dx, *mask;
     float *cols, *dcols; /* conv2d: im2col rows (f32 layers) and their gradient */
-    uint16_t *cols16;    /* conv2d in bf16: the rows in bf16 */
+    uint16_t *cols16;    /* conv2d in 16 bits: the rows in 16 bits */
     int32_t *arg;        /* maxpool2d: the winners */
     float *xhat, *mu, *invstd, *bnk; /* batchnorm: what backward needs, its scratch */
     size_t rec_off;      /* dropout, augment: its draws' place in a step's record (words) */
@@ -48,7 +56,9 @@ typedef struct dev {
     dlayer *ls;
     float *p, *g, *s;        /* parameters, gradients, optimiser state */
     float *st;               /* batchnorm running statistics (m->stats), or NULL */
-    uint16_t *pb;            /* bf16 copy of p (mixed_bf16) */
+    uint16_t *pb;            /* 16-bit copy of p (mixed_bf16: bf16, mixed_fp16: fp16) */
+    float *ph;               /* p rounded to fp16 values (mixed_fp16: what the layers compute with) */
+    eng_cuda_scaler *scaler; /* mixed_fp16's loss scale (cuda_ops.h) */
     void *x_all[2];          /* the training and (when another) validation dataset */
     const eng_dataset *shared[2]; /* the datasets whose device copies (cuda_data.h) it holds */
     int32_t *y_all[2];
@@ -92,7 +102,7 @@ void eng_dev_layers_free(dev *d);
 /* One training step's draws from the model's generator into its record
  * (host), for a step of n rows. */
 void eng_dev_layers_draw(dev *d, uint64_t *rec, size_t n);
-/* The forward pass of a batch of B rows x (dev; NULL: the bf16 batch
+/* The forward pass of a batch of B rows x (dev; NULL: the 16-bit batch
  * xin16); rec (dev): the step's record (training), or NULL (evaluation).
  * *out: the logits (dev). */
 int eng_dev_forward(dev *d, const float *x, int B, const uint64_t *rec, const float **out);

@@ -5,7 +5,9 @@
  * and backward passes over a layer list, model_run.c's forward_layer,
  * backward_layer and backward_list kind by kind over cuda_ops.h:
  * - dense through cuBLASLt (bias and activation epilogues), conv2d as
- *   im2col + the same op, in bf16 where eng_layer_uses_bf16 says so;
+ *   im2col + the same op, in 16 bits (bf16 or fp16, the run's mixed
+ *   precision) where eng_layer_uses_bf16 says mixed_bf16 would;
+ * - mixed_fp16's roundings where model_run.c rounds (train_cuda_internal.h);
  * - maxpool2d with the relu a conv2d before it leaves to it (model.c);
  * - augment and dropout from the step's record (the CPU's draws);
  * - batchnorm with the running statistics in d->st;
@@ -24,7 +26,15 @@
 static int draws_dropout(const eng_layer *l) { return l->kind == ENG_L_DROPOUT && l->rate != 0.0f; }
 static int draws_augment(const eng_layer *l) { return l->kind == ENG_L_AUGMENT && (l->translate || l->flip); }
 
-static int bf16_layer(const dev *d, const eng_layer *l) { return eng_layer_uses_bf16(d->prec, l); }
+/* a dense or conv2d layer whose GEMMs run in 16 bits */
+static int h16_layer(const dev *d, const eng_layer *l) {
+    return d->prec != ENG_PREC_FP32 && eng_layer_uses_bf16(ENG_PREC_BF16, l);
+}
+
+/* mixed_fp16 rounds the layer's output to fp16 values and computes with
+ * the rounded parameters (model_run.c's fp16_on, cparams) */
+static int fp16_layer(const dev *d, const eng_layer *l) { return d->prec == ENG_PREC_FP16 && !l->fp32_only; }
+static const float *params_of(const dev *d, const eng_layer *l) { return fp16_layer(d, l) ? d->ph : d->p; }
 
 static int first_param_layer(const eng_layer *ls, int n) {
     for (int i = 0; i < n; i++)
@@ -98,8 +108,8 @@ static int alloc_layer(dev *d, const eng_layer *l, dlayer *dl, int need_dx, hpo_
             break;
         if (eng_act_needs_z(l->act)) rc = eng_dev_alloc(d, out, &dl->z, "dense z", A, err);
         else dl->z = dl->y;
-        if (!rc && bf16_layer(d, l) && !(rc = eng_dev_alloc(d, in / 2, &dl->xb, "bf16 input", A, err)))
-            rc = eng_dev_alloc(d, out / 2, &dl->d16, "bf16 gradient", A, err);
+        if (!rc && h16_layer(d, l) && !(rc = eng_dev_alloc(d, in / 2, &dl->xb, "16-bit input", A, err)))
+            rc = eng_dev_alloc(d, out / 2, &dl->d16, "16-bit gradient", A, err);
         break;
     case ENG_L_CONV2D: {
         eng_conv2d_shape cs;
@@ -110,9 +120,9 @@ static int alloc_layer(dev *d, const eng_layer *l, dlayer *dl, int need_dx, hpo_
             break;
         if (eng_act_needs_z(l->act)) rc = eng_dev_alloc(d, out, &dl->z, "conv2d z", A, err);
         else dl->z = dl->y;
-        if (!rc && bf16_layer(d, l)) {
-            if (!(rc = eng_dev_alloc(d, eng_size_mul(cols, 2), &dl->cols16, "bf16 im2col rows", A, err)))
-                rc = eng_dev_alloc(d, out / 2, &dl->d16, "bf16 gradient", A, err);
+        if (!rc && h16_layer(d, l)) {
+            if (!(rc = eng_dev_alloc(d, eng_size_mul(cols, 2), &dl->cols16, "16-bit im2col rows", A, err)))
+                rc = eng_dev_alloc(d, out / 2, &dl->d16, "16-bit gradient", A, err);
         } else if (!rc) {
             rc = eng_dev_alloc(d, eng_size_mul(cols, sizeof(float)), &dl->cols, "im2col rows", A, err);
         }
@@ -226,21 +236,22 @@ static int forward_list(dev *d, const eng_layer *ls, dlayer *dls, int n, const f
 
 static int forward_layer(dev *d, const eng_layer *l, dlayer *dl, const float *x, int B, const uint64_t *rec) {
     int C = l->in_shape[l->in_rank - 1], rc = 0;
+    const float *P = params_of(d, l);
     size_t rows = (size_t)B * l->in_size / (size_t)C, n = (size_t)B * l->in_size;
     dl->x = x;
     dl->yo = dl->y;
     switch (l->kind) {
     case ENG_L_DENSE:
-        if (bf16_layer(d, l)) {
+        if (h16_layer(d, l)) {
             dl->xbo = dl->xb;
             if (!x) dl->xbo = d->xin16;
-            else rc = eng_cuda_to_bf16(d->cu, x, dl->xb, n);
+            else rc = eng_cuda_to_h16(d->cu, x, dl->xb, n);
             if (!rc)
-                rc = eng_cuda_dense_forward_bf16(d->cu, dl->xbo, d->pb + l->w_off, d->p + l->b_off, dl->z, dl->y,
-                                                 (int)rows, C, l->units, l->act);
+                rc = eng_cuda_dense_forward_h16(d->cu, dl->xbo, d->pb + l->w_off, P + l->b_off, dl->z, dl->y,
+                                                (int)rows, C, l->units, l->act);
         } else {
-            rc = eng_cuda_dense_forward(d->cu, x, d->p + l->w_off, d->p + l->b_off, dl->z, dl->y, (int)rows, C,
-                                        l->units, l->act);
+            rc = eng_cuda_dense_forward(d->cu, x, P + l->w_off, P + l->b_off, dl->z, dl->y, (int)rows, C, l->units,
+                                        l->act);
         }
         break;
     case ENG_L_CONV2D: {
@@ -248,12 +259,12 @@ static int forward_layer(dev *d, const eng_layer *l, dlayer *dl, const float *x,
         conv_shape(l, B, &cs);
         int crows = cs.N * cs.OH * cs.OW, K = cs.KH * cs.KW * cs.C;
         const uint16_t *x16 = x ? NULL : d->xin16;
-        if (bf16_layer(d, l)) {
+        if (h16_layer(d, l)) {
             if (!(rc = eng_cuda_im2col(d->cu, &cs, x, x16, NULL, dl->cols16)))
-                rc = eng_cuda_dense_forward_bf16(d->cu, dl->cols16, d->pb + l->w_off, d->p + l->b_off, dl->z, dl->y,
-                                                 crows, K, l->filters, l->act);
+                rc = eng_cuda_dense_forward_h16(d->cu, dl->cols16, d->pb + l->w_off, P + l->b_off, dl->z, dl->y,
+                                                crows, K, l->filters, l->act);
         } else if (!(rc = eng_cuda_im2col(d->cu, &cs, x, x16, dl->cols, NULL))) {
-            rc = eng_cuda_dense_forward(d->cu, dl->cols, d->p + l->w_off, d->p + l->b_off, dl->z, dl->y, crows, K,
+            rc = eng_cuda_dense_forward(d->cu, dl->cols, P + l->w_off, P + l->b_off, dl->z, dl->y, crows, K,
                                         l->filters, l->act);
         }
         break;
@@ -277,10 +288,10 @@ static int forward_layer(dev *d, const eng_layer *l, dlayer *dl, const float *x,
     case ENG_L_BATCHNORM: {
         float *rm = d->st + l->stat_off, *rv = rm + C;
         if (rec)
-            rc = eng_cuda_batchnorm_forward_train(d->cu, x, dl->y, d->p + l->w_off, d->p + l->b_off, rm, rv,
+            rc = eng_cuda_batchnorm_forward_train(d->cu, x, dl->y, P + l->w_off, P + l->b_off, rm, rv,
                                                   l->momentum, l->eps, dl->xhat, dl->mu, dl->invstd, rows, C);
         else
-            rc = eng_cuda_batchnorm_forward_eval(d->cu, x, dl->y, d->p + l->w_off, d->p + l->b_off, rm, rv, l->eps,
+            rc = eng_cuda_batchnorm_forward_eval(d->cu, x, dl->y, P + l->w_off, P + l->b_off, rm, rv, l->eps,
                                                  rows, C);
         break;
     }
@@ -309,6 +320,8 @@ static int forward_layer(dev *d, const eng_layer *l, dlayer *dl, const float *x,
         dl->yo = x;
         break;
     }
+    if (!rc && fp16_layer(d, l) && dl->yo == dl->y)
+        rc = eng_cuda_round_fp16(d->cu, dl->y, dl->y, (size_t)B * l->out_size);
     return rc;
 }
 
@@ -339,13 +352,14 @@ static int backward_layer(dev *d, const eng_layer *l, dlayer *dl, float *dd, int
     int C = l->in_shape[l->in_rank - 1], rc = 0;
     size_t rows = (size_t)B * l->in_size / (size_t)C, n = (size_t)B * l->in_size;
     float *dx = need_dx ? dl->dx : NULL;
+    const float *P = params_of(d, l);
     switch (l->kind) {
     case ENG_L_DENSE:
-        if (bf16_layer(d, l))
-            rc = eng_cuda_dense_backward_bf16(d->cu, dl->xbo, d->pb + l->w_off, dl->z, dl->yo, dd, dl->d16, dx,
+        if (h16_layer(d, l))
+            rc = eng_cuda_dense_backward_h16(d->cu, dl->xbo, d->pb + l->w_off, dl->z, dl->yo, dd, dl->d16, dx,
                                               d->g + l->w_off, d->g + l->b_off, (int)rows, C, l->units, l->act);
         else
-            rc = eng_cuda_dense_backward(d->cu, dl->x, d->p + l->w_off, dl->z, dl->yo, dd, dx, d->g + l->w_off,
+            rc = eng_cuda_dense_backward(d->cu, dl->x, P + l->w_off, dl->z, dl->yo, dd, dx, d->g + l->w_off,
                                          d->g + l->b_off, (int)rows, C, l->units, l->act);
         break;
     case ENG_L_CONV2D: {
@@ -353,11 +367,11 @@ static int backward_layer(dev *d, const eng_layer *l, dlayer *dl, float *dd, int
         conv_shape(l, B, &cs);
         int crows = cs.N * cs.OH * cs.OW, K = cs.KH * cs.KW * cs.C;
         float *dcols = need_dx ? dl->dcols : NULL;
-        if (bf16_layer(d, l))
-            rc = eng_cuda_dense_backward_bf16(d->cu, dl->cols16, d->pb + l->w_off, dl->z, dl->yo, dd, dl->d16, dcols,
+        if (h16_layer(d, l))
+            rc = eng_cuda_dense_backward_h16(d->cu, dl->cols16, d->pb + l->w_off, dl->z, dl->yo, dd, dl->d16, dcols,
                                               d->g + l->w_off, d->g + l->b_off, crows, K, l->filters, l->act);
         else
-            rc = eng_cuda_dense_backward(d->cu, dl->cols, d->p + l->w_off, dl->z, dl->yo, dd, dcols, d->g + l->w_off,
+            rc = eng_cuda_dense_backward(d->cu, dl->cols, P + l->w_off, dl->z, dl->yo, dd, dcols, d->g + l->w_off,
                                          d->g + l->b_off, crows, K, l->filters, l->act);
         if (!rc && need_dx) rc = eng_cuda_col2im(d->cu, &cs, dl->dcols, dl->dx);
         break;
@@ -380,7 +394,7 @@ static int backward_layer(dev *d, const eng_layer *l, dlayer *dl, float *dd, int
         if (need_dx) rc = eng_cuda_gap_backward(d->cu, dd, dl->dx, B, l->in_shape[0] * l->in_shape[1], C);
         break;
     case ENG_L_BATCHNORM: /* dx in place of dy, as the CPU */
-        rc = eng_cuda_batchnorm_backward(d->cu, dd, dl->xhat, dl->invstd, d->p + l->w_off, need_dx ? dd : NULL,
+        rc = eng_cuda_batchnorm_backward(d->cu, dd, dl->xhat, dl->invstd, P + l->w_off, need_dx ? dd : NULL,
                                          d->g + l->w_off, d->g + l->b_off, dl->bnk, rows, C);
         dx = need_dx ? dd : NULL;
         break;
@@ -407,6 +421,7 @@ static int backward_layer(dev *d, const eng_layer *l, dlayer *dl, float *dd, int
         dx = need_dx ? dd : NULL;
         break;
     }
+    if (!rc && dx && d->prec == ENG_PREC_FP16) rc = eng_cuda_round_fp16(d->cu, dx, dx, n);
     *dx_out = dx;
     return rc;
 }

@@ -47,7 +47,7 @@ int eng_train_loop_begin(eng_train_loop *L, eng_model *m, const eng_split *val, 
     double dummy;
     if (eng_metric_get(&probe, L->monitor, &dummy) < 0)
         return hpo_fail(err, HPO_EINVAL, "training.early_stopping.monitor", "unknown metric \"%s\"", L->monitor);
-    L->st.loss_scale = o->precision == ENG_PREC_FP16 ? 32768.0 : 1.0;
+    L->st.loss_scale = o->precision == ENG_PREC_FP16 ? ENG_LOSS_SCALE_START : 1.0;
     L->st.best = L->mode < 0 ? INFINITY : -INFINITY;
     if (o->restore_best && !(L->best_params = eng_alloc((m->nparams + 1) * sizeof(float)))) {
         char sz[32];

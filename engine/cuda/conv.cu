@@ -33,9 +33,14 @@ extern "C" int eng_cuda_im2col(eng_cuda *cu, const eng_conv2d_shape *s, const fl
     if (!x == !x16 || !cols == !cols16) return cu_fail(cu, HPO_EINTERNAL, "im2col: one source and one destination");
     size_t total = (size_t)s->N * s->OH * s->OW * s->KH * s->KW * s->C;
     unsigned g = cu_grid(total);
+    const __half *xh = (const __half *)x16; /* the 16-bit buffers in the context's format */
+    __half *colsh = (__half *)cols16;
     if (x && cols) im2col_k<float, float><<<g, CU_THREADS, 0, cu->stream>>>(*s, x, cols, total);
+    else if (x && cu->half_fp16) im2col_k<float, __half><<<g, CU_THREADS, 0, cu->stream>>>(*s, x, colsh, total);
     else if (x) im2col_k<float, uint16_t><<<g, CU_THREADS, 0, cu->stream>>>(*s, x, cols16, total);
+    else if (cols && cu->half_fp16) im2col_k<__half, float><<<g, CU_THREADS, 0, cu->stream>>>(*s, xh, cols, total);
     else if (cols) im2col_k<uint16_t, float><<<g, CU_THREADS, 0, cu->stream>>>(*s, x16, cols, total);
+    else if (cu->half_fp16) im2col_k<__half, __half><<<g, CU_THREADS, 0, cu->stream>>>(*s, xh, colsh, total);
     else im2col_k<uint16_t, uint16_t><<<g, CU_THREADS, 0, cu->stream>>>(*s, x16, cols16, total);
     return cu_launched(cu, "im2col");
 }

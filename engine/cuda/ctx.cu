@@ -69,6 +69,8 @@ fail:
     return rc;
 }
 
+extern "C" void eng_cuda_set_fp16(eng_cuda *cu, int fp16) { cu->half_fp16 = fp16 != 0; }
+
 extern "C" void eng_cuda_close(eng_cuda *cu) {
     if (!cu) return;
     if (cu->stream) cudaStreamSynchronize(cu->stream);

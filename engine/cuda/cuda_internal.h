@@ -20,6 +20,7 @@
 #define ENG_CUDA_INTERNAL_H
 
 #include <cublasLt.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +59,7 @@ const cu_lt_api *cu_lt(const char **why);
 struct eng_cuda {
     int device;
     int allow_tf32;
+    int half_fp16; /* the 16-bit format of the _h16 ops: fp16, else bf16 (eng_cuda_set_fp16) */
     cudaStream_t stream;
     const cu_lt_api *blas; /* cu_lt() */
     cublasLtHandle_t lt;
@@ -97,6 +99,16 @@ static __device__ __forceinline__ uint16_t cu_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* eng_f32_to_fp16 (bf16.h) on the device: IEEE half, round to nearest
+ * even, subnormals kept, overflow to Inf; and the f32 value it stands for
+ * (eng_round_fp16_n's rounding) */
+static __device__ __forceinline__ uint16_t cu_f32_to_fp16(float f) { return __half_as_ushort(__float2half_rn(f)); }
+static __device__ __forceinline__ float cu_round_fp16(float f) { return __half2float(__float2half_rn(f)); }
+/* a value in the context's 16-bit format */
+static __device__ __forceinline__ uint16_t cu_f32_to_h16(float f, int fp16) {
+    return fp16 ? cu_f32_to_fp16(f) : cu_f32_to_bf16(f);
+}
+
 /* element e's place in an NHWC tensor of H x W x C per sample */
 typedef struct cu_nhwc {
     size_t n;
@@ -113,11 +125,14 @@ static __device__ __forceinline__ cu_nhwc cu_nhwc_of(size_t e, int H, int W, int
     return p;
 }
 
-/* a value of an f32 or bf16 buffer as f32, and its store (bf16 rounded to
- * nearest even): the ops templated over both */
+/* a value of an f32, bf16 (uint16_t) or fp16 (__half) buffer as f32, and
+ * its store (16-bit formats rounded to nearest even): the ops templated
+ * over the three */
 static __device__ __forceinline__ float cu_load_f32(const float *p) { return *p; }
 static __device__ __forceinline__ float cu_load_f32(const uint16_t *p) { return __uint_as_float((uint32_t)*p << 16); }
+static __device__ __forceinline__ float cu_load_f32(const __half *p) { return __half2float(*p); }
 static __device__ __forceinline__ void cu_store(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void cu_store(uint16_t *p, float v) { *p = cu_f32_to_bf16(v); }
+static __device__ __forceinline__ void cu_store(__half *p, float v) { *p = __float2half_rn(v); }
 
 #endif

@@ -33,7 +33,7 @@ static uint32_t align_of(const void *p) {
     } while (0)
 
 /* C[m][n] (column-major, ldc, f32) = op(A) op(B) (+ bias[m], relu per epi).
- * ab: CUDA_R_32F or CUDA_R_16BF. *used_epi = 0 when no algorithm took the
+ * ab: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F. *used_epi = 0 when no algorithm took the
  * epilogue and the product was not computed (the caller falls back). */
 static int lt_gemm(eng_cuda *cu, cudaDataType_t ab, int ta, int tb, int m, int n, int k, const void *A, int lda,
                    const void *B, int ldb, float *C, int ldc, cublasLtEpilogue_t epi, const float *bias,
@@ -142,9 +142,12 @@ extern "C" int eng_cuda_dense_forward(eng_cuda *cu, const float *x, const float 
     return dense_fwd(cu, CUDA_R_32F, x, w, b, z, y, B, I, O, act);
 }
 
-extern "C" int eng_cuda_dense_forward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *b,
+/* the context's 16-bit format */
+static cudaDataType_t h16_type(const eng_cuda *cu) { return cu->half_fp16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+extern "C" int eng_cuda_dense_forward_h16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *b,
                                            float *z, float *y, int B, int I, int O, int act) {
-    return dense_fwd(cu, CUDA_R_16BF, xb, wb, b, z, y, B, I, O, act);
+    return dense_fwd(cu, h16_type(cu), xb, wb, b, z, y, B, I, O, act);
 }
 
 /* act backward into d, then db from d */
@@ -174,12 +177,12 @@ extern "C" int eng_cuda_dense_backward(eng_cuda *cu, const float *x, const float
     return rc ? rc : dense_bwd_gemms(cu, CUDA_R_32F, x, w, d, dx, dw, B, I, O);
 }
 
-extern "C" int eng_cuda_dense_backward_bf16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z,
+extern "C" int eng_cuda_dense_backward_h16(eng_cuda *cu, const uint16_t *xb, const uint16_t *wb, const float *z,
                                             const float *y, float *d, uint16_t *d16, float *dx, float *dw, float *db,
                                             int B, int I, int O, int act) {
     CU_READY(cu);
     if (B <= 0 || O <= 0 || I <= 0) return cu_fail(cu, HPO_EINTERNAL, "dense backward of an empty shape");
     int rc = act_back_bias(cu, z, y, d, db, B, O, act);
-    if (!rc) rc = eng_cuda_to_bf16(cu, d, d16, (size_t)B * O);
-    return rc ? rc : dense_bwd_gemms(cu, CUDA_R_16BF, xb, wb, d16, dx, dw, B, I, O);
+    if (!rc) rc = eng_cuda_to_h16(cu, d, d16, (size_t)B * O);
+    return rc ? rc : dense_bwd_gemms(cu, h16_type(cu), xb, wb, d16, dx, dw, B, I, O);
 }

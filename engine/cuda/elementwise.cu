@@ -1,5 +1,5 @@
-/* elementwise.cu - activations, dropout, the residual add, bf16 conversion
- * and the batch gather (see cuda_ops.h). Each op is one grid-stride kernel
+/* elementwise.cu - activations, dropout, the residual add, 16-bit conversion,
+ * fp16 rounding and the batch gather (see cuda_ops.h). Each op is one grid-stride kernel
  * whose per-element arithmetic is the CPU's (ops_dense.c, ops_misc.c,
  * batch.c), in f32 with the same formulas. */
 #include "cuda_internal.h"
@@ -159,28 +159,40 @@ extern "C" int eng_cuda_add(eng_cuda *cu, const float *a, const float *b, float 
     return cu_launched(cu, "add");
 }
 
-static __global__ void to_bf16_k(const float *x, uint16_t *y, size_t n) {
+static __global__ void to_h16_k(const float *x, uint16_t *y, size_t n, int fp16) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = cu_f32_to_bf16(x[i]);
+        y[i] = cu_f32_to_h16(x[i], fp16);
 }
 
-extern "C" int eng_cuda_to_bf16(eng_cuda *cu, const float *x, uint16_t *y, size_t n) {
+extern "C" int eng_cuda_to_h16(eng_cuda *cu, const float *x, uint16_t *y, size_t n) {
     CU_READY(cu);
     if (!n) return 0;
-    to_bf16_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(x, y, n);
-    return cu_launched(cu, "bf16 conversion");
+    to_h16_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(x, y, n, cu->half_fp16);
+    return cu_launched(cu, "16-bit conversion");
+}
+
+static __global__ void round_fp16_k(const float *x, float *y, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = cu_round_fp16(x[i]);
+}
+
+extern "C" int eng_cuda_round_fp16(eng_cuda *cu, const float *x, float *y, size_t n) {
+    CU_READY(cu);
+    if (!n) return 0;
+    round_fp16_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(x, y, n);
+    return cu_launched(cu, "fp16 rounding");
 }
 
 /* ---- gather: rows y over blockIdx.y (grid-stride), columns over x ---- */
 
 template <typename T>
 static __global__ void gather_x_k(const T *x_all, size_t ss, float scale, const uint32_t *idx, int n, float *out,
-                                  uint16_t *out16) {
+                                  uint16_t *out16, int fp16) {
     for (int r = blockIdx.y; r < n; r += gridDim.y) {
         const T *src = x_all + (size_t)idx[r] * ss;
         for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < ss; j += (size_t)gridDim.x * blockDim.x) {
             float v = (float)src[j] * scale;
-            if (out16) out16[(size_t)r * ss + j] = cu_f32_to_bf16(v);
+            if (out16) out16[(size_t)r * ss + j] = cu_f32_to_h16(v, fp16);
             else out[(size_t)r * ss + j] = v;
         }
     }
@@ -194,9 +206,9 @@ extern "C" int eng_cuda_gather_x(eng_cuda *cu, const void *x_all, int x_u8, size
     size_t bx = (ss + CU_THREADS - 1) / CU_THREADS;
     dim3 grid((unsigned)(bx > 64 ? 64 : bx), (unsigned)(n > 65535 ? 65535 : n));
     if (x_u8)
-        gather_x_k<uint8_t><<<grid, CU_THREADS, 0, cu->stream>>>((const uint8_t *)x_all, ss, scale, idx, n, out, out16);
+        gather_x_k<uint8_t><<<grid, CU_THREADS, 0, cu->stream>>>((const uint8_t *)x_all, ss, scale, idx, n, out, out16, cu->half_fp16);
     else
-        gather_x_k<float><<<grid, CU_THREADS, 0, cu->stream>>>((const float *)x_all, ss, scale, idx, n, out, out16);
+        gather_x_k<float><<<grid, CU_THREADS, 0, cu->stream>>>((const float *)x_all, ss, scale, idx, n, out, out16, cu->half_fp16);
     return cu_launched(cu, "batch gather");
 }
 

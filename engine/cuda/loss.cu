@@ -15,8 +15,9 @@ static __device__ __forceinline__ float target_of(const int32_t *labels, const f
 }
 
 static __global__ void loss_k(int loss, int fused_act, const float *z, const int32_t *labels, const float *targets,
-                              int B, int K, float scale, float *dz, double *sums) {
+                              int B, int K, float scale, const float *dscale, float *dz, double *sums) {
     __shared__ double sh[4][CU_THREADS];
+    if (dscale) scale = *dscale;
     double total = 0, sq = 0, ab = 0, correct = 0;
     const float invB = 1.0f / (float)B, invBK = 1.0f / ((float)B * (float)K);
     int r = blockIdx.x * blockDim.x + threadIdx.x;
@@ -109,15 +110,26 @@ static __global__ void loss_k(int loss, int fused_act, const float *z, const int
     if (threadIdx.x < 4) atomicAdd(&sums[threadIdx.x], sh[threadIdx.x][0]);
 }
 
-extern "C" int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
-                             const float *targets, int B, int K, float scale, float *dz, double *sums) {
+static int loss_launch(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
+                       const float *targets, int B, int K, float scale, const float *dscale, float *dz, double *sums) {
     CU_READY(cu);
     if (B <= 0 || K <= 0) return 0;
     if (loss < ENG_LOSS_SCCE || loss > ENG_LOSS_MAE) return cu_fail(cu, HPO_EINTERNAL, "unknown loss %d", loss);
     if (!labels == !targets) return cu_fail(cu, HPO_EINTERNAL, "loss: exactly one of labels and targets is needed");
     unsigned blocks = (unsigned)((B + CU_THREADS - 1) / CU_THREADS);
-    loss_k<<<blocks, CU_THREADS, 0, cu->stream>>>(loss, fused_act, z, labels, targets, B, K, scale, dz, sums);
+    loss_k<<<blocks, CU_THREADS, 0, cu->stream>>>(loss, fused_act, z, labels, targets, B, K, scale, dscale, dz, sums);
     return cu_launched(cu, "loss");
+}
+
+extern "C" int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
+                             const float *targets, int B, int K, float scale, float *dz, double *sums) {
+    return loss_launch(cu, loss, fused_act, z, labels, targets, B, K, scale, NULL, dz, sums);
+}
+
+extern "C" int eng_cuda_loss_scaled(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
+                                    const float *targets, int B, int K, const eng_cuda_scaler *s, float *dz,
+                                    double *sums) {
+    return loss_launch(cu, loss, fused_act, z, labels, targets, B, K, 1.0f, &s->scale, dz, sums);
 }
 
 extern "C" int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc,

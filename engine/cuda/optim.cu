@@ -1,6 +1,6 @@
-/* optim.cu - the gradient norm and the optimisers on the device (see
- * cuda_ops.h and optim.h): one kernel pass over the whole parameter block per
- * update, with clipping folded in.
+/* optim.cu - the gradient norm, the optimisers and mixed_fp16's loss scale
+ * on the device (see cuda_ops.h and optim.h): one kernel pass over the
+ * whole parameter block per update, with clipping folded in.
  *
  * The update rules are optim.c's, per element: sgd and rmsprop as
  * step_scalar, adam and adamw in the folded form of adam_scalar (bias
@@ -16,14 +16,19 @@
 
 #define NORM_BLOCKS (CU_SCRATCH / 2)
 
-static __global__ void norm_partial_k(float *g, size_t n, float unscale, double *scratch) {
+/* scale (dev, or NULL): unscale = 1 / *scale (eng_cuda_grad_unscale_norm),
+ * each element first rounded to fp16 when round16 (mixed_fp16's gradients) */
+static __global__ void norm_partial_k(float *g, size_t n, float unscale, const float *scale, int round16,
+                                      double *scratch) {
     __shared__ double s_sum[CU_THREADS];
     __shared__ float s_chk[CU_THREADS];
     double acc = 0.0;
     float chk = 0.0f;
+    if (scale) unscale = (float)(1.0 / (double)*scale); /* the CPU's (float)(1.0 / loss_scale) */
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float v = g[i];
-        if (unscale != 1.0f) g[i] = v = v * unscale;
+        if (round16) v = cu_round_fp16(v);
+        if (unscale != 1.0f || round16) g[i] = v = v * unscale;
         acc += (double)v * v;
         chk += v - v; /* NaN if any element is NaN or Inf */
     }
@@ -54,15 +59,46 @@ static __global__ void norm_final_k(const double *scratch, int blocks, double *o
     out[1] = fin != 0.0 && isfinite(s) ? 1.0 : 0.0;
 }
 
-extern "C" int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out) {
+static int norm_launch(eng_cuda *cu, float *g, size_t n, float unscale, const float *scale, int round16,
+                       double *out) {
     CU_READY(cu);
     unsigned blocks = cu_grid(n);
     if (blocks > NORM_BLOCKS) blocks = NORM_BLOCKS;
-    norm_partial_k<<<blocks, CU_THREADS, 0, cu->stream>>>(g, n, unscale, cu->scratch);
+    norm_partial_k<<<blocks, CU_THREADS, 0, cu->stream>>>(g, n, unscale, scale, round16, cu->scratch);
     int rc = cu_launched(cu, "gradient norm");
     if (rc) return rc;
     norm_final_k<<<1, 32, 0, cu->stream>>>(cu->scratch, (int)blocks, out);
     return cu_launched(cu, "gradient norm");
+}
+
+extern "C" int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out) {
+    return norm_launch(cu, g, n, unscale, NULL, 0, out);
+}
+
+extern "C" int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, const eng_cuda_scaler *s, double *out) {
+    return norm_launch(cu, g, n, 1.0f, &s->scale, 1, out);
+}
+
+/* train.c's bookkeeping of a mixed_fp16 step, on the device */
+static __global__ void scaler_k(const double *norm, eng_cuda_scaler *s, int growth_interval) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    if (norm[1] == 0.0) { /* skipped: Inf/NaN in the gradients */
+        s->scale *= 0.5f;
+        s->good = 0;
+        s->skipped++;
+        return;
+    }
+    s->applied++;
+    if (++s->good >= growth_interval) {
+        s->scale *= 2.0f;
+        s->good = 0;
+    }
+}
+
+extern "C" int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval) {
+    CU_READY(cu);
+    scaler_k<<<1, 32, 0, cu->stream>>>(norm, s, growth_interval);
+    return cu_launched(cu, "loss scale update");
 }
 
 typedef struct opt_args { /* the configuration: the same every step */
@@ -78,15 +114,20 @@ typedef struct opt_args { /* the configuration: the same every step */
  * difference (2e-4 of the update, seen on an H200; 2e-6 rounded twice) */
 static __device__ __forceinline__ float l2_term(float g, float wd, float p) { return __fadd_rn(g, __fmul_rn(wd, p)); }
 
-/* hs: the step's scalars by value, unless ds (dev) is given; pb: the bf16
- * copy to write, or NULL */
-static __global__ void optim_k(opt_args o, eng_cuda_opt_scalars hs, const eng_cuda_opt_scalars *ds, float *p,
-                               float *g, float *s0, float *s1, size_t n, const double *norm, uint16_t *pb) {
+/* hs: the step's scalars by value, unless a.sc (dev) is given (entry
+ * *a.sc_index of a table with a.sc_stride bytes per entry when sc_index is);
+ * a.p16, a.ph: the copies to write, or NULL */
+static __global__ void optim_k(opt_args o, eng_cuda_opt_scalars hs, eng_cuda_step_args a, float *p, float *g,
+                               float *s0, float *s1, size_t n, int fp16) {
+    const double *norm = a.norm;
     float k = 1.0f;
     if (norm) {
         if (norm[1] == 0.0) return; /* gradients not finite: no update (the caller reports it) */
         if (o.clipnorm > 0.0f && norm[0] > o.clipnorm) k = (float)(o.clipnorm / norm[0]);
     }
+    const eng_cuda_opt_scalars *ds = a.sc;
+    if (ds && a.sc_index)
+        ds = (const eng_cuda_opt_scalars *)(const void *)((const char *)ds + (size_t)*a.sc_index * a.sc_stride);
     const eng_cuda_opt_scalars sc = ds ? *ds : hs;
     const float lr = sc.lr;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -127,13 +168,13 @@ static __global__ void optim_k(opt_args o, eng_cuda_opt_scalars hs, const eng_cu
         }
         }
         p[i] = pi;
-        if (pb) pb[i] = cu_f32_to_bf16(pi);
+        if (a.p16) a.p16[i] = cu_f32_to_h16(pi, fp16);
+        if (a.ph) a.ph[i] = cu_round_fp16(pi);
     }
 }
 
 static int optim_launch(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_opt_scalars *hs,
-                        const eng_cuda_opt_scalars *ds, float *p, float *g, float *state, size_t n, const double *norm,
-                        uint16_t *pb) {
+                        const eng_cuda_step_args *a, float *p, float *g, float *state, size_t n) {
     CU_READY(cu);
     if (!n) return 0;
     if (c->kind < ENG_OPT_SGD || c->kind > ENG_OPT_ADAMW) return cu_fail(cu, HPO_EINTERNAL, "unknown optimiser %d", c->kind);
@@ -150,7 +191,7 @@ static int optim_launch(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_
     o.clipnorm = c->clipnorm;
     size_t per = eng_optim_state_floats(c);
     float *s0 = per >= 1 ? state : NULL, *s1 = per >= 2 ? state + n : NULL;
-    optim_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(o, *hs, ds, p, g, s0, s1, n, norm, pb);
+    optim_k<<<cu_grid(n), CU_THREADS, 0, cu->stream>>>(o, *hs, *a, p, g, s0, s1, n, cu->half_fp16);
     return cu_launched(cu, "optimiser step");
 }
 
@@ -158,12 +199,16 @@ extern "C" int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, floa
                                    float *state, size_t n, const double *norm) {
     eng_cuda_opt_scalars hs;
     eng_cuda_opt_scalars_at(c, lr, t, &hs);
-    return optim_launch(cu, c, &hs, NULL, p, g, state, n, norm, NULL);
+    eng_cuda_step_args a;
+    memset(&a, 0, sizeof a);
+    a.norm = norm;
+    return optim_launch(cu, c, &hs, &a, p, g, state, n);
 }
 
-extern "C" int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_opt_scalars *sc,
-                                       float *p, float *g, float *state, size_t n, const double *norm, uint16_t *pb) {
+extern "C" int eng_cuda_optim_step_dev(eng_cuda *cu, const eng_optim_config *c, const eng_cuda_step_args *a, float *p,
+                                       float *g, float *state, size_t n) {
+    if (!a->sc) return cu_fail(cu, HPO_EINTERNAL, "optimiser step: no scalars");
     eng_cuda_opt_scalars unused;
     memset(&unused, 0, sizeof unused);
-    return optim_launch(cu, c, &unused, sc, p, g, state, n, norm, pb);
+    return optim_launch(cu, c, &unused, a, p, g, state, n);
 }

@@ -145,7 +145,7 @@ typedef struct gemm_bufs {
 
 /* one z[M][N] = x[M][K] w[K][N] through the dense forward op (no bias, no activation) */
 static int gemm_once(gemm_bufs *g, int bf16, int M, int K, int N) {
-    if (bf16) return eng_cuda_dense_forward_bf16(g->cu, g->a, g->b, NULL, g->c, g->c, M, K, N, ENG_ACT_NONE);
+    if (bf16) return eng_cuda_dense_forward_h16(g->cu, g->a, g->b, NULL, g->c, g->c, M, K, N, ENG_ACT_NONE);
     return eng_cuda_dense_forward(g->cu, g->a, g->b, NULL, g->c, g->c, M, K, N, ENG_ACT_NONE);
 }
 

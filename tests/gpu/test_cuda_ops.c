@@ -1,8 +1,8 @@
 /* test_cuda_ops.c - every device op of cuda_ops.h against the CPU engine's
  * naive reference (the _ref functions of engine/) or its fast path where the
- * two must agree bit for bit (dropout masks, gathers, bf16 rounding), on
+ * two must agree bit for bit (dropout masks, gathers, bf16 and fp16 rounding), on
  * fresh random inputs at several shapes, odd ones included, printing the max
- * relative error of each (f32 < 1e-4, bf16 < 1e-2). Weights and biases sit
+ * relative error of each (f32 < 1e-4, bf16 and fp16 < 1e-2). Weights and biases sit
  * at odd float offsets of one block, as in a model's parameter block, so
  * the cuBLASLt alignment handling is exercised. Skipped (77) without a GPU. */
 #include "gpu_test.h"
@@ -19,17 +19,23 @@ typedef struct shape3 {
 static const shape3 dense_shapes[] = {{1, 1, 1}, {7, 13, 5}, {64, 100, 10}, {33, 257, 129}, {128, 784, 256}, {256, 64, 1}};
 static const int dense_acts[] = {ENG_ACT_NONE, ENG_ACT_RELU, ENG_ACT_GELU, ENG_ACT_TANH, ENG_ACT_SIGMOID};
 
-/* one dense layer, f32 or bf16, forward and backward vs the reference;
+enum { F32 = 0, BF16 = 1, FP16 = 2 }; /* the GEMMs' input format */
+
+/* one dense layer, f32, bf16 or fp16, forward and backward vs the reference;
  * offset: floats before w in the parameter block (b follows w directly) */
 static void dense_case(const shape3 *s, int act, int with_bias, int separate_z, int bf16, size_t offset, hpo_rng *r) {
     int B = s->B, I = s->I, O = s->O;
     size_t nx = (size_t)B * I, nw = (size_t)I * O, ny = (size_t)B * O;
     float *x = rnd(nx, r, 1.0f), *w = rnd(nw, r, 1.0f / sqrtf((float)I)), *b = rnd((size_t)O, r, 0.5f);
     float *dy = rnd(ny, r, 1.0f);
-    if (bf16) { /* the reference sees the inputs the device sees */
+    if (bf16 == BF16) { /* the reference sees the inputs the device sees */
         eng_round_bf16_n(x, nx);
         eng_round_bf16_n(w, nw);
+    } else if (bf16 == FP16) {
+        eng_round_fp16_n(x, nx);
+        eng_round_fp16_n(w, nw);
     }
+    eng_cuda_set_fp16(g_cu, bf16 == FP16);
     float *zr = malloc(ny * 4), *yr = malloc(ny * 4), *dr = malloc(ny * 4), *dxr = malloc(nx * 4), *dwr = malloc(nw * 4),
           *dbr = malloc((size_t)O * 4);
     const float *bias = with_bias ? b : NULL;
@@ -54,9 +60,9 @@ static void dense_case(const shape3 *s, int act, int with_bias, int separate_z, 
         xb = dev_new(nx * 2);
         wb = dev_new(nw * 2);
         d16 = dev_new(ny * 2);
-        assert_int_equal(eng_cuda_to_bf16(g_cu, dx_in, xb, nx), 0);
-        assert_int_equal(eng_cuda_to_bf16(g_cu, dw_dev, wb, nw), 0);
-        rc = eng_cuda_dense_forward_bf16(g_cu, xb, wb, with_bias ? db_dev : NULL, zdev, dyv, B, I, O, act);
+        assert_int_equal(eng_cuda_to_h16(g_cu, dx_in, xb, nx), 0);
+        assert_int_equal(eng_cuda_to_h16(g_cu, dw_dev, wb, nw), 0);
+        rc = eng_cuda_dense_forward_h16(g_cu, xb, wb, with_bias ? db_dev : NULL, zdev, dyv, B, I, O, act);
     } else {
         rc = eng_cuda_dense_forward(g_cu, dx_in, dw_dev, with_bias ? db_dev : NULL, zdev, dyv, B, I, O, act);
     }
@@ -64,7 +70,8 @@ static void dense_case(const shape3 *s, int act, int with_bias, int separate_z, 
     sync_ok();
     char what[120];
     double tol = bf16 ? TOL_BF16 : TOL_F32;
-    snprintf(what, sizeof what, "dense%s %dx%dx%d %s%s%s off%zu y", bf16 ? "16" : "", B, I, O, eng_act_name(act),
+    snprintf(what, sizeof what, "dense%s %dx%dx%d %s%s%s off%zu y", bf16 == FP16 ? "fp16" : bf16 ? "bf16" : "", B, I, O,
+             eng_act_name(act),
              with_bias ? "+b" : "", separate_z ? " z" : "", offset);
     float *yh = fetch(dyv, ny);
     check_close(what, yh, yr, ny, tol);
@@ -80,7 +87,7 @@ static void dense_case(const shape3 *s, int act, int with_bias, int separate_z, 
     free(zh);
     float *gw = gblk + offset, *gb = gblk + offset + nw;
     if (bf16)
-        rc = eng_cuda_dense_backward_bf16(g_cu, xb, wb, zdev, dyv, dd, d16, gdx, gw, with_bias ? gb : NULL, B, I, O, act);
+        rc = eng_cuda_dense_backward_h16(g_cu, xb, wb, zdev, dyv, dd, d16, gdx, gw, with_bias ? gb : NULL, B, I, O, act);
     else
         rc = eng_cuda_dense_backward(g_cu, dx_in, dw_dev, zdev, dyv, dd, gdx, gw, with_bias ? gb : NULL, B, I, O, act);
     assert_int_equal(rc, 0);
@@ -97,6 +104,7 @@ static void dense_case(const shape3 *s, int act, int with_bias, int separate_z, 
         snprintf(what + at, sizeof what - at, "db");
         check_close(what, gh + offset + nw, dbr, (size_t)O, TOL_F32);
     }
+    eng_cuda_set_fp16(g_cu, 0);
     eng_cuda_free(g_cu, xb);
     eng_cuda_free(g_cu, wb);
     eng_cuda_free(g_cu, d16);
@@ -134,9 +142,57 @@ static void test_dense_bf16(void **state) {
     for (size_t s = 0; s < HPO_ARRAY_LEN(dense_shapes); s++)
         for (size_t a = 0; a < HPO_ARRAY_LEN(dense_acts); a++) {
             int act = dense_acts[a];
-            dense_case(&dense_shapes[s], act, 1, eng_act_needs_z(act), 1, 0, &r);
-            dense_case(&dense_shapes[s], act, 1, 1, 1, 7, &r);
+            dense_case(&dense_shapes[s], act, 1, eng_act_needs_z(act), BF16, 0, &r);
+            dense_case(&dense_shapes[s], act, 1, 1, BF16, 7, &r);
         }
+}
+
+/* mixed_fp16's GEMMs: fp16 inputs and weights (the context set to fp16) */
+static void test_dense_fp16(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 13);
+    for (size_t s = 0; s < HPO_ARRAY_LEN(dense_shapes); s++)
+        for (size_t a = 0; a < HPO_ARRAY_LEN(dense_acts); a++) {
+            int act = dense_acts[a];
+            dense_case(&dense_shapes[s], act, 1, eng_act_needs_z(act), FP16, 0, &r);
+            dense_case(&dense_shapes[s], act, 1, 1, FP16, 7, &r);
+        }
+}
+
+/* the fp16 conversion and rounding against bf16.c's scalar and fast ones:
+ * bit for bit, subnormals, overflow to Inf and ties included (a NaN stays
+ * a NaN; its payload is not compared) */
+static void test_fp16_rounding(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 42);
+    size_t n = 70001;
+    float *x = rnd(n, &r, 3e3f), *ref = malloc(n * 4);
+    const float sp[] = {INFINITY, -INFINITY, 65504.0f, 65519.99f, 65520.0f, -70000.0f, 6e-8f, 2.9e-8f, 3e-8f,
+                        1e-8f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-23f, 1e-40f, NAN};
+    memcpy(x, sp, sizeof sp);
+    for (size_t i = 100; i < 2000; i++) x[i] = ldexpf(x[i] / 3e3f, -14 - (int)(i % 12)); /* subnormal range */
+    memcpy(ref, x, n * 4);
+    eng_round_fp16_n(ref, n);
+    uint16_t *h16 = malloc(n * 2), *r16 = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) r16[i] = eng_f32_to_fp16(x[i]);
+    float *dx = dev_from(x, n * 4), *dy = dev_new(n * 4);
+    uint16_t *d16 = dev_new(n * 2);
+    eng_cuda_set_fp16(g_cu, 1);
+    assert_int_equal(eng_cuda_to_h16(g_cu, dx, d16, n), 0);
+    assert_int_equal(eng_cuda_round_fp16(g_cu, dx, dy, n), 0);
+    eng_cuda_set_fp16(g_cu, 0);
+    sync_ok();
+    float *y = fetch(dy, n);
+    down(h16, d16, n * 2);
+    size_t nan_at = HPO_ARRAY_LEN(sp) - 1;
+    assert_true(isnan(y[nan_at]) && (h16[nan_at] & 0x7c00) == 0x7c00 && (h16[nan_at] & 0x3ff));
+    y[nan_at] = ref[nan_at] = 0, h16[nan_at] = r16[nan_at] = 0;
+    check_exact("fp16 conversion n=70001 (Inf, overflow, subnormal, ties)", h16, r16, n * 2);
+    check_exact("fp16 rounding = eng_round_fp16_n", y, ref, n * 4);
+    eng_cuda_free(g_cu, dx), eng_cuda_free(g_cu, dy), eng_cuda_free(g_cu, d16);
+    free(x), free(ref), free(h16), free(r16), free(y);
 }
 
 /* the TF32 switch: off by default (checked above at 1e-4); with allow_tf32
@@ -277,8 +333,8 @@ static void conv_one(const conv_case *cc, int bf16, hpo_rng *r) {
                  *gc16b = dev_new(ncols * 2), *gd16 = dev_new(ny * 2);
         assert_int_equal(eng_cuda_im2col(g_cu, &s, gx, NULL, NULL, gc16), 0);
         assert_int_equal(eng_cuda_im2col(g_cu, &s, NULL, gx16, NULL, gc16b), 0);
-        assert_int_equal(eng_cuda_dense_forward_bf16(g_cu, gc16, gw16, gb, needz ? gz : gy, gy, rows, KK, s.OC, cc->act), 0);
-        assert_int_equal(eng_cuda_dense_backward_bf16(g_cu, gc16, gw16, needz ? gz : gy, gy, gd, gd16, gdcols, gdw, gdb,
+        assert_int_equal(eng_cuda_dense_forward_h16(g_cu, gc16, gw16, gb, needz ? gz : gy, gy, rows, KK, s.OC, cc->act), 0);
+        assert_int_equal(eng_cuda_dense_backward_h16(g_cu, gc16, gw16, needz ? gz : gy, gy, gd, gd16, gdcols, gdw, gdb,
                                                       rows, KK, s.OC, cc->act),
                          0);
         sync_ok();
@@ -535,7 +591,7 @@ static void test_add_and_bf16(void **state) {
     float *da = dev_from(a, n * 4), *db = dev_from(b, n * 4), *dy = dev_new(n * 4), *dsp = dev_from(sp, n * 4);
     uint16_t *d16 = dev_new(n * 2);
     poison(dy, n * 4);
-    assert_int_equal(eng_cuda_to_bf16(g_cu, dsp, d16, n), 0);
+    assert_int_equal(eng_cuda_to_h16(g_cu, dsp, d16, n), 0);
     assert_int_equal(eng_cuda_add(g_cu, da, db, dy, n), 0);
     sync_ok();
     float *yh = fetch(dy, n);
@@ -707,11 +763,12 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_errors),    cmocka_unit_test(test_dense_f32),   cmocka_unit_test(test_dense_bf16),
-        cmocka_unit_test(test_dense_tf32), cmocka_unit_test(test_activations), cmocka_unit_test(test_dropout), cmocka_unit_test(test_stage_steps),
-        cmocka_unit_test(test_conv2d), cmocka_unit_test(test_maxpool), cmocka_unit_test(test_augment_gap),
-        cmocka_unit_test(test_batchnorm),
-        cmocka_unit_test(test_add_and_bf16), cmocka_unit_test(test_gather),  cmocka_unit_test(test_losses),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_dense_f32),   cmocka_unit_test(test_dense_bf16),
+        cmocka_unit_test(test_dense_fp16),    cmocka_unit_test(test_fp16_rounding), cmocka_unit_test(test_dense_tf32),
+        cmocka_unit_test(test_activations),   cmocka_unit_test(test_dropout),     cmocka_unit_test(test_stage_steps),
+        cmocka_unit_test(test_conv2d),        cmocka_unit_test(test_maxpool),     cmocka_unit_test(test_augment_gap),
+        cmocka_unit_test(test_batchnorm),     cmocka_unit_test(test_add_and_bf16), cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_losses),
     };
     return GPU_TEST_MAIN(tests);
 }

@@ -2,10 +2,11 @@
  * checks of the device backward (dense layers + softmax cross-entropy,
  * parameters and inputs), every optimiser over a whole block against the
  * CPU's eng_optim_step (with weight decay, clipping and the non-finite
- * skip), and a graph-replayed step bit-identical to the same step run
+ * skip), mixed_fp16's loss scale on the device, and a graph-replayed step bit-identical to the same step run
  * eagerly. Skipped (77) without a GPU. */
 #include "gpu_test.h"
 
+#include "bf16.h"
 #include "loss.h"
 #include "ops.h"
 #include "optim.h"
@@ -139,7 +140,7 @@ static double update_err(const float *p_gpu, const float *p_cpu, const float *p_
  * of p: update_err) and the state agree. The same steps through
  * eng_cuda_optim_step_dev (the scalars read from device memory, as a
  * replayed graph does, and the bf16 copy written) end bit-identical to
- * eng_cuda_optim_step, the copy to eng_cuda_to_bf16 of the parameters. */
+ * eng_cuda_optim_step, the copy to eng_cuda_to_h16 of the parameters. */
 static void optim_case(const eng_optim_config *c, const char *name, hpo_rng *r) {
     size_t n = 100003, ns = eng_optim_state_floats(c) * n;
     float *p = rnd(n, r, 1.0f), *st = calloc(ns ? ns : 1, 4), *p0 = malloc(n * 4);
@@ -170,9 +171,9 @@ static void optim_case(const eng_optim_config *c, const char *name, hpo_rng *r) 
         eng_cuda_opt_scalars sc;
         eng_cuda_opt_scalars_at(c, lr, t, &sc);
         up(dsc, &sc, sizeof sc);
-        assert_int_equal(eng_cuda_optim_step_dev(g_cu, c, dsc, dp2, dg2, dst2, n, c->clipnorm > 0 ? dnorm : NULL, dpb),
-                         0);
-        assert_int_equal(eng_cuda_to_bf16(g_cu, dp, dpb_ref, n), 0);
+        eng_cuda_step_args a = {dsc, NULL, 0, c->clipnorm > 0 ? dnorm : NULL, dpb, NULL};
+        assert_int_equal(eng_cuda_optim_step_dev(g_cu, c, &a, dp2, dg2, dst2, n), 0);
+        assert_int_equal(eng_cuda_to_h16(g_cu, dp, dpb_ref, n), 0);
         sync_ok();
         float *ph2 = fetch(dp2, n), *sh2 = fetch(dst2, ns ? ns : 1), *ph1 = fetch(dp, n), *sh1 = fetch(dst, ns ? ns : 1);
         uint16_t *b1 = malloc(n * 2), *b2 = malloc(n * 2);
@@ -267,6 +268,93 @@ static void test_grad_norm_nonfinite(void **state) {
     free(g), free(p), free(half), free(gh), free(ph);
 }
 
+/* mixed_fp16's loss scale on the device (eng_cuda_scaler): the scaled loss
+ * gradient, the gradients rounded to fp16 and unscaled as the CPU does, the
+ * optimiser's scalars taken from a table by the count of applied steps,
+ * the scale doubling after ENG_LOSS_SCALE_GROWTH good steps and halving on
+ * a non-finite gradient, whose step leaves the parameters alone */
+static void test_loss_scaler(void **state) {
+    (void)state;
+    hpo_rng r;
+    hpo_rng_seed(&r, 93);
+    const int B = 32, K = 10, growth = 2000;
+    size_t n = 5003;
+    float *z = rnd((size_t)B * K, &r, 2.0f), *g = rnd(n, &r, 300.0f), *p = rnd(n, &r, 1.0f);
+    int32_t lab[32];
+    for (int i = 0; i < B; i++) lab[i] = (int32_t)hpo_rng_below(&r, (uint64_t)K);
+    eng_cuda_scaler sc0 = {1024.0f, growth - 2, 0, 0}, sh;
+    eng_cuda_scaler *ds = dev_from(&sc0, sizeof sc0);
+    float *dz = dev_from(z, (size_t)B * K * 4), *d1 = dev_new((size_t)B * K * 4), *d2 = dev_new((size_t)B * K * 4);
+    int32_t *dlab = dev_from(lab, sizeof lab);
+    double *sums = dev_new(ENG_CUDA_SUMS * sizeof(double));
+    assert_int_equal(eng_cuda_zero(g_cu, sums, ENG_CUDA_SUMS * sizeof(double)), 0);
+    assert_int_equal(eng_cuda_loss(g_cu, ENG_LOSS_SCCE, ENG_ACT_SOFTMAX, dz, dlab, NULL, B, K, 1024.0f, d1, sums), 0);
+    assert_int_equal(eng_cuda_loss_scaled(g_cu, ENG_LOSS_SCCE, ENG_ACT_SOFTMAX, dz, dlab, NULL, B, K, ds, d2, sums), 0);
+    sync_ok();
+    float *h1 = fetch(d1, (size_t)B * K), *h2 = fetch(d2, (size_t)B * K);
+    check_exact("loss gradient scaled from the device's scale", h2, h1, (size_t)B * K * 4);
+    /* gradients: fp16-rounded, then unscaled (eng_model_backward, train.c) */
+    float *gr = malloc(n * 4);
+    memcpy(gr, g, n * 4);
+    eng_round_fp16_n(gr, n);
+    int fin = 0;
+    double want = eng_grad_unscale_norm(gr, n, (float)(1.0 / 1024.0), &fin);
+    float *dg = dev_from(g, n * 4), *dp = dev_from(p, n * 4), *dst = dev_new(2 * n * 4);
+    double *dn = dev_new(2 * sizeof(double)), hn[2];
+    assert_int_equal(eng_cuda_zero(g_cu, dst, 2 * n * 4), 0);
+    assert_int_equal(eng_cuda_grad_unscale_norm(g_cu, dg, n, ds, dn), 0);
+    sync_ok();
+    float *gh = fetch(dg, n);
+    check_exact("gradients rounded to fp16 and unscaled", gh, gr, n * 4);
+    down(hn, dn, sizeof hn);
+    printf("  norm %.9g vs %.9g, finite %g\n", hn[0], want, hn[1]);
+    assert_true(fin && hn[1] == 1.0 && fabs(hn[0] - want) <= 1e-5 * want);
+    /* the optimiser reads entry `applied` of a table of three steps' scalars */
+    eng_optim_config c;
+    eng_optim_defaults(&c, ENG_OPT_ADAM);
+    const size_t stride = 48; /* wider than the scalars, as the step records are */
+    unsigned char table[3 * 48];
+    memset(table, 0, sizeof table);
+    for (int t = 1; t <= 3; t++) {
+        eng_cuda_opt_scalars s;
+        eng_cuda_opt_scalars_at(&c, 1e-3f * (float)t, t, &s);
+        memcpy(table + (size_t)(t - 1) * stride, &s, sizeof s);
+    }
+    void *dtab = dev_from(table, sizeof table);
+    eng_cuda_step_args a = {dtab, &ds->applied, stride, dn, NULL, NULL};
+    float *pc = malloc(n * 4), *stc = calloc(2 * n, 4);
+    memcpy(pc, p, n * 4);
+    for (int step = 1; step <= 2; step++) { /* entries 0 and 1: applied counts up */
+        assert_int_equal(eng_cuda_optim_step_dev(g_cu, &c, &a, dp, dg, dst, n), 0);
+        assert_int_equal(eng_cuda_scaler_update(g_cu, dn, ds, growth), 0);
+        eng_optim_step(&c, 1e-3f * (float)step, step, pc, gr, stc, n);
+    }
+    sync_ok();
+    float *ph = fetch(dp, n);
+    char what[80];
+    snprintf(what, sizeof what, "adam by applied steps: parameters");
+    check_close(what, ph, pc, n, TOL_F32);
+    down(&sh, ds, sizeof sh);
+    printf("  after two good steps: scale %g good %d applied %d skipped %d\n", sh.scale, sh.good, sh.applied, sh.skipped);
+    assert_true(sh.scale == 2048.0f && sh.good == 0 && sh.applied == 2 && sh.skipped == 0);
+    /* a non-finite gradient: skipped, scale halved, parameters untouched */
+    g[11] = INFINITY;
+    up(dg, g, n * 4);
+    assert_int_equal(eng_cuda_grad_unscale_norm(g_cu, dg, n, ds, dn), 0);
+    assert_int_equal(eng_cuda_optim_step_dev(g_cu, &c, &a, dp, dg, dst, n), 0);
+    assert_int_equal(eng_cuda_scaler_update(g_cu, dn, ds, growth), 0);
+    sync_ok();
+    float *ph2 = fetch(dp, n);
+    check_exact("non-finite gradient: parameters untouched", ph2, ph, n * 4);
+    down(&sh, ds, sizeof sh);
+    printf("  after an overflow: scale %g good %d applied %d skipped %d\n", sh.scale, sh.good, sh.applied, sh.skipped);
+    assert_true(sh.scale == 1024.0f && sh.good == 0 && sh.applied == 2 && sh.skipped == 1);
+    eng_cuda_free(g_cu, ds), eng_cuda_free(g_cu, dz), eng_cuda_free(g_cu, d1), eng_cuda_free(g_cu, d2);
+    eng_cuda_free(g_cu, dlab), eng_cuda_free(g_cu, sums), eng_cuda_free(g_cu, dg), eng_cuda_free(g_cu, dp);
+    eng_cuda_free(g_cu, dst), eng_cuda_free(g_cu, dn), eng_cuda_free(g_cu, dtab);
+    free(z), free(g), free(p), free(h1), free(h2), free(gr), free(gh), free(pc), free(stc), free(ph), free(ph2);
+}
+
 /* one step = forward, loss, backward, sgd-momentum update; captured once and
  * replayed, against the same ops enqueued eagerly on a twin */
 static void test_graph_replay(void **state) {
@@ -316,7 +404,8 @@ static void test_graph_replay(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finite_differences), cmocka_unit_test(test_optimisers),
-        cmocka_unit_test(test_grad_norm_nonfinite), cmocka_unit_test(test_graph_replay),
+        cmocka_unit_test(test_grad_norm_nonfinite), cmocka_unit_test(test_loss_scaler),
+        cmocka_unit_test(test_graph_replay),
     };
     return GPU_TEST_MAIN(tests);
 }

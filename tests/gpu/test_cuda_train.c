@@ -13,6 +13,10 @@
  *   resumed on the GPU again, against 4 epochs on the CPU.
  * - mixed_bf16 against the CPU's mixed_bf16 within TOL_BF16 (when the CPU
  *   backend has bf16 GEMMs).
+ * - mixed_fp16 against the CPU's within TOL_BF16 (with dropout), with the
+ *   same loss scale and skipped steps every epoch; and on a regression
+ *   whose first steps overflow fp16 (skipped on both, the scale halved),
+ *   the same skips, scale and weights.
  * - steps_per_execution: with batches of 48 (10 whole, one of 32), K = 4
  *   (two graph replays of 4 steps, then 3 steps one by one) and K = 1000
  *   (more than an epoch: every step enqueued one by one) end with weights,
@@ -22,8 +26,9 @@
  *   relu + maxpool2d, dropout, dense) on the same data as 8x8 images: fp32
  *   within TOL_RUN of the CPU (the conv through im2col and cuBLASLt there,
  *   oneDNN here) and the generator in the same state (the same shifts and
- *   masks), and mixed_bf16 within TOL_BF16 (its second conv, 16 input
- *   channels, in bf16 on both sides) when the CPU backend has bf16 GEMMs;
+ *   masks), mixed_fp16 within TOL_BF16, and mixed_bf16 within TOL_BF16
+ *   (its second conv, 16 input channels, in bf16 on both sides) when the
+ *   CPU backend has bf16 GEMMs;
  *   the same with a batchnorm after the first conv2d and global_avg_pool
  *   in place of maxpool2d and flatten (the running statistics within the
  *   same tolerance), and with residual blocks (conv, batchnorm, relu,
@@ -82,6 +87,8 @@ static eng_dataset *synth_images(size_t n) {
 typedef struct curve {
     int n;
     eng_metrics train[EPOCHS], val[EPOCHS];
+    double scale[EPOCHS]; /* mixed_fp16's loss scale at the epoch's end */
+    long skipped[EPOCHS]; /* and its skipped steps */
 } curve;
 
 static int record(const eng_epoch_report *r, void *user) {
@@ -89,6 +96,8 @@ static int record(const eng_epoch_report *r, void *user) {
     if (r->epoch >= 1 && r->epoch <= EPOCHS) {
         c->train[r->epoch - 1] = r->train;
         c->val[r->epoch - 1] = r->val;
+        c->scale[r->epoch - 1] = r->loss_scale;
+        c->skipped[r->epoch - 1] = r->skipped_steps;
         if (r->epoch > c->n) c->n = r->epoch;
     }
     return 0;
@@ -179,6 +188,9 @@ static void check_metric(const char *what, int epoch, double a, double r, double
 
 static void compare(const curve *g, const curve *c, int from, int to, double tol) {
     for (int e = from; e < to; e++) {
+        printf("  epoch %d loss scale gpu %g cpu %g, skipped steps gpu %ld cpu %ld%s\n", e + 1, g->scale[e], c->scale[e],
+               g->skipped[e], c->skipped[e], g->scale[e] == c->scale[e] && g->skipped[e] == c->skipped[e] ? "" : "  FAIL");
+        assert_true(g->scale[e] == c->scale[e] && g->skipped[e] == c->skipped[e]);
         check_metric("train loss", e + 1, g->train[e].loss, c->train[e].loss, tol);
         check_metric("val loss", e + 1, g->val[e].loss, c->val[e].loss, tol);
         /* accuracy: a sample or two may flip on a near tie */
@@ -240,6 +252,52 @@ static void test_bf16(void **state) {
         return;
     }
     both(*state, 0.0, ENG_PREC_BF16, TOL_BF16);
+}
+
+/* mixed_fp16 (model_run.c's roundings, fp16 GEMMs, the loss scale on the
+ * device) against the CPU's, with dropout */
+static void test_fp16(void **state) { both(*state, 0.3, ENG_PREC_FP16, TOL_BF16); }
+
+/* regression targets in the hundreds: 2^15 times their loss gradient
+ * overflows fp16, so the first steps are skipped and the scale halves until
+ * the gradients fit; the device must skip the same steps, end at the same
+ * scale and, since skipped steps do not advance Adam's step or the
+ * schedule, with the CPU's weights */
+static void test_fp16_overflow(void **state) {
+    fx *f = *state;
+    eng_dataset *ds = NULL;
+    int64_t shape[1] = {NI};
+    assert_int_equal(eng_dataset_new("regression", f->ds->n, 1, shape, ENG_DATA_U8, ENG_DATA_Y_TARGET, 1, &ds), 0);
+    memcpy(ds->x, f->ds->x, f->ds->n * NI);
+    ds->x_scale = f->ds->x_scale;
+    for (size_t i = 0; i < ds->n; i++) ds->y_target[i] = 300.0f + 100.0f * (float)f->ds->y_class[i];
+    fx rf = *f;
+    hpo_error err = {{0}, {0}};
+    eng_split_spec spec = {.val_count = 128};
+    assert_int_equal(eng_split_make(ds, &spec, &rf.tr, &rf.va, &err), 0);
+    const char *t = "{\"layers\":[{\"dense\":{\"units\":32,\"activation\":\"relu\"}},{\"dense\":{\"units\":1}}],"
+                    "\"loss\":\"mse\",\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.05}}";
+    json_t *j = json_loads(t, 0, NULL);
+    int in_shape[3] = {NI, 0, 0};
+    eng_model *mg = NULL, *mc = NULL;
+    assert_int_equal(eng_model_new(j, NULL, 1, in_shape, 0, 7, &mg, &err), 0);
+    assert_int_equal(eng_model_new(j, NULL, 1, in_shape, 0, 7, &mc, &err), 0);
+    json_decref(j);
+    curve cg = {0}, cc = {0};
+    eng_train_opts o;
+    eng_train_result rg, rc;
+    opts(&rf, &o, 1, EPOCHS, -1, ENG_PREC_FP16, &cg);
+    train_ok(mg, &rf, &o, &rg);
+    opts(&rf, &o, 0, EPOCHS, -1, ENG_PREC_FP16, &cc);
+    train_ok(mc, &rf, &o, &rc);
+    assert_true(cc.skipped[0] >= 3); /* the test makes the CPU skip */
+    compare(&cg, &cc, 0, EPOCHS, TOL_BF16);
+    compare_models(mg, mc, TOL_BF16);
+    eng_model_free(mg);
+    eng_model_free(mc);
+    eng_split_clear(&rf.tr);
+    eng_split_clear(&rf.va);
+    eng_dataset_release(ds);
 }
 
 /* GPU epochs 1-2, CPU epoch 3, GPU epoch 4 (each resumed from the last
@@ -370,6 +428,7 @@ static void test_cnn(void **state) {
     eng_model_free(probe);
     for (int v = 0; v < 3; v++) {
         cnn_both(v, ENG_PREC_FP32, TOL_RUN);
+        cnn_both(v, ENG_PREC_FP16, TOL_BF16);
         if (has) cnn_both(v, ENG_PREC_BF16, TOL_BF16);
         else printf("  cnn mixed_bf16: the CPU backend has no bf16 GEMM here, comparison skipped\n");
     }
@@ -381,6 +440,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_tf32, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bf16, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fp16, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fp16_overflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_moves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_steps_per_execution, setup, teardown),
         cmocka_unit_test(test_cnn),

@@ -17,7 +17,8 @@
  *   and leaves no files;
  * - training.device: a study asking for cuda gives no job to a cpu slot and
  *   one to a cuda slot (by name: no GPU is used), one asking for cpu the
- *   other way round. */
+ *   other way round; a job trains on a cuda slot's GPU only where its
+ *   study lets it (api_slot_train_opts). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +37,8 @@
 #include "db_internal.h"
 #include "api_internal.h"
 #include "data_dir.h"
+#include "jobs_internal.h"
+#include "train.h"
 
 static char dir[64];
 static sto_db *db;
@@ -301,6 +304,29 @@ static void test_device_kind(void **state) {
     teardown();
 }
 
+/* where a job trains: a CUDA slot's GPU when the study's training.device
+ * lets it (a spanning slot: its first GPU), else the CPU */
+static void test_slot_train_opts(void **state) {
+    (void)state;
+    struct {
+        const char *slot;
+        int device, cuda, gpu;
+    } cases[] = {
+        {"cpu:0", API_DEVICE_ANY, 0, 0},      {"cuda:2/1", API_DEVICE_ANY, 1, 2}, {"cuda:0/0", API_DEVICE_CUDA, 1, 0},
+        {"cuda:1+3/0", API_DEVICE_ANY, 1, 1}, {"cuda:1/0", API_DEVICE_CPU, 0, 0}, {NULL, API_DEVICE_ANY, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        api_embedded e;
+        memset(&e, 0, sizeof e);
+        e.device = cases[i].device;
+        eng_train_opts o;
+        eng_train_opts_init(&o);
+        api_slot_train_opts(cases[i].slot, &e, &o);
+        assert_int_equal(o.cuda, cases[i].cuda);
+        assert_int_equal(o.cuda_device, cases[i].gpu);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_database_mid_trial),
@@ -308,6 +334,7 @@ int main(void) {
         cmocka_unit_test(test_reap),
         cmocka_unit_test(test_deleted_study_job_stores_nothing),
         cmocka_unit_test(test_device_kind),
+        cmocka_unit_test(test_slot_train_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

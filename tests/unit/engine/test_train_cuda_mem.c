@@ -1,7 +1,8 @@
 /* test_train_cuda_mem.c - the device memory budget of a run on a CUDA device
  * (train.h: eng_train_cuda_mem_estimate, eng_train_cuda_check_budget), on
  * any machine: the estimate against a count by hand of every buffer
- * train_cuda.c allocates (fp32 and mixed_bf16, a validation set of its own),
+ * train_cuda.c allocates (fp32, mixed_bf16 and mixed_fp16, a validation set
+ * of its own),
  * a shape-only model estimated as the allocated one, a run over its budget
  * refused with HPO_ETOOLARGE naming the sizes and the field before any
  * device is opened (so even here, without one), a run at its budget let
@@ -65,17 +66,19 @@ static void opts(eng_train_opts *o, int precision) {
 static size_t r512(size_t b) { return (b ? b + 511 : 512) / 512 * 512; }
 
 /* train_cuda.c's buffers counted by hand for the model above on N rows (NVAL of them validation) */
-static void by_hand(int bf16, int own_val_ds, eng_cuda_mem *e) {
+static void by_hand(int prec, int own_val_ds, eng_cuda_mem *e) {
     size_t np = NI * 32 + 32 + 32 * NK + NK, f = sizeof(float);
+    int h16 = prec != ENG_PREC_FP32, bf16 = prec == ENG_PREC_BF16, fp16 = prec == ENG_PREC_FP16;
     memset(e, 0, sizeof *e);
     e->context = ENG_CUDA_CONTEXT_BYTES;
-    e->weights = 2 * r512(np * f) + r512(2 * np * f) + (bf16 ? r512(np * 2 + 2) : 0); /* p, g, Adam's m and v, bf16 */
+    e->weights = 2 * r512(np * f) + r512(2 * np * f) + (h16 ? r512(np * 2 + 2) : 0) /* p, g, Adam's m and v, 16-bit */
+                 + (fp16 ? r512(np * f) + r512(16) : 0);                          /* fp16-rounded p, the loss scale */
     size_t act[] = {
         r512(B * 32 * f), r512(B * NI * f),          /* dense 1: y (relu: z is y), dx */
-        bf16 ? r512(B * NI * 2) + r512(B * 32 * 2) : 0, /* its bf16 input and gradient */
+        h16 ? r512(B * NI * 2) + r512(B * 32 * 2) : 0, /* its 16-bit input and gradient */
         r512(B * 32 * f), r512(B * 32 * f),          /* dropout: y, mask */
         r512(B * NK * f), r512(B * 32 * f),          /* dense 2: y, dx */
-        bf16 ? r512(B * 32 * 2) + r512(B * NK * 2) : 0,
+        h16 ? r512(B * 32 * 2) + r512(B * NK * 2) : 0,
         r512((N - NVAL) * 4), r512(NVAL * 4),        /* the epoch's order, the validation rows */
         r512(B * NI * f), bf16 ? r512(B * NI * 2) : 0, /* the batch (and its bf16 form: the first layer is bf16) */
         r512(B * 4), r512(B * NK * f), r512(B * NK * f), /* labels, targets, loss gradient */
@@ -107,12 +110,13 @@ static void test_estimate_by_hand(void **state) {
     eng_split_spec spec = {.val_count = NVAL};
     assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
     eng_model *m = model(0), *shape = model(1);
-    for (int bf16 = 0; bf16 < 2; bf16++) {
+    for (int prec = ENG_PREC_FP32; prec <= ENG_PREC_FP16; prec++) {
         eng_train_opts o;
-        opts(&o, bf16 ? ENG_PREC_BF16 : ENG_PREC_FP32);
+        opts(&o, prec);
         eng_cuda_mem got, want, from_shape;
         eng_train_cuda_mem_estimate(m, &tr, &va, &o, &got);
-        by_hand(bf16, 0, &want);
+        printf("%s\n", eng_precision_name(prec));
+        by_hand(prec, 0, &want);
         assert_mem_equal(&got, &want);
         eng_train_cuda_mem_estimate(shape, &tr, &va, &o, &from_shape); /* before the parameters exist */
         assert_mem_equal(&from_shape, &want);
@@ -136,7 +140,7 @@ static void test_estimate_own_validation_dataset(void **state) {
     opts(&o, ENG_PREC_FP32);
     eng_cuda_mem got, want;
     eng_train_cuda_mem_estimate(m, &tr, &va, &o, &got);
-    by_hand(0, 1, &want);
+    by_hand(ENG_PREC_FP32, 1, &want);
     want.data = r512((N - NVAL) * NI) + r512((N - NVAL) * 4) + r512(NVAL * NI) + r512(NVAL * 4);
     want.total = want.context + want.weights + want.activations + want.data;
     assert_mem_equal(&got, &want);
