@@ -38,6 +38,18 @@ void api_slot_train_opts(const char *slot, const api_embedded *emb, eng_train_op
     if (!slot || strncmp(slot, "cuda:", 5) != 0 || !api_device_fits(emb->device, slot)) return;
     o->cuda = 1;
     o->cuda_device = atoi(slot + 5);
+    /* "cuda:G+H+.../K": a data-parallel replica on each GPU */
+    const char *p = slot + 5;
+    int n = 0;
+    for (;;) {
+        char *end;
+        long g = strtol(p, &end, 10);
+        if (end == p || n == (int)(sizeof o->cuda_devices / sizeof o->cuda_devices[0])) break;
+        o->cuda_devices[n++] = (int)g;
+        if (*end != '+') break;
+        p = end + 1;
+    }
+    o->cuda_replicas = n > 1 ? n : 0;
 }
 
 int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng_split *val, hpo_error *err) {

@@ -176,3 +176,12 @@ int eng_cuda_capture_end(eng_cuda *cu, eng_cuda_graph **out, hpo_error *err) {
 }
 int eng_cuda_graph_launch(eng_cuda *cu, eng_cuda_graph *g) { NONE((void)g); }
 void eng_cuda_graph_free(eng_cuda_graph *g) { (void)g; }
+int eng_cuda_comm_open(eng_cuda *const *cus, int n, eng_cuda_comm **out, hpo_error *err) {
+    (void)cus, (void)n, (void)out;
+    return none(err);
+}
+void eng_cuda_comm_free(eng_cuda_comm *c) { (void)c; }
+int eng_cuda_allreduce_sum(eng_cuda_comm *c, eng_cuda *const *cus, float *const *bufs, size_t n) {
+    (void)c, (void)cus, (void)bufs, (void)n;
+    return HPO_EUNSUPPORTED;
+}

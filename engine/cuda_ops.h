@@ -268,6 +268,20 @@ int eng_cuda_stage_steps(eng_cuda *cu, const uint32_t *order, size_t rows, int b
 /* *cursor += steps (dev), enqueued. */
 int eng_cuda_cursor_advance(eng_cuda *cu, int32_t *cursor, int steps);
 
+/* ---- data parallel across GPUs (train_cuda.c's replicas) ---- */
+#define ENG_CUDA_MAX_REPLICAS 8
+typedef struct eng_cuda_comm eng_cuda_comm;
+/* An all-reduce group over the n contexts cus (2..ENG_CUDA_MAX_REPLICAS,
+ * each on another GPU): NCCL, loaded with dlopen at the first group, one
+ * communicator per GPU. HPO_EUNSUPPORTED (field "devices") saying why when
+ * NCCL cannot be loaded or set up; HPO_EINVAL for a GPU named twice. */
+int eng_cuda_comm_open(eng_cuda *const *cus, int n, eng_cuda_comm **out, hpo_error *err);
+void eng_cuda_comm_free(eng_cuda_comm *c); /* NULL ok */
+/* bufs[k] (dev, on cus[k], n floats each) = the sum of all of them, in
+ * place, enqueued on each context's stream (one NCCL group: one host
+ * thread drives every GPU). */
+int eng_cuda_allreduce_sum(eng_cuda_comm *c, eng_cuda *const *cus, float *const *bufs, size_t n);
+
 /* ---- graphs ---- */
 /* Ops enqueued between begin and end are recorded, not run. */
 int eng_cuda_capture_begin(eng_cuda *cu, hpo_error *err);

@@ -125,10 +125,18 @@ typedef struct eng_train_opts {
     void *user;
     size_t max_bytes;       /* memory budget of the run (eng_train_mem); 0 = none */
     /* train on CUDA device cuda_device instead of the CPU (train_cuda.c):
-     * dense models (dense, flatten, dropout, activation) in fp32 or
-     * mixed_bf16; other layers HPO_EUNSUPPORTED naming the first one */
+     * every layer kind, every precision */
     int cuda;
     int cuda_device;
+    /* data parallel on the device: cuda_replicas > 1 (at most
+     * ENG_CUDA_MAX_REPLICAS) replicas of the model, replica k on GPU
+     * cuda_devices[k] (cuda_device unused), each GPU named once (an NCCL
+     * all-reduce of the gradients) or every replica on the same GPU (one
+     * context, a device-side sum: the replica logic testable on one GPU);
+     * the batch is split over them as the CPU's threads split it
+     * (replicas.h). fp32 and mixed_bf16. */
+    int cuda_replicas;
+    int cuda_devices[8];
     /* the run's share of the device's memory (eng_train_cuda_check_budget);
      * 0: the default share (eng_train_cuda_budget) */
     size_t cuda_max_bytes;

@@ -86,7 +86,7 @@ static void dev_free(dev *d) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eng_cuda_free(d->cu, bufs[i]);
     eng_cuda_graph_free(d->graph);
     free(d->hrecs);
-    eng_cuda_close(d->cu);
+    if (d->owns_cu) eng_cuda_close(d->cu);
 }
 
 /* a dataset's rows and labels or targets: the GPU's copy (shared with the
@@ -149,26 +149,34 @@ static int dev_alloc(dev *d, const eng_split *train, const eng_split *val, hpo_e
     return 0;
 }
 
-/* d's run settings and its layers' buffer table (host) */
-static int dev_init(dev *d, eng_model *m, const eng_split *train, const eng_train_opts *o) {
+/* d's run settings and its layers' buffer table (host); replicas run
+ * their steps one by one (no graph) */
+static int dev_init(dev *d, eng_model *m, const eng_split *train, const eng_train_opts *o, int device) {
     d->m = m;
-    d->dev = o->cuda_device;
+    d->dev = device;
     d->prec = o->precision;
     d->bs = o->batch_size;
     d->bf16_input = eng_model_bf16_input_at(m, d->prec);
     d->spe = (train->n + (size_t)d->bs - 1) / (size_t)d->bs;
-    d->K = o->steps_per_execution > 1 ? o->steps_per_execution : 1;
+    d->K = o->steps_per_execution > 1 && o->cuda_replicas <= 1 ? o->steps_per_execution : 1;
     if ((size_t)d->K > d->spe) d->K = d->spe ? (int)d->spe : 1;
     d->rec_words = REC_SC_WORDS;
     return eng_dev_layers_init(d);
 }
 
+/* d on GPU device, in a context of its own, or in shared (an earlier
+ * replica's on the same GPU) */
 static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
-                    hpo_error *err) {
+                    int device, eng_cuda *shared, hpo_error *err) {
     int rc;
-    if ((rc = eng_cuda_open(o->cuda_device, o->allow_tf32, &d->cu, err))) return rc;
-    eng_cuda_set_fp16(d->cu, o->precision == ENG_PREC_FP16);
-    if ((rc = dev_init(d, m, train, o)) ||
+    if (shared) {
+        d->cu = shared;
+    } else {
+        if ((rc = eng_cuda_open(device, o->allow_tf32, &d->cu, err))) return rc;
+        d->owns_cu = 1;
+        eng_cuda_set_fp16(d->cu, o->precision == ENG_PREC_FP16);
+    }
+    if ((rc = dev_init(d, m, train, o, device)) ||
         !(d->hrecs = calloc(d->spe ? d->spe * d->rec_words : 1, sizeof *d->hrecs)))
         return hpo_fail(err, HPO_ENOMEM, "training", "out of memory");
     if ((rc = dev_alloc(d, train, val, err))) return rc;
@@ -186,7 +194,8 @@ void eng_train_cuda_mem_estimate(const eng_model *m, const eng_split *train, con
     d.plan = out;
     out->context = ENG_CUDA_CONTEXT_BYTES;
     hpo_error err;
-    if (dev_init(&d, (eng_model *)m, train, o) || dev_alloc(&d, train, val, &err)) /* a dry run cannot fail but for the host table */
+    if (dev_init(&d, (eng_model *)m, train, o, o->cuda_device) ||
+        dev_alloc(&d, train, val, &err)) /* a dry run cannot fail but for the host table */
         out->activations = SIZE_MAX;
     eng_dev_layers_free(&d); /* the tables: nothing was allocated on a device */
     out->total = eng_size_add(eng_size_add(out->context, out->weights), eng_size_add(out->activations, out->data));
@@ -346,24 +355,41 @@ static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
     return rc;
 }
 
-/* the records of the epoch's steps from L->st.step on, drawing from the
- * generator in the order the CPU's forward passes do: per step, layer by
- * layer, a key per dropout layer (eng_dropout_forward) and per sample of
- * the step's n a flip, then a shift in y and x, per augment layer
- * (eng_augment_forward); *lr: the last step's rate */
-static void epoch_records(dev *d, const eng_split *train, eng_train_loop *L, long total, double *lr) {
-    eng_model *m = d->m;
-    for (size_t j = 0; j < d->spe; j++) {
-        uint64_t *rec = d->hrecs + j * d->rec_words;
+/* rows [lo, hi) of a step of n rows are replica k's of R (replicas.c's split) */
+static void share_rows(int n, int k, int R, int *lo, int *hi) {
+    *lo = (int)((long)n * k / R);
+    *hi = (int)((long)n * (k + 1) / R);
+}
+
+/* the records of the epoch's steps from L->st.step on, for each of the R
+ * replicas ds (R = 1: the run alone), drawing from the generators in the
+ * order the CPU's forward passes do: per step, layer by layer, a key per
+ * dropout layer (eng_dropout_forward) and per sample of the step's rows a
+ * flip, then a shift in y and x, per augment layer (eng_augment_forward);
+ * with replicas a step of at least R rows first derives each other
+ * replica's generator from the model's (replicas.c), and a smaller one runs
+ * on the first replica alone. *lr: the last step's rate */
+static void epoch_records(dev *ds, int R, const eng_split *train, eng_train_loop *L, long total, double *lr) {
+    eng_model *m = ds[0].m;
+    for (size_t j = 0; j < ds[0].spe; j++) {
         long step = L->st.step + (long)j;
         eng_cuda_opt_scalars sc;
         memset(&sc, 0, sizeof sc);
-        *lr = eng_schedule_lr(&m->sched, m->opt.lr, step, (long)d->spe, total);
+        *lr = eng_schedule_lr(&m->sched, m->opt.lr, step, (long)ds[0].spe, total);
         eng_cuda_opt_scalars_at(&m->opt, (float)*lr, step + 1, &sc);
-        memset(rec, 0, REC_SC_WORDS * sizeof *rec);
-        memcpy(rec, &sc, sizeof sc);
-        size_t n = train->n - j * (size_t)d->bs < (size_t)d->bs ? train->n - j * (size_t)d->bs : (size_t)d->bs;
-        eng_dev_layers_draw(d, rec, n);
+        size_t bs = (size_t)ds[0].bs, n = train->n - j * bs < bs ? train->n - j * bs : bs;
+        int active = (int)n >= R ? R : 1;
+        hpo_rng rk[ENG_CUDA_MAX_REPLICAS];
+        for (int k = 1; k < active; k++) hpo_rng_derive(&rk[k], hpo_rng_u64(&m->rng), (uint64_t)k, 0);
+        for (int k = 0; k < R; k++) {
+            dev *d = &ds[k];
+            uint64_t *rec = d->hrecs + j * d->rec_words;
+            memset(rec, 0, (k < active ? REC_SC_WORDS : d->rec_words) * sizeof *rec);
+            memcpy(rec, &sc, sizeof sc);
+            int lo, hi;
+            share_rows((int)n, k, active, &lo, &hi);
+            if (k < active) eng_dev_layers_draw(d, k ? &rk[k] : &m->rng, rec, (size_t)(hi - lo));
+        }
     }
 }
 
@@ -386,25 +412,36 @@ static int scaler_down(dev *d, eng_train_loop *L, long total, double *lr, long *
     return 0;
 }
 
+/* the epoch's batch order: eng_batcher_start_epoch's */
+static void epoch_order(const eng_train_opts *o, const eng_split *train, int epoch, uint32_t *order) {
+    memcpy(order, train->idx, train->n * sizeof *order);
+    hpo_rng r;
+    hpo_rng_derive(&r, o->seed, (uint64_t)epoch, 0);
+    hpo_rng_shuffle_u32(&r, order, (uint32_t)train->n);
+}
+
+/* the order and records up to d, its sums and step cursor zeroed */
+static int epoch_up(dev *d, const eng_split *train, const uint32_t *order, hpo_error *err) {
+    int rc = eng_cuda_upload(d->cu, d->order, order, train->n * sizeof *order, err);
+    if (!rc) rc = eng_cuda_upload(d->cu, d->recs, d->hrecs, d->spe * d->rec_words * sizeof *d->hrecs, err);
+    if (rc) return rc;
+    if ((rc = eng_cuda_zero(d->cu, d->sums, ENG_CUDA_SUMS * sizeof(double))) ||
+        (rc = eng_cuda_zero(d->cu, d->cursor, sizeof(int32_t))))
+        return op_failed(d, rc, err);
+    return 0;
+}
+
 /* one epoch's steps: K at a time by the captured graph, the rest one by
  * one; *sums gets its metric sums, *skipped mixed_fp16's skipped steps */
 static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int epoch, long total,
                        uint32_t *order, eng_metric_sums *sums, double *lr, long *skipped, hpo_error *err) {
     eng_model *m = d->m;
-    const eng_train_opts *o = L->o;
-    memcpy(order, train->idx, train->n * sizeof *order); /* eng_batcher_start_epoch's order */
-    hpo_rng r;
-    hpo_rng_derive(&r, o->seed, (uint64_t)epoch, 0);
-    hpo_rng_shuffle_u32(&r, order, (uint32_t)train->n);
-    epoch_records(d, train, L, total, lr);
-    int rc = eng_cuda_upload(d->cu, d->order, order, train->n * sizeof *order, err);
-    if (!rc) rc = eng_cuda_upload(d->cu, d->recs, d->hrecs, d->spe * d->rec_words * sizeof *d->hrecs, err);
+    epoch_order(L->o, train, epoch, order);
+    epoch_records(d, 1, train, L, total, lr);
+    int rc = epoch_up(d, train, order, err);
     if (!rc && d->scaler) rc = scaler_up(d, L, err);
     if (rc) return rc;
     long steps = 0;
-    if ((rc = eng_cuda_zero(d->cu, d->sums, ENG_CUDA_SUMS * sizeof(double))) ||
-        (rc = eng_cuda_zero(d->cu, d->cursor, sizeof(int32_t))))
-        return op_failed(d, rc, err);
     size_t full = train->n / (size_t)d->bs, j = 0;
     for (; j + (size_t)d->K <= full; j += (size_t)d->K) {
         if (!d->graph) {
@@ -429,14 +466,175 @@ static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int ep
     return rc ? rc : eng_cuda_sums_add(d->cu, d->sums, train->n, m->out_dim, sums, err);
 }
 
+/* ---- data-parallel replicas (eng_train_opts.cuda_replicas) ---- */
+
+/* the replicas of a run (R = 1: the run alone, in d[0]); comm: NCCL's group
+ * when each is on its own GPU, NULL when all share one context */
+typedef struct run {
+    dev d[ENG_CUDA_MAX_REPLICAS];
+    int R;
+    eng_cuda_comm *comm;
+} run;
+
+/* a replica's op failed: the reason of the first context that has one */
+static int run_failed(run *r, int rc, hpo_error *err) {
+    for (int k = 0; k < r->R; k++)
+        if (r->d[k].owns_cu && eng_cuda_sync(r->d[k].cu, err)) return rc;
+    hpo_fail(err, rc, "devices", "cuda:%d: a device op failed", r->d[0].dev);
+    return rc;
+}
+
+/* every replica's gradient block becomes their sum: NCCL across GPUs, or on
+ * one GPU replicas.c's order (g0 + g2 + .. + g(R-1), then + g1) and copies */
+static int sum_gradients(run *r) {
+    dev *ds = r->d;
+    size_t n = ds[0].m->nparams;
+    if (r->comm) {
+        eng_cuda *cus[ENG_CUDA_MAX_REPLICAS];
+        float *gs[ENG_CUDA_MAX_REPLICAS];
+        for (int k = 0; k < r->R; k++) cus[k] = ds[k].cu, gs[k] = ds[k].g;
+        return eng_cuda_allreduce_sum(r->comm, cus, gs, n);
+    }
+    eng_cuda *cu = ds[0].cu;
+    int rc = 0;
+    for (int k = 2; k < r->R && !rc; k++) rc = eng_cuda_add(cu, ds[0].g, ds[k].g, ds[0].g, n);
+    if (!rc) rc = eng_cuda_add(cu, ds[0].g, ds[1].g, ds[0].g, n);
+    for (int k = 1; k < r->R && !rc; k++) rc = eng_cuda_copy(cu, ds[k].g, ds[0].g, n * sizeof(float));
+    return rc;
+}
+
+/* one training step of n rows on the replicas: each stages the step, the
+ * active ones (all, or the first alone for fewer rows than replicas) run
+ * their share with the loss scaled by it (the shares' gradients add up to
+ * the batch's mean loss gradient; an idle replica adds zeros), the
+ * gradients are summed into every replica, and each takes the same update */
+static int replicas_step(run *r, const eng_split *train, int n) {
+    dev *ds = r->d;
+    const eng_model *m = ds[0].m;
+    int R = r->R, active = n >= R ? R : 1, rc = 0;
+    size_t rb = ds[0].rec_words * sizeof(uint64_t);
+    for (int k = 0; k < R && !rc; k++)
+        rc = eng_cuda_stage_steps(ds[k].cu, ds[k].order, train->n, ds[k].bs, ds[k].recs, rb, ds[k].cursor, 1,
+                                  ds[k].stage_idx, ds[k].stage_rec);
+    for (int k = 0; k < R && !rc; k++) {
+        dev *d = &ds[k];
+        if (k >= active) {
+            rc = eng_cuda_zero(d->cu, d->g, m->nparams * sizeof(float));
+            continue;
+        }
+        int lo, hi;
+        share_rows(n, k, active, &lo, &hi);
+        const float *logits;
+        if ((rc = gather(d, train->ds, 0, d->stage_idx + lo, hi - lo)) ||
+            (rc = eng_dev_forward(d, d->bf16_input ? NULL : d->xin, hi - lo, d->stage_rec, &logits)) ||
+            (rc = eng_cuda_loss(d->cu, m->loss, m->final_act, logits, d->y_all[0] ? d->lab : NULL,
+                                d->y_all[0] ? NULL : d->tgt, hi - lo, m->out_dim, (float)(hi - lo) / (float)n,
+                                d->dlogits, d->sums)))
+            break;
+        rc = eng_dev_backward(d, hi - lo, d->stage_rec);
+    }
+    if (!rc) rc = sum_gradients(r);
+    for (int k = 0; k < R && !rc; k++) {
+        rc = update(&ds[k], (const eng_cuda_opt_scalars *)(const void *)ds[k].stage_rec);
+        if (!rc) rc = eng_cuda_cursor_advance(ds[k].cu, ds[k].cursor, 1);
+    }
+    return rc;
+}
+
+/* one epoch on the replicas, step by step; *sums gets their metric sums */
+static int train_epoch_replicas(run *r, const eng_split *train, eng_train_loop *L, int epoch, long total,
+                                uint32_t *order, eng_metric_sums *sums, double *lr, hpo_error *err) {
+    dev *ds = r->d;
+    epoch_order(L->o, train, epoch, order);
+    epoch_records(ds, r->R, train, L, total, lr);
+    int rc = 0;
+    for (int k = 0; k < r->R && !rc; k++) rc = epoch_up(&ds[k], train, order, err);
+    if (rc) return rc;
+    for (size_t j = 0; j < ds[0].spe; j++) {
+        size_t first = j * (size_t)ds[0].bs;
+        int n = train->n - first < (size_t)ds[0].bs ? (int)(train->n - first) : ds[0].bs;
+        if ((rc = replicas_step(r, train, n))) return run_failed(r, rc, err);
+    }
+    L->st.step += (long)ds[0].spe;
+    for (int k = 0; k < r->R && !rc; k++)
+        rc = eng_cuda_sums_add(ds[k].cu, ds[k].sums, k ? 0 : train->n, ds[k].m->out_dim, sums, err);
+    return rc;
+}
+
+/* what replicas can be: at most ENG_CUDA_MAX_REPLICAS, each GPU once or all
+ * on one, not mixed_fp16 (its skipped steps would need the replicas to
+ * agree on the loss scale: not yet) */
+static int check_replicas(const eng_train_opts *o, int R, int *same, hpo_error *err) {
+    *same = 1;
+    if (R == 1) return 0;
+    if (R > ENG_CUDA_MAX_REPLICAS)
+        return hpo_fail(err, HPO_EINVAL, "devices", "at most %d data-parallel replicas, not %d",
+                        ENG_CUDA_MAX_REPLICAS, R);
+    if (o->precision == ENG_PREC_FP16)
+        return hpo_fail(err, HPO_EUNSUPPORTED, "training.precision",
+                        "mixed_fp16 does not run on a slot spanning GPUs yet; use fp32 or mixed_bf16");
+    int distinct = 1;
+    for (int k = 1; k < R; k++) {
+        if (o->cuda_devices[k] != o->cuda_devices[0]) *same = 0;
+        for (int j = 0; j < k; j++)
+            if (o->cuda_devices[j] == o->cuda_devices[k]) distinct = 0;
+    }
+    if (!*same && !distinct)
+        return hpo_fail(err, HPO_EINVAL, "devices", "replicas go each on its own GPU or all on one");
+    return 0;
+}
+
+/* each replica's run within its share of its GPU (the GPU's share split
+ * between the replicas on it) */
+static int check_budgets(const eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
+                         int R, hpo_error *err) {
+    if (R == 1) return eng_train_cuda_check_budget(m, train, val, o, NULL, err);
+    for (int k = 0; k < R; k++) {
+        eng_train_opts ok = *o;
+        ok.cuda_device = o->cuda_devices[k];
+        int on_gpu = 0;
+        for (int j = 0; j < R; j++) on_gpu += o->cuda_devices[j] == ok.cuda_device;
+        size_t budget = eng_train_cuda_budget(&ok);
+        if (budget) ok.cuda_max_bytes = budget / (size_t)on_gpu;
+        int rc = eng_train_cuda_check_budget(m, train, k ? NULL : val, &ok, NULL, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* the replicas on their GPUs (or the run alone), the parameters up on each,
+ * NCCL's group across GPUs */
+static int run_open(run *r, eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
+                    int same, hpo_error *err) {
+    int rc = 0;
+    for (int k = 0; k < r->R && !rc; k++) {
+        int device = r->R > 1 ? o->cuda_devices[k] : o->cuda_device;
+        eng_cuda *shared = k > 0 && same ? r->d[0].cu : NULL;
+        rc = dev_open(&r->d[k], m, train, k ? NULL : val, o, device, shared, err);
+        if (!rc) rc = params_up(&r->d[k], err);
+    }
+    if (!rc && r->R > 1 && !same) {
+        eng_cuda *cus[ENG_CUDA_MAX_REPLICAS];
+        for (int k = 0; k < r->R; k++) cus[k] = r->d[k].cu;
+        rc = eng_cuda_comm_open(cus, r->R, &r->comm, err);
+    }
+    return rc;
+}
+
+static void run_free(run *r) {
+    eng_cuda_comm_free(r->comm);
+    for (int k = r->R - 1; k >= 0; k--) dev_free(&r->d[k]); /* the context's owner last */
+}
+
 int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
                    eng_train_result *res, hpo_error *err) {
-    dev d;
+    run r;
     eng_train_loop L;
     uint32_t *order = NULL;
-    int rc, bs = o->batch_size;
-    memset(&d, 0, sizeof d);
+    int rc, bs = o->batch_size, same = 1, R = o->cuda_replicas > 1 ? o->cuda_replicas : 1;
+    memset(&r, 0, sizeof r); /* r.R = 0 until the replicas are checked: nothing to free */
     memset(&L, 0, sizeof L);
+    dev *d = &r.d[0];
     if (bs < 1 || o->epochs < 0 || o->precision < 0 || o->precision > ENG_PREC_FP16) {
         rc = hpo_fail(err, HPO_EINVAL, "training", "batch_size must be >= 1 and epochs >= 0");
         goto fail;
@@ -445,22 +643,26 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
         rc = hpo_fail(err, HPO_EINVAL, "model", "the model has no parameter blocks (eng_model_alloc)");
         goto fail;
     }
+    if ((rc = check_replicas(o, R, &same, err))) goto fail;
+    r.R = R;
     if ((rc = eng_train_check_data(m, train, err)) || (val && (rc = eng_train_check_data(m, val, err)))) goto fail;
-    if ((rc = eng_train_cuda_check_budget(m, train, val, o, NULL, err))) goto fail;
+    if ((rc = check_budgets(m, train, val, o, r.R, err))) goto fail;
     if (!(order = malloc((train->n ? train->n : 1) * sizeof *order))) {
         rc = hpo_fail(err, HPO_ENOMEM, "training", "out of memory for the batch order");
         goto fail;
     }
     if ((rc = eng_train_loop_begin(&L, m, val, o, (m->nparams + 1) * sizeof(float), err))) goto fail;
-    if ((rc = dev_open(&d, m, train, val, o, err)) || (rc = params_up(&d, err))) goto fail;
-    long total = (long)d.spe * o->epochs; /* the schedule's steps (dev_init counted those of an epoch) */
+    if ((rc = run_open(&r, m, train, val, o, same, err))) goto fail;
+    long total = (long)d->spe * o->epochs; /* the schedule's steps (dev_init counted those of an epoch) */
     int vk = val && val->ds != train->ds ? 1 : 0, stop = 0;
     for (int epoch = L.st.epoch; epoch < o->epochs && !stop; epoch++) {
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);
         double lr = m->opt.lr, t0 = hpo_monotonic();
         long skipped = 0;
-        if ((rc = train_epoch(&d, train, &L, epoch, total, order, &sums, &lr, &skipped, err))) goto fail;
+        rc = r.R > 1 ? train_epoch_replicas(&r, train, &L, epoch, total, order, &sums, &lr, err)
+                     : train_epoch(d, train, &L, epoch, total, order, &sums, &lr, &skipped, err);
+        if (rc) goto fail;
         eng_epoch_report rep;
         eng_train_loop_report(&L, epoch, &sums, hpo_monotonic() - t0, lr, skipped, &rep);
         if (!isfinite(sums.loss)) {
@@ -474,16 +676,16 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
             rc = hpo_fail(err, HPO_EDIVERGED, "training", "loss scale underflow at epoch %d", epoch + 1);
             goto fail;
         }
-        if (L.use_val) {
-            if ((rc = evaluate(&d, val, vk, &rep.val, err))) goto fail;
+        if (L.use_val) { /* on the first replica: its running statistics are the model's */
+            if ((rc = evaluate(d, val, vk, &rep.val, err))) goto fail;
             rep.has_val = 1;
         }
-        if ((rc = params_down(&d, err)) || (rc = eng_train_loop_epoch_end(&L, m, &rep, &stop, err))) goto fail;
+        if ((rc = params_down(d, err)) || (rc = eng_train_loop_epoch_end(&L, m, &rep, &stop, err))) goto fail;
     }
     rc = 0;
 fail:
     rc = eng_train_loop_end(&L, m, rc, res);
-    dev_free(&d);
+    run_free(&r);
     free(order);
     return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * train_cuda_internal.h - what the two files of the device training loop
  * share: train_cuda.c (the run: device blocks, datasets, epochs, steps and
- * their records, graphs) and train_cuda_layers.c (each layer's device
+ * their records, graphs, data-parallel replicas: one dev each) and train_cuda_layers.c (each layer's device
  * buffers and the forward and backward passes over a layer list, residual
  * blocks recursing into theirs). Not part of the engine's interface.
  *
@@ -51,6 +51,7 @@ struct dlayer {
 
 typedef struct dev {
     eng_cuda *cu;
+    int owns_cu;             /* closes cu; a replica on an earlier replica's GPU shares its context */
     eng_model *m;
     int dev, prec, bs, bf16_input;
     dlayer *ls;
@@ -99,9 +100,9 @@ int eng_dev_layers_init(dev *d);
 int eng_dev_layers_alloc(dev *d, hpo_error *err);
 /* Frees them and the tables (what was allocated; NULL ok). */
 void eng_dev_layers_free(dev *d);
-/* One training step's draws from the model's generator into its record
- * (host), for a step of n rows. */
-void eng_dev_layers_draw(dev *d, uint64_t *rec, size_t n);
+/* One training step's draws from rng (the model's generator, or a
+ * replica's derived from it) into its record (host), for n rows. */
+void eng_dev_layers_draw(dev *d, hpo_rng *rng, uint64_t *rec, size_t n);
 /* The forward pass of a batch of B rows x (dev; NULL: the 16-bit batch
  * xin16); rec (dev): the step's record (training), or NULL (evaluation).
  * *out: the logits (dev). */

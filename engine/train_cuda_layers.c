@@ -206,28 +206,30 @@ void eng_dev_layers_free(dev *d) {
 
 /* ---- a step's draws ---- */
 
-static void draw_list(dev *d, const eng_layer *ls, const dlayer *dls, int n, uint64_t *rec, size_t rows) {
-    eng_model *m = d->m;
+static void draw_list(dev *d, hpo_rng *rng, const eng_layer *ls, const dlayer *dls, int n, uint64_t *rec,
+                      size_t rows) {
     for (int i = 0; i < n; i++) {
         const eng_layer *l = &ls[i];
         uint64_t *at = rec + dls[i].rec_off;
-        if (draws_dropout(l)) *at = hpo_rng_u64(&m->rng); /* eng_dropout_forward's draw */
+        if (draws_dropout(l)) *at = hpo_rng_u64(rng); /* eng_dropout_forward's draw */
         if (draws_augment(l)) {
             int32_t *p = (int32_t *)(void *)at, k = l->translate;
             for (size_t s = 0; s < rows; s++) { /* eng_augment_forward's draws */
-                p[3 * s + 2] = l->flip ? (int32_t)(hpo_rng_u64(&m->rng) >> 63) : 0;
-                p[3 * s] = k > 0 ? (int32_t)hpo_rng_below(&m->rng, (uint64_t)(2 * k + 1)) - k : 0;
-                p[3 * s + 1] = k > 0 ? (int32_t)hpo_rng_below(&m->rng, (uint64_t)(2 * k + 1)) - k : 0;
+                p[3 * s + 2] = l->flip ? (int32_t)(hpo_rng_u64(rng) >> 63) : 0;
+                p[3 * s] = k > 0 ? (int32_t)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
+                p[3 * s + 1] = k > 0 ? (int32_t)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
             }
         }
         if (l->kind == ENG_L_RESIDUAL) {
-            draw_list(d, l->sub, dls[i].sub, l->nsub, rec, rows);
-            if (l->proj) draw_list(d, l->proj, dls[i].proj, 1, rec, rows);
+            draw_list(d, rng, l->sub, dls[i].sub, l->nsub, rec, rows);
+            if (l->proj) draw_list(d, rng, l->proj, dls[i].proj, 1, rec, rows);
         }
     }
 }
 
-void eng_dev_layers_draw(dev *d, uint64_t *rec, size_t n) { draw_list(d, d->m->layers, d->ls, d->m->nlayers, rec, n); }
+void eng_dev_layers_draw(dev *d, hpo_rng *rng, uint64_t *rec, size_t n) {
+    draw_list(d, rng, d->m->layers, d->ls, d->m->nlayers, rec, n);
+}
 
 /* ---- forward ---- */
 

@@ -98,7 +98,9 @@ static void usage(FILE *f) {
             "  --devices SPEC      worker slots: cpu:N (N slots of 1 BLAS thread) or cpu:NxT\n"
             "                      (N slots of T threads); default cpu:2. cuda:G[xK]: K\n"
             "                      slots training on GPU G; cuda:all[xK]: K on every GPU;\n"
-            "                      pools mix: cpu:1,cuda:0x4 (training.device picks a kind)\n"
+            "                      cuda:G+H[xK]: slots training data parallel on GPUs G and H\n"
+            "                      (NCCL); pools mix: cpu:1,cuda:0x4 (training.device picks\n"
+            "                      a kind)\n"
             "  --sync MODE         normal (default): durable against process crashes;\n"
             "                      full: fsync every commit and trial checkpoint,\n"
             "                      durable against power loss\n"
@@ -339,17 +341,6 @@ int main(int argc, char **argv) {
     hpo_error derr = {{0}, {0}};
     if (srv_devices_parse(cfg.devices, &slots, &n_slots, &derr)) {
         fprintf(stderr, "hpod: %s\n", derr.message);
-        return 2;
-    }
-    for (int i = 0; i < n_slots; i++) {
-        /* a slot on one GPU trains there (engine/train_cuda.c, through
-         * api/job_trial.c); one spanning GPUs would need the data-parallel
-         * all-reduce across them, which the engine lacks so far: refused
-         * rather than silently trained on its first GPU */
-        if (slots[i].kind != SRV_SLOT_CUDA || slots[i].n_gpus == 1) continue;
-        fprintf(stderr, "hpod: --devices %s: a slot spanning GPUs (data parallel across them) is not available yet: "
-                        "use cuda:GxK slots, one GPU each\n", slots[i].name);
-        free(slots);
         return 2;
     }
     if (srv_devices_resolve(&slots, &n_slots, &derr)) { /* cuda slots: their GPUs must be there */

@@ -73,6 +73,7 @@ extern "C" void eng_cuda_set_fp16(eng_cuda *cu, int fp16) { cu->half_fp16 = fp16
 
 extern "C" void eng_cuda_close(eng_cuda *cu) {
     if (!cu) return;
+    cu_use(cu);
     if (cu->stream) cudaStreamSynchronize(cu->stream);
     if (cu->lt) cu->blas->Destroy(cu->lt);
     cudaFree(cu->workspace);
@@ -90,6 +91,7 @@ extern "C" int eng_cuda_sync(eng_cuda *cu, hpo_error *err) {
 
 extern "C" int eng_cuda_alloc(eng_cuda *cu, size_t bytes, void **out, hpo_error *err) {
     void *p = NULL;
+    cu_use(cu);
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation) { /* not sticky: the context stays usable */
         cudaGetLastError();
@@ -110,6 +112,7 @@ extern "C" void eng_cuda_free(eng_cuda *cu, void *p) {
 }
 
 static int copy_sync(eng_cuda *cu, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, hpo_error *err) {
+    cu_use(cu);
     if (!cu->rc && bytes) cu_check(cu, cudaMemcpyAsync(dst, src, bytes, kind, cu->stream), "cudaMemcpy");
     return eng_cuda_sync(cu, err);
 }
@@ -136,6 +139,7 @@ extern "C" int eng_cuda_copy(eng_cuda *cu, void *dst, const void *src, size_t by
 /* ---- graphs ---- */
 
 extern "C" int eng_cuda_capture_begin(eng_cuda *cu, hpo_error *err) {
+    cu_use(cu);
     if (!cu->rc) cu_check(cu, cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeThreadLocal), "capture");
     if (cu->rc && err) *err = cu->err;
     return cu->rc;

@@ -5,7 +5,8 @@
  * Design notes
  * - cu_fail records the first failure in the context (cuda_ops.h: errors
  *   are sticky) and returns its code; CU_READY(cu) makes an op refuse work
- *   once the context has failed; cu_launched checks a kernel launch.
+ *   once the context has failed, and makes the context's GPU current
+ *   (cu_use); cu_launched checks a kernel launch.
  * - cu_grid: blocks for n elements at CU_THREADS per block, capped so that
  *   kernels loop grid-stride (any n fits in 32-bit grids).
  * - scratch: CU_SCRATCH doubles of device memory for two-pass reductions
@@ -80,9 +81,18 @@ int cu_launched(eng_cuda *cu, const char *what);
 /* A CUDA runtime call's result: 0, or the failure recorded. */
 int cu_check(eng_cuda *cu, cudaError_t e, const char *what);
 
+/* Makes cu's GPU the calling thread's current one: one thread may drive
+ * contexts on several GPUs (data-parallel replicas), and a kernel, a copy
+ * or an allocation goes to the current GPU. */
+static inline void cu_use(const eng_cuda *cu) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != cu->device) cudaSetDevice(cu->device);
+}
+
 #define CU_READY(cu)                  \
     do {                              \
         if ((cu)->rc) return (cu)->rc; \
+        cu_use(cu);                   \
     } while (0)
 
 static inline unsigned cu_grid(size_t n) {

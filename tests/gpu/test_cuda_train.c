@@ -34,6 +34,10 @@
  *   same tolerance), and with residual blocks (conv, batchnorm, relu,
  *   conv, batchnorm around an identity; one conv to 8 channels around a
  *   1x1 projection) before the pooling.
+ * - data parallel: two replicas on one GPU (the device-side sum) against
+ *   the CPU's two threads within TOL_RUN (fp32) and TOL_BF16 (mixed_bf16),
+ *   the generator in the same state; across GPUs 0 and 1 (NCCL) too where
+ *   the machine has two.
  * - allow_tf32: the fp32 run with TF32 GEMMs within TOL_TF32_RUN of the CPU's
  *   f32 run (losses and weights; TF32 rounds each product's operands to 10
  *   mantissa bits).
@@ -300,6 +304,54 @@ static void test_fp16_overflow(void **state) {
     eng_dataset_release(ds);
 }
 
+/* two data-parallel replicas on GPUs dev0 and dev1 (the same GPU: one
+ * context and the device-side sum; two: NCCL) against the CPU's two threads
+ * (replicas.h: the same split of each batch, the same derived generators,
+ * the same order of the gradient sum), with dropout and a last batch of
+ * one row (the first replica alone on both) */
+static void replicas_vs_cpu(int dev0, int dev1, int precision, double tol) {
+    fx f = {0};
+    hpo_error err = {{0}, {0}};
+    f.ds = synth(641);
+    eng_split_spec spec = {.val_count = 128};
+    assert_int_equal(eng_split_make(f.ds, &spec, &f.tr, &f.va, &err), 0);
+    curve cg = {0}, cc = {0};
+    eng_train_opts o;
+    eng_train_result rg, rc;
+    eng_model *mg = mlp(0.3, ""), *mc = mlp(0.3, "");
+    opts(&f, &o, 1, EPOCHS, -1, precision, &cg);
+    o.cuda_replicas = 2;
+    o.cuda_devices[0] = dev0;
+    o.cuda_devices[1] = dev1;
+    train_ok(mg, &f, &o, &rg);
+    opts(&f, &o, 0, EPOCHS, -1, precision, &cc);
+    o.threads = 2;
+    train_ok(mc, &f, &o, &rc);
+    printf("  replicas on cuda:%d and cuda:%d, %s: val accuracy gpu %.4f cpu (2 threads) %.4f\n", dev0, dev1,
+           eng_precision_name(precision), cg.val[EPOCHS - 1].accuracy, cc.val[EPOCHS - 1].accuracy);
+    compare(&cg, &cc, 0, EPOCHS, tol);
+    compare_models(mg, mc, tol);
+    check_exact("generator state (the replicas' keys derived from it)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
+    eng_model_free(mg);
+    eng_model_free(mc);
+    eng_split_clear(&f.tr);
+    eng_split_clear(&f.va);
+    eng_dataset_release(f.ds);
+}
+
+static void test_replicas(void **state) {
+    (void)state;
+    int dev = getenv("HPO_TEST_DEVICE") ? atoi(getenv("HPO_TEST_DEVICE")) : 0, n = 0;
+    replicas_vs_cpu(dev, dev, ENG_PREC_FP32, TOL_RUN);
+    eng_model *probe = mlp(0.0, "");
+    int has = probe->be->gemm_bf16 != NULL;
+    eng_model_free(probe);
+    if (has) replicas_vs_cpu(dev, dev, ENG_PREC_BF16, TOL_BF16);
+    hpo_error err = {{0}, {0}};
+    if (eng_gpu_count(&n, &err) == 0 && n >= 2) replicas_vs_cpu(0, 1, ENG_PREC_FP32, TOL_RUN);
+    else printf("  one GPU here: replicas across GPUs (NCCL) not run\n");
+}
+
 /* GPU epochs 1-2, CPU epoch 3, GPU epoch 4 (each resumed from the last
  * checkpoint, a fresh model each time) against 4 CPU epochs */
 static void test_checkpoint_moves(void **state) {
@@ -444,6 +496,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_fp16_overflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_moves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_steps_per_execution, setup, teardown),
+        cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_cnn),
     };
     return GPU_TEST_MAIN(tests);

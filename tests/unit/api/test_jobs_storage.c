@@ -305,15 +305,21 @@ static void test_device_kind(void **state) {
 }
 
 /* where a job trains: a CUDA slot's GPU when the study's training.device
- * lets it (a spanning slot: its first GPU), else the CPU */
+ * lets it (a spanning slot: a replica on each of its GPUs), else the CPU */
 static void test_slot_train_opts(void **state) {
     (void)state;
     struct {
         const char *slot;
-        int device, cuda, gpu;
+        int device, cuda, gpu, replicas, gpus[3];
     } cases[] = {
-        {"cpu:0", API_DEVICE_ANY, 0, 0},      {"cuda:2/1", API_DEVICE_ANY, 1, 2}, {"cuda:0/0", API_DEVICE_CUDA, 1, 0},
-        {"cuda:1+3/0", API_DEVICE_ANY, 1, 1}, {"cuda:1/0", API_DEVICE_CPU, 0, 0}, {NULL, API_DEVICE_ANY, 0, 0},
+        {"cpu:0", API_DEVICE_ANY, 0, 0, 0, {0}},
+        {"cuda:2/1", API_DEVICE_ANY, 1, 2, 0, {0}},
+        {"cuda:0/0", API_DEVICE_CUDA, 1, 0, 0, {0}},
+        {"cuda:1+3/0", API_DEVICE_ANY, 1, 1, 2, {1, 3}},
+        {"cuda:4+0+12/7", API_DEVICE_CUDA, 1, 4, 3, {4, 0, 12}},
+        {"cuda:1/0", API_DEVICE_CPU, 0, 0, 0, {0}},
+        {"cuda:1+2/0", API_DEVICE_CPU, 0, 0, 0, {0}},
+        {NULL, API_DEVICE_ANY, 0, 0, 0, {0}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         api_embedded e;
@@ -324,6 +330,8 @@ static void test_slot_train_opts(void **state) {
         api_slot_train_opts(cases[i].slot, &e, &o);
         assert_int_equal(o.cuda, cases[i].cuda);
         assert_int_equal(o.cuda_device, cases[i].gpu);
+        assert_int_equal(o.cuda_replicas, cases[i].replicas);
+        for (int k = 0; k < cases[i].replicas; k++) assert_int_equal(o.cuda_devices[k], cases[i].gpus[k]);
     }
 }
 

@@ -2,7 +2,9 @@
  * on any machine: without a usable device a model of every layer kind it
  * runs (augment, conv2d, maxpool2d, batchnorm, a residual block with a
  * projection, global_avg_pool, dense, dropout), in every precision, gets
- * the device's reason (field "devices"), never a crash. The device runs themselves are
+ * the device's reason (field "devices"), never a crash; data-parallel
+ * replicas that cannot be (a GPU named twice beside another, too many,
+ * mixed_fp16) are refused naming the field before any device work. The device runs themselves are
  * tests/gpu/test_cuda_train.c. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,8 +49,9 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* trains layers (a JSON list's items, then a softmax dense of 3) on the device */
-static int run(fx *f, const char *layers, int precision, hpo_error *err) {
+/* trains layers (a JSON list's items, then a softmax dense of 3) on the
+ * device, on replicas data-parallel replicas (0: one) on GPUs gpus */
+static int run_on(fx *f, const char *layers, int precision, int replicas, const int *gpus, hpo_error *err) {
     char t[512];
     snprintf(t, sizeof t, "{\"layers\":[%s{\"dense\":{\"units\":3,\"activation\":\"softmax\"}}]}", layers);
     json_t *j = json_loads(t, 0, NULL);
@@ -63,11 +66,17 @@ static int run(fx *f, const char *layers, int precision, hpo_error *err) {
     o.batch_size = 8;
     o.precision = precision;
     o.cuda = 1;
+    o.cuda_replicas = replicas;
+    for (int k = 0; k < replicas && k < 8; k++) o.cuda_devices[k] = gpus[k];
     eng_train_result r;
     memset(err, 0, sizeof *err);
     int rc = eng_train(m, &f->tr, &f->va, &o, &r, err);
     eng_model_free(m);
     return rc;
+}
+
+static int run(fx *f, const char *layers, int precision, hpo_error *err) {
+    return run_on(f, layers, precision, 0, NULL, err);
 }
 
 static void test_no_device_reason(void **state) {
@@ -92,9 +101,31 @@ static void test_no_device_reason(void **state) {
     }
 }
 
+/* replicas that cannot be are refused before any device is touched, naming
+ * the field; possible ones get the device's reason here */
+static void test_replicas_refused(void **state) {
+    hpo_error err;
+    const int same[3] = {0, 0, 0}, mixed[3] = {0, 0, 1}, two[2] = {0, 1}, nine[9] = {0};
+    assert_int_equal(run_on(*state, "{\"flatten\":{}},", ENG_PREC_FP32, 3, mixed, &err), HPO_EINVAL);
+    assert_string_equal(err.field, "devices");
+    printf("replicas on cuda:0, cuda:0, cuda:1: %s\n", err.message);
+    assert_int_equal(run_on(*state, "{\"flatten\":{}},", ENG_PREC_FP32, 9, nine, &err), HPO_EINVAL);
+    assert_string_equal(err.field, "devices");
+    assert_int_equal(run_on(*state, "{\"flatten\":{}},", ENG_PREC_FP16, 2, two, &err), HPO_EUNSUPPORTED);
+    assert_string_equal(err.field, "training.precision");
+    int n = 0;
+    hpo_error gerr;
+    if (eng_gpu_count(&n, &gerr) == 0) return; /* a GPU here: tests/gpu runs them */
+    assert_int_equal(run_on(*state, "{\"flatten\":{}},", ENG_PREC_FP32, 3, same, &err), HPO_EUNSUPPORTED);
+    assert_string_equal(err.field, "devices");
+    assert_int_equal(run_on(*state, "{\"flatten\":{}},", ENG_PREC_BF16, 2, two, &err), HPO_EUNSUPPORTED);
+    assert_string_equal(err.field, "devices");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_no_device_reason, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replicas_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
