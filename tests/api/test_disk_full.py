@@ -82,6 +82,27 @@ def fill(path, name, leave):
                 break
 
 
+def make_room(path, name, leave):
+    """Shrinks path/name until at least `leave` bytes are free again (the
+    running trials' writes eat into the margin fill left)."""
+    short = leave - free_bytes(path)
+    if short > 0:
+        f = os.path.join(path, name)
+        os.truncate(f, max(0, os.path.getsize(f) - short))
+
+
+def pause(hp, sid, mnt):
+    """Pauses the study on the nearly full disk. The pause is itself a write:
+    when what the trials wrote since left SQLite no room, hpod answers 507
+    (correctly); the margin is made again and the pause retried."""
+    for _ in range(5):
+        make_room(mnt, "filler", MARGIN)
+        status, out = hp.request("POST", "/api/v1/studies/%d/pause" % sid)
+        if status != 507:
+            return status, out
+    return status, out
+
+
 def stored_events(url, sid, quiet=1.0):
     """The events stored so far (the stream read until quiet for `quiet` s)."""
     req = urllib.request.Request("%s/api/v1/studies/%d/events" % (url, sid))
@@ -145,7 +166,8 @@ def main():
 
         # completely full: creating a study fails cleanly, storing nothing.
         # The study is paused first, so no trial frees or takes space meanwhile.
-        hp.ok("POST", "/api/v1/studies/%d/pause" % sid)
+        status, out = pause(hp, sid, mnt)
+        c.check(status == 200, "the study pauses on the nearly full disk (%d %s)" % (status, out))
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["trials_by_state"]["running"] == 0, 60)
         fill(mnt, "filler", 0)
         before = hp.ok("GET", "/api/v1/studies")["studies"]
