@@ -150,10 +150,12 @@ typedef struct tun_config {
     int tpe_multivariate;     /* not a "tuner" key (tests, benchmarks): 1 = the
                                * unconditional parameters are modelled jointly
                                * (Optuna's multivariate=True); 0 = each on its
-                               * own (Optuna's default); < 0 (the default) =
-                               * jointly with one objective on a space whose
-                               * unconditional parameters are all continuous
-                               * floats, each on its own otherwise (tpe.c) */
+                               * own (Optuna's default); 2 = jointly for the
+                               * even trial numbers, each on its own for the
+                               * odd ones; < 0 (the default) = 2 with one
+                               * objective on a space whose unconditional
+                               * parameters are all continuous floats, 0
+                               * otherwise (tpe.c) */
     int tpe_max_components;   /* not a "tuner" key (tests, benchmarks): the most
                                * components a side of TPE's split keeps before
                                * older trials are stood for by a stratified

@@ -554,10 +554,11 @@ static void test_compressed_deterministic(void **state) {
     tun_space_free(s);
 }
 
-/* The default (tpe_multivariate < 0) is the joint model on a space of
- * continuous floats and the per-parameter one as soon as an unconditional
- * parameter is discrete: the same suggestions, bit for bit, as the explicit
- * settings, over 40 told trials. */
+/* The default (tpe_multivariate < 0) is the mix (2: even trial numbers
+ * jointly, odd ones per parameter) on a space of continuous floats and the
+ * per-parameter model as soon as an unconditional parameter is discrete:
+ * the same suggestions, bit for bit, as the explicit settings, over 40
+ * told trials. */
 static void regime_matches(const char *space, int explicit_mv) {
     tun_space *s = parse_space(space);
     assert_non_null(s);
@@ -587,8 +588,41 @@ static void regime_matches(const char *space, int explicit_mv) {
 
 static void test_default_regime(void **state) {
     (void)state;
-    regime_matches(FLOAT_SPACE, 1);
+    regime_matches(FLOAT_SPACE, 2);
     regime_matches(MIXED_SPACE, 0);
+}
+
+/* The mix (tpe_multivariate 2) is the joint model's suggestion for an even
+ * trial number and the per-parameter model's for an odd one, given the
+ * same history: three studies told the same 40 trials. */
+static void test_mix_alternates(void **state) {
+    (void)state;
+    tun_space *s = parse_space(FLOAT_SPACE);
+    assert_non_null(s);
+    tun_study *st[3];
+    const int mv[3] = {2, 1, 0};
+    for (int v = 0; v < 3; v++) {
+        tun_config cfg;
+        tun_config_default(&cfg);
+        cfg.algorithm = TUN_TPE;
+        cfg.seed = 4;
+        cfg.tpe_multivariate = mv[v];
+        assert_int_equal(tun_study_new(s, &cfg, 0, &st[v]), 0);
+    }
+    double x[3][16];
+    int models_differ = 0; /* past the random start-up, so the check means something */
+    for (int k = 0; k < 40; k++) {
+        for (int v = 0; v < 3; v++) assert_int_equal(tun_study_suggest(st[v], k, x[v]), 0);
+        const double *other = x[k % 2 ? 2 : 1];
+        assert_true(same_bits(x[0], other, s->n));
+        if (k >= st[0]->cfg.n_startup_trials) models_differ += !same_bits(x[1], x[2], s->n);
+        double f = float_objective(s, x[0]);
+        for (int v = 0; v < 3; v++) assert_int_equal(tun_study_add(st[v], k, x[0], TUN_TRIAL_COMPLETE, f), 0);
+    }
+    printf("the two models differ on %d of %d suggestions\n", models_differ, 40 - st[0]->cfg.n_startup_trials);
+    assert_true(models_differ > 0);
+    for (int v = 0; v < 3; v++) tun_study_free(st[v]);
+    tun_space_free(s);
 }
 
 /* ---- exploration on a grid of log-scale axes (issue 16) ---- */
@@ -718,6 +752,7 @@ int main(void) {
         cmocka_unit_test(test_fast_equals_ref),
         cmocka_unit_test(test_compressed_deterministic),
         cmocka_unit_test(test_default_regime),
+        cmocka_unit_test(test_mix_alternates),
         cmocka_unit_test(test_grid_keeps_exploring),
         cmocka_unit_test(test_joint_skips_copies),
     };
