@@ -1,9 +1,10 @@
 /*
  * train_cuda_internal.h - what the two files of the device training loop
  * share: train_cuda.c (the run: device blocks, datasets, epochs, steps and
- * their records, graphs, data-parallel replicas: one dev each) and train_cuda_layers.c (each layer's device
- * buffers and the forward and backward passes over a layer list, residual
- * blocks recursing into theirs). Not part of the engine's interface.
+ * their records, graphs, data-parallel replicas: one dev each) and
+ * train_cuda_layers.c (each layer's device buffers and the forward and
+ * backward passes over a layer list, residual blocks recursing into
+ * theirs). Not part of the engine's interface.
  *
  * Design notes
  * - One dev per run, used by one thread. Every device allocation goes
