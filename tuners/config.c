@@ -27,7 +27,7 @@ void tun_config_default(tun_config *cfg) {
     cfg->n_startup_trials = 10;
     cfg->tpe_n_candidates = 24;
     cfg->tpe_gamma = 0;
-    cfg->tpe_multivariate = -1; /* tpe.c: jointly on continuous spaces, one objective */
+    cfg->tpe_multivariate = -1; /* tpe.c: the joint/per-parameter mix on continuous spaces, one objective */
     cfg->tpe_multi_fidelity = 1;
     cfg->acquisition = TUN_ACQ_LOG_EI;
     cfg->ucb_beta = 2.0;
