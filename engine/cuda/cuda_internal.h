@@ -56,6 +56,9 @@ struct cu_lt_api {
  * cannot be loaded or lacks a function, with *why (may be NULL) saying
  * which. */
 const cu_lt_api *cu_lt(const char **why);
+/* dlopen of a CUDA library by soname: the loader's search path, else the
+ * toolkit found at build time; NULL with why saying why. */
+void *cu_dlopen(const char *soname, char *why, size_t why_size);
 
 struct eng_cuda {
     int device;

@@ -1,5 +1,6 @@
 /* lt_api.cu - cuBLASLt, loaded with dlopen at the first use (see
- * cuda_internal.h, cu_lt). */
+ * cuda_internal.h, cu_lt), and the loader the other dlopen'd CUDA libraries
+ * share (cu_dlopen: NCCL, nccl_api.cu). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,16 +25,25 @@ static int lt_sym(void *lib, const char *name, void **slot) {
     return -1;
 }
 
-static void lt_load(void) {
-    void *lib = dlopen(CU_LT_SONAME, RTLD_NOW | RTLD_LOCAL);
+void *cu_dlopen(const char *soname, char *why, size_t why_size) {
+    void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
 #ifdef HPO_CUDA_LIBDIR
-    if (!lib) lib = dlopen(HPO_CUDA_LIBDIR "/" CU_LT_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", HPO_CUDA_LIBDIR, soname);
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
 #endif
     if (!lib) {
         const char *e = dlerror();
-        snprintf(lt_why, sizeof lt_why, "cannot load %s: %s", CU_LT_SONAME, e ? e : "not found");
-        return;
+        snprintf(why, why_size, "cannot load %s: %s", soname, e ? e : "not found");
     }
+    return lib;
+}
+
+static void lt_load(void) {
+    void *lib = cu_dlopen(CU_LT_SONAME, lt_why, sizeof lt_why);
+    if (!lib) return;
     cu_lt_api t;
 #define LT_SYM(member) \
     if (lt_sym(lib, "cublasLt" #member, (void **)&t.member)) return

@@ -32,15 +32,8 @@ static int nccl_loaded;
 static char nccl_why[256];
 
 static void nccl_load(void) {
-    void *lib = dlopen(NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
-#ifdef HPO_CUDA_LIBDIR
-    if (!lib) lib = dlopen(HPO_CUDA_LIBDIR "/" NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
-#endif
-    if (!lib) {
-        const char *e = dlerror();
-        snprintf(nccl_why, sizeof nccl_why, "cannot load %s: %s", NCCL_SONAME, e ? e : "not found");
-        return;
-    }
+    void *lib = cu_dlopen(NCCL_SONAME, nccl_why, sizeof nccl_why);
+    if (!lib) return;
     nccl_api t;
 #define NCCL_SYM(member)                                                                                   \
     if (!(*(void **)&t.member = dlsym(lib, "nccl" #member))) {                                            \

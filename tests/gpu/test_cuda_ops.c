@@ -135,29 +135,27 @@ static void test_dense_f32(void **state) {
     dense_case(&dense_shapes[3], ENG_ACT_NONE, 0, 0, 0, 0, &r);
 }
 
-static void test_dense_bf16(void **state) {
-    (void)state;
+/* every dense shape and activation with 16-bit GEMMs in format fmt */
+static void dense_h16_cases(int fmt, uint64_t seed) {
     hpo_rng r;
-    hpo_rng_seed(&r, 12);
+    hpo_rng_seed(&r, seed);
     for (size_t s = 0; s < HPO_ARRAY_LEN(dense_shapes); s++)
         for (size_t a = 0; a < HPO_ARRAY_LEN(dense_acts); a++) {
             int act = dense_acts[a];
-            dense_case(&dense_shapes[s], act, 1, eng_act_needs_z(act), BF16, 0, &r);
-            dense_case(&dense_shapes[s], act, 1, 1, BF16, 7, &r);
+            dense_case(&dense_shapes[s], act, 1, eng_act_needs_z(act), fmt, 0, &r);
+            dense_case(&dense_shapes[s], act, 1, 1, fmt, 7, &r);
         }
+}
+
+static void test_dense_bf16(void **state) {
+    (void)state;
+    dense_h16_cases(BF16, 12);
 }
 
 /* mixed_fp16's GEMMs: fp16 inputs and weights (the context set to fp16) */
 static void test_dense_fp16(void **state) {
     (void)state;
-    hpo_rng r;
-    hpo_rng_seed(&r, 13);
-    for (size_t s = 0; s < HPO_ARRAY_LEN(dense_shapes); s++)
-        for (size_t a = 0; a < HPO_ARRAY_LEN(dense_acts); a++) {
-            int act = dense_acts[a];
-            dense_case(&dense_shapes[s], act, 1, eng_act_needs_z(act), FP16, 0, &r);
-            dense_case(&dense_shapes[s], act, 1, 1, FP16, 7, &r);
-        }
+    dense_h16_cases(FP16, 13);
 }
 
 /* the fp16 conversion and rounding against bf16.c's scalar and fast ones:

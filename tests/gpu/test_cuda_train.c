@@ -113,12 +113,23 @@ typedef struct fx {
     char dir[32];
 } fx;
 
+/* f's dataset (ds, now f's) and its splits: 128 rows for validation */
+static void fx_splits(fx *f, eng_dataset *ds) {
+    hpo_error err = {{0}, {0}};
+    eng_split_spec spec = {.val_count = 128};
+    f->ds = ds;
+    assert_int_equal(eng_split_make(f->ds, &spec, &f->tr, &f->va, &err), 0);
+}
+
+static void fx_clear(fx *f) {
+    eng_split_clear(&f->tr);
+    eng_split_clear(&f->va);
+    eng_dataset_release(f->ds);
+}
+
 static int setup(void **state) {
     fx *f = calloc(1, sizeof *f);
-    hpo_error err = {{0}, {0}};
-    f->ds = synth(640);
-    eng_split_spec spec = {.val_count = 128};
-    assert_int_equal(eng_split_make(f->ds, &spec, &f->tr, &f->va, &err), 0);
+    fx_splits(f, synth(640));
     snprintf(f->dir, sizeof f->dir, "/tmp/hpo_ctrain_XXXXXX");
     assert_non_null(mkdtemp(f->dir));
     *state = f;
@@ -131,9 +142,7 @@ static int teardown(void **state) {
     snprintf(p, sizeof p, "%s/ckpt.safetensors", f->dir);
     unlink(p);
     rmdir(f->dir);
-    eng_split_clear(&f->tr);
-    eng_split_clear(&f->va);
-    eng_dataset_release(f->ds);
+    fx_clear(f);
     free(f);
     return 0;
 }
@@ -275,10 +284,9 @@ static void test_fp16_overflow(void **state) {
     memcpy(ds->x, f->ds->x, f->ds->n * NI);
     ds->x_scale = f->ds->x_scale;
     for (size_t i = 0; i < ds->n; i++) ds->y_target[i] = 300.0f + 100.0f * (float)f->ds->y_class[i];
-    fx rf = *f;
+    fx rf = *f; /* its checkpoint directory; the regression data and splits of its own */
+    fx_splits(&rf, ds);
     hpo_error err = {{0}, {0}};
-    eng_split_spec spec = {.val_count = 128};
-    assert_int_equal(eng_split_make(ds, &spec, &rf.tr, &rf.va, &err), 0);
     const char *t = "{\"layers\":[{\"dense\":{\"units\":32,\"activation\":\"relu\"}},{\"dense\":{\"units\":1}}],"
                     "\"loss\":\"mse\",\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.05}}";
     json_t *j = json_loads(t, 0, NULL);
@@ -299,9 +307,7 @@ static void test_fp16_overflow(void **state) {
     compare_models(mg, mc, TOL_BF16);
     eng_model_free(mg);
     eng_model_free(mc);
-    eng_split_clear(&rf.tr);
-    eng_split_clear(&rf.va);
-    eng_dataset_release(ds);
+    fx_clear(&rf);
 }
 
 /* two data-parallel replicas on GPUs dev0 and dev1 (the same GPU: one
@@ -311,10 +317,7 @@ static void test_fp16_overflow(void **state) {
  * one row (the first replica alone on both) */
 static void replicas_vs_cpu(int dev0, int dev1, int precision, double tol) {
     fx f = {0};
-    hpo_error err = {{0}, {0}};
-    f.ds = synth(641);
-    eng_split_spec spec = {.val_count = 128};
-    assert_int_equal(eng_split_make(f.ds, &spec, &f.tr, &f.va, &err), 0);
+    fx_splits(&f, synth(641));
     curve cg = {0}, cc = {0};
     eng_train_opts o;
     eng_train_result rg, rc;
@@ -334,9 +337,7 @@ static void replicas_vs_cpu(int dev0, int dev1, int precision, double tol) {
     check_exact("generator state (the replicas' keys derived from it)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
     eng_model_free(mg);
     eng_model_free(mc);
-    eng_split_clear(&f.tr);
-    eng_split_clear(&f.va);
-    eng_dataset_release(f.ds);
+    fx_clear(&f);
 }
 
 static void test_replicas(void **state) {
@@ -447,10 +448,7 @@ static eng_model *cnn(int variant) {
 
 static void cnn_both(int variant, int precision, double tol) {
     fx f = {0};
-    hpo_error err = {{0}, {0}};
-    f.ds = synth_images(640);
-    eng_split_spec spec = {.val_count = 128};
-    assert_int_equal(eng_split_make(f.ds, &spec, &f.tr, &f.va, &err), 0);
+    fx_splits(&f, synth_images(640));
     curve cg = {0}, cc = {0};
     eng_train_opts o;
     eng_train_result rg, rc;
@@ -468,9 +466,7 @@ static void cnn_both(int variant, int precision, double tol) {
     check_exact("generator state (dropout, augment)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
     eng_model_free(mg);
     eng_model_free(mc);
-    eng_split_clear(&f.tr);
-    eng_split_clear(&f.va);
-    eng_dataset_release(f.ds);
+    fx_clear(&f);
 }
 
 static void test_cnn(void **state) {
