@@ -152,8 +152,9 @@ int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *
 int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, const eng_cuda_scaler *s, double *out) {
     NONE((void)g, (void)n, (void)s, (void)out);
 }
-int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval) {
-    NONE((void)norm, (void)s, (void)growth_interval);
+int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval,
+                           float max_scale) {
+    NONE((void)norm, (void)s, (void)growth_interval, (void)max_scale);
 }
 int eng_cuda_optim_step(eng_cuda *cu, const eng_optim_config *c, float lr, long t, float *p, float *g, float *state,
                         size_t n, const double *norm) {

@@ -223,8 +223,9 @@ int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, const eng_cuda_
 /* After a mixed_fp16 step's update, train.c's bookkeeping from norm[1]
  * (dev): not finite: the step was skipped, scale halved, good = 0,
  * skipped + 1; finite: applied + 1, and after growth_interval good steps in
- * a row the scale doubles. */
-int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval);
+ * a row the scale doubles while it is below max_scale. */
+int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval,
+                           float max_scale);
 /* One update of p[n] from g[n] with state laid out as optim.h says; g may be
  * modified. norm (dev, from eng_cuda_grad_norm, or NULL): when clipnorm > 0
  * and norm[0] > clipnorm, g is first scaled by clipnorm / norm[0] as

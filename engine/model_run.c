@@ -65,6 +65,21 @@ static int uses_bf16_at(int precision, const eng_layer *l) {
 
 static int uses_bf16(const eng_model *m, const eng_layer *l) { return uses_bf16_at(m->precision, l); }
 
+/* mixed_fp16 rounds the output gradient of a layer that a GPU runs as
+ * 16-bit GEMMs to fp16 values after the activation's backward, before the
+ * bias sum and the two GEMMs, as the CUDA path does (its GEMMs read fp16) */
+static int rounds_dz_fp16(const eng_model *m, const eng_layer *l) {
+    return m->precision == ENG_PREC_FP16 && uses_bf16_at(ENG_PREC_BF16, l);
+}
+
+/* the activation's backward and the fp16 rounding of dz in place (see
+ * rounds_dz_fp16); returns the activation left to the op: none */
+static int act_backward_fp16(eng_layer *l, float *d, size_t rows, size_t cols) {
+    eng_act_backward(l->act, l->z, l->yo, d, rows, cols);
+    eng_round_fp16_n(d, rows * cols);
+    return ENG_ACT_NONE;
+}
+
 int eng_layer_uses_bf16(int precision, const eng_layer *l) { return uses_bf16_at(precision, l); }
 
 static void reserve_list(eng_layer *ls, int n, size_t cap, int precision, arena *a);
@@ -491,7 +506,8 @@ static int backward_layer(eng_model *m, eng_layer *l, float *d, int B, int need_
                                          G + l->b_off, (int)rows, C, l->units, l->act);
         else
             eng_dense_backward(be, l->x, P + l->w_off, l->z, l->yo, d, dx, G + l->w_off, G + l->b_off, (int)rows, C,
-                               l->units, l->act);
+                               l->units,
+                               rounds_dz_fp16(m, l) ? act_backward_fp16(l, d, rows, (size_t)l->units) : l->act);
         break;
     case ENG_L_CONV2D: {
         eng_conv2d_shape s;
@@ -501,7 +517,10 @@ static int backward_layer(eng_model *m, eng_layer *l, float *d, int B, int need_
                                      G + l->w_off, G + l->b_off, l->act);
         else
             rc = eng_conv2d_backward(be, &s, ENG_F32, l->x, P + l->w_off, l->z, l->yo, d, NULL, dx, G + l->w_off,
-                                     G + l->b_off, l->act);
+                                     G + l->b_off,
+                                     rounds_dz_fp16(m, l)
+                                         ? act_backward_fp16(l, d, (size_t)s.N * s.OH * s.OW, (size_t)s.OC)
+                                         : l->act);
         break;
     }
     case ENG_L_MAXPOOL:

@@ -259,7 +259,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             L.st.step++;
             eng_model_params_changed(m);
             if (o->precision == ENG_PREC_FP16 && ++L.st.good_steps >= ENG_LOSS_SCALE_GROWTH) {
-                L.st.loss_scale *= 2.0;
+                if (L.st.loss_scale < ENG_LOSS_SCALE_MAX) L.st.loss_scale *= 2.0;
                 L.st.good_steps = 0;
             }
         }

@@ -232,9 +232,13 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
 int eng_evaluate(eng_model *m, const eng_split *s, int batch_size, eng_metrics *out, hpo_error *err);
 
 /* mixed_fp16's dynamic loss scale (above): its start, the good steps in a
- * row after which it doubles, and the floor below which a run diverged */
+ * row after which it doubles, the ceiling it stays at (a float scale past
+ * 2^127 would be Inf and skip every later step: a model whose gradients
+ * stay tiny, or are all zero, must not get there), and the floor below
+ * which a run diverged */
 #define ENG_LOSS_SCALE_START 32768.0
 #define ENG_LOSS_SCALE_GROWTH 2000
+#define ENG_LOSS_SCALE_MAX 0x1p24
 #define ENG_LOSS_SCALE_MIN 0x1p-24
 
 /* ---- checkpoints (checkpoint.c) ---- */

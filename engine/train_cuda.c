@@ -299,7 +299,7 @@ static int update(dev *d, const eng_cuda_opt_scalars *sc) {
         a.norm = d->norm;
     }
     if (!rc) rc = eng_cuda_optim_step_dev(d->cu, &m->opt, &a, d->p, d->g, d->s, m->nparams);
-    if (!rc && fp16) rc = eng_cuda_scaler_update(d->cu, d->norm, d->scaler, ENG_LOSS_SCALE_GROWTH);
+    if (!rc && fp16) rc = eng_cuda_scaler_update(d->cu, d->norm, d->scaler, ENG_LOSS_SCALE_GROWTH, (float)ENG_LOSS_SCALE_MAX);
     return rc;
 }
 

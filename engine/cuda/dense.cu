@@ -99,14 +99,57 @@ static __global__ void bias_k(const float *b, float *z, int B, int O) {
         z[i] += b[i % O];
 }
 
-/* db[j] = sum over rows of d[r][j]: one thread per column, rows in order
- * (coalesced across the warp; deterministic). */
-static __global__ void bias_grad_k(const float *d, float *db, int B, int O) {
-    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < O; j += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int r = 0; r < B; r++) s += d[(size_t)r * O + j];
-        db[j] = s;
+/* db[j] = sum over rows of d[r][j], in two deterministic passes (a conv's
+ * rows are N * OH * OW, tens of thousands, for a few dozen columns: one
+ * thread per column would be latency-bound). Pass one: a block of
+ * BIAS_COLS x BIAS_LANES threads sums one chunk of rows for BIAS_COLS
+ * columns (lane l takes rows l, l + BIAS_LANES, ..; coalesced across the
+ * columns), the lanes folded in order into part[chunk][j]; pass two folds
+ * the chunks in order. The partial sums live in the cuBLASLt workspace,
+ * which nothing else uses between two stream-ordered ops. */
+#define BIAS_COLS 32
+#define BIAS_LANES 8
+#define BIAS_CHUNK_ROWS 256
+
+static __global__ void bias_grad_part_k(const float *d, float *part, int B, int O, int rows_per_chunk) {
+    __shared__ float s[BIAS_LANES][BIAS_COLS + 1];
+    int j = blockIdx.x * BIAS_COLS + threadIdx.x, lane = threadIdx.y;
+    int r0 = blockIdx.y * rows_per_chunk, r1 = min(B, r0 + rows_per_chunk);
+    float acc = 0.0f;
+    if (j < O)
+        for (int r = r0 + lane; r < r1; r += BIAS_LANES) acc += d[(size_t)r * O + j];
+    s[lane][threadIdx.x] = acc;
+    __syncthreads();
+    if (lane == 0 && j < O) {
+        float t = 0.0f;
+        for (int l = 0; l < BIAS_LANES; l++) t += s[l][threadIdx.x];
+        part[(size_t)blockIdx.y * O + j] = t;
     }
+}
+
+static __global__ void bias_grad_fold_k(const float *part, float *db, int chunks, int O) {
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < O; j += gridDim.x * blockDim.x) {
+        float t = 0.0f;
+        for (int c = 0; c < chunks; c++) t += part[(size_t)c * O + j];
+        db[j] = t;
+    }
+}
+
+static int bias_grad(eng_cuda *cu, const float *d, float *db, int B, int O) {
+    int chunks = (B + BIAS_CHUNK_ROWS - 1) / BIAS_CHUNK_ROWS;
+    size_t fit = CU_WORKSPACE / ((size_t)O * sizeof(float));
+    if ((size_t)chunks > fit) chunks = (int)fit; /* O > 8M columns would leave no chunk: not a layer we build */
+    if (chunks > 65535) chunks = 65535;          /* gridDim.y */
+    if (chunks < 1) return cu_fail(cu, HPO_EINTERNAL, "bias gradient of %d columns", O);
+    int rows_per_chunk = (B + chunks - 1) / chunks;
+    chunks = (B + rows_per_chunk - 1) / rows_per_chunk;
+    float *part = chunks == 1 ? db : (float *)cu->workspace;
+    dim3 grid((unsigned)((O + BIAS_COLS - 1) / BIAS_COLS), (unsigned)chunks), block(BIAS_COLS, BIAS_LANES);
+    bias_grad_part_k<<<grid, block, 0, cu->stream>>>(d, part, B, O, rows_per_chunk);
+    int rc = cu_launched(cu, "bias gradient");
+    if (rc || chunks == 1) return rc;
+    bias_grad_fold_k<<<cu_grid((size_t)O), CU_THREADS, 0, cu->stream>>>(part, db, chunks, O);
+    return cu_launched(cu, "bias gradient fold");
 }
 
 /* z = x w + b, y = act(z); x, w of type ab */
@@ -154,9 +197,7 @@ extern "C" int eng_cuda_dense_forward_h16(eng_cuda *cu, const uint16_t *xb, cons
 static int act_back_bias(eng_cuda *cu, const float *z, const float *y, float *d, float *db, int B, int O, int act) {
     int rc = eng_cuda_act_backward(cu, act, z, y, d, (size_t)B, (size_t)O);
     if (rc || !db) return rc;
-    unsigned blocks = (unsigned)((O + CU_THREADS - 1) / CU_THREADS);
-    bias_grad_k<<<blocks, CU_THREADS, 0, cu->stream>>>(d, db, B, O);
-    return cu_launched(cu, "bias gradient");
+    return bias_grad(cu, d, db, B, O);
 }
 
 /* dw, dx from dz (d) with x, w, dz of type ab */
@@ -182,7 +223,14 @@ extern "C" int eng_cuda_dense_backward_h16(eng_cuda *cu, const uint16_t *xb, con
                                             int B, int I, int O, int act) {
     CU_READY(cu);
     if (B <= 0 || O <= 0 || I <= 0) return cu_fail(cu, HPO_EINTERNAL, "dense backward of an empty shape");
-    int rc = act_back_bias(cu, z, y, d, db, B, O, act);
+    int rc;
+    if (cu->half_fp16) { /* fp16: dz rounded before the bias sum too (model_run.c's rounds_dz_fp16) */
+        rc = eng_cuda_act_backward(cu, act, z, y, d, (size_t)B, (size_t)O);
+        if (!rc) rc = eng_cuda_round_fp16(cu, d, d, (size_t)B * O);
+        if (!rc) rc = act_back_bias(cu, z, y, d, db, B, O, ENG_ACT_NONE);
+    } else {
+        rc = act_back_bias(cu, z, y, d, db, B, O, act);
+    }
     if (!rc) rc = eng_cuda_to_h16(cu, d, d16, (size_t)B * O);
     return rc ? rc : dense_bwd_gemms(cu, h16_type(cu), xb, wb, d16, dx, dw, B, I, O);
 }

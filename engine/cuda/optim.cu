@@ -80,7 +80,7 @@ extern "C" int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, cons
 }
 
 /* train.c's bookkeeping of a mixed_fp16 step, on the device */
-static __global__ void scaler_k(const double *norm, eng_cuda_scaler *s, int growth_interval) {
+static __global__ void scaler_k(const double *norm, eng_cuda_scaler *s, int growth_interval, float max_scale) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
     if (norm[1] == 0.0) { /* skipped: Inf/NaN in the gradients */
         s->scale *= 0.5f;
@@ -90,14 +90,15 @@ static __global__ void scaler_k(const double *norm, eng_cuda_scaler *s, int grow
     }
     s->applied++;
     if (++s->good >= growth_interval) {
-        s->scale *= 2.0f;
+        if (s->scale < max_scale) s->scale *= 2.0f;
         s->good = 0;
     }
 }
 
-extern "C" int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval) {
+extern "C" int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval,
+                                      float max_scale) {
     CU_READY(cu);
-    scaler_k<<<1, 32, 0, cu->stream>>>(norm, s, growth_interval);
+    scaler_k<<<1, 32, 0, cu->stream>>>(norm, s, growth_interval, max_scale);
     return cu_launched(cu, "loss scale update");
 }
 

@@ -278,6 +278,7 @@ static void test_loss_scaler(void **state) {
     hpo_rng r;
     hpo_rng_seed(&r, 93);
     const int B = 32, K = 10, growth = 2000;
+    const float max_scale = 0x1p24f;
     size_t n = 5003;
     float *z = rnd((size_t)B * K, &r, 2.0f), *g = rnd(n, &r, 300.0f), *p = rnd(n, &r, 1.0f);
     int32_t lab[32];
@@ -326,7 +327,7 @@ static void test_loss_scaler(void **state) {
     memcpy(pc, p, n * 4);
     for (int step = 1; step <= 2; step++) { /* entries 0 and 1: applied counts up */
         assert_int_equal(eng_cuda_optim_step_dev(g_cu, &c, &a, dp, dg, dst, n), 0);
-        assert_int_equal(eng_cuda_scaler_update(g_cu, dn, ds, growth), 0);
+        assert_int_equal(eng_cuda_scaler_update(g_cu, dn, ds, growth, max_scale), 0);
         eng_optim_step(&c, 1e-3f * (float)step, step, pc, gr, stc, n);
     }
     sync_ok();
@@ -342,13 +343,24 @@ static void test_loss_scaler(void **state) {
     up(dg, g, n * 4);
     assert_int_equal(eng_cuda_grad_unscale_norm(g_cu, dg, n, ds, dn), 0);
     assert_int_equal(eng_cuda_optim_step_dev(g_cu, &c, &a, dp, dg, dst, n), 0);
-    assert_int_equal(eng_cuda_scaler_update(g_cu, dn, ds, growth), 0);
+    assert_int_equal(eng_cuda_scaler_update(g_cu, dn, ds, growth, max_scale), 0);
     sync_ok();
     float *ph2 = fetch(dp, n);
     check_exact("non-finite gradient: parameters untouched", ph2, ph, n * 4);
     down(&sh, ds, sizeof sh);
     printf("  after an overflow: scale %g good %d applied %d skipped %d\n", sh.scale, sh.good, sh.applied, sh.skipped);
     assert_true(sh.scale == 1024.0f && sh.good == 0 && sh.applied == 2 && sh.skipped == 1);
+    /* at max_scale a good run no longer doubles it (a float scale would reach Inf) */
+    eng_cuda_scaler top = {max_scale, growth - 1, 0, 0};
+    up(ds, &top, sizeof top);
+    g[11] = 1.0f;
+    up(dg, g, n * 4);
+    assert_int_equal(eng_cuda_grad_unscale_norm(g_cu, dg, n, ds, dn), 0);
+    assert_int_equal(eng_cuda_scaler_update(g_cu, dn, ds, growth, max_scale), 0);
+    sync_ok();
+    down(&sh, ds, sizeof sh);
+    printf("  at the ceiling: scale %g good %d applied %d\n", sh.scale, sh.good, sh.applied);
+    assert_true(sh.scale == max_scale && sh.good == 0 && sh.applied == 1);
     eng_cuda_free(g_cu, ds), eng_cuda_free(g_cu, dz), eng_cuda_free(g_cu, d1), eng_cuda_free(g_cu, d2);
     eng_cuda_free(g_cu, dlab), eng_cuda_free(g_cu, sums), eng_cuda_free(g_cu, dg), eng_cuda_free(g_cu, dp);
     eng_cuda_free(g_cu, dst), eng_cuda_free(g_cu, dn), eng_cuda_free(g_cu, dtab);
