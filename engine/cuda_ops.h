@@ -198,11 +198,12 @@ int eng_cuda_add(eng_cuda *cu, const float *a, const float *b, float *y, size_t 
  * this batch added; eng_cuda_sums_add folds them into host metric sums. */
 #define ENG_CUDA_SUMS 4
 /* mixed_fp16's dynamic loss scale (train.h), in device memory: the scale,
- * the good steps since it last changed, and this epoch's applied and
- * skipped steps. */
+ * the good steps since it last changed, this epoch's applied and skipped
+ * steps, and whether the latest step was applied (the epoch's learning
+ * rate is the schedule's at the step count before its last batch). */
 typedef struct eng_cuda_scaler {
     float scale;
-    int32_t good, applied, skipped;
+    int32_t good, applied, skipped, last_applied;
 } eng_cuda_scaler;
 int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
                   const float *targets, int B, int K, float scale, float *dz, double *sums);

@@ -250,9 +250,10 @@ static int params_up(dev *d, hpo_error *err) {
     int rc = eng_cuda_upload(d->cu, d->p, m->params, m->nparams * sizeof(float), err);
     if (!rc && m->nstate) rc = eng_cuda_upload(d->cu, d->s, m->opt_state, m->nstate * sizeof(float), err);
     if (!rc && m->nstats) rc = eng_cuda_upload(d->cu, d->st, m->stats, m->nstats * sizeof(float), err);
-    if (!rc && d->pb) rc = eng_cuda_to_h16(d->cu, d->p, d->pb, m->nparams);
-    if (!rc && d->ph) rc = eng_cuda_round_fp16(d->cu, d->p, d->ph, m->nparams);
-    return rc;
+    if (rc) return rc;
+    if (d->pb && (rc = eng_cuda_to_h16(d->cu, d->p, d->pb, m->nparams))) return op_failed(d, rc, err);
+    if (d->ph && (rc = eng_cuda_round_fp16(d->cu, d->p, d->ph, m->nparams))) return op_failed(d, rc, err);
+    return 0;
 }
 
 /* and back into the host model (epoch end: best weights, checkpoint) */
@@ -396,7 +397,7 @@ static void epoch_records(dev *ds, int R, const eng_split *train, eng_train_loop
 /* mixed_fp16: the loss scale up at an epoch's start, and down at its end
  * with the steps applied (L's step advances by those only) and skipped */
 static int scaler_up(dev *d, const eng_train_loop *L, hpo_error *err) {
-    eng_cuda_scaler s = {(float)L->st.loss_scale, (int32_t)L->st.good_steps, 0, 0};
+    eng_cuda_scaler s = {(float)L->st.loss_scale, (int32_t)L->st.good_steps, 0, 0, 0};
     return eng_cuda_upload(d->cu, d->scaler, &s, sizeof s, err);
 }
 
@@ -404,7 +405,8 @@ static int scaler_down(dev *d, eng_train_loop *L, long total, double *lr, long *
     eng_cuda_scaler s;
     int rc = eng_cuda_download(d->cu, &s, d->scaler, sizeof s, err);
     if (rc) return rc;
-    if (s.applied > 0) *lr = eng_schedule_lr(&d->m->sched, d->m->opt.lr, L->st.step + s.applied - 1, (long)d->spe, total);
+    /* train.c reports the rate of its last batch, at the applied steps before it */
+    *lr = eng_schedule_lr(&d->m->sched, d->m->opt.lr, L->st.step + s.applied - s.last_applied, (long)d->spe, total);
     L->st.step += s.applied;
     L->st.loss_scale = s.scale;
     L->st.good_steps = s.good;
@@ -682,7 +684,10 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
         }
         if ((rc = params_down(d, err)) || (rc = eng_train_loop_epoch_end(&L, m, &rep, &stop, err))) goto fail;
     }
-    rc = 0;
+    /* the host model as eng_train leaves it, its buffers in the training
+     * precision: an evaluation or prediction then computes as after a CPU run */
+    if ((rc = eng_model_reserve(m, bs, o->precision)))
+        rc = hpo_fail(err, rc, "training.batch_size", "out of host memory for the model's batches of %d", bs);
 fail:
     rc = eng_train_loop_end(&L, m, rc, res);
     run_free(&r);

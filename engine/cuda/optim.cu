@@ -86,9 +86,11 @@ static __global__ void scaler_k(const double *norm, eng_cuda_scaler *s, int grow
         s->scale *= 0.5f;
         s->good = 0;
         s->skipped++;
+        s->last_applied = 0;
         return;
     }
     s->applied++;
+    s->last_applied = 1;
     if (++s->good >= growth_interval) {
         if (s->scale < max_scale) s->scale *= 2.0f;
         s->good = 0;

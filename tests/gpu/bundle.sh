@@ -22,6 +22,8 @@
 #                     cmaes): bench_e2e's peer there (PYTHONPATH)
 #   COMMIT, MANIFEST  the commit built, and every file with the newest glibc
 #                     symbol versions the programs need
+#   SOURCES           tests/gpu/source-hash.sh of the sources built, which
+#                     run-on-device.sh checks against the tree it runs in
 # and packs it into .gpu-pack/bundle.tar.xz (.gpu-pack/ is the one folder a
 # device call carries):
 # what travels (the working tree and carried paths) is limited to 64 MiB, and
@@ -37,6 +39,7 @@ set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 build=${1:-build-gpu}
 limit=$((64 * 1024 * 1024))
+sources=$(tests/gpu/source-hash.sh) # before the build: an edit made during it makes the bundle stale
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHPO_WERROR=ON -DHPO_CUDA=ON >/dev/null
 tests=$(for f in tests/gpu/test_*.c; do basename "$f" .c | sed 's/^/gpu_/'; done)
 [ -n "$tests" ] || { echo "no tests/gpu/test_*.c" >&2; exit 1; }
@@ -87,6 +90,7 @@ find $b/py -name __pycache__ -prune -exec rm -rf {} +
 
 git rev-parse HEAD >$b/COMMIT
 git diff --quiet HEAD || echo "with uncommitted changes" >>$b/COMMIT
+echo "$sources" >$b/SOURCES
 {
     echo "# file bytes, and for programs and libraries the newest GLIBC_ / GLIBCXX_ symbol versions they need"
     find $b -type f ! -name MANIFEST | sort | while read -r f; do

@@ -20,17 +20,20 @@
 #                             benchmark says why)
 # What it does, writing partial results as it goes (a run stopped at its
 # limit still brings back what ran):
-#  1. unpacks .gpu-pack/bundle.tar.xz into .gpu-bundle/ (xz, or Python's tarfile)
+#  1. unpacks .gpu-pack/bundle.tar.xz into .gpu-bundle/ (xz, or Python's
+#     tarfile); a bundle built from other sources than this tree's
+#     (tests/gpu/source-hash.sh) stops here: "STALE BUNDLE", exit 2
 #  2. $OUT/env.txt: the GPU, driver, glibc, PyTorch, where libcublasLt.so.13
 #     was found (the CUDA toolkit's lib64, else the nvidia-cublas wheel, else
 #     a search); no usable CUDA device (bench_gpu_engine --check-device) ends
 #     it here: "NO GPU: <the runtime's reason>" in $OUT/summary.txt, exit 3
 #  3. every test of .gpu-bundle/bin/gpu_* with a 120 s limit, then every
 #     tests/gpu/test_*.py (a real hpod with cuda: slots, the bundle's hpod)
-#     with 300 s, full output in $OUT/gpu-tests.log, one verdict line each
+#     with 300 s, each cut to what the budget has left less 120 s for the
+#     benchmarks, full output in $OUT/gpu-tests.log, one verdict line each
 #     in $OUT/summary.txt at once (a skip on a GPU machine means the device
 #     was not usable: a failure)
-#  4. bench_gpu_engine with the time left (at least 120 s), its PyTorch peer
+#  4. bench_gpu_engine with the time left (none below 100 s), its PyTorch peer
 #     (which runs first; eager and CUDA-graph modes: torch.compile's
 #     max-autotune spends minutes per row, more than a lease holds for all
 #     twelve, so --torch-modes adds it where wanted) limited to that less 90
@@ -81,6 +84,11 @@ if [ -f $pack ]; then
 fi
 if [ ! -d $b/bin ]; then
     say "no $b/bin: run tests/gpu/bundle.sh on the build machine and carry .gpu-pack"
+    exit 2
+fi
+if [ "$(cat $b/SOURCES 2>/dev/null)" != "$(tests/gpu/source-hash.sh)" ]; then
+    say "STALE BUNDLE: built from $(tr '\n' ' ' <$b/COMMIT 2>/dev/null || echo '?')whose sources differ from this tree's;" \
+        "run tests/gpu/bundle.sh on the build machine after the last edit"
     exit 2
 fi
 
@@ -151,13 +159,25 @@ run_test() {
     esac
     say "$name: $verdict in $(($(date +%s) - t0))s"
 }
-say "== tests (each limited to 120 s)"
+# run_in_budget NAME LIMIT COMMAND...: run_test within what the budget has
+# left (the benchmarks keep 120 s of it when they are to run)
+run_in_budget() {
+    local name=$1 limit=$2 left
+    shift 2
+    left=$((budget - $(elapsed) - (bench ? 120 : 0)))
+    if [ $left -lt 20 ]; then
+        say "$name: NOT RUN (no time left in the budget)"
+        status=1
+        return
+    fi
+    run_test "$name" $((left < limit ? left : limit)) "$@"
+}
+say "== tests (each limited to 120 s, a Python one to 300 s, all within the budget)"
 for t in "$b"/bin/gpu_*; do
-    name=$(basename "$t")
-    run_test "$name" 120 "$t"
+    run_in_budget "$(basename "$t")" 120 "$t"
 done
 for t in tests/gpu/test_*.py; do
-    run_test "$(basename "$t" .py)" 300 python3 "$t" --hpod "$b/bin/hpod"
+    run_in_budget "$(basename "$t" .py)" 300 python3 "$t" --hpod "$b/bin/hpod"
 done
 {
     echo "== comparisons that failed (all lines: $log)"
@@ -167,9 +187,11 @@ done
         cut -d' ' -f2-
 } >>"$sum"
 
-if [ $bench = 1 ]; then
-    left=$((budget - $(elapsed)))
-    [ $left -lt 120 ] && left=120
+left=$((budget - $(elapsed)))
+if [ $bench = 1 ] && [ $left -lt 100 ]; then
+    say "no time left for the benchmarks ($left s)"
+    status=1
+elif [ $bench = 1 ]; then
     say "== bench_gpu_engine ($left s; PyTorch's peer $((left - 90)) s) at $(elapsed) s"
     HPO_PYTHON=$(command -v python3) HPO_PEERS=$PWD/tests/bench/peers PYTHONUNBUFFERED=1 \
         timeout $left $b/bin/bench_gpu_engine --torch-modes "$torch_modes" --torch-time-limit $((left - 90)) 2>&1 |

