@@ -41,8 +41,10 @@ int eng_gpu_count(int *n, hpo_error *err);
 int eng_gpu_info_get(int i, eng_gpu_info *out, hpo_error *err);
 /* Device i's memory in use (by every process: total - free) and its total,
  * for /metrics. Asks through this process's context on the device
- * (cudaMemGetInfo), which its first call creates when no trial has yet;
- * sets the calling thread's current device. */
+ * (cudaMemGetInfo), which its first call creates when no trial has yet
+ * (the context a slot's first trial would create anyway: /metrics asks
+ * only about GPUs that have slots); the calling thread's current device is
+ * left as it was. */
 int eng_gpu_memory(int i, size_t *used, size_t *total, hpo_error *err);
 
 #endif

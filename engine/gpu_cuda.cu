@@ -64,8 +64,11 @@ extern "C" int eng_gpu_memory(int i, size_t *used, size_t *total, hpo_error *err
     if (rc) return rc;
     if (i < 0 || i >= n) return hpo_fail(err, HPO_EINVAL, "devices", "cuda:%d: this machine has %d CUDA device(s)", i, n);
     size_t fr = 0, tot = 0;
-    cudaError_t e = cudaSetDevice(i);
+    int prev = -1; /* the calling thread's device, given back: /metrics asks from an HTTP thread */
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess) e = cudaSetDevice(i);
     if (e == cudaSuccess) e = cudaMemGetInfo(&fr, &tot);
+    if (prev >= 0 && prev != i) cudaSetDevice(prev);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return hpo_fail(err, HPO_EUNSUPPORTED, "devices", "cuda:%d: %s", i, cudaGetErrorString(e));
