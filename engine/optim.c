@@ -218,20 +218,25 @@ void eng_optim_step(const eng_optim_config *c, float lr, long t, float *p, float
 }
 
 double eng_grad_unscale_norm(float *g, size_t n, float unscale, int *finite) {
-    double s = 0;
     float chk = 0.0f;
     if (unscale != 1.0f)
         for (size_t i = 0; i < n; i++) g[i] *= unscale;
-    /* 8 partial sums in f32 blocks, folded into double per block of 4096 */
-    for (size_t i0 = 0; i0 < n; i0 += 4096) {
-        size_t i1 = i0 + 4096 < n ? i0 + 4096 : n;
-        float acc = 0.0f;
-        for (size_t i = i0; i < i1; i++) {
-            acc += g[i] * g[i];
-            chk += g[i] - g[i]; /* NaN if any element is NaN or Inf */
+    /* squares summed in double, as the device does (cuda/optim.cu): an f32
+     * sum was 1e-7 off, which a clipped rmsprop step where g k + wd p nearly
+     * cancels magnified to 1e-4 of the update; four running sums keep the
+     * adds in flight */
+    double acc[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++) {
+            acc[k] += (double)g[i + k] * g[i + k];
+            chk += g[i + k] - g[i + k]; /* NaN if any element is NaN or Inf */
         }
-        s += acc;
+    for (; i < n; i++) {
+        acc[0] += (double)g[i] * g[i];
+        chk += g[i] - g[i];
     }
+    double s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     if (finite) *finite = chk == 0.0f && isfinite(s);
     return sqrt(s);
 }

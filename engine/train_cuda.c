@@ -565,7 +565,12 @@ static int train_epoch_replicas(run *r, const eng_split *train, eng_train_loop *
 
 /* what replicas can be: at most ENG_CUDA_MAX_REPLICAS, each GPU once or all
  * on one, not mixed_fp16 (its skipped steps would need the replicas to
- * agree on the loss scale: not yet) */
+ * agree on the loss scale: not yet). Replicas the slot asks for always
+ * split the batch (MirroredStrategy's contract), clipnorm and small
+ * batches included, where the CPU's threads split it only when train.c's
+ * wants_data_parallel says so: a GPU run with R replicas equals the CPU's
+ * with R threads where the CPU splits, and elsewhere draws the replicas'
+ * own dropout and augmentation keys (the same on every run of its seed). */
 static int check_replicas(const eng_train_opts *o, int R, int *same, hpo_error *err) {
     *same = 1;
     if (R == 1) return 0;

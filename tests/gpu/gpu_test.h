@@ -7,7 +7,9 @@
  * - gpu_test_main: no usable CUDA device (eng_gpu_count fails: no GPU, no
  *   driver, a build without CUDA) prints why and exits 77, which ctest
  *   reports as skipped (SKIP_RETURN_CODE 77); otherwise it opens cuda:0
- *   (HPO_TEST_DEVICE=N picks another) and runs the cmocka group.
+ *   (HPO_TEST_DEVICE=N picks another) and runs the cmocka group, or the
+ *   tests of it whose names match HPO_TEST_FILTER and not HPO_TEST_SKIP
+ *   (cmocka's patterns: '*' and '?' wildcards).
  * - Outputs are poisoned (all bytes 0xff: NaN in f32) before each op, so an
  *   element the op never wrote fails the comparison.
  * - rel_err is the normwise max relative error max|a-r| / max|r| (0/0 = 0;
@@ -54,6 +56,8 @@ static inline int gpu_test_main(const struct CMUnitTest *tests, size_t n_tests) 
         printf("eng_cuda_open failed: %s\n", err.message);
         return 1;
     }
+    if (getenv("HPO_TEST_FILTER")) cmocka_set_test_filter(getenv("HPO_TEST_FILTER"));
+    if (getenv("HPO_TEST_SKIP")) cmocka_set_skip_filter(getenv("HPO_TEST_SKIP"));
     int rc = _cmocka_run_group_tests("gpu", tests, n_tests, NULL, NULL);
     eng_cuda_close(g_cu);
     return rc;
