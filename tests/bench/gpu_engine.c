@@ -424,10 +424,12 @@ static void cell_sps(double v, const char *why) {
 
 static void print_table(const opts *o, row *rows, int nr, const double peak[2], double torch_peak, const char *dev) {
     printf("\n## bench_gpu_engine on %s, hpo with steps_per_execution %d\n", dev, o->steps_per_execution);
+    char tp[32] = "n/a (not run)";
+    if (torch_peak > 0) snprintf(tp, sizeof tp, "%.1f TFLOP/s", torch_peak);
     if (peak[1] > 0 || torch_peak > 0)
         printf("GEMM peak (%d^3, random operands): engine cuBLASLt bf16 %.1f TFLOP/s, f32 %.1f TFLOP/s; PyTorch bf16 "
-               "matmul %.1f TFLOP/s\n",
-               o->gemm_n, peak[1], peak[0], torch_peak);
+               "matmul %s\n",
+               o->gemm_n, peak[1], peak[0], tp);
     printf("\n");
     printf("| model | batch | precision | hpo samples/s |");
     for (int k = 0; k < NMODES; k++) printf(" %s |", mode_titles[k]);
