@@ -142,9 +142,10 @@ int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_met
     return none(err);
 }
 int eng_cuda_loss_scaled(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
-                         const float *targets, int B, int K, const eng_cuda_scaler *s, float *dz, double *sums) {
-    NONE((void)loss, (void)fused_act, (void)z, (void)labels, (void)targets, (void)B, (void)K, (void)s, (void)dz,
-         (void)sums);
+                         const float *targets, int B, int K, float scale, const eng_cuda_scaler *s, float *dz,
+                         double *sums) {
+    NONE((void)loss, (void)fused_act, (void)z, (void)labels, (void)targets, (void)B, (void)K, (void)scale, (void)s,
+         (void)dz, (void)sums);
 }
 int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out) {
     NONE((void)g, (void)n, (void)unscale, (void)out);

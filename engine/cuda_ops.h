@@ -207,9 +207,12 @@ typedef struct eng_cuda_scaler {
 } eng_cuda_scaler;
 int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
                   const float *targets, int B, int K, float scale, float *dz, double *sums);
-/* The same with scale = s->scale (s: dev) when the kernel runs. */
+/* The same with the loss gradient scaled by scale * s->scale (s: dev, read
+ * when the kernel runs): a replica's share of the batch times mixed_fp16's
+ * loss scale. */
 int eng_cuda_loss_scaled(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
-                         const float *targets, int B, int K, const eng_cuda_scaler *s, float *dz, double *sums);
+                         const float *targets, int B, int K, float scale, const eng_cuda_scaler *s, float *dz,
+                         double *sums);
 /* Downloads sums (dev) and adds them, with n samples of K outputs, to acc. */
 int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc, hpo_error *err);
 

@@ -324,16 +324,17 @@ static int evaluate(dev *d, const eng_split *s, int k, eng_metrics *out, hpo_err
     return 0;
 }
 
-/* a training step's loss, its metric sums and the loss gradient
- * (mixed_fp16: scaled by the device's loss scale, rounded to fp16 values) */
-static int loss_step(dev *d, const float *logits, int B) {
+/* a training step's loss, its metric sums and the loss gradient of B rows,
+ * scaled by share (a replica's part of the batch; 1 alone) and, under
+ * mixed_fp16, by the device's loss scale, then rounded to fp16 values */
+static int loss_step(dev *d, const float *logits, int B, float share) {
     const eng_model *m = d->m;
     const int32_t *lab = d->y_all[0] ? d->lab : NULL;
     const float *tgt = d->y_all[0] ? NULL : d->tgt;
     if (d->prec != ENG_PREC_FP16)
-        return eng_cuda_loss(d->cu, m->loss, m->final_act, logits, lab, tgt, B, m->out_dim, 1.0f, d->dlogits, d->sums);
-    int rc = eng_cuda_loss_scaled(d->cu, m->loss, m->final_act, logits, lab, tgt, B, m->out_dim, d->scaler, d->dlogits,
-                                  d->sums);
+        return eng_cuda_loss(d->cu, m->loss, m->final_act, logits, lab, tgt, B, m->out_dim, share, d->dlogits, d->sums);
+    int rc = eng_cuda_loss_scaled(d->cu, m->loss, m->final_act, logits, lab, tgt, B, m->out_dim, share, d->scaler,
+                                  d->dlogits, d->sums);
     return rc ? rc : eng_cuda_round_fp16(d->cu, d->dlogits, d->dlogits, (size_t)B * (size_t)m->out_dim);
 }
 
@@ -348,7 +349,7 @@ static int enqueue_steps(dev *d, const eng_split *train, int steps, int B) {
         const float *logits;
         if ((rc = gather(d, train->ds, 0, d->stage_idx + (size_t)s * (size_t)d->bs, B)) ||
             (rc = eng_dev_forward(d, d->bf16_input ? NULL : d->xin, B, rec, &logits)) ||
-            (rc = loss_step(d, logits, B)) || (rc = eng_dev_backward(d, B, rec)))
+            (rc = loss_step(d, logits, B, 1.0f)) || (rc = eng_dev_backward(d, B, rec)))
             break;
         rc = update(d, (const eng_cuda_opt_scalars *)(const void *)rec);
     }
@@ -529,9 +530,7 @@ static int replicas_step(run *r, const eng_split *train, int n) {
         const float *logits;
         if ((rc = gather(d, train->ds, 0, d->stage_idx + lo, hi - lo)) ||
             (rc = eng_dev_forward(d, d->bf16_input ? NULL : d->xin, hi - lo, d->stage_rec, &logits)) ||
-            (rc = eng_cuda_loss(d->cu, m->loss, m->final_act, logits, d->y_all[0] ? d->lab : NULL,
-                                d->y_all[0] ? NULL : d->tgt, hi - lo, m->out_dim, (float)(hi - lo) / (float)n,
-                                d->dlogits, d->sums)))
+            (rc = loss_step(d, logits, hi - lo, (float)(hi - lo) / (float)n)))
             break;
         rc = eng_dev_backward(d, hi - lo, d->stage_rec);
     }
@@ -543,29 +542,36 @@ static int replicas_step(run *r, const eng_split *train, int n) {
     return rc;
 }
 
-/* one epoch on the replicas, step by step; *sums gets their metric sums */
+/* one epoch on the replicas, step by step; *sums gets their metric sums,
+ * *skipped mixed_fp16's skipped steps. Under mixed_fp16 every replica keeps
+ * its own loss scale: they see the same summed gradients, so they skip the
+ * same steps and their scales stay equal (the first one's comes down). */
 static int train_epoch_replicas(run *r, const eng_split *train, eng_train_loop *L, int epoch, long total,
-                                uint32_t *order, eng_metric_sums *sums, double *lr, hpo_error *err) {
+                                uint32_t *order, eng_metric_sums *sums, double *lr, long *skipped, hpo_error *err) {
     dev *ds = r->d;
     epoch_order(L->o, train, epoch, order);
     epoch_records(ds, r->R, train, L, total, lr);
     int rc = 0;
-    for (int k = 0; k < r->R && !rc; k++) rc = epoch_up(&ds[k], train, order, err);
+    for (int k = 0; k < r->R && !rc; k++) {
+        rc = epoch_up(&ds[k], train, order, err);
+        if (!rc && ds[k].scaler) rc = scaler_up(&ds[k], L, err);
+    }
     if (rc) return rc;
     for (size_t j = 0; j < ds[0].spe; j++) {
         size_t first = j * (size_t)ds[0].bs;
         int n = train->n - first < (size_t)ds[0].bs ? (int)(train->n - first) : ds[0].bs;
         if ((rc = replicas_step(r, train, n))) return run_failed(r, rc, err);
     }
-    L->st.step += (long)ds[0].spe;
+    *skipped = 0;
+    if (ds[0].scaler && (rc = scaler_down(&ds[0], L, total, lr, skipped, err))) return rc;
+    if (!ds[0].scaler) L->st.step += (long)ds[0].spe;
     for (int k = 0; k < r->R && !rc; k++)
         rc = eng_cuda_sums_add(ds[k].cu, ds[k].sums, k ? 0 : train->n, ds[k].m->out_dim, sums, err);
     return rc;
 }
 
 /* what replicas can be: at most ENG_CUDA_MAX_REPLICAS, each GPU once or all
- * on one, not mixed_fp16 (its skipped steps would need the replicas to
- * agree on the loss scale: not yet). Replicas the slot asks for always
+ * on one. Replicas the slot asks for always
  * split the batch (MirroredStrategy's contract), clipnorm and small
  * batches included, where the CPU's threads split it only when train.c's
  * wants_data_parallel says so: a GPU run with R replicas equals the CPU's
@@ -577,9 +583,6 @@ static int check_replicas(const eng_train_opts *o, int R, int *same, hpo_error *
     if (R > ENG_CUDA_MAX_REPLICAS)
         return hpo_fail(err, HPO_EINVAL, "devices", "at most %d data-parallel replicas, not %d",
                         ENG_CUDA_MAX_REPLICAS, R);
-    if (o->precision == ENG_PREC_FP16)
-        return hpo_fail(err, HPO_EUNSUPPORTED, "training.precision",
-                        "mixed_fp16 does not run on a slot spanning GPUs yet; use fp32 or mixed_bf16");
     int distinct = 1;
     for (int k = 1; k < R; k++) {
         if (o->cuda_devices[k] != o->cuda_devices[0]) *same = 0;
@@ -667,7 +670,7 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
         memset(&sums, 0, sizeof sums);
         double lr = m->opt.lr, t0 = hpo_monotonic();
         long skipped = 0;
-        rc = r.R > 1 ? train_epoch_replicas(&r, train, &L, epoch, total, order, &sums, &lr, err)
+        rc = r.R > 1 ? train_epoch_replicas(&r, train, &L, epoch, total, order, &sums, &lr, &skipped, err)
                      : train_epoch(d, train, &L, epoch, total, order, &sums, &lr, &skipped, err);
         if (rc) goto fail;
         eng_epoch_report rep;

@@ -17,7 +17,7 @@ static __device__ __forceinline__ float target_of(const int32_t *labels, const f
 static __global__ void loss_k(int loss, int fused_act, const float *z, const int32_t *labels, const float *targets,
                               int B, int K, float scale, const float *dscale, float *dz, double *sums) {
     __shared__ double sh[4][CU_THREADS];
-    if (dscale) scale = *dscale;
+    if (dscale) scale *= *dscale;
     double total = 0, sq = 0, ab = 0, correct = 0;
     const float invB = 1.0f / (float)B, invBK = 1.0f / ((float)B * (float)K);
     int r = blockIdx.x * blockDim.x + threadIdx.x;
@@ -127,9 +127,9 @@ extern "C" int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float 
 }
 
 extern "C" int eng_cuda_loss_scaled(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
-                                    const float *targets, int B, int K, const eng_cuda_scaler *s, float *dz,
-                                    double *sums) {
-    return loss_launch(cu, loss, fused_act, z, labels, targets, B, K, 1.0f, &s->scale, dz, sums);
+                                    const float *targets, int B, int K, float scale, const eng_cuda_scaler *s,
+                                    float *dz, double *sums) {
+    return loss_launch(cu, loss, fused_act, z, labels, targets, B, K, scale, &s->scale, dz, sums);
 }
 
 extern "C" int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc,

@@ -290,10 +290,19 @@ static void test_loss_scaler(void **state) {
     double *sums = dev_new(ENG_CUDA_SUMS * sizeof(double));
     assert_int_equal(eng_cuda_zero(g_cu, sums, ENG_CUDA_SUMS * sizeof(double)), 0);
     assert_int_equal(eng_cuda_loss(g_cu, ENG_LOSS_SCCE, ENG_ACT_SOFTMAX, dz, dlab, NULL, B, K, 1024.0f, d1, sums), 0);
-    assert_int_equal(eng_cuda_loss_scaled(g_cu, ENG_LOSS_SCCE, ENG_ACT_SOFTMAX, dz, dlab, NULL, B, K, ds, d2, sums), 0);
+    assert_int_equal(eng_cuda_loss_scaled(g_cu, ENG_LOSS_SCCE, ENG_ACT_SOFTMAX, dz, dlab, NULL, B, K, 1.0f, ds, d2, sums),
+                     0);
     sync_ok();
     float *h1 = fetch(d1, (size_t)B * K), *h2 = fetch(d2, (size_t)B * K);
     check_exact("loss gradient scaled from the device's scale", h2, h1, (size_t)B * K * 4);
+    /* a replica's share of the batch times the device's scale */
+    assert_int_equal(eng_cuda_loss(g_cu, ENG_LOSS_SCCE, ENG_ACT_SOFTMAX, dz, dlab, NULL, B, K, 256.0f, d1, sums), 0);
+    assert_int_equal(eng_cuda_loss_scaled(g_cu, ENG_LOSS_SCCE, ENG_ACT_SOFTMAX, dz, dlab, NULL, B, K, 0.25f, ds, d2, sums),
+                     0);
+    sync_ok();
+    down(h1, d1, (size_t)B * K * 4);
+    down(h2, d2, (size_t)B * K * 4);
+    check_exact("loss gradient scaled by a share times the device's scale", h2, h1, (size_t)B * K * 4);
     /* gradients: fp16-rounded, then unscaled (eng_model_backward, train.c) */
     float *gr = malloc(n * 4);
     memcpy(gr, g, n * 4);

@@ -16,7 +16,7 @@
  * - mixed_fp16 against the CPU's within TOL_BF16 (with dropout), with the
  *   same loss scale and skipped steps every epoch; and on a regression
  *   whose first steps overflow fp16 (skipped on both, the scale halved),
- *   the same skips, scale and weights.
+ *   the same skips, scale and weights, on one replica and on two.
  * - steps_per_execution: with batches of 48 (10 whole, one of 32), K = 4
  *   (two graph replays of 4 steps, then 3 steps one by one) and K = 1000
  *   (more than an epoch: every step enqueued one by one) end with weights,
@@ -41,8 +41,9 @@
  *   reports them all.
  * - data parallel: two replicas on one GPU (the device-side sum) against
  *   the CPU's two threads within TOL_RUN (fp32) and TOL_BF16 (mixed_bf16),
- *   the generator in the same state; across GPUs 0 and 1 (NCCL) too where
- *   the machine has two.
+ *   the generator in the same state, and in mixed_fp16 (without dropout)
+ *   against the CPU's one thread; across GPUs 0 and 1 (NCCL) too where the
+ *   machine has two.
  * - allow_tf32: the fp32 run with TF32 GEMMs within TOL_TF32_RUN of the CPU's
  *   f32 run (losses and weights; TF32 rounds each product's operands to 10
  *   mantissa bits).
@@ -358,7 +359,6 @@ static void test_fp16_overflow(void **state) {
     eng_model *mg = NULL, *mc = NULL;
     assert_int_equal(eng_model_new(j, NULL, 1, in_shape, 0, 7, &mg, &err), 0);
     assert_int_equal(eng_model_new(j, NULL, 1, in_shape, 0, 7, &mc, &err), 0);
-    json_decref(j);
     curve cg = {0}, cc = {0};
     eng_train_opts o;
     eng_train_result rg, rc;
@@ -369,6 +369,20 @@ static void test_fp16_overflow(void **state) {
     assert_true(cc.skipped[0] >= 3); /* the test makes the CPU skip */
     compare(&cg, &cc, 0, EPOCHS, TOL_BF16, 1);
     compare_models(mg, mc, TOL_BF16);
+    /* two replicas on the GPU: the summed gradients overflow where the
+     * batch's do, so they skip the same steps */
+    curve cr = {0};
+    eng_model *mr = NULL;
+    assert_int_equal(eng_model_new(j, NULL, 1, in_shape, 0, 7, &mr, &err), 0);
+    json_decref(j);
+    opts(&rf, &o, 1, EPOCHS, -1, ENG_PREC_FP16, &cr);
+    o.cuda_replicas = 2;
+    o.cuda_devices[0] = o.cuda_devices[1] = o.cuda_device;
+    train_ok(mr, &rf, &o, &rg);
+    printf("  two replicas on cuda:%d against the CPU:\n", o.cuda_device);
+    compare(&cr, &cc, 0, EPOCHS, TOL_BF16, 1);
+    compare_models(mr, mc, TOL_BF16);
+    eng_model_free(mr);
     eng_model_free(mg);
     eng_model_free(mc);
     fx_clear(&rf);
@@ -378,27 +392,33 @@ static void test_fp16_overflow(void **state) {
  * context and the device-side sum; two: NCCL) against the CPU's two threads
  * (replicas.h: the same split of each batch, the same derived generators,
  * the same order of the gradient sum), with dropout and a last batch of
- * one row (the first replica alone on both) */
+ * one row (the first replica alone on both). mixed_fp16, which the CPU
+ * never splits (train.c's wants_data_parallel), runs without dropout
+ * against the CPU on one thread: the same loss scale and skipped steps,
+ * the rest within tol (each replica's loss gradient is its share of the
+ * batch's, rounded to fp16 before the sum) */
 static void replicas_vs_cpu(int dev0, int dev1, int precision, double tol) {
     fx f = {0};
     fx_splits(&f, synth(641));
     curve cg = {0}, cc = {0};
     eng_train_opts o;
     eng_train_result rg, rc;
-    eng_model *mg = mlp(0.3, ""), *mc = mlp(0.3, "");
+    int fp16 = precision == ENG_PREC_FP16;
+    eng_model *mg = mlp(fp16 ? 0.0 : 0.3, ""), *mc = mlp(fp16 ? 0.0 : 0.3, "");
     opts(&f, &o, 1, EPOCHS, -1, precision, &cg);
     o.cuda_replicas = 2;
     o.cuda_devices[0] = dev0;
     o.cuda_devices[1] = dev1;
     train_ok(mg, &f, &o, &rg);
     opts(&f, &o, 0, EPOCHS, -1, precision, &cc);
-    o.threads = 2;
+    o.threads = fp16 ? 1 : 2;
     train_ok(mc, &f, &o, &rc);
-    printf("  replicas on cuda:%d and cuda:%d, %s: val accuracy gpu %.4f cpu (2 threads) %.4f\n", dev0, dev1,
-           eng_precision_name(precision), cg.val[EPOCHS - 1].accuracy, cc.val[EPOCHS - 1].accuracy);
+    printf("  replicas on cuda:%d and cuda:%d, %s: val accuracy gpu %.4f cpu (%d threads) %.4f\n", dev0, dev1,
+           eng_precision_name(precision), cg.val[EPOCHS - 1].accuracy, o.threads, cc.val[EPOCHS - 1].accuracy);
     compare(&cg, &cc, 0, EPOCHS, tol, 1);
     compare_models(mg, mc, tol);
-    check_exact("generator state (the replicas' keys derived from it)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
+    if (!fp16)
+        check_exact("generator state (the replicas' keys derived from it)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
     eng_model_free(mg);
     eng_model_free(mc);
     fx_clear(&f);
@@ -412,9 +432,14 @@ static void test_replicas(void **state) {
     int has = probe->be->gemm_bf16 != NULL;
     eng_model_free(probe);
     if (has) replicas_vs_cpu(dev, dev, ENG_PREC_BF16, TOL_BF16);
+    replicas_vs_cpu(dev, dev, ENG_PREC_FP16, TOL_BF16);
     hpo_error err = {{0}, {0}};
-    if (eng_gpu_count(&n, &err) == 0 && n >= 2) replicas_vs_cpu(0, 1, ENG_PREC_FP32, TOL_RUN);
-    else printf("  one GPU here: replicas across GPUs (NCCL) not run\n");
+    if (eng_gpu_count(&n, &err) == 0 && n >= 2) {
+        replicas_vs_cpu(0, 1, ENG_PREC_FP32, TOL_RUN);
+        replicas_vs_cpu(0, 1, ENG_PREC_FP16, TOL_BF16);
+    } else {
+        printf("  one GPU here: replicas across GPUs (NCCL) not run\n");
+    }
 }
 
 /* GPU epochs 1-2, CPU epoch 3, GPU epoch 4 (each resumed from the last

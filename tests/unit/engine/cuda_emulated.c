@@ -954,14 +954,14 @@ KERNEL(loss, { int loss, fused_act; const float *z; const int32_t *labels; const
                const float *dscale; float *dz; double *sums; }) {
     eng_metric_sums s = {0};
     eng_loss_compute(a->loss, a->fused_act, a->z, a->labels, a->targets, a->B, a->K,
-                     a->dscale ? *a->dscale : a->scale, a->dz, &s);
+                     a->dscale ? a->scale * *a->dscale : a->scale, a->dz, &s);
     a->sums[0] += s.loss;
     a->sums[1] += s.correct;
     a->sums[2] += s.sq;
     a->sums[3] += s.abs;
 }
 
-/* scale, unless dscale (dev) is given */
+/* scale, times *dscale (dev) when given */
 static int loss(eng_cuda *cu, const char *op, int kind, int fused_act, const float *z, const int32_t *labels,
                 const float *targets, int B, int K, float scale, const float *dscale, float *dz, double *sums) {
     READY(cu);
@@ -984,8 +984,9 @@ int eng_cuda_loss(eng_cuda *cu, int loss_kind, int fused_act, const float *z, co
 }
 
 int eng_cuda_loss_scaled(eng_cuda *cu, int loss_kind, int fused_act, const float *z, const int32_t *labels,
-                         const float *targets, int B, int K, const eng_cuda_scaler *s, float *dz, double *sums) {
-    return loss(cu, __func__, loss_kind, fused_act, z, labels, targets, B, K, 1.0f, &s->scale, dz, sums);
+                         const float *targets, int B, int K, float scale, const eng_cuda_scaler *s, float *dz,
+                         double *sums) {
+    return loss(cu, __func__, loss_kind, fused_act, z, labels, targets, B, K, scale, &s->scale, dz, sums);
 }
 
 int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc, hpo_error *err) {
