@@ -149,8 +149,9 @@ static int dev_alloc(dev *d, const eng_split *train, const eng_split *val, hpo_e
     return 0;
 }
 
-/* d's run settings and its layers' buffer table (host); replicas run
- * their steps one by one (no graph) */
+/* d's run settings and its layers' buffer table (host); a replica stages
+ * one step at a time (the run's graph holds K of every replica's steps:
+ * train_epoch_replicas) */
 static int dev_init(dev *d, eng_model *m, const eng_split *train, const eng_train_opts *o, int device) {
     d->m = m;
     d->dev = device;
@@ -472,11 +473,14 @@ static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int ep
 /* ---- data-parallel replicas (eng_train_opts.cuda_replicas) ---- */
 
 /* the replicas of a run (R = 1: the run alone, in d[0]); comm: NCCL's group
- * when each is on its own GPU, NULL when all share one context */
+ * when each is on its own GPU, NULL when all share one context; K, graph:
+ * with one shared context, K whole steps of every replica captured once
+ * (steps_per_execution) */
 typedef struct run {
     dev d[ENG_CUDA_MAX_REPLICAS];
-    int R;
+    int R, K;
     eng_cuda_comm *comm;
+    eng_cuda_graph *graph;
 } run;
 
 /* a replica's op failed: the reason of the first context that has one */
@@ -542,7 +546,10 @@ static int replicas_step(run *r, const eng_split *train, int n) {
     return rc;
 }
 
-/* one epoch on the replicas, step by step; *sums gets their metric sums,
+/* one epoch on the replicas: with one shared context (every replica on one
+ * GPU), K whole steps of all of them per replay of the run's graph, the
+ * rest one by one; across GPUs (NCCL) step by step; *sums gets their
+ * metric sums,
  * *skipped mixed_fp16's skipped steps. Under mixed_fp16 every replica keeps
  * its own loss scale: they see the same summed gradients, so they skip the
  * same steps and their scales stay equal (the first one's comes down). */
@@ -557,7 +564,18 @@ static int train_epoch_replicas(run *r, const eng_split *train, eng_train_loop *
         if (!rc && ds[k].scaler) rc = scaler_up(&ds[k], L, err);
     }
     if (rc) return rc;
-    for (size_t j = 0; j < ds[0].spe; j++) {
+    size_t j = 0, full = train->n / (size_t)ds[0].bs;
+    for (; !r->comm && j + (size_t)r->K <= full; j += (size_t)r->K) { /* one context: graphs */
+        if (!r->graph) {
+            if ((rc = eng_cuda_capture_begin(ds[0].cu, err))) return rc;
+            for (int s = 0; s < r->K && !rc; s++) rc = replicas_step(r, train, ds[0].bs);
+            int rc2 = eng_cuda_capture_end(ds[0].cu, &r->graph, err);
+            if (rc) return run_failed(r, rc, err);
+            if (rc2) return rc2;
+        }
+        if ((rc = eng_cuda_graph_launch(ds[0].cu, r->graph))) return run_failed(r, rc, err);
+    }
+    for (; j < ds[0].spe; j++) {
         size_t first = j * (size_t)ds[0].bs;
         int n = train->n - first < (size_t)ds[0].bs ? (int)(train->n - first) : ds[0].bs;
         if ((rc = replicas_step(r, train, n))) return run_failed(r, rc, err);
@@ -617,6 +635,7 @@ static int check_budgets(const eng_model *m, const eng_split *train, const eng_s
 static int run_open(run *r, eng_model *m, const eng_split *train, const eng_split *val, const eng_train_opts *o,
                     int same, hpo_error *err) {
     int rc = 0;
+    r->K = o->steps_per_execution > 1 ? o->steps_per_execution : 1;
     for (int k = 0; k < r->R && !rc; k++) {
         int device = r->R > 1 ? o->cuda_devices[k] : o->cuda_device;
         eng_cuda *shared = k > 0 && same ? r->d[0].cu : NULL;
@@ -632,6 +651,7 @@ static int run_open(run *r, eng_model *m, const eng_split *train, const eng_spli
 }
 
 static void run_free(run *r) {
+    eng_cuda_graph_free(r->graph);
     eng_cuda_comm_free(r->comm);
     for (int k = r->R - 1; k >= 0; k--) dev_free(&r->d[k]); /* the context's owner last */
 }

@@ -21,7 +21,9 @@
  *   (two graph replays of 4 steps, then 3 steps one by one) and K = 1000
  *   (more than an epoch: every step enqueued one by one) end with weights,
  *   optimiser state and generator bit-identical to K = 1 (a graph replay
- *   per step), and K = 4 within TOL_RUN of the CPU.
+ *   per step), and K = 4 within TOL_RUN of the CPU; the same for two
+ *   replicas on one GPU (K steps of both in one graph) against K = 1 and
+ *   the CPU's two threads.
  * - a CNN (augment: shift 1 and flip; conv2d 16 same relu, conv2d 8 valid
  *   relu + maxpool2d, dropout, dense) on the same data as 8x8 images: fp32
  *   within TOL_RUN of the CPU (the conv through im2col and cuBLASLt there,
@@ -469,13 +471,19 @@ static void test_checkpoint_moves(void **state) {
     eng_model_free(mc);
 }
 
-static eng_model *train_spe(fx *f, int cuda, int spe, curve *c) {
+/* replicas: 0 (one model), else two on this test's GPU */
+static eng_model *train_spe(fx *f, int cuda, int spe, int replicas, curve *c) {
     eng_train_opts o;
     eng_train_result r;
     eng_model *m = mlp(0.3, "");
     opts(f, &o, cuda, 2, -1, ENG_PREC_FP32, c);
     o.batch_size = 48;
     o.steps_per_execution = spe;
+    if (replicas) {
+        o.cuda_replicas = 2;
+        o.cuda_devices[0] = o.cuda_devices[1] = o.cuda_device;
+        o.threads = cuda ? 1 : 2; /* the CPU's two data-parallel threads */
+    }
     train_ok(m, f, &o, &r);
     assert_int_equal(r.epochs_run, 2);
     return m;
@@ -484,8 +492,8 @@ static eng_model *train_spe(fx *f, int cuda, int spe, curve *c) {
 static void test_steps_per_execution(void **state) {
     fx *f = *state;
     curve c1 = {0}, c4 = {0}, cbig = {0}, cc = {0};
-    eng_model *m1 = train_spe(f, 1, 1, &c1), *m4 = train_spe(f, 1, 4, &c4), *mbig = train_spe(f, 1, 1000, &cbig);
-    eng_model *mc = train_spe(f, 0, 1, &cc);
+    eng_model *m1 = train_spe(f, 1, 1, 0, &c1), *m4 = train_spe(f, 1, 4, 0, &c4), *mbig = train_spe(f, 1, 1000, 0, &cbig);
+    eng_model *mc = train_spe(f, 0, 1, 0, &cc);
     check_exact("K=4 against K=1: weights", m4->params, m1->params, m1->nparams * sizeof(float));
     check_exact("K=4 against K=1: optimiser state", m4->opt_state, m1->opt_state, m1->nstate * sizeof(float));
     check_exact("K=4 against K=1: generator", m4->rng.s, m1->rng.s, sizeof m1->rng.s);
@@ -497,6 +505,18 @@ static void test_steps_per_execution(void **state) {
     eng_model_free(m1);
     eng_model_free(m4);
     eng_model_free(mbig);
+    eng_model_free(mc);
+    /* two replicas on one GPU: K steps of both in one graph */
+    curve r1 = {0}, r4 = {0}, rc = {0};
+    m1 = train_spe(f, 1, 1, 1, &r1), m4 = train_spe(f, 1, 4, 1, &r4), mc = train_spe(f, 0, 1, 1, &rc);
+    check_exact("replicas, K=4 against K=1: weights", m4->params, m1->params, m1->nparams * sizeof(float));
+    check_exact("replicas, K=4 against K=1: optimiser state", m4->opt_state, m1->opt_state, m1->nstate * sizeof(float));
+    check_exact("replicas, K=4 against K=1: generator", m4->rng.s, m1->rng.s, sizeof m1->rng.s);
+    compare(&r4, &rc, 0, 2, TOL_RUN, 1);
+    compare_models(m4, mc, TOL_RUN);
+    check_exact("replicas, K=4 against the CPU's 2 threads: generator", m4->rng.s, mc->rng.s, sizeof mc->rng.s);
+    eng_model_free(m1);
+    eng_model_free(m4);
     eng_model_free(mc);
 }
 
