@@ -9,7 +9,10 @@
  *   reports as skipped (SKIP_RETURN_CODE 77); otherwise it opens cuda:0
  *   (HPO_TEST_DEVICE=N picks another) and runs the cmocka group, or the
  *   tests of it whose names match HPO_TEST_FILTER and not HPO_TEST_SKIP
- *   (cmocka's patterns: '*' and '?' wildcards).
+ *   (cmocka's patterns: '*' and '?' wildcards). HPO_TEST_LIST=1 prints
+ *   the tests' names instead (run-on-device.sh reruns a failed program's
+ *   tests one per process, so a fault that poisons the context of one does
+ *   not fail the others).
  * - Outputs are poisoned (all bytes 0xff: NaN in f32) before each op, so an
  *   element the op never wrote fails the comparison.
  * - rel_err is the normwise max relative error max|a-r| / max|r| (0/0 = 0;
@@ -43,6 +46,10 @@ static eng_cuda *g_cu;
 static inline int gpu_test_main(const struct CMUnitTest *tests, size_t n_tests) {
     int n = 0;
     hpo_error err = {{0}, {0}};
+    if (getenv("HPO_TEST_LIST")) { /* the names, one a line, for running them one by one */
+        for (size_t i = 0; i < n_tests; i++) printf("%s\n", tests[i].name);
+        return 0;
+    }
     if (eng_gpu_count(&n, &err)) {
         printf("skipped: %s\n", err.message);
         return 77;
