@@ -301,7 +301,8 @@ static int update(dev *d, const eng_cuda_opt_scalars *sc) {
         a.norm = d->norm;
     }
     if (!rc) rc = eng_cuda_optim_step_dev(d->cu, &m->opt, &a, d->p, d->g, d->s, m->nparams);
-    if (!rc && fp16) rc = eng_cuda_scaler_update(d->cu, d->norm, d->scaler, ENG_LOSS_SCALE_GROWTH, (float)ENG_LOSS_SCALE_MAX);
+    if (!rc && fp16)
+        rc = eng_cuda_scaler_update(d->cu, d->norm, d->scaler, ENG_LOSS_SCALE_GROWTH, (float)ENG_LOSS_SCALE_MAX);
     return rc;
 }
 
@@ -548,11 +549,11 @@ static int replicas_step(run *r, const eng_split *train, int n) {
 
 /* one epoch on the replicas: with one shared context (every replica on one
  * GPU), K whole steps of all of them per replay of the run's graph, the
- * rest one by one; across GPUs (NCCL) step by step; *sums gets their
- * metric sums,
- * *skipped mixed_fp16's skipped steps. Under mixed_fp16 every replica keeps
- * its own loss scale: they see the same summed gradients, so they skip the
- * same steps and their scales stay equal (the first one's comes down). */
+ * rest one by one; across GPUs (NCCL) step by step. *sums gets their
+ * metric sums, *skipped mixed_fp16's skipped steps. Under mixed_fp16 every
+ * replica keeps its own loss scale: they see the same summed gradients, so
+ * they skip the same steps and their scales stay equal (the first one's
+ * comes down). */
 static int train_epoch_replicas(run *r, const eng_split *train, eng_train_loop *L, int epoch, long total,
                                 uint32_t *order, eng_metric_sums *sums, double *lr, long *skipped, hpo_error *err) {
     dev *ds = r->d;
@@ -589,12 +590,12 @@ static int train_epoch_replicas(run *r, const eng_split *train, eng_train_loop *
 }
 
 /* what replicas can be: at most ENG_CUDA_MAX_REPLICAS, each GPU once or all
- * on one. Replicas the slot asks for always
- * split the batch (MirroredStrategy's contract), clipnorm and small
- * batches included, where the CPU's threads split it only when train.c's
- * wants_data_parallel says so: a GPU run with R replicas equals the CPU's
- * with R threads where the CPU splits, and elsewhere draws the replicas'
- * own dropout and augmentation keys (the same on every run of its seed). */
+ * on one. Replicas the slot asks for always split the batch
+ * (MirroredStrategy's contract), clipnorm and small batches included, where
+ * the CPU's threads split it only when train.c's wants_data_parallel says
+ * so: a GPU run with R replicas equals the CPU's with R threads where the
+ * CPU splits, and elsewhere draws the replicas' own dropout and
+ * augmentation keys (the same on every run of its seed). */
 static int check_replicas(const eng_train_opts *o, int R, int *same, hpo_error *err) {
     *same = 1;
     if (R == 1) return 0;
