@@ -233,8 +233,8 @@ static void check_metric(const char *what, int epoch, double a, double r, double
     verdict(e <= tol);
 }
 
-/* with_val: the validation loss too (not for a batchnorm model: see
- * compare_models) */
+/* with_val: the validation loss and accuracy too (not for a batchnorm
+ * model: see compare_cnn_weights) */
 static void compare(const curve *g, const curve *c, int from, int to, double tol, int with_val) {
     for (int e = from; e < to; e++) {
         int same = g->scale[e] == c->scale[e] && g->skipped[e] == c->skipped[e];
