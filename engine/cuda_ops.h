@@ -213,8 +213,19 @@ int eng_cuda_loss(eng_cuda *cu, int loss, int fused_act, const float *z, const i
 int eng_cuda_loss_scaled(eng_cuda *cu, int loss, int fused_act, const float *z, const int32_t *labels,
                          const float *targets, int B, int K, float scale, const eng_cuda_scaler *s, float *dz,
                          double *sums);
-/* Downloads sums (dev) and adds them, with n samples of K outputs, to acc. */
+/* Downloads sums (dev) and adds them, with n samples of K outputs, to acc
+ * (eng_cuda_sums_fold). */
 int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc, hpo_error *err);
+/* The host half of eng_cuda_sums_add: h, the ENG_CUDA_SUMS doubles brought
+ * down, added to acc (also the host emulation's, tests/unit/engine). */
+static inline void eng_cuda_sums_fold(const double *h, size_t n, int K, eng_metric_sums *acc) {
+    acc->loss += h[0];
+    acc->correct += h[1];
+    acc->sq += h[2];
+    acc->abs += h[3];
+    acc->n += n;
+    acc->nvals += n * (size_t)K;
+}
 
 /* ---- gradients and optimisers (optim.h) over whole blocks (dev) ----
  * eng_grad_unscale_norm: g *= unscale, then out[0] = the L2 norm (double
@@ -230,6 +241,29 @@ int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, const eng_cuda_
  * a row the scale doubles while it is below max_scale. */
 int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval,
                            float max_scale);
+/* That bookkeeping itself, for one step whose gradients were finite or
+ * not: the kernel's (optim.cu) and the host emulation's one definition. */
+#ifdef __CUDACC__
+#define ENG_CUDA_HOST_DEVICE __host__ __device__
+#else
+#define ENG_CUDA_HOST_DEVICE
+#endif
+static inline ENG_CUDA_HOST_DEVICE void eng_cuda_scaler_step(eng_cuda_scaler *s, int finite, int growth_interval,
+                                                             float max_scale) {
+    if (!finite) { /* skipped: Inf/NaN in the gradients */
+        s->scale *= 0.5f;
+        s->good = 0;
+        s->skipped++;
+        s->last_applied = 0;
+        return;
+    }
+    s->applied++;
+    s->last_applied = 1;
+    if (++s->good >= growth_interval) {
+        if (s->scale < max_scale) s->scale *= 2.0f;
+        s->good = 0;
+    }
+}
 /* One update of p[n] from g[n] with state laid out as optim.h says; g may be
  * modified. norm (dev, from eng_cuda_grad_norm, or NULL): when clipnorm > 0
  * and norm[0] > clipnorm, g is first scaled by clipnorm / norm[0] as

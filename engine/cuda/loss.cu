@@ -136,12 +136,6 @@ extern "C" int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int
                                  hpo_error *err) {
     double h[ENG_CUDA_SUMS];
     int rc = eng_cuda_download(cu, h, sums, sizeof h, err);
-    if (rc) return rc;
-    acc->loss += h[0];
-    acc->correct += h[1];
-    acc->sq += h[2];
-    acc->abs += h[3];
-    acc->n += n;
-    acc->nvals += n * (size_t)K;
-    return 0;
+    if (!rc) eng_cuda_sums_fold(h, n, K, acc);
+    return rc;
 }

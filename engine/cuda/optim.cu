@@ -81,20 +81,7 @@ extern "C" int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, cons
 
 /* train.c's bookkeeping of a mixed_fp16 step, on the device */
 static __global__ void scaler_k(const double *norm, eng_cuda_scaler *s, int growth_interval, float max_scale) {
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    if (norm[1] == 0.0) { /* skipped: Inf/NaN in the gradients */
-        s->scale *= 0.5f;
-        s->good = 0;
-        s->skipped++;
-        s->last_applied = 0;
-        return;
-    }
-    s->applied++;
-    s->last_applied = 1;
-    if (++s->good >= growth_interval) {
-        if (s->scale < max_scale) s->scale *= 2.0f;
-        s->good = 0;
-    }
+    if (threadIdx.x == 0 && blockIdx.x == 0) eng_cuda_scaler_step(s, norm[1] != 0.0, growth_interval, max_scale);
 }
 
 extern "C" int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval,

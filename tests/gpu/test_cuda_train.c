@@ -489,19 +489,31 @@ static eng_model *train_spe(fx *f, int cuda, int spe, int replicas, curve *c) {
     return m;
 }
 
+/* K = 4 against K = 1 bit for bit, and against the CPU within TOL_RUN;
+ * what names the runs (one model, replicas) */
+static void check_spe(const char *what, const eng_model *m1, const eng_model *m4, const curve *c4, const eng_model *mc,
+                      const curve *cc) {
+    char l[96];
+    snprintf(l, sizeof l, "%s, K=4 against K=1: weights", what);
+    check_exact(l, m4->params, m1->params, m1->nparams * sizeof(float));
+    snprintf(l, sizeof l, "%s, K=4 against K=1: optimiser state", what);
+    check_exact(l, m4->opt_state, m1->opt_state, m1->nstate * sizeof(float));
+    snprintf(l, sizeof l, "%s, K=4 against K=1: generator", what);
+    check_exact(l, m4->rng.s, m1->rng.s, sizeof m1->rng.s);
+    compare(c4, cc, 0, 2, TOL_RUN, 1);
+    compare_models(m4, mc, TOL_RUN);
+    snprintf(l, sizeof l, "%s, K=4 against the CPU: generator", what);
+    check_exact(l, m4->rng.s, mc->rng.s, sizeof mc->rng.s);
+}
+
 static void test_steps_per_execution(void **state) {
     fx *f = *state;
     curve c1 = {0}, c4 = {0}, cbig = {0}, cc = {0};
     eng_model *m1 = train_spe(f, 1, 1, 0, &c1), *m4 = train_spe(f, 1, 4, 0, &c4), *mbig = train_spe(f, 1, 1000, 0, &cbig);
     eng_model *mc = train_spe(f, 0, 1, 0, &cc);
-    check_exact("K=4 against K=1: weights", m4->params, m1->params, m1->nparams * sizeof(float));
-    check_exact("K=4 against K=1: optimiser state", m4->opt_state, m1->opt_state, m1->nstate * sizeof(float));
-    check_exact("K=4 against K=1: generator", m4->rng.s, m1->rng.s, sizeof m1->rng.s);
+    check_spe("one model", m1, m4, &c4, mc, &cc);
     check_exact("K=1000 against K=1: weights", mbig->params, m1->params, m1->nparams * sizeof(float));
     check_exact("K=1000 against K=1: generator", mbig->rng.s, m1->rng.s, sizeof m1->rng.s);
-    compare(&c4, &cc, 0, 2, TOL_RUN, 1);
-    compare_models(m4, mc, TOL_RUN);
-    check_exact("K=4 against the CPU: generator", m4->rng.s, mc->rng.s, sizeof mc->rng.s);
     eng_model_free(m1);
     eng_model_free(m4);
     eng_model_free(mbig);
@@ -509,12 +521,7 @@ static void test_steps_per_execution(void **state) {
     /* two replicas on one GPU: K steps of both in one graph */
     curve r1 = {0}, r4 = {0}, rc = {0};
     m1 = train_spe(f, 1, 1, 1, &r1), m4 = train_spe(f, 1, 4, 1, &r4), mc = train_spe(f, 0, 1, 1, &rc);
-    check_exact("replicas, K=4 against K=1: weights", m4->params, m1->params, m1->nparams * sizeof(float));
-    check_exact("replicas, K=4 against K=1: optimiser state", m4->opt_state, m1->opt_state, m1->nstate * sizeof(float));
-    check_exact("replicas, K=4 against K=1: generator", m4->rng.s, m1->rng.s, sizeof m1->rng.s);
-    compare(&r4, &rc, 0, 2, TOL_RUN, 1);
-    compare_models(m4, mc, TOL_RUN);
-    check_exact("replicas, K=4 against the CPU's 2 threads: generator", m4->rng.s, mc->rng.s, sizeof mc->rng.s);
+    check_spe("two replicas (the CPU: 2 threads)", m1, m4, &r4, mc, &rc);
     eng_model_free(m1);
     eng_model_free(m4);
     eng_model_free(mc);

@@ -992,14 +992,8 @@ int eng_cuda_loss_scaled(eng_cuda *cu, int loss_kind, int fused_act, const float
 int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_metric_sums *acc, hpo_error *err) {
     double h[ENG_CUDA_SUMS];
     int rc = eng_cuda_download(cu, h, sums, sizeof h, err);
-    if (rc) return rc;
-    acc->loss += h[0];
-    acc->correct += h[1];
-    acc->sq += h[2];
-    acc->abs += h[3];
-    acc->n += n;
-    acc->nvals += n * (size_t)K;
-    return 0;
+    if (!rc) eng_cuda_sums_fold(h, n, K, acc);
+    return rc;
 }
 
 /* ---- gradients, the loss scale, optimisers ---- */
@@ -1041,20 +1035,7 @@ int eng_cuda_grad_unscale_norm(eng_cuda *cu, float *g, size_t n, const eng_cuda_
 
 /* optim.cu's scaler_k: train.c's bookkeeping of a mixed_fp16 step */
 KERNEL(scaler, { const double *norm; eng_cuda_scaler *s; int growth_interval; float max_scale; }) {
-    eng_cuda_scaler *s = a->s;
-    if (a->norm[1] == 0.0) { /* skipped: Inf/NaN in the gradients */
-        s->scale *= 0.5f;
-        s->good = 0;
-        s->skipped++;
-        s->last_applied = 0;
-        return;
-    }
-    s->applied++;
-    s->last_applied = 1;
-    if (++s->good >= a->growth_interval) {
-        if (s->scale < a->max_scale) s->scale *= 2.0f;
-        s->good = 0;
-    }
+    eng_cuda_scaler_step(a->s, a->norm[1] != 0.0, a->growth_interval, a->max_scale);
 }
 
 int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s, int growth_interval,
