@@ -3,7 +3,8 @@
  *
  * Series (every label set bounded: routes come from the static route table
  * plus "unmatched", slots are named once at start, ops are three):
- *   hpo_build_info{version,blas_core} 1
+ *   hpo_build_info{version,blas_core,cpu_bf16} 1   cpu_bf16: "yes" where the CPU slots can train
+ *                                                  mixed_bf16 (oneDNN's bf16 kernels run here)
  *   hpo_http_requests_total{route,status}          counter
  *   hpo_http_request_duration_seconds{route}       histogram, request line to response queued
  *   hpo_ask_tell_seconds{op}                       histogram of ask/report/tell's own work
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "api_internal.h"
+#include "backend.h"
 #include "blas_select.h"
 #include "gpu.h"
 
@@ -347,12 +349,13 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
     int64_t q_trials = 0, q_models = 0;
     int have_queued = sto_jobs_queued(ctx->db, &q_trials, &q_models) == 0;
 
-    put(&t, "# HELP hpo_build_info hpod's version and the OpenBLAS kernel it runs.\n"
+    put(&t, "# HELP hpo_build_info hpod's version, the OpenBLAS kernel it runs, and whether its CPU slots can train "
+            "mixed_bf16.\n"
             "# TYPE hpo_build_info gauge\nhpo_build_info{version=\"");
     put_label(&t, HPO_VERSION);
     put(&t, "\",blas_core=\"");
     put_label(&t, eng_blas_corename());
-    put(&t, "\"} 1\n");
+    put(&t, "\",cpu_bf16=\"%s\"} 1\n", eng_backend_cpu()->gemm_bf16 ? "yes" : "no");
 
     pthread_mutex_lock(&m->lock);
     put(&t, "# HELP hpo_http_requests_total HTTP requests by route and status.\n"

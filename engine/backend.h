@@ -48,7 +48,8 @@ typedef struct eng_backend {
     void (*set_threads)(int threads);
 } eng_backend;
 
-/* The CPU backend (OpenBLAS sgemm, oneDNN bf16 matmul and convolution).
+/* The CPU backend (OpenBLAS sgemm, oneDNN bf16 matmul and convolution);
+ * its gemm_bf16 is NULL where oneDNN cannot run bf16 (eng_dnnl_bf16_usable).
  * Borrowed, static, never freed. */
 const eng_backend *eng_backend_cpu(void);
 

@@ -2,6 +2,7 @@
  * (dnnl_ops.c) for bf16 GEMM and for convolutions, thread and MXCSR control
  * (see backend.h). */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <xmmintrin.h>
 
 #include "backend.h"
@@ -50,17 +51,26 @@ static void cpu_set_threads(int threads) {
     (void)eng_dnnl_set_num_threads(threads);
 }
 
-static const eng_backend cpu_backend = {
-    .name = "cpu",
-    .gemm_f32 = cpu_gemm_f32,
-    .gemm_bf16 = cpu_gemm_bf16,
-    .conv2d_forward = cpu_conv_fwd,
-    .conv2d_backward_data = cpu_conv_bwd_data,
-    .conv2d_backward_weights = cpu_conv_bwd_weights,
-    .set_threads = cpu_set_threads,
-};
+/* The table, with or without bf16: without where oneDNN cannot run it (an
+ * AVX2 CPU, or ONEDNN_MAX_CPU_ISA below AVX-512), so that mixed_bf16 is
+ * refused up front (train.c) instead of failing inside oneDNN. */
+#define CPU_BACKEND(bf16_gemm)                                                                                 \
+    {                                                                                                          \
+        .name = "cpu", .gemm_f32 = cpu_gemm_f32, .gemm_bf16 = (bf16_gemm), .conv2d_forward = cpu_conv_fwd,     \
+        .conv2d_backward_data = cpu_conv_bwd_data, .conv2d_backward_weights = cpu_conv_bwd_weights,            \
+        .set_threads = cpu_set_threads,                                                                        \
+    }
+static const eng_backend cpu_backend = CPU_BACKEND(cpu_gemm_bf16), cpu_backend_no_bf16 = CPU_BACKEND(NULL);
 
-const eng_backend *eng_backend_cpu(void) { return &cpu_backend; }
+const eng_backend *eng_backend_cpu(void) {
+    static _Atomic(const eng_backend *) chosen;
+    const eng_backend *b = atomic_load_explicit(&chosen, memory_order_acquire);
+    if (!b) {
+        b = eng_dnnl_bf16_usable() ? &cpu_backend : &cpu_backend_no_bf16;
+        atomic_store_explicit(&chosen, b, memory_order_release);
+    }
+    return b;
+}
 
 unsigned eng_set_ftz_daz(void) {
     unsigned old = _mm_getcsr();

@@ -9,7 +9,6 @@
  * a reorder primitive and a buffer for the blocked weights. */
 #include "dnnl_ops.h"
 
-#include <cpuid.h>
 #include <dlfcn.h>
 #include <dnnl.h>
 #include <pthread.h>
@@ -143,14 +142,14 @@ int eng_dnnl_set_num_threads(int n) {
     return 0;
 }
 
-int eng_dnnl_has_bf16(void) {
-    __builtin_cpu_init();
-    /* AMX-BF16 from cpuid (leaf 7, EDX bit 22): clang < 16 has no
-     * __builtin_cpu_supports("amx-bf16") */
-    unsigned a, b, c, d;
-    int amx = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22));
-    return __builtin_cpu_supports("avx512bf16") || amx;
-}
+/* oneDNN's own view: the ISA it dispatches to here, the CPU's as capped by
+ * ONEDNN_MAX_CPU_ISA (the cpuid bits alone would claim bf16 that oneDNN was
+ * told not to use). The values are nested bit masks. */
+static int dnnl_isa_has(dnnl_cpu_isa_t isa) { return (dnnl_get_effective_cpu_isa() & isa) == isa; }
+
+int eng_dnnl_has_bf16(void) { return dnnl_isa_has(dnnl_cpu_isa_avx512_core_bf16); }
+
+int eng_dnnl_bf16_usable(void) { return dnnl_isa_has(dnnl_cpu_isa_avx512_core); }
 
 /* Find k in the cache; on a miss, *fresh = 1 and the LRU slot is returned
  * cleared with its key set. */

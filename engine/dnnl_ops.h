@@ -48,6 +48,9 @@
 int eng_dnnl_set_num_threads(int n);
 /* Whether oneDNN can run bf16 matmul/conv fast here (AVX512-BF16 or AMX). */
 int eng_dnnl_has_bf16(void);
+/* Whether oneDNN runs bf16 matmul/conv here at all: natively, or emulated
+ * on plain AVX-512; not on AVX2 (its primitives are not implemented). */
+int eng_dnnl_bf16_usable(void);
 /* Free the calling thread's primitive cache and stream (also done
  * automatically at thread exit). */
 void eng_dnnl_thread_cleanup(void);

@@ -63,7 +63,11 @@ static int uses_bf16_at(int precision, const eng_layer *l) {
     return l->kind == ENG_L_DENSE || (l->kind == ENG_L_CONV2D && l->in_shape[2] >= BF16_CONV_MIN_CHANNELS);
 }
 
-static int uses_bf16(const eng_model *m, const eng_layer *l) { return uses_bf16_at(m->precision, l); }
+/* a model left in mixed_bf16 by a GPU run (train_cuda.c) on a CPU without
+ * bf16 kernels (backend.h: gemm_bf16 NULL) runs its layers in f32 */
+static int uses_bf16(const eng_model *m, const eng_layer *l) {
+    return m->be->gemm_bf16 && uses_bf16_at(m->precision, l);
+}
 
 /* mixed_fp16 rounds the output gradient of a layer that a GPU runs as
  * 16-bit GEMMs to fp16 values after the activation's backward, before the

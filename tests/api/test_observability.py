@@ -98,8 +98,9 @@ def main():
     try:
         m = scrape(hp, c)
         builds = [k for k in m if k[0] == "hpo_build_info"]
-        c.check(len(builds) == 1 and m[builds[0]] == 1 and {"version", "blas_core"} <= dict(builds[0][1]).keys(),
-                "hpo_build_info{version,blas_core} 1: %s" % builds)
+        c.check(len(builds) == 1 and m[builds[0]] == 1 and {"version", "blas_core"} <= dict(builds[0][1]).keys()
+                and dict(builds[0][1]).get("cpu_bf16") in ("yes", "no"),
+                "hpo_build_info{version,blas_core,cpu_bf16} 1: %s" % builds)
         for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
                      "process_start_time_seconds"):
             c.check((get(m, name) or 0) > 0 or name == "process_cpu_seconds_total" and get(m, name) == 0,

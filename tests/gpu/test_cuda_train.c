@@ -26,11 +26,13 @@
  *   the CPU's two threads.
  * - a CNN (augment: shift 1 and flip; conv2d 16 same relu, conv2d 8 valid
  *   relu + maxpool2d, dropout, dense) on the same data as 8x8 images: fp32
- *   within TOL_RUN of the CPU (the conv through im2col and cuBLASLt there,
- *   oneDNN here) and the generator in the same state (the same shifts and
- *   masks), mixed_fp16 within TOL_BF16, and mixed_bf16 within TOL_BF16
- *   (its second conv, 16 input channels, in bf16 on both sides) when the
- *   CPU backend has bf16 GEMMs;
+ *   within TOL_CNN_RUN of the CPU (the conv through im2col and cuBLASLt
+ *   there, oneDNN here) and the generator in the same state (the same
+ *   shifts and masks), mixed_fp16 within TOL_BF16, and mixed_bf16 within
+ *   TOL_CNN_BF16 (its second conv, 16 input channels, in bf16 on both
+ *   sides) when the CPU backend has bf16 GEMMs; each tolerance widened to
+ *   CNN_SPREAD_FACTOR times the CPU's own spread where that is larger (the
+ *   same CPU run from first weights one ulp apart: cnn_both);
  *   the same with a batchnorm after the first conv2d and global_avg_pool
  *   in place of maxpool2d and flatten, and with residual blocks (conv,
  *   batchnorm, relu, conv, batchnorm around an identity; one conv to 8
@@ -65,6 +67,12 @@
  * already end 1e-2 apart (bf16 rounds to 8 bits, and the conv's sums are
  * long) */
 #define TOL_CNN_BF16 5e-2
+/* a CNN in fp32: a maxpool's winner or a relu's sign may flip on a near tie
+ * when sums run in another order, a discrete change that no spread of
+ * nearby runs predicts (6e-4 apart under the emulation with OpenBLAS's
+ * Haswell kernel, while first weights one ulp apart end 4e-7 apart); see
+ * cnn_both for the rest */
+#define TOL_CNN_RUN 1e-2
 #define TOL_BN_STATS 2e-2
 #define EPOCHS 4
 #define NI 64
@@ -216,7 +224,7 @@ static void verdict(int ok) {
 
 static void close_ok(const char *what, const float *a, const float *r, size_t n, double tol) {
     double e = rel_err(a, r, n);
-    printf("  %-44s max rel err %.3e (tol %.0e)%s\n", what, e, tol, e <= tol ? "" : "  FAIL");
+    printf("  %-44s max rel err %.3e (tol %.1e)%s\n", what, e, tol, e <= tol ? "" : "  FAIL");
     verdict(e <= tol);
 }
 
@@ -228,7 +236,7 @@ static void exact_ok(const char *what, const void *a, const void *r, size_t byte
 
 static void check_metric(const char *what, int epoch, double a, double r, double tol) {
     double e = fabs(a - r) / fmax(fabs(r), 1e-12);
-    printf("  epoch %d %-30s gpu %.7f cpu %.7f max rel err %.3e (tol %.0e)%s\n", epoch, what, a, r, e, tol,
+    printf("  epoch %d %-30s gpu %.7f cpu %.7f max rel err %.3e (tol %.1e)%s\n", epoch, what, a, r, e, tol,
            e <= tol ? "" : "  FAIL");
     verdict(e <= tol);
 }
@@ -265,7 +273,7 @@ static void compare_models(const eng_model *g, const eng_model *c, double tol) {
  * small entries differ by more than the tolerance with a conv's sums in
  * another order (up to 7e-2 under tests/unit/engine/cuda_emulated.c, whose
  * weights agree within it); the MLP tests compare it. */
-static void compare_cnn_weights(const eng_model *g, const eng_model *c, double tol) {
+static double cnn_weights_err(const eng_model *g, const eng_model *c, size_t *compared) {
     size_t n = c->nparams, k = 0;
     const float *vc = c->opt.kind == ENG_OPT_ADAM && c->nstate == 2 * n ? c->opt_state + n : NULL;
     float vmax = 0.0f;
@@ -277,9 +285,29 @@ static void compare_cnn_weights(const eng_model *g, const eng_model *c, double t
         a[k] = g->params[i], b[k] = c->params[i];
         k++;
     }
-    printf("  %zu of %zu parameters compared (the rest: a gradient of zero)\n", k, n);
-    close_ok("final weights", a, b, k, tol);
+    double e = rel_err(a, b, k);
     free(a);
+    if (compared) *compared = k;
+    return e;
+}
+
+static void compare_cnn_weights(const eng_model *g, const eng_model *c, double tol) {
+    size_t k;
+    double e = cnn_weights_err(g, c, &k);
+    printf("  %zu of %zu parameters compared (the rest: a gradient of zero)\n", k, c->nparams);
+    printf("  %-44s max rel err %.3e (tol %.1e)%s\n", "final weights", e, tol, e <= tol ? "" : "  FAIL");
+    verdict(e <= tol);
+}
+
+/* The largest relative difference of two runs' epoch losses (training;
+ * validation too where with_val) and CNN weights. */
+static double cnn_spread(const curve *a, const curve *b, const eng_model *ma, const eng_model *mb, int with_val) {
+    double s = cnn_weights_err(ma, mb, NULL);
+    for (int e = 0; e < EPOCHS; e++) {
+        s = fmax(s, fabs(a->train[e].loss - b->train[e].loss) / fmax(fabs(b->train[e].loss), 1e-12));
+        if (with_val) s = fmax(s, fabs(a->val[e].loss - b->val[e].loss) / fmax(fabs(b->val[e].loss), 1e-12));
+    }
+    return s;
 }
 
 /* the same run on both, without a checkpoint */
@@ -562,21 +590,39 @@ static eng_model *cnn(int variant) {
     return m;
 }
 
+/* A CNN's training amplifies rounding differences (convolution sums in
+ * another order, batchnorm's statistics) by an amount that depends on the
+ * model and on the CPU's kernels: the same comparison that the emulation
+ * passes with OpenBLAS's Haswell kernel ends 1.6e-3 apart with its SkylakeX
+ * one. So the CPU's own spread is measured: the same CPU run from first
+ * weights one ulp apart. The device run must agree with the CPU within
+ * CNN_SPREAD_FACTOR times that spread, or within tol where that is larger.
+ * A wrong op (a missing bias, a transposed filter, another batch) ends
+ * orders of magnitude further apart. */
+#define CNN_SPREAD_FACTOR 8.0
+
 static void cnn_both(int variant, int precision, double tol) {
     fx f = {0};
     fx_splits(&f, synth_images(640));
-    curve cg = {0}, cc = {0};
+    curve cg = {0}, cc = {0}, cn = {0};
     eng_train_opts o;
-    eng_train_result rg, rc;
-    eng_model *mg = cnn(variant), *mc = cnn(variant);
+    eng_train_result rg, rc, rn;
+    eng_model *mg = cnn(variant), *mc = cnn(variant), *mn = cnn(variant);
     opts(&f, &o, 1, EPOCHS, -1, precision, &cg);
     train_ok(mg, &f, &o, &rg);
     opts(&f, &o, 0, EPOCHS, -1, precision, &cc);
     train_ok(mc, &f, &o, &rc);
+    for (size_t i = 0; i < mn->nparams; i++) mn->params[i] = nextafterf(mn->params[i], INFINITY);
+    opts(&f, &o, 0, EPOCHS, -1, precision, &cn);
+    train_ok(mn, &f, &o, &rn);
     static const char *names[] = {"", " (batchnorm, global_avg_pool)", " (residual blocks)"};
     printf("  cnn%s %s: val accuracy gpu %.4f cpu %.4f\n", names[variant], eng_precision_name(precision),
            cg.val[EPOCHS - 1].accuracy, cc.val[EPOCHS - 1].accuracy);
     int bn = mc->nstats > 0;
+    double spread = cnn_spread(&cn, &cc, mn, mc, !bn);
+    printf("  the CPU's own spread (first weights one ulp apart) %.3e: tolerance max(%.0e, %g x spread)\n", spread,
+           tol, CNN_SPREAD_FACTOR);
+    tol = fmax(tol, CNN_SPREAD_FACTOR * spread);
     compare(&cg, &cc, 0, EPOCHS, tol, !bn);
     compare_cnn_weights(mg, mc, tol);
     /* the running means inherit the drift of a zero-gradient bias (1.2e-2 under the emulation) */
@@ -584,6 +630,7 @@ static void cnn_both(int variant, int precision, double tol) {
     exact_ok("generator state (dropout, augment)", mg->rng.s, mc->rng.s, sizeof mg->rng.s);
     eng_model_free(mg);
     eng_model_free(mc);
+    eng_model_free(mn);
     fx_clear(&f);
 }
 
@@ -594,7 +641,7 @@ static void test_cnn(void **state) {
     eng_model_free(probe);
     soft = 1, failures = 0;
     for (int v = 0; v < 3; v++) {
-        cnn_both(v, ENG_PREC_FP32, TOL_RUN);
+        cnn_both(v, ENG_PREC_FP32, TOL_CNN_RUN);
         cnn_both(v, ENG_PREC_FP16, TOL_BF16);
         if (has) cnn_both(v, ENG_PREC_BF16, TOL_CNN_BF16);
         else printf("  cnn mixed_bf16: the CPU backend has no bf16 GEMM here, comparison skipped\n");

@@ -5,7 +5,7 @@ prints: one per row and mode, the model it built from hpo's template has the
 template's parameter count (counted here from the template, independently),
 the figures are finite and positive, two epochs of Adam lower the training
 loss and lift the test accuracy above chance; a mode the CPU lacks (CUDA
-graphs), a template it cannot map (an SGD optimiser) and rows past the time
+graphs), bf16 where PyTorch cannot run it here ("unsupported"), a template it cannot map (an SGD optimiser) and rows past the time
 limit each give an error line while the other rows still run; the schedule
 matches engine/optim.c's cosine with warm-up. Exit 77 (skipped) without
 PyTorch."""
@@ -88,8 +88,13 @@ def main():
     check(rc == 0, "the peer exits 0 (got %d)" % rc)
     info = [x["info"] for x in lines if "info" in x]
     check(len(info) == 1 and info[0]["device"] == "cpu" and info[0]["torch"], "one info line: %s" % info)
-    peak = [x for x in lines if "gemm_bf16_tflops" in x]
-    check(len(peak) == 1 and peak[0]["gemm_bf16_tflops"] > 0, "the bf16 matmul rate: %s" % peak)
+    peak = [x for x in lines if "gemm_bf16_n" in x]
+    # where PyTorch cannot multiply bf16 on this CPU (its oneDNN capped
+    # below AVX-512), the rate and the mixed_bf16 rows say "unsupported"
+    no_bf16 = len(peak) == 1 and peak[0].get("error", "").startswith("unsupported")
+    if no_bf16:
+        print("note: %s" % peak[0]["error"])
+    check(len(peak) == 1 and (no_bf16 or peak[0].get("gemm_bf16_tflops", 0) > 0), "the bf16 matmul rate: %s" % peak)
     rows = {(x["row"], x["precision"], x["mode"]): x for x in lines if "row" in x}
     check(len(rows) == 12 and len([x for x in lines if "row" in x]) == 12,
           "one line per row and mode: %d" % len(rows))
@@ -97,6 +102,9 @@ def main():
         what = "%s %s %s" % (name, prec, mode)
         if mode == "graph" or name == "sgd":
             check("error" in x and "samples_per_s" not in x, "%s: an error line: %s" % (what, x.get("error")))
+            continue
+        if prec == "mixed_bf16" and no_bf16:
+            check(x.get("error", "").startswith("unsupported"), "%s: unsupported here: %s" % (what, x.get("error")))
             continue
         with open(models[name]) as f:
             want = template_params(json.load(f))

@@ -378,6 +378,18 @@ def gemm_peak(n, device):
     return 2.0 * n ** 3 / times[len(times) // 2] / 1e12
 
 
+def bf16_unsupported(device):
+    """why PyTorch cannot multiply bf16 matrices here (its oneDNN capped below
+    AVX-512 by ONEDNN_MAX_CPU_ISA, say), or None"""
+    try:
+        x = torch.ones(128, 128, device=device, dtype=torch.bfloat16)  # small ones skip oneDNN
+        torch.matmul(x, x)
+        return None
+    except RuntimeError as e:
+        return "unsupported: PyTorch %s cannot multiply bf16 on this %s (%s)" % (
+            torch.__version__, device, str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
 def emit(d):
     print(json.dumps(d), flush=True)
 
@@ -407,7 +419,10 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32, as on hpo's side (no TF32)
         torch.backends.cudnn.allow_tf32 = False
     emit({"info": info})
-    if a.gemm_peak:
+    no_bf16 = bf16_unsupported(a.device)
+    if a.gemm_peak and no_bf16:
+        emit({"gemm_bf16_n": a.gemm_peak, "error": no_bf16})
+    elif a.gemm_peak:
         emit({"gemm_bf16_n": a.gemm_peak, "gemm_bf16_tflops": gemm_peak(a.gemm_peak, a.device)})
     modes = (a.modes or ("eager,graph,compile" if a.device == "cuda" else "eager")).split(",")
     templates = []
@@ -433,6 +448,9 @@ def main():
                 continue
             if mode == "graph" and a.device != "cuda":
                 emit(dict(head, error="CUDA graphs need a CUDA device"))
+                continue
+            if pr == "mixed_bf16" and no_bf16:
+                emit(dict(head, error=no_bf16))
                 continue
             if mode == "compile" and not hasattr(torch, "compile"):
                 emit(dict(head, error="torch %s has no torch.compile" % torch.__version__))

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api_internal.h"
+#include "backend.h"
 #include "gpu.h"
 
 static api_ctx *ctx;
@@ -252,6 +253,7 @@ static void test_format_and_series(void **state) {
             assert_true(p->s[i].value == 1);
             assert_non_null(strstr(p->s[i].labels, "version=\"" HPO_VERSION "\""));
             assert_non_null(strstr(p->s[i].labels, "blas_core=\""));
+            assert_non_null(strstr(p->s[i].labels, eng_backend_cpu()->gemm_bf16 ? "cpu_bf16=\"yes\"" : "cpu_bf16=\"no\""));
         }
     assert_int_equal(build, 1);
     free(p);

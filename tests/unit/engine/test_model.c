@@ -345,6 +345,44 @@ static void test_bf16_input_batches(void **state) {
     eng_model_free(c);
 }
 
+/* A CPU whose oneDNN cannot run bf16 (backend.h: gemm_bf16 NULL; an AVX2
+ * CPU, or ONEDNN_MAX_CPU_ISA below AVX-512): mixed_bf16 training is
+ * refused naming training.precision, and a model left in mixed_bf16 (as a
+ * GPU run leaves it) still runs, in f32, with the fp32 model's logits. */
+static void test_no_bf16_backend(void **state) {
+    (void)state;
+    eng_backend no_bf16 = *eng_backend_cpu();
+    no_bf16.gemm_bf16 = NULL;
+    eng_model *a = small_model(small_cnn), *b = small_model(small_cnn);
+    a->be = b->be = &no_bf16;
+    eng_dataset *ds = synth(64, 5);
+    eng_split tr;
+    assert_int_equal(eng_split_all(ds, &tr), 0);
+    eng_train_opts o;
+    eng_train_opts_init(&o);
+    o.epochs = 1;
+    o.batch_size = 16;
+    o.precision = ENG_PREC_BF16;
+    eng_train_result r;
+    hpo_error err = {{0}, {0}};
+    assert_int_equal(eng_train(a, &tr, NULL, &o, &r, &err), HPO_EUNSUPPORTED);
+    printf("  mixed_bf16 without bf16 kernels: %s (%s)\n", err.message, err.field);
+    assert_string_equal(err.field, "training.precision");
+    assert_non_null(strstr(err.message, "AVX-512"));
+    int B = 16;
+    assert_int_equal(eng_model_reserve(a, B, ENG_PREC_BF16), 0);
+    assert_int_equal(eng_model_reserve(b, B, ENG_PREC_FP32), 0);
+    for (int i = 0; i < B * 64; i++) a->input[i] = b->input[i] = (float)(i % 251) / 251.0f;
+    const float *oa, *ob;
+    assert_int_equal(eng_model_forward(a, B, 0, &oa), 0);
+    assert_int_equal(eng_model_forward(b, B, 0, &ob), 0);
+    assert_memory_equal(oa, ob, (size_t)B * 4 * sizeof(float));
+    printf("  a model left in mixed_bf16 runs in f32 there: logits bit-identical to fp32\n");
+    eng_split_clear(&tr);
+    eng_dataset_release(ds);
+    eng_model_free(a), eng_model_free(b);
+}
+
 static int count_cb(const eng_epoch_report *r, void *user) {
     (*(int *)user)++;
     return r->epoch >= 2 && *(int *)user < 0; /* never: counts only */
@@ -582,6 +620,7 @@ int main(void) {
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_fused_update),
         cmocka_unit_test(test_bf16_input_batches),
+        cmocka_unit_test(test_no_bf16_backend),
         cmocka_unit_test(test_checkpoint_resume_bit_identical),
         cmocka_unit_test(test_checkpoint_resume_data_parallel),
         cmocka_unit_test(test_divergence_stop_and_fp16),
