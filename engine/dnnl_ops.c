@@ -343,8 +343,13 @@ double eng_conv2d_flops(const eng_conv2d_shape *s) {
  * reorder per call beats plain HWIO (which only gets gemm:jit, im2col) for
  * every op but f32 backward-data: f32 fwd 2.1 vs 3.7 ms, f32 bwd_w 1.7 vs
  * 4.8 ms, bf16 fwd 3.2 vs 37.8 ms, bf16 bwd_d 1.0 vs 4.3 ms, bf16 bwd_w 2.6
- * vs 8.7 ms; f32 bwd_d 9.6 vs 5.5 ms (plain wins). HPO_DNNL_CONV_WEIGHTS=
- * plain|any overrides the table (read once). */
+ * vs 8.7 ms; f32 bwd_d 9.6 vs 5.5 ms (plain wins). Below AVX-512 (an AVX2
+ * CPU, or ONEDNN_MAX_CPU_ISA=AVX2) every op gets plain HWIO: there oneDNN
+ * 2.6's jit:avx2 backward-weights kernel with blocked weights (ABcd8b8a)
+ * writes 16 bytes past a 432-byte buffer of its own for a 3x3 conv of 4 to
+ * 6 channels, and the heap breaks (valgrind; test_weights aborted in 2 runs
+ * of 3), while gemm:jit with plain weights runs clean.
+ * HPO_DNNL_CONV_WEIGHTS=plain|any overrides all of it (read once). */
 static int weights_any(int op, int bf16) {
     static atomic_int forced = -2; /* worker threads race to set the same value */
     int f = atomic_load_explicit(&forced, memory_order_relaxed);
@@ -354,6 +359,7 @@ static int weights_any(int op, int bf16) {
         atomic_store_explicit(&forced, f, memory_order_relaxed);
     }
     if (f >= 0) return f;
+    if (!dnnl_isa_has(dnnl_cpu_isa_avx512_core)) return 0;
     return !(op == OP_CONV_BWD_D && !bf16);
 }
 
