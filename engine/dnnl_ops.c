@@ -356,10 +356,10 @@ static int weights_any(int op, int bf16) {
     if (f == -2) {
         const char *e = getenv("HPO_DNNL_CONV_WEIGHTS");
         f = !e ? -1 : strcmp(e, "any") == 0 ? 1 : strcmp(e, "plain") == 0 ? 0 : -1;
+        if (f < 0 && !dnnl_isa_has(dnnl_cpu_isa_avx512_core)) f = 0;
         atomic_store_explicit(&forced, f, memory_order_relaxed);
     }
     if (f >= 0) return f;
-    if (!dnnl_isa_has(dnnl_cpu_isa_avx512_core)) return 0;
     return !(op == OP_CONV_BWD_D && !bf16);
 }
 
