@@ -147,7 +147,9 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
         goto fail;
     }
     if (o->precision == ENG_PREC_BF16 && !m->be->gemm_bf16) {
-        rc = hpo_fail(err, HPO_EUNSUPPORTED, "training.precision", "mixed_bf16 is not available here: oneDNN's bf16 kernels need a CPU with AVX-512 (use fp32 or mixed_fp16)");
+        rc = hpo_fail(err, HPO_EUNSUPPORTED, "training.precision",
+                      "mixed_bf16 is not available here: oneDNN's bf16 kernels need a CPU with AVX-512 "
+                      "(use fp32 or mixed_fp16)");
         goto fail;
     }
     if ((rc = eng_train_check_data(m, train, err)) || (val && (rc = eng_train_check_data(m, val, err)))) goto fail;
