@@ -67,14 +67,44 @@ class Hpod:
         self.proc.wait(timeout=10)
         self.proc.stdout.close()
 
-    def stop(self):
-        """SIGTERM and wait: a graceful shutdown must exit 0."""
+    def stop(self, timeout=None, strict=True):
+        """SIGTERM and wait: a graceful shutdown must exit 0. One that exits
+        otherwise prints the log's tail and raises (returns the code when
+        not strict); one that hangs past `timeout` (default 20 s;
+        HPO_TEST_STOP_TIMEOUT) prints every thread's stack and the log's
+        tail, is killed, and raises. So a shutdown's sanitizer report fails
+        the test even from a finally clause."""
         if self.proc and self.proc.poll() is None:
+            timeout = timeout or float(os.environ.get("HPO_TEST_STOP_TIMEOUT", "20"))
             self.proc.send_signal(signal.SIGTERM)
-            rc = self.proc.wait(timeout=20)
+            try:
+                rc = self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                print("hpod (pid %d) did not stop %g s after SIGTERM; its threads:\n%s\nits log's tail:\n%s"
+                      % (self.proc.pid, timeout, self.thread_stacks(), self.log_tail(60)), flush=True)
+                self.proc.kill()
+                self.proc.wait()
+                self.proc.stdout.close()
+                raise
             self.proc.stdout.close()
+            if rc != 0:  # a sanitizer's report, a crash in the shutdown: the log says
+                print("hpod exited %d after SIGTERM; its log's tail:\n%s" % (rc, self.log_tail(60)), flush=True)
+                if strict:
+                    raise AssertionError("hpod exited %d after SIGTERM (a graceful shutdown exits 0)" % rc)
             return rc
         return self.proc.returncode if self.proc else 0
+
+    def thread_stacks(self):
+        """Every thread's backtrace, read with gdb (bounded: 60 s)."""
+        gdb = shutil.which("gdb")
+        if not gdb:
+            return "(gdb not found)"
+        try:
+            out = subprocess.run([gdb, "-p", str(self.proc.pid), "-batch", "-nx", "-ex", "set pagination off",
+                                  "-ex", "thread apply all bt"], capture_output=True, timeout=60)
+            return out.stdout.decode(errors="replace")[-20000:]
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return "(gdb failed: %s)" % e
 
     def cleanup(self):
         if self.proc and self.proc.poll() is None:
