@@ -4,6 +4,7 @@ Standard library only. Every test gets a fresh data directory; hpod is
 started with --port 0 and the port is read from its first stdout line.
 """
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -27,11 +28,26 @@ def parse_args():
     return args
 
 
+# The data dirs the harness made. A test that restarts hpod on the same dir
+# (Hpod(binary, data_dir=hp.data_dir)) often drops the object that made it,
+# so cleanup() of the last one does not own it: they are removed at exit
+# too (up to 24 MB each; CI's disk is not large).
+_made_dirs = []
+
+
+@atexit.register
+def _remove_made_dirs():
+    for d in _made_dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 class Hpod:
     def __init__(self, binary, data_dir=None, args=()):
         self.binary = binary
         self.own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="hpo-test-")
+        if self.own_dir:
+            _made_dirs.append(self.data_dir)
         self.args = list(args)
         self.proc = None
         self.port = None
