@@ -138,7 +138,7 @@ def main():
         c.check(rc == 0 and out.count("\n") == 1 and json.loads(out) == t, "trial --json: one line")
         # reals as hpod sends them, in their shortest round-trip form (jansson alone writes lr as %.17g)
         rc2, lr_text, _ = hpo("trial", trials[0], "--field", "params.lr")
-        export = os.path.join(tempfile.mkdtemp(prefix="hpo-cli-"), "s.json")
+        export = os.path.join(tmp, "export.json")
         rc3, _, _ = hpo("study", "export", sid, "-o", export)
         with open(export) as f:
             export_text = f.read()
