@@ -220,51 +220,86 @@ static int is_busy(const api_job *busy, size_t n_busy, int kind, int64_t id) {
     return 0;
 }
 
+/* The running trials of a study that run on this node (me) in no slot: 1
+ * if there is one. A read only, without the study: most ticks find none. */
+static int has_orphan(const sto_trial *t, size_t nt, int64_t me, const api_job *busy, size_t n_busy) {
+    for (size_t k = 0; k < nt; k++)
+        if (t[k].node_id == me && !is_busy(busy, n_busy, API_JOB_TRIAL, t[k].id)) return 1;
+    return 0;
+}
+
+/* Queues again the study's running trials that no slot runs, under the
+ * study's lock (the read that found them was not). */
+static int reap_trials(api_ctx *ctx, int64_t study_id, int64_t me, const api_job *busy, size_t n_busy) {
+    sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
+    sto_trial *t = NULL;
+    size_t nt = 0;
+    int found = sto_trial_list(ctx->db, study_id, &f, &t, &nt) == 0 && has_orphan(t, nt, me, busy, n_busy);
+    sto_trial_list_free(t, nt);
+    api_study *st;
+    if (!found || api_study_acquire(ctx, study_id, &st)) return 0;
+    int reaped = 0;
+    t = NULL;
+    nt = 0;
+    pthread_mutex_lock(&st->lock);
+    if (sto_trial_list(ctx->db, st->id, &f, &t, &nt) == 0) {
+        for (size_t k = 0; k < nt; k++) {
+            if (t[k].node_id != me || is_busy(busy, n_busy, API_JOB_TRIAL, t[k].id)) continue;
+            char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)t[k].id, "number",
+                                                  (json_int_t)t[k].number, "reason",
+                                                  "no worker runs it (its outcome could not be stored)"));
+            sto_event_in ev = {"trial_requeued", data};
+            if (sto_trial_requeue_ev(ctx->db, t[k].id, &ev) == 0) {
+                HPO_WARN("trial %lld (study %lld #%lld) was running without a worker: queued again",
+                         (long long)t[k].id, (long long)st->id, (long long)t[k].number);
+                reaped++;
+            }
+            free(data);
+        }
+    }
+    pthread_mutex_unlock(&st->lock);
+    sto_trial_list_free(t, nt);
+    api_study_release(ctx, st);
+    return reaped;
+}
+
+/* Queues again the study's running model jobs that no slot runs. */
+static int reap_models(api_ctx *ctx, int64_t study_id, int64_t me, const api_job *busy, size_t n_busy) {
+    sto_model *m = NULL;
+    size_t nm = 0;
+    int reaped = 0;
+    if (sto_model_list(ctx->db, study_id, -1, &m, &nm) == 0) {
+        for (size_t k = 0; k < nm; k++) {
+            if (m[k].state != STO_MODEL_RUNNING || m[k].node_id != me || is_busy(busy, n_busy, API_JOB_MODEL, m[k].id))
+                continue;
+            if (sto_model_requeue(ctx->db, m[k].id) == 0) {
+                HPO_WARN("model %lld (study %lld) was running without a worker: queued again", (long long)m[k].id,
+                         (long long)study_id);
+                reaped++;
+            }
+        }
+    }
+    sto_model_list_free(m, nm);
+    return reaped;
+}
+
+/* Every embedded study of the queue, finished ones too (a refit runs after
+ * its study completed), is read from storage, not loaded: loading parses the
+ * definition, and that opens the study's dataset (embedded.c), which at a
+ * start decoded every finished study's dataset on the scheduler's thread
+ * before it answered anything, SIGTERM included. Only a study with an
+ * orphan is loaded, for its lock. */
 int api_jobs_reap(api_ctx *ctx, const api_job *busy, size_t n_busy) {
     if (api_disk_wait(ctx) > 0) return 0; /* it would fail the same way: after the back-off */
     int64_t me = sto_node_current(ctx->db); /* the jobs of other nodes are theirs (or nodes.c's) */
-    api_study **sts;
-    size_t n = embedded_studies(ctx, ~0u, &sts);
+    int64_t *ids = NULL;
+    size_t n = api_queue_list(ctx, ~0u, &ids);
     int reaped = 0;
     for (size_t i = 0; i < n; i++) {
-        api_study *st = sts[i];
-        sto_trial_filter f = {.state = STO_TRIAL_RUNNING, .order = STO_ORDER_NUMBER};
-        sto_trial *t = NULL;
-        size_t nt = 0;
-        pthread_mutex_lock(&st->lock);
-        if (sto_trial_list(ctx->db, st->id, &f, &t, &nt) == 0) {
-            for (size_t k = 0; k < nt; k++) {
-                if (t[k].node_id != me || is_busy(busy, n_busy, API_JOB_TRIAL, t[k].id)) continue;
-                char *data = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)t[k].id, "number",
-                                                      (json_int_t)t[k].number, "reason",
-                                                      "no worker runs it (its outcome could not be stored)"));
-                sto_event_in ev = {"trial_requeued", data};
-                if (sto_trial_requeue_ev(ctx->db, t[k].id, &ev) == 0) {
-                    HPO_WARN("trial %lld (study %lld #%lld) was running without a worker: queued again",
-                             (long long)t[k].id, (long long)st->id, (long long)t[k].number);
-                    reaped++;
-                }
-                free(data);
-            }
-        }
-        pthread_mutex_unlock(&st->lock);
-        sto_trial_list_free(t, nt);
-        sto_model *m = NULL;
-        size_t nm = 0;
-        if (sto_model_list(ctx->db, st->id, -1, &m, &nm) == 0) {
-            for (size_t k = 0; k < nm; k++) {
-                if (m[k].state != STO_MODEL_RUNNING || m[k].node_id != me || is_busy(busy, n_busy, API_JOB_MODEL, m[k].id))
-                    continue;
-                if (sto_model_requeue(ctx->db, m[k].id) == 0) {
-                    HPO_WARN("model %lld (study %lld) was running without a worker: queued again", (long long)m[k].id,
-                             (long long)st->id);
-                    reaped++;
-                }
-            }
-        }
-        sto_model_list_free(m, nm);
+        reaped += reap_trials(ctx, ids[i], me, busy, n_busy);
+        reaped += reap_models(ctx, ids[i], me, busy, n_busy);
     }
-    release_all(ctx, sts, n);
+    free(ids);
     if (reaped) api_events_wake(ctx);
     return reaped;
 }

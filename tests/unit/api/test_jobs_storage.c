@@ -11,7 +11,8 @@
  *   of it, the trial is queued again and resumes from the epoch before, so
  *   the curve has no gap (seen once in api.test_nodes: a stalled node's
  *   epoch not stored, its checkpoint written, the resume past it);
- * - api_jobs_reap queues again what no busy slot runs, nothing else;
+ * - api_jobs_reap queues again what no busy slot runs, nothing else, and
+ *   loads no finished study (its dataset) to find out;
  * - a study deleted while a worker trains its trial (and a new study at
  *   once): the worker stores nothing more, anywhere (ids are never reused),
  *   and leaves no files;
@@ -217,6 +218,28 @@ static void test_reap(void **state) {
     teardown();
 }
 
+/* After a restart, the reap reads the finished studies from storage
+ * without loading them: a load parses the definition, which decodes the
+ * study's dataset (once on the scheduler's thread before hpod answered
+ * anything, SIGTERM included). */
+static void test_reap_loads_no_finished_study(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_decref(call("POST", "/api/v1/studies", study_json, &status));
+    assert_int_equal(status, 201);
+    assert_int_equal(run_jobs(), 1);
+    assert_int_equal(raw_int("SELECT state FROM studies"), STO_STUDY_COMPLETE);
+    api_ctx_free(ctx); /* the restart: a new api on the same database */
+    eng_dataset_cache_clear();
+    api_options opt = {.data_dir = dir};
+    assert_int_equal(api_ctx_new(db, &opt, &ctx), 0);
+    assert_int_equal(api_jobs_reap(ctx, NULL, 0), 0);
+    printf("datasets decoded by the reap of a finished study: %zu\n", eng_dataset_cache_size());
+    assert_int_equal(eng_dataset_cache_size(), 0);
+    teardown();
+}
+
 typedef struct job_thread {
     api_job job;
     int rc;
@@ -340,6 +363,7 @@ int main(void) {
         cmocka_unit_test(test_full_database_mid_trial),
         cmocka_unit_test(test_epoch_not_stored_no_gap),
         cmocka_unit_test(test_reap),
+        cmocka_unit_test(test_reap_loads_no_finished_study),
         cmocka_unit_test(test_deleted_study_job_stores_nothing),
         cmocka_unit_test(test_device_kind),
         cmocka_unit_test(test_slot_train_opts),
