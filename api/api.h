@@ -19,8 +19,10 @@
  *   study are serialised by it (they also write storage under it, so the
  *   trial numbers storage assigns match the tuner's), different studies run
  *   in parallel. The cache's mutex guards the table and the reference
- *   counts; a study's first load (replaying its history) runs under it, so
- *   two threads never load one study twice. The lock order is in jobs.h.
+ *   counts; a study's first load (replaying its history, opening an
+ *   embedded study's dataset) runs outside it, marked as under way, so two
+ *   threads never load one study twice and no request waits for another
+ *   study's load. The lock order is in jobs.h.
  * - The work hpod does on its worker slots (training, refits, ensembles) is
  *   the job layer, jobs.h; the server's scheduler and workers use that.
  * - Leases: an asked trial of an external study holds a lease of the

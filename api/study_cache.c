@@ -6,15 +6,25 @@
 
 #include "api_internal.h"
 
+/* A study being loaded, outside the cache's lock. */
+typedef struct loading {
+    int64_t id;
+    int forgotten; /* api_study_forget came during the load: the result is dropped */
+} loading;
+
 typedef struct api_cache {
     pthread_mutex_t lock;
+    pthread_cond_t loaded; /* broadcast when a load ends */
     api_study **items;
     size_t n, cap;
+    loading *loads;
+    size_t n_loads, cap_loads;
 } api_cache;
 
 int api_cache_new(api_ctx *ctx) {
     api_cache *c = hpo_xcalloc(1, sizeof *c);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->loaded, NULL);
     ctx->cache = c;
     return 0;
 }
@@ -51,6 +61,8 @@ void api_cache_free(api_ctx *ctx) {
     if (!c) return;
     for (size_t i = 0; i < c->n; i++) study_free(c->items[i]);
     free(c->items);
+    free(c->loads); /* empty: no request or job outlives the api */
+    pthread_cond_destroy(&c->loaded);
     pthread_mutex_destroy(&c->lock);
     free(c);
     ctx->cache = NULL;
@@ -232,21 +244,50 @@ fail:
     return rc;
 }
 
+/* The cached study id, or NULL (under the lock). */
+static api_study *cached(const api_cache *c, int64_t id) {
+    for (size_t i = 0; i < c->n; i++)
+        if (c->items[i]->id == id) return c->items[i];
+    return NULL;
+}
+
+/* The load of study id under way, or NULL (under the lock). */
+static loading *load_of(const api_cache *c, int64_t id) {
+    for (size_t i = 0; i < c->n_loads; i++)
+        if (c->loads[i].id == id) return &c->loads[i];
+    return NULL;
+}
+
+/* A study's first load replays its history and parses its definition, which
+ * opens an embedded study's dataset: seconds for a large one. It runs
+ * outside the cache's lock, so requests for other studies go on; a thread
+ * that asks for the same study meanwhile waits for that load (a study is
+ * never loaded twice at once). */
 int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out) {
     api_cache *c = ctx->cache;
     pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < c->n; i++) {
-        if (c->items[i]->id == id) {
-            c->items[i]->refs++;
-            *out = c->items[i];
-            pthread_mutex_unlock(&c->lock);
-            return 0;
-        }
+    api_study *hit;
+    while (!(hit = cached(c, id)) && load_of(c, id)) pthread_cond_wait(&c->loaded, &c->lock);
+    if (hit) {
+        hit->refs++;
+        *out = hit;
+        pthread_mutex_unlock(&c->lock);
+        return 0;
     }
-    /* Loading under the cache lock keeps two threads from loading the same
-     * study; it happens once per study per process. */
+    if (c->n_loads == c->cap_loads) {
+        c->cap_loads = c->cap_loads ? 2 * c->cap_loads : 4;
+        c->loads = hpo_xrealloc(c->loads, c->cap_loads * sizeof *c->loads);
+    }
+    c->loads[c->n_loads++] = (loading){id, 0};
+    pthread_mutex_unlock(&c->lock);
+
     api_study *st = NULL;
     int rc = study_load(ctx, id, &st);
+
+    pthread_mutex_lock(&c->lock);
+    loading *l = load_of(c, id);
+    if (rc == 0 && l->forgotten) rc = HPO_ENOTFOUND; /* deleted meanwhile */
+    *l = c->loads[--c->n_loads];
     if (rc == 0) {
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 16;
@@ -255,8 +296,11 @@ int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out) {
         st->refs = 2; /* the cache's and the caller's */
         c->items[c->n++] = st;
         *out = st;
+        st = NULL;
     }
+    pthread_cond_broadcast(&c->loaded);
     pthread_mutex_unlock(&c->lock);
+    study_free(st); /* loaded but forgotten meanwhile */
     return rc;
 }
 
@@ -280,6 +324,8 @@ void api_study_forget(api_ctx *ctx, int64_t id) {
             break;
         }
     }
+    loading *l = load_of(c, id);
+    if (l) l->forgotten = 1;
     pthread_mutex_unlock(&c->lock);
     if (st) api_study_release(ctx, st);
 }
