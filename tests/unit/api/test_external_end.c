@@ -29,16 +29,10 @@
 
 #include "api.h"
 #include "jobs.h"
+#include "api/api_testutil.h"
 
 static json_t *call(api_ctx *ctx, const char *method, const char *path, const char *body, int *status) {
-    api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};
-    api_response resp;
-    api_handle(ctx, &req, &resp);
-    *status = resp.status;
-    json_t *j = resp.body_len ? json_loadb(resp.body, resp.body_len, 0, NULL) : NULL;
-    if (resp.stream_free) resp.stream_free(resp.stream_arg);
-    api_response_clear(&resp);
-    return j;
+    return api_test_call(ctx, method, path, body, status);
 }
 
 /* A call that must answer want; returns its JSON. */

@@ -40,21 +40,14 @@
 #include "data_dir.h"
 #include "jobs_internal.h"
 #include "train.h"
+#include "api/api_testutil.h"
 
 static char dir[64];
 static sto_db *db;
 static api_ctx *ctx;
 
 static json_t *call(const char *method, const char *path, const char *body, int *status) {
-    api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};
-    api_response resp;
-    api_handle(ctx, &req, &resp);
-    *status = resp.status;
-    json_t *j = resp.body_len && resp.content_type && strstr(resp.content_type, "json")
-                    ? json_loadb(resp.body, resp.body_len, 0, NULL)
-                    : NULL;
-    api_response_clear(&resp);
-    return j;
+    return api_test_call(ctx, method, path, body, status);
 }
 
 /* One value read straight from the database (sto_db_query_int takes the

@@ -26,19 +26,14 @@
 #include "jobs_internal.h"
 #include "model.h"
 #include "train.h"
+#include "api/api_testutil.h"
 
 static char dir[64];
 static sto_db *db;
 static api_ctx *ctx;
 
 static json_t *call(const char *method, const char *path, const char *body, int *status) {
-    api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};
-    api_response resp;
-    api_handle(ctx, &req, &resp);
-    *status = resp.status;
-    json_t *j = resp.body_len ? json_loadb(resp.body, resp.body_len, 0, NULL) : NULL;
-    api_response_clear(&resp);
-    return j;
+    return api_test_call(ctx, method, path, body, status);
 }
 
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {

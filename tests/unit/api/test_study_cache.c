@@ -31,6 +31,7 @@
 #include "api_internal.h"
 #include "data.h"
 #include "db_internal.h"
+#include "api/api_testutil.h"
 
 #define REAL_DIR "/usr/share/datasets/fashion-mnist"
 static const char *files[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"};
@@ -40,15 +41,7 @@ static sto_db *db;
 static api_ctx *ctx;
 
 static json_t *call(const char *method, const char *path, const char *body, int *status) {
-    api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};
-    api_response resp;
-    api_handle(ctx, &req, &resp);
-    *status = resp.status;
-    json_t *j = resp.body_len && resp.content_type && strstr(resp.content_type, "json")
-                    ? json_loadb(resp.body, resp.body_len, 0, NULL)
-                    : NULL;
-    api_response_clear(&resp);
-    return j;
+    return api_test_call(ctx, method, path, body, status);
 }
 
 static int64_t create(const char *body) {

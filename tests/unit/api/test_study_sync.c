@@ -33,6 +33,7 @@
 
 #include "api_internal.h"
 #include "storage/sto_testutil.h"
+#include "api/api_testutil.h"
 
 typedef struct node {
     sto_db *db;
@@ -74,14 +75,7 @@ static int teardown(void **state) {
 }
 
 static json_t *call(api_ctx *ctx, const char *method, const char *path, const char *body, int *status) {
-    api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};
-    api_response resp;
-    api_handle(ctx, &req, &resp);
-    *status = resp.status;
-    json_t *j = resp.body_len ? json_loadb(resp.body, resp.body_len, 0, NULL) : NULL;
-    if (resp.stream_free) resp.stream_free(resp.stream_arg);
-    api_response_clear(&resp);
-    return j;
+    return api_test_call(ctx, method, path, body, status);
 }
 
 static json_t *must(api_ctx *ctx, const char *method, const char *path, const char *body, int want) {
