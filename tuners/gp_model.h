@@ -103,6 +103,40 @@ double tun_log_h(double z, double *dlogh);
  * gradients with respect to mu and var into dmu, dvar (may be NULL). */
 double tun_log_ei(double mu, double var, double best, double *dmu, double *dvar);
 
+/* ---- quadratic trend (gp_trend.c) ----
+ * The bayesian sampler's prior mean (universal kriging, with the trend's
+ * coefficients plugged in): f(u) = trend(u) + scale * g(u), g the GP of
+ * the standardised residuals. trend(u) = b0 + sum_k b_k (u_k - 1/2) +
+ * sum_k c_k (u_k - 1/2)^2, the squares only for the columns marked quad
+ * (numeric ones) and only with c_k >= 0: a least-squares fit with a ridge
+ * of TUN_GP_TREND_RIDGE * n on every coefficient but b0, then the most
+ * negative square dropped and the rest refitted until none is negative. A
+ * bowl the data support is extrapolated towards its bottom where the
+ * stationary GP alone falls back to the mean; a concave direction is left
+ * to the GP, so the trend never pushes the search into a corner. Fitted
+ * only with at least TUN_GP_TREND_POINTS_PER_FEATURE points per
+ * coefficient; otherwise (or when the fit is singular) on = 0 and the
+ * functions below leave everything as it is. */
+#define TUN_GP_TREND_RIDGE 1e-3
+#define TUN_GP_TREND_POINTS_PER_FEATURE 2
+typedef struct tun_gp_trend {
+    int on;
+    int d, p;
+    int *feat;     /* p features: 0 the intercept, 1 + k column k, 1 + d + k its square */
+    double *beta;  /* their coefficients */
+    double scale;  /* RMS of the residuals, which g models in units of it */
+} tun_gp_trend;
+/* Fits the trend to (U, y) (n points of d columns; quad: d flags) and
+ * replaces y by the residuals over scale. HPO_ENOMEM. */
+int tun_gp_trend_fit(tun_gp_trend *tr, int n, int d, const double *U, const unsigned char *quad, double *y);
+void tun_gp_trend_clear(tun_gp_trend *tr);
+/* trend(u); grad (d doubles, may be NULL) its gradient. 0 when off. */
+double tun_gp_trend_eval(const tun_gp_trend *tr, const double *u, double *grad);
+/* Turns the GP's prediction of g at u (mu, var and their gradients dmu,
+ * dvar, which may be NULL) into f's, in place. */
+void tun_gp_trend_apply(const tun_gp_trend *tr, const double *u, double *mu, double *var, double *dmu,
+                        double *dvar);
+
 /* ---- expected hypervolume improvement (ehvi.c) ----
  * For several objectives (minimised, m <= TUN_MAX_OBJECTIVES): the region
  * below ref that the front does not dominate, cut into disjoint boxes once

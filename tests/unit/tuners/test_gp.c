@@ -127,6 +127,44 @@ static void test_log_ei(void **state) {
     assert_true(maxrel < 1e-5);
 }
 
+/* The posterior at x: the GP's, plus the trend when tr. */
+static void posterior(const tun_gp *gp, const tun_gp_trend *tr, const double *x, double *mu, double *var,
+                      double *dmu, double *dvar) {
+    tun_gp_predict(gp, x, mu, var, dmu, dvar);
+    if (tr) tun_gp_trend_apply(tr, x, mu, var, dmu, dvar);
+}
+
+/* Input gradients of the posterior mean, variance and log EI (against best)
+ * at 20 random points against central differences: max relative errors. */
+static void posterior_gradient_errors(const tun_gp *gp, const tun_gp_trend *tr, double best, hpo_rng *r,
+                                      double *maxrel_mu, double *maxrel_var, double *maxrel_ei) {
+    enum { D_MAX = 8 };
+    int d = gp->d;
+    *maxrel_mu = *maxrel_var = *maxrel_ei = 0.0;
+    for (int t = 0; t < 20; t++) {
+        double x[D_MAX], dmu[D_MAX], dvar[D_MAX], mu, var;
+        for (int k = 0; k < d; k++) x[k] = hpo_rng_uniform(r);
+        posterior(gp, tr, x, &mu, &var, dmu, dvar);
+        double dm, dv;
+        tun_log_ei(mu, var, best, &dm, &dv);
+        for (int k = 0; k < d; k++) {
+            double h = 1e-6, xp[D_MAX], xm[D_MAX], mp, vp, mm, vm;
+            memcpy(xp, x, sizeof xp);
+            memcpy(xm, x, sizeof xm);
+            xp[k] += h;
+            xm[k] -= h;
+            posterior(gp, tr, xp, &mp, &vp, NULL, NULL);
+            posterior(gp, tr, xm, &mm, &vm, NULL, NULL);
+            double fmu = (mp - mm) / (2 * h), fvar = (vp - vm) / (2 * h);
+            double fei = (tun_log_ei(mp, vp, best, NULL, NULL) - tun_log_ei(mm, vm, best, NULL, NULL)) / (2 * h);
+            double aei = dm * dmu[k] + dv * dvar[k];
+            *maxrel_mu = fmax(*maxrel_mu, fabs(fmu - dmu[k]) / fmax(1e-3, fabs(fmu)));
+            *maxrel_var = fmax(*maxrel_var, fabs(fvar - dvar[k]) / fmax(1e-3, fabs(fvar)));
+            *maxrel_ei = fmax(*maxrel_ei, fabs(fei - aei) / fmax(1e-3, fabs(fei)));
+        }
+    }
+}
+
 static void test_acquisition_gradient(void **state) {
     (void)state;
     enum { N = 25, D = 3 };
@@ -139,30 +177,8 @@ static void test_acquisition_gradient(void **state) {
     assert_int_equal(tun_gp_init(&gp, N, D, X, y), 0);
     double theta[D + 2] = {log(0.3), log(0.5), log(0.8), 0.2, log(1e-3)};
     assert_int_equal(tun_gp_set_theta(&gp, theta), 0);
-    double maxrel_mu = 0, maxrel_var = 0, maxrel_ei = 0;
-    for (int t = 0; t < 20; t++) {
-        double x[D], dmu[D], dvar[D], mu, var;
-        for (int k = 0; k < D; k++) x[k] = hpo_rng_uniform(&r);
-        tun_gp_predict(&gp, x, &mu, &var, dmu, dvar);
-        double dm, dv;
-        tun_log_ei(mu, var, gp.y_best, &dm, &dv);
-        for (int k = 0; k < D; k++) {
-            double h = 1e-6, xp[D], xm[D], mp, vp, mm, vm;
-            memcpy(xp, x, sizeof xp);
-            memcpy(xm, x, sizeof xm);
-            xp[k] += h;
-            xm[k] -= h;
-            tun_gp_predict(&gp, xp, &mp, &vp, NULL, NULL);
-            tun_gp_predict(&gp, xm, &mm, &vm, NULL, NULL);
-            double fmu = (mp - mm) / (2 * h), fvar = (vp - vm) / (2 * h);
-            double fei = (tun_log_ei(mp, vp, gp.y_best, NULL, NULL) -
-                          tun_log_ei(mm, vm, gp.y_best, NULL, NULL)) / (2 * h);
-            double aei = dm * dmu[k] + dv * dvar[k];
-            maxrel_mu = fmax(maxrel_mu, fabs(fmu - dmu[k]) / fmax(1e-3, fabs(fmu)));
-            maxrel_var = fmax(maxrel_var, fabs(fvar - dvar[k]) / fmax(1e-3, fabs(fvar)));
-            maxrel_ei = fmax(maxrel_ei, fabs(fei - aei) / fmax(1e-3, fabs(fei)));
-        }
-    }
+    double maxrel_mu, maxrel_var, maxrel_ei;
+    posterior_gradient_errors(&gp, NULL, gp.y_best, &r, &maxrel_mu, &maxrel_var, &maxrel_ei);
     printf("posterior/logEI input gradients vs central differences: max rel err mu %.3g var %.3g "
            "logEI %.3g\n", maxrel_mu, maxrel_var, maxrel_ei);
     assert_true(maxrel_mu < 1e-5 && maxrel_var < 1e-4 && maxrel_ei < 1e-4);
@@ -176,6 +192,153 @@ static void test_acquisition_gradient(void **state) {
         assert_true(fabs(m - mb[i]) < 1e-10 && fabs(v - vb[i]) < 1e-10);
     }
     tun_gp_clear(&gp);
+}
+
+/* ---- the quadratic trend (gp_trend.c) ---- */
+
+/* A bowl in columns 0 and 2, concave in column 1, linear in all three. */
+static double bowl(const double *u) {
+    double a = u[0] - 0.5, b = u[1] - 0.5, c = u[2] - 0.5;
+    return 2.0 + 1.5 * a - 0.7 * b + 0.3 * c + 4.0 * a * a - 3.0 * b * b + 2.5 * c * c;
+}
+
+/* Naive reference: Gaussian elimination with partial pivoting on the ridge
+ * normal equations of the features phi (rows of p). */
+static void naive_ridge(int n, int p, const double *phi, const double *y, double ridge, double *beta) {
+    double A[16 * 17];
+    for (int a = 0; a < p; a++) {
+        for (int c = 0; c <= p; c++) A[a * (p + 1) + c] = 0.0;
+        for (int i = 0; i < n; i++) {
+            for (int c = 0; c < p; c++) A[a * (p + 1) + c] += phi[i * p + a] * phi[i * p + c];
+            A[a * (p + 1) + p] += phi[i * p + a] * y[i];
+        }
+        if (a > 0) A[a * (p + 1) + a] += ridge * n;
+    }
+    for (int c = 0; c < p; c++) {
+        int piv = c;
+        for (int a = c + 1; a < p; a++)
+            if (fabs(A[a * (p + 1) + c]) > fabs(A[piv * (p + 1) + c])) piv = a;
+        for (int k = 0; k <= p; k++) {
+            double t = A[c * (p + 1) + k];
+            A[c * (p + 1) + k] = A[piv * (p + 1) + k];
+            A[piv * (p + 1) + k] = t;
+        }
+        for (int a = 0; a < p; a++) {
+            if (a == c) continue;
+            double f = A[a * (p + 1) + c] / A[c * (p + 1) + c];
+            for (int k = c; k <= p; k++) A[a * (p + 1) + k] -= f * A[c * (p + 1) + k];
+        }
+    }
+    for (int a = 0; a < p; a++) beta[a] = A[a * (p + 1) + p] / A[a * (p + 1) + a];
+}
+
+static void test_trend_fit(void **state) {
+    (void)state;
+    enum { N = 40, D = 3, P = 6 }; /* intercept, 3 linear, squares of columns 0 and 2 */
+    hpo_rng r;
+    hpo_rng_seed(&r, 11);
+    double U[N * D], y[N], y0[N], phi[N * P];
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < D; k++) U[i * D + k] = hpo_rng_uniform(&r);
+        y[i] = y0[i] = bowl(U + i * D) + 0.05 * hpo_rng_normal(&r);
+        const double *u = U + i * D;
+        double row[P] = {1, u[0] - .5, u[1] - .5, u[2] - .5, (u[0] - .5) * (u[0] - .5), (u[2] - .5) * (u[2] - .5)};
+        memcpy(phi + i * P, row, sizeof row);
+    }
+    unsigned char quad[D] = {1, 1, 1};
+    tun_gp_trend tr;
+    assert_int_equal(tun_gp_trend_fit(&tr, N, D, U, quad, y), 0);
+    assert_true(tr.on);
+    assert_int_equal(tr.p, P); /* the concave square was dropped */
+    double beta[P];
+    naive_ridge(N, P, phi, y0, TUN_GP_TREND_RIDGE, beta);
+    double max_ref = 0.0, max_resid = 0.0, max_fd = 0.0;
+    for (int i = 0; i < N; i++) {
+        double ref = 0.0;
+        for (int a = 0; a < P; a++) ref += beta[a] * phi[i * P + a];
+        double t = tun_gp_trend_eval(&tr, U + i * D, NULL);
+        max_ref = fmax(max_ref, fabs(t - ref));
+        max_resid = fmax(max_resid, fabs(t + tr.scale * y[i] - y0[i]));
+    }
+    for (int t = 0; t < 20; t++) {
+        double u[D], g[D];
+        for (int k = 0; k < D; k++) u[k] = hpo_rng_uniform(&r);
+        tun_gp_trend_eval(&tr, u, g);
+        for (int k = 0; k < D; k++) {
+            double h = 1e-6, up[D], um[D];
+            memcpy(up, u, sizeof up);
+            memcpy(um, u, sizeof um);
+            up[k] += h;
+            um[k] -= h;
+            double fd = (tun_gp_trend_eval(&tr, up, NULL) - tun_gp_trend_eval(&tr, um, NULL)) / (2 * h);
+            max_fd = fmax(max_fd, fabs(fd - g[k]));
+        }
+    }
+    printf("trend vs naive ridge: max abs diff %.3g; residuals rebuild y to %.3g; gradient vs central "
+           "differences: max abs diff %.3g\n", max_ref, max_resid, max_fd);
+    assert_true(max_ref < 1e-9 && max_resid < 1e-12 && max_fd < 1e-7);
+    /* the fit is near the truth (the ridge shrinks it a little), linear in column 1 */
+    double u[D] = {0.8, 0.1, 0.3}, lo[D] = {0.8, 0.0, 0.3}, mid[D] = {0.8, 0.5, 0.3}, hi[D] = {0.8, 1.0, 0.3};
+    assert_true(fabs(tun_gp_trend_eval(&tr, u, NULL) - (bowl(u) + 3.0 * 0.16)) < 0.5);
+    assert_true(fabs(tun_gp_trend_eval(&tr, lo, NULL) + tun_gp_trend_eval(&tr, hi, NULL) -
+                     2.0 * tun_gp_trend_eval(&tr, mid, NULL)) < 1e-12);
+    /* a standardised residual */
+    double ss = 0.0;
+    for (int i = 0; i < N; i++) ss += y[i] * y[i];
+    assert_true(fabs(ss / N - 1.0) < 1e-12);
+    tun_gp_trend_clear(&tr);
+}
+
+/* Too few points: no trend, y and predictions untouched. */
+static void test_trend_off(void **state) {
+    (void)state;
+    enum { D = 3, N = 2 * (1 + 2 * D) - 1 };
+    hpo_rng r;
+    hpo_rng_seed(&r, 12);
+    double U[N * D], y[N], y0[N];
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < D; k++) U[i * D + k] = hpo_rng_uniform(&r);
+        y[i] = y0[i] = bowl(U + i * D);
+    }
+    unsigned char quad[D] = {1, 1, 1};
+    tun_gp_trend tr;
+    assert_int_equal(tun_gp_trend_fit(&tr, N, D, U, quad, y), 0);
+    assert_false(tr.on);
+    assert_memory_equal(y, y0, sizeof y);
+    double mu = 0.25, var = 0.5, dmu[D] = {1, 2, 3}, dvar[D] = {4, 5, 6};
+    tun_gp_trend_apply(&tr, U, &mu, &var, dmu, dvar);
+    assert_true(mu == 0.25 && var == 0.5 && dmu[2] == 3 && dvar[0] == 4);
+    tun_gp_trend_clear(&tr);
+}
+
+/* The posterior of f = trend + scale g, as the sampler uses it: its input
+ * gradients against central differences. */
+static void test_trend_posterior_gradient(void **state) {
+    (void)state;
+    enum { N = 30, D = 3 };
+    hpo_rng r;
+    hpo_rng_seed(&r, 13);
+    double U[N * D], y[N];
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < D; k++) U[i * D + k] = hpo_rng_uniform(&r);
+        y[i] = bowl(U + i * D) + sin(7.0 * U[i * D]);
+    }
+    unsigned char quad[D] = {1, 0, 1};
+    tun_gp_trend tr;
+    assert_int_equal(tun_gp_trend_fit(&tr, N, D, U, quad, y), 0);
+    assert_true(tr.on);
+    tun_gp gp;
+    assert_int_equal(tun_gp_init(&gp, N, D, U, y), 0);
+    double theta[D + 2] = {log(0.2), log(0.5), log(0.4), 0.0, log(1e-3)};
+    assert_int_equal(tun_gp_set_theta(&gp, theta), 0);
+    double best = INFINITY, max_mu, max_var, max_ei;
+    for (int i = 0; i < N; i++) best = fmin(best, tun_gp_trend_eval(&tr, U + i * D, NULL) + tr.scale * y[i]);
+    posterior_gradient_errors(&gp, &tr, best, &r, &max_mu, &max_var, &max_ei);
+    printf("trend + GP posterior/logEI input gradients vs central differences: max rel err mu %.3g var %.3g "
+           "logEI %.3g\n", max_mu, max_var, max_ei);
+    assert_true(max_mu < 1e-5 && max_var < 1e-4 && max_ei < 1e-4);
+    tun_gp_clear(&gp);
+    tun_gp_trend_clear(&tr);
 }
 
 static void test_interpolates(void **state) {
@@ -368,6 +531,9 @@ int main(void) {
         cmocka_unit_test(test_lml_gradient),
         cmocka_unit_test(test_log_ei),
         cmocka_unit_test(test_acquisition_gradient),
+        cmocka_unit_test(test_trend_fit),
+        cmocka_unit_test(test_trend_off),
+        cmocka_unit_test(test_trend_posterior_gradient),
         cmocka_unit_test(test_interpolates),
         cmocka_unit_test(test_noisy_fit),
         cmocka_unit_test(test_sampler_mixed),
