@@ -21,24 +21,14 @@
 #include "ensemble.h"
 #include "api_internal.h"
 #include "weights.h"
+#include "api/api_testutil.h"
 
 static char dir[64];
 static sto_db *db;
 static api_ctx *ctx;
 
 static json_t *call(const char *method, const char *path, const char *body, int *status, api_response *keep) {
-    api_request req = {.method = method, .path = path, .body = body, .body_len = body ? strlen(body) : 0};
-    api_response resp;
-    api_handle(ctx, &req, &resp);
-    *status = resp.status;
-    json_t *j = resp.body_len && resp.content_type && strstr(resp.content_type, "json")
-                    ? json_loadb(resp.body, resp.body_len, 0, NULL)
-                    : NULL;
-    if (keep)
-        *keep = resp;
-    else
-        api_response_clear(&resp);
-    return j;
+    return api_test_call_keep(ctx, method, path, body, status, keep);
 }
 
 /* Runs every queued job on this thread, as a worker would. */

@@ -140,15 +140,12 @@ static void test_pbt_population(void **state) {
         " \"training\": {\"max_epochs\": 4, \"batch_size\": 50},"
         " \"tuner\": {\"algorithm\": \"pbt\", \"seed\": 3, \"max_trials\": 12, \"population_size\": 4,"
         " \"perturbation_interval\": 1, \"quantile\": 0.25, \"resample_probability\": 0.25}}";
+    int64_t sid = api_test_create_study(ctx, body);
     int status;
-    json_t *s = call("POST", "/api/v1/studies", body, &status);
-    assert_int_equal(status, 201);
-    int64_t sid = json_integer_value(json_object_get(s, "id"));
-    json_decref(s);
     /* the default mutable parameters: the ones that keep the shapes */
     char url[128];
     snprintf(url, sizeof url, "/api/v1/studies/%lld", (long long)sid);
-    s = call("GET", url, NULL, &status);
+    json_t *s = call("GET", url, NULL, &status);
     json_t *mut = json_object_get(json_object_get(json_object_get(s, "definition"), "tuner"), "mutable");
     char *text = json_dumps(mut, JSON_COMPACT | JSON_ENCODE_ANY);
     assert_non_null(text);

@@ -65,12 +65,7 @@ static int64_t create_study(int max_epochs) {
              " \"training\": {\"max_epochs\": %d, \"batch_size\": 50},"
              " \"tuner\": {\"algorithm\": \"random\", \"seed\": 2, \"max_trials\": 1}}",
              max_epochs);
-    int status;
-    json_t *s = call("POST", "/api/v1/studies", body, &status);
-    assert_int_equal(status, 201);
-    int64_t id = json_integer_value(json_object_get(s, "id"));
-    json_decref(s);
-    return id;
+    return api_test_create_study(ctx, body);
 }
 
 static sto_trial trial_of(int64_t study) {

@@ -40,19 +40,6 @@ static char dir[64], pipes[96];
 static sto_db *db;
 static api_ctx *ctx;
 
-static json_t *call(const char *method, const char *path, const char *body, int *status) {
-    return api_test_call(ctx, method, path, body, status);
-}
-
-static int64_t create(const char *body) {
-    int status;
-    json_t *j = call("POST", "/api/v1/studies", body, &status);
-    assert_int_equal(status, 201);
-    int64_t id = json_integer_value(json_object_get(j, "id"));
-    json_decref(j);
-    return id;
-}
-
 /* A thread that acquires a study. */
 typedef struct acquirer {
     pthread_t th;
@@ -188,7 +175,7 @@ static void test_load_outside_the_lock(void **state) {
     assert_int_equal(sto_open(":memory:", STO_SYNC_NORMAL, &db), 0);
     api_options opt = {.data_dir = dir};
     assert_int_equal(api_ctx_new(db, &opt, &ctx), 0);
-    int64_t emb = create(embedded), ext = create(external);
+    int64_t emb = api_test_create_study(ctx, embedded), ext = api_test_create_study(ctx, external);
     restart_on_pipes();
 
     /* one thread loads the embedded study: blocked in its dataset's open */
