@@ -103,13 +103,15 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 double regret_percentile(const double *v, int n, double q) {
-    double s[REGRET_MAX_SEEDS];
+    double local[REGRET_MAX_SEEDS], *s = n <= REGRET_MAX_SEEDS ? local : malloc((size_t)n * sizeof *s);
+    if (!s) return NAN;
     memcpy(s, v, (size_t)n * sizeof(double));
     qsort(s, (size_t)n, sizeof(double), cmp_d);
     double pos = q / 100.0 * (n - 1);
     int i = (int)floor(pos);
-    if (i >= n - 1) return s[n - 1];
-    return s[i] + (pos - i) * (s[i + 1] - s[i]);
+    double r = i >= n - 1 ? s[n - 1] : s[i] + (pos - i) * (s[i + 1] - s[i]);
+    if (s != local) free(s);
+    return r;
 }
 
 void regret_cell(char *buf, size_t len, const double *v, int n) {

@@ -20,7 +20,7 @@
 #include "tuners.h"
 
 #define REGRET_MAX_DIM 40
-#define REGRET_MAX_SEEDS 64
+#define REGRET_MAX_SEEDS 256
 
 typedef double (*regret_fn)(void *ctx, const double *x);
 
@@ -55,7 +55,8 @@ extern int regret_tpe_max_components;
  * default on the tuning half without rebuilding. */
 extern json_t *regret_tuner;
 
-/* numpy.percentile(v[:n], q) with linear interpolation; n <= REGRET_MAX_SEEDS */
+/* numpy.percentile(v[:n], q) with linear interpolation (any n; NaN when a
+ * copy of more than REGRET_MAX_SEEDS values cannot be allocated) */
 double regret_percentile(const double *v, int n, double q);
 /* "median [Q1..Q3]" of v[:n], or "n/a" when n <= 0 */
 void regret_cell(char *buf, size_t len, const double *v, int n);

@@ -334,6 +334,98 @@ static double ratio(const suite *S, int f, int k, int a, int b) {
     return fmax(med_hpo(S, f, k, a, b), FLOOR) / fmax(o, FLOOR);
 }
 
+/* The paired bootstrap's 90% interval of a cell's ratio: the seeds drawn
+ * with replacement, the same draw on both sides (seed s is instance s + 1
+ * on both), the ratio of the two medians of each draw (floored as ratio()
+ * does), its 5th and 95th percentiles over BOOT_DRAWS draws. It says which
+ * cells are beyond a threshold by more than the seeds' noise: with
+ * heavy-tailed regrets the median of 40 seeds moves by 2x between two
+ * equal samplers. Deterministic: the draws come from a fixed seed. */
+#define BOOT_DRAWS 1000
+static void ratio_ci(const suite *S, int f, int k, int a, int b, double *lo, double *hi) {
+    int n = S->n_seeds, p = algo_peer[a];
+    double h[REGRET_MAX_SEEDS], o[REGRET_MAX_SEEDS], r[BOOT_DRAWS];
+    uint64_t rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)(f * 131 + k * 17 + a * 7 + b);
+    for (int d = 0; d < BOOT_DRAWS; d++) {
+        for (int i = 0; i < n; i++) {
+            int s = (int)(uniform(&rng) * n);
+            h[i] = fmax(S->reg[f][k][a][b][s], FLOOR);
+            o[i] = fmax(S->peer[f][k][p][b][s], FLOOR);
+        }
+        r[d] = regret_percentile(h, n, 50) / regret_percentile(o, n, 50);
+    }
+    *lo = regret_percentile(r, BOOT_DRAWS, 5);
+    *hi = regret_percentile(r, BOOT_DRAWS, 95);
+}
+
+/* The interval's checks, on made-up regrets (log-uniform over 4 decades):
+ * hpo exactly 3x the peer on every seed gives 3..3; ten cells where both
+ * sides are independent draws of one distribution give intervals that hold
+ * 1 (but for about one in ten: 90% intervals); with 4x the seeds they
+ * are narrower. */
+static int selftest_interval(suite *S) {
+    memset(S, 0, sizeof *S);
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    int bad = 0, misses = 0, narrower = 0, cells = 10, a = 1; /* tpe against optuna's tpe */
+    double lo, hi, width[2][10];
+    for (int pass = 0; pass < 2; pass++) {
+        S->n_seeds = pass ? 160 : 40;
+        for (int s = 0; s < S->n_seeds; s++) {
+            double v = pow(10.0, 4.0 * uniform(&rng) - 2.0);
+            S->reg[0][0][a][0][s] = 3.0 * v;
+            S->peer[0][0][algo_peer[a]][0][s] = v;
+            for (int f = 1; f <= cells; f++) {
+                S->reg[f][0][a][0][s] = pow(10.0, 4.0 * uniform(&rng) - 2.0);
+                S->peer[f][0][algo_peer[a]][0][s] = pow(10.0, 4.0 * uniform(&rng) - 2.0);
+            }
+        }
+        for (int f = 0; f <= cells; f++) S->peer_n[f][0][algo_peer[a]][0] = S->n_seeds;
+        ratio_ci(S, 0, 0, a, 0, &lo, &hi);
+        if (fabs(lo - 3.0) > 1e-12 || fabs(hi - 3.0) > 1e-12) {
+            printf("interval of a ratio of exactly 3: %.17g..%.17g\n", lo, hi);
+            bad++;
+        }
+        for (int f = 1; f <= cells; f++) {
+            ratio_ci(S, f, 0, a, 0, &lo, &hi);
+            misses += !(lo <= 1.0 && 1.0 <= hi);
+            width[pass][f - 1] = hi / lo;
+        }
+    }
+    for (int f = 0; f < cells; f++) narrower += width[1][f] < width[0][f];
+    /* 20 intervals of 90%: 2 misses expected, more than 5 has odds of 1% */
+    if (misses > 5 || narrower < cells - 1) bad++;
+    printf("bootstrap interval: a 3x ratio gives 3..3; equal samplers: %d of %d intervals miss "
+           "1; 160 seeds narrower than 40 in %d of %d cells (width %.2fx at 40 seeds, "
+           "%.2fx at 160, the first cell); %d failures\n",
+           misses, 2 * cells, narrower, cells, width[0][0], width[1][0], bad);
+    return bad ? 1 : 0;
+}
+
+/* the cells of budget b whose ratio is beyond RATIO_LIMIT, each with its
+ * bootstrap interval; returns how many, and in *significant how many of
+ * them have the whole interval beyond it (NULL: printed, not counted) */
+#define RATIO_LIMIT 1.5
+static int cells_beyond(const suite *S, int a, int b, int half, int *significant) {
+    int n = 0;
+    if (significant) *significant = 0;
+    for (int i = 0; i < S->n_fids; i++) {
+        int fid = S->fids[i];
+        if ((half == 1 && fid % 2 == 0) || (half == 2 && fid % 2 == 1)) continue;
+        for (int k = 0; k < S->n_dims; k++) {
+            double x = ratio(S, fid - 1, k, a, b), lo, hi;
+            if (!(x > RATIO_LIMIT)) continue;
+            n++;
+            ratio_ci(S, fid - 1, k, a, b, &lo, &hi);
+            if (significant) *significant += lo > RATIO_LIMIT;
+            else
+                printf("  %-9s f%d %s D=%d: %.3g (90%% interval %.3g..%.3g)%s\n", algo_names[a],
+                       fid, bench_bbob_name(fid), S->dims[k], x, lo, hi,
+                       lo > RATIO_LIMIT ? " beyond the seeds' noise" : "");
+        }
+    }
+    return n;
+}
+
 static void print_table(const suite *S, int b) {
     printf("\nn=%d: median simple regret over seeds %d..%d (instance = seed + 1); ratio = hpo / "
            "peer (floored at %g)\n  %-22s", S->budgets[b], S->seed0, S->seed0 + S->n_seeds - 1,
@@ -366,6 +458,12 @@ static void print_table(const suite *S, int b) {
             }
             printf("\n");
         }
+    printf("  cells with a ratio beyond %.1f, and its paired-bootstrap interval over the seeds:\n",
+           RATIO_LIMIT);
+    int any = 0;
+    for (int a = 0; a < N_ALGOS; a++)
+        if (S->ran[a] && S->have_peer[algo_peer[a]]) any += cells_beyond(S, a, b, 0, NULL);
+    if (!any) printf("  none\n");
 }
 
 /* per algorithm: median, worst and wins of its ratios over the functions of
@@ -373,8 +471,10 @@ static void print_table(const suite *S, int b) {
 static void print_summary(const suite *S, int b) {
     static const char *halves[] = {"all", "odd f (tuning)", "even f (held out)"};
     printf("\nn=%d: ratio of median regrets hpo / peer over functions x dims: median [worst] "
-           "wins (ratio < 1)\n  %-24s", S->budgets[b], "algorithm / peer");
-    for (int h = 0; h < 3; h++) printf(" %28s", halves[h]);
+           "wins (ratio < 1), cells beyond %.1f (of them, beyond it by more than the seeds' "
+           "noise: the 90%% interval)\n  %-24s",
+           S->budgets[b], RATIO_LIMIT, "algorithm / peer");
+    for (int h = 0; h < 3; h++) printf(" %34s", halves[h]);
     printf("\n");
     for (int a = 0; a < N_ALGOS; a++) {
         if (!S->ran[a] || !S->have_peer[algo_peer[a]]) continue;
@@ -394,7 +494,7 @@ static void print_summary(const suite *S, int b) {
                     r[n++] = x;
                 }
             }
-            char c[64] = "n/a";
+            char c[96] = "n/a";
             if (n > 0) {
                 /* the median of up to 96 ratios: sorted copy, middle */
                 double worst = r[0], med;
@@ -406,15 +506,17 @@ static void print_summary(const suite *S, int b) {
                         r[m - 1] = t;
                     }
                 med = n % 2 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
-                snprintf(c, sizeof c, "%.3g [%.3g] %d/%d", med, worst, wins, n);
+                int sig, beyond = cells_beyond(S, a, b, h, &sig);
+                snprintf(c, sizeof c, "%.3g [%.3g] %d/%d >%.1f:%d(%d)", med, worst, wins, n,
+                         RATIO_LIMIT, beyond, sig);
             }
-            printf(" %28s", c);
+            printf(" %34s", c);
         }
         printf("\n");
     }
 }
 
-static FILE *start_peer(const suite *S, const char *algos, char *tmpcsv) {
+static FILE *start_peer(const suite *S, const char *algos, int jobs, char *tmpcsv) {
     char samplers[64] = "", dims[64] = "", budgets[64] = "", fids[128] = "", cmd[1024];
     for (int p = 0; p < N_PEERS; p++) {
         int need = 0;
@@ -435,9 +537,9 @@ static FILE *start_peer(const suite *S, const char *algos, char *tmpcsv) {
     close(fd);
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s/optuna_bbob.py' --lib '%s' --dims %s --seeds %d --seed0 %d "
-             "--budgets %s --samplers %s --functions %s --variant %s --csv %s",
+             "--budgets %s --samplers %s --functions %s --variant %s --jobs %d --csv %s",
              bench_peers_dir(), lib_path(), dims, S->n_seeds, S->seed0, budgets, samplers, fids,
-             variant_names[S->variant], tmpcsv);
+             variant_names[S->variant], jobs, tmpcsv);
     printf("optuna: %s\n", cmd);
     fflush(stdout);
     return popen(cmd, "r");
@@ -486,7 +588,7 @@ static int run_hpo(suite *S, const char *algos, int startup, FILE *csv) {
 int regret_bbob_main(int argc, char **argv) {
     static suite S;
     const char *algos = "random,tpe,bayesian,cmaes,evolution", *csv_path = NULL, *peer_csv = NULL;
-    int startup = -1, use_optuna = 1, rc = 0;
+    int startup = -1, use_optuna = 1, peer_jobs = 1, rc = 0;
     memset(&S, 0, sizeof S);
     S.n_dims = parse_ints("2,5,10", S.dims, MAX_DIMS, 2, BENCH_BBOB_MAX_DIM);
     S.n_budgets = parse_ints("25,50,100", S.budgets, MAX_BUDGETS, 1, 2048);
@@ -495,7 +597,7 @@ int regret_bbob_main(int argc, char **argv) {
     for (int i = 0; i < NF; i++) S.fids[i] = i + 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--selftest")) return selftest();
+        if (!strcmp(argv[i], "--selftest")) return selftest() | selftest_interval(&S);
         if (!strcmp(argv[i], "--check-peer")) return check_peer(S.dims, S.n_dims);
         if (!strcmp(argv[i], "--no-optuna")) {
             use_optuna = 0;
@@ -514,6 +616,8 @@ int regret_bbob_main(int argc, char **argv) {
             S.n_seeds = atoi(v);
         else if (!strcmp(argv[i - 1], "--seed0"))
             S.seed0 = atoi(v);
+        else if (!strcmp(argv[i - 1], "--peer-jobs"))
+            peer_jobs = atoi(v);
         else if (!strcmp(argv[i - 1], "--peer-csv"))
             peer_csv = v;
         else if (!strcmp(argv[i - 1], "--tuner")) {
@@ -541,7 +645,7 @@ int regret_bbob_main(int argc, char **argv) {
             goto usage;
     }
     if (S.n_dims < 1 || S.n_budgets < 1 || S.n_fids < 1 || S.n_seeds < 1 ||
-        S.n_seeds > REGRET_MAX_SEEDS || S.seed0 < 0)
+        S.n_seeds > REGRET_MAX_SEEDS || S.seed0 < 0 || peer_jobs < 1 || peer_jobs > 64)
         goto usage;
     for (int b = 1; b < S.n_budgets; b++)
         if (S.budgets[b] <= S.budgets[b - 1]) goto usage;
@@ -562,7 +666,7 @@ int regret_bbob_main(int argc, char **argv) {
      * points against ours, before anything is measured */
     if (use_optuna && check_peer(S.dims, S.n_dims)) return 1;
     char tmpcsv[64] = "/tmp/hpo_optuna_bbob_XXXXXX";
-    FILE *py = use_optuna ? start_peer(&S, algos, tmpcsv) : NULL;
+    FILE *py = use_optuna ? start_peer(&S, algos, peer_jobs, tmpcsv) : NULL;
     if (use_optuna && !py) fprintf(stderr, "cannot start optuna_bbob.py; continuing without it\n");
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv) fprintf(csv, "fid,dim,sampler,budget,seed,regret\n");
@@ -601,6 +705,7 @@ usage:
             "(increasing)] [--algos random,tpe,bayesian,bayesian-det,cmaes,evolution] "
             "[--functions 1,..,24] [--variant noiseless|noisy-gauss|noisy-uniform|noisy-cauchy|"
             "mixed] [--startup N] [--no-optuna] [--csv FILE] [--seed0 S] [--peer-csv FILE] "
+            "[--peer-jobs N] "
             "[--tuner JSON] [--tpe-max-components N] | --selftest | "
             "--check-peer\n",
             argv[0], REGRET_MAX_SEEDS);

@@ -14,6 +14,8 @@
  *                         seeds, 100.., apart from the reported 0..N-1)
  *       [--tuner JSON]   (a "tuner" object the runs start from, e.g.
  *                         '{"n_startup_trials": 5}': a default under trial)
+ *       [--peer-jobs N]  (processes running Optuna's studies, default 1:
+ *                         for many seeds of a cheap hpo tuner such as tpe)
  *       [--peer-csv FILE] (the peer's regrets from an earlier run's --csv
  *                         instead of running it: for tuning loops only; a
  *                         reported table runs the peer in the same run)
@@ -37,6 +39,11 @@
  *   only the ratio between the two sides means anything there.
  * - Ratios are of median simple regrets, hpo / peer, both floored at 1e-8
  *   (COCO's final target precision), so two solved runs compare as 1.
+ * - Regrets are heavy-tailed (several decades between seeds), so the median
+ *   of 40 seeds moves by up to 2x between two runs of one sampler. Every
+ *   cell beyond 1.5x is printed with its paired-bootstrap 90% interval, and
+ *   the summary counts those whose whole interval is beyond 1.5x: beyond
+ *   it by more than the seeds' noise. Up to 256 seeds.
  * - The functions are split into two fixed halves, odd ids and even ids
  *   (each half holds functions of all five BBOB groups): tuning of hpo's
  *   defaults is to look at the odd half only, the even half is the held-out

@@ -13,9 +13,12 @@ function on [-5, 5]^D and seeds the sampler (RandomSampler, TPESampler, CmaEsSam
 One run of max(budgets) trials gives every budget as a prefix; the CSV gets
 fid,dim,sampler,budget,seed,regret (simple regret = best so far - f_opt).
 
+--jobs N runs the studies in N processes (each study is one process's, start
+to end, so the figures do not depend on N).
+
 Re-run:  /usr/bin/python3 tests/bench/peers/optuna_bbob.py --lib build/tests/bench/libhpo_bbob.so \
              [--dims 2,5,10] [--seeds 5] [--seed0 0] [--budgets 25,50,100] [--samplers random,tpe,cmaes] \
-             [--functions 1,...,24] [--variant noiseless] [--csv out.csv]
+             [--functions 1,...,24] [--variant noiseless] [--jobs 1] [--csv out.csv]
          ... --lib LIB --check POINTS   (the points file of `--suite bbob --check-peer`:
                                          "fid dim instance model k f x1..xD" per line; exit 1
                                          unless every value here equals the C one)
@@ -148,6 +151,22 @@ def run_study(optuna, sampler_name, fid, dim, seed, n_trials, variant):
     return traj
 
 
+def worker_init(lib_path):
+    """a --jobs process: the library and a quiet optuna, once"""
+    import optuna
+
+    Bbob.load(lib_path)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore")
+
+
+def run_task(task):
+    """one study of a --jobs pool: (sampler, fid, dim, seed, n_trials, variant) -> its trajectory"""
+    import optuna
+
+    return run_study(optuna, *task)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--lib", required=True, help="libhpo_bbob.so")
@@ -160,8 +179,11 @@ def main():
     p.add_argument("--functions", default=",".join(str(i) for i in range(1, 25)))
     p.add_argument("--variant", default="noiseless",
                    choices=sorted(list(NOISE_MODELS) + ["mixed"]))
+    p.add_argument("--jobs", type=int, default=1, help="processes running the studies")
     p.add_argument("--csv", default=None)
     args = p.parse_args()
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
     Bbob.load(args.lib)
     if args.check:
         return check(args.check)
@@ -174,14 +196,24 @@ def main():
     n_trials = max(budgets)
     rows = []
     t_all = time.perf_counter()
+    pool = None
+    if args.jobs > 1:
+        import multiprocessing
+
+        pool = multiprocessing.Pool(args.jobs, initializer=worker_init, initargs=(args.lib,))
     for s_name in args.samplers.split(","):
         t0 = time.perf_counter()
-        for fid in (int(v) for v in args.functions.split(",")):
-            for dim in (int(v) for v in args.dims.split(",")):
-                for seed in range(args.seed0, args.seed0 + args.seeds):
-                    traj = run_study(optuna, s_name, fid, dim, seed, n_trials, args.variant)
-                    rows += [(fid, dim, s_name, b, seed, traj[b - 1]) for b in budgets]
+        tasks = [(s_name, fid, dim, seed, n_trials, args.variant)
+                 for fid in (int(v) for v in args.functions.split(","))
+                 for dim in (int(v) for v in args.dims.split(","))
+                 for seed in range(args.seed0, args.seed0 + args.seeds)]
+        trajs = pool.map(run_task, tasks) if pool else (run_task(t) for t in tasks)
+        for (_, fid, dim, seed, _, _), traj in zip(tasks, trajs):
+            rows += [(fid, dim, s_name, b, seed, traj[b - 1]) for b in budgets]
         print(f"  done optuna {s_name} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    if pool:
+        pool.close()
+        pool.join()
     print(f"  optuna {optuna.__version__}: total wall {time.perf_counter() - t_all:.1f} s", flush=True)
     if args.csv:
         with open(args.csv, "w") as fh:
