@@ -40,7 +40,10 @@
 #     max-autotune spends minutes per row, more than a lease holds for all
 #     twelve, so --torch-modes adds it where wanted) limited to that less 90
 #     s for the engine's rows, then the engine's rows again with
-#     steps_per_execution 16 (--no-torch), then bench_e2e: the search of 20
+#     steps_per_execution 16 (--no-torch), with batch 4096 added: the wide
+#     MLP's share of the bf16 GEMM peak where its GEMMs, not Adam's pass
+#     over the f32 blocks (about 110 us a step on an H200, whatever the
+#     batch), bound the step; then bench_e2e: the search of 20
 #     trials through hpod on 1, 2, 4 and 8 slots of GPU 0, beside Optuna +
 #     PyTorch on the same GPU (the bundle's Optuna), 3 seeds; their output
 #     in $OUT/bench.txt, bench-spe16.txt and e2e.txt as it runs, their
@@ -219,8 +222,8 @@ elif [ $bench = 1 ]; then
     sed -n '/^## bench_gpu_engine/,$p' "$OUT/bench.txt" >>"$sum"
     left=$((budget - $(elapsed)))
     if [ $left -ge 30 ]; then
-        say "== bench_gpu_engine --steps-per-execution 16 --no-torch ($left s) at $(elapsed) s"
-        timeout $left $b/bin/bench_gpu_engine --no-torch --models mlp,wide --steps-per-execution 16 2>&1 |
+        say "== bench_gpu_engine --steps-per-execution 16 --no-torch, batches 128, 512, 4096 ($left s) at $(elapsed) s"
+        timeout $left $b/bin/bench_gpu_engine --no-torch --models mlp,wide --batches 128,512,4096 --steps-per-execution 16 2>&1 |
             tee "$OUT/bench-spe16.txt"
         rc=${PIPESTATUS[0]}
         [ "$rc" = 0 ] || { say "bench_gpu_engine --steps-per-execution 16: exit $rc"; status=1; }
