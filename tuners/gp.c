@@ -103,6 +103,7 @@
  *   6 (d + 1) nearest                      1.007 (1.022) / 0.885 (0.617) / 0.840 (0.601)
  *   4 (d + 1), 1 trial of 3 (16)           0.969 (0.992) / 0.873 (0.837) / 0.964 (0.829)
  *   4 (d + 1), 5 startup trials (16)       0.948 (0.910) / 0.988 (0.928) / 0.998 (0.725)
+ *   4 (d + 1), from n_startup_trials on (16)  0.992 (0.874) / 0.881 (0.764) / 0.843 (0.687)
  * It gains most on the smooth functions' last digits (f1, f7 in 2-D: 10x
  * and more at 100 trials), on f3 and f15 (Rastrigin: 0.6 to 0.8 at 50 and
  * 100) and on f11, f13 in 5-D; its losses (1.3 to 1.8 at 100 trials on
