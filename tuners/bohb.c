@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyed_sort.h"
 #include "tuners_internal.h"
 
 /* gamma and random_fraction's default (config.c) were tuned on the tabular
@@ -68,17 +69,6 @@
  *   gamma 0.05, rho 0.6:             0.48x 0.47x 0.51x; 0.0052 0.0051 0.0048
  * A small good set is safe here because half of the trials explore. */
 #define BOHB_DEFAULT_GAMMA 0.05
-
-typedef struct obs {
-    double v;
-    int64_t idx;
-} obs;
-
-static int cmp_obs(const void *pa, const void *pb) {
-    const obs *a = pa, *b = pb;
-    if (a->v != b->v) return a->v < b->v ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
-}
 
 static int cmp_idx(const void *pa, const void *pb) {
     int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
@@ -141,7 +131,7 @@ int tun_bohb_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x
     while (lev >= 0 && cnt[lev] < min_points) lev--;
     if (lev < 0) return tun_random_suggest(t, number, rng, x);
 
-    obs *o = malloc((size_t)cnt[lev] * sizeof *o);
+    tun_keyed *o = malloc((size_t)cnt[lev] * sizeof *o);
     int64_t *idx = malloc((size_t)t->n_present * sizeof *idx);
     if (!o || !idx) {
         free(o);
@@ -154,16 +144,16 @@ int tun_bohb_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x
         if (!r->present) continue;
         double v = top_level(r, budget, nbud) >= lev ? value_at(r, budget, nbud, lev) : NAN;
         if (!isnan(v))
-            o[n++] = (obs){v, i};
+            o[n++] = (tun_keyed){v, i};
         else if (r->state == TUN_TRIAL_RUNNING) /* pending: counts as the worst */
             idx[t->n_present - 1 - n_liars++] = i;
     }
-    qsort(o, (size_t)n, sizeof *o, cmp_obs);
+    tun_keyed_sort(o, (size_t)n);
     double gamma = cfg->tpe_gamma > 0 ? cfg->tpe_gamma : BOHB_DEFAULT_GAMMA;
     int64_t nb = (int64_t)ceil(gamma * (double)n - 1e-9);
     if (nb < 1) nb = 1;
     if (nb > n) nb = n;
-    for (int64_t k = 0; k < n; k++) idx[k] = o[k].idx;
+    for (int64_t k = 0; k < n; k++) idx[k] = o[k].i;
     /* the above side: the rest of the ranked ones, then the liars */
     int64_t na = n - nb;
     memmove(idx + n, idx + t->n_present - n_liars, (size_t)n_liars * sizeof *idx);

@@ -3,6 +3,7 @@
  * The equations are numbered as in Hansen's tutorial (arXiv:1604.00772).
  */
 #include "cma.h"
+#include "keyed_sort.h"
 
 #include <lapacke.h>
 #include <math.h>
@@ -283,22 +284,11 @@ static void margin(tun_cma *c, int i) {
     c->m[i] = (lo * zu + up * zl) / (zl + zu);
 }
 
-typedef struct ranked {
-    double f;
-    int row;
-} ranked;
-
-static int cmp_ranked(const void *pa, const void *pb) {
-    const ranked *a = pa, *b = pb;
-    if (a->f != b->f) return a->f < b->f ? -1 : 1;
-    return (a->row > b->row) - (a->row < b->row);
-}
-
 int tun_cma_tell(tun_cma *c, const double *X, const double *f) {
     int n = c->n, lam = c->lambda, rc = 0;
     for (int k = 0; k < lam; k++)
         if (!isfinite(f[k])) return HPO_EINVAL;
-    ranked *r = hpo_xmalloc((size_t)lam * sizeof *r);
+    tun_keyed *r = hpo_xmalloc((size_t)lam * sizeof *r);
     double *y = hpo_xmalloc((size_t)lam * n * sizeof *y), *yw = hpo_xcalloc((size_t)n, sizeof *yw);
     double *cy = hpo_xmalloc((size_t)n * sizeof *cy);
     double *Cinv = hpo_xmalloc((size_t)n * n * sizeof *Cinv);
@@ -311,16 +301,16 @@ int tun_cma_tell(tun_cma *c, const double *X, const double *f) {
     memcpy(saved + n * n + 3 * n, c->A, (size_t)n * sizeof *saved);
     double sigma_before = c->sigma;
 
-    for (int k = 0; k < lam; k++) r[k] = (ranked){f[k], k};
-    qsort(r, (size_t)lam, sizeof *r, cmp_ranked);
+    for (int k = 0; k < lam; k++) r[k] = (tun_keyed){f[k], k};
+    tun_keyed_sort(r, (size_t)lam);
     c->g++;
     int h = 2 * (c->g % c->funhist_term);
-    c->funhist[h] = r[0].f;
-    c->funhist[h + 1] = r[lam - 1].f;
+    c->funhist[h] = r[0].v;
+    c->funhist[h + 1] = r[lam - 1].v;
 
     /* y_k = (x_k:lambda - m) / sigma (38); y_w = sum_i<=mu w_i y_i (41) */
     for (int k = 0; k < lam; k++)
-        for (int i = 0; i < n; i++) y[k * n + i] = (X[r[k].row * n + i] - c->m[i]) / c->sigma;
+        for (int i = 0; i < n; i++) y[k * n + i] = (X[r[k].i * n + i] - c->m[i]) / c->sigma;
     for (int k = 0; k < c->mu; k++)
         for (int i = 0; i < n; i++) yw[i] += c->w[k] * y[k * n + i];
     /* C^-1/2 = B D^-1 B^T */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "gp_model.h"
+#include "keyed_sort.h"
 #include "tuners_internal.h"
 
 #define MAX_BOXES 50000 /* a larger decomposition thins the front (tun_ehvi_init) */
@@ -68,24 +69,13 @@ static size_t reduce(double *P, size_t n, int m, int d) {
     return out;
 }
 
-typedef struct keyed {
-    double v;
-    size_t i;
-} keyed;
-
-static int cmp_keyed(const void *a, const void *b) {
-    const keyed *x = a, *y = b;
-    if (x->v != y->v) return x->v < y->v ? -1 : 1;
-    return (x->i > y->i) - (x->i < y->i);
-}
-
 /* Sorts the n rows of P (stride m) by coordinate c, stably. */
 static void sort_rows(double *P, size_t n, int m, int c) {
-    keyed *key = hpo_xmalloc((n ? n : 1) * sizeof *key);
+    tun_keyed *key = hpo_xmalloc((n ? n : 1) * sizeof *key);
     double *T = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *T);
-    for (size_t i = 0; i < n; i++) key[i] = (keyed){P[i * (size_t)m + (size_t)c], i};
-    qsort(key, n, sizeof *key, cmp_keyed);
-    for (size_t i = 0; i < n; i++) memcpy(T + i * (size_t)m, P + key[i].i * (size_t)m, (size_t)m * sizeof *T);
+    for (size_t i = 0; i < n; i++) key[i] = (tun_keyed){P[i * (size_t)m + (size_t)c], (int64_t)i};
+    tun_keyed_sort(key, n);
+    for (size_t i = 0; i < n; i++) memcpy(T + i * (size_t)m, P + (size_t)key[i].i * (size_t)m, (size_t)m * sizeof *T);
     memcpy(P, T, n * (size_t)m * sizeof *P);
     free(T);
     free(key);

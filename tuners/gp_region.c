@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gp_region.h"
+#include "keyed_sort.h"
 
 int tun_gp_region_turn(int64_t number, int n_obs, int n_startup) {
     return n_obs >= TUN_GP_REGION_FROM_STARTUPS * n_startup && number % 2 == 1;
@@ -61,17 +62,6 @@ int tun_gp_region_box(const tun_gp_enc *e, const tun_space *s, const double *cen
 
 /* ---- the local model ----------------------------------------------------- */
 
-typedef struct ranked {
-    double dist;
-    int idx;
-} ranked;
-
-static int cmp_ranked(const void *a, const void *b) {
-    const ranked *x = a, *y = b;
-    if (x->dist != y->dist) return x->dist < y->dist ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
 /* The distance of u from the center in units of the box's half-sides (1 on
  * its border); a point off the center in a held column is never inside. */
 static double box_distance(int d, const double *u, const double *center, const double *lo, const double *hi) {
@@ -92,22 +82,21 @@ static double box_distance(int d, const double *u, const double *center, const d
 static int fit_local(const tun_gp_region_in *in, const double *center, const double *lo, const double *hi,
                      hpo_rng *rng, tun_gp *gp, double *mean, double *std) {
     int d = in->e->d, n = in->n_obs, rc = HPO_ENOMEM;
-    ranked *order = malloc((size_t)n * sizeof(ranked));
+    tun_keyed *order = malloc((size_t)n * sizeof *order);
     double *X = malloc((size_t)n * d * sizeof(double)), *v = malloc((size_t)n * sizeof(double));
     if (!order || !X || !v) goto out;
     int inside = 0;
     for (int i = 0; i < n; i++) {
-        order[i].dist = box_distance(d, in->U + (size_t)i * d, center, lo, hi);
-        order[i].idx = i;
-        inside += order[i].dist <= 1.0;
+        order[i] = (tun_keyed){box_distance(d, in->U + (size_t)i * d, center, lo, hi), i};
+        inside += order[i].v <= 1.0;
     }
-    qsort(order, (size_t)n, sizeof(ranked), cmp_ranked);
+    tun_keyed_sort(order, (size_t)n);
     int m = TUN_GP_REGION_POINTS_PER_DIM * (d + 1);
     if (inside > m) m = inside;
     if (m > n) m = n;
     for (int a = 0; a < m; a++) {
-        memcpy(X + (size_t)a * d, in->U + (size_t)order[a].idx * d, (size_t)d * sizeof(double));
-        v[a] = in->resid[order[a].idx];
+        memcpy(X + (size_t)a * d, in->U + (size_t)order[a].i * d, (size_t)d * sizeof(double));
+        v[a] = in->resid[order[a].i];
     }
     tun_gp_standardise(v, m, mean, std);
     if ((rc = tun_gp_init(gp, m, d, X, v)) < 0) goto out;

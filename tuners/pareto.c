@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "keyed_sort.h"
 #include "tuners_internal.h"
 
 int tun_dominates(const double *a, const double *b, int m) {
@@ -125,33 +126,19 @@ int tun_nondominated_sort_ref(const double *F, const double *viol, size_t n, int
     return r;
 }
 
-/* qsort_r is not C11: the objective to sort by travels in a file-local key
- * array instead (index + value pairs). */
-typedef struct {
-    double v;
-    size_t i;
-} keyed;
-
-static int cmp_keyed(const void *a, const void *b) {
-    const keyed *x = a, *y = b;
-    if (x->v < y->v) return -1;
-    if (x->v > y->v) return 1;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
 void tun_crowding_distance(const double *F, int m, const size_t *idx, size_t k, double *out) {
     for (size_t a = 0; a < k; a++) out[a] = 0.0;
     if (k <= 2) {
         for (size_t a = 0; a < k; a++) out[a] = INFINITY;
         return;
     }
-    keyed *key = hpo_xmalloc(k * sizeof *key);
+    tun_keyed *key = hpo_xmalloc(k * sizeof *key);
     for (int o = 0; o < m; o++) {
         for (size_t a = 0; a < k; a++) {
             key[a].v = F[idx[a] * (size_t)m + (size_t)o];
-            key[a].i = a;
+            key[a].i = (int64_t)a;
         }
-        qsort(key, k, sizeof *key, cmp_keyed);
+        tun_keyed_sort(key, k);
         double range = key[k - 1].v - key[0].v;
         out[key[0].i] = INFINITY;
         out[key[k - 1].i] = INFINITY;
@@ -259,15 +246,15 @@ static double wfg(double *P, size_t n, int m, const double *ref) {
     if (m == 2) return hv2(P, n, ref);
     if (m == 3) return hv3(P, n, ref);
     /* worst first in the last objective: the limited sets stay small */
-    keyed *key = hpo_xmalloc(n * sizeof *key);
+    tun_keyed *key = hpo_xmalloc(n * sizeof *key);
     double *S = hpo_xmalloc(n * (size_t)m * sizeof *S);
     for (size_t i = 0; i < n; i++) {
         key[i].v = -P[i * (size_t)m + (size_t)(m - 1)];
-        key[i].i = i;
+        key[i].i = (int64_t)i;
     }
-    qsort(key, n, sizeof *key, cmp_keyed);
+    tun_keyed_sort(key, n);
     for (size_t i = 0; i < n; i++)
-        memcpy(S + i * (size_t)m, P + key[i].i * (size_t)m, (size_t)m * sizeof *S);
+        memcpy(S + i * (size_t)m, P + (size_t)key[i].i * (size_t)m, (size_t)m * sizeof *S);
     double v = 0.0;
     for (size_t i = 0; i < n; i++) v += exclusive(S, n, i, m, ref);
     free(key);

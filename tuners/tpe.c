@@ -172,6 +172,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyed_sort.h"
 #include "tuners_internal.h"
 
 #define PRIOR_WEIGHT 1.0
@@ -227,17 +228,6 @@ static void kernels_free(kernels *k) {
 
 static double norm_cdf(double z) { return 0.5 * erfc(-z * 0.70710678118654752440); }
 
-typedef struct keyed {
-    double v;
-    int i;
-} keyed;
-
-static int cmp_keyed(const void *pa, const void *pb) {
-    const keyed *x = pa, *y = pb;
-    if (x->v != y->v) return x->v < y->v ? -1 : 1;
-    return x->i - y->i;
-}
-
 /* Builds the kernels of n observations z (internal values, or category
  * indices) plus the prior, with Optuna's neighbour-rule bandwidths. */
 static int kernels_build(kernels *k, domain dom, const double *z, int n) {
@@ -263,7 +253,7 @@ static int kernels_build(kernels *k, domain dom, const double *z, int n) {
     k->mu = malloc((size_t)nk * sizeof(double));
     k->sigma = malloc((size_t)nk * sizeof(double));
     k->logz = malloc((size_t)nk * sizeof(double));
-    keyed *idx = malloc((size_t)nk * sizeof(keyed));
+    tun_keyed *idx = malloc((size_t)nk * sizeof *idx);
     if (!k->mu || !k->sigma || !k->logz || !idx) {
         free(idx);
         kernels_free(k);
@@ -276,8 +266,8 @@ static int kernels_build(kernels *k, domain dom, const double *z, int n) {
         /* per parameter, also in the joint model: distance to the farther neighbour among the sorted means (prior
          * included), the domain ends as outer neighbours; the two extreme
          * kernels use their inner gap only (consider_endpoints=False) */
-        for (int i = 0; i < nk; i++) idx[i] = (keyed){k->mu[i], i};
-        qsort(idx, (size_t)nk, sizeof(keyed), cmp_keyed);
+        for (int i = 0; i < nk; i++) idx[i] = (tun_keyed){k->mu[i], i};
+        tun_keyed_sort(idx, (size_t)nk);
         for (int r = 0; r < nk; r++) {
             double left = r > 0 ? idx[r - 1].v : low;
             double right = r < nk - 1 ? idx[r + 1].v : high;

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyed_sort.h"
 #include "tuners_internal.h"
 
 #define EPS 1e-12
@@ -46,17 +47,6 @@ void tun_tpe_split_clear(tun_tpe_split *s) {
     free(s->above);
     free(s->w_below);
     memset(s, 0, sizeof *s);
-}
-
-typedef struct ord {
-    double key;
-    int64_t pos; /* position in the complete trials (trial order) */
-} ord;
-
-static int cmp_ord(const void *a, const void *b) {
-    const ord *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -110,10 +100,10 @@ static void solve_hssp(const double *F, size_t n, int m, size_t k, size_t *out) 
 static void select_by_values(const double *V, int m, const int64_t *pos, size_t n, size_t k, int64_t *out) {
     if (k == 0) return;
     if (m == 1) {
-        ord *o = hpo_xmalloc(n * sizeof *o);
-        for (size_t i = 0; i < n; i++) o[i] = (ord){V[pos[i]], pos[i]};
-        qsort(o, n, sizeof *o, cmp_ord);
-        for (size_t i = 0; i < k; i++) out[i] = o[i].pos;
+        tun_keyed *o = hpo_xmalloc(n * sizeof *o);
+        for (size_t i = 0; i < n; i++) o[i] = (tun_keyed){V[pos[i]], pos[i]};
+        tun_keyed_sort(o, n);
+        for (size_t i = 0; i < k; i++) out[i] = o[i].i;
         free(o);
         return;
     }
@@ -200,11 +190,11 @@ int tun_tpe_split_compute(const tun_study *t, tun_tpe_split *out) {
     char *is_below = hpo_xmalloc((size_t)(n ? n : 1));
     memset(is_below, 0, (size_t)(n ? n : 1));
     if (viol) {
-        ord *o = hpo_xmalloc((size_t)(n ? n : 1) * sizeof *o);
-        for (int64_t i = 0; i < n; i++) o[i] = (ord){viol[i], i};
-        qsort(o, (size_t)n, sizeof *o, cmp_ord);
-        if (nb >= n || o[nb].key > 0) {
-            for (int64_t i = 0; i < nb; i++) below[i] = o[i].pos;
+        tun_keyed *o = hpo_xmalloc((size_t)(n ? n : 1) * sizeof *o);
+        for (int64_t i = 0; i < n; i++) o[i] = (tun_keyed){viol[i], i};
+        tun_keyed_sort(o, (size_t)n);
+        if (nb >= n || o[nb].v > 0) {
+            for (int64_t i = 0; i < nb; i++) below[i] = o[i].i;
         } else {
             int64_t nf = 0;
             for (int64_t i = 0; i < n; i++)
