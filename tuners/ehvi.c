@@ -69,18 +69,6 @@ static size_t reduce(double *P, size_t n, int m, int d) {
     return out;
 }
 
-/* Sorts the n rows of P (stride m) by coordinate c, stably. */
-static void sort_rows(double *P, size_t n, int m, int c) {
-    tun_keyed *key = hpo_xmalloc((n ? n : 1) * sizeof *key);
-    double *T = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *T);
-    for (size_t i = 0; i < n; i++) key[i] = (tun_keyed){P[i * (size_t)m + (size_t)c], (int64_t)i};
-    tun_keyed_sort(key, n);
-    for (size_t i = 0; i < n; i++) memcpy(T + i * (size_t)m, P + (size_t)key[i].i * (size_t)m, (size_t)m * sizeof *T);
-    memcpy(P, T, n * (size_t)m * sizeof *P);
-    free(T);
-    free(key);
-}
-
 /* The region of the first d coordinates below upper that no row of P
  * covers, as boxes; lo and hi hold the bounds of coordinates d .. m-1
  * already fixed. out NULL: only counted into *count. P is reordered. */
@@ -96,7 +84,7 @@ static void decompose(double *P, size_t n, int m, int d, const double *upper, do
         return;
     }
     n = reduce(P, n, m, d);
-    sort_rows(P, n, m, d - 1);
+    tun_keyed_sort_rows(P, n, m, d - 1, 0);
     double *Q = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *Q);
     for (size_t j = 0; j <= n; j++) { /* slice j: the first j rows lie at or below it */
         double a = j == 0 ? -INFINITY : P[(j - 1) * (size_t)m + (size_t)(d - 1)];

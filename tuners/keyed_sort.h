@@ -8,7 +8,9 @@
  * - Ascending by value, ties by position, NaN after every number: a total
  *   order, so the result does not depend on how qsort orders equal keys
  *   and the samplers stay deterministic on every libc.
- * - The caller fills the array and reads .i back; nothing is allocated.
+ * - tun_keyed_sort: the caller fills the array and reads .i back; nothing
+ *   is allocated. tun_keyed_sort_rows reorders the rows of a matrix by one
+ *   column with it (the Pareto and EHVI code's sweeps).
  */
 #ifndef HPO_TUNERS_KEYED_SORT_H
 #define HPO_TUNERS_KEYED_SORT_H
@@ -22,5 +24,9 @@ typedef struct tun_keyed {
 } tun_keyed;
 
 void tun_keyed_sort(tun_keyed *key, size_t n);
+
+/* Reorders the n rows of P (m values each) by their value in column c,
+ * ascending, or descending when desc; equal values keep their order. */
+void tun_keyed_sort_rows(double *P, size_t n, int m, int c, int desc);
 
 #endif

@@ -246,19 +246,9 @@ static double wfg(double *P, size_t n, int m, const double *ref) {
     if (m == 2) return hv2(P, n, ref);
     if (m == 3) return hv3(P, n, ref);
     /* worst first in the last objective: the limited sets stay small */
-    tun_keyed *key = hpo_xmalloc(n * sizeof *key);
-    double *S = hpo_xmalloc(n * (size_t)m * sizeof *S);
-    for (size_t i = 0; i < n; i++) {
-        key[i].v = -P[i * (size_t)m + (size_t)(m - 1)];
-        key[i].i = (int64_t)i;
-    }
-    tun_keyed_sort(key, n);
-    for (size_t i = 0; i < n; i++)
-        memcpy(S + i * (size_t)m, P + (size_t)key[i].i * (size_t)m, (size_t)m * sizeof *S);
+    tun_keyed_sort_rows(P, n, m, m - 1, 1);
     double v = 0.0;
-    for (size_t i = 0; i < n; i++) v += exclusive(S, n, i, m, ref);
-    free(key);
-    free(S);
+    for (size_t i = 0; i < n; i++) v += exclusive(P, n, i, m, ref);
     return v;
 }
 
