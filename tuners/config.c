@@ -40,7 +40,8 @@ void tun_config_default(tun_config *cfg) {
     cfg->nsga_crossover_prob = 0.9;
     cfg->nsga_swapping_prob = 0.5;
     cfg->nsga_mutation_prob = 0;
-    cfg->bohb_random_fraction = 0.5; /* tuned with bohb.c's gamma */
+    cfg->bohb_random_fraction = 1.0 / 3; /* BOHB's paper's rho (bohb.c) */
+    cfg->bohb_bandwidth_factor = 3;       /* and its b_w */
     cfg->bohb_min_points = 0;
     cfg->pbt_population = 8;
     cfg->pbt_interval = 2;
@@ -301,6 +302,10 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             if ((rc = get_num(v, field, 0, 1, &d, err))) return rc;
             if (d > 1) return hpo_fail(err, HPO_EINVAL, field, "must be in [0, 1]");
             cfg.bohb_random_fraction = d;
+        } else if (strcmp(key, "bandwidth_factor") == 0) {
+            if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
+            if (d > 100) return hpo_fail(err, HPO_EINVAL, field, "must be at most 100");
+            cfg.bohb_bandwidth_factor = d;
         } else if (strcmp(key, "min_points_in_model") == 0) {
             if ((rc = get_int(v, field, 1, MAX_INT_OPTION, &i, err))) return rc;
             cfg.bohb_min_points = (int)i;

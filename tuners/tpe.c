@@ -322,8 +322,9 @@ static double kernel_logpdf(const kernels *k, int i, double z) {
     return -0.5 * t * t - LOG_SQRT_2PI - k->logz[i];
 }
 
-/* A draw from kernel i, in internal units (category index for choices). */
-static double kernel_sample(const kernels *k, int i, hpo_rng *rng) {
+/* A draw from kernel i, in internal units (category index for choices); a
+ * numeric kernel's bandwidth is multiplied by widen (1: TPE's own). */
+static double kernel_sample(const kernels *k, int i, double widen, hpo_rng *rng) {
     if (k->dom.categorical) {
         double u = hpo_rng_uniform(rng), acc = 0.0;
         const double *lp = k->logp + (size_t)i * k->dom.n_cat;
@@ -334,7 +335,7 @@ static double kernel_sample(const kernels *k, int i, hpo_rng *rng) {
         return (double)(k->dom.n_cat - 1);
     }
     for (int t = 0; t < 100; t++) {
-        double v = k->mu[i] + k->sigma[i] * hpo_rng_normal(rng);
+        double v = k->mu[i] + widen * k->sigma[i] * hpo_rng_normal(rng);
         if (v >= k->dom.low && v <= k->dom.high) return v;
     }
     return k->dom.low + hpo_rng_uniform(rng) * (k->dom.high - k->dom.low);
@@ -566,11 +567,12 @@ static int copies_a_trial(const tun_study *t, const int *params, int n_params, c
 }
 
 /* Samples the group `params` jointly (n_params == 1: univariate) into x from
- * the sides below (l) and above (g): candidates from l, the best
- * log l - log g wins; jointly, a candidate that snaps onto the configuration
- * of one of l's trials gives way to the next best (unless all do). */
+ * the sides below (l) and above (g): candidates from l (its numeric
+ * bandwidths times widen), the best log l - log g wins; jointly, a
+ * candidate that snaps onto the configuration of one of l's trials gives
+ * way to the next best (unless all do). */
 static int sample_sides(const tun_study *t, const int *params, int n_params, const side *below,
-                        const side *above, int max_comp, hpo_rng *rng, hpo_rng *crng,
+                        const side *above, int max_comp, double widen, hpo_rng *rng, hpo_rng *crng,
                         double *x) {
     const tun_space *s = t->space;
     int64_t *il = NULL, *ig = NULL;
@@ -597,7 +599,7 @@ static int sample_sides(const tun_study *t, const int *params, int n_params, con
     for (int c = 0; c < n_cand; c++) {
         int comp = pick_component(&l, rng);
         for (int j = 0; j < n_params; j++) {
-            double z = kernel_sample(&l.k[j], comp, rng);
+            double z = kernel_sample(&l.k[j], comp, widen, rng);
             xc[j] = from_internal(s, params[j], z);
             const tun_param *p = &s->params[params[j]];
             zc[j] = l.k[j].dom.categorical ? xc[j] : to_internal(p, xc[j]);
@@ -757,7 +759,7 @@ static int sample_group_full(const tun_study *t, const int *params, int n_params
     side below, above;
     int rc = split_full(t, params, n_params, &idx, &below, &above);
     if (rc < 0) return rc;
-    rc = sample_sides(t, params, n_params, &below, &above, max_comp, rng, crng, x);
+    rc = sample_sides(t, params, n_params, &below, &above, max_comp, 1.0, rng, crng, x);
     free(idx);
     return rc;
 }
@@ -831,7 +833,7 @@ static int group_mo_split(const tun_study *t, int g, const int *params, int n_pa
     }
     side below = {bl, 0, NULL, 0, kb, sp->w_below ? w : NULL};
     side above = {ab, 0, NULL, 0, ka, NULL};
-    rc = sample_sides(t, params, n_params, &below, &above, INT32_MAX, rng, NULL, x);
+    rc = sample_sides(t, params, n_params, &below, &above, INT32_MAX, 1.0, rng, NULL, x);
 fail:
     free(bl);
     free(w);
@@ -875,6 +877,7 @@ static int max_components(const tun_config *cfg) {
 typedef struct split_ctx {
     const int64_t *below, *above; /* indices in t->trials, trial-number order */
     int nb, na, max_comp;
+    double widen; /* l's numeric bandwidths times this for drawing candidates */
     hpo_rng crng;
 } split_ctx;
 
@@ -900,14 +903,14 @@ static int group_split(const tun_study *t, int g, const int *params, int n_param
     int64_t kb = keep_active(t, params, n_params, c->below, c->nb, idx);
     int64_t ka = keep_active(t, params, n_params, c->above, c->na, idx + kb);
     side below = {idx, 0, NULL, 0, kb, NULL}, above = {idx + kb, 0, NULL, 0, ka, NULL};
-    int rc = sample_sides(t, params, n_params, &below, &above, c->max_comp, rng, &c->crng, x);
+    int rc = sample_sides(t, params, n_params, &below, &above, c->max_comp, c->widen, rng, &c->crng, x);
     free(idx);
     return rc;
 }
 
 int tun_tpe_sample_split(const tun_study *t, int64_t number, const int64_t *below, int nb,
-                         const int64_t *above, int na, int joint, hpo_rng *rng, double *x) {
-    split_ctx c = {below, above, nb, na, max_components(&t->cfg), {{0}}};
+                         const int64_t *above, int na, int joint, double widen, hpo_rng *rng, double *x) {
+    split_ctx c = {below, above, nb, na, max_components(&t->cfg), widen, {{0}}};
     hpo_rng_derive(&c.crng, t->cfg.seed, (uint64_t)number, 7);
     return sample_all(t, joint, group_split, &c, rng, x);
 }
@@ -937,7 +940,7 @@ static int group_fast(const tun_study *t, int g, const int *params, int n_params
     if (c->below_w) mean_one(w, kb);
     side below = {bl, g, NULL, 0, kb, c->below_w ? w : NULL};
     side above = {NULL, g, bl, kb, t->tpe->count[g] - kb, NULL};
-    return sample_sides(t, params, n_params, &below, &above, c->max_comp, rng, &c->crng, x);
+    return sample_sides(t, params, n_params, &below, &above, c->max_comp, 1.0, rng, &c->crng, x);
 }
 
 int tun_tpe_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x) {

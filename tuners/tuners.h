@@ -179,7 +179,9 @@ typedef struct tun_config {
     double nsga_swapping_prob;    /* uniform crossover's (and sbx's choices'), default 0.5 */
     double nsga_mutation_prob;    /* per parameter; 0 (the default) = 1 / n parameters */
     /* bohb (bohb.c; also reads tpe_gamma, tpe_n_candidates, tpe_multivariate) */
-    double bohb_random_fraction;  /* trials drawn at random, in [0, 1] (default 0.5) */
+    double bohb_random_fraction;  /* trials drawn at random, in [0, 1] (default 1/3) */
+    double bohb_bandwidth_factor; /* the model's candidates are drawn with its numeric
+                                   * bandwidths times this, > 0 (default 3) */
     int bohb_min_points;          /* observations a budget needs for the model; 0 (the
                                    * default) = the number of parameters + 2 */
     /* pbt (pbt.c): population-based training of an embedded study */
@@ -213,7 +215,8 @@ typedef struct tun_config {
  * nsga2: "population_size" int 2..100000 (50); "crossover": "sbx" |
  * "uniform" (sbx); "crossover_prob", "swapping_prob" in [0, 1] (0.9, 0.5);
  * "mutation_prob" in (0, 1] (1 / the number of parameters);
- * bohb: "random_fraction" in [0, 1] (0.5); "min_points_in_model" int >= 1
+ * bohb: "random_fraction" in [0, 1] (1/3); "bandwidth_factor" > 0 (3);
+ * "min_points_in_model" int >= 1
  * (the number of parameters + 2); "gamma" (0.05 for bohb) and
  * "n_ei_candidates" as TPE's. "bohb" implies the hyperband pruner: without
  * "pruner" it gets hyperband with the defaults, with another pruner it is

@@ -133,10 +133,12 @@ void tun_cmaes_state_free(struct tun_cmaes_state *s);
  * above hold nb and na indices into t->trials, each in increasing order;
  * every group samples from the trials of each side where its parameters
  * are active, as tun_tpe_suggest does from its own split; joint: the
- * unconditional parameters as one group (multivariate), else one by one.
- * HPO_ENOMEM. */
+ * unconditional parameters as one group (multivariate), else one by one;
+ * widen: the candidates are drawn with the below side's numeric bandwidths
+ * times it (1: as TPE; BOHB's bandwidth factor), and scored with the
+ * bandwidths themselves. HPO_ENOMEM. */
 int tun_tpe_sample_split(const tun_study *t, int64_t number, const int64_t *below, int nb,
-                         const int64_t *above, int na, int joint, hpo_rng *rng, double *x);
+                         const int64_t *above, int na, int joint, double widen, hpo_rng *rng, double *x);
 
 /* TPE's ranking (tpe.c), best first, of the trials it models: complete,
  * pruned and running (failed ones are left out). Writes their numbers to

@@ -115,6 +115,8 @@ def main():
             ({"algorithm": "bohb", "pruner": {"algorithm": "none"}}, "tuner.pruner.algorithm"),
             ({"algorithm": "bohb", "random_fraction": 2}, "tuner.random_fraction"),
             ({"algorithm": "bohb", "min_points_in_model": 0}, "tuner.min_points_in_model"),
+            ({"algorithm": "bohb", "bandwidth_factor": 0}, "tuner.bandwidth_factor"),
+            ({"algorithm": "bohb", "bandwidth_factor": "wide"}, "tuner.bandwidth_factor"),
         ]
         for tuner, field in cases:
             bad = {"name": "bad", "objective": {"direction": "minimize"}, "space": SPACE, "tuner": tuner}

@@ -1,6 +1,7 @@
 /* tuners: the bohb sampler (bohb.c) - reproducible per seed and after a
  * replay of the history, its model fitted at the largest budget with enough
  * observations (falling back to lower ones), the random fraction honoured,
+ * the bandwidth factor widening the model's draws,
  * valid configurations of conditional and choice spaces, and the "tuner"
  * keys (bohb implies the hyperband pruner). */
 #include <stdarg.h>
@@ -184,6 +185,60 @@ static void test_random_fraction(void **state) {
     tun_space_free(s);
 }
 
+/* bandwidth_factor: the model's candidates are drawn from l with its
+ * numeric bandwidths times the factor (BOHB's b_w) and scored with the
+ * bandwidths themselves, so a larger factor spreads the suggestions further
+ * around the good trials, with one candidate (the draw is the suggestion)
+ * and with the default 24 (the best l / g of them) alike; the same factor,
+ * the same suggestions. The history: 20 trials in a small cluster around
+ * (0.3, 0.6), the below set (gamma 0.25; their bandwidths the magic clip's
+ * 1/22), and 60 random ones. Returns the mean distance of 200 suggestions
+ * from the cluster's centre. */
+static double spread_with(double factor, int n_candidates) {
+    tun_space *s = parse_space(XY_SPACE);
+    assert_non_null(s);
+    tun_config cfg;
+    bohb_config(&cfg, 8, 0.0);
+    cfg.bohb_bandwidth_factor = factor;
+    cfg.tpe_n_candidates = n_candidates;
+    cfg.tpe_gamma = 0.25;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    hpo_rng rng;
+    hpo_rng_seed(&rng, 99);
+    enum { H = 80, M = 200 };
+    for (int k = 0; k < H; k++) { /* complete trials without reports: observations at every budget */
+        double x[2] = {hpo_rng_uniform(&rng), hpo_rng_uniform(&rng)};
+        if (k % 4 == 0) {
+            x[0] = 0.3 + 0.04 * (x[0] - 0.5);
+            x[1] = 0.6 + 0.04 * (x[1] - 0.5);
+        }
+        double v = hypot(x[0] - 0.3, x[1] - 0.6);
+        assert_int_equal(tun_study_add(t, k, x, TUN_TRIAL_COMPLETE, v), 0);
+    }
+    double sum = 0;
+    for (int j = 0; j < M; j++) {
+        double x[2], again[2];
+        assert_int_equal(tun_study_suggest(t, H + j, x), 0);
+        assert_int_equal(tun_study_suggest(t, H + j, again), 0);
+        assert_memory_equal(x, again, sizeof x);
+        assert_true(config_valid(s, x));
+        sum += hypot(x[0] - 0.3, x[1] - 0.6);
+    }
+    tun_study_free(t);
+    tun_space_free(s);
+    return sum / M;
+}
+
+static void test_bandwidth_factor(void **state) {
+    (void)state;
+    double o1 = spread_with(1, 1), o3 = spread_with(3, 1), c1 = spread_with(1, 24), c3 = spread_with(3, 24);
+    printf("mean distance from the centre, factor 1 / 3: one candidate %.4f / %.4f, 24 %.4f / %.4f\n", o1, o3,
+           c1, c3);
+    assert_true(o3 > 1.6 * o1);
+    assert_true(c3 > 1.6 * c1 && c3 < o3);
+}
+
 /* Conditional and choice parameters: every suggestion valid, and a plain
  * ask/tell study without reports (complete trials only: observations at
  * the largest budget) uses the model too. */
@@ -223,6 +278,10 @@ static void test_config_keys(void **state) {
         {"{\"algorithm\":\"bohb\",\"random_fraction\":1.5}", "tuner.random_fraction"},
         {"{\"algorithm\":\"bohb\",\"random_fraction\":-0.1}", "tuner.random_fraction"},
         {"{\"algorithm\":\"bohb\",\"min_points_in_model\":0}", "tuner.min_points_in_model"},
+        {"{\"algorithm\":\"bohb\",\"bandwidth_factor\":0}", "tuner.bandwidth_factor"},
+        {"{\"algorithm\":\"bohb\",\"bandwidth_factor\":-2}", "tuner.bandwidth_factor"},
+        {"{\"algorithm\":\"bohb\",\"bandwidth_factor\":101}", "tuner.bandwidth_factor"},
+        {"{\"algorithm\":\"bohb\",\"bandwidth_factor\":\"3\"}", "tuner.bandwidth_factor"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *j = json_loads(cases[i].json, 0, NULL);
@@ -241,6 +300,16 @@ static void test_config_keys(void **state) {
         }
     }
     assert_string_equal(tun_algorithm_name(TUN_BOHB), "bohb");
+    /* the defaults are the paper's rho and b_w; the key sets the factor */
+    tun_config def;
+    tun_config_default(&def);
+    assert_true(fabs(def.bohb_random_fraction - 1.0 / 3) < 1e-12 && def.bohb_bandwidth_factor == 3);
+    json_t *j = json_loads("{\"algorithm\":\"bohb\",\"bandwidth_factor\":1.5}", 0, NULL);
+    tun_config cfg;
+    hpo_error err;
+    assert_int_equal(tun_config_parse(j, s, &cfg, &err), 0);
+    assert_true(cfg.bohb_bandwidth_factor == 1.5);
+    json_decref(j);
     tun_space_free(s);
 }
 
@@ -249,6 +318,7 @@ int main(void) {
         cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_highest_rung_with_enough_points),
         cmocka_unit_test(test_random_fraction),
+        cmocka_unit_test(test_bandwidth_factor),
         cmocka_unit_test(test_conditional_and_plain),
         cmocka_unit_test(test_config_keys),
     };
