@@ -3,7 +3,8 @@
  * al. 2011) built as Optuna 3.x builds it (tun_tpe_suggest), with two
  * regimes: on a space of continuous floats with one objective the below set
  * is weighted by improvement and the trials alternate between modelling the
- * parameters jointly (even trial numbers) and one by one (odd ones);
+ * parameters jointly (even trial numbers) and one by one (odd ones), or,
+ * with at most two parameters, model them jointly at every trial;
  * anywhere else (an int, a step, a choice or a bool among the
  * unconditional parameters; several objectives) it is Optuna 3.1's
  * TPESampler. The defaults and how they were chosen are at the end.
@@ -60,7 +61,8 @@
  *   choices make exact copies) gives way to the next best, unless every
  *   candidate does (test_joint_skips_copies).
  * - Multivariate (cfg.tpe_multivariate; < 0, the default: the mix, 2, with
- *   one objective on a continuous space, per parameter otherwise, and with
+ *   one objective on a continuous space of three or more parameters, 1 on
+ *   one of one or two, per parameter otherwise, and with
  *   several objectives or constraints as Optuna's MOTPE; 2: jointly for
  *   even trial numbers, per parameter for odd ones): the unconditional
  *   parameters are modelled jointly, one mixture
@@ -174,8 +176,26 @@
  * 0.2 (n + 1)^(-1/(d+4)) range under the joint model's bandwidths, on the
  * above set (whose per-parameter gaps leave holes between its trials in
  * d dimensions that the ratio l/g seeks out) 2.17 / 0.95 / 1.14, on both
- * sets 2.17 / 1.01 / 1.36. No change: the holes help early, and the pure
- * modes' edge on this cell is what the tuning half pays for (above).
+ * sets 2.17 / 1.01 / 1.36. None kept: the holes help early.
+ * The joint model alone in two dimensions (JOINT_ONLY_MAX_PARAMS), a later
+ * session, prompted by that cell but decided on the tuning half: its
+ * 2-D cells (odd functions, seeds 100..611, 512 seeds), the ratio of
+ * median regrets to the mix's, median (geometric mean) over the 12 cells
+ * at 25 / 50 / 100 trials:
+ *   noiseless       0.967 (0.958) / 0.879 (0.880) / 0.879 (0.854)
+ *   noisy-gauss     1.055 (1.052) / 1.022 (1.006) / 1.077 (1.084)  (256 seeds)
+ *   noisy-cauchy    0.988 (0.987) / 0.997 (1.014) / 1.013 (0.956)  (256 seeds)
+ * In 3-D and 4-D (seeds 100..355) it gains less without noise (0.89 /
+ * 0.95 / 0.97 and 0.99 / 1.02 / 1.05) and loses more with it (1.09 /
+ * 1.22 / 1.44 and 1.06 / 1.18 / 1.38); in 5-D 0.99 / 1.01 / 1.07. (A
+ * reading: in the plane the joint kernels leave few holes for the
+ * per-parameter half to fill; in more dimensions they leave many.) Its
+ * cost is early on ill-conditioned
+ * functions with one dominant coordinate: f11 (discus) in 2-D at 25
+ * trials 1.37x the mix's regret, and on the report's f2 2-D (seeds 0..99
+ * and 1000..1399, Optuna 3.1's TPE in the same seeds) 1.03 / 1.53 / 1.14
+ * of Optuna's regret became 1.41 / 1.20 / 1.15, f12 (bent cigar) 2-D
+ * 1.10 / 1.08 / 1.19 became 1.00 / 0.83 / 1.09.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -647,12 +667,18 @@ static int continuous_space(const tun_space *s) {
     return 1;
 }
 
+/* The most parameters a continuous space may have for the default to model
+ * them jointly at every trial (the notes on top). */
+#define JOINT_ONLY_MAX_PARAMS 2
+
 /* whether trial `number` samples jointly: cfg.tpe_multivariate, its
- * default (< 0) resolved for one objective (2 on a continuous space: the
- * even numbers jointly, the odd ones per parameter) */
+ * default (< 0) resolved for one objective (on a continuous space, 1 with
+ * at most JOINT_ONLY_MAX_PARAMS parameters, else 2: the even numbers
+ * jointly, the odd ones per parameter; 0 elsewhere). A continuous space
+ * has no conditional parameters: a condition's root parent is discrete. */
 static int joint(const tun_study *t, int64_t number) {
     int mv = t->cfg.tpe_multivariate;
-    if (mv < 0) mv = continuous_space(t->space) ? 2 : 0;
+    if (mv < 0) mv = !continuous_space(t->space) ? 0 : t->space->n <= JOINT_ONLY_MAX_PARAMS ? 1 : 2;
     return mv == 2 ? number % 2 == 0 : mv != 0;
 }
 

@@ -154,8 +154,9 @@ typedef struct tun_config {
                                * even trial numbers, each on its own for the
                                * odd ones; < 0 (the default) = 2 with one
                                * objective on a space whose unconditional
-                               * parameters are all continuous floats, 0
-                               * otherwise (tpe.c) */
+                               * parameters are all continuous floats (1
+                               * when it has at most two), 0 otherwise
+                               * (tpe.c) */
     int tpe_max_components;   /* not a "tuner" key (tests, benchmarks): the most
                                * components a side of TPE's split keeps before
                                * older trials are stood for by a stratified

@@ -477,11 +477,15 @@ static const char FLOAT_SPACE[] =
     "\"b\":{\"type\":\"float\",\"low\":1e-4,\"high\":1,\"log\":true},"
     "\"c\":{\"type\":\"float\",\"low\":0,\"high\":1}}";
 
+/* The objective of FLOAT_SPACE, and of PLANE_SPACE (its first two). */
 static double float_objective(const tun_space *s, const double *x) {
-    (void)s;
-    double lb = log10(x[1]) + 2.0;
-    return (x[0] - 1.0) * (x[0] - 1.0) + lb * lb + 3.0 * (x[2] - 0.3) * (x[2] - 0.3);
+    double lb = log10(x[1]) + 2.0, c = s->n > 2 ? x[2] - 0.3 : 0.0;
+    return (x[0] - 1.0) * (x[0] - 1.0) + lb * lb + 3.0 * c * c;
 }
+
+static const char PLANE_SPACE[] =
+    "{\"a\":{\"type\":\"float\",\"low\":-5,\"high\":5},"
+    "\"b\":{\"type\":\"float\",\"low\":1e-4,\"high\":1,\"log\":true}}";
 
 static void test_fast_equals_ref(void **state) {
     (void)state;
@@ -555,10 +559,10 @@ static void test_compressed_deterministic(void **state) {
 }
 
 /* The default (tpe_multivariate < 0) is the mix (2: even trial numbers
- * jointly, odd ones per parameter) on a space of continuous floats and the
- * per-parameter model as soon as an unconditional parameter is discrete:
- * the same suggestions, bit for bit, as the explicit settings, over 40
- * told trials. */
+ * jointly, odd ones per parameter) on a space of three or more continuous
+ * floats, the joint model (1) on one of two, and the per-parameter model
+ * as soon as an unconditional parameter is discrete: the same suggestions,
+ * bit for bit, as the explicit settings, over 40 told trials. */
 static void regime_matches(const char *space, int explicit_mv) {
     tun_space *s = parse_space(space);
     assert_non_null(s);
@@ -577,7 +581,7 @@ static void regime_matches(const char *space, int explicit_mv) {
         assert_int_equal(tun_study_suggest(st[0], k, x), 0);
         assert_int_equal(tun_study_suggest(st[1], k, y), 0);
         assert_true(same_bits(x, y, s->n));
-        double f = space == FLOAT_SPACE ? float_objective(s, x) : mixed_objective(s, x);
+        double f = space == MIXED_SPACE ? mixed_objective(s, x) : float_objective(s, x);
         for (int v = 0; v < 2; v++)
             assert_int_equal(tun_study_add(st[v], k, x, TUN_TRIAL_COMPLETE, f), 0);
     }
@@ -589,6 +593,7 @@ static void regime_matches(const char *space, int explicit_mv) {
 static void test_default_regime(void **state) {
     (void)state;
     regime_matches(FLOAT_SPACE, 2);
+    regime_matches(PLANE_SPACE, 1);
     regime_matches(MIXED_SPACE, 0);
 }
 
