@@ -190,12 +190,12 @@
  * 1.22 / 1.44 and 1.06 / 1.18 / 1.38); in 5-D 0.99 / 1.01 / 1.07. (A
  * reading: in the plane the joint kernels leave few holes for the
  * per-parameter half to fill; in more dimensions they leave many.) Its
- * cost is early on ill-conditioned
- * functions with one dominant coordinate: f11 (discus) in 2-D at 25
- * trials 1.37x the mix's regret, and on the report's f2 2-D (seeds 0..99
- * and 1000..1399, Optuna 3.1's TPE in the same seeds) 1.03 / 1.53 / 1.14
- * of Optuna's regret became 1.41 / 1.20 / 1.15, f12 (bent cigar) 2-D
- * 1.10 / 1.08 / 1.19 became 1.00 / 0.83 / 1.09.
+ * cost is early on ill-conditioned functions with one dominant
+ * coordinate: f11 (discus) in 2-D at 25 trials 1.37x the mix's regret,
+ * and on the report's f2 2-D (seeds 0..99 and 1000..1399, Optuna 3.1's
+ * TPE in the same seeds) 1.03 / 1.53 / 1.14 of Optuna's regret became
+ * 1.41 / 1.20 / 1.15, f12 (bent cigar) 2-D 1.10 / 1.08 / 1.19 became
+ * 1.00 / 0.83 / 1.09.
  */
 #include <math.h>
 #include <stdlib.h>
