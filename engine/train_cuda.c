@@ -486,9 +486,10 @@ typedef struct run {
 
 /* a replica's op failed: the reason of the first context that has one */
 static int run_failed(run *r, int rc, hpo_error *err) {
+    int found = 0; /* every context waited for, not only up to the failed one: run_free frees them all */
     for (int k = 0; k < r->R; k++)
-        if (r->d[k].owns_cu && eng_cuda_sync(r->d[k].cu, err)) return rc;
-    hpo_fail(err, rc, "devices", "cuda:%d: a device op failed", r->d[0].dev);
+        if (r->d[k].owns_cu && eng_cuda_sync(r->d[k].cu, found ? NULL : err)) found = 1;
+    if (!found) hpo_fail(err, rc, "devices", "cuda:%d: a device op failed", r->d[0].dev);
     return rc;
 }
 
@@ -652,6 +653,10 @@ static int run_open(run *r, eng_model *m, const eng_split *train, const eng_spli
 }
 
 static void run_free(run *r) {
+    /* nothing freed under work still in flight (a failed run may have
+     * returned before its streams drained) */
+    for (int k = 0; k < r->R; k++)
+        if (r->d[k].cu && r->d[k].owns_cu) eng_cuda_sync(r->d[k].cu, NULL);
     eng_cuda_graph_free(r->graph);
     eng_cuda_comm_free(r->comm);
     for (int k = r->R - 1; k >= 0; k--) dev_free(&r->d[k]); /* the context's owner last */

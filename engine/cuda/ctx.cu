@@ -24,10 +24,29 @@ int cu_fail(eng_cuda *cu, int rc, const char *fmt, ...) {
     return rc;
 }
 
+/* the errors after which the process's context on the GPU is unusable:
+ * every later call on that GPU (any slot's) fails until the process ends */
+static int cu_context_lost(cudaError_t e) {
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable: return 1;
+    default: return 0;
+    }
+}
+
 int cu_check(eng_cuda *cu, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return 0;
-    return cu_fail(cu, e == cudaErrorMemoryAllocation ? HPO_ENOMEM : HPO_EINTERNAL, "%s: %s (%s)", what,
-                   cudaGetErrorString(e), cudaGetErrorName(e));
+    return cu_fail(cu, e == cudaErrorMemoryAllocation ? HPO_ENOMEM : HPO_EINTERNAL, "%s: %s (%s)%s", what,
+                   cudaGetErrorString(e), cudaGetErrorName(e),
+                   cu_context_lost(e) ? "; the GPU's context is lost for this process (restart it)" : "");
 }
 
 int cu_launched(eng_cuda *cu, const char *what) { return cu_check(cu, cudaGetLastError(), what); }
@@ -84,7 +103,10 @@ extern "C" void eng_cuda_close(eng_cuda *cu) {
 }
 
 extern "C" int eng_cuda_sync(eng_cuda *cu, hpo_error *err) {
-    if (!cu->rc) cu_check(cu, cudaStreamSynchronize(cu->stream), "a kernel failed");
+    /* drained even after a failure: the caller frees the buffers of the
+     * work enqueued before it (cudaFree only "may" synchronise) */
+    cudaError_t e = cudaStreamSynchronize(cu->stream);
+    if (!cu->rc) cu_check(cu, e, "a kernel failed");
     if (cu->rc && err) *err = cu->err;
     return cu->rc;
 }
@@ -107,8 +129,9 @@ extern "C" int eng_cuda_alloc(eng_cuda *cu, size_t bytes, void **out, hpo_error 
 }
 
 extern "C" void eng_cuda_free(eng_cuda *cu, void *p) {
-    (void)cu;
-    if (p) cudaFree(p);
+    if (!p) return;
+    cu_use(cu); /* one thread may drive several GPUs (replicas): free on the buffer's */
+    cudaFree(p);
 }
 
 static int copy_sync(eng_cuda *cu, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, hpo_error *err) {

@@ -46,6 +46,9 @@ static eng_cuda *g_cu;
 static inline int gpu_test_main(const struct CMUnitTest *tests, size_t n_tests) {
     int n = 0;
     hpo_error err = {{0}, {0}};
+    /* line by line into run-on-device.sh's log: a test killed at its time
+     * limit, or one that crashes, keeps the comparisons it printed */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("HPO_TEST_LIST")) { /* the names, one a line, for running them one by one */
         for (size_t i = 0; i < n_tests; i++) printf("%s\n", tests[i].name);
         return 0;

@@ -91,7 +91,7 @@ if [ ! -d $b/bin ]; then
     say "no $b/bin: run tests/gpu/bundle.sh on the build machine and carry .gpu-pack"
     exit 2
 fi
-if [ "$(cat $b/SOURCES 2>/dev/null)" != "$(tests/gpu/source-hash.sh)" ]; then
+if [ "$(cat $b/SOURCES 2>/dev/null)" != "$(bash tests/gpu/source-hash.sh)" ]; then
     say "STALE BUNDLE: built from $(tr '\n' ' ' <$b/COMMIT 2>/dev/null || echo '?')whose sources differ from this tree's;" \
         "run tests/gpu/bundle.sh on the build machine after the last edit"
     exit 2
@@ -107,12 +107,23 @@ if [ -z "$cublas" ]; then
     f=$(timeout 60 find /opt /usr/local /usr/lib /root -name 'libcublasLt.so.13' 2>/dev/null | head -1)
     [ -n "$f" ] && cublas=$(dirname "$f")
 fi
+# libnccl.so.2, dlopen'd only by replicas that span GPUs (nccl_api.cu):
+# beside cuBLAS, else (where there are two GPUs) PyTorch's nvidia-nccl wheel
+nccl=""
+for d in "$cublas" /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+    [ -n "$d" ] && [ -e "$d/libnccl.so.2" ] && { nccl=$d; break; }
+done
+if [ -z "$nccl" ] && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+    f=$(timeout 60 find /opt /usr/local /usr/lib /root -name 'libnccl.so.2' 2>/dev/null | head -1)
+    [ -n "$f" ] && nccl=$(dirname "$f")
+fi
+[ "$nccl" = "$cublas" ] && nccl=""
 # PyTorch keeps the machine's own library path: the bundle's libraries (zlib, libgomp, the
 # toolkit's cuBLAS) could shadow those its wheels bring
 export HPO_PEER_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 peer_env=(env -u LD_LIBRARY_PATH)
 [ -n "$HPO_PEER_LD_LIBRARY_PATH" ] && peer_env=(env "LD_LIBRARY_PATH=$HPO_PEER_LD_LIBRARY_PATH")
-export LD_LIBRARY_PATH="$PWD/$b/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$PWD/$b/lib${cublas:+:$cublas}${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export HPO_FASHION_MNIST_DIR=$PWD/$b/data/fashion-mnist # hpod's and the benchmark's builtin dataset
 if ldd $b/bin/bench_gpu_engine | grep -q "not found"; then # the device's C++ runtime missing or too old
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/$b/lib-fallback"
@@ -124,7 +135,7 @@ fi
         echo "nvidia-smi failed"
     echo "glibc: $(ldd --version 2>&1 | head -1)"
     echo "python3: $(command -v python3) $("${peer_env[@]}" python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1)"
-    echo "libcublasLt.so.13 from: ${cublas:-NOT FOUND}"
+    echo "libcublasLt.so.13 from: ${cublas:-NOT FOUND}; libnccl.so.2 (replicas across GPUs) added: ${nccl:-none}"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
     ldd $b/bin/bench_gpu_engine 2>&1 | grep -E "not found|stdc\+\+" # cuBLASLt: dlopen, from LD_LIBRARY_PATH
 } >"$envf" 2>&1

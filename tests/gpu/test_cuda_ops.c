@@ -772,14 +772,32 @@ static void test_errors(void **state) {
     eng_cuda_free(g_cu, d);
 }
 
+/* Before each test: the shared context as gpu_test_main opened it. A test
+ * that fails an assertion returns at once, and would leave it in fp16
+ * (test_dense_fp16, test_fp16_rounding) or leave g_cu on test_dense_tf32's
+ * TF32 context, failing the bf16 and f32 comparisons of every later test
+ * in the process. */
+static eng_cuda *g_main;
+
+static int reset_ctx(void **state) {
+    (void)state;
+    if (!g_main) g_main = g_cu;
+    if (g_cu != g_main) {
+        eng_cuda_close(g_cu);
+        g_cu = g_main;
+    }
+    eng_cuda_set_fp16(g_cu, 0);
+    return 0;
+}
+
+#define T(f) cmocka_unit_test_setup(f, reset_ctx)
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_errors),        cmocka_unit_test(test_dense_f32),   cmocka_unit_test(test_dense_bf16),
-        cmocka_unit_test(test_dense_fp16),    cmocka_unit_test(test_fp16_rounding), cmocka_unit_test(test_dense_tf32),
-        cmocka_unit_test(test_activations),   cmocka_unit_test(test_dropout),     cmocka_unit_test(test_stage_steps),
-        cmocka_unit_test(test_conv2d),        cmocka_unit_test(test_maxpool),     cmocka_unit_test(test_augment_gap),
-        cmocka_unit_test(test_batchnorm),     cmocka_unit_test(test_add_and_bf16), cmocka_unit_test(test_gather),
-        cmocka_unit_test(test_losses),
+        T(test_errors),      T(test_dense_f32),   T(test_dense_bf16),     T(test_dense_fp16),
+        T(test_fp16_rounding), T(test_dense_tf32), T(test_activations),   T(test_dropout),
+        T(test_stage_steps), T(test_conv2d),      T(test_maxpool),        T(test_augment_gap),
+        T(test_batchnorm),   T(test_add_and_bf16), T(test_gather),        T(test_losses),
     };
     return GPU_TEST_MAIN(tests);
 }
