@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uv.h>
 
 struct srv_scheduler {
@@ -37,10 +38,21 @@ static void schedule(srv_scheduler *s) {
     api_jobs_reap(s->api, busy, n_busy);
     free(busy);
     api_jobs_settle(s->api);
-    int slot;
-    while ((slot = srv_workers_idle(s->workers)) >= 0) {
+    /* every idle slot in turn: a study that trains on one kind of device
+     * (training.device) has no job for a slot of the other kind, and the
+     * slots after that one still get theirs. Once a kind's slot found
+     * nothing, its other slots would not either (what a slot may run
+     * depends on its kind alone: api_device_fits) */
+    int nothing_for[2] = {0, 0}; /* [is a cuda slot] */
+    for (int slot = 0; (slot = srv_workers_idle(s->workers, slot)) >= 0; slot++) {
+        const char *name = srv_workers_slot_name(s->workers, slot);
+        int cuda = strncmp(name, "cuda:", 5) == 0;
         api_job job;
-        if (api_jobs_next(s->api, srv_workers_slot_name(s->workers, slot), &job)) break;
+        if (nothing_for[cuda]) continue;
+        if (api_jobs_next(s->api, name, &job)) {
+            nothing_for[cuda] = 1;
+            continue;
+        }
         if (job.kind == API_JOB_MODEL)
             HPO_INFO("model %lld (study %lld) starts on %s", (long long)job.model_id, (long long)job.study_id,
                      srv_workers_slot_name(s->workers, slot));

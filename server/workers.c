@@ -270,8 +270,8 @@ void srv_workers_free(srv_workers *p) {
 
 int srv_workers_count(const srv_workers *p) { return p->n; }
 
-int srv_workers_idle(const srv_workers *p) {
-    for (int i = 0; i < p->n; i++) {
+int srv_workers_idle(const srv_workers *p, int from) {
+    for (int i = from < 0 ? 0 : from; i < p->n; i++) {
         worker *w = &p->w[i];
         pthread_mutex_lock(&w->mu);
         int busy = w->busy;

@@ -67,8 +67,8 @@ int srv_workers_new(api_ctx *api, const srv_slot *slots, int n, void (*on_done)(
                     srv_workers **out);
 void srv_workers_free(srv_workers *w);
 int srv_workers_count(const srv_workers *w);
-/* An idle slot, or -1. */
-int srv_workers_idle(const srv_workers *w);
+/* The first idle slot at or after from, or -1. */
+int srv_workers_idle(const srv_workers *w, int from);
 const char *srv_workers_slot_name(const srv_workers *w, int slot);
 /* Starts job on an idle slot. */
 void srv_workers_dispatch(srv_workers *w, int slot, const api_job *job);

@@ -12,6 +12,11 @@
   the CNN in mixed_fp16 (dynamic loss scaling on the device); a refit of
   the fp16 study's trial (train + validation, 1.2x its best epoch) trains
   on the GPU (the hpod's only slot) and scores on the test set.
+- hpod --devices cpu:1,cuda:0 (the CPU slot first): a study with
+  training.device "cuda" runs on the GPU slot, one with "cpu" on the CPU
+  slot, both to the end (the scheduler fills every idle slot, not only
+  the first one: a slot that has no job of the studies' kinds leaves the
+  next one its turn).
 Without a usable GPU hpod must refuse --devices cuda:0x2 at start with
 "no CUDA device: ..." (exit 2); that is checked, then the test is skipped
 (exit 77). tests/gpu/run-on-device.sh runs it on a device machine with the
@@ -116,6 +121,39 @@ def check_cnn(args, c):
         hp.cleanup()
 
 
+def check_device_kinds(args, c):
+    hp = start_or_skip(args, "cpu:1,cuda:0")
+    try:
+        ids = {}
+        for device in ("cuda", "cpu"):
+            study = {"name": "on-" + device, "objective": {"metric": "val_accuracy"},
+                     "model": {"template": "mlp"},
+                     "dataset": {"name": "fashion-mnist", "limit": 2000, "validation_split": 500},
+                     "space": {"layers": {"type": "int", "low": 1, "high": 1},
+                               "units": {"type": "choice", "values": [32]},
+                               "lr": {"type": "choice", "values": [0.003]}},
+                     "training": {"max_epochs": 1, "batch_size": 100, "device": device},
+                     "tuner": {"algorithm": "random", "seed": 3, "max_trials": 2}}
+            ids[device] = hp.ok("POST", "/api/v1/studies", study)["id"]
+        try:
+            wait_for(lambda: all(hp.ok("GET", "/api/v1/studies/%d" % i)["state"] == "complete"
+                                 for i in ids.values()), 120)
+            done = True
+        except AssertionError:
+            done = False
+        c.check(done, "a study asking for cuda and one asking for cpu both finish on cpu:1,cuda:0")
+        for device, sid in ids.items():
+            trials = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"]
+            slots = sorted({t["slot"] or "" for t in trials})
+            print("  training.device %s: trials %s on %s" % (device, [t["state"] for t in trials], slots))
+            c.check(len(trials) == 2 and all(t["state"] == "complete" for t in trials)
+                    and all(s.startswith(device + ":") for s in slots),
+                    "training.device %s: both trials complete on %s slots: %s" % (device, device, slots))
+        c.check(hp.stop() == 0, "graceful shutdown")
+    finally:
+        hp.cleanup()
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -127,6 +165,7 @@ def main():
         print(hp.log_tail(8))
         hp.cleanup()
     check_cnn(args, c)
+    check_device_kinds(args, c)
     c.finish()
 
 
