@@ -15,6 +15,8 @@
  *   hpo_samples_per_second{slot}                   gauge: the slot's last trial epoch (0 before one)
  *   hpo_slot_info{slot,device} 1                   the device a slot trains on: "cpu", "cuda:G" ("cuda:G+H")
  *   hpo_slot_busy_seconds_total{slot}              counter: time the slot's worker spent in jobs
+ *   hpo_gpu_lost{gpu}                              gauge, per GPU of a cuda slot: 1 once the process
+ *                                                  lost its context there (gpu.h, eng_gpu_lost)
  *   hpo_gpu_memory_used_bytes{gpu}, hpo_gpu_memory_total_bytes{gpu}
  *                                                  gauges, per GPU of a cuda slot, only where the GPU
  *                                                  answers (cudaMemGetInfo, outside the mutex)
@@ -415,6 +417,10 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
     size_t n_gpus = slot_gpus(m, gpus, 16);
     pthread_mutex_unlock(&m->lock);
 
+    if (n_gpus)
+        put(&t, "# HELP hpo_gpu_lost 1 once hpod lost its context on the GPU (a device fault): its slots take "
+                "no more jobs until hpod restarts.\n# TYPE hpo_gpu_lost gauge\n");
+    for (size_t i = 0; i < n_gpus; i++) put(&t, "hpo_gpu_lost{gpu=\"%d\"} %d\n", gpus[i], eng_gpu_lost(gpus[i]));
     size_t used[16], total[16], answered = 0; /* outside the lock: device queries */
     for (size_t i = 0; i < n_gpus; i++) {
         hpo_error gerr;

@@ -12,7 +12,8 @@
  *   --version use. A machine without a GPU (or without its driver) is an
  *   ordinary answer, HPO_EUNSUPPORTED with "no CUDA device: <the runtime's
  *   reason>", never a crash.
- * - Thread-safe: every call asks the runtime afresh.
+ * - Thread-safe: every call asks the runtime afresh (eng_gpu_lost reads
+ *   an atomic flag).
  */
 #ifndef ENG_GPU_H
 #define ENG_GPU_H
@@ -46,5 +47,17 @@ int eng_gpu_info_get(int i, eng_gpu_info *out, hpo_error *err);
  * only about GPUs that have slots); the calling thread's current device is
  * left as it was. */
 int eng_gpu_memory(int i, size_t *used, size_t *total, hpo_error *err);
+
+/* 1 once this process has lost its context on GPU i: a call on it failed
+ * with an error the CUDA runtime never recovers from (an illegal address,
+ * a launch failure or timeout, a device-side assert, an uncorrectable ECC
+ * error...), after which every call on that GPU fails until the process
+ * ends. The worker pool gives such a GPU's slots no more jobs and /metrics
+ * says so (hpo_gpu_lost); the other slots go on. 0 otherwise, and for an
+ * index out of range. Same in every build (gpu_lost.c). */
+int eng_gpu_lost(int i);
+/* Records that (engine/cuda's error check; the host emulation of the
+ * tests on an illegal address). */
+void eng_gpu_mark_lost(int i);
 
 #endif

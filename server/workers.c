@@ -23,6 +23,7 @@ typedef struct worker {
     api_job job;
     double started;
     atomic_int stop; /* API_STOP_*: written by the scheduler thread, read by the job */
+    int retired;     /* a GPU of the slot is lost (eng_gpu_lost): no more jobs; the scheduler's */
 } worker;
 
 struct srv_workers {
@@ -270,9 +271,27 @@ void srv_workers_free(srv_workers *p) {
 
 int srv_workers_count(const srv_workers *p) { return p->n; }
 
-int srv_workers_idle(const srv_workers *p, int from) {
+/* 1 if a GPU of the slot is lost for this process (engine/gpu.h): its
+ * every call fails until hpod restarts, so the slot retires, saying so
+ * once; the slots on other devices go on */
+static int slot_lost(worker *w) {
+    if (w->retired) return 1;
+    for (int k = 0; w->slot.kind == SRV_SLOT_CUDA && k < w->slot.n_gpus; k++)
+        if (eng_gpu_lost(w->slot.gpus[k])) {
+            HPO_ERROR("slot %s takes no more jobs: this process lost its context on GPU %d (an error the CUDA "
+                      "runtime does not recover from; the trial that met it failed with the reason); restart "
+                      "hpod to use the GPU again",
+                      w->slot.name, w->slot.gpus[k]);
+            w->retired = 1;
+            return 1;
+        }
+    return 0;
+}
+
+int srv_workers_idle(srv_workers *p, int from) {
     for (int i = from < 0 ? 0 : from; i < p->n; i++) {
         worker *w = &p->w[i];
+        if (slot_lost(w)) continue;
         pthread_mutex_lock(&w->mu);
         int busy = w->busy;
         pthread_mutex_unlock(&w->mu);

@@ -17,6 +17,12 @@
  *   how many there are (eng_train_cuda_set_slots), and a trial whose
  *   device memory does not fit its share fails with the reason before it
  *   starts (train.h, eng_train_cuda_check_budget).
+ * - A GPU lost for the process (a device fault: engine/gpu.h,
+ *   eng_gpu_lost) retires its slots: the trial that met the fault fails
+ *   with the reason, those running beside it on that GPU fail as their
+ *   next call does, and the scheduler hands that GPU's slots nothing more
+ *   (one error line in the log each; /metrics' hpo_gpu_lost); the other
+ *   slots go on.
  * - srv_workers_free asks every running trial to stop (API_STOP_SHUTDOWN:
  *   it is requeued and resumes from its checkpoint after a restart) and
  *   joins the threads.
@@ -67,8 +73,10 @@ int srv_workers_new(api_ctx *api, const srv_slot *slots, int n, void (*on_done)(
                     srv_workers **out);
 void srv_workers_free(srv_workers *w);
 int srv_workers_count(const srv_workers *w);
-/* The first idle slot at or after from, or -1. */
-int srv_workers_idle(const srv_workers *w, int from);
+/* The first idle slot at or after from, or -1. A CUDA slot whose GPU this
+ * process has lost (engine/gpu.h: eng_gpu_lost) is never idle again. Only
+ * the scheduler thread calls it. */
+int srv_workers_idle(srv_workers *w, int from);
 const char *srv_workers_slot_name(const srv_workers *w, int slot);
 /* Starts job on an idle slot. */
 void srv_workers_dispatch(srv_workers *w, int slot, const api_job *job);

@@ -44,9 +44,10 @@ static int cu_context_lost(cudaError_t e) {
 
 int cu_check(eng_cuda *cu, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return 0;
+    if (cu_context_lost(e)) eng_gpu_mark_lost(cu->device);
     return cu_fail(cu, e == cudaErrorMemoryAllocation ? HPO_ENOMEM : HPO_EINTERNAL, "%s: %s (%s)%s", what,
                    cudaGetErrorString(e), cudaGetErrorName(e),
-                   cu_context_lost(e) ? "; the GPU's context is lost for this process (restart it)" : "");
+                   cu_context_lost(e) ? "; the GPU's context is lost for this process: its slots take no more jobs until hpod restarts" : "");
 }
 
 int cu_launched(eng_cuda *cu, const char *what) { return cu_check(cu, cudaGetLastError(), what); }

@@ -316,7 +316,8 @@ static void test_format_and_series(void **state) {
 
 /* hpo_jobs_queued: queued trials of running studies and queued model jobs,
  * not the trials of a paused study; hpo_trials by state. */
-/* each slot's device and busy time; GPU memory only where the GPU answers */
+/* each slot's device and busy time; GPU memory only where the GPU answers;
+ * whether a GPU is lost */
 static void test_slot_devices_and_busy(void **state) {
     const char *slots[] = {"cpu:0", "cuda:0/0", "cuda:1+2/3"};
     api_metrics_slots(ctx, slots, 3);
@@ -345,7 +346,13 @@ static void test_slot_devices_and_busy(void **state) {
             assert_true(value_of(p, "hpo_gpu_memory_total_bytes", lab) > 0);
         else
             assert_null(find(p, "hpo_gpu_memory_used_bytes", lab));
+        assert_true(value_of(p, "hpo_gpu_lost", lab) == 0);
     }
+    free(p);
+    eng_gpu_mark_lost(2); /* a device fault on GPU 2: said, GPU 0 and 1 unchanged */
+    p = scrape();
+    assert_true(value_of(p, "hpo_gpu_lost", "gpu=\"2\"") == 1);
+    assert_true(value_of(p, "hpo_gpu_lost", "gpu=\"0\"") == 0 && value_of(p, "hpo_gpu_lost", "gpu=\"1\"") == 0);
     free(p);
     api_metrics_slot_busy(ctx, "cuda:0/0", 0);
     p = scrape();

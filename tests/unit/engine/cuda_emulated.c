@@ -215,6 +215,7 @@ static int capture_refuses(eng_cuda *cu, const char *what) {
  * touched) of one live allocation on cu's GPU */
 static int dev_bad(eng_cuda *cu, const char *op, const char *name, const void *p, size_t bytes) {
     if (!bytes || mem_device_of(p, bytes) == cu->device) return 0;
+    eng_gpu_mark_lost(cu->device); /* on the device: the context is lost for the process */
     emu_fail(cu, HPO_EINTERNAL, "%s: %s (%p, %zu bytes) is not in one device allocation of this GPU "
              "(an illegal address)", op, name, p, bytes);
     return 1;
