@@ -183,6 +183,7 @@ int eng_cuda_comm_open(eng_cuda *const *cus, int n, eng_cuda_comm **out, hpo_err
     return none(err);
 }
 void eng_cuda_comm_free(eng_cuda_comm *c) { (void)c; }
+void eng_cuda_comm_abort(eng_cuda_comm *c) { (void)c; }
 int eng_cuda_allreduce_sum(eng_cuda_comm *c, eng_cuda *const *cus, float *const *bufs, size_t n) {
     (void)c, (void)cus, (void)bufs, (void)n;
     return HPO_EUNSUPPORTED;

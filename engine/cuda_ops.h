@@ -316,6 +316,10 @@ typedef struct eng_cuda_comm eng_cuda_comm;
  * NCCL cannot be loaded or set up; HPO_EINVAL for a GPU named twice. */
 int eng_cuda_comm_open(eng_cuda *const *cus, int n, eng_cuda_comm **out, hpo_error *err);
 void eng_cuda_comm_free(eng_cuda_comm *c); /* NULL ok */
+/* Ends and frees the group after a failure (NULL ok): the all-reduces in
+ * flight are aborted (ncclCommAbort), so that no GPU waits forever for a
+ * peer whose stream failed before it joined, and its streams can drain. */
+void eng_cuda_comm_abort(eng_cuda_comm *c);
 /* bufs[k] (dev, on cus[k], n floats each) = the sum of all of them, in
  * place, enqueued on each context's stream (one NCCL group: one host
  * thread drives every GPU). */

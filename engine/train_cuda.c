@@ -486,6 +486,10 @@ typedef struct run {
 
 /* a replica's op failed: the reason of the first context that has one */
 static int run_failed(run *r, int rc, hpo_error *err) {
+    /* first the all-reduces: a GPU whose peer failed before joining one
+     * would wait for it forever, and so would the wait below */
+    eng_cuda_comm_abort(r->comm);
+    r->comm = NULL;
     int found = 0; /* every context waited for, not only up to the failed one: run_free frees them all */
     for (int k = 0; k < r->R; k++)
         if (r->d[k].owns_cu && eng_cuda_sync(r->d[k].cu, found ? NULL : err)) found = 1;

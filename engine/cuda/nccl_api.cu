@@ -20,6 +20,7 @@
 typedef struct nccl_api {
     decltype(&ncclCommInitAll) CommInitAll;
     decltype(&ncclCommDestroy) CommDestroy;
+    decltype(&ncclCommAbort) CommAbort;
     decltype(&ncclAllReduce) AllReduce;
     decltype(&ncclGroupStart) GroupStart;
     decltype(&ncclGroupEnd) GroupEnd;
@@ -43,6 +44,7 @@ static void nccl_load(void) {
     }
     NCCL_SYM(CommInitAll);
     NCCL_SYM(CommDestroy);
+    NCCL_SYM(CommAbort);
     NCCL_SYM(AllReduce);
     NCCL_SYM(GroupStart);
     NCCL_SYM(GroupEnd);
@@ -86,7 +88,13 @@ extern "C" int eng_cuda_comm_open(eng_cuda *const *cus, int n, eng_cuda_comm **o
 
 extern "C" void eng_cuda_comm_free(eng_cuda_comm *c) {
     if (!c) return;
-    for (int k = 0; k < c->n; k++) nccl_table.CommDestroy(c->comms[k]);
+    for (int k = 0; k < c->n; k++) nccl_table.CommDestroy(c->comms[k]); /* waits for what is in flight */
+    free(c);
+}
+
+extern "C" void eng_cuda_comm_abort(eng_cuda_comm *c) {
+    if (!c) return;
+    for (int k = 0; k < c->n; k++) nccl_table.CommAbort(c->comms[k]);
     free(c);
 }
 
