@@ -149,6 +149,19 @@ static int asked_trial(api_ctx *ctx, int64_t trial_id, sto_trial *t, api_study *
     return 0;
 }
 
+/* A trial of an embedded study is hpod's own: a worker trains it and stores
+ * its reports and its end. A report would give it an ask/tell lease (whose
+ * expiry fails it while the worker still trains it) and a tell would end it
+ * under the worker (which trains on, while the scheduler starts another
+ * trial past parallel_trials): both are a 409, as an ask is. */
+static int embedded_trial(const api_study *st, const sto_trial *t, api_response *resp) {
+    if (!st->def.embedded) return 0;
+    api_fail(resp, 409, "conflict", "id",
+             "trial %lld belongs to embedded study %lld: hpod trains it and records its reports and its end",
+             (long long)t->id, (long long)st->id);
+    return 1;
+}
+
 static int not_running(const sto_trial *t, api_response *resp) {
     if (t->state == STO_TRIAL_RUNNING) return 0;
     api_fail(resp, 409, "conflict", "id", "trial %lld is already %s", (long long)t->id,
@@ -225,6 +238,11 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
     sto_trial t;
     api_study *st;
     if (trial_and_study(ctx, id, &t, &st, resp)) goto out;
+    if (embedded_trial(st, &t, resp)) {
+        sto_trial_clear(&t);
+        api_study_release(ctx, st);
+        goto out;
+    }
     if (report_values(st, json_object_get(body, "value"), json_object_get(body, "values"), &value, vec, &curve,
                       resp)) {
         sto_trial_clear(&t);
@@ -278,6 +296,11 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     sto_trial t;
     api_study *st;
     if (asked_trial(ctx, id, &t, &st) && trial_and_study(ctx, id, &t, &st, resp)) goto out;
+    if (embedded_trial(st, &t, resp)) {
+        sto_trial_clear(&t);
+        api_study_release(ctx, st);
+        goto out;
+    }
     /* the outcome is read against the study's objectives (fixed at creation) */
     hpo_error oerr = {{0}, {0}};
     int orc = api_parse_outcome(&st->def, body, &o, &oerr);

@@ -5,7 +5,8 @@
   every trial's events in order, and resumes with Last-Event-ID.
 - Failures are data: a template that does not fit some params and a
   diverging learning rate fail those trials with the reason; the study ends.
-- Pause, resume, cancel and per-trial timeouts.
+- Pause, resume, cancel and per-trial timeouts; a client's report or tell
+  on a running trial is a 409 (hpod trains it and records its end).
 - training.steps_per_execution (graph replay on CUDA slots): a count from 1
   to 10000, and training.allow_tf32: a boolean, or 400 naming the field; a
   CPU slot accepts and ignores both.
@@ -207,7 +208,17 @@ def check_control(hp, c):
 
     study.update(name="cancel", tuner={"algorithm": "random", "seed": 6, "max_trials": 20})
     sid = hp.ok("POST", "/api/v1/studies", study)["id"]
-    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["total"] > 0, 60, step=0.05)
+    running = wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % sid)["trials"], 60, step=0.05)
+    # hpod trains it and records its reports and its end: a client's report
+    # (which would give it a lease to expire) or tell is a 409
+    tid = running[0]["id"]
+    for op, body in (("report", {"step": 0, "value": 0.1}), ("tell", {"value": 0.999})):
+        status, out = hp.request("POST", "/api/v1/trials/%d/%s" % (tid, op), body)
+        c.check(status == 409 and out["error"]["field"] == "id" and "embedded" in out["error"]["message"],
+                "%s on an embedded study's running trial -> 409: %s %s" % (op, status, out))
+    t = hp.ok("GET", "/api/v1/trials/%d" % tid)
+    c.check(t["state"] == "running" and t["lease_expires"] is None and t["value"] != 0.999,
+            "the trial runs on untouched: %s %s %s" % (t["state"], t["lease_expires"], t["value"]))
     hp.ok("POST", "/api/v1/studies/%d/cancel" % sid)
     events = read_events(hp.url, sid, timeout=60)
     c.check(events[-1][1] == "study_cancelled" or any(t == "study_cancelled" for _, t, _ in events),
