@@ -371,6 +371,28 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
     if (rc) return rc;
     rc = api_study_acquire(ctx, mrow.study_id, &st);
     if (rc) {
+        /* its study is there but cannot be loaded (its uploaded dataset was
+         * deleted once it completed, its definition no longer passes): the
+         * job fails with the reason. Left running, api_jobs_reap would queue
+         * it again and the next pass claim it again (model jobs first), at
+         * once and forever, and no trial would get that slot */
+        sto_study s;
+        if (sto_study_get(ctx->db, mrow.study_id, &s) == 0) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "its study %lld cannot be loaded (%s; hpod's log says why)",
+                     (long long)mrow.study_id, hpo_strerror(rc));
+            char *data = api_event_text(json_pack("{s:I, s:s, s:s}", "model_id", (json_int_t)model_id, "kind",
+                                                  sto_model_kind_name(mrow.kind), "error", msg));
+            sto_event_in ev = {"model_failed", data};
+            int frc = sto_model_finish_ev(ctx->db, model_id, STO_MODEL_FAILED, NULL, NULL, msg, &ev);
+            free(data);
+            sto_study_clear(&s);
+            HPO_WARN("model %lld: %s", (long long)model_id, msg);
+            if (frc == 0) {
+                api_events_wake(ctx);
+                rc = 0;
+            }
+        }
         sto_model_clear(&mrow);
         return rc;
     }

@@ -1,0 +1,69 @@
+"""A queued model job whose study can no longer be loaded fails with the
+reason, once, and the slot goes on to other work.
+
+hpod on one CPU slot: study A trains on an uploaded CSV and completes; a
+long trial of study B holds the slot while a refit of A is queued behind
+it; A's dataset is deleted (allowed: A is complete) and hpod restarts, so
+A cannot be loaded any more. The refit must fail with a message naming its
+study, start once (before the fix it was claimed, left running, reaped and
+claimed again on every pass, thousands of times a second, and B's trial
+never got the slot back), and B's trial must run again."""
+import re
+import time
+
+from hpod import Checks, Hpod, parse_args, wait_for
+from test_datasets import make_csv, upload
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = Hpod(args.hpod, args=["--devices", "cpu:1"]).start()
+    hp2 = None
+    try:
+        st, ds = upload(hp, [("name", "blobs", None), ("format", "csv", None), ("label_column", "species", None),
+                             ("file", make_csv(), "blobs.csv")])
+        c.check(st == 201, "upload -> 201: %s %s" % (st, ds))
+        a = hp.ok("POST", "/api/v1/studies", {"name": "A", "model": {"template": "mlp"}, "dataset": {"id": ds["id"]},
+                                              "training": {"max_epochs": 2, "batch_size": 16},
+                                              "tuner": {"seed": 5, "max_trials": 1}})["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % a)["state"] == "complete", 60)
+        b = hp.ok("POST", "/api/v1/studies", {"name": "B", "model": {"template": "mlp"},
+                                              "dataset": {"name": "fashion-mnist", "limit": 20000,
+                                                          "validation_split": 2000},
+                                              "training": {"max_epochs": 300, "batch_size": 32},
+                                              "tuner": {"seed": 1, "max_trials": 1}})["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % b)["total"] > 0, 60)
+        refit = hp.ok("POST", "/api/v1/studies/%d/refits" % a, {"top_n": 1})["refits"][0]
+        c.check(hp.ok("GET", "/api/v1/models/%d" % refit["id"])["state"] == "queued", "the refit waits for the slot")
+        st, _ = hp.request("DELETE", "/api/v1/datasets/%d" % ds["id"])
+        c.check(st == 204, "A's dataset deleted (A is complete): %s" % st)
+        c.check(hp.stop() == 0, "graceful stop (B's trial is queued to resume)")
+
+        hp2 = Hpod(args.hpod, data_dir=hp.data_dir, args=["--devices", "cpu:1"]).start()
+        m = wait_for(lambda: (lambda m: m if m["state"] != "queued" and m["state"] != "running" else None)(
+            hp2.ok("GET", "/api/v1/models/%d" % refit["id"])), 30)
+        print("  the refit: %s: %s" % (m["state"], m.get("error")))
+        c.check(m["state"] == "failed" and "study %d" % a in (m.get("error") or ""),
+                "the refit fails naming its study: %s %s" % (m["state"], m.get("error")))
+        ok = True
+        try:
+            wait_for(lambda: hp2.ok("GET", "/api/v1/studies/%d/trials?state=running" % b)["total"] > 0, 30)
+        except AssertionError:
+            ok = False
+        c.check(ok, "B's trial gets the slot back and runs")
+        time.sleep(1)
+        with open(hp2.log_path) as f:
+            log = f.read()
+        starts = len(re.findall(r"model %d \(study %d\) starts on" % (refit["id"], a), log))
+        c.check(starts == 1, "the refit started once after the restart, not in a loop (%d starts)" % starts)
+        c.check(hp2.stop() == 0, "graceful stop")
+    finally:
+        if hp2:
+            hp2.cleanup()
+        hp.cleanup()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
