@@ -70,6 +70,9 @@ char *api_json_dumps(const json_t *json, size_t flags);
 enum { API_DEVICE_ANY = 0, API_DEVICE_CPU, API_DEVICE_CUDA };
 /* 1 if a slot named `slot` ("cpu:N", "cuda:G/K", ...) may run them */
 int api_device_fits(int device, const char *slot);
+/* 1 if one of the slots named at start (api_metrics_slots) fits device
+ * (API_DEVICE_*), or none was named (a process without workers). */
+int api_have_slot_for(api_ctx *ctx, int device);
 
 /* What an embedded study (one with a "model") adds: the model template, the
  * dataset, training options and the tuner keys only hpod's own runs use. */

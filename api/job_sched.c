@@ -160,9 +160,34 @@ static char *model_started_data(void *arg, int64_t model_id) {
                                     (json_int_t)api_node_id(a->ctx)));
 }
 
+/* Whether slot may take the oldest queued model job: a refit trains, and
+ * its study's training.device says on which kind of slot (as for its
+ * trials); trial models and ensembles only evaluate, anywhere. A job
+ * whose study cannot be loaded is left to the claim (it fails there,
+ * job_model.c). The model jobs behind a refit wait until a slot of its
+ * kind takes it (they are claimed in order); where this hpod has none of
+ * that kind, any slot takes it and trains on the CPU. Other nodes may claim the
+ * checked job first: the claim then takes the next, and a refit that does
+ * not fit the slot trains on the CPU. */
+static int model_fits(api_ctx *ctx, const char *slot) {
+    sto_model m;
+    if (sto_model_next_queued(ctx->db, &m)) return 1; /* none: the claim finds none either */
+    int fits = 1;
+    api_study *st;
+    if (m.kind == STO_MODEL_REFIT && api_study_acquire(ctx, m.study_id, &st) == 0) {
+        /* where this hpod has no slot of that kind, any slot takes it (on
+         * the CPU) rather than holding every model job behind it */
+        fits = api_device_fits(st->def.emb.device, slot) || !api_have_slot_for(ctx, st->def.emb.device);
+        api_study_release(ctx, st);
+    }
+    sto_model_clear(&m);
+    return fits;
+}
+
 /* The oldest queued model job, claimed for slot (once, whatever the number
  * of hpods on the database); 0 or HPO_ENOTFOUND. */
 static int take_model(api_ctx *ctx, const char *slot, api_job *job) {
+    if (!model_fits(ctx, slot)) return HPO_ENOTFOUND; /* a slot of the other kind takes it */
     sto_model m;
     started_arg arg = {ctx, slot};
     int rc = sto_model_claim_ev(ctx->db, "model_started", model_started_data, &arg, &m);

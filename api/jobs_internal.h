@@ -134,9 +134,9 @@ uint64_t api_seed_mix(uint64_t a, uint64_t b);
 void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, struct eng_train_opts *o);
 /* A training job on `slot`: a CUDA slot ("cuda:G/K") trains on its GPU,
  * one spanning GPUs ("cuda:G+H/K") on a data-parallel replica per GPU,
- * when the study's training.device lets it (a trial's always does:
- * api_jobs_next; a model job is claimed by any slot and trains on the CPU
- * from one its study refuses). */
+ * when the study's training.device lets it (a trial's and a refit's always
+ * do: api_jobs_next; only where another node claimed the refit checked
+ * first can a slot its study refuses get one, and it trains on the CPU). */
 void api_slot_train_opts(const char *slot, const api_embedded *emb, struct eng_train_opts *o);
 /* The training and validation splits of an embedded study's dataset. */
 int api_open_splits(api_ctx *ctx, const api_embedded *emb, struct eng_split *train, struct eng_split *val,

@@ -167,6 +167,15 @@ void api_metrics_slots(api_ctx *ctx, const char *const *names, size_t n) {
     pthread_mutex_unlock(&m->lock);
 }
 
+int api_have_slot_for(api_ctx *ctx, int device) {
+    api_metrics *m = ctx->metrics;
+    pthread_mutex_lock(&m->lock);
+    int fits = m->n_slots == 0;
+    for (size_t i = 0; i < m->n_slots && !fits; i++) fits = api_device_fits(device, m->slots[i].name);
+    pthread_mutex_unlock(&m->lock);
+    return fits;
+}
+
 void api_metrics_slot_busy(api_ctx *ctx, const char *slot, int busy) {
     api_metrics *m = ctx->metrics;
     double now = hpo_monotonic();

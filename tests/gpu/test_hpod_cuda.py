@@ -16,13 +16,14 @@
   training.device "cuda" runs on the GPU slot, one with "cpu" on the CPU
   slot, both to the end (the scheduler fills every idle slot, not only
   the first one: a slot that has no job of the studies' kinds leaves the
-  next one its turn).
+  next one its turn), and each study's refit trains on a slot of its kind.
 Without a usable GPU hpod must refuse --devices cuda:0x2 at start with
 "no CUDA device: ..." (exit 2); that is checked, then the test is skipped
 (exit 77). tests/gpu/run-on-device.sh runs it on a device machine with the
 bundle's hpod.
 """
 import os
+import re
 import sys
 import time
 
@@ -149,6 +150,18 @@ def check_device_kinds(args, c):
             c.check(len(trials) == 2 and all(t["state"] == "complete" for t in trials)
                     and all(s.startswith(device + ":") for s in slots),
                     "training.device %s: both trials complete on %s slots: %s" % (device, device, slots))
+        # a refit trains where its study's trials do (the model job's slot
+        # is in the log: "model M (study S) starts on SLOT")
+        for device, sid in ids.items():
+            refit = hp.ok("POST", "/api/v1/studies/%d/refits" % sid, {"top_n": 1})["refits"][0]
+            wait_for(lambda: hp.ok("GET", "/api/v1/models/%d" % refit["id"])["state"] in ("complete", "failed"), 120)
+            m = hp.ok("GET", "/api/v1/models/%d" % refit["id"])
+            with open(hp.log_path) as f:
+                started = re.findall(r"model %d \(study %d\) starts on (\S+)" % (refit["id"], sid), f.read())
+            print("  refit of the %s study: %s on %s" % (device, m["state"], started))
+            c.check(m["state"] == "complete" and started and all(s.startswith(device + ":") for s in started),
+                    "the %s study's refit trains on a %s slot: %s %s %s" % (device, device, m["state"], started,
+                                                                             m.get("error")))
         c.check(hp.stop() == 0, "graceful shutdown")
     finally:
         hp.cleanup()

@@ -258,9 +258,13 @@ static void test_format_and_series(void **state) {
     assert_int_equal(build, 1);
     free(p);
 
+    /* which kinds of slot there are: none named yet, any; then CPU only */
+    assert_true(api_have_slot_for(ctx, API_DEVICE_CUDA) && api_have_slot_for(ctx, API_DEVICE_CPU));
     /* a slot name with the characters labels escape */
     const char *slots[] = {"cpu:0", "odd\"slot\\"};
     api_metrics_slots(ctx, slots, 2);
+    assert_true(api_have_slot_for(ctx, API_DEVICE_CPU) && api_have_slot_for(ctx, API_DEVICE_ANY));
+    assert_false(api_have_slot_for(ctx, API_DEVICE_CUDA));
     api_metrics_observe_request(ctx, "studies.create", 201, 0.0003);
     api_metrics_observe_request(ctx, "studies.create", 400, 0.02);
     api_metrics_observe_request(ctx, "studies.create", 201, 30.0); /* over every bound: only +Inf */
@@ -321,6 +325,7 @@ static void test_format_and_series(void **state) {
 static void test_slot_devices_and_busy(void **state) {
     const char *slots[] = {"cpu:0", "cuda:0/0", "cuda:1+2/3"};
     api_metrics_slots(ctx, slots, 3);
+    assert_true(api_have_slot_for(ctx, API_DEVICE_CUDA) && api_have_slot_for(ctx, API_DEVICE_CPU));
     api_metrics_slot_busy(ctx, "cpu:0", 1);
     usleep(30000);
     api_metrics_slot_busy(ctx, "cpu:0", 0);
