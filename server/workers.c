@@ -124,6 +124,18 @@ bad:
                     "(slots spanning GPUs G and H) or cuda:all[xK]", tok);
 }
 
+/* 0, or HPO_EINVAL naming the first slot named twice ("cuda:0,cuda:0",
+ * "cuda:all,cuda:1"): slots are told apart by name (the trials' slot,
+ * /metrics) */
+static int names_unique(const srv_slot *s, int n, hpo_error *err) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (strcmp(s[i].name, s[j].name) == 0)
+                return hpo_fail(err, HPO_EINVAL, "devices",
+                                "--devices names slot %s twice (K slots on GPU G: cuda:GxK)", s[i].name);
+    return 0;
+}
+
 int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err) {
     srv_slot *out = NULL;
     int count = 0;
@@ -138,6 +150,7 @@ int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err
             rc = hpo_fail(err, HPO_EINVAL, "devices", "--devices: '%s' is not cpu:N[xT] or cuda:G[xK]", tok);
     }
     if (rc == 0 && count == 0) rc = hpo_fail(err, HPO_EINVAL, "devices", "--devices names no slot");
+    if (rc == 0) rc = names_unique(out, count, err);
     free(copy);
     if (rc) {
         free(out);
@@ -180,6 +193,10 @@ int srv_devices_resolve(srv_slot **slots, int *n, hpo_error *err) {
             o->gpus[0] = g;
             snprintf(o->name, sizeof o->name, "cuda:%d/%d", g, k);
         }
+    }
+    if ((rc = names_unique(out, count, err))) {
+        free(out);
+        return rc;
     }
     free(*slots);
     *slots = out;

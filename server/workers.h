@@ -46,7 +46,8 @@ typedef struct srv_slot {
  * groups "cpu:N" / "cpu:NxT" (N slots of T BLAS threads), "cuda:G" / "cuda:GxK"
  * (K slots on GPU G, default 1), "cuda:G+H[xK]" (slots spanning GPUs G and
  * H: data parallel), "cuda:all[xK]" (K slots on every GPU, resolved by
- * srv_devices_resolve). */
+ * srv_devices_resolve). A slot named twice ("cuda:0,cuda:0") is
+ * HPO_EINVAL: slots are told apart by name. */
 int srv_devices_parse(const char *spec, srv_slot **slots, int *n, hpo_error *err);
 
 /* Checks the CUDA slots against the machine's GPUs (engine/gpu.h) and

@@ -17,6 +17,8 @@
   slot, both to the end (the scheduler fills every idle slot, not only
   the first one: a slot that has no job of the studies' kinds leaves the
   next one its turn), and each study's refit trains on a slot of its kind.
+- hpod --devices cuda:all,cuda:0 is refused at start: two slots named
+  cuda:0/0.
 Without a usable GPU hpod must refuse --devices cuda:0x2 at start with
 "no CUDA device: ..." (exit 2); that is checked, then the test is skipped
 (exit 77). tests/gpu/run-on-device.sh runs it on a device machine with the
@@ -167,6 +169,19 @@ def check_device_kinds(args, c):
         hp.cleanup()
 
 
+def check_duplicate_slot(args, c):
+    # cuda:all names cuda:0/0 too: two slots of one name are refused at start
+    hp = Hpod(args.hpod, args=["--devices", "cuda:all,cuda:0"])
+    try:
+        hp.start(timeout=30)
+        why = "it started"
+    except RuntimeError as e:
+        why = str(e)
+    finally:
+        hp.cleanup()
+    c.check("names slot cuda:0/0 twice" in why, "--devices cuda:all,cuda:0 is refused: %s" % why.strip()[-200:])
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -179,6 +194,7 @@ def main():
         hp.cleanup()
     check_cnn(args, c)
     check_device_kinds(args, c)
+    check_duplicate_slot(args, c)
     c.finish()
 
 

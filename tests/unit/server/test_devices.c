@@ -69,7 +69,9 @@ static void test_cuda_layouts(void **state) {
 static void test_errors(void **state) {
     static const char *bad[] = {"", "gpu:1", "cpu:", "cpu:0", "cpu:2x", "cpu:2x0", "cpu:x2", "cpu:2y2", "cpu:999",
                                 "cpu:1,", "cuda:", "cuda:x2", "cuda:0+0", "cuda:0x0", "cuda:-1", "cuda:0y", "cuda:0+",
-                                "cuda:all+1", "cuda:0x2x"};
+                                "cuda:all+1", "cuda:0x2x",
+                                /* a slot named twice: the names tell slots apart */
+                                "cuda:0,cuda:0", "cuda:0x2,cpu:1,cuda:0", "cuda:1+2,cuda:1+2x2", "cuda:all,cuda:all"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         srv_slot *slots = (srv_slot *)0x1;
         int n = -7;
@@ -84,6 +86,7 @@ static void test_errors(void **state) {
         }
         assert_int_equal(rc, HPO_EINVAL);
         assert_string_equal(err.field, "devices");
+        if (strchr(bad[i], ',')) assert_non_null(strstr(err.message, "twice"));
         assert_true(slots == (srv_slot *)0x1 && n == -7); /* untouched on error */
     }
 }
