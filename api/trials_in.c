@@ -118,6 +118,7 @@ int api_trial_add(api_ctx *ctx, api_study *st, const sto_trial_in *in, const dou
     int rc = sto_trial_add_ev(ctx->db, st->id, in, &ev, &id, &number);
     if (rc) return rc;
     if (number + 1 > st->next_number) st->next_number = number + 1;
+    st->pbt_members++; /* no lineage: a member as a reload counts it (study_cache.c; a pbt import) */
     /* the tuner learns of it as of a told trial: running, its reports, its end
      * (with the value storage kept: a pruned trial's last intermediate) */
     sto_trial t;
@@ -221,6 +222,8 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
     int64_t trial_id = 0;
     if (!given)
         rc = hpo_fail(&err, HPO_EINVAL, "params", "params is required: the value of every active parameter");
+    else if (st->def.tuner.algorithm == TUN_PBT) /* a member has weights to copy (api/pbt.c): an added one none */
+        rc = hpo_fail(&err, HPO_EINVAL, "tuner.algorithm", "a pbt study takes no added trials");
     else
         rc = tun_space_from_json(st->def.space, given, x, &err);
     if (rc) {

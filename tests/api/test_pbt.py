@@ -45,6 +45,12 @@ def main():
         study = hp.ok("GET", "/api/v1/studies/%d" % sid)
         mutable = study["definition"]["tuner"]["mutable"]
         c.check(sorted(mutable) == ["dropout", "lr"], "default tuner.mutable keeps the shapes: %s" % mutable)
+        # its members are sampled or bred: no added (or enqueued) trial, which
+        # would have no weights to copy and count as a member only after a reload
+        for path, body in (("trials", {"params": {}, "value": 0.5}), ("enqueue", {"params": {}})):
+            status, out = hp.request("POST", "/api/v1/studies/%d/%s" % (sid, path), body)
+            c.check(status == 400 and out["error"]["field"] == "tuner.algorithm",
+                    "POST /studies/{id}/%s on a pbt study -> 400 naming tuner.algorithm: %s %s" % (path, status, out))
         # kill -9 while members wait at the first boundary (bounded: 120 s)
         try:
             wait_for(lambda: waiting_at_boundary(hp, sid), 120, step=0.05)
