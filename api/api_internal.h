@@ -194,6 +194,7 @@ typedef struct api_study_extras {
     json_t *note;          /* the note (a reference held), or NULL */
     const char *note_text; /* its text */
     int load_if_exists;    /* an existing study of the name answers instead */
+    int needs_slot;        /* POST /studies: an embedded study's training.device must have a slot here */
 } api_study_extras;
 void api_study_extras_clear(api_study_extras *x);
 /* Validates def (a definition; it gets the direction, the seed and a warm
@@ -202,7 +203,10 @@ void api_study_extras_clear(api_study_extras *x);
  * *id_out its id; errors name the field. With x->load_if_exists an
  * existing study of the name is *id_out instead, *created_out 0 (may be
  * NULL). hold: an embedded study is not put in the run queue yet (the
- * caller adds trials first, then api_queue_set). */
+ * caller adds trials first, then api_queue_set). x->needs_slot (and not
+ * load_if_exists): on a database no other hpod shares, an embedded study
+ * whose training.device has no slot here is HPO_ECONFLICT naming
+ * training.device, not a study that would wait for one forever. */
 int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras *x, int64_t *id_out,
                      int *created_out, hpo_error *err);
 /* status with the study's JSON (as a list shows it). */

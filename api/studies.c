@@ -72,6 +72,14 @@ int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras
     api_study_def d;
     int rc = api_study_def_parse(ctx, def, &d, err);
     if (rc) return rc;
+    if (x->needs_slot && !x->load_if_exists && d.embedded && !sto_shared(ctx->db) &&
+        !api_have_slot_for(ctx, d.emb.device)) {
+        const char *kind = d.emb.device == API_DEVICE_CUDA ? "cuda" : "cpu";
+        api_study_def_clear(&d);
+        return hpo_fail(err, HPO_ECONFLICT, "training.device",
+                        "training.device is \"%s\" and this hpod has no %s slot (--devices): the study would "
+                        "wait for one forever; start hpod with one, or ask for \"any\"", kind, kind);
+    }
     /* Store the objective as it was understood (an embedded study's metric
      * and inferred direction), so every reader sees the same. */
     json_t *objective = json_object_get(def, "objective");
@@ -150,6 +158,7 @@ void api_h_study_create(api_ctx *ctx, const api_request *req, int64_t id, api_re
     int created = 0;
     int seeded = json_object_get(json_object_get(def, "tuner"), "seed") != NULL;
     int rc = take_extras(def, &x, &err);
+    x.needs_slot = 1;
     if (rc == 0) rc = api_study_create(ctx, def, 0, &x, &study_id, &created, &err);
     api_study_extras_clear(&x);
     if (rc)
