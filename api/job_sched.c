@@ -102,7 +102,8 @@ static int take_queued(api_ctx *ctx, api_study *st, const char *slot, api_job *j
         }
         if (rc == 0) {
             *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = t[i].id, .study_id = st->id,
-                             .number = t[i].number, .resumed = resumed, .timeout = st->def.emb.trial_timeout};
+                             .number = t[i].number, .resumed = resumed, .timeout = st->def.emb.trial_timeout,
+                             .trained = t[i].train_seconds};
             break;
         }
         /* taken by another node: the next one; the study full: none */

@@ -43,7 +43,7 @@ typedef struct run {
                      HPO_ECONFLICT (the trial runs on another node), or another storage error */
     int epochs_seen; /* callbacks of the current execution */
     int64_t boundary; /* pbt: the boundary it stopped at, to wait there to be ranked (pbt.c) */
-    double started;  /* monotonic start of this run, for job->timeout */
+    double started;  /* monotonic start of this run less its earlier runs' training, for job->timeout */
     api_tb_run tb;   /* training.tensorboard */
     const json_t *model, *params; /* the expanded model template and the trial's params */
     json_t *figures; /* several objectives and a pruner: params, flops and latency_ms, which
@@ -404,7 +404,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     r.job = job;
     r.slot = slot;
     r.stop = stop;
-    r.started = t0;
+    r.started = t0 - t.train_seconds; /* trial_timeout counts its earlier runs (paused, resumed, a pbt segment) */
     char what[40];
     snprintf(what, sizeof what, "trial %lld", (long long)job->trial_id);
     api_tb_run_init(&r.tb, ctx, st, what);

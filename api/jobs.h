@@ -71,7 +71,8 @@ typedef struct api_job {
     int64_t trial_id, study_id, number;
     int64_t model_id;   /* API_JOB_MODEL */
     int resumed;        /* the trial ran before (paused, or hpod restarted) */
-    double timeout;     /* seconds the trial may run; 0 = no limit */
+    double timeout;     /* seconds the trial may train in all its runs (trial_timeout); 0 = no limit */
+    double trained;     /* seconds its earlier runs trained (a resumed trial's train_seconds) */
 } api_job;
 
 /* Why a running job must stop, in *stop of api_jobs_run. LOST: the job

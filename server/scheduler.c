@@ -31,7 +31,8 @@ static void schedule(srv_scheduler *s) {
         if (!srv_workers_job(s->workers, i, &job, &started)) continue;
         busy[n_busy++] = job;
         int reason = api_jobs_stop_reason(s->api, &job);
-        if (reason == API_STOP_NONE && job.timeout > 0 && now - started > job.timeout) reason = API_STOP_TIMEOUT;
+        if (reason == API_STOP_NONE && job.timeout > 0 && job.trained + (now - started) > job.timeout)
+            reason = API_STOP_TIMEOUT;
         if (reason != API_STOP_NONE) srv_workers_stop(s->workers, i, reason);
     }
     /* only this thread starts jobs: a running trial no slot runs is orphaned */

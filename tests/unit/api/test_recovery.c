@@ -54,8 +54,10 @@ static int teardown(void **state) {
     return 0;
 }
 
-static int64_t create_study(int max_epochs) {
-    char body[640];
+/* trial_timeout 0: none */
+static int64_t create_study_timeout(int max_epochs, double trial_timeout) {
+    char body[700], timeout[48] = "";
+    if (trial_timeout > 0) snprintf(timeout, sizeof timeout, ", \"trial_timeout\": %.17g", trial_timeout);
     snprintf(body, sizeof body,
              "{\"name\": \"r\", \"objective\": {\"metric\": \"val_accuracy\"},"
              " \"model\": {\"layers\": [{\"flatten\": {}}, {\"dense\": {\"units\": 8, \"activation\": \"relu\"}},"
@@ -63,10 +65,12 @@ static int64_t create_study(int max_epochs) {
              "\"learning_rate\": \"$lr\"}}, \"space\": {\"lr\": {\"type\": \"float\", \"low\": 0.001, \"high\": 0.01}},"
              " \"dataset\": {\"name\": \"fashion-mnist\", \"limit\": 200, \"validation_split\": 100},"
              " \"training\": {\"max_epochs\": %d, \"batch_size\": 50},"
-             " \"tuner\": {\"algorithm\": \"random\", \"seed\": 2, \"max_trials\": 1}}",
-             max_epochs);
+             " \"tuner\": {\"algorithm\": \"random\", \"seed\": 2, \"max_trials\": 1%s}}",
+             max_epochs, timeout);
     return api_test_create_study(ctx, body);
 }
+
+static int64_t create_study(int max_epochs) { return create_study_timeout(max_epochs, 0); }
 
 static sto_trial trial_of(int64_t study) {
     sto_trial_filter f = {.state = -1, .order = STO_ORDER_NUMBER};
@@ -154,11 +158,39 @@ static void test_progress_resets_the_count(void **state) {
     sto_trial_clear(&t);
 }
 
+/* trial_timeout counts the training of a trial's earlier runs (paused,
+ * shut down, a pbt segment): a resumed trial's job carries what they
+ * trained, and the runner stops it at its first epoch once the sum is past
+ * the limit. Deterministic: the earlier runs are given 5 s against 1. */
+static void test_timeout_counts_earlier_runs(void **state) {
+    (void)state;
+    int64_t sid = create_study_timeout(5, 1.0);
+    api_job job;
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    assert_true(job.timeout == 1.0 && job.trained == 0.0);
+    static const atomic_int shutdown = API_STOP_SHUTDOWN, go_on = API_STOP_NONE;
+    assert_int_equal(api_jobs_run(ctx, &job, "cpu:0", 1, &shutdown), 0); /* one epoch, requeued */
+    sto_trial t = trial_of(sid);
+    assert_int_equal(t.state, STO_TRIAL_QUEUED);
+    assert_int_equal(sto_trial_set_training(db, t.id, 0, 5.0), 0); /* as if it had trained 5 s more */
+    sto_trial_clear(&t);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    printf("  resumed: trained %.3f s before, trial_timeout %.1f s\n", job.trained, job.timeout);
+    assert_true(job.resumed && job.trained >= 5.0 && job.timeout == 1.0);
+    assert_int_equal(api_jobs_run(ctx, &job, "cpu:0", 1, &go_on), 0);
+    t = trial_of(sid);
+    printf("  then: %s: %s\n", sto_trial_state_name(t.state), t.error ? t.error : "");
+    assert_int_equal(t.state, STO_TRIAL_FAILED);
+    assert_non_null(strstr(t.error, "timed out"));
+    sto_trial_clear(&t);
+}
+
 int main(void) {
     hpo_log_level = HPO_LOG_WARN;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_crash_loop_fails_the_trial, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_resets_the_count, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_counts_earlier_runs, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
