@@ -57,9 +57,8 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
         size_t n = 0;
         if (sto_trial_list(ctx->db, id, &f, &t, &n) == 0)
             for (size_t i = 0; i < n; i++)
-                if ((t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) &&
-                    sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled") == 0)
-                    tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
+                if (t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED)
+                    api_trial_cancel_for_study(ctx, st, &t[i]);
         sto_trial_list_free(t, n);
     }
     if (got == 0) sto_study_clear(&s);

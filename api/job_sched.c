@@ -381,11 +381,19 @@ static void cancel_queued(api_ctx *ctx, api_study *st) {
     sto_trial *t = NULL;
     size_t n = 0;
     if (sto_trial_list(ctx->db, st->id, &f, &t, &n)) return;
-    for (size_t i = 0; i < n; i++) {
-        if (sto_trial_finish(ctx->db, t[i].id, STO_TRIAL_CANCELLED, NAN, NAN, 0, "study cancelled") == 0)
-            tun_study_finish(st->tuner, t[i].number, TUN_TRIAL_FAILED, NAN);
-    }
+    for (size_t i = 0; i < n; i++) api_trial_cancel_for_study(ctx, st, &t[i]);
     sto_trial_list_free(t, n);
+}
+
+int api_trial_cancel_for_study(api_ctx *ctx, api_study *st, const sto_trial *t) {
+    static const char *why = "study cancelled";
+    char *data = api_event_text(json_pack("{s:I, s:I, s:s, s:s}", "trial_id", (json_int_t)t->id, "number",
+                                          (json_int_t)t->number, "state", "cancelled", "error", why));
+    sto_event_in ev = {"trial_cancelled", data};
+    int rc = sto_trial_finish_ev(ctx->db, t->id, STO_TRIAL_CANCELLED, NAN, NAN, 0, why, &ev);
+    free(data);
+    if (rc == 0) tun_study_finish(st->tuner, t->number, TUN_TRIAL_FAILED, NAN);
+    return rc;
 }
 
 void api_jobs_settle(api_ctx *ctx) {

@@ -232,6 +232,19 @@ def check_control(hp, c):
     c.check(s["state"] == "cancelled" and s["trials_by_state"]["cancelled"] >= 1 and s["n_trials"] < 20,
             "cancelled study: no new trials, running ones cancelled: %s" % s["trials_by_state"])
 
+    # cancelled while paused: its queued trials end cancelled, each with its
+    # trial_cancelled event (the dashboard follows the stream)
+    study.update(name="pause-cancel", tuner={"algorithm": "random", "seed": 8, "max_trials": 20})
+    sid = hp.ok("POST", "/api/v1/studies", study)["id"]
+    wait_running_then_pause(hp, sid)
+    hp.ok("POST", "/api/v1/studies/%d/cancel" % sid)
+    wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=queued" % sid)["total"] == 0, 60)
+    ts = hp.ok("GET", "/api/v1/studies/%d/trials?limit=100" % sid)["trials"]
+    cancelled = sorted(t["id"] for t in ts if t["state"] == "cancelled")
+    told = sorted(d["trial_id"] for _, typ, d in read_events(hp.url, sid, timeout=60) if typ == "trial_cancelled")
+    c.check(cancelled and told == cancelled,
+            "a study cancelled while paused: its queued trials cancelled with their events: %s %s" % (cancelled, told))
+
     study.update(name="timeout", tuner={"algorithm": "random", "seed": 7, "max_trials": 1, "trial_timeout": 0.3})
     study["training"] = {"max_epochs": 500, "batch_size": 16}
     sid = hp.ok("POST", "/api/v1/studies", study)["id"]
