@@ -205,8 +205,12 @@ int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
     api_study **sts;
     size_t n = embedded_studies(ctx, API_STATE_BIT(STO_STUDY_RUNNING), &sts);
     int rc = HPO_ENOTFOUND;
-    for (size_t i = 0; i < n && rc == HPO_ENOTFOUND; i++) {
-        api_study *st = sts[i];
+    /* first the studies that can train on this kind of slot only, then
+     * those that take any (training.device), oldest first in each: an
+     * "any" study has the other slots, a "cuda" one only these */
+    for (size_t k = 0; k < 2 * n && rc == HPO_ENOTFOUND; k++) {
+        api_study *st = sts[k % n];
+        if ((st->def.emb.device == API_DEVICE_ANY) != (k >= n)) continue; /* not in this pass */
         if (!api_device_fits(st->def.emb.device, slot)) continue; /* training.device: another kind of slot */
         sto_study_state state;
         /* the state under the study's lock: storage decides, the queue is

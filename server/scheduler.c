@@ -39,29 +39,30 @@ static void schedule(srv_scheduler *s) {
     api_jobs_reap(s->api, busy, n_busy);
     free(busy);
     api_jobs_settle(s->api);
-    /* every idle slot in turn: a study that trains on one kind of device
-     * (training.device) has no job for a slot of the other kind, and the
-     * slots after that one still get theirs. Once a kind's slot found
-     * nothing, its other slots would not either (what a slot may run
-     * depends on its kind alone: api_device_fits) */
+    /* every idle slot in turn, the GPU ones first: a study that trains on
+     * one kind of device (training.device) has no job for a slot of the
+     * other kind, and the slots after that one still get theirs. Once a
+     * kind's slot found nothing, its other slots would not either (what a
+     * slot may run depends on its kind alone: api_device_fits) */
     int nothing_for[2] = {0, 0}; /* [is a cuda slot] */
-    for (int slot = 0; (slot = srv_workers_idle(s->workers, slot)) >= 0; slot++) {
-        const char *name = srv_workers_slot_name(s->workers, slot);
-        int cuda = strncmp(name, "cuda:", 5) == 0;
-        api_job job;
-        if (nothing_for[cuda]) continue;
-        if (api_jobs_next(s->api, name, &job)) {
-            nothing_for[cuda] = 1;
-            continue;
+    for (int pass = 0; pass < 2; pass++) /* the GPU slots first: a study of any device trains there */
+        for (int slot = 0; (slot = srv_workers_idle(s->workers, slot)) >= 0; slot++) {
+            const char *name = srv_workers_slot_name(s->workers, slot);
+            int cuda = strncmp(name, "cuda:", 5) == 0;
+            api_job job;
+            if (cuda != (pass == 0) || nothing_for[cuda]) continue;
+            if (api_jobs_next(s->api, name, &job)) {
+                nothing_for[cuda] = 1;
+                continue;
+            }
+            if (job.kind == API_JOB_MODEL)
+                HPO_INFO("model %lld (study %lld) starts on %s", (long long)job.model_id, (long long)job.study_id,
+                         name);
+            else
+                HPO_INFO("trial %lld (study %lld #%lld) %s on %s", (long long)job.trial_id, (long long)job.study_id,
+                         (long long)job.number, job.resumed ? "resumes" : "starts", name);
+            srv_workers_dispatch(s->workers, slot, &job);
         }
-        if (job.kind == API_JOB_MODEL)
-            HPO_INFO("model %lld (study %lld) starts on %s", (long long)job.model_id, (long long)job.study_id,
-                     srv_workers_slot_name(s->workers, slot));
-        else
-            HPO_INFO("trial %lld (study %lld #%lld) %s on %s", (long long)job.trial_id, (long long)job.study_id,
-                     (long long)job.number, job.resumed ? "resumes" : "starts", srv_workers_slot_name(s->workers, slot));
-        srv_workers_dispatch(s->workers, slot, &job);
-    }
 }
 
 static void on_tick(uv_timer_t *t) {

@@ -16,7 +16,8 @@
   training.device "cuda" runs on the GPU slot, one with "cpu" on the CPU
   slot, both to the end (the scheduler fills every idle slot, not only
   the first one: a slot that has no job of the studies' kinds leaves the
-  next one its turn), and each study's refit trains on a slot of its kind.
+  next one its turn), and each study's refit trains on a slot of its kind;
+  a study of any device, one trial at a time, trains on the GPU slot.
 - hpod --devices cuda:all,cuda:0 is refused at start: two slots named
   cuda:0/0.
 Without a usable GPU hpod must refuse --devices cuda:0x2 at start with
@@ -128,6 +129,17 @@ def check_device_kinds(args, c):
     hp = start_or_skip(args, "cpu:1,cuda:0")
     try:
         ids = {}
+        # a study of any device, one trial at a time: the GPU slot, free, is
+        # offered first (the CPU slot is named first)
+        anyd = {"name": "on-any", "objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
+                "dataset": {"name": "fashion-mnist", "limit": 2000, "validation_split": 500},
+                "space": {"units": {"type": "choice", "values": [32]}},
+                "training": {"max_epochs": 1, "batch_size": 100},
+                "tuner": {"algorithm": "random", "seed": 3, "max_trials": 2, "parallel_trials": 1}}
+        aid = hp.ok("POST", "/api/v1/studies", anyd)["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % aid)["state"] == "complete", 120)
+        slots = [t["slot"] for t in hp.ok("GET", "/api/v1/studies/%d/trials" % aid)["trials"]]
+        c.check(slots == ["cuda:0/0", "cuda:0/0"], "a study of any device trains on the free GPU slot: %s" % slots)
         for device in ("cuda", "cpu"):
             study = {"name": "on-" + device, "objective": {"metric": "val_accuracy"},
                      "model": {"template": "mlp"},

@@ -320,6 +320,30 @@ static void test_device_kind(void **state) {
     teardown();
 }
 
+/* a slot serves the studies that can use its kind only before those that
+ * take any device, oldest first in each: an older "any" study leaves a
+ * GPU slot to a newer "cuda" one and takes a CPU slot */
+static void test_device_kind_first(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_t *j = json_loads(study_json, 0, NULL);
+    for (int k = 0; k < 3; k++) { /* 1: any, 2: cuda, 3: cpu */
+        json_object_set_new(json_object_get(j, "training"), "device", json_string(k == 0 ? "any" : k == 1 ? "cuda" : "cpu"));
+        char *body = json_dumps(j, 0);
+        json_decref(call("POST", "/api/v1/studies", body, &status));
+        assert_int_equal(status, 201);
+        free(body);
+    }
+    api_job job;
+    assert_int_equal(api_jobs_next(ctx, "cuda:0/0", &job), 0);
+    assert_int_equal(job.study_id, 2);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    assert_int_equal(job.study_id, 3);
+    json_decref(j);
+    teardown();
+}
+
 /* where a job trains: a CUDA slot's GPU when the study's training.device
  * lets it (a spanning slot: a replica on each of its GPUs), else the CPU */
 static void test_slot_train_opts(void **state) {
@@ -359,6 +383,7 @@ int main(void) {
         cmocka_unit_test(test_reap_loads_no_finished_study),
         cmocka_unit_test(test_deleted_study_job_stores_nothing),
         cmocka_unit_test(test_device_kind),
+        cmocka_unit_test(test_device_kind_first),
         cmocka_unit_test(test_slot_train_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
