@@ -538,8 +538,9 @@ void api_events_watch_stop(api_ctx *ctx);
 char *api_event_text(json_t *data);
 /* A study's queued or running trial cancelled because the study was (its
  * error "study cancelled", a trial_cancelled event as a worker's end
- * stores it) and the tuner told; the caller holds st->lock. 0 or the
- * storage error (HPO_ECONFLICT: it had ended). */
+ * stores it) and the tuner told; the caller holds st->lock (st NULL: a
+ * study that cannot be loaded, no tuner to tell). 0 or the storage error
+ * (HPO_ECONFLICT: it had ended). */
 int api_trial_cancel_for_study(api_ctx *ctx, api_study *st, const sto_trial *t);
 
 /* ---- a full disk (disk_full.c) ----

@@ -13,15 +13,45 @@
 
 /* The embedded studies of the run queue in the states of mask, oldest
  * first (a new reference each). */
+static void unloadable(api_ctx *ctx, int64_t study_id);
+
 static size_t embedded_studies(api_ctx *ctx, unsigned mask, api_study ***out) {
     int64_t *ids = NULL;
     size_t n = api_queue_list(ctx, mask, &ids), k = 0;
     api_study **sts = hpo_xcalloc(n + 1, sizeof *sts);
-    for (size_t i = 0; i < n; i++)
-        if (api_study_acquire(ctx, ids[i], &sts[k]) == 0) k++;
+    for (size_t i = 0; i < n; i++) {
+        int rc = api_study_acquire(ctx, ids[i], &sts[k]);
+        if (rc == 0)
+            k++;
+        else if (rc != HPO_ENOMEM)
+            unloadable(ctx, ids[i]);
+    }
     free(ids);
     *out = sts;
     return k;
+}
+
+/* A queued study that cannot be loaded (its uploaded dataset deleted once
+ * it was cancelled, a definition this version refuses): a cancelled one
+ * has its queued trials cancelled through storage and leaves the run
+ * queue, said once, rather than being loaded (and logged) again at every
+ * pass; a running one stays (study_cache.c logs why). */
+static void unloadable(api_ctx *ctx, int64_t study_id) {
+    sto_study s;
+    if (sto_study_get(ctx->db, study_id, &s)) return;
+    int cancelled = s.state == STO_STUDY_CANCELLED;
+    sto_study_clear(&s);
+    if (!cancelled) return;
+    sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    if (sto_trial_list(ctx->db, study_id, &f, &t, &n)) return;
+    for (size_t i = 0; i < n; i++) api_trial_cancel_for_study(ctx, NULL, &t[i]);
+    sto_trial_list_free(t, n);
+    api_queue_remove(ctx, study_id);
+    HPO_WARN("study %lld: cancelled, and it cannot be loaded: %zu queued trial(s) cancelled, it leaves the run queue",
+             (long long)study_id, n);
+    if (n) api_events_wake(ctx);
 }
 
 static void release_all(api_ctx *ctx, api_study **sts, size_t n) {
@@ -396,7 +426,7 @@ int api_trial_cancel_for_study(api_ctx *ctx, api_study *st, const sto_trial *t) 
     sto_event_in ev = {"trial_cancelled", data};
     int rc = sto_trial_finish_ev(ctx->db, t->id, STO_TRIAL_CANCELLED, NAN, NAN, 0, why, &ev);
     free(data);
-    if (rc == 0) tun_study_finish(st->tuner, t->number, TUN_TRIAL_FAILED, NAN);
+    if (rc == 0 && st) tun_study_finish(st->tuner, t->number, TUN_TRIAL_FAILED, NAN);
     return rc;
 }
 

@@ -1,13 +1,17 @@
-"""A queued model job whose study can no longer be loaded fails with the
-reason, once, and the slot goes on to other work.
+"""Studies that can no longer be loaded (their uploaded dataset deleted
+once they ended, then a restart) cost nothing after they are found out.
 
-hpod on one CPU slot: study A trains on an uploaded CSV and completes; a
-long trial of study B holds the slot while a refit of A is queued behind
-it; A's dataset is deleted (allowed: A is complete) and hpod restarts, so
-A cannot be loaded any more. The refit must fail with a message naming its
-study, start once (before the fix it was claimed, left running, reaped and
-claimed again on every pass, thousands of times a second, and B's trial
-never got the slot back), and B's trial must run again."""
+hpod on one CPU slot: study A trains on an uploaded CSV and completes;
+study C on the same CSV is cancelled while it trains; a long trial of study
+B holds the slot while a refit of A is queued behind it; the dataset is
+deleted (allowed: A is complete, C cancelled) and hpod restarts, so A and C
+cannot be loaded any more.
+- The refit must fail with a message naming its study, start once (before
+  the fix it was claimed, left running, reaped and claimed again on every
+  pass, thousands of times a second, and B's trial never got the slot
+  back), and B's trial must run again.
+- C leaves the run queue at the first pass, said once: before, every pass
+  (each second) loaded it again and logged the failure."""
 import re
 import time
 
@@ -28,6 +32,13 @@ def main():
                                               "training": {"max_epochs": 2, "batch_size": 16},
                                               "tuner": {"seed": 5, "max_trials": 1}})["id"]
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % a)["state"] == "complete", 60)
+        cid = hp.ok("POST", "/api/v1/studies", {"name": "C", "model": {"template": "mlp"},
+                                                "dataset": {"id": ds["id"]},
+                                                "training": {"max_epochs": 100000, "batch_size": 16},
+                                                "tuner": {"seed": 6, "max_trials": 1}})["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % cid)["total"] > 0, 60)
+        hp.ok("POST", "/api/v1/studies/%d/cancel" % cid)
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % cid)["total"] == 0, 60)
         b = hp.ok("POST", "/api/v1/studies", {"name": "B", "model": {"template": "mlp"},
                                               "dataset": {"name": "fashion-mnist", "limit": 20000,
                                                           "validation_split": 2000},
@@ -37,7 +48,7 @@ def main():
         refit = hp.ok("POST", "/api/v1/studies/%d/refits" % a, {"top_n": 1})["refits"][0]
         c.check(hp.ok("GET", "/api/v1/models/%d" % refit["id"])["state"] == "queued", "the refit waits for the slot")
         st, _ = hp.request("DELETE", "/api/v1/datasets/%d" % ds["id"])
-        c.check(st == 204, "A's dataset deleted (A is complete): %s" % st)
+        c.check(st == 204, "the dataset deleted (A is complete, C cancelled): %s" % st)
         c.check(hp.stop() == 0, "graceful stop (B's trial is queued to resume)")
 
         hp2 = Hpod(args.hpod, data_dir=hp.data_dir, args=["--devices", "cpu:1"]).start()
@@ -57,6 +68,13 @@ def main():
             log = f.read()
         starts = len(re.findall(r"model %d \(study %d\) starts on" % (refit["id"], a), log))
         c.check(starts == 1, "the refit started once after the restart, not in a loop (%d starts)" % starts)
+        time.sleep(2.5)  # more than two of the scheduler's one-second passes
+        with open(hp2.log_path) as f:
+            log = f.read()
+        loads = len(re.findall(r"study %d: stored definition no longer valid" % cid, log))
+        left = len(re.findall(r"study %d: cancelled, and it cannot be loaded" % cid, log))
+        print("  the cancelled study C: %d failed load(s), %d line(s) saying it leaves the queue" % (loads, left))
+        c.check(loads == 1 and left == 1, "C is loaded once, then leaves the run queue: %d loads, %d" % (loads, left))
         c.check(hp2.stop() == 0, "graceful stop")
     finally:
         if hp2:
