@@ -361,7 +361,9 @@ def main():
         cl.call("POST", T + "/{id}/report", 409, {"step": 2, "value": 0.5}, id=trials[3])
         cl.call("GET", S, 200)
         ext_events = cl.events(sid)
-        c.check([t for _, t in ext_events] == ["study_created", "study_paused", "study_resumed", "study_cancelled"],
+        # the trial in flight is cancelled with the study, with its event
+        c.check([t for _, t in ext_events] == ["study_created", "study_paused", "study_resumed", "study_cancelled",
+                                              "trial_cancelled"],
                 "the external study's events: %s" % ext_events)
 
         # user_attrs and notes, get-or-create by name (a study of its own: the
@@ -415,7 +417,7 @@ def main():
         cl.call("POST", S + "/{id}/cancel", 200, id=mid)
         cl.call("POST", S + "/{id}/enqueue", 409, {"params": {}}, id=mid)
         mev = [t for _, t in cl.events(mid)]
-        c.check(mev == ["study_created", "trial_enqueued", "trial_added", "study_cancelled"],
+        c.check(mev == ["study_created", "trial_enqueued", "trial_added", "study_cancelled", "trial_cancelled"],
                 "the managed study's events: %s" % mev)
         # export, import, copy; a warm start from the managed study
         exported = cl.call("GET", S + "/{id}/export", 200, id=mid)
