@@ -11,10 +11,11 @@
 
 #include "jobs_internal.h"
 
-/* The embedded studies of the run queue in the states of mask, oldest
- * first (a new reference each). */
 static void unloadable(api_ctx *ctx, int64_t study_id);
 
+/* The embedded studies of the run queue in the states of mask, oldest
+ * first (a new reference each); those that cannot be loaded are left out
+ * (unloadable). */
 static size_t embedded_studies(api_ctx *ctx, unsigned mask, api_study ***out) {
     int64_t *ids = NULL;
     size_t n = api_queue_list(ctx, mask, &ids), k = 0;
@@ -197,9 +198,9 @@ static char *model_started_data(void *arg, int64_t model_id) {
  * whose study cannot be loaded is left to the claim (it fails there,
  * job_model.c). The model jobs behind a refit wait until a slot of its
  * kind takes it (they are claimed in order); where this hpod has none of
- * that kind, any slot takes it and trains on the CPU. Other nodes may claim the
- * checked job first: the claim then takes the next, and a refit that does
- * not fit the slot trains on the CPU. */
+ * that kind, any slot takes it and trains on the CPU. Other nodes may
+ * claim the checked job first: the claim then takes the next, and a refit
+ * that does not fit the slot trains on the CPU. */
 static int model_fits(api_ctx *ctx, const char *slot) {
     sto_model m;
     if (sto_model_next_queued(ctx->db, &m)) return 1; /* none: the claim finds none either */
