@@ -290,16 +290,17 @@ void api_dir_prune_checkpoints_from(sto_db *db, const char *root, int64_t study_
     sto_trial_list_free(t, n);
 }
 
-/* ---- the crash counter ---- */
+/* ---- the crash counters: a trial's, a model job's ---- */
 
-static int counter_path(char *out, const char *root, int64_t trial_id) {
-    return api_dir_path(out, root, "checkpoints/trial-%lld/training", (long long)trial_id);
+static int counter_path(char *out, const char *root, int model, int64_t id) {
+    return model ? api_dir_path(out, root, "checkpoints/model-%lld.training", (long long)id)
+                 : api_dir_path(out, root, "checkpoints/trial-%lld/training", (long long)id);
 }
 
-int api_training_crashes(const char *root, int64_t trial_id) {
+static int crashes(const char *root, int model, int64_t id) {
     char path[API_PATH_MAX];
     int k = 0;
-    FILE *f = counter_path(path, root, trial_id) ? NULL : fopen(path, "r");
+    FILE *f = counter_path(path, root, model, id) ? NULL : fopen(path, "r");
     if (f) {
         if (fscanf(f, "%d", &k) != 1 || k < 0) k = 0;
         fclose(f);
@@ -307,28 +308,36 @@ int api_training_crashes(const char *root, int64_t trial_id) {
     return k;
 }
 
-static void write_count(const char *root, int64_t trial_id, int k) {
+static void write_count(const char *root, int model, int64_t id, int k) {
     char dir[API_PATH_MAX], path[API_PATH_MAX], text[16];
     hpo_error err = {{0}, {0}};
-    int rc = api_dir_trial(dir, root, trial_id);
-    if (rc == 0) rc = api_dir_make(root, dir, &err); /* no epoch checkpointed yet: it may not exist */
-    if (rc == 0) rc = counter_path(path, root, trial_id);
+    int rc = model ? api_dir_path(dir, root, "checkpoints") : api_dir_trial(dir, root, id);
+    if (rc == 0) rc = api_dir_make(root, dir, &err); /* nothing checkpointed yet: it may not exist */
+    if (rc == 0) rc = counter_path(path, root, model, id);
     snprintf(text, sizeof text, "%d\n", k);
     if (rc == 0) rc = api_dir_write_atomic(path, text, 0, &err);
     if (rc)
-        HPO_WARN("trial %lld: cannot write its crash counter (%s): the crash-loop guard is off for it",
-                 (long long)trial_id, err.message[0] ? err.message : hpo_strerror(rc));
+        HPO_WARN("%s %lld: cannot write its crash counter (%s): the crash-loop guard is off for it",
+                 model ? "model" : "trial", (long long)id, err.message[0] ? err.message : hpo_strerror(rc));
 }
 
-int api_training_begin(const char *root, int64_t trial_id) {
-    int k = api_training_crashes(root, trial_id) + 1;
-    write_count(root, trial_id, k);
+static int begin(const char *root, int model, int64_t id) {
+    int k = crashes(root, model, id) + 1;
+    write_count(root, model, id, k);
     return k;
 }
 
-void api_training_epoch(const char *root, int64_t trial_id) { write_count(root, trial_id, 1); }
-
-void api_training_end(const char *root, int64_t trial_id) {
+static void end(const char *root, int model, int64_t id) {
     char path[API_PATH_MAX];
-    if (counter_path(path, root, trial_id) == 0) api_dir_unlink(path);
+    if (counter_path(path, root, model, id) == 0) api_dir_unlink(path);
 }
+
+int api_training_crashes(const char *root, int64_t trial_id) { return crashes(root, 0, trial_id); }
+int api_training_begin(const char *root, int64_t trial_id) { return begin(root, 0, trial_id); }
+void api_training_epoch(const char *root, int64_t trial_id) { write_count(root, 0, trial_id, 1); }
+void api_training_end(const char *root, int64_t trial_id) { end(root, 0, trial_id); }
+
+int api_model_job_crashes(const char *root, int64_t model_id) { return crashes(root, 1, model_id); }
+int api_model_job_begin(const char *root, int64_t model_id) { return begin(root, 1, model_id); }
+void api_model_job_epoch(const char *root, int64_t model_id) { write_count(root, 1, model_id, 1); }
+void api_model_job_end(const char *root, int64_t model_id) { end(root, 1, model_id); }

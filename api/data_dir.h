@@ -146,4 +146,14 @@ void api_training_epoch(const char *root, int64_t trial_id);
 void api_training_end(const char *root, int64_t trial_id);
 int api_training_crashes(const char *root, int64_t trial_id); /* 0 when there is no file */
 
+/* The same for a model job (checkpoints/model-<id>.training: beside its
+ * checkpoint folder, which only refits have): begin before
+ * it loads its data, epoch after each of a refit's epochs, end when it
+ * returns; at API_MAX_CRASHES the job fails at the next start instead of
+ * running again (api/nodes.c). Its dataset's loading counts here. */
+int api_model_job_begin(const char *root, int64_t model_id);
+void api_model_job_epoch(const char *root, int64_t model_id);
+void api_model_job_end(const char *root, int64_t model_id);
+int api_model_job_crashes(const char *root, int64_t model_id); /* 0 when there is no file */
+
 #endif

@@ -101,6 +101,7 @@ static int on_refit_epoch(const eng_epoch_report *r, void *user) {
               json_pack("{s:I, s:i, s:i, s:o}", "model_id", (json_int_t)p->model_id, "epoch", r->epoch, "epochs",
                         r->epochs, "loss", api_json_real(r->train.loss)));
     api_tb_run_epoch(p->tb, r);
+    api_model_job_epoch(p->ctx->opt.data_dir, p->model_id); /* progress: not a crash loop */
     p->stopped = atomic_load(p->stop);
     return p->stopped;
 }
@@ -399,6 +400,9 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
     json_t *result = json_object();
     char *rel = NULL;
     double t0 = hpo_monotonic();
+    /* the crash-loop guard (data_dir.h): a job that takes hpod down fails
+     * at the API_MAX_CRASHES-th start instead of running again */
+    api_model_job_begin(ctx->opt.data_dir, model_id);
     if (!st->def.embedded)
         rc = hpo_fail(&err, HPO_EINVAL, "", "study %lld is external: hpod has no models of it", (long long)st->id);
     else if (mrow.kind == STO_MODEL_REFIT)
@@ -407,6 +411,7 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
         rc = run_trial_model(ctx, st, &mrow, result, &rel, &err);
     else
         rc = run_ensemble(ctx, st, &mrow, result, &err);
+    api_model_job_end(ctx->opt.data_dir, model_id); /* hpod survived it */
     const char *kind = sto_model_kind_name(mrow.kind);
     int stored = 0;
     if (rc == HPO_ECANCELLED && atomic_load(stop) == API_STOP_SHUTDOWN) {

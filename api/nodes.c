@@ -206,6 +206,27 @@ static int reclaim_trial(api_ctx *ctx, const sto_trial *t) {
     return 1;
 }
 
+/* After the model jobs its node left running were queued again: one whose
+ * running took hpod down API_MAX_CRASHES times in a row fails instead (it
+ * would take it down again, and every trial running beside it would count
+ * those deaths too). 1 when it failed. */
+static int model_crash_loop(api_ctx *ctx, const sto_model *m) {
+    int k = api_model_job_crashes(ctx->opt.data_dir, m->id);
+    if (k < API_MAX_CRASHES) return 0;
+    char error[200];
+    snprintf(error, sizeof error,
+             "hpod stopped %d times in a row while running this model job (out of memory?); it is not run again", k);
+    char *data = api_event_text(json_pack("{s:I, s:s, s:s, s:s}", "model_id", (json_int_t)m->id, "kind",
+                                          sto_model_kind_name(m->kind), "error", error, "reason", "crash_loop"));
+    sto_event_in ev = {"model_failed", data};
+    int rc = sto_model_finish_ev(ctx->db, m->id, STO_MODEL_FAILED, NULL, NULL, error, &ev);
+    free(data);
+    if (rc) return 0; /* another node claimed it first */
+    api_model_job_end(ctx->opt.data_dir, m->id);
+    HPO_WARN("study %lld, model %lld: %s", (long long)m->study_id, (long long)m->id, error);
+    return 1;
+}
+
 int api_nodes_reclaim(api_ctx *ctx, int at_start) {
     struct api_node *n = ctx->node;
     int shared = sto_shared(ctx->db);
@@ -225,11 +246,17 @@ int api_nodes_reclaim(api_ctx *ctx, int at_start) {
         for (size_t i = 0; i < nt; i++) reclaimed += reclaim_trial(ctx, &t[i]);
     sto_trial_list_free(t, nt);
     int64_t models = 0;
+    sto_model *ms = NULL;
+    size_t nm = 0;
+    if (sto_models_orphaned(ctx->db, at_start, &ms, &nm)) nm = 0; /* then no guard this time */
     if (sto_models_reclaim(ctx->db, at_start, &models) == 0 && models > 0) {
-        HPO_INFO("%lld interrupted model job(s) queued again", (long long)models);
+        for (size_t i = 0; i < nm; i++) models -= model_crash_loop(ctx, &ms[i]);
+        if (models > 0) HPO_INFO("%lld interrupted model job(s) queued again", (long long)models);
         reclaimed += (int)models;
+        api_events_wake(ctx);
         api_jobs_wake(ctx);
     }
+    sto_model_list_free(ms, nm);
     return reclaimed;
 }
 

@@ -586,6 +586,11 @@ static const char *const stmt_sql[STO_Q_N] = {
         "UPDATE models SET state = 0, node_id = NULL WHERE state = 1 AND"
         " (EXISTS (SELECT 1 FROM nodes n WHERE n.id = models.node_id AND n.ended > 0)"
         " OR (?1 <> 0 AND node_id IS NULL))",
+    /* the models MODELS_RECLAIM would queue again, by id */
+    [STO_Q_MODELS_ORPHANED] =
+        "SELECT " STO_MODEL_COLS " FROM models WHERE state = 1 AND"
+        " (EXISTS (SELECT 1 FROM nodes n WHERE n.id = models.node_id AND n.ended > 0)"
+        " OR (?1 <> 0 AND node_id IS NULL)) ORDER BY id",
     /* A study's creation or state change takes the counter's row (held
      * to the commit: changes commit in counter order) and records it. */
     [STO_Q_STUDY_CHANGES_BUMP] = "UPDATE study_changes SET seq = seq + 1",

@@ -134,6 +134,16 @@ int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size
     return rc;
 }
 
+int sto_models_orphaned(sto_db *db, int unowned, sto_model **out, size_t *n_out) {
+    if (!db || !out || !n_out) return HPO_EINVAL;
+    sto_db_lock(db);
+    sto_stmt *s = db->q[STO_Q_MODELS_ORPHANED];
+    sto_bind_int64(s, 1, unowned != 0);
+    int rc = sto_db_rows(db, s, sizeof **out, read_model, clear_model, "models orphaned", (void **)out, n_out);
+    sto_db_unlock(db);
+    return rc;
+}
+
 /* Runs an UPDATE of one model that is allowed only in some states: HPO_ECONFLICT
  * if it changed nothing and the model exists, HPO_ENOTFOUND if it does not.
  * The statement is bound; caller holds the lock. */

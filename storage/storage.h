@@ -647,6 +647,9 @@ int sto_trial_reclaim_ev(sto_db *db, int64_t trial_id, int64_t node_id, const ch
 /* Running model jobs whose node has ended (with unowned: or of no node)
  * queued again; *n_out (may be NULL) how many. */
 int sto_models_reclaim(sto_db *db, int unowned, int64_t *n_out);
+/* The model jobs sto_models_reclaim would queue again, by id (free with
+ * sto_model_list_free). */
+int sto_models_orphaned(sto_db *db, int unowned, sto_model **out, size_t *n_out);
 /* Another connection to the database db was opened with (a node's
  * heartbeat has its own, so a long call on db never delays it). */
 int sto_reopen(sto_db *db, sto_db **out);
