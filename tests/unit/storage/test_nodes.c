@@ -353,9 +353,17 @@ static void test_writes_kept_to_the_node(void **state) {
     assert_int_equal(sto_model_finish(db, m, STO_MODEL_COMPLETE, "{}", NULL, NULL), HPO_ECONFLICT);
     /* a's end: its model job goes back to the queue, once */
     assert_int_equal(sto_node_end(da, a, "stopped"), 0);
+    sto_model *orphans = NULL;
+    size_t n_orphans = 0; /* what the reclaim will queue again, listed first (the crash-loop guard's) */
+    assert_int_equal(sto_models_orphaned(db, 0, &orphans, &n_orphans), 0);
+    assert_true(n_orphans == 1 && orphans[0].id == m && orphans[0].state == STO_MODEL_RUNNING);
+    sto_model_list_free(orphans, n_orphans);
     int64_t k = 0;
     assert_int_equal(sto_models_reclaim(db, 0, &k), 0);
     assert_int_equal(k, 1);
+    assert_int_equal(sto_models_orphaned(db, 0, &orphans, &n_orphans), 0);
+    assert_int_equal(n_orphans, 0);
+    sto_model_list_free(orphans, n_orphans);
     assert_int_equal(sto_models_reclaim(db, 0, &k), 0);
     assert_int_equal(k, 0);
     assert_int_equal(sto_model_get(db, m, &got), 0);
