@@ -549,8 +549,10 @@ int api_trial_cancel_for_study(api_ctx *ctx, api_study *st, const sto_trial *t);
  * queue and resumes from its last checkpoint later, instead of failing.
  * api_disk_full starts (or doubles) a back-off, 1 s up to
  * API_DISK_BACKOFF_MAX s, during which the scheduler starts no job, so hpod
- * neither spins nor burns through a study's trials while the disk is full;
- * a recorded epoch (api_disk_ok) ends it. */
+ * neither spins nor burns through a study's trials while the disk is full
+ * (the jobs that find it full during a back-off are in it already: it
+ * does not double for each); a recorded epoch or a completed model job
+ * (api_disk_ok) ends it. */
 #define API_DISK_BACKOFF_MAX 15.0
 void api_disk_full(api_ctx *ctx);
 void api_disk_ok(api_ctx *ctx);

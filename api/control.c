@@ -7,7 +7,9 @@
  * queued ones too, and the event stream ends with "study_cancelled". An
  * external study resumed with its budget spent and no trial out completes
  * at once (the answer shows it complete).
- * None takes options: the body is empty or {}, anything else is a 400. */
+ * A study that can no longer be loaded changes state all the same
+ * (through storage; the scheduler cancels its queued trials). None takes
+ * options: the body is empty or {}, anything else is a 400. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -24,13 +26,18 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
     if (api_body_empty(req, resp)) return; /* no options: a body is {} or nothing */
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
-    if (rc) {
+    if (rc == HPO_ENOTFOUND || rc == HPO_ENOMEM) {
         api_fail_lookup(resp, rc, "study", id);
         return;
     }
+    /* a study that cannot be loaded any more (its dataset gone, a
+     * definition this version refuses: hpod's log says why) still changes
+     * state, through storage alone: its owner can cancel it */
+    if (rc) st = NULL;
+    int embedded = st ? st->def.embedded : api_queue_has(ctx, id);
     char *data = api_event_text(json_pack("{s:s}", "state", sto_study_state_name(to)));
     sto_event_in ev = {event, data}; /* stored with the state change */
-    pthread_mutex_lock(&st->lock);
+    if (st) pthread_mutex_lock(&st->lock);
     sto_study s;
     int got = sto_study_get(ctx->db, id, &s);
     rc = got;
@@ -43,9 +50,9 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
     } else if ((rc = sto_study_transition_ev(ctx->db, id, from_mask(from, n_from), to, &ev))) {
         /* another node changed it since it was read (HPO_ECONFLICT: 409) */
         api_fail_rc(resp, rc, NULL);
-    } else if (st->def.embedded) {
+    } else if (embedded) {
         api_queue_set(ctx, id, to);
-    } else if (to == STO_STUDY_RUNNING) {
+    } else if (to == STO_STUDY_RUNNING && st) {
         /* resumed with its budget spent and nothing out (its max_seconds
          * passed while paused): it ends now (jobs_internal.h) */
         api_external_end(ctx, st, hpo_now());
@@ -62,8 +69,10 @@ static void change_state(api_ctx *ctx, const api_request *req, int64_t id, api_r
         sto_trial_list_free(t, n);
     }
     if (got == 0) sto_study_clear(&s);
-    pthread_mutex_unlock(&st->lock);
-    api_study_release(ctx, st);
+    if (st) {
+        pthread_mutex_unlock(&st->lock);
+        api_study_release(ctx, st);
+    }
     free(data);
     if (resp->body) return; /* an error was filled */
     api_events_wake(ctx);

@@ -5,12 +5,17 @@
 
 void api_disk_full(api_ctx *ctx) {
     pthread_mutex_lock(&ctx->disk_mu);
-    double b = ctx->disk_backoff > 0 ? 2 * ctx->disk_backoff : 1.0;
+    double now = hpo_monotonic();
+    /* the jobs that were running when the disk filled find it at once: one
+     * back-off for all of them; it doubles when a job started after it
+     * finds the disk full again */
+    int running = ctx->disk_until > now;
+    double b = running ? ctx->disk_backoff : ctx->disk_backoff > 0 ? 2 * ctx->disk_backoff : 1.0;
     if (b > API_DISK_BACKOFF_MAX) b = API_DISK_BACKOFF_MAX;
     ctx->disk_backoff = b;
-    ctx->disk_until = hpo_monotonic() + b;
+    if (!running) ctx->disk_until = now + b;
     pthread_mutex_unlock(&ctx->disk_mu);
-    HPO_WARN("the data disk is full: jobs are queued again; the next starts in %.0f s", b);
+    if (!running) HPO_WARN("the data disk is full: jobs are queued again; the next starts in %.0f s", b);
 }
 
 void api_disk_ok(api_ctx *ctx) {

@@ -437,6 +437,7 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
         rc = stored = sto_model_finish_ev(ctx->db, model_id, STO_MODEL_COMPLETE, text, rel, NULL, &ev);
         free(text);
         free(data);
+        if (rc == 0) api_disk_ok(ctx); /* its files and row written: the disk has room */
     } else {
         char msg[600];
         snprintf(msg, sizeof msg, "%s", err.message[0] ? err.message : hpo_strerror(rc));

@@ -18,8 +18,9 @@
 #include "jobs_internal.h"
 
 typedef struct queued {
-    int64_t id; /* ids grow (AUTOINCREMENT): sorted by id is oldest first */
-    int state;  /* sto_study_state */
+    int64_t id;        /* ids grow (AUTOINCREMENT): sorted by id is oldest first */
+    int state;         /* sto_study_state */
+    double held_until; /* not loaded again before then (api_queue_hold); 0: none */
 } queued;
 
 struct api_run_queue {
@@ -47,6 +48,7 @@ static size_t find(const struct api_run_queue *q, int64_t id) {
 static void put(struct api_run_queue *q, int64_t id, int state) {
     size_t i = find(q, id);
     if (i < q->n && q->items[i].id == id) {
+        if (q->items[i].state != state) q->items[i].held_until = 0; /* a new state: try it at once */
         q->items[i].state = state;
         return;
     }
@@ -55,7 +57,7 @@ static void put(struct api_run_queue *q, int64_t id, int state) {
         q->items = hpo_xrealloc(q->items, q->cap * sizeof *q->items);
     }
     memmove(q->items + i + 1, q->items + i, (q->n - i) * sizeof *q->items);
-    q->items[i] = (queued){id, state};
+    q->items[i] = (queued){id, state, 0};
     q->n++;
 }
 
@@ -125,6 +127,37 @@ void api_queue_set(api_ctx *ctx, int64_t study_id, int state) {
     pthread_mutex_lock(&q->lock);
     put(q, study_id, state);
     pthread_mutex_unlock(&q->lock);
+}
+
+/* The entry of id, or NULL (under the lock). */
+static queued *entry(struct api_run_queue *q, int64_t id) {
+    size_t i = find(q, id);
+    return i < q->n && q->items[i].id == id ? &q->items[i] : NULL;
+}
+
+int api_queue_has(api_ctx *ctx, int64_t study_id) {
+    struct api_run_queue *q = ctx->queue;
+    pthread_mutex_lock(&q->lock);
+    int has = entry(q, study_id) != NULL;
+    pthread_mutex_unlock(&q->lock);
+    return has;
+}
+
+void api_queue_hold(api_ctx *ctx, int64_t study_id, double until) {
+    struct api_run_queue *q = ctx->queue;
+    pthread_mutex_lock(&q->lock);
+    queued *e = entry(q, study_id);
+    if (e) e->held_until = until;
+    pthread_mutex_unlock(&q->lock);
+}
+
+int api_queue_held(api_ctx *ctx, int64_t study_id, double now) {
+    struct api_run_queue *q = ctx->queue;
+    pthread_mutex_lock(&q->lock);
+    queued *e = entry(q, study_id);
+    int held = e && e->held_until > now;
+    pthread_mutex_unlock(&q->lock);
+    return held;
 }
 
 void api_queue_remove(api_ctx *ctx, int64_t study_id) {

@@ -15,12 +15,14 @@ static void unloadable(api_ctx *ctx, int64_t study_id);
 
 /* The embedded studies of the run queue in the states of mask, oldest
  * first (a new reference each); those that cannot be loaded are left out
- * (unloadable). */
+ * (unloadable), and so are those held since (api_queue_hold). */
 static size_t embedded_studies(api_ctx *ctx, unsigned mask, api_study ***out) {
     int64_t *ids = NULL;
     size_t n = api_queue_list(ctx, mask, &ids), k = 0;
     api_study **sts = hpo_xcalloc(n + 1, sizeof *sts);
+    double now = hpo_now();
     for (size_t i = 0; i < n; i++) {
+        if (api_queue_held(ctx, ids[i], now)) continue;
         int rc = api_study_acquire(ctx, ids[i], &sts[k]);
         if (rc == 0)
             k++;
@@ -33,15 +35,23 @@ static size_t embedded_studies(api_ctx *ctx, unsigned mask, api_study ***out) {
 }
 
 /* A queued study that cannot be loaded (its uploaded dataset deleted once
- * it was cancelled, a definition this version refuses): a cancelled one
- * has its queued trials cancelled through storage and leaves the run
- * queue, said once, rather than being loaded (and logged) again at every
- * pass; a running one stays (study_cache.c logs why). */
+ * it was cancelled, a definition this version refuses; study_cache.c
+ * logs why): a cancelled one has its queued trials cancelled through
+ * storage and leaves the run queue, said once, rather than being loaded
+ * (and logged) again at every pass; a running one stays, and is tried
+ * again after API_UNLOADABLE_RETRY_S, or at once when its state changes
+ * (its dataset may come back, a cancel makes it leave). */
+#define API_UNLOADABLE_RETRY_S 60.0
 static void unloadable(api_ctx *ctx, int64_t study_id) {
     sto_study s;
     if (sto_study_get(ctx->db, study_id, &s)) return;
-    int cancelled = s.state == STO_STUDY_CANCELLED;
+    int cancelled = s.state == STO_STUDY_CANCELLED, running = s.state == STO_STUDY_RUNNING;
     sto_study_clear(&s);
+    if (running) {
+        api_queue_hold(ctx, study_id, hpo_now() + API_UNLOADABLE_RETRY_S);
+        HPO_WARN("study %lld: running, and it cannot be loaded: none of its trials starts; tried again in %.0f s",
+                 (long long)study_id, API_UNLOADABLE_RETRY_S);
+    }
     if (!cancelled) return;
     sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER};
     sto_trial *t = NULL;
@@ -181,7 +191,7 @@ static int take_pbt(api_ctx *ctx, api_study *st, const char *slot, api_job *job)
     if (pick.trial_id == 0) return take_new(ctx, st, slot, job);
     if ((rc = resume_trial(ctx, st, pick.trial_id, pick.number, slot))) return rc;
     *job = (api_job){.kind = API_JOB_TRIAL, .trial_id = pick.trial_id, .study_id = st->id, .number = pick.number,
-                     .resumed = 1, .timeout = st->def.emb.trial_timeout};
+                     .resumed = 1, .timeout = st->def.emb.trial_timeout, .trained = pick.trained};
     return 0;
 }
 
@@ -230,15 +240,48 @@ static int take_model(api_ctx *ctx, const char *slot, api_job *job) {
     return 0;
 }
 
+/* A study and how many of its trials run (on every node), for the fair
+ * share's order. */
+typedef struct study_load {
+    api_study *st;
+    int64_t running;
+    size_t age; /* its place in the run queue: 0 the oldest */
+} study_load;
+
+static int cmp_load(const void *a, const void *b) {
+    const study_load *x = a, *y = b;
+    if (x->running != y->running) return x->running < y->running ? -1 : 1;
+    return x->age < y->age ? -1 : x->age > y->age;
+}
+
+/* The studies in the order a slot offers itself to them: the one running
+ * the fewest trials first, the oldest first among equals (fair share: a
+ * study without parallel_trials does not hold every slot from the studies
+ * created after it; each freed slot goes to the study that has least).
+ * The counts are read without the studies' locks: they only order the
+ * offers, and the study's own check under its lock decides. */
+static void order_by_load(api_ctx *ctx, api_study **sts, size_t n) {
+    study_load *l = hpo_xcalloc(n + 1, sizeof *l);
+    for (size_t i = 0; i < n; i++) {
+        int64_t counts[STO_TRIAL_N_STATES] = {0};
+        l[i] = (study_load){sts[i], 0, i};
+        if (sto_trial_counts(ctx->db, sts[i]->id, counts) == 0) l[i].running = counts[STO_TRIAL_RUNNING];
+    }
+    qsort(l, n, sizeof *l, cmp_load);
+    for (size_t i = 0; i < n; i++) sts[i] = l[i].st;
+    free(l);
+}
+
 int api_jobs_next(api_ctx *ctx, const char *slot, api_job *job) {
     if (api_disk_wait(ctx) > 0) return HPO_ENOTFOUND; /* the disk was full: wait */
     if (take_model(ctx, slot, job) == 0) return 0;
     api_study **sts;
     size_t n = embedded_studies(ctx, API_STATE_BIT(STO_STUDY_RUNNING), &sts);
+    if (n > 1) order_by_load(ctx, sts, n);
     int rc = HPO_ENOTFOUND;
     /* first the studies that can train on this kind of slot only, then
-     * those that take any (training.device), oldest first in each: an
-     * "any" study has the other slots, a "cuda" one only these */
+     * those that take any (training.device), in the fair share's order in
+     * each: an "any" study has the other slots, a "cuda" one only these */
     for (size_t k = 0; k < 2 * n && rc == HPO_ENOTFOUND; k++) {
         api_study *st = sts[k % n];
         if ((st->def.emb.device == API_DEVICE_ANY) != (k >= n)) continue; /* not in this pass */

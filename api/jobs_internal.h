@@ -30,6 +30,14 @@ void api_queue_free(api_ctx *ctx);
 /* Adds or updates a study (sto_study_state). */
 void api_queue_set(api_ctx *ctx, int64_t study_id, int state);
 void api_queue_remove(api_ctx *ctx, int64_t study_id);
+/* Whether the study is in the queue (an embedded one, not deleted). */
+int api_queue_has(api_ctx *ctx, int64_t study_id);
+/* A running study that could not be loaded is not loaded again by the
+ * scheduler's passes before until (api_queue_held says so), or before its
+ * state changes: a load that fails may parse a definition and decode a
+ * dataset first, and logs why, every pass otherwise. */
+void api_queue_hold(api_ctx *ctx, int64_t study_id, double until);
+int api_queue_held(api_ctx *ctx, int64_t study_id, double now);
 /* The ids of the queued studies whose state is in mask (1 << state),
  * oldest first; *ids malloc'd (NULL when none). */
 size_t api_queue_list(api_ctx *ctx, unsigned mask, int64_t **ids);
@@ -113,6 +121,7 @@ int api_pbt_boundary(const api_study *st, int64_t epoch);
  * none may run now. The scheduler thread, the study's lock held. */
 typedef struct api_pbt_pick {
     int64_t trial_id, number;
+    double trained; /* its train_seconds so far (trial_timeout counts them); 0 for a bred one */
 } api_pbt_pick;
 int api_pbt_next(api_ctx *ctx, api_study *st, int may_add, api_pbt_pick *pick);
 /* A worker, before it trains member t of a pbt study (nothing for other

@@ -152,7 +152,7 @@ static int breed(api_ctx *ctx, api_study *st, const sto_trial *m, const sto_tria
     HPO_INFO("study %lld: trial #%lld replaced at epoch %lld by #%lld, bred from #%lld", (long long)st->id,
              (long long)m->number, (long long)b, (long long)number, (long long)donor->number);
     api_events_wake(ctx);
-    *pick = (api_pbt_pick){id, number};
+    *pick = (api_pbt_pick){id, number, 0};
 done:
     if (rc) HPO_WARN("study %lld: cannot breed a member at epoch %lld: %s", (long long)st->id, (long long)b,
                      err.message[0] ? err.message : hpo_strerror(rc));
@@ -182,7 +182,7 @@ static int rank(api_ctx *ctx, api_study *st, const sto_trial *t, size_t n, const
         HPO_WARN("study %lld: trial #%lld goes on at epoch %lld: #%lld's checkpoint there is gone",
                  (long long)st->id, (long long)m->number, (long long)b, (long long)donor->number);
     int rc = sto_trial_pbt_ranked(ctx->db, m->id, b);
-    if (rc == 0) *pick = (api_pbt_pick){m->id, m->number};
+    if (rc == 0) *pick = (api_pbt_pick){m->id, m->number, m->train_seconds};
     return rc;
 }
 
@@ -203,7 +203,7 @@ int api_pbt_next(api_ctx *ctx, api_study *st, int may_add, api_pbt_pick *pick) {
     /* the first population before anything moves past a boundary */
     if (may_add && st->pbt_members < st->def.tuner.pbt_population) {
         sto_trial_list_free(t, n);
-        *pick = (api_pbt_pick){0, 0};
+        *pick = (api_pbt_pick){0, 0, 0};
         return 0;
     }
     const sto_trial **q = hpo_xcalloc(n + 1, sizeof *q);
@@ -216,7 +216,7 @@ int api_pbt_next(api_ctx *ctx, api_study *st, int may_add, api_pbt_pick *pick) {
         const sto_trial *m = q[k];
         int64_t b = progress(m);
         if (!api_pbt_boundary(st, b) || m->pbt_epoch >= b) { /* nothing to rank: it goes on */
-            *pick = (api_pbt_pick){m->id, m->number};
+            *pick = (api_pbt_pick){m->id, m->number, m->train_seconds};
             rc = 0;
         } else if (all_reached(t, n, (size_t)(m - t), b)) {
             rc = rank(ctx, st, t, n, m, b, pick);

@@ -13,6 +13,8 @@
 - training.device: "cuda" on an hpod without a cuda slot is a 409 naming
   the field (the study would wait forever), "cpu" completes on the CPU
   slots, anything but any, cpu or cuda is a 400 naming the field.
+- Two studies share the slots (fair share): the newer one starts at the
+  first slot the older one frees.
 - A slot of two threads (--devices cpu:1x2) trains data-parallel
   (engine/replicas.h): a study on it completes, and a paused trial resumes
   from its checkpoint.
@@ -153,6 +155,24 @@ def check_device(hp, c):
     hp.ok("DELETE", "/api/v1/studies/%d" % cid)
 
 
+def check_fair_share(hp, c):
+    """Two studies without parallel_trials on 2 slots: the newer one starts
+    at the first slot the older one frees, not after its whole budget."""
+    sids = []
+    for k in range(2):
+        study = study_small()
+        study.update(name="share-%d" % k, tuner={"algorithm": "random", "seed": 5 + k, "max_trials": 6})
+        sids.append(hp.ok("POST", "/api/v1/studies", study)["id"])
+    for sid in sids:
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 180)
+    # event ids are global: they order the two studies' starts
+    starts = [[e[0] for e in read_events(hp.url, sid) if e[1] == "trial_started"] for sid in sids]
+    c.check(len(starts[0]) == 6 and len(starts[1]) == 6 and starts[1][0] < starts[0][2],
+            "fair share: the newer study's first trial starts before the older one's third (%s)" % starts)
+    for sid in sids:
+        hp.ok("DELETE", "/api/v1/studies/%d" % sid)
+
+
 def check_executions(hp, c):
     study = study_small()
     study.update(name="executions", tuner={"algorithm": "random", "seed": 9, "max_trials": 3,
@@ -286,6 +306,7 @@ def main():
         check_steps_per_execution(hp, c)
         check_device(hp, c)
         check_executions(hp, c)
+        check_fair_share(hp, c)
         check_control(hp, c)
         status, out = hp.request("POST", "/api/v1/studies/1/ask")
         c.check(status == 409, "ask on an embedded study is 409")

@@ -11,8 +11,14 @@ cannot be loaded any more.
   pass, thousands of times a second, and B's trial never got the slot
   back), and B's trial must run again.
 - C leaves the run queue at the first pass, said once: before, every pass
-  (each second) loaded it again and logged the failure."""
+  (each second) loaded it again and logged the failure.
+- D, running, whose stored definition this version refuses: loaded once,
+  then not again for a minute (before: at every pass, logged each time);
+  cancelling it makes it leave the queue at once."""
+import json
+import os
 import re
+import sqlite3
 import time
 
 from hpod import Checks, Hpod, parse_args, wait_for
@@ -75,7 +81,44 @@ def main():
         left = len(re.findall(r"study %d: cancelled, and it cannot be loaded" % cid, log))
         print("  the cancelled study C: %d failed load(s), %d line(s) saying it leaves the queue" % (loads, left))
         c.check(loads == 1 and left == 1, "C is loaded once, then leaves the run queue: %d loads, %d" % (loads, left))
+
+        # D, running, waits for the slot B holds; its stored definition is
+        # then one this version refuses (as after a downgrade)
+        d = hp2.ok("POST", "/api/v1/studies", {"name": "D", "model": {"template": "mlp"},
+                                               "dataset": {"name": "fashion-mnist", "limit": 300,
+                                                           "validation_split": 100},
+                                               "training": {"max_epochs": 1, "batch_size": 32},
+                                               "tuner": {"seed": 2, "max_trials": 1}})["id"]
         c.check(hp2.stop() == 0, "graceful stop")
+        db = sqlite3.connect(os.path.join(hp.data_dir, "hpo.db"))
+        spec = json.loads(db.execute("SELECT spec FROM studies WHERE id = ?", (d,)).fetchone()[0])
+        spec["tuner"]["algorithm"] = "no-such-tuner"
+        db.execute("UPDATE studies SET spec = ? WHERE id = ?", (json.dumps(spec), d))
+        db.commit()
+        db.close()
+        hp3 = Hpod(args.hpod, data_dir=hp.data_dir, args=["--devices", "cpu:1"]).start()
+        try:
+            time.sleep(3.5)  # three of the scheduler's one-second passes, and more
+            with open(hp3.log_path) as f:
+                log = f.read()
+            loads = len(re.findall(r"study %d: stored definition no longer valid" % d, log))
+            held = len(re.findall(r"study %d: running, and it cannot be loaded" % d, log))
+            print("  the running study D: %d failed load(s), %d line(s) saying it is tried again later" % (loads, held))
+            c.check(loads == 1 and held == 1,
+                    "D is loaded once, then held (not loaded and logged at every pass): %d loads, %d" % (loads, held))
+            c.check(hp3.ok("GET", "/api/v1/studies/%d/trials?state=running" % b)["total"] == 1, "B runs on")
+            # cancelling D is a new state: it is tried at once, and leaves the queue
+            st, _ = hp3.request("POST", "/api/v1/studies/%d/cancel" % d)
+            c.check(st == 200, "D cancelled: %s" % st)
+            try:
+                wait_for(lambda: "study %d: cancelled, and it cannot be loaded" % d in open(hp3.log_path).read(), 10)
+                gone = True
+            except AssertionError:
+                gone = False
+            c.check(gone, "the cancelled D leaves the run queue without waiting out its hold")
+            c.check(hp3.stop() == 0, "graceful stop")
+        finally:
+            hp3.cleanup()
     finally:
         if hp2:
             hp2.cleanup()

@@ -19,7 +19,9 @@
  * - training.device: a study asking for cuda gives no job to a cpu slot and
  *   one to a cuda slot (by name: no GPU is used), one asking for cpu the
  *   other way round; a job trains on a cuda slot's GPU only where its
- *   study lets it (api_slot_train_opts). */
+ *   study lets it (api_slot_train_opts);
+ * - fair share: a slot goes to the study running the fewest trials;
+ * - the disk-full back-off does not double for each job in it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -344,6 +346,61 @@ static void test_device_kind_first(void **state) {
     teardown();
 }
 
+/* the disk-full back-off: the jobs that find the disk full during one are
+ * in it already (before: 3 at once made it 4 s); one that finds it full
+ * after it doubles it; a stored epoch ends it */
+static void test_disk_backoff(void **state) {
+    (void)state;
+    setup();
+    assert_true(api_disk_wait(ctx) == 0);
+    for (int k = 0; k < 3; k++) api_disk_full(ctx);
+    double w = api_disk_wait(ctx);
+    printf("three jobs found the disk full at once: the back-off is %.2f s\n", w);
+    assert_true(w > 0 && w <= 1.0);
+    usleep(1100 * 1000);
+    assert_true(api_disk_wait(ctx) == 0);
+    api_disk_full(ctx);
+    w = api_disk_wait(ctx);
+    printf("again after it: %.2f s\n", w);
+    assert_true(w > 1.0 && w <= 2.0);
+    api_disk_ok(ctx);
+    assert_true(api_disk_wait(ctx) == 0);
+    api_disk_full(ctx);
+    assert_true(api_disk_wait(ctx) <= 1.0);
+    teardown();
+}
+
+/* fair share: each slot goes to the study running the fewest trials, the
+ * oldest among equals; a study without parallel_trials does not hold every
+ * slot from a newer one (before: 1, 1, 1, 1) */
+static void test_fair_share(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_t *j = json_loads(study_json, 0, NULL);
+    json_object_set_new(json_object_get(j, "tuner"), "max_trials", json_integer(10));
+    char *body = json_dumps(j, 0);
+    for (int k = 0; k < 2; k++) {
+        json_decref(call("POST", "/api/v1/studies", body, &status));
+        assert_int_equal(status, 201);
+    }
+    const char *slots[] = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
+    const int64_t want[] = {1, 2, 1, 2};
+    api_job job;
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(api_jobs_next(ctx, slots[k], &job), 0);
+        assert_int_equal(job.study_id, want[k]);
+    }
+    /* a third study, newer: the next slot is its own */
+    json_decref(call("POST", "/api/v1/studies", body, &status));
+    assert_int_equal(status, 201);
+    assert_int_equal(api_jobs_next(ctx, "cpu:4", &job), 0);
+    assert_int_equal(job.study_id, 3);
+    free(body);
+    json_decref(j);
+    teardown();
+}
+
 /* where a job trains: a CUDA slot's GPU when the study's training.device
  * lets it (a spanning slot: a replica on each of its GPUs), else the CPU */
 static void test_slot_train_opts(void **state) {
@@ -384,6 +441,8 @@ int main(void) {
         cmocka_unit_test(test_deleted_study_job_stores_nothing),
         cmocka_unit_test(test_device_kind),
         cmocka_unit_test(test_device_kind_first),
+        cmocka_unit_test(test_fair_share),
+        cmocka_unit_test(test_disk_backoff),
         cmocka_unit_test(test_slot_train_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

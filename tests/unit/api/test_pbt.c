@@ -158,7 +158,7 @@ static void test_pbt_population(void **state) {
 
     atomic_int stop = 0;
     api_job job;
-    int runs = 0, bred = 0, started_new = 0;
+    int runs = 0, bred = 0, started_new = 0, went_on = 0;
     char *copy = NULL;
     size_t copy_n = 0;
     int64_t copy_trial = 0, parent = 0, epoch = 0;
@@ -177,11 +177,16 @@ static void test_pbt_population(void **state) {
         }
         /* nothing passes a boundary before the population is complete */
         if (job.resumed) assert_int_equal(started_new, 4);
+        /* trial_timeout counts the earlier runs: the scheduler's backstop
+         * gets the member's training time so far (a bred trial's: 0) */
+        assert_true(job.trained == t.train_seconds);
+        if (job.trained > 0) went_on++;
         sto_trial_clear(&t);
         assert_int_equal(api_jobs_run(ctx, &job, "cpu:0", 1, &stop), 0);
         api_jobs_settle(ctx);
     }
-    printf("  %d runs, %d trials bred\n", runs, bred);
+    printf("  %d runs, %d trials bred, %d went on from a boundary with their training time\n", runs, bred, went_on);
+    assert_true(went_on >= 1);
     assert_int_equal(started_new, 4);
     assert_true(bred >= 1);
     assert_non_null(copy);
