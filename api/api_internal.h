@@ -202,8 +202,11 @@ void api_study_extras_clear(api_study_extras *x);
  * study_created event, user_attrs and note (x, or NULL for none) and
  * *id_out its id; errors name the field. With x->load_if_exists an
  * existing study of the name is *id_out instead, *created_out 0 (may be
- * NULL). hold: an embedded study is not put in the run queue yet (the
- * caller adds trials first, then api_queue_set). x->needs_slot (and not
+ * NULL). hold: the study is stored paused, so that no node starts a trial
+ * of it (and no ask is answered) before the caller added its trials
+ * first; the caller then makes it run (a transition to running, and
+ * api_queue_set for an embedded one).
+ * x->needs_slot (and not
  * load_if_exists): on a database no other hpod shares, an embedded study
  * whose training.device has no slot here is HPO_ECONFLICT naming
  * training.device, not a study that would wait for one forever. */

@@ -30,9 +30,11 @@
  * state names are read too (COMPLETE, PRUNED, FAIL, RUNNING, WAITING);
  * "distributions" are not read: the definition's space decides. A
  * definition's warm_start is dropped (its ids name studies of the hpod it
- * came from). The new study runs: its tuner has learnt the imported
- * trials, and an embedded one trains new trials until its budget is spent
- * (a budget already spent completes it). Nothing but trials is copied: an
+ * came from). The new study is stored paused until its trials are in (no
+ * node starts a trial of it, nor answers an ask, without its history);
+ * then it runs: its tuner has learnt the imported trials, and an embedded
+ * one trains new trials until its budget is spent (a budget already spent
+ * completes it). Nothing but trials is copied: an
  * embedded study's checkpoints, weights and models stay with the original.
  * Copy is export + import inside hpod. */
 #include <ctype.h>
@@ -443,6 +445,9 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
                            .values_json = trials[i].values_json, .metrics_json = trials[i].metrics_json};
         rc = api_trial_add(ctx, st, &in, trials[i].x, NULL, NULL);
     }
+    /* created paused (hold): no node started a trial of it, nor answered
+     * an ask, before its history was in; now it runs */
+    if (rc == 0) rc = sto_study_transition_ev(ctx->db, id, API_STATE_BIT(STO_STUDY_PAUSED), STO_STUDY_RUNNING, NULL);
     if (rc == 0) api_external_end(ctx, st, hpo_now()); /* an external study whose budget is spent ends */
     int embedded = st->def.embedded;
     pthread_mutex_unlock(&st->lock);

@@ -359,7 +359,7 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_ROLLBACK] = "ROLLBACK",
 
     [STO_Q_STUDY_INSERT] =
-        "INSERT INTO studies (name, spec, state, created, updated) VALUES (?1, ?2, 0, ?3, ?3) RETURNING id",
+        "INSERT INTO studies (name, spec, state, created, updated) VALUES (?1, ?2, ?4, ?3, ?3) RETURNING id",
     [STO_Q_STUDY_GET] = "SELECT " STO_STUDY_COLS " FROM studies WHERE id = ?1",
     [STO_Q_STUDY_EXISTS] = "SELECT 1 FROM studies WHERE id = ?1",
     [STO_Q_STUDY_LIST] = "SELECT " STO_STUDY_COLS " FROM studies ORDER BY id DESC",

@@ -147,6 +147,7 @@ typedef struct sto_study_new {
     const char *name, *spec; /* required */
     const char *user_attrs, *note;
     int load_if_exists;
+    sto_study_state state; /* the state it starts in: STO_STUDY_RUNNING (0) or STO_STUDY_PAUSED */
 } sto_study_new;
 int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_in *ev, int64_t *id_out,
                           int *created_out);

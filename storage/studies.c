@@ -85,7 +85,9 @@ int sto_db_annotate_in_tx(sto_db *db, int q, int64_t id, const char *user_attrs,
 
 int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_in *ev, int64_t *id_out,
                           int *created_out) {
-    if (!db || !in || !in->name || !in->spec || (ev && !ev->type)) return HPO_EINVAL;
+    if (!db || !in || !in->name || !in->spec || (ev && !ev->type) ||
+        (in->state != STO_STUDY_RUNNING && in->state != STO_STUDY_PAUSED))
+        return HPO_EINVAL;
     sto_db_lock(db);
     sto_stmt *s = db->q[STO_Q_STUDY_INSERT];
     double now = hpo_now();
@@ -106,6 +108,7 @@ int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_i
     sto_bind_text(s, 1, in->name);
     sto_bind_text(s, 2, in->spec);
     sto_bind_real(s, 3, now);
+    sto_bind_int64(s, 4, in->state);
     if ((rc = sto_db_insert(db, s, "study create", &id, NULL))) goto fail;
     if ((rc = sto_db_study_changed(db, id))) goto fail;
     if (in->user_attrs || in->note) {

@@ -21,7 +21,8 @@
  *   other way round; a job trains on a cuda slot's GPU only where its
  *   study lets it (api_slot_train_opts);
  * - fair share: a slot goes to the study running the fewest trials;
- * - the disk-full back-off does not double for each job in it. */
+ * - the disk-full back-off does not double for each job in it;
+ * - an import's study starts no trial before its history is in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -346,6 +347,33 @@ static void test_device_kind_first(void **state) {
     teardown();
 }
 
+/* an import's hold (api_study_create with hold, then its trials added):
+ * the study is stored paused, so the scheduler's tick that learns of it
+ * (api_queue_sync) starts no trial #0 before the imported history is in
+ * (before: it was learnt as running, and a trial started) */
+static void test_import_hold(void **state) {
+    (void)state;
+    setup();
+    json_t *def = json_loads(study_json, 0, NULL);
+    int64_t id = 0;
+    hpo_error err;
+    assert_int_equal(api_study_create(ctx, def, 1, NULL, &id, NULL, &err), 0);
+    api_queue_sync(ctx); /* the tick, between the creation and the import's trials */
+    api_job job;
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
+    sto_study s;
+    assert_int_equal(sto_study_get(db, id, &s), 0);
+    assert_int_equal(s.state, STO_STUDY_PAUSED);
+    sto_study_clear(&s);
+    /* the import made it run: now it starts */
+    assert_int_equal(sto_study_transition_ev(db, id, 1u << STO_STUDY_PAUSED, STO_STUDY_RUNNING, NULL), 0);
+    api_queue_set(ctx, id, STO_STUDY_RUNNING);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    assert_int_equal(job.study_id, id);
+    json_decref(def);
+    teardown();
+}
+
 /* the disk-full back-off: the jobs that find the disk full during one are
  * in it already (before: 3 at once made it 4 s); one that finds it full
  * after it doubles it; a stored epoch ends it */
@@ -443,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_device_kind_first),
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_disk_backoff),
+        cmocka_unit_test(test_import_hold),
         cmocka_unit_test(test_slot_train_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -155,6 +155,14 @@ static void test_create_with(void **state) {
     assert_int_equal(count(db, "SELECT COUNT(*) FROM events WHERE type = 'study_created'"), 1);
     in.spec = NULL;
     assert_int_equal(sto_study_create_with(db, &in, &ev, &got, &created), HPO_EINVAL);
+    /* created paused (an import's hold), or running; no other state */
+    in = (sto_study_new){.name = "held", .spec = "{}", .state = STO_STUDY_PAUSED};
+    assert_int_equal(sto_study_create_with(db, &in, &ev, &got, &created), 0);
+    assert_int_equal(sto_study_get(db, got, &s), 0);
+    assert_int_equal(s.state, STO_STUDY_PAUSED);
+    sto_study_clear(&s);
+    in.state = STO_STUDY_COMPLETE;
+    assert_int_equal(sto_study_create_with(db, &in, &ev, &got, &created), HPO_EINVAL);
     sto_close(db);
 }
 
