@@ -99,7 +99,9 @@ static int seed_checkpoint(api_ctx *ctx, int64_t parent_id, int64_t trial_id, in
     return rc;
 }
 
-/* Whether the study may still breed a trial (max_trials, max_seconds). */
+/* Whether the study may still breed a trial (max_trials, max_seconds), as
+ * far as this node knows: the breed itself counts max_trials in storage,
+ * under the study's row lock, whatever the other nodes bred. */
 static int may_breed(const api_study *st) {
     if (st->def.max_trials > 0 && st->next_number >= st->def.max_trials) return 0;
     return !(st->def.max_seconds > 0 && hpo_now() >= st->created + st->def.max_seconds);
@@ -141,7 +143,8 @@ static int breed(api_ctx *ctx, api_study *st, const sto_trial *m, const sto_tria
                                         "reason", "pbt_replaced", "epoch", (json_int_t)b, "parent_trial_id",
                                         (json_int_t)donor->id, "parent_number", (json_int_t)donor->number));
     sto_event_in ev_end = {"trial_pruned", end_data}, ev_new = {"trial_bred", NULL};
-    sto_pbt_breed in = {.replaced_id = m->id, .params = params, .lineage = text, .epoch = b};
+    sto_pbt_breed in = {.replaced_id = m->id, .params = params, .lineage = text, .epoch = b,
+                        .max_trials = st->def.max_trials};
     if ((rc = sto_trial_pbt_breed_ev(ctx->db, st->id, &in, &ev_end, &ev_new, &id, &number))) goto done;
     st->next_number = number + 1;
     tun_study_finish(st->tuner, m->number, TUN_TRIAL_PRUNED, NAN);
@@ -154,8 +157,10 @@ static int breed(api_ctx *ctx, api_study *st, const sto_trial *m, const sto_tria
     api_events_wake(ctx);
     *pick = (api_pbt_pick){id, number, 0};
 done:
-    if (rc) HPO_WARN("study %lld: cannot breed a member at epoch %lld: %s", (long long)st->id, (long long)b,
-                     err.message[0] ? err.message : hpo_strerror(rc));
+    /* HPO_EEXHAUSTED: other nodes bred up to max_trials meanwhile; m goes on */
+    if (rc && rc != HPO_EEXHAUSTED)
+        HPO_WARN("study %lld: cannot breed a member at epoch %lld: %s", (long long)st->id, (long long)b,
+                 err.message[0] ? err.message : hpo_strerror(rc));
     free(end_data);
     free(text);
     free(params);
@@ -175,12 +180,13 @@ static int rank(api_ctx *ctx, api_study *st, const sto_trial *t, size_t n, const
     int r = tun_pbt_rank(st->tuner, m->number, b, &donor_number);
     const sto_trial *donor = r == 1 ? by_number(t, n, donor_number) : NULL;
     char path[API_PATH_MAX];
-    if (donor && may_breed(st) && checkpoint_at(ctx->opt.data_dir, donor->id, b, path) == 0 &&
-        breed(ctx, st, m, donor, b, pick) == 0)
-        return 0;
-    if (donor && may_breed(st))
-        HPO_WARN("study %lld: trial #%lld goes on at epoch %lld: #%lld's checkpoint there is gone",
-                 (long long)st->id, (long long)m->number, (long long)b, (long long)donor->number);
+    if (donor && may_breed(st)) { /* else, or when it cannot breed, m goes on */
+        if (checkpoint_at(ctx->opt.data_dir, donor->id, b, path) != 0)
+            HPO_WARN("study %lld: trial #%lld goes on at epoch %lld: #%lld's checkpoint there is gone",
+                     (long long)st->id, (long long)m->number, (long long)b, (long long)donor->number);
+        else if (breed(ctx, st, m, donor, b, pick) == 0)
+            return 0;
+    }
     int rc = sto_trial_pbt_ranked(ctx->db, m->id, b);
     if (rc == 0) *pick = (api_pbt_pick){m->id, m->number, m->train_seconds};
     return rc;

@@ -436,6 +436,8 @@ typedef struct sto_pbt_breed {
     const char *params;    /* the new trial's params, a JSON object text */
     const char *lineage;   /* its lineage, a JSON object text */
     int64_t epoch;         /* the boundary: its start epoch */
+    int64_t max_trials;    /* > 0: HPO_EEXHAUSTED, nothing stored, when the study has that many
+                            * (counted under its row lock, whatever other nodes bred) */
 } sto_pbt_breed;
 int sto_trial_pbt_breed_ev(sto_db *db, int64_t study_id, const sto_pbt_breed *b, const sto_event_in *ev_end,
                            const sto_event_in *ev_new, int64_t *trial_id_out, int64_t *number_out);

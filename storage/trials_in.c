@@ -149,6 +149,8 @@ int sto_trial_pbt_breed_ev(sto_db *db, int64_t study_id, const sto_pbt_breed *b,
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     if ((rc = sto_db_lock_touch_study(db, study_id, now))) goto fail;
+    sto_trial_run limits = {.max_trials = b->max_trials};
+    if ((rc = sto_db_run_limits(db, study_id, &limits))) goto fail;
     sto_bind_int64(end, 1, b->replaced_id);
     sto_bind_real(end, 2, now);
     if (sto_step(end) != STO_DONE) {

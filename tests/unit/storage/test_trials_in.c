@@ -141,6 +141,14 @@ static void test_pbt_rank_and_breed(void **state) {
     sto_pbt_breed in = {.replaced_id = a, .params = "{\"lr\":0.12}",
                         .lineage = "{\"parent_epoch\":2,\"parent_trial_id\":7}", .epoch = 2};
     sto_event_in end = {"trial_pruned", NULL}, bred = {"trial_bred", NULL};
+    /* max_trials reached (other nodes bred up to it): nothing stored, the member goes on */
+    in.max_trials = 1;
+    assert_int_equal(sto_trial_pbt_breed_ev(db, sid, &in, &end, &bred, &b, &nb), HPO_EEXHAUSTED);
+    assert_int_equal(sto_trial_get(db, a, &t), 0);
+    assert_int_equal(t.state, STO_TRIAL_QUEUED);
+    sto_trial_clear(&t);
+    assert_int_equal(n_events(db, sid, "trial_pruned") + n_events(db, sid, "trial_bred"), 0);
+    in.max_trials = 2;
     assert_int_equal(sto_trial_pbt_breed_ev(db, sid, &in, &end, &bred, &b, &nb), 0);
     assert_int_equal(nb, 1);
     assert_int_equal(sto_trial_get(db, a, &t), 0);
@@ -157,6 +165,7 @@ static void test_pbt_rank_and_breed(void **state) {
     assert_int_equal(n_events(db, sid, "trial_pruned"), 1);
     assert_int_equal(n_events(db, sid, "trial_bred"), 1);
     /* the replaced one is over: no second replacement, nothing stored */
+    in.max_trials = 0;
     assert_int_equal(sto_trial_pbt_breed_ev(db, sid, &in, &end, &bred, NULL, NULL), HPO_ECONFLICT);
     int64_t counts[STO_TRIAL_N_STATES] = {0};
     assert_int_equal(sto_trial_counts(db, sid, counts), 0);
