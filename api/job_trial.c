@@ -121,6 +121,14 @@ static int epoch_vector(run *r, const eng_epoch_report *rep, json_t *m, double *
 static int on_epoch(const eng_epoch_report *rep, void *user) {
     run *r = user;
     api_study *st = r->st;
+    /* this node was found dead and the trial taken from it: this run
+     * stores nothing more, its counter neither. After the rejoin its
+     * writes would pass as the new node's, whose next pass may resume the
+     * trial here on another slot (the scheduler flags this run first) */
+    if (atomic_load(r->stop) == API_STOP_LOST) {
+        r->store_rc = HPO_ECONFLICT;
+        return HPO_ECONFLICT;
+    }
     api_training_epoch(r->ctx->opt.data_dir, r->job->trial_id); /* progress: not a crash loop (data_dir.h) */
     if (r->epochs_seen++ == 0 && rep->epoch > 1) /* the engine resumed from a checkpoint */
         api_event(r->ctx, r->job->study_id, r->job->trial_id, "execution_resumed",

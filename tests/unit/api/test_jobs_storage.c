@@ -22,7 +22,8 @@
  *   study lets it (api_slot_train_opts);
  * - fair share: a slot goes to the study running the fewest trials;
  * - the disk-full back-off does not double for each job in it;
- * - an import's study starts no trial before its history is in. */
+ * - an import's study starts no trial before its history is in;
+ * - a run flagged lost stores nothing more. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -347,6 +348,28 @@ static void test_device_kind_first(void **state) {
     teardown();
 }
 
+/* a run flagged lost (this node found dead, the trial taken from it)
+ * stores nothing more: no epoch (after a rejoin its writes would pass as
+ * the new node's, which may resume the trial on another slot), and it
+ * leaves the crash counter to the run that has the trial now (before: the
+ * epoch in progress was stored, and the counter removed) */
+static void test_lost_run_stores_nothing(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_decref(call("POST", "/api/v1/studies", study_json, &status));
+    assert_int_equal(status, 201);
+    api_job job;
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    const atomic_int lost = API_STOP_LOST;
+    api_jobs_run(ctx, &job, "cpu:0", 1, &lost);
+    assert_int_equal(raw_int("SELECT COUNT(*) FROM epochs"), 0);
+    char counter[API_PATH_MAX];
+    snprintf(counter, sizeof counter, "%s/checkpoints/trial-%lld/training", dir, (long long)job.trial_id);
+    assert_int_equal(access(counter, F_OK), 0);
+    teardown();
+}
+
 /* an import's hold (api_study_create with hold, then its trials added):
  * the study is stored paused, so the scheduler's tick that learns of it
  * (api_queue_sync) starts no trial #0 before the imported history is in
@@ -472,6 +495,7 @@ int main(void) {
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_disk_backoff),
         cmocka_unit_test(test_import_hold),
+        cmocka_unit_test(test_lost_run_stores_nothing),
         cmocka_unit_test(test_slot_train_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
