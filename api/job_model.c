@@ -97,6 +97,9 @@ typedef struct refit_progress {
 
 static int on_refit_epoch(const eng_epoch_report *r, void *user) {
     refit_progress *p = user;
+    /* taken from this node (found dead): nothing more of this run is
+     * stored, and the crash counter is the new run's (as a trial's) */
+    if (atomic_load(p->stop) == API_STOP_LOST) return p->stopped = API_STOP_LOST;
     api_event(p->ctx, p->study_id, p->trial_id, "model_epoch",
               json_pack("{s:I, s:i, s:i, s:o}", "model_id", (json_int_t)p->model_id, "epoch", r->epoch, "epochs",
                         r->epochs, "loss", api_json_real(r->train.loss)));
@@ -411,7 +414,8 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
         rc = run_trial_model(ctx, st, &mrow, result, &rel, &err);
     else
         rc = run_ensemble(ctx, st, &mrow, result, &err);
-    api_model_job_end(ctx->opt.data_dir, model_id); /* hpod survived it */
+    if (atomic_load(stop) != API_STOP_LOST) /* else the job left this node: its counter is the new run's */
+        api_model_job_end(ctx->opt.data_dir, model_id); /* hpod survived it */
     const char *kind = sto_model_kind_name(mrow.kind);
     int stored = 0;
     if (rc == HPO_ECANCELLED && atomic_load(stop) == API_STOP_SHUTDOWN) {

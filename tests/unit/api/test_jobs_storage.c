@@ -23,7 +23,7 @@
  * - fair share: a slot goes to the study running the fewest trials;
  * - the disk-full back-off does not double for each job in it;
  * - an import's study starts no trial before its history is in;
- * - a run flagged lost stores nothing more. */
+ * - a trial's or a refit's run flagged lost stores nothing more. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -370,6 +370,31 @@ static void test_lost_run_stores_nothing(void **state) {
     teardown();
 }
 
+/* the same for a refit flagged lost: no model_epoch event, and its crash
+ * counter is left to the run that has the job now (before: an event per
+ * epoch until the stop, the counter removed) */
+static void test_lost_refit_stores_nothing(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_decref(call("POST", "/api/v1/studies", study_json, &status));
+    assert_int_equal(status, 201);
+    assert_int_equal(run_jobs(), 1);
+    json_t *r = call("POST", "/api/v1/studies/1/refits", "{\"top_n\": 1}", &status);
+    assert_int_equal(status, 201);
+    json_decref(r);
+    api_job job;
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    assert_int_equal(job.kind, API_JOB_MODEL);
+    const atomic_int lost = API_STOP_LOST;
+    api_jobs_run(ctx, &job, "cpu:0", 1, &lost);
+    assert_int_equal(raw_int("SELECT COUNT(*) FROM events WHERE type = 'model_epoch'"), 0);
+    char counter[API_PATH_MAX];
+    snprintf(counter, sizeof counter, "%s/checkpoints/model-%lld.training", dir, (long long)job.model_id);
+    assert_int_equal(access(counter, F_OK), 0);
+    teardown();
+}
+
 /* an import's hold (api_study_create with hold, then its trials added):
  * the study is stored paused, so the scheduler's tick that learns of it
  * (api_queue_sync) starts no trial #0 before the imported history is in
@@ -496,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_disk_backoff),
         cmocka_unit_test(test_import_hold),
         cmocka_unit_test(test_lost_run_stores_nothing),
+        cmocka_unit_test(test_lost_refit_stores_nothing),
         cmocka_unit_test(test_slot_train_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
