@@ -266,12 +266,14 @@ void api_dir_unlink(const char *path) {
     if (unlink(path) && errno != ENOENT) HPO_WARN("cannot remove %s: %s", path, strerror(errno));
 }
 
-void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best) {
-    api_dir_prune_checkpoints_from(db, root, study_id, maximize, keep_best, INT64_MAX);
+static int listed(const int64_t *ids, size_t n, int64_t id) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
 }
 
-void api_dir_prune_checkpoints_from(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best,
-                                    int64_t keep_from) {
+void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best,
+                               int64_t keep_from, const int64_t *keep, size_t n_keep) {
     sto_trial_filter f = {.state = -1, .order = STO_ORDER_VALUE, .descending = maximize};
     sto_trial *t = NULL;
     size_t n = 0;
@@ -279,7 +281,7 @@ void api_dir_prune_checkpoints_from(sto_db *db, const char *root, int64_t study_
     int kept = 0;
     for (size_t i = 0; i < n; i++) {
         if (t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) continue;
-        if (t[i].last_step >= keep_from) continue;
+        if (t[i].last_step >= keep_from || listed(keep, n_keep, t[i].id)) continue;
         if (t[i].state == STO_TRIAL_COMPLETE && kept < keep_best) {
             kept++;
             continue;

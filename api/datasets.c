@@ -377,7 +377,7 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
             json_array_append_new(classes, api_json_string_lossy(ds->class_names[k]));
         json_object_set_new(meta, "classes", classes);
     }
-    else
+    if (!classify) /* openapi: regression only */
         json_object_set_new(meta, "y_dim", json_integer((json_int_t)ds->y_dim));
     if (csv) json_object_set_new(meta, "label_column", json_string(label));
     if (npy && ds->x_type == ENG_DATA_U8) json_object_set_new(meta, "scale_u8", json_true());
@@ -524,6 +524,9 @@ json_t *api_dataset_json(const sto_dataset *d) {
                           "n_rows", (json_int_t)d->n_rows, "bytes", (json_int_t)d->bytes, "created",
                           d->created);
     json_t *meta = d->meta ? json_loads(d->meta, 0, NULL) : NULL;
+    /* uploads stored before y_dim was regression only have it on classes */
+    const char *task = json_string_value(json_object_get(meta, "task"));
+    if (task && strcmp(task, "classification") == 0) json_object_del(meta, "y_dim");
     if (j && json_is_object(meta)) json_object_update_missing(j, meta);
     json_decref(meta);
     return j;
@@ -568,27 +571,58 @@ void api_h_dataset_get(api_ctx *ctx, const api_request *req, int64_t id, api_res
     sto_dataset_clear(&d);
 }
 
-/* The first running or paused study whose "dataset" names d (by id or
- * name): 0 and *study_id, HPO_ENOTFOUND when none, or a storage error. */
-static int dataset_in_use(api_ctx *ctx, const sto_dataset *d, int64_t *study_id, const char **state) {
+/* Whether stored definition spec trains on d (its "dataset" names it by
+ * id, or by name). */
+static int spec_uses(const char *spec_text, const sto_dataset *d) {
+    json_t *spec = json_loads(spec_text, 0, NULL);
+    const json_t *ds = json_object_get(spec, "dataset");
+    const json_t *jid = json_object_get(ds, "id");
+    const char *name = json_string_value(json_object_get(ds, "name"));
+    int uses = (json_is_integer(jid) && json_integer_value(jid) == d->id) ||
+               (!json_is_integer(jid) && name && strcmp(name, d->name) == 0);
+    json_decref(spec);
+    return uses;
+}
+
+/* A queued or running model job of the study (a refit trains on its
+ * dataset, an ensemble predicts its splits, an export writes its
+ * metadata): its id, or 0. */
+static int64_t pending_model(api_ctx *ctx, int64_t study_id, const char **state) {
+    sto_model *m = NULL;
+    size_t n = 0;
+    int64_t id = 0;
+    if (sto_model_list(ctx->db, study_id, -1, &m, &n)) return 0;
+    for (size_t i = 0; i < n && !id; i++)
+        if (m[i].state == STO_MODEL_QUEUED || m[i].state == STO_MODEL_RUNNING) {
+            id = m[i].id;
+            *state = sto_model_state_name(m[i].state);
+        }
+    sto_model_list_free(m, n);
+    return id;
+}
+
+/* Who uses d: the first running or paused study that trains on it, or a
+ * study of it whose model job is queued or running: 0 and why (for the
+ * 409), HPO_ENOTFOUND when none, or a storage error. */
+static int dataset_in_use(api_ctx *ctx, const sto_dataset *d, char *why, size_t cap) {
     sto_study *list = NULL;
     size_t n = 0;
     int rc = sto_study_list(ctx->db, &list, &n);
     if (rc) return rc;
     rc = HPO_ENOTFOUND;
     for (size_t i = 0; i < n && rc == HPO_ENOTFOUND; i++) {
-        if (list[i].state != STO_STUDY_RUNNING && list[i].state != STO_STUDY_PAUSED) continue;
-        json_t *spec = json_loads(list[i].spec, 0, NULL);
-        const json_t *ds = json_object_get(spec, "dataset");
-        const json_t *jid = json_object_get(ds, "id");
-        const char *name = json_string_value(json_object_get(ds, "name"));
-        if ((json_is_integer(jid) && json_integer_value(jid) == d->id) ||
-            (!json_is_integer(jid) && name && strcmp(name, d->name) == 0)) {
-            *study_id = list[i].id;
-            *state = sto_study_state_name(list[i].state);
+        if (!spec_uses(list[i].spec, d)) continue;
+        const char *state = "";
+        int64_t model = 0;
+        if (list[i].state == STO_STUDY_RUNNING || list[i].state == STO_STUDY_PAUSED) {
+            snprintf(why, cap, "study %lld (%s) uses dataset %s: cancel or delete it first", (long long)list[i].id,
+                     sto_study_state_name(list[i].state), d->name);
+            rc = 0;
+        } else if ((model = pending_model(ctx, list[i].id, &state))) {
+            snprintf(why, cap, "model %lld (%s) of study %lld uses dataset %s: wait until it ends", (long long)model,
+                     state, (long long)list[i].id, d->name);
             rc = 0;
         }
-        json_decref(spec);
     }
     sto_study_list_free(list, n);
     return rc;
@@ -597,13 +631,10 @@ static int dataset_in_use(api_ctx *ctx, const sto_dataset *d, int64_t *study_id,
 void api_h_dataset_delete(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     sto_dataset d;
     if (dataset_must_exist(ctx, id, &d, resp)) return;
-    int64_t study = 0;
-    const char *state = "";
-    int rc = dataset_in_use(ctx, &d, &study, &state);
+    char why[300];
+    int rc = dataset_in_use(ctx, &d, why, sizeof why);
     if (rc == 0) {
-        api_fail(resp, 409, "conflict", "id",
-                 "study %lld (%s) uses dataset %s: cancel or delete it first", (long long)study, state,
-                 d.name);
+        api_fail(resp, 409, "conflict", "id", "%s", why);
         goto done;
     }
     if (rc != HPO_ENOTFOUND) {

@@ -224,6 +224,22 @@ done:
     return rc;
 }
 
+/* The index of the first non-finite value of p[0..n), or n. */
+static size_t first_not_finite(const float *p, size_t n) {
+    size_t i = 0;
+    while (i < n && isfinite(p[i])) i++;
+    return i;
+}
+
+/* 0, or why a member's predictions of a split (rows x k) cannot enter an
+ * ensemble: a non-finite value (a diverged model, a NaN feature). */
+static int finite_predictions(const float *p, size_t rows, int k, const char *split, hpo_error *err) {
+    size_t bad = first_not_finite(p, rows * (size_t)k);
+    if (bad == rows * (size_t)k) return 0;
+    return hpo_fail(err, HPO_EINVAL, "members", "its %s predictions are not finite (sample %zu, output %zu)", split,
+                    bad / (size_t)k, bad % (size_t)k);
+}
+
 /* The labels (or targets) of a split: *labels or *targets malloc'd. */
 static void split_truth(const eng_split *s, int32_t **labels, float **targets) {
     const eng_dataset *ds = s->ds;
@@ -282,9 +298,11 @@ static int run_ensemble(api_ctx *ctx, api_study *st, const sto_model *mrow, json
             int k = final->out_dim;
             v = hpo_xmalloc(val.n * (size_t)k * sizeof(float));
             mrc = eng_predict_split(search, &val, emb->batch_size, v, &merr);
+            if (mrc == 0) mrc = finite_predictions(v, val.n, k, "validation", &merr);
             if (mrc == 0 && have_test) {
                 t = hpo_xmalloc(test.n * (size_t)k * sizeof(float));
                 mrc = eng_predict_split(final, &test, emb->batch_size, t, &merr);
+                if (mrc == 0) mrc = finite_predictions(t, test.n, k, "test", &merr);
             }
         }
         if (mrc == 0) {
@@ -316,33 +334,44 @@ static int run_ensemble(api_ctx *ctx, api_study *st, const sto_model *mrow, json
     } else if (method && strcmp(method, "greedy") == 0) {
         int counts[MAX_MEMBERS];
         if ((rc = eng_ensemble_greedy((const float *const *)vp, M, val.n, K, val_labels, val_targets, rounds, counts, w,
-                                      &fit_loss)))
+                                      &fit_loss))) {
+            hpo_fail(err, rc, "method", "the greedy selection failed on the members' validation predictions");
             goto done;
+        }
         for (int k = 0; k < M; k++)
             json_object_set_new(json_array_get(out_members, (size_t)used[k]), "count", json_integer(counts[k]));
     } else {
         for (int k = 0; k < M; k++) w[k] = 1.0 / M;
     }
+    /* every member's predictions are finite (finite_predictions): the
+     * metrics and the combination fail only on a bug; then the job fails
+     * with it rather than storing what was never computed */
     eng_metrics mm;
-    for (int k = 0; k < M; k++) {
+    for (int k = 0; rc == 0 && k < M; k++) {
         json_t *row = json_array_get(out_members, (size_t)used[k]);
         json_object_set_new(row, "weight", json_real(w[k]));
-        eng_ensemble_metrics(vp[k], val.n, K, val_labels, val_targets, &mm);
+        if ((rc = eng_ensemble_metrics(vp[k], val.n, K, val_labels, val_targets, &mm))) break;
         json_object_set_new(row, "val", metrics_json(&mm, classify));
         if (have_test) {
-            eng_ensemble_metrics(tp[k], test.n, K, test_labels, test_targets, &mm);
+            if ((rc = eng_ensemble_metrics(tp[k], test.n, K, test_labels, test_targets, &mm))) break;
             json_object_set_new(row, "test", metrics_json(&mm, classify));
         }
     }
     float *comb = hpo_xmalloc((have_test && test.n > val.n ? test.n : val.n) * (size_t)K * sizeof(float));
-    eng_ensemble_combine((const float *const *)vp, M, val.n, K, w, comb);
-    eng_ensemble_metrics(comb, val.n, K, val_labels, val_targets, &mm);
-    json_object_set_new(result, "val", metrics_json(&mm, classify));
-    if (have_test) {
-        eng_ensemble_combine((const float *const *)tp, M, test.n, K, w, comb);
-        eng_ensemble_metrics(comb, test.n, K, test_labels, test_targets, &mm);
-        json_object_set_new(result, "test", metrics_json(&mm, classify));
-    } else {
+    if (rc == 0) rc = eng_ensemble_combine((const float *const *)vp, M, val.n, K, w, comb);
+    if (rc == 0) rc = eng_ensemble_metrics(comb, val.n, K, val_labels, val_targets, &mm);
+    if (rc == 0) json_object_set_new(result, "val", metrics_json(&mm, classify));
+    if (rc == 0 && have_test) {
+        rc = eng_ensemble_combine((const float *const *)tp, M, test.n, K, w, comb);
+        if (rc == 0) rc = eng_ensemble_metrics(comb, test.n, K, test_labels, test_targets, &mm);
+        if (rc == 0) json_object_set_new(result, "test", metrics_json(&mm, classify));
+    }
+    if (rc) {
+        free(comb);
+        hpo_fail(err, rc, "members", "the ensemble's metrics could not be computed: %s", hpo_strerror(rc));
+        goto done;
+    }
+    if (!have_test) {
         json_object_set_new(result, "test", json_null());
         json_object_set_new(result, "test_error", json_string(terr.message));
     }

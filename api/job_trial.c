@@ -517,9 +517,13 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         sto_trial_clear(&gone);
         /* a pbt member waiting at a boundary prunes too: the members replaced
          * at earlier boundaries are no donors any more (pbt.c) */
-        if (!requeued || r.boundary)
-            api_dir_prune_checkpoints_from(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize,
-                                           API_KEEP_CHECKPOINTS, api_pbt_keep_from(ctx, st));
+        if (!requeued || r.boundary) {
+            int64_t *in_use = NULL; /* models' members: an ensemble predicts from them */
+            size_t n_in_use = api_trials_in_use(ctx, job->study_id, &in_use);
+            api_dir_prune_checkpoints(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize,
+                                      API_KEEP_CHECKPOINTS, api_pbt_keep_from(ctx, st), in_use, n_in_use);
+            free(in_use);
+        }
     }
     api_tb_run_clear(&r.tb);
     for (int e = 0; e < MAX_EXECUTIONS; e++) free(r.curve[e]);

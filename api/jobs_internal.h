@@ -129,7 +129,7 @@ int api_pbt_next(api_ctx *ctx, api_study *st, int may_add, api_pbt_pick *pick);
  * (an error fails the trial), and the checkpoint at the boundary it goes
  * on from kept as pbt-<epoch>.safetensors. */
 int api_pbt_prepare(api_ctx *ctx, const api_study *st, const sto_trial *t, hpo_error *err);
-/* The keep_from of api_dir_prune_checkpoints_from for the study: INT64_MAX
+/* The keep_from of api_dir_prune_checkpoints for the study: INT64_MAX
  * unless a live member may still copy an ended member's checkpoint. */
 int64_t api_pbt_keep_from(api_ctx *ctx, const api_study *st);
 
@@ -184,6 +184,13 @@ int api_trial_template(api_ctx *ctx, const api_study *st, int64_t trial_id, sto_
                        json_t **model, hpo_error *err);
 /* A trial's search-phase model: its first execution's best-epoch weights. */
 int api_trial_model(api_ctx *ctx, const api_study *st, int64_t trial_id, struct eng_model **out, hpo_error *err);
+/* The trials of a study whose search-phase checkpoint a model still needs
+ * (api_trial_model): those of trial models and ensembles not run yet (an
+ * ensemble predicts the validation split with every member's search-phase
+ * model), and the members of complete ensembles that have no weights of
+ * their own (predict loads them from the checkpoint). *ids malloc'd (may
+ * hold one id twice); the count. The checkpoint pruning keeps them. */
+size_t api_trials_in_use(api_ctx *ctx, int64_t study_id, int64_t **ids);
 /* The model an ensemble member ({"model_id"} or {"trial_id"}) predicts the
  * test split (and requests) with; *trial_id gets its origin trial. */
 int api_member_model(api_ctx *ctx, const api_study *st, const json_t *member, struct eng_model **out,

@@ -80,3 +80,45 @@ int api_member_model(api_ctx *ctx, const api_study *st, const json_t *member, en
     *trial_id = tid;
     return api_trial_model(ctx, st, tid, out, err);
 }
+
+/* Adds id to the list (grown by doubling). */
+static void add_id(int64_t **ids, size_t *n, size_t *cap, int64_t id) {
+    if (id <= 0) return;
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *ids = hpo_xrealloc(*ids, *cap * sizeof **ids);
+    }
+    (*ids)[(*n)++] = id;
+}
+
+/* The origin trial of model id among the study's models m[0..n), or 0. */
+static int64_t origin_of(const sto_model *m, size_t n, json_int_t id) {
+    for (size_t i = 0; i < n; i++)
+        if (m[i].id == id) return m[i].trial_id;
+    return 0;
+}
+
+size_t api_trials_in_use(api_ctx *ctx, int64_t study_id, int64_t **ids) {
+    sto_model *m = NULL;
+    size_t nm = 0, n = 0, cap = 0;
+    *ids = NULL;
+    if (sto_model_list(ctx->db, study_id, -1, &m, &nm)) return 0;
+    for (size_t i = 0; i < nm; i++) {
+        int pending = m[i].state == STO_MODEL_QUEUED || m[i].state == STO_MODEL_RUNNING;
+        if (m[i].kind == STO_MODEL_TRIAL && pending) add_id(ids, &n, &cap, m[i].trial_id);
+        if (m[i].kind != STO_MODEL_ENSEMBLE || m[i].state == STO_MODEL_FAILED) continue;
+        /* pending: every member (spec); complete: those without weights (result) */
+        json_t *doc = json_loads(pending ? m[i].spec : m[i].result ? m[i].result : "{}", 0, NULL);
+        size_t k;
+        json_t *mem;
+        json_array_foreach(json_object_get(doc, "members"), k, mem) {
+            json_int_t model_id = json_integer_value(json_object_get(mem, "model_id"));
+            if (json_object_get(mem, "skipped") || (!pending && model_id > 0)) continue;
+            add_id(ids, &n, &cap, model_id > 0 ? origin_of(m, nm, model_id)
+                                               : json_integer_value(json_object_get(mem, "trial_id")));
+        }
+        json_decref(doc);
+    }
+    sto_model_list_free(m, nm);
+    return n;
+}

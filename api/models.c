@@ -54,8 +54,15 @@ static json_t *api_model_json(const sto_model *m) {
 static api_study *embedded_study(api_ctx *ctx, int64_t id, api_response *resp) {
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
-    if (rc) {
+    if (rc == HPO_ENOTFOUND || rc == HPO_ENOMEM) {
         api_fail_lookup(resp, rc, "study", id);
+        return NULL;
+    }
+    if (rc) {
+        api_fail(resp, 409, "conflict", "id",
+                 "study %lld can no longer be loaded (its uploaded dataset deleted, or a definition this version "
+                 "refuses; hpod's log says why)",
+                 (long long)id);
         return NULL;
     }
     if (!st->def.embedded) {
@@ -425,12 +432,15 @@ static int read_inputs(const json_t *body, size_t size, float scale, float **x, 
         }
         for (size_t k = 0; k < size; k++) {
             const json_t *v = json_array_get(row, k);
-            if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+            float f = json_is_number(v) ? (float)json_number_value(v) * scale : NAN;
+            if (!isfinite(f)) { /* not a number, not finite, or beyond a float once scaled */
                 free(buf);
-                api_fail(resp, 400, "invalid_argument", "inputs", "inputs[%zu][%zu] must be a finite number", i, k);
+                api_fail(resp, 400, "invalid_argument", "inputs",
+                         "inputs[%zu][%zu] must be a finite number within the float range (scaled by %g as in training)",
+                         i, k, (double)scale);
                 return -1;
             }
-            buf[i * size + k] = (float)json_number_value(v) * scale;
+            buf[i * size + k] = f;
         }
     }
     *x = buf;
@@ -455,7 +465,13 @@ void api_h_model_predict(api_ctx *ctx, const api_request *req, int64_t id, api_r
     }
     if (!(st = embedded_study(ctx, m.study_id, resp))) goto done;
     int rc = api_dataset_open(ctx, st->def.emb.dataset, "train", &ds, &err);
-    if (rc) {
+    if (rc == HPO_EINVAL || rc == HPO_ENOTFOUND || rc == HPO_EFORMAT) {
+        /* the study's dataset, not the request: deleted since, say */
+        api_fail(resp, 409, "conflict", "id", "model %lld cannot predict: its study's dataset: %s", (long long)id,
+                 err.message[0] ? err.message : hpo_strerror(rc));
+        goto done;
+    }
+    if (rc) { /* no memory, a wait for a load over, ... */
         api_fail_rc(resp, rc, &err);
         goto done;
     }
@@ -475,7 +491,13 @@ void api_h_model_predict(api_ctx *ctx, const api_request *req, int64_t id, api_r
         eng_model *model = NULL;
         int64_t tid;
         if ((rc = api_member_model(ctx, st, mem, &model, &tid, &err))) {
-            api_fail_rc(resp, rc, &err);
+            /* the request named the model only: what its weights lack is a
+             * conflict on it, whatever field the member's error names */
+            if (rc == HPO_ENOMEM)
+                api_fail_rc(resp, rc, &err);
+            else
+                api_fail(resp, 409, "conflict", "id", "model %lld cannot predict: member %zu: %s", (long long)id, i,
+                         err.message[0] ? err.message : hpo_strerror(rc));
             goto done;
         }
         if (!acc) {
@@ -483,8 +505,17 @@ void api_h_model_predict(api_ctx *ctx, const api_request *req, int64_t id, api_r
             acc = hpo_xcalloc(rows * (size_t)K, sizeof *acc);
             preds = hpo_xmalloc(rows * (size_t)K * sizeof *preds);
         }
-        rc = model->out_dim == K ? eng_predict_rows(model, x, rows, preds) : HPO_ESHAPE;
+        size_t in_size = model->in_size;
+        rc = model->out_dim == K ? eng_predict_rows(model, x, rows, ds->sample_size, preds) : HPO_ESHAPE;
         eng_model_free(model);
+        if (rc == HPO_ESHAPE && in_size != ds->sample_size) {
+            /* the dataset of that name was replaced since (deleted, uploaded again) */
+            api_fail(resp, 409, "conflict", "id",
+                     "model %lld takes %zu input values per row, and the study's dataset now has %zu per "
+                     "sample: it was replaced after the model was trained",
+                     (long long)id, in_size, ds->sample_size);
+            goto done;
+        }
         if (rc) {
             api_fail_rc(resp, rc, NULL);
             goto done;
@@ -498,13 +529,16 @@ void api_h_model_predict(api_ctx *ctx, const api_request *req, int64_t id, api_r
     json_t *out = json_array(), *classes = json_array();
     for (size_t r = 0; r < rows; r++) {
         json_t *row = json_array();
-        int arg = 0;
+        const float *p = acc + r * (size_t)K;
+        int arg = 0, finite = 1;
         for (int k = 0; k < K; k++) {
-            json_array_append_new(row, json_real(acc[r * (size_t)K + (size_t)k]));
-            if (acc[r * (size_t)K + (size_t)k] > acc[r * (size_t)K + (size_t)arg]) arg = k;
+            json_array_append_new(row, api_json_real(p[k])); /* null where not finite: every row has K values */
+            finite &= isfinite(p[k]) != 0;
+            if (p[k] > p[arg]) arg = k;
         }
+        if (K == 1) arg = p[0] >= 0.5f; /* one sigmoid output: the probability of class 1 (as training reads it) */
         json_array_append_new(out, row);
-        json_array_append_new(classes, json_integer(arg));
+        json_array_append_new(classes, finite ? json_integer(arg) : json_null());
     }
     json_t *reply = json_pack("{s:I, s:o}", "model_id", (json_int_t)id, "predictions", out);
     if (st->def.emb.n_classes > 0 && ds->class_names) { /* the dataset named its classes: their labels too */
@@ -512,7 +546,8 @@ void api_h_model_predict(api_ctx *ctx, const api_request *req, int64_t id, api_r
         json_t *k;
         json_array_foreach(classes, i, k) {
             json_int_t c = json_integer_value(k);
-            json_array_append_new(labels, c < ds->n_classes ? api_json_string_lossy(ds->class_names[c]) : json_null());
+            json_array_append_new(labels, json_is_integer(k) && c < ds->n_classes ? api_json_string_lossy(ds->class_names[c])
+                                                                                    : json_null());
         }
         json_object_set_new(reply, "labels", labels);
     }

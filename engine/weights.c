@@ -471,7 +471,8 @@ int eng_predict_split(eng_model *m, const eng_split *s, int batch_size, float *o
     return 0;
 }
 
-int eng_predict_rows(eng_model *m, const float *x, size_t n, float *out) {
+int eng_predict_rows(eng_model *m, const float *x, size_t n, size_t row_size, float *out) {
+    if (row_size != m->in_size) return HPO_ESHAPE;
     int rc = ensure_cap(m, n);
     if (rc) return rc;
     for (size_t first = 0; first < n; first += (size_t)m->cap) {

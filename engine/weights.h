@@ -103,9 +103,10 @@ int eng_model_from_checkpoint(eng_model *m, const char *checkpoint_path, int use
  * in batches of batch_size (<= 0: 256). */
 int eng_predict_split(eng_model *m, const eng_split *s, int batch_size, float *out, hpo_error *err);
 
-/* Predictions for n caller-provided rows x[n * m->in_size] (already scaled
- * as the model expects) into out[n * m->out_dim]. */
-int eng_predict_rows(eng_model *m, const float *x, size_t n, float *out);
+/* Predictions for n caller-provided rows of row_size values x[n * row_size]
+ * (already scaled as the model expects) into out[n * m->out_dim];
+ * HPO_ESHAPE, nothing read, when row_size is not the model's in_size. */
+int eng_predict_rows(eng_model *m, const float *x, size_t n, size_t row_size, float *out);
 
 /* dst[i] = src[i] / 255 for raw 8-bit pixels (the data layer's scaling). */
 void eng_weights_scale_u8(const uint8_t *src, size_t n, float *dst);

@@ -378,6 +378,14 @@ static enum MHD_Result reply_error(srv_http *h, struct MHD_Connection *c, const 
     return send_response(h, c, method, url, &resp, rs);
 }
 
+/* The 413 of a body over --max-body, naming the limit. */
+static enum MHD_Result reply_too_large(srv_http *h, struct MHD_Connection *c, const char *method, const char *url,
+                                       request_state *rs) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the request body is over the size limit of %zu bytes (hpod --max-body)", h->max_body);
+    return reply_error(h, c, method, url, rs, 413, "too_large", msg, "");
+}
+
 /* The request line is read: the per-request state starts here, with the
  * raw target (before libmicrohttpd decodes %XX and cuts it at a NUL). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
@@ -416,8 +424,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
         unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
         if (announced > 64ull * h->max_body)
-            return reply_error(h, c, method, url, rs, 413, "too_large",
-                               "the request body is over the size limit", "");
+            return reply_too_large(h, c, method, url, rs);
         rs->req.too_large = announced > h->max_body;
         return MHD_YES;
     }
@@ -438,7 +445,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (rs->req.too_large)
-        return reply_error(h, c, method, url, rs, 413, "too_large", "the request body is over the size limit", "");
+        return reply_too_large(h, c, method, url, rs);
     api_request req;
     srv_request_api(&rs->req, c, method, url, &req);
     const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);

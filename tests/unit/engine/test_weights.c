@@ -465,7 +465,8 @@ static void test_predict(void **state) {
     const uint8_t *raw = ds->x;
     for (size_t i = 0; i < s.n; i++) eng_weights_scale_u8(raw + (size_t)s.idx[i] * 72, 72, xs + i * 72);
     int same_x = !memcmp(x, xs, s.n * m->in_size * sizeof(float));
-    assert_int_equal(eng_predict_rows(m, xs, s.n, pr), 0);
+    assert_int_equal(eng_predict_rows(m, xs, s.n, m->in_size - 1, pr), HPO_ESHAPE); /* rows of another width */
+    assert_int_equal(eng_predict_rows(m, xs, s.n, m->in_size, pr), 0);
     double md2 = 0;
     for (size_t i = 0; i < s.n * NCLS; i++) md2 = fmax(md2, fabs((double)ps[i] - pr[i]));
     printf("  raw uint8 rows scaled by eng_weights_scale_u8: inputs %s the gathered split; eng_predict_rows max diff %g\n",
@@ -478,7 +479,7 @@ static void test_predict(void **state) {
     memcpy(f->stats, m->stats, m->nstats * sizeof(float));
     eng_model_params_changed(f);
     assert_int_equal(f->cap, 0);
-    assert_int_equal(eng_predict_rows(f, xs, 3, pr), 0);
+    assert_int_equal(eng_predict_rows(f, xs, 3, f->in_size, pr), 0);
     assert_true(f->cap >= 1);
     double md3 = 0;
     for (size_t i = 0; i < 3 * NCLS; i++) md3 = fmax(md3, fabs((double)ps[i] - pr[i]));
