@@ -230,9 +230,12 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
                        int bracket, int *prune) {
     const tun_pruner_config *pc = &t->cfg.pruner;
     *prune = 0;
-    for (int k = 0;; k++) {
+    /* the last rung is the one at INT64_MAX, where rung_step saturates: a
+     * report at that step would otherwise meet it forever */
+    for (int k = 0, last = 0; !last; k++) {
         int64_t rs = rung_step(pc, r0 + k);
         if (rs > step) break;
+        last = rs == INT64_MAX;
         int first = first_at_or_after(rec, rs);
         if (first < 0 || rec->steps[first] != step) continue; /* judged at an earlier report */
         if (t->n_obj > 1) {

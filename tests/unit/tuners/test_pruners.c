@@ -717,6 +717,30 @@ static void test_same_decisions_as_optuna(void **state) {
 
 /* ---- the pruner block of the config ---- */
 
+/* A report at the largest step there is (INT64_MAX, where the rungs'
+ * steps saturate) is judged and answered, for asha and hyperband, with a
+ * worse trial pruned there; before, the rung loop never ended (a request
+ * held its study's lock forever). */
+static void test_report_at_the_last_step(void **state) {
+    (void)state;
+    tun_space *s = one_param_space();
+    tun_pruner_kind kinds[] = {TUN_PRUNER_ASHA, TUN_PRUNER_HYPERBAND};
+    for (size_t k = 0; k < 2; k++) {
+        tun_study *t = pruned_study(s, kinds[k], 0);
+        start(t, 0);
+        start(t, 1);
+        start(t, 2);
+        int prune = -1;
+        assert_int_equal(tun_study_report(t, 0, INT64_MAX, 0.1, &prune), 0);
+        assert_int_equal(prune, 0);
+        assert_int_equal(tun_study_report(t, 1, INT64_MAX, 0.2, &prune), 0);
+        assert_int_equal(tun_study_report(t, 2, INT64_MAX, 0.9, &prune), 0);
+        printf("  %s: a report at step INT64_MAX answered (prune %d)\n", k ? "hyperband" : "asha", prune);
+        tun_study_free(t);
+    }
+    tun_space_free(s);
+}
+
 static void test_pruner_config(void **state) {
     (void)state;
     tun_config cfg;
@@ -806,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_mo_asha_matches_naive),
         cmocka_unit_test(test_same_decisions_as_optuna),
         cmocka_unit_test(test_pruner_config),
+        cmocka_unit_test(test_report_at_the_last_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
