@@ -214,7 +214,18 @@ static int parse_metrics(const api_study_def *d, const json_t *m, api_outcome *o
         }
         cv[i] = json_number_value(c);
     }
-    if (d->n_cons > 0 && o->state == STO_TRIAL_COMPLETE) o->violation = api_constraint_values(d, cv, o->cons);
+    if (d->n_cons > 0 && o->state == STO_TRIAL_COMPLETE) {
+        o->violation = api_constraint_values(d, cv, o->cons);
+        /* finite values whose distance to a bound overflows: refused here,
+         * not stored for the tuner to refuse (a study it cannot load) */
+        for (int i = 0; i < d->n_cons; i++)
+            if (!isfinite(o->cons[i]) || !isfinite(o->violation)) {
+                char field[96];
+                snprintf(field, sizeof field, "metrics.%s", d->cons[i].metric);
+                return hpo_fail(err, HPO_EINVAL, field,
+                                "%s is too far beyond the constraint's bound: the violation overflows a double", field);
+            }
+    }
     if (m && json_object_size(m) > 0) o->metrics_json = api_json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
     return 0;
 }
@@ -296,6 +307,9 @@ int api_parse_outcome(const api_study_def *d, const json_t *body, api_outcome *o
             v[i] = json_number_value(e);
         }
         tun_mean_std(v, (int)len, &o->value, &o->value_std);
+        if (!isfinite(o->value) || (len > 1 && !isfinite(o->value_std)))
+            return hpo_fail(err, HPO_EINVAL, "repeats",
+                            "repeats are too large to average: their mean or spread overflows a double");
         o->value_n = (int)len;
     }
     if (o->state == STO_TRIAL_COMPLETE && o->value_n == 0) {

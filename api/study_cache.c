@@ -96,7 +96,13 @@ int api_tuner_finish(api_study *st, const sto_trial *t) {
                  (long long)st->id, (long long)t->number);
         return tun_study_finish_mo(st->tuner, t->number, TUN_TRIAL_FAILED, NULL, NAN);
     }
-    return finish_told(st, t->number, ts, values, violation, cons);
+    int rc = finish_told(st, t->number, ts, values, violation, cons);
+    if (rc == HPO_EINVAL) { /* stored before the checks that keep such values out: never a study it cannot load */
+        HPO_WARN("study %lld trial %lld: the tuner refuses its stored values: failed for the tuner", (long long)st->id,
+                 (long long)t->number);
+        return tun_study_finish_mo(st->tuner, t->number, TUN_TRIAL_FAILED, NULL, NAN);
+    }
+    return rc;
 }
 
 int api_tuner_finish_outcome(api_study *st, int64_t number, const api_outcome *o) {

@@ -310,7 +310,7 @@ int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
 #define NODE_OWNS(node) "(node_id IS NULL OR node_id = " node ")"
 #define TRIAL_REPORT(owns)                                                 \
     "UPDATE trials SET"                                                    \
-    " last_value = CASE WHEN ?2 >= last_step THEN ?3 ELSE last_value END," \
+    " last_value = CASE WHEN ?2 > last_step THEN ?3 ELSE last_value END,"  \
     " last_step = " GREATEST("last_step", "?2") ","                       \
     " lease_expires = CASE WHEN ?4 > 0 THEN ?4 ELSE lease_expires END"     \
     " WHERE id = ?1 AND state = 0" owns
@@ -419,9 +419,11 @@ static const char *const stmt_sql[STO_Q_N] = {
      * schema has nodes; the plain one serves older schemas (tests). */
     [STO_Q_TRIAL_REPORT] = TRIAL_REPORT(""),
     [STO_Q_TRIAL_REPORT_NODE] = TRIAL_REPORT(" AND " NODE_OWNS("?5")),
+    /* a step reported again keeps its first value, as the pruner does
+     * (tuners/study.c, Optuna's rule): a replay decides as the live run */
     [STO_Q_INTERMEDIATE_PUT] =
         "INSERT INTO intermediates (trial_id, step, value) VALUES (?1, ?2, ?3)"
-        " ON CONFLICT (trial_id, step) DO UPDATE SET value = excluded.value",
+        " ON CONFLICT (trial_id, step) DO NOTHING",
     [STO_Q_INTERMEDIATES_TRIAL] =
         "SELECT step, value FROM intermediates WHERE trial_id = ?1 AND step > ?2 ORDER BY step",
     [STO_Q_INTERMEDIATES_STUDY] =

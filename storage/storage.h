@@ -309,9 +309,10 @@ int sto_trial_counts(sto_db *db, int64_t study_id, int64_t counts[STO_TRIAL_N_ST
  * for the metrics. */
 int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models);
 
-/* Records an intermediate value (replacing one at the same step) and extends
- * the lease: lease_expires > 0 replaces it, <= 0 keeps the current one.
- * last_step/last_value follow the highest step reported. step must be >= 0.
+/* Records an intermediate value (a step reported again keeps its first
+ * value, as the pruner does) and extends the lease: lease_expires > 0
+ * replaces it, <= 0 keeps the current one. last_step/last_value follow the
+ * highest step reported (its first value). step must be >= 0.
  * HPO_ECONFLICT unless the trial is running. */
 int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires);

@@ -112,15 +112,23 @@ void tun_gp_clear(tun_gp *gp) {
 }
 
 void tun_gp_standardise(double *v, int n, double *mean, double *std) {
+    /* values beyond 2^500 (told values near DBL_MAX) are scaled down by a
+     * power of two first, exactly, so that neither the sum nor the squares
+     * overflow; the standardised values are the same, mean and std are
+     * given back in the values' units (std may then be inf) */
+    double big = 0.0;
+    for (int i = 0; i < n; i++) big = fmax(big, fabs(v[i]));
+    int e = 0;
+    if (big > 0x1p500) frexp(big, &e);
     double m = 0.0, s = 0.0;
-    for (int i = 0; i < n; i++) m += v[i];
+    for (int i = 0; i < n; i++) m += ldexp(v[i], -e);
     m = n > 0 ? m / n : 0.0;
-    for (int i = 0; i < n; i++) s += (v[i] - m) * (v[i] - m);
+    for (int i = 0; i < n; i++) s += (ldexp(v[i], -e) - m) * (ldexp(v[i], -e) - m);
     s = n > 1 ? sqrt(s / (n - 1)) : 0.0;
     if (!(s > 1e-12 * (fabs(m) + 1.0))) s = 1.0;
-    for (int i = 0; i < n; i++) v[i] = (v[i] - m) / s;
-    if (mean) *mean = m;
-    if (std) *std = s;
+    for (int i = 0; i < n; i++) v[i] = (ldexp(v[i], -e) - m) / s;
+    if (mean) *mean = ldexp(m, e);
+    if (std) *std = ldexp(s, e);
 }
 
 /* ---- marginal likelihood ---------------------------------------------- */

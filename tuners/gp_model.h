@@ -64,7 +64,8 @@ typedef struct tun_gp {
 int tun_gp_init(tun_gp *gp, int n, int d, const double *X, const double *y);
 void tun_gp_clear(tun_gp *gp);
 
-/* Standardises v[0..n) in place to mean 0 and std 1 (std 1 when constant). */
+/* Standardises v[0..n) in place to mean 0 and std 1 (std 1 when constant);
+ * finite values up to DBL_MAX give finite results (*std may be inf). */
 void tun_gp_standardise(double *v, int n, double *mean, double *std);
 
 /* m52 kernel of one pair of points under theta (noise excluded). */

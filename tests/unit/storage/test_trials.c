@@ -317,16 +317,17 @@ static void test_intermediates_and_pruning(void **state) {
     int64_t s = new_study(db, "s");
     int64_t t0 = new_trial(db, s, NULL), t1 = new_trial(db, s, NULL);
 
-    /* Out of order steps, one replaced, one lower after a higher. */
+    /* Out of order steps, one reported again (its first value stays, as
+     * the pruner keeps it), one lower after a higher. */
     assert_int_equal(sto_trial_report(db, t0, 2, 0.30, 0), 0);
     assert_int_equal(sto_trial_report(db, t0, 0, 0.10, 0), 0);
     assert_int_equal(sto_trial_report(db, t0, 1, 0.20, 0), 0);
-    assert_int_equal(sto_trial_report(db, t0, 2, 0.35, 0), 0); /* replaces step 2 */
+    assert_int_equal(sto_trial_report(db, t0, 2, 0.35, 0), 0); /* step 2 again: kept 0.30 */
     assert_int_equal(sto_trial_report(db, t1, 0, 0.5, 0), 0);
     sto_trial tr;
     assert_int_equal(sto_trial_get(db, t0, &tr), 0);
     assert_int_equal(tr.last_step, 2);
-    assert_true(tr.last_value == 0.35);
+    assert_true(tr.last_value == 0.30);
     sto_trial_clear(&tr);
 
     int64_t *steps;
@@ -337,7 +338,7 @@ static void test_intermediates_and_pruning(void **state) {
     assert_int_equal(steps[0], 0);
     assert_int_equal(steps[1], 1);
     assert_int_equal(steps[2], 2);
-    assert_true(values[0] == 0.10 && values[1] == 0.20 && values[2] == 0.35);
+    assert_true(values[0] == 0.10 && values[1] == 0.20 && values[2] == 0.30);
     free(steps);
     free(values);
 
@@ -346,7 +347,7 @@ static void test_intermediates_and_pruning(void **state) {
     assert_int_equal(c.n, 4);
     assert_int_equal(c.number[0], 0);
     assert_int_equal(c.step[2], 2);
-    assert_true(c.value[2] == 0.35);
+    assert_true(c.value[2] == 0.30);
     assert_int_equal(c.number[3], 1);
     assert_true(c.value[3] == 0.5);
     assert_int_equal(sto_study_intermediates(db, 4242, collect, &c), HPO_ENOTFOUND);
@@ -355,7 +356,7 @@ static void test_intermediates_and_pruning(void **state) {
     assert_int_equal(sto_trial_finish(db, t0, STO_TRIAL_PRUNED, NAN, NAN, 0, NULL), 0);
     assert_int_equal(sto_trial_get(db, t0, &tr), 0);
     assert_int_equal(tr.state, STO_TRIAL_PRUNED);
-    assert_true(tr.value == 0.35);
+    assert_true(tr.value == 0.30);
     assert_int_equal(tr.value_n, 1);
     sto_trial_clear(&tr);
     /* Pruned with an explicit value keeps that value. */

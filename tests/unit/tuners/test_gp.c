@@ -441,6 +441,32 @@ static void gp_run(tun_study *st, const tun_space *s, int from, int n, double *l
     }
 }
 
+/* Standardising against a naive two-pass reference: the same bits for
+ * ordinary values; finite results for values near DBL_MAX, where the
+ * naive sum and squares overflow (before: NaN, and bayesian with several
+ * objectives answered no suggestion once such values were told). */
+static void test_standardise_extremes(void **state) {
+    (void)state;
+    double v[5] = {3.5, -1.25, 8.0, 0.5, 2.0}, ref[5];
+    double m = 0, s2 = 0;
+    for (int i = 0; i < 5; i++) m += v[i];
+    m /= 5;
+    for (int i = 0; i < 5; i++) s2 += (v[i] - m) * (v[i] - m);
+    double sd = sqrt(s2 / 4);
+    for (int i = 0; i < 5; i++) ref[i] = (v[i] - m) / sd;
+    double mean, std;
+    tun_gp_standardise(v, 5, &mean, &std);
+    for (int i = 0; i < 5; i++) assert_true(v[i] == ref[i]);
+    assert_true(mean == m && std == sd);
+    double big[4] = {1.7e308, -1.7e308, 0.0, 1.7e308};
+    tun_gp_standardise(big, 4, &mean, &std);
+    printf("  [1.7e308, -1.7e308, 0, 1.7e308] -> [%g, %g, %g, %g], mean %g, std %g\n", big[0], big[1], big[2], big[3],
+           mean, std);
+    for (int i = 0; i < 4; i++) assert_true(isfinite(big[i]));
+    assert_true(big[0] == big[3] && big[0] > 0 && big[1] < big[2] && big[2] < big[0]);
+    assert_true(isfinite(mean));
+}
+
 static void test_sampler_mixed(void **state) {
     (void)state;
     tun_space *s = parse_space(MIXED_SPACE);
@@ -536,6 +562,7 @@ int main(void) {
         cmocka_unit_test(test_trend_posterior_gradient),
         cmocka_unit_test(test_interpolates),
         cmocka_unit_test(test_noisy_fit),
+        cmocka_unit_test(test_standardise_extremes),
         cmocka_unit_test(test_sampler_mixed),
         cmocka_unit_test(test_sampler_pending),
         cmocka_unit_test(test_sampler_pruned_failed),
