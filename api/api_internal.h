@@ -545,6 +545,8 @@ char *api_event_text(json_t *data);
  * study that cannot be loaded, no tuner to tell). 0 or the storage error
  * (HPO_ECONFLICT: it had ended). */
 int api_trial_cancel_for_study(api_ctx *ctx, api_study *st, const sto_trial *t);
+/* The same with another reason (the trial's error and its event's). */
+int api_trial_cancel_why(api_ctx *ctx, api_study *st, const sto_trial *t, const char *why);
 
 /* ---- a full disk (disk_full.c) ----
  * A job that cannot store its progress because the disk is full

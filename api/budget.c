@@ -8,6 +8,10 @@
 
 #include "jobs_internal.h"
 
+int api_deadline_passed(const api_study *st, double now) {
+    return st->def.max_seconds > 0 && now >= st->created + st->def.max_seconds;
+}
+
 const char *api_budget_spent(api_study *st, double now, int probe) {
     if (st->def.max_trials > 0 && st->next_number >= st->def.max_trials) return "tuner.max_trials";
     if (st->def.max_seconds > 0 && now >= st->created + st->def.max_seconds) return "tuner.max_seconds";
@@ -56,6 +60,18 @@ int api_external_end(api_ctx *ctx, api_study *st, double now) {
     if (state != STO_STUDY_RUNNING) return 0; /* paused: at its resume; over: nothing to do */
     int64_t counts[STO_TRIAL_N_STATES] = {0};
     if ((rc = sto_trial_counts(ctx->db, st->id, counts))) return rc;
+    if (counts[STO_TRIAL_QUEUED] > 0 && api_deadline_passed(st, now)) {
+        /* enqueued trials still waiting at max_seconds never start: no
+         * lease ends them, and the study would run on for them */
+        sto_trial_filter f = {.state = STO_TRIAL_QUEUED, .order = STO_ORDER_NUMBER};
+        sto_trial *t = NULL;
+        size_t n = 0;
+        if ((rc = sto_trial_list(ctx->db, st->id, &f, &t, &n))) return rc;
+        for (size_t i = 0; i < n; i++) api_trial_cancel_why(ctx, st, &t[i], "tuner.max_seconds passed before it started");
+        sto_trial_list_free(t, n);
+        st->n_waiting = 0;
+        if ((rc = sto_trial_counts(ctx->db, st->id, counts))) return rc;
+    }
     if (counts[STO_TRIAL_RUNNING] > 0 || counts[STO_TRIAL_QUEUED] > 0) return 0; /* at their tell or expiry */
     rc = api_study_complete(ctx, st, why, counts);
     return rc == HPO_ECONFLICT ? 0 : rc ? rc : 1; /* ECONFLICT: another node ended it */

@@ -464,7 +464,10 @@ static void cancel_queued(api_ctx *ctx, api_study *st) {
 }
 
 int api_trial_cancel_for_study(api_ctx *ctx, api_study *st, const sto_trial *t) {
-    static const char *why = "study cancelled";
+    return api_trial_cancel_why(ctx, st, t, "study cancelled");
+}
+
+int api_trial_cancel_why(api_ctx *ctx, api_study *st, const sto_trial *t, const char *why) {
     char *data = api_event_text(json_pack("{s:I, s:I, s:s, s:s}", "trial_id", (json_int_t)t->id, "number",
                                           (json_int_t)t->number, "state", "cancelled", "error", why));
     sto_event_in ev = {"trial_cancelled", data};

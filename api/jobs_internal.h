@@ -69,6 +69,10 @@ void api_jobs_wake(api_ctx *ctx);
  * otherwise only a suggestion that failed tells, st->exhausted). The
  * study's lock is held. */
 const char *api_budget_spent(api_study *st, double now, int probe);
+/* Whether the study's max_seconds has passed at now (wall clock). An
+ * external study's enqueued trials still waiting then are cancelled when
+ * it ends (api_external_end), and an ask hands none out. */
+int api_deadline_passed(const api_study *st, double now);
 /* Stores the study complete with its study_complete event (counts: the
  * trials by state; reason: the budget's field), from running only
  * (HPO_ECONFLICT, nothing stored, when another node ended or paused it

@@ -50,8 +50,11 @@ static void answer_existing(api_ctx *ctx, int64_t id, json_t *def, int seeded, a
         json_object_del(json_object_get(def, "tuner"), "seed");
         json_object_del(json_object_get(stored, "tuner"), "seed");
     }
-    json_object_del(json_object_get(def, "warm_start"), "trials");
-    json_object_del(json_object_get(stored, "warm_start"), "trials");
+    static const char *snapshot[] = {"trials", "trials_used", "trials_skipped"}; /* warm_start.c */
+    for (size_t k = 0; k < sizeof snapshot / sizeof *snapshot; k++) {
+        json_object_del(json_object_get(def, "warm_start"), snapshot[k]);
+        json_object_del(json_object_get(stored, "warm_start"), snapshot[k]);
+    }
     char path[256];
     if (api_json_first_diff(def, stored, path, sizeof path))
         api_fail(resp, 409, "conflict", path,

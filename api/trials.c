@@ -70,7 +70,9 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
      * so a max_trials reached does not keep them waiting */
     sto_trial q;
     int queued = HPO_ENOTFOUND;
-    if (state == STO_STUDY_RUNNING && api_study_may_wait(ctx, st)) {
+    /* not past max_seconds: an enqueued trial is a new start too (it holds
+     * its number, so max_trials does not keep it waiting) */
+    if (state == STO_STUDY_RUNNING && api_study_may_wait(ctx, st) && !api_deadline_passed(st, now)) {
         queued = api_enqueued_next(ctx, id, &q);
         if (queued == HPO_ENOTFOUND) st->n_waiting = 0; /* read after the sync: handed out or cancelled elsewhere */
     }

@@ -208,6 +208,16 @@ int tun_importance(const tun_space *s, const double *X, const double *y, size_t 
     int *seq = hpo_xmalloc((size_t)MAX_OOB * sizeof *seq);
     int *rows = hpo_xmalloc((size_t)MAX_OOB * sizeof *rows);
     unsigned char *in_bag = hpo_xmalloc(nn);
+    /* values beyond 2^500 scaled down by a power of two (exactly): their
+     * squared errors would overflow, and every importance read 0; the
+     * shares are the same at any scale */
+    double big = 0;
+    for (size_t i = 0; i < nn; i++) big = fmax(big, fabs(y[i]));
+    int e = 0;
+    if (big > 0x1p500) frexp(big, &e);
+    double *ys = hpo_xmalloc(nn * sizeof *ys);
+    for (size_t i = 0; i < nn; i++) ys[i] = ldexp(y[i], -e);
+    y = ys;
     forest_ctx c = {.X = Xc, .y = y, .d = d};
     c.scratch = hpo_xmalloc((size_t)MAX_BOOT * sizeof *c.scratch);
     c.features = hpo_xmalloc((size_t)d * sizeof *c.features);
@@ -268,6 +278,7 @@ int tun_importance(const tun_space *s, const double *X, const double *y, size_t 
         total += imp[f];
     }
     for (int f = 0; f < d; f++) out[f] = total > 0 ? imp[f] / total : 0;
+    free(ys);
     free(Xc);
     free(Xp);
     free(imp);

@@ -103,11 +103,15 @@ double tun_param_value_at(const tun_param *p, int64_t k) {
     case TUN_INT: return p->low + (double)k * p->step;
     case TUN_FLOAT: {
         if (p->step <= 0) return NAN;
-        /* low + k*step, cleaned of binary noise (0.1*3 -> 0.3) and kept in bounds */
+        /* low + k*step, cleaned of binary noise (0.1*3 -> 0.3: 15 digits)
+         * where that moves it by a sliver of the step only (a value that
+         * needs more digits, 1e15 + 2, keeps them: points stay distinct),
+         * and kept in bounds */
         char buf[64];
         double v = p->low + (double)k * p->step;
         snprintf(buf, sizeof buf, "%.15g", v);
-        v = strtod(buf, NULL);
+        double clean = strtod(buf, NULL);
+        if (fabs(clean - v) <= 1e-9 * p->step) v = clean;
         if (v > p->high) v = p->high;
         if (v < p->low) v = p->low;
         return v;

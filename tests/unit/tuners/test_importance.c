@@ -67,6 +67,14 @@ static void test_one_parameter_matters(void **state) {
     for (int i = 0; i < N; i++) yn[i] = -y[i];
     assert_int_equal(tun_importance(s, X, yn, N, 1, neg), 0);
     for (int i = 0; i < s->n; i++) assert_true(fabs(neg[i] - imp[i]) < 1e-9);
+    /* and blind to the scale, up to values near DBL_MAX (2^1000: the
+     * scaling is exact; before, the squared errors overflowed and every
+     * importance read 0) */
+    double huge[4], yh[N];
+    for (int i = 0; i < N; i++) yh[i] = ldexp(y[i], 1000);
+    assert_int_equal(tun_importance(s, X, yh, N, 1, huge), 0);
+    print_imp("the same values x 2^1000", s, huge);
+    for (int i = 0; i < s->n; i++) assert_true(fabs(huge[i] - imp[i]) < 1e-9);
     free(X);
     tun_space_free(s);
 }

@@ -223,6 +223,18 @@ static void test_int_step_values(void **state) {
     assert_true(isnan(tun_space_snap(s, 2, NAN)));
     tun_space_free(s);
 
+    /* points that need more than 15 digits stay distinct, and each is its
+     * own index (before: all of them were 1e15, and a grid handed it out
+     * forever) */
+    s = parse_ok("{\"t\": {\"type\": \"float\", \"low\": 1e15, \"high\": 1000000000000004, \"step\": 1}}");
+    assert_int_equal(tun_param_n_values(&s->params[0]), 5);
+    for (int k = 0; k < 5; k++) {
+        double v = tun_param_value_at(&s->params[0], k);
+        assert_true(v == 1e15 + k);
+        assert_int_equal(tun_param_index_of(&s->params[0], v), k);
+    }
+    tun_space_free(s);
+
     s = parse_ok("{\"c\": {\"type\": \"choice\", \"values\": [\"a\", 2, true]},"
                  " \"u\": {\"type\": \"float\", \"low\": -1, \"high\": 1},"
                  " \"b\": {\"type\": \"bool\"}}");

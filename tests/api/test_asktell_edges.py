@@ -1,0 +1,193 @@
+"""Ask/tell at its edges, against a real hpod (each check failed before its
+fix):
+
+- a tell whose repeats' mean overflows a double, or whose constraint
+  violation does, is a 400 naming repeats / metrics.m with nothing stored
+  (the trial still runs), and so is such an added trial; a stored trial
+  the tuner refuses (a value of inf written into the database) is failed
+  for the tuner after a restart, and the study goes on (it could not be
+  loaded: every ask answered 400);
+- a report at step 2^63-1 on an asha study is answered (it held the
+  study's lock forever);
+- bayesian with two objectives goes on suggesting after values near
+  DBL_MAX (every ask from the GP phase on was a field-less 400);
+- a step reported twice keeps its first value in storage, as the pruner
+  does;
+- an enqueued trial still waiting at max_seconds is cancelled and the
+  study completes (it ran on for good; an ask after the deadline got it);
+- get-or-create of a warm-started study still finds it after the source
+  study gained a trial (409 naming warm_start.trials_used);
+- a grid over stepped floats that need 16 digits hands out each point
+  once, then 409 naming space (it handed out 1e15 forever);
+- parameter importance of values near DBL_MAX is not all zero."""
+import math
+import os
+import sqlite3
+import time
+
+from hpod import Checks, Hpod, parse_args, wait_for
+
+X = {"x": {"type": "float", "low": 0, "high": 1}}
+
+
+def create(hp, spec):
+    return hp.ok("POST", "/api/v1/studies", spec)["id"]
+
+
+def ask(hp, sid):
+    return hp.ok("POST", "/api/v1/studies/%d/ask" % sid)
+
+
+def check_overflowing_outcomes(hp, c):
+    sid = create(hp, {"name": "overflow", "space": X, "tuner": {"algorithm": "tpe", "seed": 1, "max_trials": 20}})
+    a = ask(hp, sid)
+    st, out = hp.request("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"repeats": [1.5e308, 1.5e308]})
+    c.check(st == 400 and out["error"]["field"] == "repeats", "repeats whose mean overflows -> 400 naming repeats: %s %s"
+            % (st, out))
+    c.check(hp.ok("GET", "/api/v1/trials/%d" % a["trial_id"])["state"] == "running", "nothing stored: still running")
+    st, out = hp.request("POST", "/api/v1/studies/%d/trials" % sid,
+                         {"params": {"x": 0.5}, "repeats": [1.7e308, 1.7e308]})
+    c.check(st == 400 and out["error"]["field"] == "repeats", "an added trial the same: %s %s" % (st, out))
+    hp.ok("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"value": 0.25})
+    mo = create(hp, {"name": "cons", "space": X, "tuner": {"algorithm": "tpe", "seed": 1},
+                     "objectives": [{"metric": "a"}, {"metric": "b"}], "constraints": [{"metric": "m", "max": -1e308}]})
+    b = ask(hp, mo)
+    st, out = hp.request("POST", "/api/v1/trials/%d/tell" % b["trial_id"],
+                         {"values": [1, 2], "metrics": {"m": 1.7e308}})
+    c.check(st == 400 and out["error"]["field"] == "metrics.m",
+            "a constraint violation that overflows -> 400 naming metrics.m: %s %s" % (st, out))
+    return sid
+
+
+def check_refused_stored_trial(args, hp, c, sid):
+    """Writes inf as a complete trial's value (what the checks above now keep
+    out), restarts: the study loads, and asks go on."""
+    c.check(hp.stop() == 0, "graceful stop")
+    db = sqlite3.connect(os.path.join(hp.data_dir, "hpo.db"))
+    db.execute("UPDATE trials SET value = ? WHERE study_id = ? AND state = 1", (math.inf, sid))
+    db.commit()
+    db.close()
+    hp2 = Hpod(args.hpod, data_dir=hp.data_dir).start()
+    try:
+        st, out = hp2.request("POST", "/api/v1/studies/%d/ask" % sid)
+        c.check(st == 200, "a stored trial the tuner refuses does not keep the study from loading: %s %s" % (st, out))
+    finally:
+        hp2.stop(strict=False)
+        hp2.cleanup()
+
+
+def check_report_at_the_last_step(hp, c):
+    sid = create(hp, {"name": "last-step", "space": X,
+                      "tuner": {"algorithm": "random", "seed": 1, "pruner": {"algorithm": "asha"}}})
+    a = ask(hp, sid)
+    t0 = time.time()
+    st, out = hp.request("POST", "/api/v1/trials/%d/report" % a["trial_id"],
+                         {"step": 2 ** 63 - 1, "value": 0.5}, timeout=10)
+    c.check(st == 200 and "prune" in out, "a report at step 2^63-1 is answered (%.2f s): %s %s"
+            % (time.time() - t0, st, out))
+    st, _ = hp.request("POST", "/api/v1/studies/%d/ask" % sid, timeout=10)
+    c.check(st == 200, "the study's next ask is answered: %s" % st)
+
+
+def check_bayesian_mo_huge(hp, c):
+    sid = create(hp, {"name": "mo-huge", "space": X, "objectives": [{"metric": "a"}, {"metric": "b"}],
+                      "tuner": {"algorithm": "bayesian", "seed": 1, "max_trials": 16}})
+    bad = []
+    for i in range(16):
+        st, a = hp.request("POST", "/api/v1/studies/%d/ask" % sid)
+        if st != 200:
+            bad.append((i, st, a))
+            break
+        vals = [-1.7e308, 0] if i % 2 == 0 else [1.7e308, -1.7e308]
+        hp.ok("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"values": vals})
+    c.check(not bad, "bayesian on two objectives suggests on after values near DBL_MAX: %s" % bad)
+
+
+def check_repeated_step(hp, c):
+    sid = create(hp, {"name": "rep", "space": X, "tuner": {"algorithm": "random", "seed": 1,
+                      "pruner": {"algorithm": "median", "n_startup_trials": 1, "warmup_steps": 0}}})
+    a = ask(hp, sid)
+    hp.ok("POST", "/api/v1/trials/%d/report" % a["trial_id"], {"step": 1, "value": 10.0})
+    hp.ok("POST", "/api/v1/trials/%d/report" % a["trial_id"], {"step": 1, "value": 0.0})
+    t = hp.ok("GET", "/api/v1/trials/%d" % a["trial_id"])
+    c.check(t["intermediate"] == [{"step": 1, "value": 10.0}],
+            "a step reported twice keeps its first value, as the pruner: %s" % t["intermediate"])
+
+
+def check_enqueued_at_deadline(hp, c):
+    sid = create(hp, {"name": "deadline", "space": X, "tuner": {"algorithm": "random", "seed": 1, "max_seconds": 1}})
+    hp.ok("POST", "/api/v1/studies/%d/enqueue" % sid, {"params": {"x": 0.5}})
+    try:
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 10)
+        done = True
+    except AssertionError:
+        done = False
+    s = hp.ok("GET", "/api/v1/studies/%d" % sid)
+    c.check(done and s["trials_by_state"]["cancelled"] == 1,
+            "an enqueued trial waiting at max_seconds is cancelled, the study completes: %s %s"
+            % (s["state"], s["trials_by_state"]))
+    st, out = hp.request("POST", "/api/v1/studies/%d/ask" % sid)
+    c.check(st == 409 and out["error"]["field"] == "tuner.max_seconds", "an ask after it: 409: %s %s" % (st, out))
+
+
+def check_get_or_create_warm(hp, c):
+    src = create(hp, {"name": "src", "space": X, "tuner": {"algorithm": "random", "seed": 1}})
+    for _ in range(3):
+        a = ask(hp, src)
+        hp.ok("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"value": a["params"]["x"] ** 2})
+    d = {"name": "warm", "space": X, "tuner": {"algorithm": "tpe", "seed": 5}, "warm_start": {"study_ids": [src]},
+         "load_if_exists": True}
+    first = hp.ok("POST", "/api/v1/studies", d)["id"]
+    a = ask(hp, src)
+    hp.ok("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"value": 0.5})
+    st, out = hp.request("POST", "/api/v1/studies", d)
+    c.check(st == 200 and out["id"] == first,
+            "get-or-create finds the warm-started study after its source gained a trial: %s %s" % (st, out))
+
+
+def check_grid_16_digits(hp, c):
+    sid = create(hp, {"name": "grid16", "space": {"t": {"type": "float", "low": 1e15, "high": 1e15 + 4, "step": 1}},
+                      "tuner": {"algorithm": "grid", "seed": 1}})
+    seen = []
+    for _ in range(7):
+        st, a = hp.request("POST", "/api/v1/studies/%d/ask" % sid)
+        if st != 200:
+            break
+        seen.append(a["params"]["t"])
+        hp.ok("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"value": 1.0})
+    c.check(sorted(seen) == [1e15 + k for k in range(5)] and st == 409 and a["error"]["field"] == "space",
+            "a grid of 16-digit points: each once, then 409 naming space: %s %s" % (seen, st))
+
+
+def check_importance_huge(hp, c):
+    sid = create(hp, {"name": "imp", "space": {"x": X["x"], "n": {"type": "int", "low": 1, "high": 9}},
+                      "tuner": {"algorithm": "random", "seed": 2, "max_trials": 30}})
+    for _ in range(30):
+        a = ask(hp, sid)
+        hp.ok("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"value": 1e308 * a["params"]["x"]})
+    imp = hp.ok("GET", "/api/v1/studies/%d/importance" % sid)
+    x = [e["importance"] for e in imp["importance"] if e["param"] == "x"]
+    c.check(x and x[0] > 0.5, "importance of values near DBL_MAX is not all zero (x decides): %s" % imp["importance"])
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = Hpod(args.hpod).start()
+    try:
+        check_report_at_the_last_step(hp, c)
+        check_bayesian_mo_huge(hp, c)
+        check_repeated_step(hp, c)
+        check_enqueued_at_deadline(hp, c)
+        check_get_or_create_warm(hp, c)
+        check_grid_16_digits(hp, c)
+        check_importance_huge(hp, c)
+        sid = check_overflowing_outcomes(hp, c)
+        check_refused_stored_trial(args, hp, c, sid)
+    finally:
+        hp.cleanup()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
