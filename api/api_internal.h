@@ -256,7 +256,9 @@ typedef struct api_study {
 int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out);
 void api_study_release(api_ctx *ctx, api_study *st);
 /* Tells st's tuner how stored trial t (running in the tuner) ended: its
- * objective values and constraint violation as stored. */
+ * objective values and constraint violation as stored. Values the tuner
+ * refuses (non-finite) make the trial failed for it: a stored trial never
+ * keeps its study from loading. */
 int api_tuner_finish(api_study *st, const sto_trial *t);
 /* Several hpod nodes on one PostgreSQL (study_sync.c): the history is
  * replayed from storage at the first load, then kept by this node's
@@ -306,7 +308,7 @@ int api_study_may_wait(api_ctx *ctx, const api_study *st);
 int api_study_new_trial(api_ctx *ctx, api_study *st, sto_trial_run *r, double *x, json_t **params_out,
                         int64_t *trial_id_out, int64_t *number_out);
 /* Tells the tuner a trial's end from an outcome (its values, and the
- * constraints' values when told). */
+ * constraints' values when told); refused values as api_tuner_finish. */
 struct api_outcome;
 int api_tuner_finish_outcome(api_study *st, int64_t number, const struct api_outcome *o);
 /* Drops a study from the cache (after DELETE). */

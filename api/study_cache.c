@@ -106,7 +106,13 @@ int api_tuner_finish(api_study *st, const sto_trial *t) {
 }
 
 int api_tuner_finish_outcome(api_study *st, int64_t number, const api_outcome *o) {
-    return finish_told(st, number, api_tun_state(o->state), o->values, o->violation, o->cons);
+    int rc = finish_told(st, number, api_tun_state(o->state), o->values, o->violation, o->cons);
+    if (rc == HPO_EINVAL) { /* stored already: the tuner counts it failed, as a reload would (api_tuner_finish) */
+        HPO_WARN("study %lld trial %lld: the tuner refuses its values: failed for the tuner", (long long)st->id,
+                 (long long)number);
+        return tun_study_finish_mo(st->tuner, number, TUN_TRIAL_FAILED, NULL, NAN);
+    }
+    return rc;
 }
 
 typedef struct replay {

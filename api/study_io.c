@@ -8,6 +8,8 @@
  *    one), "user_attrs", "note"}, "trials": [{"number", "state", "params",
  *    "value", "values" and "metrics" (a study with objectives or constraints:
  *    the objective vector and the metrics told; absent when none),
+ *    "value_std" and "value_n" (a value told as repeats: their spread and
+ *    count; absent otherwise),
  *    "intermediate_values": {"<step>": v}, "datetime_start",
  *    "datetime_complete" (ISO 8601, UTC, or null), "distributions",
  *    "user_attrs", "note"}]}
@@ -138,6 +140,10 @@ static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *
         json_t *metrics = t[i].metrics_json ? json_loads(t[i].metrics_json, 0, NULL) : NULL;
         if (vec) json_object_set_new(row, "values", vec);
         if (metrics) json_object_set_new(row, "metrics", metrics);
+        if (t[i].value_n > 1) { /* told with repeats: their spread and count */
+            json_object_set_new(row, "value_std", api_json_real(t[i].value_std));
+            json_object_set_new(row, "value_n", json_integer(t[i].value_n));
+        }
     }
     free(c.steps);
     sto_trial_list_free(t, n);
@@ -229,6 +235,8 @@ typedef struct import_trial {
     int64_t number;
     sto_trial_state state;
     double value, started, finished;
+    double value_std; /* over repeated executions (NaN: none) */
+    int value_n;      /* executions behind value */
     char *params;
     char *attrs;      /* user_attrs text (NULL: none) */
     const char *note; /* borrowed from the document (NULL: none) */
@@ -323,8 +331,10 @@ static int read_outcome(const json_t *j, size_t i, const api_study_def *d, impor
 /* Reads and checks trial i of a document against d. 1 when it is
  * skipped, 0 when read into *out, or an error naming trials[i].<field>. */
 static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_trial *out, hpo_error *err) {
-    static const char *keys[] = {"number", "state", "params", "value", "values", "metrics", "intermediate_values",
-                                 "datetime_start", "datetime_complete", "distributions", "user_attrs", "note"};
+    static const char *keys[] = {"number",         "state",          "params",        "value",
+                                 "values",         "metrics",        "intermediate_values",
+                                 "datetime_start", "datetime_complete", "distributions", "user_attrs",
+                                 "note",           "value_std",      "value_n"};
     const tun_space *space = d->space;
     char f[96];
     memset(out, 0, sizeof *out);
@@ -366,6 +376,19 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
     if (out->state == STO_TRIAL_FAILED || out->state == STO_TRIAL_CANCELLED) out->value = NAN;
     int rc = read_outcome(j, i, d, out, err);
     if (rc) return rc;
+    /* a value averaged over repeated executions: their spread and count */
+    const json_t *std = json_object_get(j, "value_std"), *vn = json_object_get(j, "value_n");
+    out->value_std = json_is_number(std) && isfinite(json_number_value(std)) ? json_number_value(std) : NAN;
+    out->value_n = 1;
+    if ((std && !json_is_null(std) && (!json_is_number(std) || json_number_value(std) < 0)) ||
+        (vn && (!json_is_integer(vn) || json_integer_value(vn) < 1 || json_integer_value(vn) > 1000000))) {
+        snprintf(f, sizeof f, "trials[%zu].%s", i, std && !json_is_null(std) && (!json_is_number(std) ||
+                                                                               json_number_value(std) < 0)
+                                                       ? "value_std" : "value_n");
+        return hpo_fail(err, HPO_EINVAL, f, "%s must be %s", f,
+                        strstr(f, "value_std") ? "a number >= 0 or null" : "an integer from 1 to 1000000");
+    }
+    if (vn) out->value_n = (int)json_integer_value(vn);
     out->x = hpo_xcalloc((size_t)space->n + 1, sizeof *out->x);
     hpo_error perr = {{0}, {0}};
     rc = tun_space_from_json(space, json_object_get(j, "params"), out->x, &perr);
@@ -438,7 +461,8 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     pthread_mutex_lock(&st->lock);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         sto_trial_in in = {.params = trials[i].params, .state = trials[i].state, .value = trials[i].value,
-                           .value_std = NAN, .value_n = 1, .started = trials[i].started,
+                           .value_std = trials[i].value_std, .value_n = trials[i].value_n,
+                           .started = trials[i].started,
                            .finished = trials[i].finished, .steps = trials[i].steps,
                            .step_values = trials[i].step_values, .n_steps = trials[i].n_steps,
                            .user_attrs = trials[i].attrs, .note = trials[i].note,

@@ -105,6 +105,11 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
         if (state == STO_STUDY_RUNNING) ended = api_external_end(ctx, st, now) > 0;
         goto unlock;
     }
+    if (rc == HPO_EINVAL || rc == HPO_EINTERNAL) { /* nothing the client sent: the tuner's own failure */
+        api_fail(resp, 500, "internal_error", "", "the tuner could not suggest a trial of study %lld (%s); nothing was stored",
+                 (long long)id, hpo_strerror(rc));
+        goto unlock;
+    }
     if (rc) {
         api_fail_rc(resp, rc, NULL);
         goto unlock;

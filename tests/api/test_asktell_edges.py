@@ -19,7 +19,9 @@ fix):
   study gained a trial (409 naming warm_start.trials_used);
 - a grid over stepped floats that need 16 digits hands out each point
   once, then 409 naming space (it handed out 1e15 forever);
-- parameter importance of values near DBL_MAX is not all zero."""
+- parameter importance of values near DBL_MAX is not all zero;
+- export, import and copy keep a repeated value's spread and count (they
+  came back as null and 1)."""
 import math
 import os
 import sqlite3
@@ -170,6 +172,20 @@ def check_importance_huge(hp, c):
     c.check(x and x[0] > 0.5, "importance of values near DBL_MAX is not all zero (x decides): %s" % imp["importance"])
 
 
+def check_repeats_round_trip(hp, c):
+    sid = create(hp, {"name": "repeats", "space": X, "tuner": {"algorithm": "random", "seed": 1}})
+    a = ask(hp, sid)
+    hp.ok("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"repeats": [1.0, 2.0, 3.0]})
+    doc = hp.ok("GET", "/api/v1/studies/%d/export" % sid)
+    c.check(doc["trials"][0].get("value_std") == 1.0 and doc["trials"][0].get("value_n") == 3,
+            "export carries a repeated value's spread and count: %s" % doc["trials"][0])
+    for new in (hp.ok("POST", "/api/v1/studies/import", doc)["study"]["id"],
+                hp.ok("POST", "/api/v1/studies/%d/copy" % sid, {"name": "repeats-copy"})["study"]["id"]):
+        t = hp.ok("GET", "/api/v1/studies/%d/trials" % new)["trials"][0]
+        c.check(t["value"] == 2.0 and t["value_std"] == 1.0 and t["value_n"] == 3,
+                "import and copy keep them: %s %s %s" % (t["value"], t["value_std"], t["value_n"]))
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -182,6 +198,7 @@ def main():
         check_get_or_create_warm(hp, c)
         check_grid_16_digits(hp, c)
         check_importance_huge(hp, c)
+        check_repeats_round_trip(hp, c)
         sid = check_overflowing_outcomes(hp, c)
         check_refused_stored_trial(args, hp, c, sid)
     finally:

@@ -3,9 +3,10 @@ once they ended, then a restart) cost nothing after they are found out.
 
 hpod on one CPU slot: study A trains on an uploaded CSV and completes;
 study C on the same CSV is cancelled while it trains; a long trial of study
-B holds the slot while a refit of A is queued behind it; the dataset is
-deleted (allowed: A is complete, C cancelled) and hpod restarts, so A and C
-cannot be loaded any more.
+B holds the slot while a refit of A is queued behind it; deleting the
+dataset is refused (the refit needs it), so it is lost outside hpod (its
+row deleted while hpod is stopped) and hpod restarts: A and C cannot be
+loaded any more.
 - The refit must fail with a message naming its study, start once (before
   the fix it was claimed, left running, reaped and claimed again on every
   pass, thousands of times a second, and B's trial never got the slot
@@ -53,9 +54,16 @@ def main():
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d/trials?state=running" % b)["total"] > 0, 60)
         refit = hp.ok("POST", "/api/v1/studies/%d/refits" % a, {"top_n": 1})["refits"][0]
         c.check(hp.ok("GET", "/api/v1/models/%d" % refit["id"])["state"] == "queued", "the refit waits for the slot")
-        st, _ = hp.request("DELETE", "/api/v1/datasets/%d" % ds["id"])
-        c.check(st == 204, "the dataset deleted (A is complete, C cancelled): %s" % st)
+        st, out = hp.request("DELETE", "/api/v1/datasets/%d" % ds["id"])
+        c.check(st == 409 and out["error"]["field"] == "id" and "model %d" % refit["id"] in out["error"]["message"],
+                "the dataset the queued refit needs cannot be deleted: %s %s" % (st, out))
         c.check(hp.stop() == 0, "graceful stop (B's trial is queued to resume)")
+        # the dataset is lost all the same: its row gone outside hpod (an
+        # older copy of the database restored, say); A and C cannot load
+        db = sqlite3.connect(os.path.join(hp.data_dir, "hpo.db"))
+        db.execute("DELETE FROM datasets WHERE id = ?", (ds["id"],))
+        db.commit()
+        db.close()
 
         hp2 = Hpod(args.hpod, data_dir=hp.data_dir, args=["--devices", "cpu:1"]).start()
         m = wait_for(lambda: (lambda m: m if m["state"] != "queued" and m["state"] != "running" else None)(
