@@ -210,6 +210,8 @@ void api_study_extras_clear(api_study_extras *x);
  * load_if_exists): on a database no other hpod shares, an embedded study
  * whose training.device has no slot here is HPO_ECONFLICT naming
  * training.device, not a study that would wait for one forever. */
+/* The most executions_per_trial an embedded study trains (a 400 above). */
+#define API_MAX_EXECUTIONS 16
 int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras *x, int64_t *id_out,
                      int *created_out, hpo_error *err);
 /* status with the study's JSON (as a list shows it). */

@@ -44,6 +44,9 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
                                                    "e.g. {\"name\": \"fashion-mnist\"}");
     int rc = api_only_keys(ds, keys, HPO_ARRAY_LEN(keys), "dataset", err);
     if (rc) return rc;
+    const char *name = json_string_value(json_object_get(ds, "name"));
+    if (name && eng_builtin_exists(name) && json_object_get(ds, "id"))
+        return hpo_fail(err, HPO_EINVAL, "dataset.id", "%s is built in: it has no id (give its name alone)", name);
     const json_t *vs = json_object_get(ds, "validation_split");
     e->validation_split = 0.2;
     if (vs && !json_is_null(vs)) {
@@ -227,6 +230,12 @@ int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t
     if (!json_is_object(model)) return hpo_fail(err, HPO_EINVAL, "model", "model must be an object");
     if (space && !json_is_object(space)) return hpo_fail(err, HPO_EINVAL, "space", "space must be an object");
     if (!d->metric) d->metric = "val_loss";
+    /* the engine reads "acc" too, but the direction and a resumed trial's
+     * curve go by the full name: one spelling */
+    int one_objective = !json_object_get(def, "objectives"); /* else emb_objectives.c checks each */
+    if (one_objective && (strcmp(d->metric, "acc") == 0 || strcmp(d->metric, "val_acc") == 0))
+        return hpo_fail(err, HPO_EINVAL, "objective.metric", "write \"%s\" in full: \"%s\"", d->metric,
+                        d->metric[0] == 'v' ? "val_accuracy" : "accuracy");
     /* accuracy is maximised unless the definition says otherwise */
     const json_t *dir = json_object_get(json_object_get(def, "objective"), "direction");
     if (!d->obj[0].metric || !json_object_get(def, "objectives")) {
@@ -247,6 +256,12 @@ int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t
         e->curve_max = d->maximize;
     }
     if ((rc = parse_dataset(ctx, def, e, err))) goto fail;
+    if (e->n_classes == 0 && one_objective && strstr(d->metric, "accuracy")) {
+        rc = hpo_fail(err, HPO_EINVAL, "objective.metric",
+                      "%s is for datasets of classes; this one is a regression: use val_loss, val_mse or val_mae",
+                      d->metric);
+        goto fail;
+    }
     if ((rc = parse_training(def, e->curve, e, err))) goto fail;
     const json_t *tname = json_object_get(model, "template");
     if (tname) {

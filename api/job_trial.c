@@ -24,7 +24,7 @@
 #include "model.h"
 #include "train.h"
 
-#define MAX_EXECUTIONS 16
+#define MAX_EXECUTIONS API_MAX_EXECUTIONS
 #define MAX_EPOCHS 100000
 
 /* One trial's run: what the epoch callback needs. */

@@ -108,6 +108,11 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
         const json_t *par = tuner ? json_object_get(tuner, "parallel_trials") : NULL;
         const json_t *tt = tuner ? json_object_get(tuner, "trial_timeout") : NULL;
         d.emb.executions = ex ? (int)json_integer_value(ex) : 1;
+        if (ex && json_integer_value(ex) > API_MAX_EXECUTIONS) { /* job_trial.c keeps that many curves */
+            rc = hpo_fail(err, HPO_EINVAL, "tuner.executions_per_trial",
+                          "an embedded study trains at most %d executions per trial", API_MAX_EXECUTIONS);
+            goto fail;
+        }
         d.emb.parallel = par ? (int)json_integer_value(par) : 0;
         d.emb.trial_timeout = tt ? json_number_value(tt) : 0;
         if (d.max_trials <= 0 && d.max_seconds <= 0) {

@@ -128,11 +128,24 @@ static const json_t *resolve(const json_t *v, const json_t *params, const char *
     return r;
 }
 
-static int expand_layers(const json_t *layers, const json_t *params, const char *path, json_t *out,
-                         hpo_error *err);
+/* The most layer objects a model expands to (repeats multiplied out,
+ * residual blocks' inner layers counted): nested repeats multiply, and
+ * four levels of 64 made 16.8 million from a 500-byte definition, more
+ * memory than the model budget ever saw (it is checked on the expansion). */
+#define API_MAX_EXPANDED_LAYERS 4096
 
-/* Appends the expansion of one layer object to out. */
-static int expand_layer(const json_t *layer, const json_t *params, const char *path, json_t *out,
+static int expand_layers(const json_t *layers, const json_t *params, const char *path, json_t *out,
+                         size_t *n, hpo_error *err);
+
+/* One more layer object in the expansion: 0, or the error naming path. */
+static int count_layer(size_t *n, const char *path, hpo_error *err) {
+    if (++*n <= API_MAX_EXPANDED_LAYERS) return 0;
+    return hpo_fail(err, HPO_EINVAL, path, "the model expands to more than %d layers (repeat counts multiply)",
+                    API_MAX_EXPANDED_LAYERS);
+}
+
+/* Appends the expansion of one layer object to out; *n counts them. */
+static int expand_layer(const json_t *layer, const json_t *params, const char *path, json_t *out, size_t *n,
                         hpo_error *err) {
     char field[160];
     int rc = 0;
@@ -145,7 +158,7 @@ static int expand_layer(const json_t *layer, const json_t *params, const char *p
             return hpo_fail(err, HPO_EINVAL, field, "repeat count must be an integer in 0..64");
         snprintf(field, sizeof field, "%.120s.repeat.layers", path);
         for (json_int_t i = 0; i < json_integer_value(count); i++)
-            if ((rc = expand_layers(json_object_get(rep, "layers"), params, field, out, err))) return rc;
+            if ((rc = expand_layers(json_object_get(rep, "layers"), params, field, out, n, err))) return rc;
         return 0;
     }
     const json_t *res = json_object_get(layer, "residual");
@@ -154,9 +167,10 @@ static int expand_layer(const json_t *layer, const json_t *params, const char *p
         const json_t *en = resolve(json_object_get(res, "enabled"), params, field, err, &rc);
         if (rc) return rc;
         if (!json_is_boolean(en)) return hpo_fail(err, HPO_EINVAL, field, "enabled must be a boolean");
+        if ((rc = count_layer(n, path, err))) return rc;
         json_t *inner = json_array();
         snprintf(field, sizeof field, "%.120s.residual.layers", path);
-        if ((rc = expand_layers(json_object_get(res, "layers"), params, field, inner, err))) {
+        if ((rc = expand_layers(json_object_get(res, "layers"), params, field, inner, n, err))) {
             json_decref(inner);
             return rc;
         }
@@ -173,12 +187,13 @@ static int expand_layer(const json_t *layer, const json_t *params, const char *p
         }
         return 0;
     }
+    if ((rc = count_layer(n, path, err))) return rc;
     json_array_append_new(out, json_deep_copy(layer));
     return 0;
 }
 
 static int expand_layers(const json_t *layers, const json_t *params, const char *path, json_t *out,
-                         hpo_error *err) {
+                         size_t *n, hpo_error *err) {
     if (!json_is_array(layers)) return hpo_fail(err, HPO_EINVAL, path, "layers must be an array");
     size_t i;
     const json_t *layer;
@@ -186,7 +201,7 @@ static int expand_layers(const json_t *layers, const json_t *params, const char 
         char field[160];
         snprintf(field, sizeof field, "%.120s[%zu]", path, i);
         if (!json_is_object(layer)) return hpo_fail(err, HPO_EINVAL, field, "a layer must be an object");
-        int rc = expand_layer(layer, params, field, out, err);
+        int rc = expand_layer(layer, params, field, out, n, err);
         if (rc) return rc;
     }
     return 0;
@@ -219,7 +234,8 @@ static void drop_inactive(json_t *j, const json_t *params, const tun_space *spac
 int api_model_expand(const json_t *model, const json_t *params, const tun_space *space, json_t **out,
                      hpo_error *err) {
     json_t *layers = json_array();
-    int rc = expand_layers(json_object_get(model, "layers"), params, "model.layers", layers, err);
+    size_t n = 0;
+    int rc = expand_layers(json_object_get(model, "layers"), params, "model.layers", layers, &n, err);
     if (rc) {
         json_decref(layers);
         return rc;

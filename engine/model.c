@@ -159,10 +159,44 @@ static int get_act(ctx *c, const json_t *obj, const char *key, const char *path,
     return 0;
 }
 
+/* HPO_EINVAL naming path.<key> for a key of obj that is not in keys (a
+ * NULL-ended list): a misspelt or foreign option (Keras's "strides", a
+ * "lr" for "learning_rate") would otherwise be ignored, and the study
+ * would train another model than the one it describes. */
+static int only_keys(ctx *c, const json_t *obj, const char *const *keys, const char *path) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        int known = 0;
+        for (const char *const *k = keys; *k && !known; k++) known = strcmp(key, *k) == 0;
+        if (known) continue;
+        char field[224], names[160] = "";
+        snprintf(field, sizeof field, "%s.%.60s", path, key);
+        for (const char *const *k = keys; *k; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k == keys ? "" : ", ", *k);
+        return hpo_fail(c->err, HPO_EINVAL, field, "%s: unknown key (%s takes %s)", field, path,
+                        names[0] ? names : "no options");
+    }
+    return 0;
+}
+
 /* ---- layers ---- */
 
 static const char *kind_names[] = {"dense", "conv2d", "maxpool2d", "global_avg_pool", "flatten", "dropout",
                                    "batchnorm", "residual", "augment", "activation"};
+/* the options each kind reads (build_layer), by kind */
+static const char *const kind_keys[][7] = {
+    {"units", "activation", "precision", NULL},
+    {"filters", "kernel", "stride", "padding", "activation", "precision", NULL},
+    {"pool", "stride", NULL},
+    {NULL},
+    {NULL},
+    {"rate", NULL},
+    {"momentum", "epsilon", NULL},
+    {"layers", "activation", NULL},
+    {"translate", "flip", NULL},
+    {"name", NULL},
+};
 
 const char *eng_layer_kind_name(int kind) {
     return kind >= 0 && kind < (int)HPO_ARRAY_LEN(kind_names) ? kind_names[kind] : "?";
@@ -244,7 +278,14 @@ static int build_layer(ctx *c, const json_t *item, const char *path, int *rank, 
         tmp = json_pack("{sO}", "name", (json_t *)cfg);
         cfg = tmp;
     }
-    if (!json_is_object(cfg)) return hpo_fail(c->err, HPO_EINVAL, p, "%s must be an object", p);
+    if (!json_is_object(cfg)) {
+        json_decref(tmp);
+        return hpo_fail(c->err, HPO_EINVAL, p, "%s must be an object", p);
+    }
+    if ((rc = only_keys(c, cfg, kind_keys[kind], p))) {
+        json_decref(tmp);
+        return rc;
+    }
     l->kind = kind;
     l->in_rank = *rank;
     memcpy(l->in_shape, shape, sizeof l->in_shape);
@@ -488,6 +529,9 @@ static int parse_optimizer(ctx *c, const json_t *o, eng_optim_config *oc) {
     } else if (o && !json_is_object(o)) {
         return hpo_fail(c->err, HPO_EINVAL, p, "%s must be an object or a name", p);
     }
+    static const char *const keys[] = {"name", "learning_rate", "momentum", "nesterov", "weight_decay", "clipnorm",
+                                       "beta_1", "beta_2", "epsilon", "rho", NULL};
+    if (o && (rc = only_keys(c, o, keys, p))) return rc;
     if (o && (rc = get_str(c, o, "name", p, "adam", &name))) return rc;
     int kind = eng_opt_parse(name);
     if (kind < 0) return hpo_fail(c->err, HPO_EINVAL, "model.optimizer.name", "model.optimizer.name: unknown optimizer \"%s\"", name);
@@ -529,6 +573,10 @@ static int parse_schedule(ctx *c, const json_t *o, double base_lr, eng_schedule 
     } else if (!json_is_object(o)) {
         return hpo_fail(c->err, HPO_EINVAL, p, "%s must be an object or a name", p);
     }
+    static const char *const keys[] = {"name",         "warmup_steps", "warmup_epochs", "step_epochs",
+                                       "gamma",        "decay_rate",   "decay_steps",   "cosine_steps",
+                                       "alpha",        "boundaries",   "values",        NULL};
+    if (o && (rc = only_keys(c, o, keys, p))) return rc;
     if (o && (rc = get_str(c, o, "name", p, "constant", &name))) return rc;
     s->kind = eng_sched_parse(name);
     if (s->kind < 0) return hpo_fail(c->err, HPO_EINVAL, "model.schedule.name", "model.schedule.name: unknown schedule \"%s\"", name);
@@ -571,6 +619,8 @@ int eng_model_new_shape(const json_t *tmpl, const json_t *params, int in_rank, c
     int rc;
     eng_model *m = NULL;
     if (!json_is_object(tmpl)) return hpo_fail(err, HPO_EINVAL, "model", "model must be a JSON object");
+    static const char *const model_keys[] = {"layers", "loss", "optimizer", "schedule", NULL};
+    if ((rc = only_keys(&c, tmpl, model_keys, "model"))) return rc;
     const json_t *arr = json_object_get(tmpl, "layers");
     if (!json_is_array(arr) || json_array_size(arr) == 0)
         return hpo_fail(err, HPO_EINVAL, "model.layers", "model.layers must be a non-empty array");
@@ -617,6 +667,16 @@ int eng_model_new_shape(const json_t *tmpl, const json_t *params, int in_rank, c
         snprintf(f, sizeof f, "model.layers[%d]", m->nlayers - 1);
         rc = hpo_fail(err, HPO_ESHAPE, f, "%s: the last layer has %d outputs but the dataset has %d classes", f, m->out_dim,
                       n_classes);
+        goto fail;
+    }
+    /* binary cross-entropy reads each label as a target in [0, 1]: one
+     * output takes two classes, else one output per class (multi-label) */
+    if (m->loss == ENG_LOSS_BCE && n_classes > 0 && !(m->out_dim == 1 && n_classes <= 2) &&
+        m->out_dim != n_classes) {
+        rc = hpo_fail(err, HPO_ESHAPE, "model.loss",
+                      "model.loss: binary_crossentropy with %d output(s) takes 2 classes (one sigmoid output) or one "
+                      "output per class; the dataset has %d classes (use sparse_categorical_crossentropy)",
+                      m->out_dim, n_classes);
         goto fail;
     }
     /* the final activation fused into the loss */

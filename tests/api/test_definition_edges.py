@@ -1,0 +1,93 @@
+"""Embedded study definitions at their edges, against a real hpod: each is
+refused at creation with a 400 naming the field (each was accepted
+before, and trained something else than it said, or blew hpod's memory):
+
+- nested repeats past 4096 layers (four levels of 64: 16.8 million layers
+  from a 500-byte definition, and hpod aborted out of memory);
+- a key a layer, the optimizer, the schedule or the model does not read
+  (Keras's "strides", "lr" for "learning_rate", "optimiser"): it was
+  ignored, so a searched "lr" changed nothing;
+- binary_crossentropy with one output on a dataset of 10 classes (the
+  loss fell without bound while val_accuracy read 0.9);
+- the objective "val_acc" (accepted, and minimised);
+- an accuracy objective on a regression dataset;
+- executions_per_trial over 16 (16 ran);
+- the builtin dataset with an id (ignored).
+A definition inside every limit is still accepted and trains."""
+from hpod import Checks, Hpod, parse_args, wait_for
+from test_datasets import make_regression_csv, upload
+
+DATA = {"name": "fashion-mnist", "limit": 300, "validation_split": 100}
+
+
+def study(**over):
+    s = {"name": "edge", "objective": {"metric": "val_accuracy"},
+         "model": {"layers": [{"flatten": {}}, {"dense": {"units": 8, "activation": "relu"}},
+                              {"dense": {"units": 10}}]},
+         "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
+         "dataset": dict(DATA), "training": {"max_epochs": 1, "batch_size": 50},
+         "tuner": {"algorithm": "random", "seed": 1, "max_trials": 1}}
+    s.update(over)
+    return s
+
+
+def refused(hp, c, what, spec, field, words=""):
+    st, out = hp.request("POST", "/api/v1/studies", spec, timeout=60)
+    err = out.get("error", {}) if isinstance(out, dict) else {}
+    c.check(st == 400 and err.get("field") == field and words in err.get("message", ""),
+            "%s -> 400 naming %s: %s %s" % (what, field, st, out))
+
+
+def main():
+    args = parse_args()
+    c = Checks()
+    hp = Hpod(args.hpod, args=["--devices", "cpu:1"]).start()
+    try:
+        layer = {"activation": "relu"}
+        for _ in range(4):
+            layer = {"repeat": {"count": 64, "layers": [layer]}}
+        refused(hp, c, "four nested repeats of 64", study(model={"layers": [{"flatten": {}}, layer,
+                                                                            {"dense": {"units": 10}}]}),
+                "model.layers[1].repeat.layers[0].repeat.layers[0].repeat.layers[0].repeat.layers[0]",
+                "more than 4096 layers")
+        c.check(hp.proc.poll() is None, "hpod is up")
+        conv = {"layers": [{"conv2d": {"filters": 4, "kernel": 3, "strides": 2}}, {"flatten": {}},
+                           {"dense": {"units": 10}}]}
+        refused(hp, c, "conv2d strides", study(model=conv), "model.layers[0].conv2d.strides", "unknown key")
+        typo = {"layers": [{"flatten": {}}, {"dense": {"units": 10, "activaton": "softmax"}}]}
+        refused(hp, c, "dense activaton", study(model=typo), "model.layers[1].dense.activaton", "unknown key")
+        lr = dict(study()["model"], optimizer={"name": "sgd", "lr": "$lr"})
+        refused(hp, c, "optimizer lr", study(model=lr), "model.optimizer.lr", "learning_rate")
+        brit = dict(study()["model"], optimiser={"name": "sgd"})
+        refused(hp, c, "model optimiser", study(model=brit), "model.optimiser", "unknown key")
+        sched = dict(study()["model"], schedule={"name": "cosine", "steps": 10})
+        refused(hp, c, "schedule steps", study(model=sched), "model.schedule.steps", "unknown key")
+        bce = {"loss": "binary_crossentropy",
+               "layers": [{"flatten": {}}, {"dense": {"units": 1, "activation": "sigmoid"}}]}
+        refused(hp, c, "binary_crossentropy, one output, 10 classes", study(model=bce), "model.loss", "10 classes")
+        refused(hp, c, "val_acc", study(objective={"metric": "val_acc"}), "objective.metric", "val_accuracy")
+        refused(hp, c, "executions_per_trial 20",
+                study(tuner={"algorithm": "random", "seed": 1, "max_trials": 1, "executions_per_trial": 20}),
+                "tuner.executions_per_trial", "16")
+        refused(hp, c, "the builtin dataset with an id", study(dataset=dict(DATA, id=999)), "dataset.id", "built in")
+        st, _ = upload(hp, [("name", "lines", None), ("format", "csv", None), ("task", "regression", None),
+                            ("label_column", "target", None), ("file", make_regression_csv(), "lines.csv")])
+        reg = study(dataset={"name": "lines", "validation_split": 20},
+                    model={"loss": "mse", "layers": [{"dense": {"units": 1}}]})
+        refused(hp, c, "val_accuracy on a regression dataset", reg, "objective.metric", "regression")
+        # inside every limit: accepted, and it trains
+        ok = study(model={"layers": [{"flatten": {}}, {"repeat": {"count": 2, "layers": [
+            {"dense": {"units": 8, "activation": "relu"}}]}}, {"dense": {"units": 10}}],
+            "optimizer": {"name": "sgd", "learning_rate": "$lr", "momentum": 0.9}})
+        sid = hp.ok("POST", "/api/v1/studies", ok)["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
+        t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
+        c.check(t["state"] == "complete", "a definition inside every limit trains: %s" % t["state"])
+        c.check(hp.stop() == 0, "graceful stop")
+    finally:
+        hp.cleanup()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
