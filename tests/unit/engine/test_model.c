@@ -73,6 +73,15 @@ static void test_template_errors(void **state) {
                  NULL, 3, 28, 28, 1, HPO_ESHAPE, "model.layers[2].maxpool2d.pool");
     expect_build("{\"layers\":[{\"conv2d\":{\"filters\":8,\"kernel\":3,\"padding\":\"full\"}}]}", NULL, 3, 28, 28, 1,
                  HPO_EINVAL, "model.layers[0].conv2d.padding");
+    /* a key nothing reads is refused, never ignored (it was: "strides" trained at stride 1) */
+    expect_build("{\"layers\":[{\"conv2d\":{\"filters\":8,\"kernel\":3,\"strides\":2}},{\"flatten\":{}},"
+                 "{\"dense\":{\"units\":10}}]}", NULL, 3, 28, 28, 1, HPO_EINVAL, "model.layers[0].conv2d.strides");
+    expect_build("{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":10}}],\"optimizer\":{\"name\":\"sgd\",\"lr\":0.1}}",
+                 NULL, 3, 28, 28, 1, HPO_EINVAL, "model.optimizer.lr");
+    expect_build("{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":10}}],\"optimiser\":\"sgd\"}", NULL, 3, 28, 28,
+                 1, HPO_EINVAL, "model.optimiser");
+    expect_build("{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":1,\"activation\":\"sigmoid\"}}],"
+                 "\"loss\":\"binary_crossentropy\"}", NULL, 3, 28, 28, 1, HPO_ESHAPE, "model.loss");
     expect_build("{\"layers\":[{\"dense\":{\"units\":10,\"activation\":\"swish\"}}]}", NULL, 1, 784, 0, 0, HPO_EINVAL,
                  "model.layers[0].dense.activation");
     expect_build("{\"layers\":[{\"dense\":{\"units\":10}},{\"lstm\":{}}]}", NULL, 1, 784, 0, 0, HPO_EINVAL,
