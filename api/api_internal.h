@@ -95,7 +95,6 @@ typedef struct api_embedded {
     int patience;            /* early stopping; -1 = off */
     char monitor[64];        /* default: the objective metric */
     double min_delta;
-    int restore_best;
     int tensorboard;         /* training.tensorboard: event files per trial (job_tb.c); default 0 */
     /* budget */
     int executions;          /* executions_per_trial, default 1 */

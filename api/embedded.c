@@ -100,7 +100,6 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
     e->allow_tf32 = 0;
     e->device = API_DEVICE_ANY;
     e->patience = -1;
-    e->restore_best = 0;
     e->tensorboard = 0;
     snprintf(e->monitor, sizeof e->monitor, "%s", metric);
     if (!tr) return 0;
@@ -158,10 +157,12 @@ static int parse_training(const json_t *def, const char *metric, api_embedded *e
         if (md && (!json_is_number(md) || json_number_value(md) < 0))
             return hpo_fail(err, HPO_EINVAL, "training.early_stopping.min_delta", "min_delta must be a number >= 0");
         e->min_delta = md ? json_number_value(md) : 0;
+        /* Keras' option, read and checked; either way a trial keeps its
+         * best epoch's weights (job_setup.c): they give its value, its
+         * model and its refits */
         const json_t *rb = json_object_get(es, "restore_best_weights");
         if (rb && !json_is_boolean(rb))
             return hpo_fail(err, HPO_EINVAL, "training.early_stopping.restore_best_weights", "must be true or false");
-        e->restore_best = rb ? json_is_true(rb) : 0;
     }
     return 0;
 }
