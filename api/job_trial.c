@@ -95,19 +95,28 @@ static void curve_set(run *r, int e, int epoch, double v) { series_set(&r->curve
  * figures (measured at the first call) and train_seconds (execution 0's
  * training seconds up to this epoch), and vec the objectives read from
  * them. An error when the figures cannot be measured (the trial fails). */
-static int epoch_vector(run *r, const eng_epoch_report *rep, json_t *m, double *vec) {
-    if (!r->figures) {
-        hpo_error err = {{0}, {0}};
-        json_t *f = json_object();
-        int rc = api_emb_engine_figures(&r->st->def.emb, r->model, r->params, f, &err);
-        if (rc) {
-            HPO_WARN("trial %lld: its model's params, flops and latency could not be measured: %s",
-                     (long long)r->job->trial_id, err.message[0] ? err.message : hpo_strerror(rc));
-            json_decref(f);
-            return rc;
-        }
-        r->figures = f;
+/* The model's params, flops and latency (r->figures), measured once on a
+ * model of their own: before the trial's model exists (run_execution),
+ * so the two are never in memory together (the budget counts one). */
+static int measure_figures(run *r, hpo_error *why) {
+    if (r->figures) return 0;
+    hpo_error err = {{0}, {0}};
+    json_t *f = json_object();
+    int rc = api_emb_engine_figures(&r->st->def.emb, r->model, r->params, f, &err);
+    if (rc) {
+        HPO_WARN("trial %lld: its model's params, flops and latency could not be measured: %s",
+                 (long long)r->job->trial_id, err.message[0] ? err.message : hpo_strerror(rc));
+        json_decref(f);
+        if (why) *why = err;
+        return rc;
     }
+    r->figures = f;
+    return 0;
+}
+
+static int epoch_vector(run *r, const eng_epoch_report *rep, json_t *m, double *vec) {
+    int frc = measure_figures(r, NULL);
+    if (frc) return frc;
     series_set(&r->secs0, &r->secs0_len, rep->epoch, rep->seconds);
     double secs = 0;
     for (int i = 0; i < rep->epoch && i < r->secs0_len; i++)
@@ -302,6 +311,10 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     rc = eng_model_new_shape(model_tmpl, params, emb->in_rank, emb->in_shape, emb->n_classes, &m, err);
     if (rc == 0) rc = eng_train_check_budget(m, &o, NULL, err);
     if (rc) {
+        eng_model_free(m);
+        return rc;
+    }
+    if (e == 0 && api_emb_reports_vector(&r->st->def) && (rc = measure_figures(r, err))) {
         eng_model_free(m);
         return rc;
     }

@@ -12,11 +12,16 @@ latency_ms, train_seconds) on a tiny Fashion-MNIST subset.
 - Refits and ensembles of a study with several objectives need chosen
   trials: top_n is a 400 naming trials that lists the front; "trials" with a
   front member is accepted.
+- The figures (params, flops, latency) are measured on a model of their
+  own before the trial's model exists: hpod's peak memory with two
+  objectives and a pruner is that of one objective (before: a second full
+  model beside the trial's, outside --max-model-bytes: 1.6x the peak).
 """
 import os
 import sys
 
 from hpod import Checks, Hpod, parse_args, wait_for
+from test_dataset_limits import sanitized
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 import hpo_client as hpo  # noqa: E402
@@ -37,6 +42,40 @@ def expect_400(c, hp, path, body, field, what):
     got = out.get("error", {}).get("field") if isinstance(out, dict) else None
     c.check(status == 400 and got == field, "%s: 400 naming %s (got %d %s)" % (what, field, status, out))
     return out
+
+
+def peak_rss(args, extra):
+    """hpod's peak resident memory (VmHWM, MiB) over one trial of a model of
+    12.8 million parameters (weights, gradients and Adam's state: 200 MiB)."""
+    big = {"layers": [{"flatten": {}}, {"dense": {"units": 16384, "activation": "relu"}}, {"dense": {"units": 10}}]}
+    spec = {"name": "mem", "model": big, "dataset": {"name": "fashion-mnist", "limit": 256, "validation_split": 100},
+            "space": {"lr": {"type": "float", "low": 1e-3, "high": 2e-3}},
+            "training": {"max_epochs": 1, "batch_size": 32}, "tuner": {"seed": 1, "max_trials": 1}}
+    spec.update(extra)
+    hp = Hpod(args.hpod, args=["--devices", "cpu:1"]).start()
+    try:
+        sid = hp.ok("POST", "/api/v1/studies", spec)["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 300)
+        with open("/proc/%d/status" % hp.proc.pid) as f:
+            hwm = [int(line.split()[1]) for line in f if line.startswith("VmHWM:")][0] / 1024
+        t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
+        return hwm, t["state"]
+    finally:
+        hp.stop(strict=False)
+        hp.cleanup()
+
+
+def check_figures_memory(args, c):
+    if sanitized(args.hpod):  # ASan's quarantine and TSan's shadow keep freed memory resident
+        print("  the peak-memory check runs on plain builds only")
+        return
+    one, s1 = peak_rss(args, {"objective": {"metric": "val_accuracy"}})
+    two, s2 = peak_rss(args, {"objectives": [{"metric": "val_accuracy", "direction": "maximize"},
+                                             {"metric": "params"}],
+                              "tuner": {"seed": 1, "max_trials": 1, "pruner": {"algorithm": "asha"}}})
+    print("  peak memory: one objective %.0f MiB, two objectives and a pruner %.0f MiB" % (one, two))
+    c.check(s1 == "complete" and s2 == "complete" and two < 1.25 * one,
+            "the figures' model is not beside the trial's: %.0f MiB against %.0f" % (two, one))
 
 
 def main():
@@ -98,6 +137,7 @@ def main():
     finally:
         hp.stop()
         hp.cleanup()
+    check_figures_memory(args, c)
     c.finish()
 
 
