@@ -231,7 +231,8 @@ void api_h_study_delete(api_ctx *ctx, const api_request *req, int64_t id, api_re
         api_fail_lookup(resp, rc, "study", id);
         return;
     }
-    api_jobs_wake(ctx); /* stops the study's running jobs */
+    api_jobs_wake(ctx);   /* stops the study's running jobs */
+    api_events_wake(ctx); /* its event streams end now, not at their next wait's end */
     /* the files of its trials and models go with it */
     const char *root = ctx->opt.data_dir;
     char path[API_PATH_MAX];

@@ -116,18 +116,35 @@ int cli_best(cli_ctx *c, int argc, char **argv) {
     if (rc) return rc;
     if (!cli_emit(c, out)) {
         json_t *trials = json_object_get(out, "trials");
+        /* several objectives or constraints: the Pareto front, each with its
+         * vector (top_n does not apply there: the server answers the front) */
+        int front = json_object_get(out, "hypervolume") != NULL;
         if (json_array_size(trials) == 0) fprintf(stderr, "hpo: study %lld has no complete trial yet\n", id);
+        else if (front) printf("the Pareto front: %zu trial(s)%s\n%-4s %-8s %-6s %-24s %s\n", json_array_size(trials),
+                               top > 1 ? " (--top does not apply)" : "", "#", "TRIAL", "NUMBER", "VALUES", "PARAMS");
         else printf("%-4s %-8s %-6s %-12s %s\n", "RANK", "TRIAL", "NUMBER", "VALUE", "PARAMS");
         size_t i;
         json_t *t;
         json_array_foreach(trials, i, t) {
-            char value[48], std[32], params[1024];
+            char value[96], std[32], params[1024];
             cli_fmt_value(value, sizeof value, json_object_get(t, "value"));
             cli_fmt_value(std, sizeof std, json_object_get(t, "value_std"));
             if (strcmp(std, "-") != 0) snprintf(value + strlen(value), sizeof value - strlen(value), "±%s", std);
+            if (front) { /* the objective vector */
+                size_t k, len = 0;
+                json_t *v;
+                value[0] = '\0';
+                json_array_foreach(json_object_get(t, "values"), k, v) {
+                    char one[32];
+                    cli_fmt_value(one, sizeof one, v);
+                    len += (size_t)snprintf(value + len, len < sizeof value ? sizeof value - len : 0, "%s%s",
+                                            k ? "," : "", one);
+                    if (len >= sizeof value) break;
+                }
+            }
             fmt_params(params, sizeof params, json_object_get(t, "params"));
-            printf("%-4zu %-8lld %-6lld %-12s %s\n", i + 1, (long long)json_integer_value(json_object_get(t, "trial_id")),
-                   (long long)json_integer_value(json_object_get(t, "number")), value, params);
+            printf("%-4zu %-8lld %-6lld %-*s %s\n", i + 1, (long long)json_integer_value(json_object_get(t, "trial_id")),
+                   (long long)json_integer_value(json_object_get(t, "number")), front ? 24 : 12, value, params);
         }
         json_t *p = json_object_get(out, "p_value_top2");
         if (json_is_number(p) && json_array_size(trials) >= 2)
@@ -154,11 +171,13 @@ int cli_trials(cli_ctx *c, int argc, char **argv) {
         if (f < 0) return cli_usage("%s needs a value", argv[i]);
     }
     if (!id) return cli_usage("trials needs a study ID");
+    /* whole numbers of at most 18 digits: the path below always fits */
+    for (const char *s = limit; *s; s++) if (*s < '0' || *s > '9') return cli_usage("--limit must be a whole number");
+    for (const char *s = offset; *s; s++) if (*s < '0' || *s > '9') return cli_usage("--offset must be a whole number");
+    if (strlen(limit) > 18 || strlen(offset) > 18) return cli_usage("--limit and --offset take at most 18 digits");
     char path[512];
     int n = snprintf(path, sizeof path, "/api/v1/studies/%lld/trials?limit=%s&offset=%s%s", id, limit, offset,
                      desc ? "&desc=true" : "");
-    for (const char *s = limit; *s; s++) if (*s < '0' || *s > '9') return cli_usage("--limit must be a number");
-    for (const char *s = offset; *s; s++) if (*s < '0' || *s > '9') return cli_usage("--offset must be a number");
     if (state) {
         for (const char *s = state; *s; s++) if (*s < 'a' || *s > 'z') return cli_usage("bad --state %s", state);
         n += snprintf(path + n, sizeof path - (size_t)n, "&state=%.32s", state);

@@ -66,7 +66,7 @@ static const command commands[] = {
     {"study", "copy", cli_study_copy, "ID [--name NAME]",
      "copy a study with its finished trials (not an embedded study's weights);\nprints the copy's id", " --name "},
     {"studies", NULL, cli_study_list, "", "the same as study list", " "},
-    {"best", NULL, cli_best, "ID [--top N]", "the N best complete trials, best first", " --top "},
+    {"best", NULL, cli_best, "ID [--top N]", "the N best complete trials, best first (several objectives: the\nPareto front, each with its values)", " --top "},
     {"trials", NULL, cli_trials, "ID [--state S] [--order number|value] [--desc] [--limit N] [--offset N]",
      "the trials of a study (S: running, complete, pruned, failed, cancelled,\nqueued)",
      " --state --order --limit --offset "},

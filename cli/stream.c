@@ -184,8 +184,16 @@ int cli_sse_feed(const char *data, size_t n, void *parser) {
 }
 
 /* `hpo events`: each event as a JSON line. */
+/* hpo events: the client and the type of the last event printed. */
+typedef struct events_out {
+    const cli_ctx *c;
+    char last[32];
+} events_out;
+
 static int print_event(void *arg, long long id, const char *type, const char *text) {
-    const cli_ctx *c = arg;
+    events_out *o = arg;
+    const cli_ctx *c = o->c;
+    snprintf(o->last, sizeof o->last, "%s", type);
     json_t *data = json_loads(text, 0, NULL);
     if (!data) data = json_string(text); /* not JSON: kept as a string */
     json_t *ev = json_pack("{s:I, s:s, s:o}", "id", (json_int_t)id, "event", type, "data", data);
@@ -226,13 +234,23 @@ int cli_events(cli_ctx *c, int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     char path[96];
     snprintf(path, sizeof path, "/api/v1/studies/%lld/events?after=%lld", id, after);
-    cli_sse *s = cli_sse_new(print_event, c);
+    events_out o = {c, ""};
+    cli_sse *s = cli_sse_new(print_event, &o);
     cli_req r = {.method = "GET", .path = path, .sink = cli_sse_feed, .sink_arg = s, .aborted = was_interrupted,
                  .accept = "text/event-stream", .timeout_ms = timeout > 0 ? (long)(timeout * 1000) + 1 : 0};
     int rc = cli_request(c, &r, NULL);
     if (rc == CLI_OK && r.broken) {
         fprintf(stderr, "hpo: the event stream of study %lld broke off (resume with --after)\n", id);
         rc = CLI_ECONNECT;
+    }
+    /* a stream ends with the study's final event; one that ended without
+     * it (the study deleted meanwhile) is not a success */
+    if (rc == CLI_OK && !interrupted && strcmp(o.last, "study_complete") != 0 &&
+        strcmp(o.last, "study_cancelled") != 0 && !(timeout > 0)) {
+        snprintf(path, sizeof path, "/api/v1/studies/%lld", id);
+        json_t *st = NULL;
+        rc = cli_call(c, "GET", path, NULL, &st); /* a 404 says it on stderr: exit 2 */
+        json_decref(st);
     }
     if (rc == CLI_EINTR || interrupted) {
         fprintf(stderr, "hpo: interrupted\n");

@@ -259,6 +259,33 @@ def main():
         rc, out, _ = hpo("study", "resume", sid, "--quiet")
         c.check(rc == 2 and out == "", "--quiet: a refused call still exits 2")
 
+        # ---- events of a study deleted while it is followed: the stream ends
+        # at once, and without the study's final event that is no success
+        gone = hpo("study", "create", "-", stdin=json.dumps(
+            {"name": "to-delete", "space": {"x": {"type": "float", "low": 0, "high": 1}}}))[1].strip()
+        ev = subprocess.Popen([args.hpo, "events", str(gone)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        hpo("study", "delete", str(gone), "--quiet")
+        t0 = time.time()
+        _, err = ev.communicate(timeout=15)
+        c.check(ev.returncode == 2 and "not_found" in err and time.time() - t0 < 5,
+                "events of a study deleted meanwhile: exit 2 within seconds (%d %.1f s %r)"
+                % (ev.returncode, time.time() - t0, err))
+        # best on two objectives: the front, each trial's vector, and --top
+        # said not to apply (it was ignored without a word, one value shown)
+        mo = hpo("study", "create", "-", stdin=json.dumps(
+            {"name": "cli-mo", "space": {"x": {"type": "float", "low": 0, "high": 1}},
+             "objectives": [{"metric": "a"}, {"metric": "b"}], "tuner": {"seed": 1}}))[1].strip()
+        for k in range(3):
+            tid = hpo("ask", mo, "--field", "trial_id")[1].strip()
+            hpo("tell", tid, str(k), str(2 - k), "--quiet")
+        rc, out, err = hpo("best", mo, "--top", "2")
+        c.check(rc == 0 and "the Pareto front: 3 trial(s) (--top does not apply)" in out and "0,2" in out
+                and "2,0" in out, "best on two objectives prints the front with its vectors (%d %r %r)" % (rc, out, err))
+        rc, _, err = hpo("trials", sid, "--limit", "0" * 600 + "5")
+        c.check(rc == 1 and "18 digits" in err, "trials --limit of 601 digits -> usage error (%d %r)" % (rc, err))
+
         # ---- datasets: multipart uploads of csv, npy (X Y) and idx (X Y)
         csv = os.path.join(tmp, "blobs.csv")
         with open(csv, "wb") as f:
