@@ -183,13 +183,13 @@ int cli_sse_feed(const char *data, size_t n, void *parser) {
     return s->stop;
 }
 
-/* `hpo events`: each event as a JSON line. */
 /* hpo events: the client and the type of the last event printed. */
 typedef struct events_out {
     const cli_ctx *c;
     char last[32];
 } events_out;
 
+/* `hpo events`: each event as a JSON line. */
 static int print_event(void *arg, long long id, const char *type, const char *text) {
     events_out *o = arg;
     const cli_ctx *c = o->c;
