@@ -79,12 +79,19 @@ tun_trial_state api_tun_state(sto_trial_state s) {
 }
 
 /* Ends a trial for the tuner: with each constraint's value when they were
- * told (the bayesian sampler models each one), else the violation. */
+ * told (the bayesian sampler models each one), else the violation. Values
+ * the tuner refuses (non-finite: stored before the checks that keep them
+ * out) make the trial failed for it: a stored trial never keeps its study
+ * from loading, nor a tell from answering. */
 static int finish_told(api_study *st, int64_t number, tun_trial_state ts, const double *values, double violation,
                        const double *cons) {
-    if (ts == TUN_TRIAL_COMPLETE && !isnan(violation) && st->def.n_cons > 0)
-        return tun_study_finish_cons(st->tuner, number, ts, values, st->def.n_cons, cons);
-    return tun_study_finish_mo(st->tuner, number, ts, ts == TUN_TRIAL_COMPLETE ? values : NULL, violation);
+    int rc = ts == TUN_TRIAL_COMPLETE && !isnan(violation) && st->def.n_cons > 0
+                 ? tun_study_finish_cons(st->tuner, number, ts, values, st->def.n_cons, cons)
+                 : tun_study_finish_mo(st->tuner, number, ts, ts == TUN_TRIAL_COMPLETE ? values : NULL, violation);
+    if (rc != HPO_EINVAL) return rc;
+    HPO_WARN("study %lld trial %lld: the tuner refuses its values: failed for the tuner", (long long)st->id,
+             (long long)number);
+    return tun_study_finish_mo(st->tuner, number, TUN_TRIAL_FAILED, NULL, NAN);
 }
 
 int api_tuner_finish(api_study *st, const sto_trial *t) {
@@ -96,23 +103,11 @@ int api_tuner_finish(api_study *st, const sto_trial *t) {
                  (long long)st->id, (long long)t->number);
         return tun_study_finish_mo(st->tuner, t->number, TUN_TRIAL_FAILED, NULL, NAN);
     }
-    int rc = finish_told(st, t->number, ts, values, violation, cons);
-    if (rc == HPO_EINVAL) { /* stored before the checks that keep such values out: never a study it cannot load */
-        HPO_WARN("study %lld trial %lld: the tuner refuses its stored values: failed for the tuner", (long long)st->id,
-                 (long long)t->number);
-        return tun_study_finish_mo(st->tuner, t->number, TUN_TRIAL_FAILED, NULL, NAN);
-    }
-    return rc;
+    return finish_told(st, t->number, ts, values, violation, cons);
 }
 
 int api_tuner_finish_outcome(api_study *st, int64_t number, const api_outcome *o) {
-    int rc = finish_told(st, number, api_tun_state(o->state), o->values, o->violation, o->cons);
-    if (rc == HPO_EINVAL) { /* stored already: the tuner counts it failed, as a reload would (api_tuner_finish) */
-        HPO_WARN("study %lld trial %lld: the tuner refuses its values: failed for the tuner", (long long)st->id,
-                 (long long)number);
-        return tun_study_finish_mo(st->tuner, number, TUN_TRIAL_FAILED, NULL, NAN);
-    }
-    return rc;
+    return finish_told(st, number, api_tun_state(o->state), o->values, o->violation, o->cons);
 }
 
 typedef struct replay {

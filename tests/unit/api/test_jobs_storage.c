@@ -353,20 +353,26 @@ static void test_device_kind_first(void **state) {
  * the new node's, which may resume the trial on another slot), and it
  * leaves the crash counter to the run that has the trial now (before: the
  * epoch in progress was stored, and the counter removed) */
-static void test_lost_run_stores_nothing(void **state) {
-    (void)state;
-    setup();
-    int status;
-    json_decref(call("POST", "/api/v1/studies", study_json, &status));
-    assert_int_equal(status, 201);
+/* Runs the next job as a worker whose run is flagged lost from the start;
+ * counter_fmt names its crash counter under the data dir (%lld: its id). */
+static api_job run_lost(const char *counter_fmt) {
     api_job job;
     assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
     const atomic_int lost = API_STOP_LOST;
     api_jobs_run(ctx, &job, "cpu:0", 1, &lost);
+    char rel[96], counter[API_PATH_MAX];
+    snprintf(rel, sizeof rel, counter_fmt, (long long)(job.kind == API_JOB_MODEL ? job.model_id : job.trial_id));
+    snprintf(counter, sizeof counter, "%s/%s", dir, rel);
+    assert_int_equal(access(counter, F_OK), 0); /* left to the run that has the job now */
+    return job;
+}
+
+static void test_lost_run_stores_nothing(void **state) {
+    (void)state;
+    setup();
+    api_test_create_study(ctx, study_json);
+    run_lost("checkpoints/trial-%lld/training");
     assert_int_equal(raw_int("SELECT COUNT(*) FROM epochs"), 0);
-    char counter[API_PATH_MAX];
-    snprintf(counter, sizeof counter, "%s/checkpoints/trial-%lld/training", dir, (long long)job.trial_id);
-    assert_int_equal(access(counter, F_OK), 0);
     teardown();
 }
 
@@ -376,22 +382,13 @@ static void test_lost_run_stores_nothing(void **state) {
 static void test_lost_refit_stores_nothing(void **state) {
     (void)state;
     setup();
-    int status;
-    json_decref(call("POST", "/api/v1/studies", study_json, &status));
-    assert_int_equal(status, 201);
+    api_test_create_study(ctx, study_json);
     assert_int_equal(run_jobs(), 1);
-    json_t *r = call("POST", "/api/v1/studies/1/refits", "{\"top_n\": 1}", &status);
+    int status;
+    json_decref(call("POST", "/api/v1/studies/1/refits", "{\"top_n\": 1}", &status));
     assert_int_equal(status, 201);
-    json_decref(r);
-    api_job job;
-    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
-    assert_int_equal(job.kind, API_JOB_MODEL);
-    const atomic_int lost = API_STOP_LOST;
-    api_jobs_run(ctx, &job, "cpu:0", 1, &lost);
+    assert_int_equal(run_lost("checkpoints/model-%lld.training").kind, API_JOB_MODEL);
     assert_int_equal(raw_int("SELECT COUNT(*) FROM events WHERE type = 'model_epoch'"), 0);
-    char counter[API_PATH_MAX];
-    snprintf(counter, sizeof counter, "%s/checkpoints/model-%lld.training", dir, (long long)job.model_id);
-    assert_int_equal(access(counter, F_OK), 0);
     teardown();
 }
 
@@ -452,14 +449,10 @@ static void test_disk_backoff(void **state) {
 static void test_fair_share(void **state) {
     (void)state;
     setup();
-    int status;
     json_t *j = json_loads(study_json, 0, NULL);
     json_object_set_new(json_object_get(j, "tuner"), "max_trials", json_integer(10));
     char *body = json_dumps(j, 0);
-    for (int k = 0; k < 2; k++) {
-        json_decref(call("POST", "/api/v1/studies", body, &status));
-        assert_int_equal(status, 201);
-    }
+    for (int k = 0; k < 2; k++) api_test_create_study(ctx, body);
     const char *slots[] = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
     const int64_t want[] = {1, 2, 1, 2};
     api_job job;
@@ -468,8 +461,7 @@ static void test_fair_share(void **state) {
         assert_int_equal(job.study_id, want[k]);
     }
     /* a third study, newer: the next slot is its own */
-    json_decref(call("POST", "/api/v1/studies", body, &status));
-    assert_int_equal(status, 201);
+    api_test_create_study(ctx, body);
     assert_int_equal(api_jobs_next(ctx, "cpu:4", &job), 0);
     assert_int_equal(job.study_id, 3);
     free(body);
