@@ -3,7 +3,8 @@
  * Accepted: comma-separated fields, optional surrounding spaces, optional
  * double quotes around a field (no embedded commas or quotes), LF or CRLF
  * line ends, blank lines skipped. Every feature must parse completely as a
- * number (strtod: decimal, exponent, inf, nan). Errors name the file, the
+ * finite number (strtod: decimal, exponent; "inf", "nan" and values beyond
+ * float32 are refused: every trial on them would diverge). Errors name the file, the
  * 1-based line number and the column.
  *
  * Class labels. While reading, each distinct label text gets an id in a
@@ -378,6 +379,12 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
                 rc = hpo_fail(err, HPO_EFORMAT, "path",
                               "%s: line %ld, column %d: '%.40s' is not a number", path, lineno,
                               i + 1, fields[i]);
+                goto fail;
+            }
+            if (!isfinite((float)v)) {
+                rc = hpo_fail(err, HPO_EFORMAT, "path",
+                              "%s: line %ld, column %d: '%.40s' is not a finite float32 number: datasets must hold "
+                              "finite numbers (drop or fill in that row)", path, lineno, i + 1, fields[i]);
                 goto fail;
             }
             if (i == label) {

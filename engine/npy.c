@@ -282,6 +282,18 @@ int eng_npy_write(const char *path, const char *descr, int rank, const int64_t *
     return 0;
 }
 
+/* A dataset's values must be finite: one NaN or inf feature or target
+ * makes every trial on it diverge, so the file is refused where it is
+ * uploaded, naming the first such value. */
+static int check_finite(const char *path, const float *f, size_t count, size_t per_sample, hpo_error *err) {
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(f[i]))
+            return hpo_fail(err, HPO_EFORMAT, "path",
+                            "%s: value %zu (sample %zu) is %g as float32: datasets must hold finite numbers "
+                            "(drop or fill in that sample)", path, i, i / per_sample, (double)f[i]);
+    return 0;
+}
+
 int eng_load_npy(const char *x_path, const char *y_path, int scale_u8, eng_dataset **out,
                  hpo_error *err) {
     FILE *fx = NULL, *fy = NULL;
@@ -334,11 +346,14 @@ int eng_load_npy(const char *x_path, const char *y_path, int scale_u8, eng_datas
     if (u8) {
         if ((rc = read_u8(x_path, fx, &hx, ds->x, err)) < 0) goto fail;
         ds->x_scale = scale_u8 ? 1.0f / 255.0f : 1.0f;
-    } else if ((rc = read_f32(x_path, fx, &hx, ds->x, err)) < 0) {
+    } else if ((rc = read_f32(x_path, fx, &hx, ds->x, err)) < 0 ||
+               (rc = check_finite(x_path, ds->x, hx.count, ds->sample_size, err)) < 0) {
         goto fail;
     }
     if (yfloat) {
-        if ((rc = read_f32(y_path, fy, &hy, ds->y_target, err)) < 0) goto fail;
+        if ((rc = read_f32(y_path, fy, &hy, ds->y_target, err)) < 0 ||
+            (rc = check_finite(y_path, ds->y_target, hy.count, ds->n ? hy.count / ds->n : 1, err)) < 0)
+            goto fail;
     } else {
         /* labels: read as f32 into y_class's own n * 4 bytes, then made
          * int32 in place (memcpy: no aliasing of the two types) */

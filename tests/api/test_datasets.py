@@ -40,7 +40,7 @@ def upload(hp, fields):
 
 
 # ---- files made here ----
-def make_csv(rows=300, bad_line=None):
+def make_csv(rows=300, bad_line=None, bad_value="abc"):
     rng = random.Random(1)
     lines = ["a,b,c,d,species"]
     for i in range(rows):
@@ -49,7 +49,7 @@ def make_csv(rows=300, bad_line=None):
         lines.append(",".join(feats + [str(k)]))
     if bad_line is not None:  # 1-based line number in the file (header = 1)
         cells = lines[bad_line - 1].split(",")
-        cells[2] = "abc"
+        cells[2] = bad_value
         lines[bad_line - 1] = ",".join(cells)
     return ("\n".join(lines) + "\n").encode()
 
@@ -192,6 +192,12 @@ def main():
             # (what, fields, status, field, text expected in the message or None)
             ("csv with a non-numeric cell", [("name", "bad1", None)] + base_csv +
              [("file", make_csv(bad_line=17), "cells.csv")], 400, "file", "line 17"),
+            ("csv with a nan cell", [("name", "bad1n", None)] + base_csv +
+             [("file", make_csv(bad_line=23, bad_value="nan"), "nan.csv")], 400, "file", "line 23"),
+            ("npy x with an inf", [("name", "bad8i", None), ("format", "npy", None),
+                                   ("x", npy("<f4", (10, 2), struct.pack("<20f", *([1.0] * 7 + [float("inf")] +
+                                                                                   [1.0] * 12))), "ix.npy"),
+                                   ("y", good_y, "y.npy")], 400, "x", "sample 3"),
             ("csv without the label column", [("name", "bad2", None), ("format", "csv", None),
                                               ("label_column", "nope", None),
                                               ("file", make_csv(), "b.csv")], 400, "label_column", "nope"),

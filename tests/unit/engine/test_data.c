@@ -153,13 +153,13 @@ static void test_csv(void **state) {
     (void)state;
     eng_dataset *ds;
     hpo_error err = {0};
-    write_text(p("a.csv"), "x1, x2 ,\"label\",x3\r\n1,2,0,3\r\n\r\n4.5,-5e-1,2,6\n7,8,1,inf\n");
+    write_text(p("a.csv"), "x1, x2 ,\"label\",x3\r\n1,2,0,3\r\n\r\n4.5,-5e-1,2,6\n7,8,1,1e30\n");
     assert_int_equal(eng_load_csv(p("a.csv"), "label", 1, &ds, &err), 0);
     assert_int_equal(ds->n, 3);
     assert_int_equal(ds->sample_size, 3);
     assert_int_equal(ds->n_classes, 3);
     const float *x = ds->x;
-    assert_true(x[3] == 4.5f && x[4] == -0.5f && x[5] == 6.f && isinf(x[8]));
+    assert_true(x[3] == 4.5f && x[4] == -0.5f && x[5] == 6.f && x[8] == 1e30f);
     assert_int_equal(ds->y_class[1], 2);
     eng_dataset_release(ds);
     assert_int_equal(eng_load_csv(p("a.csv"), "x3", 0, &ds, &err), 0); /* regression */
@@ -206,6 +206,13 @@ static void test_csv(void **state) {
     printf(" missing label column\n");
     write_text(p("b.csv"), "a,b,y\n1,2,0\n");
     expect_err(eng_load_csv(p("b.csv"), "target", 1, &ds, &err), HPO_EFORMAT, &err, "target");
+    /* values that are not finite (as float32) make every trial diverge: refused */
+    const char *not_finite[] = {"a,b,y\n1,2,0\n3,inf,1\n", "a,b,y\n1,nan,0\n", "a,b,y\n1,2,0\n1e39,2,1\n",
+                                "a,b,y\n1,2,-inf\n"};
+    for (int k = 0; k < 4; k++) {
+        write_text(p("b.csv"), not_finite[k]);
+        expect_err(eng_load_csv(p("b.csv"), "y", k < 3, &ds, &err), HPO_EFORMAT, &err, "finite");
+    }
     printf(" no rows\n");
     write_text(p("b.csv"), "a,b,y\n\n");
     expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "no data");
@@ -305,6 +312,19 @@ static void test_npy(void **state) {
         write_bytes(p("be.npy"), be, 10 + strlen(h) + 8, 0);
     }
     expect_err(eng_load_npy(p("be.npy"), p("y5.npy"), 0, &ds, &err), HPO_EFORMAT, &err, ">f4");
+    printf(" values that are not finite\n");
+    {
+        int64_t s22[2] = {2, 2}, s2[1] = {2};
+        float xf[4] = {1, 2, NAN, 4}, xok[4] = {1, 2, 3, 4};
+        int32_t yc[2] = {0, 1};
+        double yt[2] = {0.5, 1e300}; /* beyond float32: inf once stored */
+        assert_int_equal(eng_npy_write(p("nx.npy"), "<f4", 2, s22, xf, &err), 0);
+        assert_int_equal(eng_npy_write(p("ny.npy"), "<i4", 1, s2, yc, &err), 0);
+        expect_err(eng_load_npy(p("nx.npy"), p("ny.npy"), 0, &ds, &err), HPO_EFORMAT, &err, "sample 1");
+        assert_int_equal(eng_npy_write(p("nx.npy"), "<f4", 2, s22, xok, &err), 0);
+        assert_int_equal(eng_npy_write(p("nt.npy"), "<f8", 1, s2, yt, &err), 0);
+        expect_err(eng_load_npy(p("nx.npy"), p("nt.npy"), 0, &ds, &err), HPO_EFORMAT, &err, "finite");
+    }
     printf(" truncated data\n");
     assert_int_equal(truncate(p("x.npy"), 128 + 20), 0);
     expect_err(eng_load_npy(p("x.npy"), p("y.npy"), 0, &ds, &err), HPO_EFORMAT, &err, "truncated");
