@@ -1,5 +1,6 @@
 /* study_def.c - validation of a study definition (POST /api/v1/studies). */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api_internal.h"
@@ -98,6 +99,20 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
     const json_t *lease = tuner ? json_object_get(tuner, "lease_seconds") : NULL;
     d.lease_seconds = lease ? json_number_value(lease) : default_lease;
 
+    /* Keys only the scheduler reads (it runs an embedded study's trials):
+     * on an external study they would do nothing, so a new one is refused
+     * them (a stored one still loads). */
+    static const char *embedded_only[] = {"parallel_trials", "trial_timeout", "executions_per_trial"};
+    for (size_t k = 0; !d.embedded && check_model && tuner && k < HPO_ARRAY_LEN(embedded_only); k++)
+        if (json_object_get(tuner, embedded_only[k])) {
+            char field[64];
+            snprintf(field, sizeof field, "tuner.%s", embedded_only[k]);
+            rc = hpo_fail(err, HPO_EINVAL, field,
+                          "%s applies to embedded studies, whose trials hpod runs: an external study's clients "
+                          "decide how many trials they run at once, for how long, and send repeated executions "
+                          "as tell's \"repeats\"", field);
+            goto fail;
+        }
     if (!d.embedded && d.tuner.algorithm == TUN_PBT) {
         rc = hpo_fail(err, HPO_EINVAL, "tuner.algorithm",
                       "pbt trains its members itself: it needs an embedded study (\"model\" and \"dataset\")");

@@ -12,7 +12,9 @@ before, and trained something else than it said, or blew hpod's memory):
 - the objective "val_acc" (accepted, and minimised);
 - an accuracy objective on a regression dataset;
 - executions_per_trial over 16 (16 ran);
-- the builtin dataset with an id (ignored).
+- the builtin dataset with an id (ignored);
+- and on an external (ask/tell) study, the tuner keys only the scheduler
+  reads: parallel_trials, trial_timeout, executions_per_trial (ignored).
 A definition inside every limit is still accepted and trains."""
 from hpod import Checks, Hpod, parse_args, wait_for
 from test_datasets import make_regression_csv, upload
@@ -70,6 +72,10 @@ def main():
                 study(tuner={"algorithm": "random", "seed": 1, "max_trials": 1, "executions_per_trial": 20}),
                 "tuner.executions_per_trial", "16")
         refused(hp, c, "the builtin dataset with an id", study(dataset=dict(DATA, id=999)), "dataset.id", "built in")
+        for key, value in (("parallel_trials", 2), ("trial_timeout", 60), ("executions_per_trial", 3)):
+            ext = {"name": "ext", "space": {"x": {"type": "float", "low": 0, "high": 1}},
+                   "tuner": {"algorithm": "tpe", key: value}}
+            refused(hp, c, "%s on an external study" % key, ext, "tuner." + key, "embedded studies")
         st, _ = upload(hp, [("name", "lines", None), ("format", "csv", None), ("task", "regression", None),
                             ("label_column", "target", None), ("file", make_regression_csv(), "lines.csv")])
         reg = study(dataset={"name": "lines", "validation_split": 20},
