@@ -443,6 +443,13 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full);
  * path in buf (cut to cap), or 0 when they are equal. Numbers compare by
  * value (1 and 1.0 are equal). json_diff.c */
 int api_json_first_diff(const json_t *a, const json_t *b, char *buf, size_t cap);
+/* Removes from a study definition the keys written at their default: in
+ * each parameter's spec of "space" (when it parses on its own) and in
+ * "tuner" and its "pruner" (not the keys other layers read, such as
+ * max_trials), a key goes when the parser reads the same without it. So
+ * {"log": false} posted again matches a definition stored without it.
+ * def_defaults.c */
+void api_def_drop_defaults(json_t *def);
 
 /* ---- user_attrs and notes (user_attrs.c) ---- */
 #define API_ATTR_KEY_MAX 256          /* bytes of a user_attrs key */

@@ -36,7 +36,8 @@ void api_study_extras_clear(api_study_extras *x) {
 
 /* load_if_exists found study `id`: 200 with it when the stored definition
  * is the posted one (def, normalised as a new study's would be; the seed
- * is compared only when posted, a warm start's snapshot of trials never),
+ * is compared only when posted, a warm start's snapshot of trials never,
+ * keys written at their default as if absent),
  * else 409 naming the first field that differs. */
 static void answer_existing(api_ctx *ctx, int64_t id, json_t *def, int seeded, api_response *resp) {
     sto_study s;
@@ -55,6 +56,8 @@ static void answer_existing(api_ctx *ctx, int64_t id, json_t *def, int seeded, a
         json_object_del(json_object_get(def, "warm_start"), snapshot[k]);
         json_object_del(json_object_get(stored, "warm_start"), snapshot[k]);
     }
+    api_def_drop_defaults(def);
+    api_def_drop_defaults(stored);
     char path[256];
     if (api_json_first_diff(def, stored, path, sizeof path))
         api_fail(resp, 409, "conflict", path,

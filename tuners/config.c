@@ -55,6 +55,10 @@ void tun_config_default(tun_config *cfg) {
     cfg->pruner.n_startup_trials = 5;
 }
 
+/* tun_config_default zeroes the whole struct, padding included, before
+ * tun_config_parse sets fields, and it has no pointers: bytes compare. */
+int tun_config_equal(const tun_config *a, const tun_config *b) { return memcmp(a, b, sizeof *a) == 0; }
+
 /* A JSON integer in [lo, hi]. Strict (60.0 is refused) because other layers
  * read the pass-through keys with json_integer_value. */
 static int get_int(const json_t *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
@@ -206,6 +210,21 @@ static int check_grid(const tun_space *space, hpo_error *err) {
     return 0;
 }
 
+/* Keys checked here and read by other layers (not in tun_config). */
+static const char *const int_keys_elsewhere[] = {"max_trials", "executions_per_trial", "parallel_trials"};
+static const char *const num_keys_elsewhere[] = {"max_seconds", "trial_timeout", "lease_seconds"};
+
+static int in_list(const char *key, const char *const *list, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (strcmp(key, list[k]) == 0) return 1;
+    return 0;
+}
+
+int tun_config_key_read_elsewhere(const char *key) {
+    return in_list(key, int_keys_elsewhere, HPO_ARRAY_LEN(int_keys_elsewhere)) ||
+           in_list(key, num_keys_elsewhere, HPO_ARRAY_LEN(num_keys_elsewhere));
+}
+
 int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *out,
                      hpo_error *err) {
     static const char *const acqs[] = {"ei", "ucb"};
@@ -313,11 +332,9 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             if (json_is_null(v)) continue;
             if ((rc = parse_pruner(v, &cfg.pruner, err))) return rc;
             have_pruner = 1;
-        } else if (strcmp(key, "max_trials") == 0 || strcmp(key, "executions_per_trial") == 0 ||
-                   strcmp(key, "parallel_trials") == 0) {
+        } else if (in_list(key, int_keys_elsewhere, HPO_ARRAY_LEN(int_keys_elsewhere))) {
             if ((rc = get_int(v, field, 1, MAX_INT_OPTION, &i, err))) return rc;
-        } else if (strcmp(key, "max_seconds") == 0 || strcmp(key, "trial_timeout") == 0 ||
-                   strcmp(key, "lease_seconds") == 0) {
+        } else if (in_list(key, num_keys_elsewhere, HPO_ARRAY_LEN(num_keys_elsewhere))) {
             if ((rc = get_num(v, field, 0, 0, &d, err))) return rc;
         } else {
             return unknown_key("tuner", key, err);

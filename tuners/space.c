@@ -477,6 +477,35 @@ fail:
     return rc;
 }
 
+/* Choice values compare as the parser reads them: numbers by value (1 and
+ * 1.0 are the same value), anything else as JSON. */
+static int same_choices(const json_t *a, const json_t *b) {
+    if (!a || !b) return a == b;
+    if (json_array_size(a) != json_array_size(b)) return 0;
+    for (size_t k = 0; k < json_array_size(a); k++) {
+        const json_t *x = json_array_get(a, k), *y = json_array_get(b, k);
+        if (json_is_number(x) && json_is_number(y) ? json_number_value(x) != json_number_value(y)
+                                                   : !json_equal((json_t *)x, (json_t *)y))
+            return 0;
+    }
+    return 1;
+}
+
+int tun_space_equal(const tun_space *a, const tun_space *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++) {
+        const tun_param *p = &a->params[i], *q = &b->params[i];
+        if (strcmp(p->name, q->name) != 0 || p->type != q->type || p->low != q->low || p->high != q->high ||
+            p->step != q->step || p->log != q->log || p->n_choices != q->n_choices || p->parent != q->parent ||
+            p->n_parent_values != q->n_parent_values)
+            return 0;
+        if (!same_choices(p->choices, q->choices)) return 0;
+        for (int k = 0; k < p->n_parent_values; k++)
+            if (p->parent_values[k] != q->parent_values[k]) return 0;
+    }
+    return 1;
+}
+
 void tun_space_free(tun_space *s) {
     if (!s) return;
     free_params(s->params, s->n);

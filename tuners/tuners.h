@@ -109,6 +109,10 @@ int tun_space_from_json(const tun_space *s, const json_t *params, double *x, hpo
  * NaN in x; a conditional parameter may be given only with its parent, and
  * only when that parent enables it. */
 int tun_space_from_json_partial(const tun_space *s, const json_t *params, double *x, hpo_error *err);
+/* Whether two parsed spaces are the same search space: the same parameters
+ * in the same order, each with the same type, bounds, step, scale, values
+ * and condition (however their specs were written). */
+int tun_space_equal(const tun_space *a, const tun_space *b);
 
 /* ---- algorithms ---- */
 typedef enum {
@@ -239,6 +243,13 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
                      hpo_error *err);
 /* The defaults above (random, no pruner). */
 void tun_config_default(tun_config *cfg);
+/* Whether two configs parsed by tun_config_parse are the same (every field:
+ * the keys read by other layers, such as max_trials, are not in it). */
+int tun_config_equal(const tun_config *a, const tun_config *b);
+/* Whether a "tuner" key is one of those checked by tun_config_parse and read
+ * by other layers ("max_trials", "executions_per_trial", "parallel_trials",
+ * "max_seconds", "trial_timeout", "lease_seconds"). */
+int tun_config_key_read_elsewhere(const char *key);
 const char *tun_algorithm_name(tun_algorithm a);
 
 typedef enum {

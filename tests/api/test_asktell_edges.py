@@ -17,6 +17,10 @@ fix):
   study completes (it ran on for good; an ask after the deadline got it);
 - get-or-create of a warm-started study still finds it after the source
   study gained a trial (409 naming warm_start.trials_used);
+- get-or-create finds a study posted again with keys written at their
+  default ("log": false, "step": 1, "n_startup_trials": 10, the pruner's
+  "eta": 3; each was a 409 naming it), and still refuses one that differs
+  (409 naming the field);
 - a grid over stepped floats that need 16 digits hands out each point
   once, then 409 naming space (it handed out 1e15 forever);
 - parameter importance of values near DBL_MAX is not all zero;
@@ -147,6 +151,32 @@ def check_get_or_create_warm(hp, c):
             "get-or-create finds the warm-started study after its source gained a trial: %s %s" % (st, out))
 
 
+def check_get_or_create_defaults(hp, c):
+    space = {"x": {"type": "float", "low": 0, "high": 1}, "k": {"type": "int", "low": 1, "high": 5},
+             "o": {"type": "choice", "values": [1, 2]}}
+    base = {"name": "defaults", "space": space,
+            "tuner": {"algorithm": "tpe", "seed": 2, "max_trials": 9, "pruner": {"algorithm": "asha"}}}
+    first = create(hp, base)
+    written = {"name": "defaults", "load_if_exists": True,
+               "space": {"x": {"type": "float", "low": 0, "high": 1, "log": False},
+                         "k": {"type": "int", "low": 1, "high": 5, "step": 1, "log": False},
+                         "o": {"type": "choice", "values": [1.0, 2.0]}},
+               "tuner": {"algorithm": "tpe", "seed": 2, "max_trials": 9, "n_startup_trials": 10,
+                         "pruner": {"algorithm": "asha", "eta": 3}}}
+    st, out = hp.request("POST", "/api/v1/studies", written)
+    c.check(st == 200 and out.get("id") == first, "get-or-create with defaults written out: %s %s" % (st, out))
+    for field, tuner in (("tuner.n_startup_trials", dict(written["tuner"], n_startup_trials=5)),
+                         ("tuner.pruner.eta", dict(written["tuner"], pruner={"algorithm": "asha", "eta": 4})),
+                         ("tuner.max_trials", dict(written["tuner"], max_trials=10))):
+        st, out = hp.request("POST", "/api/v1/studies", dict(written, tuner=tuner))
+        c.check(st == 409 and out["error"]["field"] == field, "get-or-create, %s differs -> 409: %s %s"
+                % (field, st, out))
+    log = dict(written, space=dict(written["space"], x={"type": "float", "low": 0.1, "high": 1, "log": True}))
+    st, out = hp.request("POST", "/api/v1/studies", log)
+    c.check(st == 409 and out["error"]["field"].startswith("space.x"), "get-or-create, log scale -> 409: %s %s"
+            % (st, out))
+
+
 def check_grid_16_digits(hp, c):
     sid = create(hp, {"name": "grid16", "space": {"t": {"type": "float", "low": 1e15, "high": 1e15 + 4, "step": 1}},
                       "tuner": {"algorithm": "grid", "seed": 1}})
@@ -196,6 +226,7 @@ def main():
         check_repeated_step(hp, c)
         check_enqueued_at_deadline(hp, c)
         check_get_or_create_warm(hp, c)
+        check_get_or_create_defaults(hp, c)
         check_grid_16_digits(hp, c)
         check_importance_huge(hp, c)
         check_repeats_round_trip(hp, c)

@@ -1,5 +1,6 @@
 /* tuners: space parsing (errors name the field), activity, sampling helpers,
- * snapping and the JSON round trip. */
+ * snapping, the JSON round trip, and equality of spaces and configs however
+ * they were written. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -411,6 +412,53 @@ static void test_numeric_choice_values(void **state) {
     tun_space_free(s);
 }
 
+/* The same space written with its defaults, and spaces that differ. */
+static void test_space_and_config_equal(void **state) {
+    (void)state;
+    tun_space *a = parse_ok("{\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 1},"
+                            " \"o\": {\"type\": \"choice\", \"values\": [1, \"b\"]},"
+                            " \"m\": {\"type\": \"int\", \"low\": 1, \"high\": 4, \"condition\": {\"o\": [1]}}}");
+    tun_space *b = parse_ok("{\"x\": {\"type\": \"float\", \"low\": 0.0, \"high\": 1, \"log\": false},"
+                            " \"o\": {\"type\": \"choice\", \"values\": [1.0, \"b\"]},"
+                            " \"m\": {\"type\": \"int\", \"low\": 1, \"high\": 4, \"step\": 1, \"condition\": {\"o\": [1.0]}}}");
+    assert_true(tun_space_equal(a, b) && tun_space_equal(b, a));
+    const char *others[] = {
+        "{\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 2}, \"o\": {\"type\": \"choice\", \"values\": [1, \"b\"]},"
+        " \"m\": {\"type\": \"int\", \"low\": 1, \"high\": 4, \"condition\": {\"o\": [1]}}}",
+        "{\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 1}, \"o\": {\"type\": \"choice\", \"values\": [1, \"c\"]},"
+        " \"m\": {\"type\": \"int\", \"low\": 1, \"high\": 4, \"condition\": {\"o\": [1]}}}",
+        "{\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 1}, \"o\": {\"type\": \"choice\", \"values\": [1, \"b\"]},"
+        " \"m\": {\"type\": \"int\", \"low\": 1, \"high\": 4, \"condition\": {\"o\": [\"b\"]}}}",
+        "{\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 1, \"step\": 0.5}, \"o\": {\"type\": \"choice\", \"values\": [1, \"b\"]},"
+        " \"m\": {\"type\": \"int\", \"low\": 1, \"high\": 4, \"condition\": {\"o\": [1]}}}",
+        "{\"x\": {\"type\": \"float\", \"low\": 0, \"high\": 1}, \"o\": {\"type\": \"choice\", \"values\": [1, \"b\"]}}",
+    };
+    for (size_t k = 0; k < HPO_ARRAY_LEN(others); k++) {
+        tun_space *c = parse_ok(others[k]);
+        assert_false(tun_space_equal(a, c) || tun_space_equal(c, a));
+        tun_space_free(c);
+    }
+    /* configs: defaults written out are the same config; a changed value is not */
+    json_t *t1 = json_loads("{\"algorithm\": \"tpe\", \"pruner\": {\"algorithm\": \"asha\"}}", 0, NULL);
+    json_t *t2 = json_loads("{\"algorithm\": \"tpe\", \"n_startup_trials\": 10, \"max_trials\": 5,"
+                            " \"pruner\": {\"algorithm\": \"asha\", \"eta\": 3}}", 0, NULL);
+    json_t *t3 = json_loads("{\"algorithm\": \"tpe\", \"pruner\": {\"algorithm\": \"asha\", \"eta\": 4}}", 0, NULL);
+    tun_config c1, c2, c3;
+    hpo_error err = {0};
+    assert_int_equal(tun_config_parse(t1, a, &c1, &err), 0);
+    assert_int_equal(tun_config_parse(t2, a, &c2, &err), 0);
+    assert_int_equal(tun_config_parse(t3, a, &c3, &err), 0);
+    assert_true(tun_config_equal(&c1, &c2));
+    assert_false(tun_config_equal(&c1, &c3));
+    assert_true(tun_config_key_read_elsewhere("max_trials") && tun_config_key_read_elsewhere("lease_seconds"));
+    assert_false(tun_config_key_read_elsewhere("n_startup_trials") || tun_config_key_read_elsewhere("pruner"));
+    json_decref(t1);
+    json_decref(t2);
+    json_decref(t3);
+    tun_space_free(a);
+    tun_space_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors_name_the_field),
@@ -420,6 +468,7 @@ int main(void) {
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_from_json_errors),
         cmocka_unit_test(test_numeric_choice_values),
+        cmocka_unit_test(test_space_and_config_equal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
