@@ -521,12 +521,13 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     /* disk stays bounded: only the best trials keep their checkpoints; a
      * trial whose study was deleted meanwhile keeps nothing */
     sto_trial gone;
-    if (sto_trial_get(ctx->db, job->trial_id, &gone) == HPO_ENOTFOUND) {
+    int got = sto_trial_get(ctx->db, job->trial_id, &gone);
+    if (got == HPO_ENOTFOUND) {
         char dir[API_PATH_MAX];
         if (api_dir_trial(dir, ctx->opt.data_dir, job->trial_id) == 0) api_dir_remove(dir);
         api_tb_run_clear(&r.tb); /* its events too, if written after the study's files went */
         if (api_dir_study(dir, ctx->opt.data_dir, job->study_id) == 0) api_dir_remove(dir);
-    } else {
+    } else if (got == 0) { /* (another error, the database gone a moment: the next trial prunes) */
         sto_trial_clear(&gone);
         /* a pbt member waiting at a boundary prunes too: the members replaced
          * at earlier boundaries are no donors any more (pbt.c) */

@@ -23,7 +23,10 @@
  * - fair share: a slot goes to the study running the fewest trials;
  * - the disk-full back-off does not double for each job in it;
  * - an import's study starts no trial before its history is in;
- * - a trial's or a refit's run flagged lost stores nothing more. */
+ * - a trial's or a refit's run flagged lost stores nothing more;
+ * - a trial whose end finds the database failing (its row cannot be read
+ *   back, as when PostgreSQL goes away) leaves its checkpoints alone and
+ *   the worker goes on (it freed an uninitialised row: SIGSEGV). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -193,6 +196,45 @@ static void test_epoch_not_stored_no_gap(void **state) {
     assert_int_equal(raw_int("SELECT COUNT(*) FROM epochs"), EPOCHS);
     assert_int_equal(raw_int("SELECT COUNT(DISTINCT epoch) FROM epochs"), EPOCHS);
     assert_int_equal(raw_int("SELECT MAX(epoch) FROM epochs"), EPOCHS);
+    teardown();
+}
+
+/* From epoch 2 on, reading a trial's row fails (json() of malformed text is
+ * an error at step, as a lost connection's read would be), and epoch 3
+ * cannot be stored: the run ends requeued, then reads its row back to
+ * prune checkpoints, and that read fails. */
+static void test_row_unreadable_at_the_end(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_decref(call("POST", "/api/v1/studies", study_json, &status));
+    assert_int_equal(status, 201);
+    assert_int_equal(sto_db_exec_sql(db, "CREATE TABLE fail_reads (x);"
+                                         "CREATE TRIGGER reads_fail AFTER INSERT ON epochs WHEN NEW.epoch = 2"
+                                         " BEGIN INSERT INTO fail_reads VALUES (1); END;"
+                                         "CREATE TRIGGER no_epoch_3 BEFORE INSERT ON epochs WHEN NEW.epoch = 3"
+                                         " BEGIN SELECT RAISE(ABORT, 'refused'); END"),
+                     0);
+    sto_stmt *failing = NULL, *kept = db->q[STO_Q_TRIAL_GET];
+    assert_int_equal(sto_sql_prepare(db->conn,
+                                     "SELECT " STO_TRIAL_COLS " FROM trials WHERE id = ?1 AND"
+                                     " CASE WHEN EXISTS (SELECT 1 FROM fail_reads) THEN json('not json') ELSE 1 END",
+                                     &failing),
+                     0);
+    db->q[STO_Q_TRIAL_GET] = failing;
+    api_job job;
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+    api_jobs_run(ctx, &job, "cpu:0", 1, &no_stop); /* crashed here */
+    db->q[STO_Q_TRIAL_GET] = kept;
+    sto_stmt_finalize(failing);
+    assert_int_equal(raw_int("SELECT MAX(epoch) FROM epochs"), 2);
+    assert_int_equal(sto_db_exec_sql(db, "DROP TRIGGER no_epoch_3; DROP TRIGGER reads_fail; DELETE FROM fail_reads"),
+                     0);
+    /* the database is back: the trial is queued again (by its run, or by the reaper) and completes */
+    api_jobs_reap(ctx, NULL, 0);
+    assert_int_equal(run_jobs(), 1);
+    assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_COMPLETE);
+    assert_int_equal(raw_int("SELECT COUNT(DISTINCT epoch) FROM epochs"), EPOCHS);
     teardown();
 }
 
@@ -504,6 +546,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_database_mid_trial),
         cmocka_unit_test(test_epoch_not_stored_no_gap),
+        cmocka_unit_test(test_row_unreadable_at_the_end),
         cmocka_unit_test(test_reap),
         cmocka_unit_test(test_reap_loads_no_finished_study),
         cmocka_unit_test(test_deleted_study_job_stores_nothing),
