@@ -165,6 +165,8 @@ void api_metrics_slot_busy(api_ctx *ctx, const char *slot, int busy);
 typedef struct api_upload api_upload;
 /* 1 if method+path is an upload route. */
 int api_is_upload(const char *method, const char *path);
+/* The largest upload accepted (opt.max_upload_bytes or its default). */
+uint64_t api_upload_limit(const api_ctx *ctx);
 /* 0 and *out, or an error response in resp (e.g. no data dir). */
 int api_upload_begin(api_ctx *ctx, api_upload **out, api_response *resp);
 /* A piece of field `key` (filename NULL for a text field) at offset off.

@@ -187,6 +187,8 @@ static int write_all(int fd, const char *data, size_t size) {
     return 0;
 }
 
+uint64_t api_upload_limit(const api_ctx *ctx) { return ctx->opt.max_upload_bytes; }
+
 int api_upload_part(api_upload *u, const char *key, const char *filename, const char *data,
                     uint64_t off, size_t size) {
     if (!u) return HPO_EINVAL;

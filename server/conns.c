@@ -23,6 +23,8 @@ struct srv_conn {
     int live;     /* libmicrohttpd reported it started */
     int counted;  /* counts toward its address and the total */
     int waiting;  /* waiting for a request head since `since` */
+    int in_body;  /* sending a request body since `since` (its head came then) */
+    double body_bytes; /* of that body so far */
     int served;   /* answered a request: waiting now means idle keep-alive */
     int cut;
     double since;
@@ -158,7 +160,7 @@ static void default_cut(int fd) { shutdown(fd, SHUT_RDWR); }
 static void cut(srv_conns *c, srv_conn *k, int evicted) {
     c->opt.cut(k->fd);
     k->cut = 1;
-    k->waiting = 0;
+    k->waiting = k->in_body = 0;
     uncount(c, k);
     if (evicted)
         c->cut_evicted++;
@@ -315,18 +317,42 @@ void srv_conns_closed(srv_conns *c, srv_conn *k) {
     pthread_mutex_unlock(&c->mu);
 }
 
-int srv_conns_busy(srv_conns *c, srv_conn *k) {
+/* When k's wait for a head, or its body, runs out. */
+static double due_of(const srv_conns *c, const srv_conn *k) {
+    return k->since + c->opt.header_timeout + (k->in_body ? k->body_bytes / SRV_BODY_MIN_RATE : 0);
+}
+
+int srv_conns_busy(srv_conns *c, srv_conn *k, double now) {
     pthread_mutex_lock(&c->mu);
     int was_cut = k->cut;
     k->waiting = 0;
+    if (!was_cut) {
+        k->in_body = 1;
+        k->body_bytes = 0;
+        k->since = now;
+        if (due_of(c, k) < c->next_due) c->next_due = due_of(c, k);
+    }
     pthread_mutex_unlock(&c->mu);
     return was_cut ? -1 : 0;
+}
+
+void srv_conns_body(srv_conns *c, srv_conn *k, size_t n) {
+    pthread_mutex_lock(&c->mu);
+    k->body_bytes += (double)n; /* the deadline only moves later: next_due stays early enough */
+    pthread_mutex_unlock(&c->mu);
+}
+
+void srv_conns_body_done(srv_conns *c, srv_conn *k) {
+    pthread_mutex_lock(&c->mu);
+    k->in_body = 0;
+    pthread_mutex_unlock(&c->mu);
 }
 
 void srv_conns_idle(srv_conns *c, srv_conn *k, double now) {
     pthread_mutex_lock(&c->mu);
     if (!k->cut) {
         k->waiting = 1;
+        k->in_body = 0;
         k->served = 1;
         k->since = now;
         if (now + c->opt.header_timeout < c->next_due) c->next_due = now + c->opt.header_timeout;
@@ -354,8 +380,8 @@ int srv_conns_reap(srv_conns *c, double now) {
                 next = k->handed_at + STALE_HANDING_SECONDS;
         }
         for (srv_conn *k = c->live.head; k; k = k->next) {
-            if (!k->waiting || k->cut) continue;
-            double due = k->since + c->opt.header_timeout;
+            if (!(k->waiting || k->in_body) || k->cut) continue;
+            double due = due_of(c, k);
             if (now >= due) {
                 cut(c, k, 0);
                 n++;

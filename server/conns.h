@@ -21,6 +21,13 @@
  *   again from the end of each response (srv_conns_idle) to the next head.
  *   srv_conns_reap cuts every connection that waited longer than
  *   header_timeout; bytes trickling in do not move the deadline.
+ * - The body deadline (Apache's mod_reqtimeout rule): from its head, a
+ *   request has header_timeout seconds to send its body, plus one second
+ *   for every SRV_BODY_MIN_RATE bytes that arrived (srv_conns_body), until
+ *   the body is complete (srv_conns_body_done) and the request is served.
+ *   A body trickled in a byte at a time is cut like a slow head; an upload
+ *   of a gigabyte at any usable speed is not. Serving (a long computation,
+ *   an event stream) is never cut.
  * - Cutting is shutdown(2) of the socket (opt.cut): libmicrohttpd's thread
  *   sees the end of the stream and closes the connection itself. A cut
  *   connection stops counting at once. cut() runs under the books' mutex and
@@ -68,7 +75,7 @@ typedef struct srv_conns_stats {
     unsigned pending;      /* connections of the gate */
     unsigned handed;       /* counted handed connections (handing + live, not cut) */
     unsigned waiting;      /* live ones waiting for a request head */
-    unsigned long long cut_deadline; /* cut for the header deadline, since start */
+    unsigned long long cut_deadline; /* cut for the header or body deadline, since start */
     unsigned long long cut_evicted;  /* cut to make room */
 } srv_conns_stats;
 
@@ -90,15 +97,21 @@ void srv_conns_handoff_failed(srv_conns *c, int fd);
  * others (never NULL). */
 srv_conn *srv_conns_started(srv_conns *c, int fd, const srv_addr *a, double now);
 void srv_conns_closed(srv_conns *c, srv_conn *k);
-/* k got a request head: it stops waiting. -1 when it was cut already (its
- * deadline passed, or it made room): the request must not be served. */
-int srv_conns_busy(srv_conns *c, srv_conn *k);
+/* k got a request head at now: it stops waiting, and its body's deadline
+ * runs. -1 when it was cut already (its deadline passed, or it made room):
+ * the request must not be served. */
+int srv_conns_busy(srv_conns *c, srv_conn *k, double now);
+#define SRV_BODY_MIN_RATE 500.0 /* bytes a second a body must keep up, after header_timeout */
+/* n more bytes of k's request body arrived: its deadline moves on. */
+void srv_conns_body(srv_conns *c, srv_conn *k, size_t n);
+/* k's request body is complete (or it had none): no deadline until it idles. */
+void srv_conns_body_done(srv_conns *c, srv_conn *k);
 void srv_conns_idle(srv_conns *c, srv_conn *k, double now);
 /* Whether k was cut. */
 int srv_conns_was_cut(srv_conns *c, const srv_conn *k);
 
-/* Cuts the live connections that waited for a head longer than the
- * deadline and drops stale handing records; returns how many were cut.
+/* Cuts the live connections that waited for a head, or sent a body, past
+ * their deadline and drops stale handing records; returns how many were cut.
  * Cheap when no deadline is due. */
 int srv_conns_reap(srv_conns *c, double now);
 void srv_conns_stats_get(srv_conns *c, srv_conns_stats *out);

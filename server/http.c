@@ -30,6 +30,12 @@
 #define MHD_MEMORY_LIMIT ((size_t)32 * 1024)
 /* descriptors beside the connections: database, files, pipes */
 #define SPARE_FDS 256
+/* A JSON body over --max-body is read and dropped for a clean 413 up to
+ * this many times the cap; past it (announced, or chunked) the 413 comes at
+ * once and the connection closes. */
+#define DROP_FACTOR 64ull
+/* An upload's multipart boundaries and part headers, beside its files. */
+#define UPLOAD_FRAMING_BYTES ((uint64_t)1 << 20)
 
 struct srv_http {
     struct MHD_Daemon *daemon;
@@ -386,6 +392,15 @@ static enum MHD_Result reply_too_large(srv_http *h, struct MHD_Connection *c, co
     return reply_error(h, c, method, url, rs, 413, "too_large", msg, "");
 }
 
+/* The 413 of an upload over --max-upload, before or while it is read. */
+static enum MHD_Result reply_upload_too_large(srv_http *h, struct MHD_Connection *c, const char *method,
+                                              const char *url, request_state *rs) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the upload is over the size limit of %llu bytes (hpod --max-upload)",
+             (unsigned long long)api_upload_limit(h->api));
+    return reply_error(h, c, method, url, rs, 413, "too_large", msg, "");
+}
+
 /* The request line is read: the per-request state starts here, with the
  * raw target (before libmicrohttpd decodes %XX and cuts it at a NUL). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
@@ -409,29 +424,43 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!rs->headers_seen) { /* first call: headers only */
         rs->headers_seen = 1;
         srv_conn *k = conn_of(c);
-        if (k && srv_conns_busy(h->conns, k)) return MHD_NO; /* cut: its deadline passed */
+        if (k && srv_conns_busy(h->conns, k, hpo_monotonic())) return MHD_NO; /* cut: its deadline passed */
         refusal why;
         if (check_request(h, c, method, url, version, rs, &why))
             return reply_error(h, c, method, url, rs, why.status, why.code, why.message, why.field);
-        if (api_is_upload(method, url)) {
+        /* a body known to be over its limit: refused before it is read (with
+         * "Expect: 100-continue", before the client sends it) */
+        const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
+        int upload = api_is_upload(method, url);
+        if (upload && announced > api_upload_limit(h->api) + UPLOAD_FRAMING_BYTES)
+            return reply_upload_too_large(h, c, method, url, rs);
+        if (upload) {
             api_response resp = {0};
             if (srv_request_upload_begin(&rs->req, h->api, c, &resp) == 0) return MHD_YES;
             resp.route = api_route_name(method, url);
             return send_response(h, c, method, url, &resp, rs);
         }
         /* A body over the limit is read and dropped, so the client gets a
-         * clean 413 instead of a reset; one far over it is refused at once. */
-        const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
-        if (announced > 64ull * h->max_body)
+         * clean 413 instead of a reset; one far over it, or one the client
+         * waits for leave to send, is refused at once. */
+        const char *expect = header(c, MHD_HTTP_HEADER_EXPECT);
+        if (announced > DROP_FACTOR * h->max_body ||
+            (announced > h->max_body && expect && strcasecmp(expect, "100-continue") == 0))
             return reply_too_large(h, c, method, url, rs);
         rs->req.too_large = announced > h->max_body;
         return MHD_YES;
     }
+    /* the body's deadline moves with each piece, and ends with the body */
+    srv_conn *k = conn_of(c);
+    if (k && *upload_data_size) srv_conns_body(h->conns, k, *upload_data_size);
+    if (k && !*upload_data_size) srv_conns_body_done(h->conns, k);
     if (rs->req.upload) { /* streamed: every piece goes to the api as it arrives */
         if (*upload_data_size) {
             srv_request_upload_piece(&rs->req, upload_data, *upload_data_size);
             *upload_data_size = 0;
+            if (rs->req.len > api_upload_limit(h->api) + UPLOAD_FRAMING_BYTES) /* chunked, past the cap */
+                return reply_upload_too_large(h, c, method, url, rs);
             return MHD_YES;
         }
         api_response resp = {0};
@@ -442,6 +471,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size) { /* a piece of the body */
         srv_request_append(&rs->req, upload_data, *upload_data_size, h->max_body);
         *upload_data_size = 0;
+        if (rs->req.dropped > DROP_FACTOR * h->max_body) /* chunked, far past the cap: enough read */
+            return reply_too_large(h, c, method, url, rs);
         return MHD_YES;
     }
     if (rs->req.too_large)

@@ -17,9 +17,13 @@
  *   (max_per_client), open event streams (max_streams) and connections in
  *   all are capped (503 with Retry-After; idle keep-alive connections are
  *   closed first to make room, see conns.h); the body of a request is capped
- *   (max_body bytes: a larger Content-Length is refused with 413 before the
- *   body is read, a chunked body that grows past the cap is discarded and
- *   refused); a connection silent mid-request times out (timeout_s).
+ *   (max_body bytes: a Content-Length far over it, or over it with
+ *   "Expect: 100-continue", is refused with 413 before the body is read;
+ *   a body a little over it, or chunked, is read and dropped, then
+ *   refused, unless it grows far past the cap first; an upload announcing
+ *   more than the api's upload limit is refused at once); a request body
+ *   has a deadline (conns.h); a connection silent mid-request times out
+ *   (timeout_s).
  * - What libmicrohttpd 0.9.75 still answers itself, in HTML, because no
  *   hook of it reaches those paths: a malformed head on the second or a
  *   later request of a keep-alive connection (the gate only sees the

@@ -46,6 +46,7 @@ void srv_request_upload_finish(srv_request *r, api_ctx *api, api_response *resp)
 void srv_request_append(srv_request *r, const char *data, size_t n, size_t max) {
     if (r->too_large || r->len + n > max) {
         r->too_large = 1;
+        r->dropped += n;
         free(r->body);
         r->body = NULL;
         r->len = r->cap = 0;

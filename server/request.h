@@ -9,9 +9,9 @@
  *   the head, tokens, logs and metrics around it) and by
  *   tests/fuzz/fuzz_http.c, which drives its own libmicrohttpd daemon
  *   without threads or sockets: the fuzzer runs this very code, not a copy.
- * - A body over max bytes is read and dropped (too_large; the caller
- *   answers 413 once it is all read), so the client gets a clean answer
- *   instead of a reset. An upload piece the api refuses fails the upload;
+ * - A body over max bytes is read and dropped (too_large, dropped; the
+ *   caller answers 413 once it is all read, or once it has dropped far more
+ *   than the cap), so the client gets a clean answer instead of a reset. An upload piece the api refuses fails the upload;
  *   the rest is read and dropped for the same reason.
  * - Ownership: a srv_request belongs to its request (libmicrohttpd's
  *   con_cls); srv_request_clear frees what it holds, aborting an upload
@@ -31,6 +31,7 @@ typedef struct srv_request {
     char *body;          /* a JSON body so far (not an upload's) */
     size_t len, cap;     /* len: the bytes received, uploads included */
     int too_large;       /* the body went over its cap: dropped */
+    size_t dropped;      /* bytes of it dropped since */
     api_upload *upload;  /* a streamed upload, until it finishes */
     struct MHD_PostProcessor *pp;
 } srv_request;

@@ -1,9 +1,14 @@
 """Connection limits (issue 12, item 6), each in seconds: a request head
 must arrive within --header-timeout however slowly it trickles (first
 request and keep-alive ones), idle sockets are closed at the deadline, a
-client over --max-connections-per-client, streams over --max-streams and a
-full server get 503 JSON with Retry-After (idle keep-alive connections
-make room first)."""
+request body trickled a byte at a time is cut as a head is (a large body
+sent at a usable speed is served), a client over
+--max-connections-per-client, streams over --max-streams and a full server
+get 503 JSON with Retry-After (idle keep-alive connections make room
+first); a body known to be over --max-body or --max-upload is refused
+before it is read (Expect: 100-continue gets no 100), and a chunked one
+once it is far past the cap."""
+import json
 import time
 
 from hpod import Checks, Hpod, parse_args
@@ -101,8 +106,85 @@ def main():
         c.check(took is not None and got == b"", "an idle keep-alive connection is closed (%s %r)" % (took, got))
         _, data = get(port, "/healthz")
         c.check(data.startswith(b"HTTP/1.1 200"), "a prompt client is still served (%r)" % data[:40])
+
+        def body_head(length):
+            s = connect(port)
+            s.sendall(("POST /api/v1/studies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                       "Content-Length: %d\r\n\r\n" % length).encode())
+            return s
+        s = body_head(100000)
+        t0, cut = time.time(), None
+        while cut is None and time.time() - t0 < CUT_WITHIN:
+            try:
+                s.sendall(b" ")  # a byte every 0.2 s
+            except OSError:
+                cut = time.time() - t0
+                break
+            took, _ = closed_within(s, 0.2)
+            if took is not None:
+                cut = time.time() - t0
+        s.close()
+        c.check(cut is not None, "a trickled body is cut at its deadline (it held the connection for good)")
+        study = dict(STUDY, name="big", description="d" * 300000)
+        body = json.dumps(study).encode()
+        s = body_head(len(body))
+        for k in range(4):  # 1.5 s in all, past the 1 s deadline, at 200 KB/s
+            s.sendall(body[k * len(body) // 4:(k + 1) * len(body) // 4])
+            if k < 3:
+                time.sleep(0.5)
+        data = read_response(s)
+        s.close()
+        c.check(data.startswith(b"HTTP/1.1 201"), "a large body sent at a usable speed is served (%r)" % data[:60])
         status, m = hp.request("GET", "/metrics")
         c.check(status == 200 and 'status="408"' in m, "the 408 is in the metrics")
+        c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
+    finally:
+        hp.stop()
+        hp.cleanup()
+
+    # ---- bodies over their caps ----
+    hp = Hpod(args.hpod, args=["--max-body", "4096", "--max-upload", "1000000"]).start()
+    try:
+        port = hp.port
+        s = connect(port)
+        s.sendall(b"POST /api/v1/studies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 20000\r\nExpect: 100-continue\r\n\r\n")
+        data = read_response(s, timeout=5)
+        s.close()
+        status, err, _, n = json_error(data)
+        c.check(status == 413 and n == 1 and err and "--max-body" in err["message"],
+                "Expect: 100-continue over --max-body: 413 before the body, no 100 (%r)" % data[:200])
+        s = connect(port)
+        s.sendall(b"POST /api/v1/datasets HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000000000000000\r\n\r\n")
+        data = read_response(s, timeout=5)
+        s.close()
+        status, err, _, n = json_error(data)
+        c.check(status == 413 and err and "--max-upload" in err["message"],
+                "an upload announcing a petabyte: 413 at once (%r)" % data[:200])
+        s = connect(port)
+        s.sendall(b"POST /api/v1/studies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n%s\r\n" % (65536, b" " * 65536)
+        sent, answered, ended = 0, b"", False
+        try:
+            for _ in range(64):  # 4 MiB, 1024 times the cap; the last chunk never comes
+                s.sendall(chunk)
+                sent += 1
+                took, answered = closed_within(s, 0.01)
+                if answered or took is not None:
+                    ended = True
+                    break
+        except OSError:
+            ended = True
+        s.close()
+        # the 413 is sent, then the connection closed; a reset for the
+        # bytes still in flight may take the 413 with it on this side
+        c.check(ended and sent < 64 and (not answered or json_error(answered)[0] == 413),
+                "a chunked body far past --max-body is cut before its end (after %d of 64 chunks: %r)"
+                % (sent, answered[:120]))
+        _, data = get(port, "/healthz")
+        c.check(data.startswith(b"HTTP/1.1 200"), "served after the cut (%r)" % data[:40])
         c.check(hp.stop() == 0, "hpod exits 0 on SIGTERM (%s)" % hp.log_tail(3))
     finally:
         hp.stop()

@@ -1,6 +1,7 @@
 /* test_conns.c - the connection books: per-client and total caps, eviction
  * of idle keep-alive connections only, the header deadline (which a busy
- * connection never meets), stale hand-offs and the address table. */
+ * connection never meets), the body deadline, stale hand-offs and the
+ * address table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +38,13 @@ static srv_conns *books(unsigned max_handed, unsigned per_client, double timeout
     return c;
 }
 
+/* k got a request head at now, and its body (if any) at once: it serves. */
+static int serve(srv_conns *c, srv_conn *k, double now) {
+    int rc = srv_conns_busy(c, k, now);
+    if (rc == 0) srv_conns_body_done(c, k);
+    return rc;
+}
+
 /* Admits fd from a and lets libmicrohttpd start it. */
 static srv_conn *open_conn(srv_conns *c, const srv_addr *a, int fd, double now) {
     assert_int_equal(srv_conns_admit(c, a, fd, now), SRV_ADMIT_OK);
@@ -59,8 +67,8 @@ static void test_per_client_cap(void **state) {
     srv_conns *c = books(100, 2, 10);
     srv_addr a = ip4(1), b = ip4(2);
     srv_conn *k1 = open_conn(c, &a, 10, 0), *k2 = open_conn(c, &a, 11, 0);
-    assert_int_equal(srv_conns_busy(c, k1), 0);
-    assert_int_equal(srv_conns_busy(c, k2), 0);
+    assert_int_equal(serve(c, k1, 0), 0);
+    assert_int_equal(serve(c, k2, 0), 0);
     assert_int_equal(srv_conns_admit(c, &a, 12, 1), SRV_ADMIT_CLIENT_CAP); /* both busy: none to cut */
     assert_int_equal(srv_conns_admit(c, &b, 13, 1), SRV_ADMIT_OK);         /* another client is not held up */
     assert_int_equal(n_cut, 0);
@@ -86,7 +94,7 @@ static void test_soft_total_cap(void **state) {
     for (int i = 0; i < 3; i++) {
         srv_addr a = ip4(10 + (unsigned)i);
         k[i] = open_conn(c, &a, 20 + i, 0);
-        srv_conns_busy(c, k[i]);
+        serve(c, k[i], 0);
     }
     srv_addr d = ip4(50);
     assert_int_equal(srv_conns_admit(c, &d, 30, 1), SRV_ADMIT_BUSY);
@@ -118,8 +126,8 @@ static void test_header_deadline(void **state) {
     srv_conn *slow = open_conn(c, &a, 40, 0);   /* never gets its head through */
     srv_conn *busy = open_conn(c, &a, 41, 0);   /* an event stream: busy for good */
     srv_conn *kept = open_conn(c, &a, 42, 0);   /* keep-alive, idle after one request */
-    srv_conns_busy(c, busy);
-    srv_conns_busy(c, kept);
+    serve(c, busy, 0);
+    serve(c, kept, 0);
     srv_conns_idle(c, kept, 6);
     assert_int_equal(srv_conns_reap(c, 9.9), 0);
     assert_int_equal(srv_conns_reap(c, 10.0), 1);
@@ -135,7 +143,7 @@ static void test_header_deadline(void **state) {
     assert_int_equal(st.handed, 1);
     assert_int_equal(st.cut_deadline, 2);
     /* a cut connection does not come back to life, nor serve a request */
-    assert_int_equal(srv_conns_busy(c, slow), -1);
+    assert_int_equal(srv_conns_busy(c, slow, 1000), -1);
     srv_conns_idle(c, slow, 1001);
     assert_int_equal(srv_conns_reap(c, 2000), 0);
     srv_conns_closed(c, slow);
@@ -143,6 +151,42 @@ static void test_header_deadline(void **state) {
     srv_conns_closed(c, kept);
     srv_conns_stats_get(c, &st);
     assert_int_equal(st.handed, 0);
+    srv_conns_free(c);
+}
+
+/* A request body has header_timeout seconds from its head, plus a second
+ * for every SRV_BODY_MIN_RATE bytes that arrived; a complete body stops
+ * the clock, and the next head's deadline runs from the response. */
+static void test_body_deadline(void **state) {
+    srv_conns *c = books(100, 0, 10);
+    srv_addr a = ip4(1);
+    srv_conn *trickle = open_conn(c, &a, 50, 0); /* a byte now and then */
+    srv_conn *upload = open_conn(c, &a, 51, 0);  /* a large body at a usable speed */
+    srv_conn *served = open_conn(c, &a, 52, 0);  /* its body came: served for long */
+    assert_int_equal(srv_conns_busy(c, trickle, 1), 0);
+    assert_int_equal(srv_conns_busy(c, upload, 1), 0);
+    assert_int_equal(serve(c, served, 1), 0);
+    srv_conns_body(c, trickle, 1);
+    srv_conns_body(c, upload, 100000); /* 200 s more */
+    assert_int_equal(srv_conns_reap(c, 10.9), 0);
+    assert_int_equal(srv_conns_reap(c, 11.01), 1); /* 10 s + 1/500 s after its head */
+    assert_int_equal(cut_fds[0], 50);
+    assert_true(srv_conns_was_cut(c, trickle));
+    assert_int_equal(srv_conns_reap(c, 210), 0);
+    srv_conns_body(c, upload, 100000);
+    srv_conns_body_done(c, upload); /* complete: it serves */
+    assert_int_equal(srv_conns_reap(c, 10000), 0);
+    assert_false(srv_conns_was_cut(c, upload) || srv_conns_was_cut(c, served));
+    /* answered: the next head has header_timeout from the response */
+    srv_conns_idle(c, upload, 10000);
+    assert_int_equal(srv_conns_reap(c, 10010), 1);
+    assert_int_equal(cut_fds[1], 51);
+    srv_conns_stats st;
+    srv_conns_stats_get(c, &st);
+    assert_int_equal(st.cut_deadline, 2);
+    srv_conns_closed(c, trickle);
+    srv_conns_closed(c, upload);
+    srv_conns_closed(c, served);
     srv_conns_free(c);
 }
 
@@ -194,7 +238,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_addresses),       cmocka_unit_test(test_per_client_cap),
         cmocka_unit_test(test_soft_total_cap),  cmocka_unit_test(test_fresh_not_evicted),
-        cmocka_unit_test(test_header_deadline), cmocka_unit_test(test_stale_handoff),
+        cmocka_unit_test(test_header_deadline), cmocka_unit_test(test_body_deadline),
+        cmocka_unit_test(test_stale_handoff),
         cmocka_unit_test(test_address_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
