@@ -30,14 +30,21 @@ Design:
   Retry-After says (capped by `max_retry_wait`). A POST (ask, report,
   tell, create) is never sent twice: a 503 raises Unavailable with
   `retry_after`.
-- Connections: one keep-alive connection per thread. hpod closes a
+- Connections: one keep-alive connection per thread, closed when the
+  thread ends; a process forked from one that used the Client opens its
+  own (the inherited one stays the parent's). hpod closes a
   connection idle for 10 s (--header-timeout), so one idle for more than
   5 s, or that the server has closed (readable while idle), is replaced
   before a request; a reused connection that fails before an answer is
   replaced and the request sent again only where that cannot do it twice
-  (the request could not be written, or the method is idempotent).
+  (the request could not be written, or the method is idempotent). A
+  request interrupted (KeyboardInterrupt, a signal handler's exception)
+  closes its connection: the next call opens a new one.
 - JSON: values with .tolist() (numpy arrays and scalars) are converted;
-  NaN and infinities are refused before sending (JSON has none).
+  NaN and infinities are refused before sending (JSON has none), except
+  where Optuna takes them: a trial told one fails (its error names the
+  value), a report of one is not sent and says prune (with a warning), and
+  an Optuna intermediate value goes as null.
 - load_if_exists: hpod's get-or-create (POST /studies with
   "load_if_exists"): the study of that name when its definition is the
   one given (the oldest, if several share the name), Conflict naming the
@@ -49,16 +56,25 @@ Design:
   set_user_attrs / note, Trial.user_attrs / set_user_attr / note (PATCH:
   merged, None deletes a key); tell and report take user_attrs too.
 - Study.wait and Model.wait poll GET every 0.1 s to 1 s; Study.events
-  follows the server-sent events stream for those who want each event.
+  follows the server-sent events stream for those who want each event
+  (ConnectionFailed when it breaks before the study's final event).
+- best_trial, best_value and best_params are a one-objective study's; on
+  several objectives they raise RuntimeError, as Optuna's do: best_trials
+  is the Pareto front.
 - Study.optimize follows Optuna: fn(trial) returns the objective (a
-  number, or a list of numbers: one per execution, hpod stores their mean
-  and std); raising TrialPruned (or any exception class named TrialPruned,
+  number; on a study of several objectives a list or 1-d array of one
+  number per objective; for one number per execution the objective calls
+  trial.tell(repeats=[...]) itself, and the trial is then not told again);
+  raising TrialPruned (or any exception class named TrialPruned,
   so optuna.TrialPruned works) tells the trial pruned; any other exception
   tells it failed with the exception's text, and is raised again unless it
   is one of `catch`; None or a non-finite result fails the trial (with a
   warning in the "hpo_client" log). It stops when n_trials were run, after
   `timeout` seconds, or when hpod has no more trials to give (max_trials
-  reached: 409 exhausted, or the study complete or cancelled).
+  reached: 409 exhausted, or the study complete or cancelled). Ctrl-C
+  stops its threads too (each after its current trial). A trial hpod no
+  longer runs when it is told (its lease ran out) is logged and read again,
+  so the callbacks see its state.
 - Trial.report(step, value): hpod's order (step first), unlike Optuna's
   report(value, step); a step that is not an integer raises TypeError.
 - Study management follows Optuna: enqueue_trial(params) (a partial set:
@@ -82,6 +98,8 @@ import threading
 import time
 import urllib.parse
 import uuid
+import warnings
+import weakref
 
 __all__ = [
     "Client", "Study", "Trial", "Model", "TrialState", "TrialPruned",
@@ -227,6 +245,29 @@ def _dumps(body):
 
 # ---- transport ---------------------------------------------------------------
 
+def _read(resp, sink):
+    """The response's body: bytes, or None once copied into sink."""
+    if sink is None:
+        return resp.read()
+    while True:
+        chunk = resp.read(1 << 16)
+        if not chunk:
+            return None
+        sink.write(chunk)
+
+
+class _Held:
+    """One thread's keep-alive connection, with the process that opened it
+    (a child forked later must not use it) and when it last answered. The
+    connection is closed when the holder goes, i.e. when its thread ends."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.pid = os.getpid()
+        self.last = time.monotonic()
+        weakref.finalize(self, conn.close)
+
+
 class _Transport:
     """HTTP/1.1 to one hpod: a keep-alive connection per thread, the retry
     rule, the error model. Paths are relative to the base URL."""
@@ -246,7 +287,7 @@ class _Transport:
         self.retries = retries
         self.max_retry_wait = max_retry_wait
         self._local = threading.local()
-        self._all = []
+        self._all = weakref.WeakSet()  # the live threads' holders, for close()
         self._lock = threading.Lock()
 
     def _new_conn(self, timeout=None):
@@ -254,34 +295,34 @@ class _Transport:
         return cls(self.host, self.port, timeout=self.timeout if timeout is None else timeout)
 
     def _conn(self):
-        """(connection, reused): this thread's connection, replaced when it
-        idled too long or the server closed it."""
-        c = getattr(self._local, "conn", None)
-        if c is not None and c.sock is not None:
-            idle = time.monotonic() - self._local.last
+        """(holder, reused): this thread's connection, replaced when it
+        idled too long or the server closed it, and made anew in a child
+        process: the one it inherited through a fork is the parent's, which
+        is left to the parent (forgetting it only closes this process's
+        copy of the descriptor, not the parent's connection)."""
+        h = getattr(self._local, "held", None)
+        if h is not None and h.pid != os.getpid():
+            h = None
+        if h is not None and h.conn.sock is not None:
+            idle = time.monotonic() - h.last
             try:
-                closed = bool(select.select([c.sock], [], [], 0)[0])
+                closed = bool(select.select([h.conn.sock], [], [], 0)[0])
             except (OSError, ValueError):
                 closed = True
-            if idle > IDLE_REUSE_SECONDS or closed:
-                c.close()
-            else:
-                return c, True
-        if c is None:
-            c = self._new_conn()
-            self._local.conn = c
+            if idle <= IDLE_REUSE_SECONDS and not closed:
+                return h, True
+            h.conn.close()
+        if h is None:
+            h = self._local.held = _Held(self._new_conn())
             with self._lock:
-                self._all.append(c)
-        return c, False  # http.client connects on the first request
-
-    def _drop(self, conn):
-        conn.close()
+                self._all.add(h)
+        return h, False  # http.client connects on the first request
 
     def close(self):
         with self._lock:
-            conns, self._all = self._all, []
-        for c in conns:
-            c.close()
+            held = list(self._all)
+        for h in held:
+            h.conn.close()
 
     def headers(self, extra=None):
         h = {"User-Agent": "hpo-client-python/" + __version__, "Accept": "application/json"}
@@ -292,35 +333,40 @@ class _Transport:
 
     def _once(self, method, target, payload, headers, sink):
         """One exchange: (status, headers, body bytes or None when sent to
-        sink). Replaces a dead reused connection once where safe."""
+        sink). Replaces a dead reused connection once where safe. Anything
+        raised mid-exchange (also KeyboardInterrupt, or a signal handler's
+        exception) leaves the connection closed for the next call."""
+        where = "%s %s%s" % (method, self.url, target[len(self.prefix):])
         for attempt in (0, 1):
-            conn, reused = self._conn()
+            h, reused = self._conn()
+            written = False
             try:
-                conn.request(method, target, body=payload, headers=headers)
-            except (OSError, http.client.HTTPException) as e:
-                self._drop(conn)
-                if reused and attempt == 0 and isinstance(e, ConnectionError):
-                    continue  # the server closed it; nothing reached a handler
-                raise ConnectionFailed(None, "connection_failed", "%s %s: %s" % (method, self.url, e)) from e
-            try:
-                resp = conn.getresponse()
-                if sink is not None and 200 <= resp.status < 300:
-                    while True:
-                        chunk = resp.read(1 << 16)
-                        if not chunk:
-                            break
-                        sink.write(chunk)
-                    raw = None
-                else:
+                try:
+                    h.conn.request(method, target, body=payload, headers=headers)
+                    written = True
+                except (BrokenPipeError, ConnectionResetError) as e:
+                    # hpod answers a body over --max-body with 413 before it has
+                    # read it all, then closes: read that answer if it came
+                    try:
+                        resp = h.conn.getresponse()
+                    except (OSError, http.client.HTTPException):
+                        raise e from None
                     raw = resp.read()
+                    h.conn.close()
+                    return resp.status, resp.headers, raw
+                resp = h.conn.getresponse()
+                raw = _read(resp, sink if 200 <= resp.status < 300 else None)
             except (OSError, http.client.HTTPException) as e:
-                self._drop(conn)
-                if reused and attempt == 0 and method in IDEMPOTENT and sink is None \
-                        and isinstance(e, ConnectionError):
-                    continue
-                raise ConnectionFailed(None, "connection_failed", "%s %s%s: no answer (%s)"
-                                       % (method, self.url, target[len(self.prefix):], e)) from e
-            self._local.last = time.monotonic()
+                h.conn.close()
+                if reused and attempt == 0 and isinstance(e, ConnectionError) and \
+                        (not written or (method in IDEMPOTENT and sink is None)):
+                    continue  # the server had closed it; sent again only where that cannot do it twice
+                raise ConnectionFailed(None, "connection_failed",
+                                       ("%s: no answer (%s)" if written else "%s: %s") % (where, e)) from e
+            except BaseException:
+                h.conn.close()
+                raise
+            h.last = time.monotonic()
             return resp.status, resp.headers, raw
         raise AssertionError("unreachable")
 
@@ -486,6 +532,35 @@ def _poll(fetch, done, timeout, what):
         pause = interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
         time.sleep(pause)
         interval = min(interval * 1.5, 1.0)
+
+
+def _is_seq(value):
+    """A list of numbers (a list, a tuple, a 1-d array), not one number (nor
+    a 0-d array, which has __len__ too)."""
+    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__") and getattr(value, "ndim", 1) != 0
+
+
+def _non_finite(value):
+    """Whether value (a number or a list of them) holds a NaN or an infinity."""
+    for v in (value if _is_seq(value) else [value]):
+        try:
+            if not math.isfinite(float(v)):
+                return True
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return False
+
+
+def _or_null(v):
+    """An intermediate value as hpod stores it: a NaN or an infinity (a
+    diverged report in Optuna) as null."""
+    return None if v is not None and _non_finite(v) else v
+
+
+def _short(x):
+    """repr(x), cut to 80 characters (an error text, a log line)."""
+    r = repr(x)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def _is_pruned(exc):
@@ -799,7 +874,7 @@ def optuna_document(optuna_study, name=None, space=None):
     docs = []
     for t in trials:
         doc = {"number": t.number, "state": states.get(t.state.name, t.state.name.lower()), "params": dict(t.params),
-               "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()},
+               "intermediate_values": {str(k): _or_null(v) for k, v in t.intermediate_values.items()},
                "datetime_start": when(t.datetime_start), "datetime_complete": when(t.datetime_complete),
                "user_attrs": dict(t.user_attrs)}
         if t.values is not None and len(directions) > 1:
@@ -901,13 +976,22 @@ class Study:
         execution (their mean, std and count); metrics={"params": 1.2e5}:
         the metrics the study's constraints read; state="pruned" (value optional: hpod keeps the last
         reported one) or state="failed" (with error, a text). Returns hpod's
-        answer {"trial_id", "number", "state", "value"}. skip_if_finished:
+        answer {"trial_id", "number", "state", "value", "values"}. A NaN or
+        an infinity (which JSON cannot carry) fails the trial, naming it in
+        its error, as Optuna does. skip_if_finished:
         a trial that is no longer running is left alone (None). user_attrs:
         merged into the trial's first."""
-        if value is not None and not isinstance(value, (str, bytes)) and hasattr(value, "__len__"):
+        if value is not None and _is_seq(value):
             if values is not None:
                 raise ValueError("give either value or values")
             value, values = None, value
+        given = next((v for v in (value, values, repeats) if v is not None), None)
+        if given is not None and _non_finite(given):
+            # Optuna's rule: JSON (and hpod) has no NaN; such a trial fails
+            value = values = repeats = None
+            if state is None or _state_name(state) == TrialState.COMPLETE:
+                state, error = TrialState.FAILED, "the value %s is not a finite number" % _short(given)
+                log.warning("trial %s failed: %s", getattr(trial, "number", trial), error)
         body = _outcome({}, value, values, state, error, repeats, metrics)
         if user_attrs is not None:
             body["user_attrs"] = dict(user_attrs)
@@ -964,8 +1048,13 @@ class Study:
         threads = [threading.Thread(target=worker, name="hpo-optimize-%d" % i, daemon=True) for i in range(n_jobs)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:  # Ctrl-C: the workers stop after their current trial
+            with lock:
+                run["stop"] = True
+            raise
         if run["error"] is not None:
             raise run["error"]
 
@@ -986,6 +1075,10 @@ class Study:
             self.tell(trial, **kw)
         except Conflict as e:
             log.warning("trial %d (number %d) could not be told: %s", trial.id, trial.number, e)
+            try:
+                trial.refresh()  # so that the callbacks see the state hpod gave it
+            except HpoError:
+                pass
 
     def _run_trial(self, func, catch, callbacks):
         try:
@@ -1015,8 +1108,9 @@ class Study:
             return
         reason = None
         values = None
-        if isinstance(result, (list, tuple)):
-            values = result
+        several = _is_seq(result)
+        if several:
+            values = list(result)
         elif result is None:
             reason = "the objective returned None"
         else:
@@ -1024,22 +1118,27 @@ class Study:
         if values is not None:
             try:
                 nums = [float(v) for v in values]
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 nums = None
-            n_obj = len(self.info.get("objectives") or [None])
+            n_obj = self._n_objectives()
             if not nums:
-                reason = "the objective returned %r, not a number" % (result,)
+                reason = "the objective returned %s, not a finite number" % _short(result)
             elif not all(math.isfinite(v) for v in nums):
-                reason = "the objective returned %r" % (result,)
+                reason = "the objective returned %s" % _short(result)
             elif len(nums) != n_obj:
                 reason = "the objective returned %d values for %d objective(s)" % (len(nums), n_obj)
         if reason:
             log.warning("trial %d failed: %s", trial.number, reason)
             self._tell_quietly(trial, state=TrialState.FAILED, error=reason)
-        elif isinstance(result, (list, tuple)):
+        elif several:
             self._tell_quietly(trial, values=nums)
         else:
             self._tell_quietly(trial, value=nums[0])
+
+    def _n_objectives(self):
+        if "objectives" not in self.info:
+            self.refresh()
+        return len(self.info.get("objectives") or [None])
 
     # -- trials a client brings
     def enqueue_trial(self, params):
@@ -1055,12 +1154,19 @@ class Study:
         parameter) and value; state "complete" (default), "pruned" or
         "failed"; values: one per objective; repeats: one per execution;
         metrics: those the study's constraints read; intermediate_values: {step:
-        value}; user_attrs (a dict) and note (a text) stored with it.
-        params may also be an optuna FrozenTrial (its params, state, value,
-        intermediate values and user_attrs are taken). The stored trial."""
+        value} (a NaN, a diverged report, is stored as null); user_attrs (a
+        dict) and note (a text) stored with it. params may also be an optuna
+        FrozenTrial (its params, state, value or values, intermediate values
+        and user_attrs are taken). The stored trial."""
         if hasattr(params, "params") and hasattr(params, "distributions"):  # an optuna FrozenTrial
             ft = params
-            params, value = ft.params, ft.value if value is None else value
+            params = ft.params
+            if value is None and values is None:  # Optuna's ft.value raises on several objectives
+                several = getattr(ft, "values", None)
+                if several is not None and len(several) > 1:
+                    values = several
+                else:
+                    value = ft.value
             state = state or ft.state
             if intermediate_values is None:
                 intermediate_values = ft.intermediate_values
@@ -1068,7 +1174,7 @@ class Study:
                 user_attrs = ft.user_attrs
         body = _outcome({"params": dict(params)}, value, values, state, error, repeats, metrics)
         if intermediate_values:
-            body["intermediate_values"] = {str(int(k)): v for k, v in dict(intermediate_values).items()}
+            body["intermediate_values"] = {str(int(k)): _or_null(v) for k, v in dict(intermediate_values).items()}
         if user_attrs is not None:
             body["user_attrs"] = dict(user_attrs)
         if note is not None:
@@ -1115,6 +1221,12 @@ class Study:
 
     @property
     def best_trial(self):
+        """The best complete trial of a study of one objective (best_trials,
+        the Pareto front, for several: RuntimeError, as in Optuna)."""
+        n = self._n_objectives()
+        if n > 1:
+            raise RuntimeError("study %d has %d objectives, so no single best trial: use best_trials "
+                               "(the Pareto front)" % (self.id, n))
         top = self.best(1)
         if not top:
             raise ValueError("study %d has no complete trial yet" % self.id)
@@ -1129,23 +1241,24 @@ class Study:
         return self.best_trial.value
 
     def get_trials(self, states=None, order="number", desc=False):
-        """The study's trials (all of them, read in pages of 1,000);
-        states: a state or several ("complete", ("complete", "pruned"))."""
+        """The study's trials (all of them, read in pages of 1,000), by
+        order ("number" or "value"; desc: reversed); states: a state or
+        several ("complete", ("complete", "pruned"))."""
         if states is None or isinstance(states, str) or not hasattr(states, "__iter__"):
             states = [states]
+        names = None if any(st is None for st in states) else {_state_name(st) for st in states}
+        # one state: hpod filters; several: every trial in hpod's order, filtered here
+        one = next(iter(names)) if names is not None and len(names) == 1 else None
         out = []
-        for st in states:
-            offset = 0
-            while True:
-                page = self._call("GET", "/trials", query={
-                    "state": None if st is None else _state_name(st), "order": order,
-                    "desc": "true" if desc else None, "limit": 1000, "offset": offset})
-                out.extend(Trial(self._client, t, study=self) for t in page["trials"])
-                offset += len(page["trials"])
-                if not page["trials"] or offset >= page["total"]:
-                    break
-        if len(states) > 1:
-            out.sort(key=lambda t: t.number)
+        offset = 0
+        while True:
+            page = self._call("GET", "/trials", query={
+                "state": one, "order": order, "desc": "true" if desc else None, "limit": 1000, "offset": offset})
+            out.extend(Trial(self._client, t, study=self) for t in page["trials"]
+                       if names is None or t.get("state") in names)
+            offset += len(page["trials"])
+            if not page["trials"] or offset >= page["total"]:
+                break
         return out
 
     @property
@@ -1185,9 +1298,12 @@ class Study:
         """Yields the study's events as (id, type, data) tuples, from the
         one after `after`, as they happen; ends where hpod ends the stream
         (after study_complete or study_cancelled). timeout: the longest
-        silence to wait for (hpod sends a keep-alive every 10 s)."""
-        opened = self._client._t.stream("/api/v1/studies/%d/events" % self.id,
-                                        {"Accept": "text/event-stream", "Last-Event-ID": str(int(after or 0))},
+        silence to wait for (hpod sends a keep-alive every 10 s). A stream
+        that breaks, ends before the study's final event or stays silent
+        past timeout raises ConnectionFailed (resume with after=the last
+        id seen)."""
+        path = "/api/v1/studies/%d/events" % self.id
+        opened = self._client._t.stream(path, {"Accept": "text/event-stream", "Last-Event-ID": str(int(after or 0))},
                                         timeout)
         if opened is None:
             return
@@ -1195,14 +1311,23 @@ class Study:
         try:
             cur = {}
             data = []
+            last = None
             while True:
-                line = resp.readline()
+                try:
+                    line = resp.readline()
+                except (OSError, http.client.HTTPException) as e:
+                    raise ConnectionFailed(None, "connection_failed", "GET %s%s: the event stream broke (%s)"
+                                           % (self._client.url, path, e)) from e
                 if not line:
-                    return
+                    if last in ("study_complete", "study_cancelled"):
+                        return
+                    raise ConnectionFailed(None, "connection_failed", "GET %s%s: the event stream ended before "
+                                           "the study's final event" % (self._client.url, path))
                 line = line.decode("utf-8").rstrip("\r\n")
                 if not line:
                     if data:
-                        yield (int(cur.get("id", 0)), cur.get("event", "message"), json.loads("\n".join(data)))
+                        last = cur.get("event", "message")
+                        yield (int(cur.get("id", 0)), last, json.loads("\n".join(data)))
                     cur, data = {}, []
                 elif line.startswith(":"):
                     continue
@@ -1323,7 +1448,10 @@ class Trial:
 
     @property
     def intermediate(self):
-        """{step: value} of the reports (from client.trial(id) or refresh())."""
+        """{step: value} of the reports (read from hpod when this trial's
+        JSON has none: trials of a list, best(), an asked trial)."""
+        if "intermediate" not in self.info and self.id is not None:
+            self.info["intermediate"] = self._client._call("GET", "/api/v1/trials/%d" % self.id).get("intermediate")
         return {e["step"]: e["value"] for e in self.info.get("intermediate") or ()}
 
     @property
@@ -1343,12 +1471,25 @@ class Trial:
         order, Optuna's is report(value, step)); renews the lease. On a study
         with several objectives, value may be a list of one number per
         objective (sent as "values"; needed with a pruner: MO-ASHA). Returns
-        True when the pruner says to stop the trial."""
+        True when the pruner says to stop the trial. A NaN or an infinity
+        (a diverged run) is not sent (JSON has none): it warns and returns
+        True, as Optuna's pruners prune such a trial."""
         if isinstance(step, bool) or not hasattr(step, "__index__"):
             raise TypeError("report(step, value): step must be an integer, got %r "
                             "(the order is step first, unlike Optuna's report(value, step))" % (step,))
+        if _non_finite(value):
+            # hpod takes no NaN (JSON has none): not sent; a diverged trial
+            # is one to prune, as Optuna's pruners decide
+            warnings.warn("trial %s: report(%d, %s) not sent (NaN or infinity): should_prune() is True"
+                          % (self.number, step, _short(value)), RuntimeWarning, stacklevel=2)
+            if user_attrs is not None:
+                self.info = self._client._call("PATCH", "/api/v1/trials/%d" % self.id,
+                                               {"user_attrs": dict(user_attrs)})
+            self._prune = True
+            return True
+        self.info.pop("intermediate", None)  # read again when asked for
         body = {"step": step.__index__()}
-        if isinstance(value, (list, tuple)):
+        if _is_seq(value):
             body["values"] = list(value)
         else:
             body["value"] = value
@@ -1369,7 +1510,7 @@ class Trial:
 
     def _told(self, out):
         self._finished = True
-        self.info = dict(self.info, state=out.get("state"), value=out.get("value"))
+        self.info = dict(self.info, **out)
 
     def model(self):
         """A model from this complete trial's best-epoch checkpoint

@@ -7,19 +7,31 @@ uploads, an embedded study (fashion-mnist, 200 rows, 1 epoch, 2 trials)
 waited on and followed through its events, then a refit, a trial model and
 an ensemble that predict and give their weights; the retry rule (a GET
 answered 503 + Retry-After is sent again, a POST never) on an hpod with
---max-connections-per-client 1; and `pip install` of clients/python into
-a venv, offline."""
+--max-connections-per-client 1; connections across fork(), ended threads,
+a Ctrl-C or a signal handler's exception mid-request, event streams that
+drop or stall, a body refused early (413); NaN as Optuna takes it (report
+prunes, tell fails the trial, imported reports are null), numpy arrays,
+Optuna's FrozenTrial of several objectives, best_* on several objectives,
+fields a Trial keeps, get_trials' order, a lease that runs out; and `pip
+install` of clients/python into a venv, offline."""
+import datetime
+import enum
 import gzip
 import http.client
+import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import types
+import warnings
 
 from hpod import Checks, Hpod, parse_args
 
@@ -376,6 +388,394 @@ def section_embedded(c, client):
     c.check(e is not None and e.field == "id", "refit of an external study: Conflict")
 
 
+# ---- the client's promises under fork, threads, signals and odd values ----------
+
+LINE = {"x": {"type": "float", "low": 0, "high": 1}}
+
+
+def stand_in_server(handle):
+    """A stand-in for hpod (an HTTP/1.1 server in a thread) whose GETs
+    handle(request handler) answers, for what a real hpod cannot be made to
+    do on cue (stall an answer, drop an event stream): (server, url)."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            try:
+                handle(self)
+            except OSError:  # the client left
+                pass
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, "http://127.0.0.1:%d" % srv.server_address[1]
+
+
+def send(h, body, ctype="application/json", close=False):
+    h.send_response(200)
+    h.send_header("Content-Type", ctype)
+    if close:  # the body ends where the connection does (an event stream)
+        h.send_header("Connection", "close")
+        h.close_connection = True
+    else:
+        h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+class Alarm(Exception):
+    """What a SIGALRM time limit raises in an objective."""
+
+
+def interrupted(fn, seconds, exc=Alarm):
+    """Runs fn() while a SIGALRM handler raises exc after seconds (as Ctrl-C
+    raises KeyboardInterrupt): True when it was raised."""
+    def on_alarm(*_):
+        raise exc()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        fn()
+        return False
+    except exc:
+        return True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def ask_tell(study, start, n=100):
+    """n asks and tells on study from time start: how many answers were not
+    the study's own (or failed)."""
+    time.sleep(max(0.0, start - time.monotonic()))
+    wrong = 0
+    for _ in range(n):
+        try:
+            t = study.ask()
+            wrong += t.info.get("study_id") != study.id
+            study.tell(t, 0.5)
+        except Exception:  # noqa: BLE001 - counted
+            wrong += 1
+    return wrong
+
+
+def section_processes(c, client):
+    """fork(), threads and signals: connections are per process and per
+    live thread, and survive an interrupted request."""
+    fc = hpo.Client(client.url, token=TOKEN, timeout=2)  # answers lost to the other process cost 2 s
+    a = fc.create_study("fork-a", LINE, tuner="random")
+    b = fc.create_study("fork-b", LINE, tuner="random")
+    fc.health()  # this thread's connection is open when the process forks
+    r, w = os.pipe()
+    start = time.monotonic() + 0.3
+    pid = os.fork()
+    if pid == 0:  # the child never returns into the test
+        code = 1
+        try:
+            os.write(w, b"%d" % ask_tell(a, start))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    wrong = ask_tell(b, start)
+    os.waitpid(pid, 0)
+    child = os.read(r, 32)
+    os.close(r)
+    c.check(wrong == 0 and child == b"0", "a Client used before fork(): parent and child both asking at once get "
+            "their own answers (parent %d, child %s wrong)" % (wrong, child))
+
+    def nfds():
+        return len(os.listdir("/proc/self/fd"))
+
+    study = client.create_study("fds", LINE, tuner="random")
+    before = nfds()
+    for _ in range(10):
+        study.optimize(lambda t: t.params["x"], n_trials=4, n_jobs=4)
+    for _ in range(10):
+        th = threading.Thread(target=client.health)
+        th.start()
+        th.join()
+    c.check(nfds() <= before + 2, "a finished thread's connection is closed: %d fds, then %d after 10 "
+            "optimize(n_jobs=4) and 10 threads" % (before, nfds()))
+
+    study = client.create_study("ctrl-c", LINE, tuner={"algorithm": "random", "max_trials": 5000})
+
+    def slow(t):
+        time.sleep(0.01)
+        return t.params["x"]
+
+    hit = interrupted(lambda: study.optimize(slow, n_jobs=3), 0.3, KeyboardInterrupt)
+    deadline = time.monotonic() + 2
+    while any(th.name.startswith("hpo-optimize") for th in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [th.name for th in threading.enumerate() if th.name.startswith("hpo-optimize")]
+    c.check(hit and not alive, "Ctrl-C in optimize(n_jobs=3) stops its threads too (alive: %s)" % alive)
+    study.cancel()
+
+    # an exception from a signal handler mid-request (a stand-in that stalls)
+    def handle(h):
+        if h.path == "/slow":
+            time.sleep(0.6)
+        send(h, b'{"status": "ok"}')
+
+    srv, url = stand_in_server(handle)
+    try:
+        for first in (True, False):
+            cl = hpo.Client(url)
+            if not first:
+                cl.health()
+            hit = interrupted(lambda: cl._call("GET", "/slow"), 0.2)
+            try:
+                after = [cl.health()["status"] for _ in range(2)]
+            except Exception as e:  # noqa: BLE001 - reported
+                after = "%s: %s" % (type(e).__name__, e)
+            c.check(hit and after == ["ok", "ok"], "an exception raised by a signal handler during %s: the next "
+                    "calls work (%s)" % ("a thread's first request" if first else "a later request", after))
+            cl.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def section_streams(c, client):
+    """Event streams that break or stall, a body over hpod's limit, the
+    request named when there is no answer."""
+    def handle(h):
+        final = h.path == "/api/v1/studies/2/events"
+        send(h, b"id: 5\nevent: trial_complete\ndata: {}\n\n" +
+             (b"id: 6\nevent: study_complete\ndata: {}\n\n" if final else b""), "text/event-stream", close=True)
+
+    srv, url = stand_in_server(handle)
+    try:
+        cl = hpo.Client(url)
+        got = []
+        e = raises(hpo.ConnectionFailed, lambda: got.extend(hpo.Study(cl, {"id": 1}).events()))
+        c.check(e is not None and [x[1] for x in got] == ["trial_complete"] and "/events" in str(e),
+                "events(): a stream that drops before the study's final event raises ConnectionFailed: %s" % e)
+        c.check([x[1] for x in hpo.Study(cl, {"id": 2}).events()] == ["trial_complete", "study_complete"],
+                "events(): a stream that ends after study_complete ends quietly")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    quiet = client.create_study("quiet", LINE)
+    e = raises(hpo.ConnectionFailed, lambda: list(quiet.events(timeout=0.5)))
+    c.check(e is not None, "events(timeout=0.5): a silent stream raises ConnectionFailed, not TimeoutError")
+
+    # hpod answers a body over --max-body with 413 before it has read it, and
+    # closes within a second: a stand-in that closes at once
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer_413():
+        s, _ = listener.accept()
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(65536)
+        body = b'{"error": {"code": "too_large", "message": "over --max-body", "field": ""}}'
+        s.sendall(b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        time.sleep(0.2)
+        s.close()
+
+    th = threading.Thread(target=answer_413, daemon=True)
+    th.start()
+    cl = hpo.Client("http://127.0.0.1:%d" % listener.getsockname()[1])
+    e = raises(hpo.PayloadTooLarge, cl._call, "PATCH", "/api/v1/trials/1", {"user_attrs": {"blob": "x" * (8 << 20)}})
+    c.check(e is not None and e.status == 413, "a body hpod refuses early (then closes): PayloadTooLarge, not a "
+            "broken pipe: %s" % e)
+    th.join(5)
+    listener.close()
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    e = raises(hpo.ConnectionFailed, hpo.Client("http://127.0.0.1:%d" % port).get_study, 3)
+    c.check(e is not None and "GET http://127.0.0.1:%d/api/v1/studies/3:" % port in str(e),
+            "ConnectionFailed names the request: %s" % e)
+
+
+class OptunaEnum(enum.Enum):
+    """Names as optuna's TrialState and StudyDirection have them."""
+    COMPLETE = 1
+    PRUNED = 2
+    MINIMIZE = 3
+
+
+class FloatDistribution:
+    def __init__(self, low, high):
+        self.low, self.high, self.log, self.step = low, high, False, None
+
+
+class FrozenTrial:
+    """What hpo_client reads of optuna.trial.FrozenTrial (Optuna is not
+    installed here): its value raises RuntimeError on several objectives."""
+
+    def __init__(self, number, state, values, params, intermediate_values=None):
+        self.number, self.state, self.values, self.params = number, state, values, params
+        self.distributions = {k: FloatDistribution(0, 1) for k in params}
+        self.intermediate_values = intermediate_values or {}
+        self.user_attrs = {}
+        self.datetime_start = self.datetime_complete = datetime.datetime(2024, 1, 1)
+
+    @property
+    def value(self):
+        if self.values is not None and len(self.values) > 1:
+            raise RuntimeError("This attribute is not available during multi-objective optimization.")
+        return None if self.values is None else self.values[0]
+
+
+class ArrayStandIn:
+    """numpy.array as hpo_client meets it, where numpy is missing: a 0-d
+    array has a __len__ that raises TypeError."""
+
+    def __init__(self, v):
+        self.v, self.ndim = v, 1 if isinstance(v, list) else 0
+
+    def __len__(self):
+        if not self.ndim:
+            raise TypeError("len() of unsized object")
+        return len(self.v)
+
+    def __iter__(self):
+        if not self.ndim:
+            raise TypeError("iteration over a 0-d array")
+        return iter(self.v)
+
+    def __float__(self):
+        if self.ndim:
+            raise TypeError("only size-1 arrays can be converted")
+        return float(self.v)
+
+    def tolist(self):
+        return self.v
+
+
+def section_values(c, client):
+    """NaN and other values as Optuna takes them, fields a Trial keeps,
+    several objectives, a lease that runs out."""
+    study = client.create_study("nan", LINE, tuner={"algorithm": "random", "seed": 1, "max_trials": 20})
+
+    def diverging(t):
+        for step in range(3):
+            v = float("nan") if t.number % 2 and step == 1 else t.params["x"]
+            if t.report(step, v):
+                raise hpo.TrialPruned()
+        return v
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        e = raises(Exception, study.optimize, diverging, n_trials=6)
+    states = [t.state for t in study.trials]
+    c.check(e is None and states == ["complete", "pruned"] * 3 and
+            sum(issubclass(w.category, RuntimeWarning) for w in caught) == 3,
+            "report(step, nan) is not sent, warns and says prune; the search goes on: %s" % states)
+    t = study.ask()
+    try:
+        out = study.tell(t, float("nan"))
+    except Exception as e:  # noqa: BLE001 - reported
+        out = {"state": repr(e)}
+    got = client.trial(t.id)
+    c.check(out["state"] == "failed" and t.state == "failed" and "nan" in (got.info["error"] or ""),
+            "tell(trial, nan) fails the trial, naming the value: %s %s" % (out["state"], got.info["error"]))
+    e = raises(Exception, study.optimize, lambda t: 10 ** 400, n_trials=1)
+    c.check(e is None and study.trials[-1].state == "failed", "an objective returning 10**400 fails its trial")
+    c.check("repeats=[...]" in hpo.__doc__ and "one per execution, hpod stores" not in hpo.__doc__.replace("\n  ", " "),
+            "the module's docs: a list result is one value per objective; repeats go through tell(repeats=)")
+
+    mo = client.create_study("mo-values", LINE, directions=["minimize", "maximize"], tuner="random")
+    t = mo.ask()
+    mo.tell(t, [0.25, 0.75])
+    seen = []
+    mo.optimize(lambda tr: [tr.params["x"], 1 - tr.params["x"]], n_trials=2,
+                callbacks=[lambda s, tr: seen.append(tr.values)])
+    c.check(t.values == [0.25, 0.75] and len(seen) == 2 and all(v and len(v) == 2 for v in seen),
+            "trial.values after tell on two objectives, also in callbacks: %s %s" % (t.values, seen))
+    for name in ("best_trial", "best_value", "best_params"):
+        e = raises(RuntimeError, getattr, mo, name)
+        c.check(e is not None and "best_trials" in str(e),
+                "%s on two objectives: RuntimeError naming best_trials" % name)
+    c.check(len(mo.best_trials) >= 1, "best_trials: the front")
+    ft = FrozenTrial(0, OptunaEnum.COMPLETE, [0.1, 0.2], {"x": 0.5})
+    try:
+        got = mo.add_trial(ft).values
+    except Exception as e:  # noqa: BLE001 - reported
+        got = repr(e)
+    c.check(got == [0.1, 0.2], "add_trial of a FrozenTrial of two objectives takes its values: %s" % got)
+    array = ArrayStandIn
+    try:
+        import numpy
+        array = numpy.array
+    except ImportError:
+        pass
+    t = study.ask()
+    try:
+        out = study.tell(t, array(0.3))
+    except Exception as e:  # noqa: BLE001 - reported
+        out = {"state": repr(e)}
+    c.check(out["state"] == "complete" and out["value"] == 0.3, "tell(trial, a 0-d array): %s" % out["state"])
+    asha = client.create_study("mo-asha", LINE, directions=["minimize", "minimize"], tuner="random", pruner="asha")
+    t = asha.ask()
+    e = raises(Exception, t.report, 0, array([0.1, 0.2]))
+    c.check(e is None and asha.tell(t, array([0.1, 0.2]))["values"] == [0.1, 0.2],
+            "report and tell take a 1-d array on two objectives")
+
+    # Optuna trials that reported NaN (a diverged run): stored as null
+    nan_trial = FrozenTrial(1, OptunaEnum.PRUNED, None, {"x": 0.9}, {0: 0.7, 1: float("nan")})
+    ostudy = types.SimpleNamespace(study_name="from-optuna-nan", directions=[OptunaEnum.MINIMIZE], user_attrs={},
+                                   trials=[FrozenTrial(0, OptunaEnum.COMPLETE, [0.3], {"x": 0.2}, {0: 0.5}), nan_trial])
+    try:
+        imported = client.import_optuna(ostudy)
+        got = (imported.imported, imported.trials[1].intermediate)
+    except Exception as e:  # noqa: BLE001 - reported
+        got = repr(e)
+    c.check(got == (2, {0: 0.7, 1: None}), "import_optuna: a NaN intermediate value comes as null: %s" % (got,))
+    one = client.create_study("optuna-nan", LINE)
+    try:
+        got = one.add_trial(nan_trial).intermediate
+    except Exception as e:  # noqa: BLE001 - reported
+        got = repr(e)
+    c.check(got == {0: 0.7, 1: None}, "add_trial(a FrozenTrial with a NaN report): null: %s" % (got,))
+
+    # listed trials read their reports when asked; several states keep the order
+    def reporting(tr):
+        for step in range(3):
+            tr.report(step, step + 0.5)
+        return tr.params["x"]
+
+    rep = client.create_study("listed", LINE, tuner="random")
+    rep.optimize(reporting, n_trials=2)
+    c.check(rep.trials[0].intermediate == {0: 0.5, 1: 1.5, 2: 2.5} and len(rep.best_trial.intermediate) == 3,
+            "study.trials and best_trial have the intermediate values: %s" % rep.trials[0].intermediate)
+    ordered = client.create_study("order", LINE, tuner="random")
+    for v, st in ((0.9, "complete"), (0.1, "pruned"), (0.5, "complete"), (0.3, "pruned"), (0.2, "failed")):
+        ordered.add_trial({"x": 0.5}, value=v if st != "failed" else None, state=st)
+    both = ("complete", "pruned")
+    got = [[t.value for t in ordered.get_trials(states=both, order="value", desc=d)] for d in (False, True)]
+    c.check(got == [[0.1, 0.3, 0.5, 0.9], [0.9, 0.5, 0.3, 0.1]], "get_trials(two states, order=value, desc): %s" % got)
+    got = [t.number for t in ordered.get_trials(states=both, desc=True)]
+    c.check(got == [3, 2, 1, 0], "get_trials(two states, desc=True): by number, reversed: %s" % got)
+
+    # a lease that runs out while the objective runs: the callbacks see what hpod has
+    lease = client.create_study("lease", LINE, tuner={"algorithm": "random", "lease_seconds": 0.2})
+
+    def outlives_lease(t):  # hpod looks at leases every second
+        deadline = time.monotonic() + 3
+        while client.trial(t.id).state == "running" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return 0.5
+
+    seen = []
+    lease.optimize(outlives_lease, n_trials=1, callbacks=[lambda s, t: seen.append((t.state, t.info.get("error")))])
+    c.check(seen == [("failed", "lease expired")],
+            "a lease that ran out: the callback sees the trial failed: %s" % seen)
+
+
 def section_retry(c, args):
     """hpod with --max-connections-per-client 1: while an event stream holds
     this client's one connection, every other request gets 503 with
@@ -489,7 +889,9 @@ def main():
         c.check(client.health()["status"] == "ok", "health")
         for name, fn, extra in (("optimize", section_optimize, ()), ("pruning", section_pruning, ()),
                                 ("tell", section_tell_forms, ()), ("errors", section_errors, (hp.url,)),
-                                ("control", section_control, ()), ("datasets", section_datasets, ()),
+                                ("control", section_control, ()), ("processes", section_processes, ()),
+                                ("streams", section_streams, ()), ("values", section_values, ()),
+                                ("datasets", section_datasets, ()),
                                 ("embedded", section_embedded, ()), ("pip", section_pip, None)):
             t0 = time.monotonic()
             if extra is None:
