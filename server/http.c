@@ -47,6 +47,7 @@ struct srv_http {
     int port;
     char bind[INET_ADDRSTRLEN];
     int bind_any; /* 0.0.0.0: any IPv4 literal names this server */
+    int bind_loopback; /* 127.0.0.0/8: only this machine's clients, and pages in its browsers, reach it */
     char **allowed; /* extra Host names, lower case */
     size_t n_allowed;
     unsigned max_streams;
@@ -258,7 +259,9 @@ static int check_request(const srv_http *h, struct MHD_Connection *c, const char
     const char *host = header(c, MHD_HTTP_HEADER_HOST);
     if (!host && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
         return refuse(r, 400, "bad_request", "Host", "an HTTP/1.1 request needs a Host header");
-    if (!h->token && host && !host_ok(h, host))
+    /* DNS rebinding: a page that calls itself evil.com reaches a loopback
+     * hpod through the browser; a token guards mutations, not reads */
+    if ((!h->token || h->bind_loopback) && host && !host_ok(h, host))
         return refuse(r, 421, "misdirected_request", "Host",
                       "Host '%.80s' does not name this server (hpod --allowed-host NAME accepts more names)", host);
     if (!is_mutation(method)) return 0;
@@ -611,6 +614,7 @@ int srv_http_start(api_ctx *api, const srv_http_options *opt, srv_http **out, hp
     h->max_streams = opt->max_streams ? opt->max_streams : 256;
     snprintf(h->bind, sizeof h->bind, "%s", bind);
     h->bind_any = addr.sin_addr.s_addr == htonl(INADDR_ANY);
+    h->bind_loopback = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
     h->limits = (srv_head_limits){8192, 16384, 100};
     h->allowed = hpo_xcalloc(opt->n_allowed_hosts + 1, sizeof *h->allowed);
     for (size_t i = 0; i < opt->n_allowed_hosts; i++) {

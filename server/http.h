@@ -32,9 +32,12 @@
  * - Auth: when a token is set, every method other than GET and HEAD needs
  *   "Authorization: Bearer <token>" (scheme in any case; token compared in
  *   constant time), else 401.
- * - Without a token, browsers are kept out: the Host header must name this
- *   server (localhost, 127.0.0.1, [::1], the bind address, or one of
- *   allowed_hosts; any port) else 421, which defeats DNS rebinding; and a
+ * - The Host header must name this server (localhost, 127.0.0.1, [::1],
+ *   the bind address, or one of allowed_hosts; any port) else 421, which
+ *   defeats DNS rebinding: without a token always, with one when bound to
+ *   a loopback address (a token guards mutations, not reads; bound to a
+ *   network address with a token, any name may reach it).
+ * - Without a token, browsers are kept out of mutations: a
  *   call other than GET/HEAD must be application/json (multipart/form-data
  *   for a dataset upload) or carry no body and no Content-Type, else 415,
  *   and an Origin header must be the site the request is addressed to (its
