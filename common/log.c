@@ -78,13 +78,17 @@ static size_t utf8_len(const unsigned char *p) {
     return n;
 }
 
-/* s as the inside of a JSON string (json) or of a quoted text value. */
+/* s as the inside of a JSON string (json), of a quoted text value, or
+ * (TEXT_MESSAGE) as a text line's message: quotes as they are, control
+ * bytes escaped all the same, so that nothing a client sends (a request
+ * path) can start a forged line or move the terminal's cursor. */
+#define TEXT_MESSAGE 2
 static void put_escaped(line *l, const char *s, int json) {
     const unsigned char *p = (const unsigned char *)s;
     while (*p && !l->full) {
         char esc[8];
         unsigned c = *p;
-        if (c == '"' || c == '\\') {
+        if ((c == '"' || c == '\\') && json != TEXT_MESSAGE) {
             esc[0] = '\\', esc[1] = (char)c;
             put(l, esc, 2);
             p++;
@@ -93,7 +97,7 @@ static void put_escaped(line *l, const char *s, int json) {
             put(l, esc, 2);
             p++;
         } else if (c < 0x20 || c == 0x7f) {
-            snprintf(esc, sizeof esc, json ? "\\u%04x" : "\\x%02x", c);
+            snprintf(esc, sizeof esc, json == 1 ? "\\u%04x" : "\\x%02x", c);
             puts_(l, esc);
             p++;
         } else if (c < 0x80) {
@@ -105,7 +109,7 @@ static void put_escaped(line *l, const char *s, int json) {
                 put(l, (const char *)p, n);
                 p += n;
             } else { /* not UTF-8: U+FFFD in JSON, the byte in hex in text */
-                if (json) {
+                if (json == 1) {
                     puts_(l, "\\ufffd");
                 } else {
                     snprintf(esc, sizeof esc, "\\x%02x", c);
@@ -188,7 +192,7 @@ size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int le
     char head[128];
     snprintf(head, sizeof head, "%s %-5s ", ts, tags[lv]);
     puts_(&l, head);
-    puts_(&l, msg);
+    put_escaped(&l, msg, TEXT_MESSAGE);
     for (size_t i = 0; i < n && !l.full; i++) {
         puts_(&l, " ");
         puts_(&l, fields[i].key);

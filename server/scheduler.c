@@ -9,7 +9,7 @@
 struct srv_scheduler {
     uv_loop_t loop;
     uv_timer_t tick;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t signals[3]; /* STOP_SIGNALS */
     uv_async_t wake, stop;
     api_ctx *api;
     srv_workers *workers;
@@ -83,17 +83,20 @@ static void wake(void *arg) {
     uv_async_send(&s->wake);
 }
 
+/* A graceful shutdown, each: Ctrl-C, kill, and the terminal hpod runs in
+ * closing (hpod has no configuration to reload). */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
 static void stop_loop(srv_scheduler *s) {
     s->stopping = 1;
     uv_timer_stop(&s->tick);
-    uv_signal_stop(&s->sigint);
-    uv_signal_stop(&s->sigterm);
+    for (size_t i = 0; i < HPO_ARRAY_LEN(stop_signals); i++) uv_signal_stop(&s->signals[i]);
     uv_stop(&s->loop);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
     srv_scheduler *s = h->data;
-    HPO_INFO("received %s: shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    HPO_INFO("received %s: shutting down", signum == SIGINT ? "SIGINT" : signum == SIGTERM ? "SIGTERM" : "SIGHUP");
     s->stopped_by = signum;
     stop_loop(s);
 }
@@ -108,11 +111,13 @@ int srv_scheduler_new(api_ctx *api, const srv_slot *slots, int n_slots, srv_sche
         return HPO_EIO;
     }
     uv_timer_init(&s->loop, &s->tick);
-    uv_signal_init(&s->loop, &s->sigint);
-    uv_signal_init(&s->loop, &s->sigterm);
+    for (size_t i = 0; i < HPO_ARRAY_LEN(stop_signals); i++) {
+        uv_signal_init(&s->loop, &s->signals[i]);
+        s->signals[i].data = s;
+    }
     uv_async_init(&s->loop, &s->wake, on_wake);
     uv_async_init(&s->loop, &s->stop, on_stop);
-    s->tick.data = s->sigint.data = s->sigterm.data = s->wake.data = s->stop.data = s;
+    s->tick.data = s->wake.data = s->stop.data = s;
     int rc = srv_workers_new(api, slots, n_slots, wake, s, &s->workers);
     if (rc) {
         srv_scheduler_free(s);
@@ -121,8 +126,8 @@ int srv_scheduler_new(api_ctx *api, const srv_slot *slots, int n_slots, srv_sche
     api_jobs_set_wakeup(api, wake, s);
     /* the signal handlers before hpod says it listens: a SIGTERM right
      * after that line is a clean shutdown, never the default kill */
-    uv_signal_start(&s->sigint, on_signal, SIGINT);
-    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    for (size_t i = 0; i < HPO_ARRAY_LEN(stop_signals); i++)
+        uv_signal_start(&s->signals[i], on_signal, stop_signals[i]);
     int requeued = api_jobs_recover(api);
     if (requeued > 0) HPO_INFO("recovery: %d trial(s) will resume from their checkpoints", requeued);
     *out = s;
@@ -144,8 +149,7 @@ void srv_scheduler_free(srv_scheduler *s) {
     api_jobs_set_wakeup(s->api, NULL, NULL);
     srv_workers_free(s->workers); /* running trials are requeued: they resume after a restart */
     uv_close((uv_handle_t *)&s->tick, on_close);
-    uv_close((uv_handle_t *)&s->sigint, on_close);
-    uv_close((uv_handle_t *)&s->sigterm, on_close);
+    for (size_t i = 0; i < HPO_ARRAY_LEN(stop_signals); i++) uv_close((uv_handle_t *)&s->signals[i], on_close);
     uv_close((uv_handle_t *)&s->wake, on_close);
     uv_close((uv_handle_t *)&s->stop, on_close);
     uv_run(&s->loop, UV_RUN_DEFAULT); /* lets the close callbacks run */

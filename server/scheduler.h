@@ -1,7 +1,7 @@
 /*
  * scheduler.h - the scheduler thread: one libuv loop that runs embedded
  * studies on the worker pool, expires the leases of external trials, and
- * turns SIGINT/SIGTERM into a graceful shutdown.
+ * turns SIGINT/SIGTERM/SIGHUP into a graceful shutdown.
  *
  * Design notes
  * - The loop wakes on three things: a uv_async (a worker finished a job,
@@ -38,7 +38,7 @@ typedef struct srv_scheduler srv_scheduler;
 int srv_scheduler_new(api_ctx *api, const srv_slot *slots, int n_slots, srv_scheduler **out);
 /* Stops the running trials (they are requeued), joins the workers, frees. */
 void srv_scheduler_free(srv_scheduler *s);
-/* Runs until SIGINT/SIGTERM or srv_scheduler_stop; returns the signal
+/* Runs until SIGINT/SIGTERM/SIGHUP or srv_scheduler_stop; returns the signal
  * number that stopped it, or 0. */
 int srv_scheduler_run(srv_scheduler *s);
 void srv_scheduler_stop(srv_scheduler *s);

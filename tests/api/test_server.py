@@ -1,5 +1,7 @@
 """Server behaviour: health, metrics, the served contract, bearer token,
-graceful shutdown, flags."""
+graceful shutdown (SIGTERM, and SIGHUP: the terminal closing; it killed
+hpod without its shutdown), flags."""
+import signal
 import subprocess
 
 from hpod import Checks, Hpod, parse_args
@@ -46,6 +48,22 @@ def main():
         c.check(status == 404, "deleted study is gone")
         status, _ = hp.request("GET", "/api/v1/trials/%d" % t["trial_id"])
         c.check(status == 404, "its trials are gone")
+        c.check(hp.stop() == 0, "SIGTERM: graceful exit 0")
+    finally:
+        hp.cleanup()
+
+    hp = Hpod(args.hpod).start()
+    try:
+        sid = hp.ok("POST", "/api/v1/studies", {"name": "hup", "space": {"b": {"type": "bool"}}})["id"]
+        hp.proc.send_signal(signal.SIGHUP)
+        try:
+            rc = hp.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            rc = None
+        c.check(rc == 0 and "received SIGHUP: shutting down" in hp.log_tail(5),
+                "SIGHUP: graceful exit 0 (%s: %s)" % (rc, hp.log_tail(3)))
+        hp.start()
+        c.check(hp.ok("GET", "/api/v1/studies/%d" % sid)["name"] == "hup", "the study is there after it")
         c.check(hp.stop() == 0, "SIGTERM: graceful exit 0")
     finally:
         hp.cleanup()

@@ -75,6 +75,12 @@ static void test_text(void **state) {
     hpo_log_format_line(buf, sizeof buf, HPO_LOG_TEXT, 1700000000.0, HPO_LOG_WARN, f, 4, "POST /x 409");
     assert_string_equal(buf, "2023-11-14T22:13:20.000Z WARN  POST /x 409 route=trials.tell status=409 field=\"\" "
                              "error=\"trial 3 is \\\"complete\\\"\"");
+    /* a request path that would forge a line, or move the terminal's cursor:
+     * its control bytes escaped; quotes in a message stay as they are */
+    hpo_log_format_line(buf, sizeof buf, HPO_LOG_TEXT, 1700000000.0, HPO_LOG_INFO, NULL, 0,
+                        "GET /x\n2023-01-01T00:00:00.000Z ERROR forged\r\x1b[31m \"q\" 404");
+    assert_string_equal(buf, "2023-11-14T22:13:20.000Z INFO  GET /x\\n2023-01-01T00:00:00.000Z ERROR forged"
+                             "\\r\\x1b[31m \"q\" 404");
     assert_int_equal(hpo_log_format_parse("json"), HPO_LOG_JSON);
     assert_int_equal(hpo_log_format_parse("text"), HPO_LOG_TEXT);
     assert_int_equal(hpo_log_format_parse("xml"), -1);
