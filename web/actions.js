@@ -42,12 +42,13 @@ const Actions = {
 
   errorText(e) { return e.status ? `${e.status}${e.code ? " " + e.code : ""}: ${e.message}` : String(e.message || e); },
 
-  /* Runs fn() (an Api call), asking for the token on 401; reports to say(text, ok). */
-  async run(label, fn, say) {
+  /* Runs fn() (an Api call), asking for the token on 401; reports to
+   * say(text, ok): "label: done", or "label: " + doneText(answer). */
+  async run(label, fn, say, doneText) {
     for (;;) {
       try {
         const r = await fn();
-        say(`${label}: done`, true);
+        say(`${label}: ${doneText && r ? doneText(r) : "done"}`, true);
         return r === undefined || r === null ? true : r; /* a 204 has no body */
       } catch (e) {
         if (e.status !== 401) { say(`${label} failed — ${Actions.errorText(e)}`, false); return null; }
@@ -81,8 +82,9 @@ const Actions = {
   },
 
   /* The buttons of a study's page. refresh(): reload the page's data after
-   * a change. Returns {el, update(study)}. */
-  studyBar(refresh) {
+   * a change; modelsChanged(): a refit or an ensemble was queued (the page
+   * shows it and follows it). Returns {el, update(study)}. */
+  studyBar(refresh, modelsChanged) {
     const msg = h("span", { class: "action-msg", id: "action-msg", role: "status" });
     const say = (text, ok) => { msg.textContent = text; msg.className = `action-msg ${ok ? "ok" : "error"}`; };
     const buttons = h("span", { class: "action-buttons" });
@@ -91,14 +93,16 @@ const Actions = {
       ...["mean", "weighted", "greedy"].map((m) => h("option", { value: m }, m)));
     const el = h("div", { class: "actions", id: "study-actions" }, buttons, msg);
     let study = null;
-    const act = async (label, fn, after) => {
+    const act = async (label, fn, after, doneText) => {
       for (const b of buttons.querySelectorAll("button")) b.disabled = true;
-      const r = await Actions.run(label, fn, say);
+      const r = await Actions.run(label, fn, say, doneText);
       if (r && after) after(r);
       else await refresh();
       for (const b of buttons.querySelectorAll("button")) b.disabled = false;
     };
     const confirmed = (text) => window.confirm(text);
+    /* a refit or an ensemble is only queued when the call returns: say so */
+    const jobsText = (models) => models.map((m) => `model ${m.id} ${m.state}`).join(", ");
     const update = (s) => {
       study = s;
       const b = (id, label, title, onclick) => h("button", { id, title, onclick }, label);
@@ -117,10 +121,10 @@ const Actions = {
         s.kind === "embedded" && done ? h("span", { class: "models-tools" },
           h("label", {}, "best ", topN),
           b("act-refit", "Refit", "retrain the best trials on train+validation, then test them", () =>
-            act("refit", () => Api.refit(study.id, Number(topN.value) || 1))),
+            act("refit", () => Api.refit(study.id, Number(topN.value) || 1), modelsChanged, (r) => jobsText(r.refits))),
           method,
           b("act-ensemble", "Ensemble", "ensemble the best trials' models", () =>
-            act("ensemble", () => Api.ensemble(study.id, Number(topN.value) || 1, method.value)))) : null].filter(Boolean));
+            act("ensemble", () => Api.ensemble(study.id, Number(topN.value) || 1, method.value), modelsChanged, (m) => jobsText([m])))) : null].filter(Boolean));
     };
     return { el, update, say };
   },

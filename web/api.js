@@ -82,6 +82,9 @@ class Feed {
     this.onVisibility = () => { if (!document.hidden) this.refresh(); };
   }
   on(fn) { this.fns.push(fn); return this; }
+  /* fn(seen) once the API answers 404 (what the page follows was deleted;
+   * seen: it had loaded before): the feed stops. */
+  onGone(fn) { this.gone = fn; return this; }
   start() {
     document.addEventListener("visibilitychange", this.onVisibility);
     this.refresh();
@@ -133,7 +136,11 @@ class Feed {
       }
       Live.ok();
     } catch (e) {
-      Live.error(e);
+      if (e.status === 404 && this.gone && !this.stopped) {
+        this.stop();
+        Live.gone();
+        this.gone(this.last !== undefined);
+      } else Live.error(e);
     } finally {
       this.busy = false;
       if (!this.stopped && !document.hidden) this.timer = setTimeout(() => this.refresh(), this.interval);
@@ -154,23 +161,40 @@ function studiesFeed(intervalMs) {
 }
 
 /* All trials of a study, kept up to date cheaply: trials are numbered
- * densely from 0 and only the unfinished ones change, so a refresh asks for
- * the tail from the first unfinished number on (order=number, offset). */
+ * densely from 0 and only the unfinished ones change, so a refresh asks
+ * (order=number, offset, limit) for the runs of unfinished trials (close
+ * ones joined) and the tail of new ones. One trial left running early on
+ * costs a one-trial request, not the whole study again. */
 class TrialStore {
   constructor(studyId) {
     this.studyId = studyId;
     this.byNumber = [];
   }
   static finished(t) { return t.state !== "running" && t.state !== "queued"; }
+  /* [from, to) ranges of numbers to ask for; to null: to the end */
+  ranges() {
+    const n = this.byNumber.length, out = [];
+    for (let i = 0; i < n; i++) {
+      if (!this.byNumber[i] || TrialStore.finished(this.byNumber[i])) continue;
+      const last = out[out.length - 1];
+      if (last && i - last[1] <= TrialStore.GAP) last[1] = i + 1;
+      else out.push([i, i + 1]);
+    }
+    const last = out[out.length - 1];
+    if (last && n - last[1] <= TrialStore.GAP) last[1] = null;
+    else out.push([n, null]);
+    /* many scattered ones: one request from the first on */
+    return out.length > TrialStore.MAX_REQUESTS ? [[out[0][0], null]] : out;
+  }
   async refresh() {
-    let from = 0;
-    while (from < this.byNumber.length && TrialStore.finished(this.byNumber[from])) from++;
-    const got = await Api.trials(this.studyId, { order: "number", offset: from, limit: 100000 });
-    for (const t of got.trials) this.byNumber[t.number] = t;
-    this.byNumber.length = Math.max(this.byNumber.length, from + got.trials.length);
+    const pages = await Promise.all(this.ranges().map(([from, to]) =>
+      Api.trials(this.studyId, { order: "number", offset: from, limit: to === null ? 100000 : to - from })));
+    for (const page of pages) for (const t of page.trials) this.byNumber[t.number] = t;
     return this.byNumber;
   }
 }
+TrialStore.GAP = 50; /* finished trials between two unfinished ones asked again rather than one more request */
+TrialStore.MAX_REQUESTS = 8;
 
 /* The "live" badge in the header. */
 const Live = {
@@ -181,5 +205,10 @@ const Live = {
   error(e) {
     const el = document.getElementById("live");
     if (el) { el.className = "live down"; el.textContent = "offline"; el.title = String(e && e.message || e); }
+  },
+  /* hpod answers, but what the page followed is gone: nothing to follow */
+  gone() {
+    const el = document.getElementById("live");
+    if (el) { el.className = "live"; el.textContent = "stopped"; el.title = "what this page showed no longer exists"; }
   },
 };

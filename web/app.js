@@ -17,6 +17,7 @@
 
 const PAGE = 50;
 const MAX_CURVES = 12;
+const IMPORTANCE_MS = 10000;
 
 /* ---------------- studies ---------------- */
 function studiesPage(main) {
@@ -73,7 +74,7 @@ function studyPage(main, { id }) {
   const paretoPanel = h("section", { class: "panel pareto", id: "pareto", hidden: true },
     h("h2", {}, "Pareto front", h("span", { class: "note" }, "feasible non-dominated trials; infeasible grey; a third objective as colour")),
     h("div", { class: "chart pareto", id: "chart-pareto" }));
-  const actions = Actions.studyBar(() => feed.refresh());
+  const actions = Actions.studyBar(() => feed.refresh(), () => drawModels(st.study));
   const notes = Notes.row((note) => Api.updateStudy(st.id, { note }));
   const stateSel = h("select", { id: "state-filter", onchange: () => { st.table.state = stateSel.value; st.table.offset = 0; loadTable(); } },
     ...["", "running", "complete", "pruned", "failed", "cancelled", "queued"].map((s) => h("option", { value: s }, s || "all states")));
@@ -141,10 +142,12 @@ function studyPage(main, { id }) {
 
   function renderSummary(s) {
     const b = s.trials_by_state || {};
+    const several = (s.objectives || []).length > 1;
     summary.replaceChildren(
       h("h1", {}, s.name, " ", stateBadge(studyState(s))),
       h("dl", { class: "facts" },
-        h("dt", {}, "objective"), h("dd", {}, `${s.direction}${s.definition && s.definition.objective && s.definition.objective.metric ? " " + s.definition.objective.metric : ""}`),
+        h("dt", {}, several ? "objectives" : "objective"), h("dd", {}, several ? s.objectives.map((o) => `${o.direction} ${o.metric}`).join(", ")
+          : `${s.direction}${s.definition && s.definition.objective && s.definition.objective.metric ? " " + s.definition.objective.metric : ""}`),
         h("dt", {}, "algorithm"), h("dd", {}, s.algorithm + (s.definition && s.definition.tuner && s.definition.tuner.pruner ? `, ${s.definition.tuner.pruner.algorithm} pruner` : "")),
         h("dt", {}, "kind"), h("dd", {}, s.kind),
         h("dt", {}, "progress"), h("dd", {}, progress(s)),
@@ -172,8 +175,12 @@ function studyPage(main, { id }) {
     if (!on) { st.curves.delete(tid); return; }
     st.curves.add(tid);
     while (st.curves.size > MAX_CURVES) st.curves.delete(st.curves.values().next().value);
-    for (const box of tbody.querySelectorAll("tr[data-trial]"))
-      box.querySelector("input").checked = st.curves.has(Number(box.dataset.trial));
+    showTicks();
+  }
+  /* the table's boxes tick the trials whose curves are drawn */
+  function showTicks() {
+    for (const row of tbody.querySelectorAll("tr[data-trial]"))
+      row.querySelector("input").checked = st.curves.has(Number(row.dataset.trial));
   }
   const curveCache = new Map(); /* trial_id -> trial with intermediate (finished ones never change) */
   async function drawCurves() {
@@ -233,6 +240,9 @@ function studyPage(main, { id }) {
     Charts.show("pareto", $("#chart-pareto"), Charts.pareto(trials, frontIds, objectives, s.constraints || []));
     window.__hpo.pareto = { front: frontIds.length, points: trials.filter((t) => t && t.state === "complete").length };
   }
+  /* refits and ensembles train without changing the study (its feed sees
+   * nothing): while one is queued or running, the list is polled */
+  let modelsTimer = null;
   async function drawModels(s) {
     if (s.kind !== "embedded") return;
     const models = await Api.models(st.id).catch(() => []);
@@ -248,13 +258,31 @@ function studyPage(main, { id }) {
     const metric = objective.replace(/^val_/, "");
     Charts.show("models", $("#chart-models"), Charts.models(models, metric));
     window.__hpo.models = models.length;
+    clearTimeout(modelsTimer);
+    if (models.some((m) => m.state === "queued" || m.state === "running")) modelsTimer = setTimeout(() => drawModels(st.study), 2000);
   }
 
   /* On every change: the summary and the table first (one page from the
    * API), the importance request in parallel (computed by hpod), then the
    * charts from the trial store. __hpo.interactiveMs: table and history
    * drawn; __hpo.readyMs: every chart drawn. */
-  let lastImportance = -Infinity;
+  /* the importance is drawn at most every IMPORTANCE_MS; a change within
+   * that time is drawn at its end */
+  let lastImportance = -Infinity, importanceTimer = null;
+  function importanceSoon(s, prefetched) {
+    const wait = lastImportance + IMPORTANCE_MS - performance.now();
+    if (wait <= 0) {
+      lastImportance = performance.now();
+      return drawImportance(s, prefetched);
+    }
+    if (!importanceTimer) {
+      importanceTimer = setTimeout(() => {
+        importanceTimer = null;
+        if (!st.stopped) Promise.resolve(importanceSoon(st.study)).catch(() => {}); /* the feed reports what fails */
+      }, wait);
+    }
+    return null;
+  }
   /* The first load asks for the table and the trials at once, not after the
    * study came; the importance (computed by hpod) once the trials are here,
    * so it does not compete with them for the server's CPU. */
@@ -270,8 +298,7 @@ function studyPage(main, { id }) {
     notes.update(s);
     const pre = first || {};
     first = null;
-    const now = performance.now();
-    const imp = now - lastImportance > 10000 ? (lastImportance = now, drawImportance(s, pre.importance)) : null;
+    const imp = importanceSoon(s, pre.importance);
     const trialsP = pre.trials || st.store.refresh();
     await loadTable(pre.table);
     mark("table");
@@ -284,7 +311,10 @@ function studyPage(main, { id }) {
     if (!window.__hpo.interactiveMs) window.__hpo.interactiveMs = performance.now() - t0;
     Charts.show("parallel", $("#chart-parallel"), Charts.parallel(space, trials, maximize));
     mark("parallel");
-    if (st.autoCurves) st.curves = new Set(defaultCurves(trials));
+    if (st.autoCurves) {
+      st.curves = new Set(defaultCurves(trials));
+      showTicks(); /* the table was drawn before the choice */
+    }
     await Promise.all([drawCurves().then(() => mark("curves")), imp && imp.then(() => mark("importance")), drawModels(s),
       drawPareto(s, trials)]);
     /* embedded studies stream their progress: refresh on each event */
@@ -297,8 +327,10 @@ function studyPage(main, { id }) {
       window.__hpo.ready = true;
       window.__hpo.readyMs = performance.now() - t0;
     }
-  }).start();
-  return () => { st.stopped = true; feed.stop(); };
+  });
+  const stop = () => { st.stopped = true; feed.stop(); clearTimeout(importanceTimer); clearTimeout(modelsTimer); };
+  feed.onGone((seen) => { stop(); gonePage(main, "study", id, seen); }).start();
+  return stop;
 }
 
 /* ---------------- trial ---------------- */
@@ -338,8 +370,10 @@ function trialPage(main, { id }) {
     else $("#chart-trial").replaceChildren(h("p", { class: "muted" }, "No intermediate values reported."));
     if ((t.curves || []).length) Charts.show("training", $("#chart-training"), Charts.trainingCurves(t));
     window.__hpo.trial = t.trial_id;
-  }).start();
-  return () => { stopped = true; feed.stop(); };
+  });
+  const stop = () => { stopped = true; feed.stop(); };
+  feed.onGone((seen) => { stop(); gonePage(main, "trial", id, seen); }).start();
+  return stop;
 }
 
 /* ---------------- router ---------------- */

@@ -26,6 +26,12 @@ function fmt(v, digits = 5) {
   return String(Number(v.toPrecision(digits)));
 }
 
+/* text for ECharts' tooltip formatters, which take HTML: names and values
+ * come from clients (a choice value, a metric's name) and must show as text */
+function esc(v) {
+  return String(v).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
 const Charts = {
   all: {},
   available: typeof window.echarts !== "undefined",
@@ -39,7 +45,7 @@ const Charts = {
     }
     let c = Charts.all[name];
     if (!c || c.isDisposed() || c.getDom() !== el || c.hpoTheme !== Charts.theme) {
-      if (c && !c.isDisposed()) c.dispose();
+      if (c) Charts.dispose(c);
       c = echarts.init(el, Charts.theme === "dark" ? "dark" : null, { renderer: "canvas" });
       c.hpoTheme = Charts.theme;
       Charts.all[name] = c;
@@ -58,8 +64,18 @@ const Charts = {
   /* the colour of lines that must stand out from the background */
   ink() { return Charts.theme === "dark" ? "#e8eaf0" : "#111"; },
 
+  /* A large series is painted over several frames (progressive rendering),
+   * and a frame that comes after dispose() throws (ECharts' painter is gone:
+   * "reading 'layerStack'"); painting the chart empty first ends that paint. */
+  dispose(c) {
+    if (c.isDisposed()) return;
+    c.clear();
+    c.getZr().refreshImmediately();
+    c.dispose();
+  },
+
   disposeAll() {
-    for (const c of Object.values(Charts.all)) if (!c.isDisposed()) c.dispose();
+    for (const c of Object.values(Charts.all)) Charts.dispose(c);
     Charts.all = {};
   },
 
@@ -94,7 +110,7 @@ const Charts = {
       animation: !large,
       grid: { left: 60, right: 20, top: 36, bottom: 40 },
       legend: { top: 4 },
-      tooltip: { trigger: "item", formatter: (p) => `trial ${p.data[0]}<br>${p.seriesName}: ${fmt(p.data[1])}` },
+      tooltip: { trigger: "item", formatter: (p) => `trial ${p.data[0]}<br>${esc(p.seriesName)}: ${fmt(p.data[1])}` },
       xAxis: { type: "value", name: "trial", nameLocation: "middle", nameGap: 24, min: 0 },
       yAxis: { type: "value", name: "objective", scale: true, nameLocation: "middle", nameGap: 44 },
       dataZoom: [{ type: "inside" }],
@@ -252,7 +268,7 @@ const Charts = {
     return {
       animation: false,
       grid: { left: 110, right: 40, top: 10, bottom: 30 },
-      tooltip: { trigger: "item", formatter: (p) => `${p.name}: ${(p.value * 100).toFixed(1)}%` },
+      tooltip: { trigger: "item", formatter: (p) => `${esc(p.name)}: ${(p.value * 100).toFixed(1)}%` },
       xAxis: { type: "value", max: 1, axisLabel: { formatter: (v) => `${Math.round(v * 100)}%` } },
       yAxis: { type: "category", data: items.map((i) => i.param) },
       series: [{

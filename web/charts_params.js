@@ -121,7 +121,8 @@ Object.assign(Charts, {
         { name: "trials", type: "scatter", z: 3, symbolSize: 7,
           data: pts.map((t) => [ParamAxis.place(sx, t.params[xName]), ParamAxis.place(sy, t.params[yName]), t.value, t.number]),
           itemStyle: { color: Charts.theme === "dark" ? "#111" : "#fff", borderColor: Charts.ink(), borderWidth: 1.2 },
-          tooltip: { formatter: (p) => `trial ${p.data[3]}<br>${xName}: ${fmt(pts[p.dataIndex].params[xName], 4)}<br>${yName}: ${fmt(pts[p.dataIndex].params[yName], 4)}<br>objective: ${fmt(p.data[2])}` } },
+          tooltip: { formatter: (p) => `trial ${p.data[3]}<br>${esc(xName)}: ${esc(fmt(pts[p.dataIndex].params[xName], 4))}<br>` +
+            `${esc(yName)}: ${esc(fmt(pts[p.dataIndex].params[yName], 4))}<br>objective: ${fmt(p.data[2])}` } },
       ],
     };
   },
@@ -134,7 +135,7 @@ Object.assign(Charts, {
     return {
       animation: false,
       grid: { left: 58, right: 14, top: 14, bottom: 44 },
-      tooltip: { trigger: "item", formatter: (q) => `trial ${q.data[2]}<br>${name}: ${fmt(pts[q.dataIndex].params[name], 4)}<br>objective: ${fmt(q.data[1])}` },
+      tooltip: { trigger: "item", formatter: (q) => `trial ${q.data[2]}<br>${esc(name)}: ${esc(fmt(pts[q.dataIndex].params[name], 4))}<br>objective: ${fmt(q.data[1])}` },
       xAxis: ParamAxis.axis(s, name, { nameGap: 26 }),
       yAxis: { type: "value", name: "objective", scale: true, nameLocation: "middle", nameGap: 42 },
       visualMap: { show: false, type: "continuous", dimension: 2, min: 0, max: Math.max(1, lastNumber), inRange: { color: seqColors() } },

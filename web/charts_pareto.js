@@ -45,7 +45,7 @@ Object.assign(Charts, {
       grid: { left: 80, right: three ? 100 : 30, top: 40, bottom: 50 },
       legend: { top: 4, data: ["Pareto front", "dominated", "infeasible"] },
       tooltip: { trigger: "item", formatter: (p) => `trial ${p.data[3]} (${p.seriesName})<br>` +
-        objectives.slice(0, three ? 3 : 2).map((o, i) => `${o.metric}: ${fmt(p.data[i], 4)}`).join("<br>") },
+        objectives.slice(0, three ? 3 : 2).map((o, i) => `${esc(o.metric)}: ${fmt(p.data[i], 4)}`).join("<br>") },
       xAxis: { type: "value", name: label(0), scale: true, nameLocation: "middle", nameGap: 28 },
       yAxis: { type: "value", name: label(1), scale: true, nameLocation: "middle", nameGap: 56 },
       visualMap: three && zs.length ? [{ type: "continuous", dimension: 2, seriesIndex: [0, 1], min: Math.min(...zs), max: Math.max(...zs),

@@ -62,7 +62,7 @@ Object.assign(Charts, {
       const changed = Object.keys(t.lineage.params_after || {}).filter((k) => t.lineage.params_before[k] !== t.lineage.params_after[k]);
       return { coords: [[t.lineage.parent_epoch, row.get(t.lineage.parent_trial_id)], [t.lineage.parent_epoch, row.get(t.trial_id)]],
         child: t.number, parent: t.lineage.parent_number, epoch: t.lineage.parent_epoch,
-        changed: changed.map((k) => `${k}: ${fmt(t.lineage.params_before[k], 4)} → ${fmt(t.lineage.params_after[k], 4)}`) };
+        changed: changed.map((k) => `${esc(k)}: ${esc(fmt(t.lineage.params_before[k], 4))} → ${esc(fmt(t.lineage.params_after[k], 4))}`) };
     });
     const renderBar = (params, api) => {
       const y = api.value(0);
@@ -118,7 +118,7 @@ Object.assign(Charts, {
       animation: false,
       grid: { left: 110, right: 30, top: 40, bottom: 84 },
       legend: { top: 4 },
-      tooltip: { trigger: "item", formatter: (p) => `trial ${p.data[3]} (${p.seriesName})<br>${slots[p.data[0]]}<br>` +
+      tooltip: { trigger: "item", formatter: (p) => `trial ${p.data[3]} (${p.seriesName})<br>${esc(slots[p.data[0]])}<br>` +
         `${clock(p.data[1])} – ${clock(p.data[2])} (${dur(p.data[2] - p.data[1])})` +
         (typeof p.data[4] === "number" ? `<br>objective: ${fmt(p.data[4])}` : "") },
       xAxis: { type: "value", min: 0, name: ran.length ? `time since the first trial started (${clock(0)})` : "time", nameLocation: "middle", nameGap: 26,

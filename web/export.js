@@ -2,15 +2,19 @@
  * browser from the trials it already holds (a Blob and a download link; no
  * server route).
  *
- * Columns: number, trial_id, state, value, value_std, value_n, one column
+ * Columns: number, trial_id, state, value, value_std, value_n, with
+ * several objectives one value_<metric> column per objective, one column
  * per parameter (the study's space, then any other name a trial has; empty
- * when a conditional parameter is inactive), one user_attr_<key> column per
- * user_attrs key any trial has (first seen first; a string as itself, any
- * other value as compact JSON; empty when the trial lacks it), last_step,
- * started, finished (seconds since the epoch), slot, error. CSV quotes a
- * field holding a comma, a quote or a line break (RFC 4180). JSON:
- * {study (with its user_attrs and note), trials: [...]} with the same
- * fields, params and user_attrs as objects.
+ * when a conditional parameter is inactive), one metric_<name> column per
+ * metric told (tell's metrics) any trial has, one user_attr_<key> column
+ * per user_attrs key any trial has (first seen first; a string as itself,
+ * any other value as compact JSON; empty when the trial lacks it),
+ * last_step, started, finished (seconds since the epoch), slot, error. CSV
+ * quotes a field holding a comma, a quote or a line break (RFC 4180), and
+ * puts a ' before a text that a spreadsheet would take for a formula (=, +,
+ * -, @, tab, CR first). JSON: {study (with its objectives, user_attrs and
+ * note), trials: [...]} with the same fields, values (one per objective),
+ * and params, metrics and user_attrs as objects.
  */
 "use strict";
 
@@ -23,31 +27,37 @@ const Export = {
     for (const t of trials) for (const k of Object.keys(t.params || {})) if (!names.includes(k)) names.push(k);
     return names;
   },
-  attrNames(trials) {
+  /* the keys of trials' objects `field` (user_attrs, metrics), first seen first */
+  keyNames(trials, field) {
     const names = [];
-    for (const t of trials) for (const k of Object.keys(t.user_attrs || {})) if (!names.includes(k)) names.push(k);
+    for (const t of trials) for (const k of Object.keys(t[field] || {})) if (!names.includes(k)) names.push(k);
     return names;
   },
   cell(v) {
     if (v === null || v === undefined) return "";
-    const s = typeof v === "object" ? JSON.stringify(v) : String(v);
+    let s = typeof v === "object" ? JSON.stringify(v) : String(v);
+    if (typeof v === "string" && /^[=+\-@\t\r]/.test(s)) s = `'${s}`; /* not a formula */
     return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   },
-  csv(space, trials) {
-    const params = Export.paramNames(space, trials), attrs = Export.attrNames(trials);
-    const head = [...Export.FIELDS, ...params.map((p) => `param_${p}`), ...attrs.map((a) => `user_attr_${a}`), ...Export.TAIL];
+  csv(study, trials) {
+    const params = Export.paramNames(studySpace(study), trials);
+    const attrs = Export.keyNames(trials, "user_attrs"), metrics = Export.keyNames(trials, "metrics");
+    const objectives = (study.objectives || []).length > 1 ? study.objectives : [];
+    const head = [...Export.FIELDS, ...objectives.map((o) => `value_${o.metric}`), ...params.map((p) => `param_${p}`),
+      ...metrics.map((m) => `metric_${m}`), ...attrs.map((a) => `user_attr_${a}`), ...Export.TAIL];
     const lines = [head.map(Export.cell).join(",")];
     for (const t of trials) {
-      lines.push([...Export.FIELDS.map((f) => t[f]), ...params.map((p) => (t.params || {})[p]),
+      lines.push([...Export.FIELDS.map((f) => t[f]), ...objectives.map((o, i) => (t.values || [])[i]),
+        ...params.map((p) => (t.params || {})[p]), ...metrics.map((m) => (t.metrics || {})[m]),
         ...attrs.map((a) => (t.user_attrs || {})[a]), ...Export.TAIL.map((f) => t[f])]
         .map(Export.cell).join(","));
     }
     return lines.join("\r\n") + "\r\n";
   },
   json(study, trials) {
-    const keep = [...Export.FIELDS, "params", "user_attrs", ...Export.TAIL];
+    const keep = [...Export.FIELDS, "values", "params", "metrics", "user_attrs", ...Export.TAIL];
     return JSON.stringify({
-      study: { id: study.id, name: study.name, direction: study.direction, state: study.state,
+      study: { id: study.id, name: study.name, direction: study.direction, objectives: study.objectives || [], state: study.state,
         user_attrs: study.user_attrs || {}, note: study.note || "" },
       trials: trials.map((t) => Object.fromEntries(keep.map((k) => [k, t[k] === undefined ? null : t[k]]))),
     }, null, 2);
@@ -71,7 +81,7 @@ const Export = {
       const s = study();
       if (!s) return; /* not loaded yet */
       const list = (await trials()).filter(Boolean);
-      if (ext === "csv") Export.save(Export.fileName(s, "csv"), "text/csv", Export.csv(studySpace(s), list));
+      if (ext === "csv") Export.save(Export.fileName(s, "csv"), "text/csv", Export.csv(s, list));
       else Export.save(Export.fileName(s, "json"), "application/json", Export.json(s, list));
     };
     return h("span", { class: "downloads" },

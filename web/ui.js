@@ -67,6 +67,18 @@ function studyTabs(id, current) {
   return h("nav", { class: "tabs", id: "study-tabs" }, STUDY_VIEWS.map(([view, label]) =>
     h("a", { href: `#/studies/${id}${view ? "/" + view : ""}`, class: view === current ? "on" : "", "data-view": view || "overview" }, label)));
 }
+/* What a study's or a trial's page shows once the API answers 404 for it
+ * (kind "study" or "trial"): deleted while the page was open (seen), or
+ * never there. */
+function gonePage(main, kind, id, seen) {
+  Charts.disposeAll();
+  const what = `${kind} ${id}`;
+  setCrumbs(h("a", { href: "#/" }, "studies"), h("span", {}, what));
+  main.replaceChildren(h("section", { class: "summary", id: "gone" },
+    h("h1", {}, seen ? `${what[0].toUpperCase()}${what.slice(1)} was deleted` : `There is no ${what}`),
+    h("p", {}, h("a", { href: "#/" }, "Back to the list of studies"))));
+}
+
 /* A chart's place holder saying why it is empty. */
 function chartNote(el, text) { el.replaceChildren(h("p", { class: "muted chart-note" }, text)); }
 

@@ -35,8 +35,10 @@ function studyView(main, id, name, arg) {
     title.replaceChildren(`${s.name}: ${view.title} `, stateBadge(studyState(s)));
     await draw(s, studySpace(s), trials);
     window.__hpo.drawn++;
-  }).start();
-  return () => { st.stopped = true; feed.stop(); };
+  });
+  const stop = () => { st.stopped = true; feed.stop(); };
+  feed.onGone((seen) => { stop(); gonePage(main, "study", id, seen); }).start();
+  return stop;
 }
 
 const Views = {

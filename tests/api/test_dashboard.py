@@ -10,7 +10,13 @@ refits and ensemble show with their test metrics, the large study is
 interactive, and the analysis views (contour, slice, EDF, timeline,
 compare), the CSV/JSON downloads, the study actions with and without a
 token and the dark theme (tests/web/views.mjs), and study and trial notes
-edited through the page and their user_attrs (tests/web/notes.mjs).
+edited through the page and their user_attrs (tests/web/notes.mjs), and
+what an audit found (tests/web/regressions.mjs): client strings in chart
+tooltips shown as text, a study deleted while its page is open, the
+importance chart catching up, the trial store's refreshes with an early
+trial left running, the learning curves' ticks, exports of a study with
+several objectives and of formula-like strings, a chart disposed mid-paint;
+refits started from the page shown and followed (views.mjs).
 Screenshots go to
 <build>/screenshots/.
 Skips (77) when /usr/bin/chromium, node or web/node_modules is missing

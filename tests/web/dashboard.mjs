@@ -4,7 +4,8 @@
 // CONFIG: {url, web_dir, chromium, out_dir, finished, running, big, embedded,
 // template, pbt, to_pause, to_delete, token: {url, token, study}, counts}.
 // The analysis views, downloads, actions and themes: views.mjs; notes and
-// user_attrs: notes.mjs.
+// user_attrs: notes.mjs; what an audit found (tooltips, deleted studies,
+// exports, ...): regressions.mjs.
 // Prints one line per check ("ok ..." / "FAIL ..."), figures as
 // "figure NAME VALUE", and talks to the Python side over stdin/stdout for the
 // live-update check ("wait-live" -> Python tells a trial -> "told").
@@ -15,6 +16,7 @@ import readline from "node:readline";
 import os from "node:os";
 import * as views from "./views.mjs";
 import { notes } from "./notes.mjs";
+import { regressions } from "./regressions.mjs";
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
 const require = createRequire(path.join(cfg.web_dir, "package.json"));
@@ -226,8 +228,8 @@ try {
   }
   // ---- the analysis views, downloads, notes and user_attrs, study actions (with and without a token), dark mode
   const env = { ctx, page, cfg, check, shot };
-  const parts = { ...views, notes };
-  for (const part of ["analysisViews", "downloads", "notes", "templateStudy", "darkMode", "actions"]) {
+  const parts = { ...views, notes, regressions };
+  for (const part of ["analysisViews", "downloads", "notes", "templateStudy", "darkMode", "actions", "regressions"]) {
     const t = Date.now();
     try {
       await parts[part](env);

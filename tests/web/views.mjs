@@ -214,14 +214,24 @@ export async function actions({ page, cfg, check, shot }) {
   const before = await models();
   await page.goto(`${cfg.url}/#/studies/${cfg.embedded}`);
   await page.waitForFunction(() => window.__hpo && window.__hpo.ready, null, { timeout: 15000 });
+  const rowsBefore = await page.$$eval("#models tbody tr", (r) => r.length);
   await page.fill("#models-top-n", "1");
   await page.click("#act-refit");
-  await page.waitForFunction(() => /refit: done/.test(document.querySelector("#action-msg").textContent), null, { timeout: 10000 });
+  /* the call only queues the refit: the message says so, its row shows at once and follows it until it has trained */
+  const queued = await page.waitForFunction(() => /^refit: model \d+ (queued|running)$/.test(document.querySelector("#action-msg").textContent), null, { timeout: 10000 })
+    .then(() => true, () => false);
   const afterRefit = await models();
+  const refit = afterRefit.find((m) => !before.some((b) => b.id === m.id));
+  const shownAtOnce = !!refit && await page.waitForSelector(`#models tr[data-model="${refit.id}"]`, { timeout: 5000 }).then(() => true, () => false);
+  check(queued && shownAtOnce, `refit: "${await page.textContent("#action-msg")}" and its row shown without a reload (${rowsBefore} rows before, ${await page.$$eval("#models tbody tr", (r) => r.length)} now)`);
+  const trained = shownAtOnce && await page.waitForFunction((id) => /complete|failed/.test(document.querySelector(`#models tr[data-model="${id}"]`).children[2].textContent),
+    refit.id, { timeout: 60000 }).then(() => true, () => false);
+  check(trained, "refit: its row follows it until it has trained (complete), without a reload");
   await page.fill("#models-top-n", "2");
   await page.selectOption("#ensemble-method", "mean");
   await page.click("#act-ensemble");
-  await page.waitForFunction(() => /ensemble: done/.test(document.querySelector("#action-msg").textContent), null, { timeout: 10000 });
+  await page.waitForFunction(() => /^ensemble: model \d+ (queued|running|complete)$/.test(document.querySelector("#action-msg").textContent), null, { timeout: 10000 })
+    .catch(() => {});
   const afterEns = await models();
   const newRefits = afterRefit.filter((m) => !before.some((b) => b.id === m.id));
   const newEns = afterEns.filter((m) => !afterRefit.some((b) => b.id === m.id));
