@@ -421,11 +421,24 @@ static const sto_sql_ops pg_ops = {
     .finalize = pg_finalize,
 };
 
-/* The URL without its password, for messages. */
+/* The URL without its password (user:password@, or ?password=...), for
+ * messages. */
 static void url_for_log(const char *url, char *out, size_t cap) {
     snprintf(out, cap, "%s", url);
-    char *at = strrchr(out, '@'), *scheme = strstr(out, "://");
-    if (!at || !scheme) return;
+    char *query = strchr(out, '?');
+    for (char *p = query; p; p = strchr(p + 1, '&')) {
+        if (strncmp(p + 1, "password=", 9) != 0) continue;
+        char *value = p + 10, *end = value + strcspn(value, "&");
+        if (cap - (size_t)(value - out) > 3) { /* "***" in place of the value */
+            memmove(value + 3, end, strlen(end) + 1);
+            memcpy(value, "***", 3);
+        }
+    }
+    char *scheme = strstr(out, "://"), *host_end = scheme ? scheme + 3 + strcspn(scheme + 3, "/?") : NULL;
+    char *at = NULL;
+    for (char *p = scheme ? scheme + 3 : NULL; p && p < host_end; p++)
+        if (*p == '@') at = p;
+    if (!at) return;
     char *colon = memchr(scheme + 3, ':', (size_t)(at - (scheme + 3)));
     if (colon) memmove(colon, at, strlen(at) + 1);
 }

@@ -66,6 +66,11 @@ def main():
     c.check(rc == 2 and "postgresql://" in err, "another scheme exits 2 with the reason (%d %r)" % (rc, err))
     rc, err = refused(args.hpod, ["--database", "postgresql://postgres@127.0.0.1:1/none"])
     c.check(rc == 2 and "database" in err, "a server that is not there exits 2 (%d %r)" % (rc, err))
+    for url in ("postgresql://postgres:s3cret@127.0.0.1:1/none",
+                "postgresql://postgres@127.0.0.1:1/none?sslmode=disable&password=s3cret&connect_timeout=2"):
+        rc, err = refused(args.hpod, ["--database", url])
+        c.check(rc == 2 and "s3cret" not in err and "127.0.0.1:1" in err,
+                "a password in the URL is not logged (%d %r)" % (rc, err))
 
     db = "t_api_%d" % os.getpid()
     url = pg_create(base, db)
