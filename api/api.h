@@ -80,6 +80,7 @@ typedef struct api_response {
     const char *route;        /* route name for logs and metrics (static) */
     const char *cache_control; /* Cache-Control (static string); NULL: "no-store" */
     int retry_after;           /* > 0: a Retry-After header of that many seconds (503) */
+    char allow[48];            /* non-empty: an Allow header (405: the path's methods) */
     /* non-empty: the body is a file to save under this name (Content-Disposition:
      * attachment); printable ASCII without quotes */
     char filename[64];

@@ -102,6 +102,21 @@ const char *api_route_name(const char *method, const char *path) {
     return "unmatched";
 }
 
+/* The methods of path's routes, as an Allow header lists them ("GET, HEAD,
+ * DELETE"): HEAD wherever GET is. */
+static void allowed_methods(const char *path, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < HPO_ARRAY_LEN(table); i++) {
+        int64_t id;
+        const char *m = table[i].route.method;
+        if (!match(table[i].route.pattern, path, &id) || strstr(out, m)) continue;
+        int n = snprintf(out + len, cap - len, "%s%s%s", len ? ", " : "", m, strcmp(m, "GET") == 0 ? ", HEAD" : "");
+        if (n < 0 || (size_t)n >= cap - len) break;
+        len += (size_t)n;
+    }
+}
+
 void api_handle(api_ctx *ctx, const api_request *req, api_response *resp) {
     memset(resp, 0, sizeof *resp);
     int path_known = 0;
@@ -115,9 +130,11 @@ void api_handle(api_ctx *ctx, const api_request *req, api_response *resp) {
         return;
     }
     resp->route = "unmatched";
-    if (path_known)
+    if (path_known) {
         api_fail(resp, 405, "method_not_allowed", "", "method %s is not allowed on %s",
                  req->method, req->path);
+        allowed_methods(req->path, resp->allow, sizeof resp->allow);
+    }
     else
         api_fail(resp, 404, "not_found", "", "no route for %s %s", req->method, req->path);
 }

@@ -217,12 +217,24 @@ static int content_type_ok(struct MHD_Connection *c, const char *method, const c
     return api_is_upload(method, url) && n == 19 && strncasecmp(ct, "multipart/form-data", 19) == 0;
 }
 
+/* Headers that must come once: a proxy reading the last of two while hpod
+ * reads the first would check another Host, Origin or token than hpod. */
+static const char *const once_headers[] = {MHD_HTTP_HEADER_HOST, "Origin", MHD_HTTP_HEADER_CONTENT_TYPE,
+                                           MHD_HTTP_HEADER_AUTHORIZATION};
+
 typedef struct framing {
     int content_length, transfer_encoding, chunked;
+    int once[HPO_ARRAY_LEN(once_headers)]; /* how often each came */
+    int encoded;        /* a Content-Encoding other than identity */
 } framing;
 
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     framing *f = cls;
+    for (size_t i = 0; i < HPO_ARRAY_LEN(once_headers); i++)
+        if (strcasecmp(key, once_headers[i]) == 0) f->once[i]++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 && value &&
+        strcasecmp(value + strspn(value, " \t"), "identity") != 0)
+        f->encoded = 1;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) f->content_length++;
     if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         f->transfer_encoding++;
@@ -251,6 +263,11 @@ static int check_request(const srv_http *h, struct MHD_Connection *c, const char
         return refuse(r, 414, "uri_too_long", "request_line", "the request target is too long");
     if (f.content_length > 1)
         return refuse(r, 400, "bad_request", "Content-Length", "Content-Length is given twice");
+    for (size_t i = 0; i < HPO_ARRAY_LEN(once_headers); i++)
+        if (f.once[i] > 1) return refuse(r, 400, "bad_request", once_headers[i], "%s is given twice", once_headers[i]);
+    if (f.encoded)
+        return refuse(r, 415, "unsupported_media_type", "Content-Encoding",
+                      "hpod reads request bodies as sent: no Content-Encoding");
     if (f.transfer_encoding && (f.transfer_encoding > 1 || !f.chunked))
         return refuse(r, 501, "not_implemented", "Transfer-Encoding", "the only Transfer-Encoding accepted is chunked");
     if (f.transfer_encoding && f.content_length)
@@ -365,6 +382,7 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
         MHD_add_response_header(r, "Content-Disposition", disposition);
     }
     if (resp->status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (resp->allow[0]) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
     if (resp->retry_after > 0 || resp->status == 503) { /* a 503 says when to come back */
         char ra[16];
         snprintf(ra, sizeof ra, "%d", resp->retry_after > 0 ? resp->retry_after : 5);

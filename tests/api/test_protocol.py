@@ -1,7 +1,9 @@
 """HTTP protocol edges (issue 12, item 9), each answered once, in the JSON
 error model: an encoded NUL in the path or query, the heads libmicrohttpd
 used to answer in HTML (413, 414, 431, 505, a malformed request line), a
-malformed Content-Length (which used to get its headers twice), pause /
+malformed Content-Length (which used to get its headers twice), a 405's
+Allow header, a Host, Origin, Content-Type or Authorization given twice,
+a Content-Encoding, pause /
 resume / cancel with a body that is not {}, HEAD on GET routes, the bearer
 scheme in any case, and without a token: Host (DNS rebinding), Origin and
 Content-Type (cross-site requests)."""
@@ -140,6 +142,32 @@ def main():
             conn.close()
         st, _ = hp.request("HEAD", "/api/v1/studies/%d/ask" % sid)
         c.check(st == 405, "HEAD on a POST-only route -> 405 (%s)" % st)
+        for method, path, allow in (("PUT", "/api/v1/studies", "GET, HEAD, POST"),
+                                    ("POST", "/api/v1/studies/%d" % sid, "GET, HEAD, DELETE, PATCH"),
+                                    ("GET", "/api/v1/studies/%d/ask" % sid, "POST")):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request(method, path, body=b"{}" if method != "GET" else None,
+                         headers={"Content-Type": "application/json"} if method != "GET" else {})
+            r = conn.getresponse()
+            r.read()
+            got = sorted(m.strip() for m in (r.getheader("Allow") or "").split(","))
+            c.check(r.status == 405 and got == sorted(allow.split(", ")),
+                    "%s %s -> 405 with Allow: %s (%s %r)" % (method, path, allow, r.status, r.getheader("Allow")))
+            conn.close()
+
+        # ---- a header that must come once, twice (a proxy may read the other one) ----
+        body = json.dumps(STUDY)
+        for extra, field in (("Host: evil.example\r\n", "Host"), ("Origin: http://127.0.0.1:%d\r\nOrigin: "
+                             "http://evil.example\r\n" % port, "Origin"),
+                             ("Content-Type: text/plain\r\n", "Content-Type")):
+            data = exchange(port, ("POST /api/v1/studies HTTP/1.1\r\n%sContent-Type: application/json\r\n%s"
+                                   "Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                                   % (head(port), extra, len(body), body)).encode())
+            one_json_error(c, data, 400, "%s given twice" % field, field)
+        data = exchange(port, ("POST /api/v1/studies HTTP/1.1\r\n%sContent-Type: application/json\r\n"
+                               "Content-Encoding: gzip\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                               % (head(port), len(body), body)).encode())
+        one_json_error(c, data, 415, "Content-Encoding: gzip", "Content-Encoding")
 
         # ---- without a token: Host, Origin, Content-Type ----
         for host in ("evil.example", "evil.example:%d" % port, "127.0.0.2:%d" % port, "[::2]", "localhost.evil.example"):
