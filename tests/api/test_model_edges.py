@@ -132,11 +132,12 @@ def check_ensemble_keeps_members(hp, c):
 
 
 def check_ensemble_non_finite(hp, c):
-    # the last row, a validation one, has a NaN feature (the CSV loader takes
-    # it); the model has no hidden ReLU, so its prediction there is NaN
+    # the last row, a validation one, has features at float32's largest
+    # value (a dataset holds finite numbers only): the logits of the class
+    # whose weights sum past 1 overflow, and the softmax there is NaN
     rng = random.Random(1)
     rows = ["%s,%d" % (",".join("%.3f" % (k + rng.gauss(0, .3)) for _ in range(4)), k) for k in [i % 3 for i in range(200)]]
-    rows[-1] = "nan" + rows[-1][rows[-1].index(","):]
+    rows[-1] = ",".join(["3.4e38"] * 4) + rows[-1][rows[-1].rindex(","):]
     upload(hp, [("name", "nanval", None), ("format", "csv", None), ("label_column", "label", None),
                 ("file", csv_rows("a,b,c,d,label", rows), "n.csv")])
     sid = one_trial_study(hp, "nanval", {"name": "nanval", "validation_split": 50},
