@@ -56,10 +56,14 @@ static void answer_existing(api_ctx *ctx, int64_t id, json_t *def, int seeded, a
         json_object_del(json_object_get(def, "warm_start"), snapshot[k]);
         json_object_del(json_object_get(stored, "warm_start"), snapshot[k]);
     }
-    api_def_drop_defaults(def);
-    api_def_drop_defaults(stored);
     char path[256];
-    if (api_json_first_diff(def, stored, path, sizeof path))
+    int differ = api_json_first_diff(def, stored, path, sizeof path);
+    if (differ) { /* perhaps only in keys written at their default (a parse per key: not when equal) */
+        api_def_drop_defaults(def);
+        api_def_drop_defaults(stored);
+        differ = api_json_first_diff(def, stored, path, sizeof path);
+    }
+    if (differ)
         api_fail(resp, 409, "conflict", path,
                  "study %lld is named \"%.128s\" with another definition: %s differs (load_if_exists answers "
                  "only a study with the same definition)",

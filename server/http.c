@@ -463,8 +463,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_response(h, c, method, url, &resp, rs);
         }
         /* A body over the limit is read and dropped, so the client gets a
-         * clean 413 instead of a reset; one far over it, or one the client
-         * waits for leave to send, is refused at once. */
+         * clean 413 instead of a reset; one far over it, or one whose client
+         * waits for leave to send it (Expect: 100-continue), is refused at
+         * once. */
         const char *expect = header(c, MHD_HTTP_HEADER_EXPECT);
         if (announced > DROP_FACTOR * h->max_body ||
             (announced > h->max_body && expect && strcasecmp(expect, "100-continue") == 0))
