@@ -18,7 +18,11 @@
  * shift them) does not depend on the params: the study is refused with
  * that error, a 400 naming the field ("model.layers[1].dense.units: model
  * needs 15.9 GiB, budget 4.0 GiB"). Different errors at different points
- * are left to the trials.
+ * are left to the trials, but for one: once a point builds, each float
+ * parameter is moved from it to a fractional value, and a template that
+ * then fails at a field holding that parameter's "$name" reads it as an
+ * integer (units from a float in 16..64, whole at the middle): refused,
+ * naming the field (check_float_refs).
  * The same shape-only builds tell which parameters a population-based
  * study may change in a member that goes on from another's checkpoint
  * (api_pbt_mutable): those whose every tried value keeps the parameter,
@@ -99,8 +103,11 @@ static void make_points(points *p) {
     free(base);
 }
 
-/* Builds the template at x (shape only) and holds it against the budget. */
-static int try_point(api_ctx *ctx, const api_study_def *d, const double *x, hpo_error *err) {
+/* Builds the template at x (shape only) and holds it against the budget.
+ * With expanded_out, the template as built (its "repeat" blocks expanded;
+ * the template itself when that failed) is kept there. */
+static int try_point_kept(api_ctx *ctx, const api_study_def *d, const double *x, hpo_error *err,
+                          json_t **expanded_out) {
     json_t *params = tun_space_to_json(d->space, x), *model = NULL;
     if (!params) return hpo_fail(err, HPO_ENOMEM, "space", "out of memory");
     eng_model *m = NULL;
@@ -114,10 +121,76 @@ static int try_point(api_ctx *ctx, const api_study_def *d, const double *x, hpo_
         rc = eng_train_check_budget(m, &o, NULL, err);
     }
     eng_model_free(m);
-    json_decref(model);
+    if (expanded_out) *expanded_out = model ? model : json_incref(d->emb.model);
+    else json_decref(model);
     json_decref(params);
     if (rc && strncmp(err->field, "model", 5) != 0 && strncmp(err->field, "dataset", 7) != 0)
         hpo_error_prefix(err, "model");
+    return rc;
+}
+
+static int try_point(api_ctx *ctx, const api_study_def *d, const double *x, hpo_error *err) {
+    return try_point_kept(ctx, d, x, err, NULL);
+}
+
+/* The value at a field path of the model ("model.layers[2].dense.units"),
+ * or NULL. */
+static const json_t *at_field(const json_t *model, const char *field) {
+    if (strncmp(field, "model.", 6) != 0) return NULL;
+    const json_t *j = model;
+    for (const char *p = field + 6; j && *p;) {
+        size_t n = strcspn(p, ".[");
+        char key[128];
+        if (n == 0 || n >= sizeof key) return NULL;
+        memcpy(key, p, n);
+        key[n] = '\0';
+        j = json_object_get(j, key);
+        p += n;
+        while (j && *p == '[') {
+            char *end;
+            long i = strtol(p + 1, &end, 10);
+            if (*end != ']' || i < 0) return NULL;
+            j = json_array_get(j, (size_t)i);
+            p = end + 1;
+        }
+        if (*p == '.') p++;
+    }
+    return j;
+}
+
+/* A float parameter used where the model needs an integer (units, filters,
+ * a repeat count) builds at the points where it happens to be whole (the
+ * middle of 16..64 is 40), and its trials fail elsewhere. At x (a point
+ * that builds), each float parameter that can take a fractional value is
+ * set to one; when the template then fails at a field that refers to that
+ * parameter, the study is refused, naming the field. 0, or HPO_EINVAL. */
+static int check_float_refs(api_ctx *ctx, const api_study_def *d, const double *x, hpo_error *err) {
+    const tun_space *s = d->space;
+    double *y = hpo_xcalloc((size_t)s->n + 1, sizeof *y);
+    int rc = 0;
+    for (int i = 0; i < s->n && rc == 0; i++) {
+        const tun_param *q = &s->params[i];
+        if (q->type != TUN_FLOAT || !tun_space_is_active(s, x, i)) continue;
+        double v = 0; /* a fractional value the space holds */
+        for (double f = 0.37; f < 1 && v == floor(v); f += 0.21)
+            v = tun_space_snap(s, i, q->log ? exp(log(q->low) + f * (log(q->high) - log(q->low)))
+                                            : q->low + f * (q->high - q->low));
+        if (v == floor(v)) continue; /* whole at every step: an integer in all but name */
+        memcpy(y, x, (size_t)s->n * sizeof *y);
+        y[i] = v;
+        hpo_error e;
+        memset(&e, 0, sizeof e);
+        json_t *built = NULL;
+        if (try_point_kept(ctx, d, y, &e, &built) == HPO_EINVAL) {
+            const char *ref = json_string_value(at_field(built, e.field));
+            if (ref && ref[0] == '$' && strcmp(ref + 1, q->name) == 0)
+                rc = hpo_fail(err, HPO_EINVAL, e.field,
+                              "%s takes an integer, and \"$%s\" is a float parameter (%g is one of its values): "
+                              "make it {\"type\": \"int\"}", e.field, q->name, v);
+        }
+        json_decref(built);
+    }
+    free(y);
     return rc;
 }
 
@@ -147,8 +220,9 @@ int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *er
         memset(&e, 0, sizeof e);
         int rc = try_point(ctx, d, p.x + (size_t)i * (size_t)d->space->n, &e);
         if (rc == 0) { /* it builds here: the failing points are failed trials */
+            rc = check_float_refs(ctx, d, p.x + (size_t)i * (size_t)d->space->n, err);
             free(p.x);
-            return 0;
+            return rc;
         }
         field_shape(e.field, shape, sizeof shape);
         if (i == 0) {

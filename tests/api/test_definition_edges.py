@@ -13,6 +13,8 @@ before, and trained something else than it said, or blew hpod's memory):
 - an accuracy objective on a regression dataset;
 - executions_per_trial over 16 (16 ran);
 - the builtin dataset with an id (ignored);
+- a float parameter where the model needs an integer (dense units from a
+  float in 16..64: the check built it at 40, and most trials failed);
 - and on an external (ask/tell) study, the tuner keys only the scheduler
   reads: parallel_trials, trial_timeout, executions_per_trial (ignored).
 A definition inside every limit is still accepted and trains."""
@@ -72,6 +74,17 @@ def main():
                 study(tuner={"algorithm": "random", "seed": 1, "max_trials": 1, "executions_per_trial": 20}),
                 "tuner.executions_per_trial", "16")
         refused(hp, c, "the builtin dataset with an id", study(dataset=dict(DATA, id=999)), "dataset.id", "built in")
+        # a float where the model needs an integer: whole at the middle of
+        # 16..64 (so it built there), fractional at most trials
+        units = {"layers": [{"flatten": {}}, {"dense": {"units": "$u", "activation": "relu"}}, {"dense": {"units": 10}}]}
+        refused(hp, c, "dense units from a float parameter",
+                study(model=units, space={"u": {"type": "float", "low": 16, "high": 64}}),
+                "model.layers[1].dense.units", "float parameter")
+        whole = study(name="whole", model=units, space={"u": {"type": "float", "low": 16, "high": 64, "step": 8}})
+        st, out = hp.request("POST", "/api/v1/studies", whole, timeout=60)
+        c.check(st == 201, "a float parameter whole at every step is accepted there: %s %s" % (st, out))
+        if st == 201:
+            hp.ok("DELETE", "/api/v1/studies/%d" % out["id"])
         for key, value in (("parallel_trials", 2), ("trial_timeout", 60), ("executions_per_trial", 3)):
             ext = {"name": "ext", "space": {"x": {"type": "float", "low": 0, "high": 1}},
                    "tuner": {"algorithm": "tpe", key: value}}
