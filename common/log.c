@@ -78,17 +78,18 @@ static size_t utf8_len(const unsigned char *p) {
     return n;
 }
 
-/* s as the inside of a JSON string (json), of a quoted text value, or
- * (TEXT_MESSAGE) as a text line's message: quotes as they are, control
- * bytes escaped all the same, so that nothing a client sends (a request
- * path) can start a forged line or move the terminal's cursor. */
-#define TEXT_MESSAGE 2
-static void put_escaped(line *l, const char *s, int json) {
+/* How put_escaped writes s: as the inside of a JSON string, of a quoted
+ * text value, or as a text line's message (quotes as they are, control
+ * bytes escaped all the same, so that nothing a client sends, such as a
+ * request path, can start a forged line or move the terminal's cursor). */
+typedef enum { ESC_JSON, ESC_TEXT_VALUE, ESC_TEXT_MESSAGE } esc_mode;
+
+static void put_escaped(line *l, const char *s, esc_mode mode) {
     const unsigned char *p = (const unsigned char *)s;
     while (*p && !l->full) {
         char esc[8];
         unsigned c = *p;
-        if ((c == '"' || c == '\\') && json != TEXT_MESSAGE) {
+        if ((c == '"' || c == '\\') && mode != ESC_TEXT_MESSAGE) {
             esc[0] = '\\', esc[1] = (char)c;
             put(l, esc, 2);
             p++;
@@ -97,7 +98,7 @@ static void put_escaped(line *l, const char *s, int json) {
             put(l, esc, 2);
             p++;
         } else if (c < 0x20 || c == 0x7f) {
-            snprintf(esc, sizeof esc, json == 1 ? "\\u%04x" : "\\x%02x", c);
+            snprintf(esc, sizeof esc, mode == ESC_JSON ? "\\u%04x" : "\\x%02x", c);
             puts_(l, esc);
             p++;
         } else if (c < 0x80) {
@@ -109,7 +110,7 @@ static void put_escaped(line *l, const char *s, int json) {
                 put(l, (const char *)p, n);
                 p += n;
             } else { /* not UTF-8: U+FFFD in JSON, the byte in hex in text */
-                if (json == 1) {
+                if (mode == ESC_JSON) {
                     puts_(l, "\\ufffd");
                 } else {
                     snprintf(esc, sizeof esc, "\\x%02x", c);
@@ -163,7 +164,7 @@ size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int le
         puts_(&l, "\",\"level\":\"");
         puts_(&l, names[lv]);
         puts_(&l, "\",\"msg\":\"");
-        put_escaped(&l, msg, 1);
+        put_escaped(&l, msg, ESC_JSON);
         puts_(&l, "\"");
         if (l.full) { /* cut inside the message: close the string and the object */
             close_(&l, "\"}");
@@ -176,7 +177,7 @@ size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int le
             puts_(&l, "\":");
             if (fields[i].str) {
                 puts_(&l, "\"");
-                put_escaped(&l, fields[i].str, 1);
+                put_escaped(&l, fields[i].str, ESC_JSON);
                 puts_(&l, "\"");
             } else {
                 put_number(&l, fields[i].num, 1);
@@ -192,7 +193,7 @@ size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int le
     char head[128];
     snprintf(head, sizeof head, "%s %-5s ", ts, tags[lv]);
     puts_(&l, head);
-    put_escaped(&l, msg, TEXT_MESSAGE);
+    put_escaped(&l, msg, ESC_TEXT_MESSAGE);
     for (size_t i = 0; i < n && !l.full; i++) {
         puts_(&l, " ");
         puts_(&l, fields[i].key);
@@ -201,7 +202,7 @@ size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int le
             put_number(&l, fields[i].num, 0);
         } else if (needs_quotes(fields[i].str)) {
             puts_(&l, "\"");
-            put_escaped(&l, fields[i].str, 0);
+            put_escaped(&l, fields[i].str, ESC_TEXT_VALUE);
             close_(&l, "\"");
         } else {
             puts_(&l, fields[i].str);

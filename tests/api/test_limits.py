@@ -146,19 +146,20 @@ def main():
     hp = Hpod(args.hpod, args=["--max-body", "4096", "--max-upload", "1000000"]).start()
     try:
         port = hp.port
-        s = connect(port)
-        s.sendall(b"POST /api/v1/studies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 20000\r\nExpect: 100-continue\r\n\r\n")
-        data = read_response(s, timeout=5)
-        s.close()
+        def head_only(head):
+            """The answer to a request head sent without its body."""
+            s = connect(port)
+            s.sendall(head)
+            data = read_response(s, timeout=5)
+            s.close()
+            return data
+        data = head_only(b"POST /api/v1/studies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 20000\r\nExpect: 100-continue\r\n\r\n")
         status, err, _, n = json_error(data)
         c.check(status == 413 and n == 1 and err and "--max-body" in err["message"],
                 "Expect: 100-continue over --max-body: 413 before the body, no 100 (%r)" % data[:200])
-        s = connect(port)
-        s.sendall(b"POST /api/v1/datasets HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                  b"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000000000000000\r\n\r\n")
-        data = read_response(s, timeout=5)
-        s.close()
+        data = head_only(b"POST /api/v1/datasets HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; "
+                         b"boundary=b\r\nContent-Length: 1000000000000000\r\n\r\n")
         status, err, _, n = json_error(data)
         c.check(status == 413 and err and "--max-upload" in err["message"],
                 "an upload announcing a petabyte: 413 at once (%r)" % data[:200])
