@@ -79,6 +79,7 @@ int api_have_slot_for(api_ctx *ctx, int device);
 typedef struct api_embedded {
     json_t *model;          /* the model template (owned; premade templates expanded) */
     json_t *dataset;        /* the "dataset" object (owned reference) */
+    int64_t dataset_id;     /* the uploaded dataset it names, as resolved at parse (0: a builtin one) */
     int n_classes;          /* of the dataset (0 for regression) */
     int in_rank, in_shape[3];
     /* dataset split */
@@ -634,5 +635,10 @@ json_t *api_dataset_json(const sto_dataset *d);
 struct eng_data_source;
 int api_dataset_source(api_ctx *ctx, const json_t *spec, const char *part,
                        struct eng_data_source *src, char **owned, hpo_error *err);
+/* The id of the uploaded dataset a "dataset" object names ({"id": N} as
+ * given, {"name": ...} looked up), 0 for a builtin one: what a study or
+ * model insert holds (sto_study_new.dataset_id). HPO_ENOTFOUND if no
+ * dataset has that name (any more). */
+int api_dataset_id(api_ctx *ctx, const json_t *spec, int64_t *id_out);
 
 #endif

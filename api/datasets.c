@@ -604,26 +604,35 @@ static int64_t pending_model(api_ctx *ctx, int64_t study_id, const char **state)
 }
 
 /* Who uses d: the first running or paused study that trains on it, or a
- * study of it whose model job is queued or running: 0 and why (for the
- * 409), HPO_ENOTFOUND when none, or a storage error. */
-static int dataset_in_use(api_ctx *ctx, const sto_dataset *d, char *why, size_t cap) {
+ * study of it whose model job is queued or running: 1 and why (for the
+ * 409), 0 when none, or a storage error. Called by the delete's
+ * transaction once it holds the dataset's row (sto_dataset_delete_unused),
+ * so a study or model created at the same time by another request or node
+ * is either read here or finds the row gone. */
+typedef struct dataset_users {
+    api_ctx *ctx;
+    const sto_dataset *d;
+    char why[300];
+} dataset_users;
+
+static int dataset_in_use(void *arg) {
+    dataset_users *u = arg;
     sto_study *list = NULL;
     size_t n = 0;
-    int rc = sto_study_list(ctx->db, &list, &n);
+    int rc = sto_study_list(u->ctx->db, &list, &n);
     if (rc) return rc;
-    rc = HPO_ENOTFOUND;
-    for (size_t i = 0; i < n && rc == HPO_ENOTFOUND; i++) {
-        if (!spec_uses(list[i].spec, d)) continue;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!spec_uses(list[i].spec, u->d)) continue;
         const char *state = "";
         int64_t model = 0;
         if (list[i].state == STO_STUDY_RUNNING || list[i].state == STO_STUDY_PAUSED) {
-            snprintf(why, cap, "study %lld (%s) uses dataset %s: cancel or delete it first", (long long)list[i].id,
-                     sto_study_state_name(list[i].state), d->name);
-            rc = 0;
-        } else if ((model = pending_model(ctx, list[i].id, &state))) {
-            snprintf(why, cap, "model %lld (%s) of study %lld uses dataset %s: wait until it ends", (long long)model,
-                     state, (long long)list[i].id, d->name);
-            rc = 0;
+            snprintf(u->why, sizeof u->why, "study %lld (%s) uses dataset %s: cancel or delete it first",
+                     (long long)list[i].id, sto_study_state_name(list[i].state), u->d->name);
+            rc = 1;
+        } else if ((model = pending_model(u->ctx, list[i].id, &state))) {
+            snprintf(u->why, sizeof u->why, "model %lld (%s) of study %lld uses dataset %s: wait until it ends",
+                     (long long)model, state, (long long)list[i].id, u->d->name);
+            rc = 1;
         }
     }
     sto_study_list_free(list, n);
@@ -633,17 +642,12 @@ static int dataset_in_use(api_ctx *ctx, const sto_dataset *d, char *why, size_t 
 void api_h_dataset_delete(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     sto_dataset d;
     if (dataset_must_exist(ctx, id, &d, resp)) return;
-    char why[300];
-    int rc = dataset_in_use(ctx, &d, why, sizeof why);
-    if (rc == 0) {
-        api_fail(resp, 409, "conflict", "id", "%s", why);
+    dataset_users users = {.ctx = ctx, .d = &d};
+    int rc = sto_dataset_delete_unused(ctx->db, id, dataset_in_use, &users);
+    if (rc == HPO_ECONFLICT) {
+        api_fail(resp, 409, "conflict", "id", "%s", users.why);
         goto done;
     }
-    if (rc != HPO_ENOTFOUND) {
-        api_fail_rc(resp, rc, NULL);
-        goto done;
-    }
-    rc = sto_dataset_delete(ctx->db, id);
     if (rc) {
         api_fail_lookup(resp, rc, "dataset", id);
         goto done;
@@ -654,6 +658,23 @@ void api_h_dataset_delete(api_ctx *ctx, const api_request *req, int64_t id, api_
     api_reply_text(resp, 204, "application/json", "", 0);
 done:
     sto_dataset_clear(&d);
+}
+
+int api_dataset_id(api_ctx *ctx, const json_t *spec, int64_t *id_out) {
+    const json_t *jid = json_object_get(spec, "id");
+    const char *name = json_string_value(json_object_get(spec, "name"));
+    *id_out = 0;
+    if (json_is_integer(jid)) {
+        *id_out = json_integer_value(jid);
+        return 0;
+    }
+    if (!name || eng_builtin_exists(name)) return 0;
+    sto_dataset d;
+    int rc = sto_dataset_get_by_name(ctx->db, name, &d);
+    if (rc) return rc;
+    *id_out = d.id;
+    sto_dataset_clear(&d);
+    return 0;
 }
 
 /* ---- for the trial runner ---- */

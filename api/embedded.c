@@ -36,6 +36,16 @@ int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, eng_dat
     return rc;
 }
 
+/* The uploaded dataset ds names is no longer stored. */
+static int dataset_deleted(api_ctx *ctx, const json_t *ds) {
+    int64_t id = 0;
+    if (api_dataset_id(ctx, ds, &id) == HPO_ENOTFOUND) return 1;
+    sto_dataset row;
+    if (id <= 0 || sto_dataset_get(ctx->db, id, &row) != 0) return id > 0;
+    sto_dataset_clear(&row);
+    return 0;
+}
+
 static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_error *err) {
     static const char *keys[] = {"name", "id", "validation_split", "limit", "validation_limit"};
     const json_t *ds = json_object_get(def, "dataset");
@@ -61,7 +71,12 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
                         &e->validation_limit, err)))
         return rc;
     eng_dataset *d = NULL;
-    if ((rc = api_dataset_open(ctx, ds, "train", &d, err))) {
+    rc = api_dataset_open(ctx, ds, "train", &d, err);
+    if (rc == 0 && api_dataset_id(ctx, ds, &e->dataset_id)) rc = HPO_ENOTFOUND; /* its row went meanwhile */
+    if (rc) {
+        if (d) eng_dataset_release(d);
+        if (dataset_deleted(ctx, ds)) /* by a delete (another request or node) that ran meanwhile */
+            return hpo_fail(err, HPO_EINVAL, "dataset", "the dataset was deleted while the study was checked");
         if (!err->field[0]) hpo_error_prefix(err, "dataset");
         return rc;
     }

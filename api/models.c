@@ -50,6 +50,16 @@ static json_t *api_model_json(const sto_model *m) {
     return j;
 }
 
+/* A model job that sto_model_create refused: HPO_ESTALE is its study's
+ * uploaded dataset, deleted since the study was loaded. */
+static void fail_model_create(api_response *resp, int rc) {
+    if (rc == HPO_ESTALE)
+        api_fail(resp, 409, "conflict", "dataset",
+                 "the study's uploaded dataset was deleted: its models can no longer be made");
+    else
+        api_fail_rc(resp, rc, NULL);
+}
+
 /* An embedded study with a reference, or an error response. */
 static api_study *embedded_study(api_ctx *ctx, int64_t id, api_response *resp) {
     api_study *st = NULL;
@@ -180,10 +190,10 @@ void api_h_study_refits_create(api_ctx *ctx, const api_request *req, int64_t id,
                                  "train+validation");
         char *text = json_dumps(spec, JSON_COMPACT);
         json_decref(spec);
-        int rc = sto_model_create(ctx->db, id, trials[i].id, STO_MODEL_REFIT, text, &ids[i]);
+        int rc = sto_model_create(ctx->db, id, trials[i].id, STO_MODEL_REFIT, text, st->def.emb.dataset_id, &ids[i]);
         free(text);
         if (rc) {
-            api_fail_rc(resp, rc, NULL);
+            fail_model_create(resp, rc);
             free(ids);
             goto done;
         }
@@ -250,10 +260,10 @@ void api_h_trial_model_create(api_ctx *ctx, const api_request *req, int64_t id, 
         char *text = json_dumps(spec, JSON_COMPACT);
         json_decref(spec);
         int64_t mid;
-        rc = sto_model_create(ctx->db, t.study_id, id, STO_MODEL_TRIAL, text, &mid);
+        rc = sto_model_create(ctx->db, t.study_id, id, STO_MODEL_TRIAL, text, st->def.emb.dataset_id, &mid);
         free(text);
         if (rc) {
-            api_fail_rc(resp, rc, NULL);
+            fail_model_create(resp, rc);
         } else {
             api_event(ctx, t.study_id, id, "model_queued",
                       json_pack("{s:I, s:s}", "model_id", (json_int_t)mid, "kind", "trial"));
@@ -345,10 +355,10 @@ void api_h_study_ensembles_create(api_ctx *ctx, const api_request *req, int64_t 
     char *text = json_dumps(spec, JSON_COMPACT);
     json_decref(spec);
     int64_t mid;
-    int rc = sto_model_create(ctx->db, id, 0, STO_MODEL_ENSEMBLE, text, &mid);
+    int rc = sto_model_create(ctx->db, id, 0, STO_MODEL_ENSEMBLE, text, st->def.emb.dataset_id, &mid);
     free(text);
     if (rc) {
-        api_fail_rc(resp, rc, NULL);
+        fail_model_create(resp, rc);
         goto done;
     }
     api_event(ctx, id, 0, "model_queued", json_pack("{s:I, s:s}", "model_id", (json_int_t)mid, "kind", "ensemble"));

@@ -125,11 +125,15 @@ int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras
      * load_if_exists the lookup by name too */
     sto_event_in created_ev = {"study_created", NULL};
     sto_study_new in = {.name = d.name, .spec = spec, .user_attrs = x->attrs, .note = x->note_text,
-                        .load_if_exists = x->load_if_exists, .state = hold ? STO_STUDY_PAUSED : STO_STUDY_RUNNING};
+                        .load_if_exists = x->load_if_exists, .state = hold ? STO_STUDY_PAUSED : STO_STUDY_RUNNING,
+                        .dataset_id = d.embedded ? d.emb.dataset_id : 0};
     if (rc == 0) rc = spec ? sto_study_create_with(ctx->db, &in, &created_ev, &study_id, &created) : HPO_ENOMEM;
     if (rc == 0 && created && d.embedded && !hold) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
     free(spec);
     api_study_def_clear(&d);
+    if (rc == HPO_ESTALE) /* sto_study_new.dataset_id: deleted by another request or node meanwhile */
+        return hpo_fail(err, HPO_EINVAL, "dataset", "the dataset was deleted while the study was created: "
+                                                    "nothing was stored; upload it again");
     if (rc == HPO_ENOSPACE)
         return hpo_fail(err, rc, "", "the data disk is full: the study was not created (nothing was stored); "
                                      "free space and retry");

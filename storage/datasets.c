@@ -100,3 +100,24 @@ int sto_dataset_delete(sto_db *db, int64_t id) {
     if (!db) return HPO_EINVAL;
     return sto_db_exec_id(db, STO_Q_DATASET_DELETE, id, "dataset delete");
 }
+
+int sto_dataset_delete_unused(sto_db *db, int64_t id, sto_dataset_in_use_fn in_use, void *arg) {
+    if (!db || !in_use) return HPO_EINVAL;
+    sto_db_lock(db);
+    int rc = sto_db_begin(db);
+    if (rc == 0) rc = sto_db_exists(db, STO_Q_DATASET_CLAIM, id);
+    if (rc == 0) {
+        rc = in_use(arg);
+        if (rc == 1) rc = HPO_ECONFLICT;
+    }
+    if (rc == 0) {
+        sto_stmt *s = db->q[STO_Q_DATASET_DELETE];
+        sto_bind_int64(s, 1, id);
+        if (sto_step(s) != STO_DONE) rc = sto_db_error(db, "dataset delete");
+        sto_db_done(s);
+    }
+    if (rc == 0) rc = sto_db_commit(db);
+    if (rc) sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
+}

@@ -506,6 +506,9 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_DATASET_GET_BY_NAME] = "SELECT " DATASET_COLS " FROM datasets WHERE name = ?1",
     [STO_Q_DATASET_LIST] = "SELECT " DATASET_COLS " FROM datasets ORDER BY id",
     [STO_Q_DATASET_DELETE] = "DELETE FROM datasets WHERE id = ?1",
+    /* SQLite: the IMMEDIATE transaction already excludes every other writer */
+    [STO_Q_DATASET_HOLD] = "SELECT 1 FROM datasets WHERE id = ?1",
+    [STO_Q_DATASET_CLAIM] = "SELECT 1 FROM datasets WHERE id = ?1",
 
     [STO_Q_MODEL_INSERT] =
         "INSERT INTO models (study_id, trial_id, kind, state, spec, created) VALUES (?1, ?2, ?3, 0, ?4, ?5)"
@@ -657,6 +660,12 @@ static const char *const stmt_sql_pg[STO_Q_N] = {
     /* a node starting a job holds its row (shared) to the commit: another
      * node ending it waits, and then sees the job among its orphans */
     [STO_Q_NODE_LIVE] = "SELECT 1 FROM nodes WHERE id = ?1 AND ended = 0 FOR SHARE",
+    /* A study or model inserted on a dataset holds its row (shared) to the
+     * commit; a delete takes it exclusively before it reads who uses the
+     * dataset: whichever locks second sees what the first committed (the
+     * insert finds no row, the delete finds the new user). */
+    [STO_Q_DATASET_HOLD] = "SELECT 1 FROM datasets WHERE id = ?1 FOR SHARE",
+    [STO_Q_DATASET_CLAIM] = "SELECT 1 FROM datasets WHERE id = ?1 FOR UPDATE",
     /* the nodes' times are the server's clock, the same for every node */
     [STO_Q_NODE_INSERT] = NODE_INSERT(PG_NOW),
     [STO_Q_NODE_BEAT] = NODE_BEAT(PG_NOW),
@@ -710,6 +719,12 @@ int sto_db_exists(sto_db *db, int q, int64_t id) {
     sto_stmt *s = db->q[q];
     sto_bind_int64(s, 1, id);
     return first_row(db, s, "exists");
+}
+
+int sto_db_hold_dataset(sto_db *db, int64_t dataset_id) {
+    if (dataset_id <= 0) return 0;
+    int rc = sto_db_exists(db, STO_Q_DATASET_HOLD, dataset_id);
+    return rc == HPO_ENOTFOUND ? HPO_ESTALE : rc;
 }
 
 int sto_db_lock_study(sto_db *db, int64_t study_id) { return sto_db_exists(db, STO_Q_STUDY_LOCK, study_id); }

@@ -126,6 +126,8 @@ enum {
     STO_Q_DATASET_GET_BY_NAME,
     STO_Q_DATASET_LIST,
     STO_Q_DATASET_DELETE,
+    STO_Q_DATASET_HOLD,  /* in a study's or model's insert: the dataset it trains on */
+    STO_Q_DATASET_CLAIM, /* in a delete: the dataset row, before its users are read */
 
     STO_Q_MODEL_INSERT,
     STO_Q_MODEL_GET,
@@ -245,6 +247,10 @@ void sto_db_commit_with_next(sto_db *db);
 /* 0 if a row with that id exists (q is an "exists" statement with ?1 = id),
  * HPO_ENOTFOUND if not, HPO_ESTORAGE on failure. */
 int sto_db_exists(sto_db *db, int q, int64_t id);
+/* Inside the caller's transaction: holds the uploaded dataset an insert
+ * trains on (STO_Q_DATASET_HOLD) to the commit. 0 (also for id 0: none),
+ * HPO_ESTALE if it is gone, HPO_ESTORAGE on failure. */
+int sto_db_hold_dataset(sto_db *db, int64_t dataset_id);
 /* Fills t (a sto_trial) from the current row of a statement selecting
  * STO_TRIAL_COLS; a sto_db_row_fn. */
 void sto_db_read_trial(sto_stmt *s, void *t);

@@ -54,12 +54,13 @@ void sto_model_list_free(sto_model *list, size_t n) {
 }
 
 int sto_model_create(sto_db *db, int64_t study_id, int64_t trial_id, sto_model_kind kind, const char *spec,
-                     int64_t *id_out) {
+                     int64_t dataset_id, int64_t *id_out) {
     if (!db || (unsigned)kind > STO_MODEL_ENSEMBLE) return HPO_EINVAL;
     sto_db_lock(db);
     sto_stmt *s = db->q[STO_Q_MODEL_INSERT];
     int rc = sto_db_begin(db);
     if (rc) goto fail;
+    if ((rc = sto_db_hold_dataset(db, dataset_id))) goto fail;
     sto_bind_int64(s, 1, study_id);
     sto_bind_id(s, 2, trial_id);
     sto_bind_int64(s, 3, (int)kind);

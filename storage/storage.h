@@ -148,6 +148,12 @@ typedef struct sto_study_new {
     const char *user_attrs, *note;
     int load_if_exists;
     sto_study_state state; /* the state it starts in: STO_STUDY_RUNNING (0) or STO_STUDY_PAUSED */
+    /* the uploaded dataset an embedded study trains on (0: none, or a
+     * builtin one): its row is held in the insert's transaction, so a
+     * delete racing with the create (another thread or node) either sees
+     * the study as a user or has removed the row, and then the create is
+     * HPO_ESTALE with nothing stored (sto_dataset_delete_unused) */
+    int64_t dataset_id;
 } sto_study_new;
 int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_in *ev, int64_t *id_out,
                           int *created_out);
@@ -522,6 +528,15 @@ int sto_dataset_get(sto_db *db, int64_t id, sto_dataset *out);
 int sto_dataset_get_by_name(sto_db *db, const char *name, sto_dataset *out);
 int sto_dataset_list(sto_db *db, sto_dataset **out, size_t *n_out);
 int sto_dataset_delete(sto_db *db, int64_t id);
+/* Deletes a dataset unless in_use(arg), called inside the transaction
+ * after the dataset's row is locked (PostgreSQL: FOR UPDATE), says a study
+ * or model uses it: in_use returns 1 (in use: HPO_ECONFLICT, nothing
+ * deleted), 0 (deleted) or an error (returned). A study or model created
+ * concurrently holds the row (sto_study_new.dataset_id), so in_use reads
+ * it once it committed, or it finds the row gone. HPO_ENOTFOUND if there
+ * is no such dataset. */
+typedef int (*sto_dataset_in_use_fn)(void *arg);
+int sto_dataset_delete_unused(sto_db *db, int64_t id, sto_dataset_in_use_fn in_use, void *arg);
 void sto_dataset_clear(sto_dataset *d);
 void sto_dataset_list_free(sto_dataset *list, size_t n);
 
@@ -555,9 +570,12 @@ typedef struct sto_model {
 
 const char *sto_model_kind_name(sto_model_kind k);
 const char *sto_model_state_name(sto_model_state s);
-/* HPO_ENOTFOUND for an unknown study. */
+/* HPO_ENOTFOUND for an unknown study. dataset_id: the uploaded dataset
+ * the job trains or predicts on (0: none, or a builtin one), held in the
+ * insert's transaction as sto_study_new's is: HPO_ESTALE if it was
+ * deleted since the caller read it. */
 int sto_model_create(sto_db *db, int64_t study_id, int64_t trial_id, sto_model_kind kind, const char *spec,
-                     int64_t *id_out);
+                     int64_t dataset_id, int64_t *id_out);
 int sto_model_get(sto_db *db, int64_t id, sto_model *out);
 /* Models of a study (kind < 0: every kind), oldest first. */
 int sto_model_list(sto_db *db, int64_t study_id, int kind, sto_model **out, size_t *n_out);

@@ -105,6 +105,7 @@ int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_i
             return 0;
         }
     }
+    if ((rc = sto_db_hold_dataset(db, in->dataset_id))) goto fail;
     sto_bind_text(s, 1, in->name);
     sto_bind_text(s, 2, in->spec);
     sto_bind_real(s, 3, now);

@@ -2,8 +2,9 @@
 IDX files made here (validated by hpod with the engine's loaders), list, get
 and delete; malformed uploads get a 400 naming the form field (CSV: the
 line), taken names 409, an upload over --max-upload 413; no temporary
-folder survives a failure or a dropped connection; hpod stays up, and the
-datasets are still there after a restart."""
+folder survives a failure or a dropped connection; a delete racing with a
+study created on the dataset never lets both succeed (dataset_race.py);
+hpod stays up, and the datasets are still there after a restart."""
 import gzip
 import json
 import os
@@ -13,6 +14,11 @@ import struct
 import time
 
 from hpod import Checks, Hpod, parse_args
+
+
+def check_delete_races_create(c, deleting, creating):
+    import dataset_race  # it imports this module's upload helpers
+    dataset_race.check_delete_races_create(c, deleting, creating)
 
 D = "/api/v1/datasets"
 
@@ -318,6 +324,9 @@ def main():
         c.check(st == 404, "delete twice -> 404")
         st, out = upload(hp, [("name", "doomed", None)] + base_csv + [("file", make_csv(rows=30), "d.csv")])
         c.check(st == 201 and out["id"] > doomed, "a deleted name can be reused, with a new id (%s)" % out)
+
+        # ---- a delete racing with a study created on the dataset ----
+        check_delete_races_create(c, hp, hp)
 
         c.check(hp.request("GET", "/healthz")[0] == 200, "hpod alive after the uploads")
 

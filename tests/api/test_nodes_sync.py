@@ -1,6 +1,6 @@
 """Two hpod nodes on one PostgreSQL (the server of the ctest fixture
 tests/pg/pg_server.sh, its base URL in $HPO_TEST_PG_DIR/url), each with its
-own data dir and port:
+own data dir and port, and one shared --artifacts-dir:
 
 - an embedded study created on node A is trained by A; an event stream
   opened on node B from the start follows it live and gets every event the
@@ -11,11 +11,17 @@ own data dir and port:
   twice and is exhausted exactly (409 on both nodes after the last
   point); each trial is told through the node that did not hand it out;
   the study ends complete with one study_complete event, which a stream
-  on the other node ends with.
+  on the other node ends with;
+- a dataset deleted on node A while node B creates a study on it: the
+  delete refused (409, the study uses it) or the create (400, the dataset
+  gone), never both done (dataset_race.py).
 Skipped (77) without the fixture (run it through ctest)."""
 import os
+import shutil
+import tempfile
 import threading
 
+from dataset_race import check_delete_races_create
 from hpod import Checks, Hpod, parse_args, pg_base, pg_create, pg_drop, psql, read_events
 
 EMBEDDED = {"name": "nodes-embedded", "objective": {"metric": "val_accuracy"},
@@ -50,8 +56,10 @@ def main():
     c = Checks()
     db = "t_nodes_sync_%d" % os.getpid()
     url = pg_create(base, db)
-    a = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"])
-    b = Hpod(args.hpod, args=["--database", url, "--devices", "cpu:1"])
+    shared = tempfile.mkdtemp(prefix="hpo-artifacts-")
+    flags = ["--database", url, "--artifacts-dir", shared, "--devices", "cpu:1"]
+    a = Hpod(args.hpod, args=flags)
+    b = Hpod(args.hpod, args=flags)
     try:
         a.start(timeout=60)
         b.start(timeout=60)
@@ -109,6 +117,8 @@ def main():
         c.check(gtypes.count("study_complete") == 1, "one study_complete stored (%s)" % gtypes)
         c.check(grid_seen and grid_seen[-1][1] == "study_complete",
                 "the stream on node A ends with it (%s)" % grid_seen[-2:])
+        # a dataset deleted on A while B creates a study on it
+        check_delete_races_create(c, a, b, label="nodes: ")
         c.check(a.stop() == 0 and b.stop() == 0, "both nodes stop cleanly")
     finally:
         for node in (a, b):
@@ -116,6 +126,7 @@ def main():
                 print("node log:\n" + node.log_tail())
             node.cleanup()
         pg_drop(base, db)
+        shutil.rmtree(shared, ignore_errors=True)
     c.finish()
 
 

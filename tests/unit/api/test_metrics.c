@@ -375,7 +375,7 @@ static void test_jobs_queued(void **state) {
         assert_int_equal(sto_trial_requeue(db, tid), 0);
     }
     int64_t mid;
-    assert_int_equal(sto_model_create(db, sid, 0, STO_MODEL_ENSEMBLE, "{}", &mid), 0);
+    assert_int_equal(sto_model_create(db, sid, 0, STO_MODEL_ENSEMBLE, "{}", 0, &mid), 0);
     parsed *p = scrape();
     assert_true(value_of(p, "hpo_jobs_queued", "") == 4);
     assert_true(value_of(p, "hpo_trials", "state=\"queued\"") == 3);

@@ -2,7 +2,9 @@
  * several hpod nodes share one PostgreSQL (each thread here opens its OWN
  * sto_db on the same file or URL): trial numbers stay unique and dense per
  * study, a queued model job is claimed by one connection only, and a
- * requeued trial is resumed by one only. Runs on SQLite (a file) and, as
+ * requeued trial is resumed by one only; a dataset deleted while a study
+ * is created on it is either in use (the delete refused) or gone (the
+ * create refused), never both done. Runs on SQLite (a file) and, as
  * pg.storage.test_concurrency, on PostgreSQL. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "db_internal.h"
 #include "storage.h"
@@ -151,7 +154,7 @@ static void test_models_claimed_once(void **state) {
     assert_int_equal(sto_study_create(db, "models", "{}", &study), 0);
     for (int i = 0; i < N_MODELS; i++) {
         int64_t id;
-        assert_int_equal(sto_model_create(db, study, 0, STO_MODEL_REFIT, "{}", &id), 0);
+        assert_int_equal(sto_model_create(db, study, 0, STO_MODEL_REFIT, "{}", 0, &id), 0);
         if (i == 0) first = id;
     }
     worker w[N_THREADS];
@@ -238,11 +241,126 @@ static void test_requeued_trials_resumed_once(void **state) {
     sto_tmp_close(&tmp);
 }
 
+
+/* ---- a dataset delete racing with a study created on it ---- */
+
+typedef struct {
+    const char *target;
+    int64_t dataset;
+    int rc;
+    int done; /* atomic */
+} creator;
+
+static void *create_on_dataset(void *arg) {
+    creator *c = arg;
+    sto_db *db = open_own(c->target);
+    sto_study_new in = {.name = "on-data", .spec = "{}", .dataset_id = c->dataset};
+    c->rc = db ? sto_study_create_with(db, &in, NULL, NULL, NULL) : HPO_ESTORAGE;
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    if (db) sto_close(db);
+    return NULL;
+}
+
+typedef struct {
+    creator *create;
+    pthread_t th;
+    int create_waited;
+} racing_delete;
+
+/* The delete's in_use, inside its transaction with the dataset's row
+ * locked: a create starts on another connection and must wait for the
+ * delete to end. Nothing uses the dataset. */
+static int create_meanwhile(void *arg) {
+    racing_delete *d = arg;
+    assert_int_equal(pthread_create(&d->th, NULL, create_on_dataset, d->create), 0);
+    usleep(300 * 1000);
+    d->create_waited = !__atomic_load_n(&d->create->done, __ATOMIC_ACQUIRE);
+    return 0;
+}
+
+typedef struct {
+    const char *target;
+    int64_t dataset;
+    sto_db *db; /* the thread's own connection */
+    int rc;
+    int done; /* atomic */
+} deleter;
+
+/* The delete's in_use: any study at all, read in its transaction. */
+static int any_study(void *arg) {
+    deleter *d = arg;
+    sto_study *list = NULL;
+    size_t n = 0;
+    int rc = sto_study_list(d->db, &list, &n);
+    sto_study_list_free(list, n);
+    return rc ? rc : n > 0;
+}
+
+static void *delete_dataset(void *arg) {
+    deleter *d = arg;
+    d->db = open_own(d->target);
+    d->rc = d->db ? sto_dataset_delete_unused(d->db, d->dataset, any_study, d) : HPO_ESTORAGE;
+    __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+    if (d->db) sto_close(d->db);
+    return NULL;
+}
+
+static void test_dataset_delete_races_create(void **state) {
+    (void)state;
+    sto_tmp tmp;
+    assert_int_equal(sto_tmp_init(&tmp), 0);
+    sto_db *db = NULL;
+    assert_int_equal(sto_open(tmp.db, STO_SYNC_NORMAL, &db), 0);
+    int64_t ds;
+    assert_int_equal(sto_dataset_create(db, "raced", "csv", "d.csv", NULL, 10, 100, &ds), 0);
+    /* the delete first: the create waits for it, then finds the row gone */
+    creator c = {.target = tmp.db, .dataset = ds};
+    racing_delete del = {.create = &c};
+    assert_int_equal(sto_dataset_delete_unused(db, ds, create_meanwhile, &del), 0);
+    assert_int_equal(pthread_join(del.th, NULL), 0);
+    assert_true(del.create_waited);
+    assert_int_equal(c.rc, HPO_ESTALE);
+    assert_int_equal(sto_test_int(db, "SELECT COUNT(*) FROM studies"), 0);
+    int64_t id;
+    assert_int_equal(sto_model_create(db, 1, 0, STO_MODEL_REFIT, "{}", ds, &id), HPO_ESTALE);
+    /* the create first: its transaction holds the row, the delete waits
+     * for its commit, then reads the new study and refuses */
+    assert_int_equal(sto_dataset_create(db, "held", "csv", "d.csv", NULL, 10, 100, &ds), 0);
+    sto_db_lock(db);
+    assert_int_equal(sto_db_begin(db), 0);
+    assert_int_equal(sto_db_hold_dataset(db, ds), 0);
+    sto_test_exec(db, "INSERT INTO studies (name, spec, state, created, updated) VALUES ('user', '{}', 0, 1, 1)");
+    deleter d = {.target = tmp.db, .dataset = ds};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, delete_dataset, &d), 0);
+    usleep(300 * 1000);
+    int delete_waited = !__atomic_load_n(&d.done, __ATOMIC_ACQUIRE);
+    assert_int_equal(sto_db_commit(db), 0);
+    sto_db_unlock(db);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(delete_waited);
+    assert_int_equal(d.rc, HPO_ECONFLICT);
+    sto_dataset got;
+    assert_int_equal(sto_dataset_get(db, ds, &got), 0);
+    sto_dataset_clear(&got);
+    /* unused, it goes; an unknown one is not found */
+    sto_test_exec(db, "DELETE FROM studies");
+    d = (deleter){.target = tmp.db, .dataset = ds};
+    delete_dataset(&d);
+    assert_int_equal(d.rc, 0);
+    assert_int_equal(sto_dataset_get(db, ds, &got), HPO_ENOTFOUND);
+    deleter same = {.db = db};
+    assert_int_equal(sto_dataset_delete_unused(db, ds, any_study, &same), HPO_ENOTFOUND);
+    sto_close(db);
+    sto_tmp_close(&tmp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_numbers_unique_and_dense),
         cmocka_unit_test(test_models_claimed_once),
         cmocka_unit_test(test_requeued_trials_resumed_once),
+        cmocka_unit_test(test_dataset_delete_races_create),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

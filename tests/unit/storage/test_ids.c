@@ -38,7 +38,7 @@ static void make_study(sto_db *db, const char *name, struct owned *o) {
     assert_int_equal(sto_trial_create(db, o->study, "{}", 0, &o->trial, NULL), 0);
     assert_int_equal(sto_trial_report(db, o->trial, 1, 0.5, 0), 0);
     assert_int_equal(sto_epoch_put(db, o->trial, 0, 1, "{}"), 0);
-    assert_int_equal(sto_model_create(db, o->study, o->trial, STO_MODEL_REFIT, "{}", &o->model), 0);
+    assert_int_equal(sto_model_create(db, o->study, o->trial, STO_MODEL_REFIT, "{}", 0, &o->model), 0);
     assert_int_equal(sto_event_append(db, o->study, o->trial, "x", "{}", &o->event), 0);
 }
 
@@ -122,7 +122,7 @@ static void test_events_with_their_change(void **state) {
     sto_event_in paused = {"study_paused", NULL};
     assert_int_equal(sto_study_set_state_ev(db, sid, STO_STUDY_PAUSED, &paused), 0);
     int64_t mid;
-    assert_int_equal(sto_model_create(db, sid, tid, STO_MODEL_TRIAL, "{}", &mid), 0);
+    assert_int_equal(sto_model_create(db, sid, tid, STO_MODEL_TRIAL, "{}", 0, &mid), 0);
     sto_event_in mstart = {"model_started", NULL}, mdone = {"model_complete", NULL};
     assert_int_equal(sto_model_start_ev(db, mid, &mstart), 0);
     assert_int_equal(sto_model_requeue(db, mid), 0);

@@ -257,7 +257,7 @@ static void test_v4_is_migrated_to_v5(void **state) {
     assert_int_equal(sto_trial_start(db, running, "cpu:1"), 0);
     assert_int_equal(sto_trial_set_training(db, running, 2, 0.5), 0);
     assert_int_equal(sto_epoch_put(db, running, 0, 1, "{\"loss\":1}"), 0);
-    assert_int_equal(sto_model_create(db, f.study, f.trial, STO_MODEL_REFIT, "{\"epochs\":3}", &model), 0);
+    assert_int_equal(sto_model_create(db, f.study, f.trial, STO_MODEL_REFIT, "{\"epochs\":3}", 0, &model), 0);
     assert_int_equal(sto_dataset_create(db, "d", "csv", "p", "{}", 1, 2, &ds), 0);
     /* a second study with a trial, then deleted: the newest ids */
     int64_t gone, gone_trial;
@@ -266,7 +266,7 @@ static void test_v4_is_migrated_to_v5(void **state) {
     /* an id known only from a reference (models.trial_id has no foreign
      * key): the seed must pass it too */
     int64_t ref_trial = gone_trial + 40, ref_model;
-    assert_int_equal(sto_model_create(db, f.study, ref_trial, STO_MODEL_TRIAL, "{}", &ref_model), 0);
+    assert_int_equal(sto_model_create(db, f.study, ref_trial, STO_MODEL_TRIAL, "{}", 0, &ref_model), 0);
     /* the old schema hands a deleted newest id out again */
     assert_int_equal(sto_study_delete(db, gone), 0);
     int64_t again;

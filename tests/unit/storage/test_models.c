@@ -19,10 +19,10 @@ static void test_model_life_cycle(void **state) {
     assert_int_equal(sto_study_create(db, "s", "{}", &sid), 0);
     assert_int_equal(sto_study_create(db, "o", "{}", &other), 0);
     assert_int_equal(sto_trial_create(db, sid, "{}", 0, &tid, &num), 0);
-    assert_int_equal(sto_model_create(db, sid, tid, STO_MODEL_REFIT, "{\"epochs\": 6}", &m1), 0);
-    assert_int_equal(sto_model_create(db, sid, tid, STO_MODEL_TRIAL, NULL, &m2), 0);
-    assert_int_equal(sto_model_create(db, sid, 0, STO_MODEL_ENSEMBLE, "{\"method\": \"mean\"}", &m3), 0);
-    assert_int_equal(sto_model_create(db, 999, 0, STO_MODEL_REFIT, "{}", NULL), HPO_ENOTFOUND);
+    assert_int_equal(sto_model_create(db, sid, tid, STO_MODEL_REFIT, "{\"epochs\": 6}", 0, &m1), 0);
+    assert_int_equal(sto_model_create(db, sid, tid, STO_MODEL_TRIAL, NULL, 0, &m2), 0);
+    assert_int_equal(sto_model_create(db, sid, 0, STO_MODEL_ENSEMBLE, "{\"method\": \"mean\"}", 0, &m3), 0);
+    assert_int_equal(sto_model_create(db, 999, 0, STO_MODEL_REFIT, "{}", 0, NULL), HPO_ENOTFOUND);
 
     sto_model m;
     assert_int_equal(sto_model_get(db, m1, &m), 0);

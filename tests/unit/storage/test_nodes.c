@@ -344,7 +344,7 @@ static void test_writes_kept_to_the_node(void **state) {
     assert_int_equal(sto_trial_owner(da, 999999, &st, &owner), HPO_ENOTFOUND);
     /* model jobs: claimed with the node, finished or requeued by it only */
     int64_t m;
-    assert_int_equal(sto_model_create(da, study, ta, STO_MODEL_REFIT, "{}", &m), 0);
+    assert_int_equal(sto_model_create(da, study, ta, STO_MODEL_REFIT, "{}", 0, &m), 0);
     sto_model got;
     assert_int_equal(sto_model_claim_ev(da, NULL, NULL, NULL, &got), 0);
     assert_int_equal(got.node_id, a);
