@@ -418,6 +418,11 @@ void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp);
 /* The trial ids of the study's Pareto front, in /best's order (a new
  * array; empty when it cannot be read). */
 json_t *api_front_trial_ids(api_ctx *ctx, const api_study_def *d, int64_t id);
+/* The study's k best complete trials, best first (*out to free with
+ * sto_trial_list_free, *n of them): by the (first) objective's value, ties
+ * by number; with constraints the feasible ones only (violation 0), as the
+ * front holds them. */
+int api_best_trials(api_ctx *ctx, const api_study_def *d, int64_t id, size_t k, sto_trial **out, size_t *n);
 
 /* ---- trials a client brings (trials.c, trials_in.c) ---- */
 /* Stores a finished trial in st and tells its tuner, as a told trial

@@ -272,20 +272,14 @@ static int listed(const int64_t *ids, size_t n, int64_t id) {
     return 0;
 }
 
-void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best,
-                               int64_t keep_from, const int64_t *keep, size_t n_keep) {
-    sto_trial_filter f = {.state = -1, .order = STO_ORDER_VALUE, .descending = maximize};
+void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int64_t keep_from, const int64_t *keep,
+                               size_t n_keep) {
     sto_trial *t = NULL;
     size_t n = 0;
-    if (sto_trial_list(db, study_id, &f, &t, &n)) return;
-    int kept = 0;
+    if (sto_trial_list(db, study_id, NULL, &t, &n)) return;
     for (size_t i = 0; i < n; i++) {
         if (t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) continue;
         if (t[i].last_step >= keep_from || listed(keep, n_keep, t[i].id)) continue;
-        if (t[i].state == STO_TRIAL_COMPLETE && kept < keep_best) {
-            kept++;
-            continue;
-        }
         char dir[API_PATH_MAX];
         if (api_dir_trial(dir, root, t[i].id) == 0) api_dir_remove(dir);
     }

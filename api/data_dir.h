@@ -117,15 +117,15 @@ void api_dir_remove(const char *dir);
 /* Removes one file; a missing file is fine. */
 void api_dir_unlink(const char *path);
 
-/* Keeps the checkpoints of the best keep_best complete trials of a study
- * (refits and ensembles start from them) and those of the trials in
- * keep[0..n_keep) (models need them: api_trials_in_use), and removes those
- * of every other finished trial, so disk use stays bounded. It leaves for
- * now the folders of the ended trials that reported step keep_from or a
- * later one (a population-based study's members may still copy their
- * checkpoints at those epochs: api/pbt.c; INT64_MAX: none). */
-void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int maximize, int keep_best,
-                               int64_t keep_from, const int64_t *keep, size_t n_keep);
+/* Removes the checkpoints of every finished trial of a study but those in
+ * keep[0..n_keep) (the caller's choice: its best trials, which refits and
+ * ensembles start from, and the trials models need), so disk use stays
+ * bounded. It leaves for now the folders of the ended trials that
+ * reported step keep_from or a later one (a population-based study's
+ * members may still copy their checkpoints at those epochs: api/pbt.c;
+ * INT64_MAX: none). */
+void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int64_t keep_from, const int64_t *keep,
+                               size_t n_keep);
 /* How many of a study's best complete trials keep their checkpoints. */
 #define API_KEEP_CHECKPOINTS 8
 

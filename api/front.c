@@ -10,6 +10,9 @@
  *   the front's range in it (10% of max(|worst|, 1) when the range is 0),
  *   the rule of Optuna's hypervolume history plot. Reported with its
  *   reference point, in the objectives' own signs.
+ * - The best trials (api_best_trials): by the first objective's value, and
+ *   with constraints the feasible ones only, as the front ranks them; the
+ *   study's "best", top_n and the checkpoints kept read them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -110,6 +113,27 @@ json_t *api_front_trial_ids(api_ctx *ctx, const api_study_def *d, int64_t id) {
             json_array_append_new(ids, json_integer(fr.trials[fr.of[fr.front[a].i]].id));
     front_clear(&fr);
     return ids;
+}
+
+int api_best_trials(api_ctx *ctx, const api_study_def *d, int64_t id, size_t k, sto_trial **out, size_t *n) {
+    sto_trial_filter f = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_VALUE, .descending = d->maximize,
+                          .limit = d->n_cons > 0 ? 0 : (int64_t)k};
+    int rc = sto_trial_list(ctx->db, id, &f, out, n);
+    if (rc || d->n_cons == 0) return rc;
+    sto_trial *t = *out;
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+        double v[TUN_MAX_OBJECTIVES], violation = NAN;
+        int feasible = kept < k && api_trial_objectives(d, &t[i], v, &violation, NULL) == 0 && violation <= 0;
+        if (!feasible) {
+            sto_trial_clear(&t[i]);
+            continue;
+        }
+        if (kept != i) t[kept] = t[i];
+        kept++;
+    }
+    *n = kept;
+    return 0;
 }
 
 void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp) {

@@ -338,6 +338,27 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
 /* Logs why an outcome was not stored. Not stored, the trial stays running
  * in storage: api_jobs_reap queues it again once this worker is idle (a
  * resume finds its finished executions' result files). */
+/* The trials of st whose checkpoints stay (api_dir_prune_checkpoints; a
+ * malloc'd array in *ids): the API_KEEP_CHECKPOINTS best complete ones
+ * (with constraints: feasible), with several objectives or constraints the
+ * Pareto front too (its members are what a client picks models from), and
+ * the trials models need (an ensemble predicts from its members). */
+static size_t checkpoints_kept(api_ctx *ctx, const api_study *st, int64_t **ids) {
+    size_t n = api_trials_in_use(ctx, st->id, ids);
+    sto_trial *best = NULL;
+    size_t n_best = 0;
+    if (api_best_trials(ctx, &st->def, st->id, API_KEEP_CHECKPOINTS, &best, &n_best)) n_best = 0;
+    json_t *front = st->def.n_obj > 1 || st->def.n_cons > 0 ? api_front_trial_ids(ctx, &st->def, st->id) : NULL;
+    *ids = hpo_xrealloc(*ids, (n + n_best + json_array_size(front) + 1) * sizeof **ids);
+    for (size_t i = 0; i < n_best; i++) (*ids)[n++] = best[i].id;
+    size_t i;
+    json_t *v;
+    json_array_foreach(front, i, v)(*ids)[n++] = json_integer_value(v);
+    sto_trial_list_free(best, n_best);
+    json_decref(front);
+    return n;
+}
+
 static void outcome_not_stored(const api_job *job, const char *what, int rc) {
     if (rc == HPO_ENOTFOUND)
         HPO_INFO("trial %lld: its study was deleted; nothing stored", (long long)job->trial_id);
@@ -532,11 +553,11 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         /* a pbt member waiting at a boundary prunes too: the members replaced
          * at earlier boundaries are no donors any more (pbt.c) */
         if (!requeued || r.boundary) {
-            int64_t *in_use = NULL; /* models' members: an ensemble predicts from them */
-            size_t n_in_use = api_trials_in_use(ctx, job->study_id, &in_use);
-            api_dir_prune_checkpoints(ctx->db, ctx->opt.data_dir, job->study_id, st->def.maximize,
-                                      API_KEEP_CHECKPOINTS, api_pbt_keep_from(ctx, st), in_use, n_in_use);
-            free(in_use);
+            int64_t *keep = NULL;
+            size_t n_keep = checkpoints_kept(ctx, st, &keep);
+            api_dir_prune_checkpoints(ctx->db, ctx->opt.data_dir, job->study_id, api_pbt_keep_from(ctx, st), keep,
+                                      n_keep);
+            free(keep);
         }
     }
     api_tb_run_clear(&r.tb);

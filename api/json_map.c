@@ -81,6 +81,22 @@ json_t *api_trial_json(const sto_trial *t, int with_intermediates, sto_db *db) {
     return j;
 }
 
+/* The study's best trial (0 or 1 of them into *t, *n): its best complete
+ * trial by value, or with constraints its best feasible one (/best's). */
+static int best_trial(api_ctx *ctx, int64_t id, const json_t *spec, int maximize, sto_trial **t, size_t *n) {
+    if (json_array_size(json_object_get(spec, "constraints")) > 0) {
+        api_study *st = NULL;
+        int rc = api_study_acquire(ctx, id, &st);
+        if (rc) return rc;
+        rc = api_best_trials(ctx, &st->def, id, 1, t, n);
+        api_study_release(ctx, st);
+        return rc;
+    }
+    sto_trial_filter best = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_VALUE, .descending = maximize,
+                             .limit = 1};
+    return sto_trial_list(ctx->db, id, &best, t, n);
+}
+
 json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
     json_t *spec = stored_json(s->spec);
     json_t *j = json_object();
@@ -123,12 +139,10 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
     json_object_set_new(j, "n_trials", json_integer(total));
     json_object_set_new(j, "trials_by_state", by_state);
 
-    sto_trial_filter best = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_VALUE,
-                             .descending = maximize, .limit = 1};
     sto_trial *t = NULL;
     size_t n = 0;
     json_t *best_json = json_null();
-    if (sto_trial_list(ctx->db, s->id, &best, &t, &n) == 0) {
+    if (best_trial(ctx, s->id, spec, maximize, &t, &n) == 0) {
         if (n == 1 && isfinite(t[0].value)) {
             json_decref(best_json);
             best_json = json_pack("{s:I, s:I, s:o, s:o}", "trial_id", (json_int_t)t[0].id,

@@ -136,15 +136,14 @@ static int chosen_trials(api_ctx *ctx, api_study *st, const json_t *body, int de
         api_fail(resp, 400, "invalid_argument", "top_n", "top_n must be an integer in 1..%d", MAX_TOP_N);
         return -1;
     }
-    sto_trial_filter f = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_VALUE, .descending = st->def.maximize,
-                          .limit = k};
-    int rc = sto_trial_list(ctx->db, st->id, &f, out, n);
+    int rc = api_best_trials(ctx, &st->def, st->id, (size_t)k, out, n); /* with constraints: feasible ones */
     if (rc) {
         api_fail_rc(resp, rc, NULL);
         return -1;
     }
     if (*n == 0) {
-        api_fail(resp, 409, "conflict", "top_n", "study %lld has no complete trial yet", (long long)st->id);
+        api_fail(resp, 409, "conflict", "top_n", "study %lld has no complete%s trial yet", (long long)st->id,
+                 st->def.n_cons > 0 ? " feasible" : "");
         return -1;
     }
     return 0;

@@ -12,6 +12,8 @@ latency_ms, train_seconds) on a tiny Fashion-MNIST subset.
 - Refits and ensembles of a study with several objectives need chosen
   trials: top_n is a 400 naming trials that lists the front; "trials" with a
   front member is accepted.
+- 14 trials: every member of the front keeps its checkpoint (not only the
+  8 best by the first objective), and a model is made from the smallest.
 - The figures (params, flops, latency) are measured on a model of their
   own before the trial's model exists: hpod's peak memory with two
   objectives and a pruner is that of one objective (before: a second full
@@ -78,6 +80,40 @@ def check_figures_memory(args, c):
             "the figures' model is not beside the trial's: %.0f MiB against %.0f" % (two, one))
 
 
+def check_front_checkpoints(args, c):
+    """14 trials on two objectives: every front member keeps its checkpoint
+    (hpod keeps the 8 best by the first objective, and the front), and a
+    model is made from the one with the fewest params."""
+    hp = Hpod(args.hpod, args=["--devices", "cpu:2"]).start()
+    try:
+        sid = hp.ok("POST", "/api/v1/studies", {
+            "name": "front-kept", "model": MODEL, "dataset": {"name": "fashion-mnist", "limit": 300,
+                                                              "validation_split": 100},
+            "space": {"units": {"type": "int", "low": 1, "high": 64, "log": True}},
+            "objectives": [{"metric": "val_accuracy", "direction": "maximize"},
+                           {"metric": "params", "direction": "minimize"}],
+            "training": {"max_epochs": 1, "batch_size": 64},
+            "tuner": {"algorithm": "random", "seed": 5, "max_trials": 14}})["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 180)
+        front = hp.ok("GET", "/api/v1/studies/%d/best" % sid)["trials"]
+        root = os.path.join(hp.data_dir, "checkpoints")
+        kept = sorted(int(d.split("-")[1]) for d in os.listdir(root) if d.startswith("trial-"))
+        lost = [t["trial_id"] for t in front if t["trial_id"] not in kept]
+        c.check(front and not lost, "every front member keeps its checkpoint (front %s, kept %s)"
+                % ([t["trial_id"] for t in front], kept))
+        c.check(len(kept) <= 8 + len(front), "the others are pruned: %d kept" % len(kept))
+        if front:
+            small = min(front, key=lambda t: t["values"][1])
+            m = hp.ok("POST", "/api/v1/trials/%d/model" % small["trial_id"])
+            wait_for(lambda: hp.ok("GET", "/api/v1/models/%d" % m["id"])["state"] in ("complete", "failed"), 60)
+            got = hp.ok("GET", "/api/v1/models/%d" % m["id"])
+            c.check(got["state"] == "complete", "a model of the smallest front member: %s %s"
+                    % (got["state"], got.get("error")))
+    finally:
+        hp.stop()
+        hp.cleanup()
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -138,6 +174,7 @@ def main():
         hp.stop()
         hp.cleanup()
     check_figures_memory(args, c)
+    check_front_checkpoints(args, c)
     c.finish()
 
 

@@ -4,7 +4,7 @@ tell with "values" (one per objective) and "metrics", the old per-execution
 "values" now "repeats" (a clear 400 where "values" would be ambiguous),
 trials showing their vector, GET /best answering the Pareto front of the
 feasible trials with its hypervolume (checked against a naive computation
-here), NSGA-II and multi-objective TPE reproducible per seed through the API, and the front and the
+here; a constrained study's own "best" is its best feasible trial too), NSGA-II and multi-objective TPE reproducible per seed through the API, and the front and the
 tuner's history unchanged across a restart."""
 import subprocess
 
@@ -154,6 +154,18 @@ def main():
         c.check(rb["reference_point"] == [0.0, 2] and abs(rb["hypervolume"] - (0.5 * 1.0 + 0.5 * 0.5)) < 1e-12,
                 "a given reference: hypervolume %s" % rb["hypervolume"])
         c.check(len(rb["trials"]) == 2, "a dominated trial is off the front")
+
+        # one objective with a constraint: the study's "best" is /best's, the best feasible trial
+        cs = hp.ok("POST", "/api/v1/studies", {"name": "constrained", "space": SPACE, "tuner": {"seed": 3},
+                                              "constraints": [{"metric": "mem", "max": 100}]})["id"]
+        for value, mem in ((0.1, 500.0), (0.5, 50.0), (0.9, 10.0)):  # the lowest value is infeasible
+            t = hp.ok("POST", "/api/v1/studies/%d/ask" % cs)
+            hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": value, "metrics": {"mem": mem}})
+        front = hp.ok("GET", "/api/v1/studies/%d/best" % cs)["trials"]
+        summary = hp.ok("GET", "/api/v1/studies/%d" % cs)["best"]
+        c.check(summary is not None and summary["value"] == 0.5 and summary["trial_id"] == front[0]["trial_id"],
+                "a constrained study's best is its best feasible trial, as /best's (%s; /best %s)"
+                % (summary, [(t["value"], t["violation"]) for t in front]))
 
         # definitions refused, naming the field
         bad = [({"objective": {"direction": "minimize"}, "objectives": OBJECTIVES}, "objectives"),
