@@ -273,7 +273,7 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
         /* several objectives: the vector is kept as the trial's curve point at
          * this step (execution 0), which a restart replays (study_cache.c);
          * stored before the report, so a stored report always has it */
-        if (rc == 0 && curve) rc = sto_epoch_put(ctx->db, id, 0, step, curve);
+        if (rc == 0 && curve) rc = sto_epoch_put_report(ctx->db, id, step, curve);
         if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
         if (rc == 0) rc = tun_study_report_mo(st->tuner, t.number, step, vec, &prune);
         if (rc)

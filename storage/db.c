@@ -496,6 +496,13 @@ static const char *const stmt_sql[STO_Q_N] = {
         " SELECT ?1, ?2, ?3, ?4 FROM trials WHERE id = ?1 AND"
         " (node_id = ?5 OR (node_id IS NULL AND (?5 = 0 OR state = 0)))"
         " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = excluded.metrics",
+    /* a reported vector: the first one of a step stays, as its intermediate
+     * value does (the no-op update still counts as the row written) */
+    [STO_Q_EPOCH_PUT_FIRST_NODE] =
+        "INSERT INTO epochs (trial_id, execution, epoch, metrics)"
+        " SELECT ?1, ?2, ?3, ?4 FROM trials WHERE id = ?1 AND"
+        " (node_id = ?5 OR (node_id IS NULL AND (?5 = 0 OR state = 0)))"
+        " ON CONFLICT (trial_id, execution, epoch) DO UPDATE SET metrics = epochs.metrics",
     [STO_Q_EPOCHS_TRIAL] =
         "SELECT execution, epoch, metrics FROM epochs WHERE trial_id = ?1"
         " ORDER BY execution, epoch",

@@ -493,6 +493,10 @@ int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch, co
 /* The same with an event (ev may be NULL). */
 int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics,
                      const sto_event_in *ev);
+/* An external trial's reported vector at step (execution 0): the first one
+ * of a step is kept, as the step's intermediate value is (a repeated
+ * report changes neither, so a restart replays what the pruner saw). */
+int sto_epoch_put_report(sto_db *db, int64_t trial_id, int64_t step, const char *metrics);
 typedef struct sto_epoch {
     int execution;
     int64_t epoch;

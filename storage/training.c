@@ -159,6 +159,9 @@ int sto_trial_set_training(sto_db *db, int64_t trial_id, int64_t best_epoch, dou
     return rc;
 }
 
+static int epoch_put(sto_db *db, int q, int64_t trial_id, int execution, int64_t epoch, const char *metrics,
+                     const sto_event_in *ev);
+
 int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
                   const char *metrics) {
     return sto_epoch_put_ev(db, trial_id, execution, epoch, metrics, NULL);
@@ -166,10 +169,20 @@ int sto_epoch_put(sto_db *db, int64_t trial_id, int execution, int64_t epoch,
 
 int sto_epoch_put_ev(sto_db *db, int64_t trial_id, int execution, int64_t epoch, const char *metrics,
                      const sto_event_in *ev) {
+    return epoch_put(db, STO_Q_EPOCH_PUT_NODE, trial_id, execution, epoch, metrics, ev);
+}
+
+int sto_epoch_put_report(sto_db *db, int64_t trial_id, int64_t step, const char *metrics) {
+    return epoch_put(db, STO_Q_EPOCH_PUT_FIRST_NODE, trial_id, 0, step, metrics, NULL);
+}
+
+/* q: STO_Q_EPOCH_PUT_NODE or _FIRST_NODE (the plain put before schema v9) */
+static int epoch_put(sto_db *db, int q, int64_t trial_id, int execution, int64_t epoch, const char *metrics,
+                     const sto_event_in *ev) {
     if (!db || execution < 0 || epoch < 0) return HPO_EINVAL;
     sto_db_lock(db);
     /* a trial that left this node takes none of its epochs */
-    sto_stmt *s = db->q[STO_Q_EPOCH_PUT_NODE];
+    sto_stmt *s = db->q[q];
     if (s)
         sto_bind_int64(s, 5, db->node_id);
     else

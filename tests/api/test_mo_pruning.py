@@ -6,7 +6,8 @@ per objective and constraint, log EHVI) against a real hpod.
   values, as is a vector of the wrong length; the median pruner is a 400
   naming tuner.pruner. ASHA (eta 2) ranks the vectors at a rung by Pareto
   front then crowding: a vector that four trade-offs dominate is pruned, one
-  that dominates them goes on. The vectors are the trials' curve points;
+  that dominates them goes on; a step reported again keeps its first vector
+  (curve point and answer). The vectors are the trials' curve points;
   after a kill -9 the replayed history gives the same decisions; `hpo report
   TRIAL STEP V1 V2` sends values.
 - Bayesian with a constraint: 12 asked and told trials, every suggestion in
@@ -49,6 +50,12 @@ def external_asha(c, hp, hpo):
             and t["intermediate"] == [{"step": 1, "value": 0.5}],
             "the vector is the trial's curve point, the first objective its intermediate value: %s %s"
             % (t["curves"], t["intermediate"]))
+    # a step reported again keeps its first vector, live and stored (what a restart replays)
+    c.check(not report(hp, tids[5], 1, [9.0, 0.1]), "a step reported again keeps its first answer")
+    t = hp.ok("GET", "/api/v1/trials/%d" % tids[5])
+    c.check(t["curves"] == [{"execution": 0, "epoch": 1, "metrics": {"error": 0.5, "speed": 5.0}}]
+            and t["intermediate"] == [{"step": 1, "value": 0.5}],
+            "and its first vector as its curve point: %s %s" % (t["curves"], t["intermediate"]))
     # a restart replays the vectors: the same kinds of report get the same answers
     hp.kill9()
     hp.start()

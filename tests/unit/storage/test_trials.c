@@ -311,6 +311,29 @@ static void collect(void *ctx, int64_t number, int64_t step, double value) {
     c->n++;
 }
 
+/* A reported vector (an external trial's curve point at a step) keeps
+ * the first one of the step, as the step's intermediate value does; an
+ * epoch the trainer writes again replaces the earlier one. */
+static void test_reported_vector_keeps_first(void **state) {
+    (void)state;
+    sto_db *db = open_mem();
+    int64_t s = new_study(db, "s");
+    int64_t t = new_trial(db, s, NULL);
+    assert_int_equal(sto_epoch_put_report(db, t, 1, "{\"a\":0}"), 0);
+    assert_int_equal(sto_epoch_put_report(db, t, 1, "{\"a\":10}"), 0); /* kept {"a":0} */
+    assert_int_equal(sto_epoch_put(db, t, 0, 2, "{\"a\":1}"), 0);
+    assert_int_equal(sto_epoch_put(db, t, 0, 2, "{\"a\":2}"), 0); /* replaced */
+    assert_int_equal(sto_epoch_put_report(db, 9999, 1, "{}"), HPO_ENOTFOUND);
+    sto_epoch *e = NULL;
+    size_t n = 0;
+    assert_int_equal(sto_trial_epochs(db, t, &e, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(e[0].metrics, "{\"a\":0}");
+    assert_string_equal(e[1].metrics, "{\"a\":2}");
+    sto_epoch_list_free(e, n);
+    sto_close(db);
+}
+
 static void test_intermediates_and_pruning(void **state) {
     (void)state;
     sto_db *db = open_mem();
@@ -491,6 +514,7 @@ int main(void) {
         cmocka_unit_test(test_state_rules),
         cmocka_unit_test(test_list_and_counts),
         cmocka_unit_test(test_intermediates_and_pruning),
+        cmocka_unit_test(test_reported_vector_keeps_first),
         cmocka_unit_test(test_nan_roundtrip),
         cmocka_unit_test(test_expiry),
     };
