@@ -50,8 +50,11 @@ json_t *api_body_object(const api_request *req, api_response *resp);
 /* A call that takes no options: no body, or the empty JSON object {}. 0,
  * or -1 with a 400 in resp (not JSON, not an object, a key). */
 int api_body_empty(const api_request *req, api_response *resp);
-/* Reads an integer query argument in [lo, hi] (default def); on a bad
- * value fills resp and returns -1. */
+/* A decimal integer as a whole text: an optional '-' then digits only (no
+ * space, '+' or trailing byte, within int64): 0, else -1. */
+int api_parse_decimal(const char *text, int64_t *out);
+/* Reads an integer query argument in [lo, hi] (default def, the text as
+ * api_parse_decimal reads it); on a bad value fills resp and returns -1. */
 int api_query_int(const api_request *req, api_response *resp, const char *key, int64_t def,
                   int64_t lo, int64_t hi, int64_t *out);
 /* A JSON string of s, or, when s is not valid UTF-8 (bytes from a client's

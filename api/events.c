@@ -214,10 +214,8 @@ void api_h_study_events(api_ctx *ctx, const api_request *req, int64_t id, api_re
     sto_study_clear(&st);
     int64_t after = 0;
     if (req->last_event_id) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(req->last_event_id, &end, 10);
-        if (errno || end == req->last_event_id || *end || v < 0) {
+        int64_t v = 0;
+        if (api_parse_decimal(req->last_event_id, &v) || v < 0) {
             api_fail(resp, 400, "invalid_argument", "Last-Event-ID", "Last-Event-ID must be an event id");
             return;
         }

@@ -176,6 +176,17 @@ int api_body_empty(const api_request *req, api_response *resp) {
     return bad;
 }
 
+int api_parse_decimal(const char *text, int64_t *out) {
+    const char *digits = text[0] == '-' ? text + 1 : text;
+    if (*digits < '0' || *digits > '9') return -1; /* strtoll would skip spaces and take a '+' */
+    char *end;
+    errno = 0;
+    long long x = strtoll(text, &end, 10);
+    if (errno || *end) return -1;
+    *out = x;
+    return 0;
+}
+
 int api_query_int(const api_request *req, api_response *resp, const char *key, int64_t def,
                   int64_t lo, int64_t hi, int64_t *out) {
     const char *v = req->query ? req->query(req->query_arg, key) : NULL;
@@ -183,10 +194,8 @@ int api_query_int(const api_request *req, api_response *resp, const char *key, i
         *out = def;
         return 0;
     }
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
+    int64_t x = 0;
+    if (api_parse_decimal(v, &x) || x < lo || x > hi) {
         api_fail(resp, 400, "invalid_argument", key,
                  "query argument %s must be an integer in [%lld, %lld]", key, (long long)lo,
                  (long long)hi);

@@ -436,10 +436,22 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     return rs;
 }
 
+/* The path of a request target in absolute form ("http://host:8080/p",
+ * which RFC 9112 says a server must accept, as proxies send it): its
+ * authority is dropped (the Host header is the one checked), "/" when it
+ * has no path; any other target as it is. */
+static const char *origin_form(const char *url) {
+    size_t skip = strncasecmp(url, "http://", 7) == 0 ? 7 : strncasecmp(url, "https://", 8) == 0 ? 8 : 0;
+    if (!skip) return url;
+    const char *path = strchr(url + skip, '/');
+    return path ? path : "/";
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
     srv_http *h = cls;
+    url = origin_form(url);
     request_state *rs = *con_cls;
     if (!rs) *con_cls = rs = on_uri(h, NULL, c); /* not reached: on_uri runs first */
     if (!rs->headers_seen) { /* first call: headers only */

@@ -3,7 +3,8 @@ error model: an encoded NUL in the path or query, the heads libmicrohttpd
 used to answer in HTML (413, 414, 431, 505, a malformed request line), a
 malformed Content-Length (which used to get its headers twice), a 405's
 Allow header, a Host, Origin, Content-Type or Authorization given twice,
-a Content-Encoding, pause /
+a Content-Encoding, an absolute-form target, integers in the query and
+Last-Event-ID given with a sign, a space or in hex, pause /
 resume / cancel with a body that is not {}, HEAD on GET routes, the bearer
 scheme in any case, and without a token: Host (DNS rebinding), Origin and
 Content-Type (cross-site requests)."""
@@ -49,6 +50,18 @@ def main():
                                     ("query key", "/api/v1/studies?li%00mit=1", "query")]:
             one_json_error(c, exchange(port, ("GET %s HTTP/1.1\r\n%s\r\n" % (target, H)).encode()), 400,
                            "%%00 in the %s" % what, field)
+        # ---- an absolute-form target is the path it names (RFC 9112 3.2.2) ----
+        for target in ("http://127.0.0.1:%d/api/v1/studies/%d" % (port, sid), "HTTP://localhost/api/v1/studies/%d" % sid):
+            data = exchange(port, ("GET %s HTTP/1.1\r\n%s\r\n" % (target, H)).encode())
+            c.check(data.startswith(b"HTTP/1.1 200") and b'"proto"' in data, "GET %s -> the study (%r)"
+                    % (target, data[:120]))
+        # ---- integers in the query and Last-Event-ID are decimal digits, nothing around them ----
+        for arg in ("+1", "%201", "1%20", "0x10", ""):
+            target = "/api/v1/studies/%d/trials?limit=%s" % (sid, arg)
+            one_json_error(c, exchange(port, ("GET %s HTTP/1.1\r\n%s\r\n" % (target, H)).encode()), 400,
+                           "?limit=%s" % arg, "limit")
+        one_json_error(c, exchange(port, ("GET /api/v1/studies/%d/events HTTP/1.1\r\n%sLast-Event-ID: +0\r\n\r\n"
+                                          % (sid, H)).encode()), 400, "Last-Event-ID: +0", "Last-Event-ID")
         # ... also on the second request of a keep-alive connection
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         conn.request("GET", "/healthz")
