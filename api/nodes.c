@@ -3,7 +3,10 @@
  * of its own, so that no long call on the main connection delays a beat),
  * the nodes found dead and the jobs they left running reclaimed (at start
  * and on every tick of a shared database), a rejoin after this node was
- * itself found dead, and GET /api/v1/nodes. The reclaim of a trial keeps
+ * itself found dead, and GET /api/v1/nodes. Another node is found dead
+ * only by a node whose own beats went through for a whole timeout (after
+ * the database was away from every node, each gets a timeout to beat
+ * again). The reclaim of a trial keeps
  * the crash-loop guard (data_dir.h: a trial hpod died training
  * API_MAX_CRASHES times in a row fails instead of resuming again). */
 #include <math.h>
@@ -27,6 +30,9 @@ struct api_node {
     int quit;
     atomic_llong id; /* this node's row; a new one after a rejoin */
     atomic_int lost; /* a beat found the row ended: this node was found dead */
+    /* this node's own beats (ms of hpo_monotonic): the last that went
+     * through, and the first of the run of them without a gap since */
+    atomic_llong beat_ok_ms, beating_since_ms;
     unsigned ticks;  /* the scheduler's: ticks since the last look for orphans */
 };
 
@@ -34,6 +40,28 @@ struct api_node {
  * this often a tick also looks, for those a reclaim left (it died between
  * the node's end and its jobs). */
 #define SWEEP_TICKS 30
+/* a timeout no heartbeat's age reaches (finite: the SQL takes a number) */
+#define NEVER_DEAD 1e12
+
+/* A beat went through at now: after a gap of more than half the timeout
+ * (the database away, this process stopped or starved) a new run starts. */
+static void beat_ok(struct api_node *n, double now) {
+    long long ms = (long long)(now * 1e3), last = atomic_load(&n->beat_ok_ms);
+    if (last == 0 || ms - last > (long long)(n->timeout * 500)) atomic_store(&n->beating_since_ms, ms);
+    atomic_store(&n->beat_ok_ms, ms);
+}
+
+/* The timeout to find other nodes dead by: theirs while this node's own
+ * beats have gone through without a gap for a whole timeout; else none
+ * (NEVER_DEAD): a silence this node may have shared (the database away from
+ * every node, or every node's host paused) is no proof that the others
+ * died, and they have a timeout from its end to beat again. */
+static double dead_after(struct api_node *n) {
+    long long now = (long long)(hpo_monotonic() * 1e3), last = atomic_load(&n->beat_ok_ms);
+    int steady = last > 0 && now - last <= (long long)(n->timeout * 500) &&
+                 now - atomic_load(&n->beating_since_ms) >= (long long)(n->timeout * 1e3);
+    return steady ? n->timeout : NEVER_DEAD;
+}
 
 static void *beat_main(void *arg) {
     struct api_node *n = arg;
@@ -42,6 +70,7 @@ static void *beat_main(void *arg) {
     while (!n->quit) {
         pthread_mutex_unlock(&n->mu);
         int rc = sto_node_beat(n->beat_db, (int64_t)atomic_load(&n->id));
+        if (rc == 0) beat_ok(n, hpo_monotonic());
         if (rc == HPO_ECONFLICT) {
             if (!atomic_exchange(&n->lost, 1))
                 HPO_WARN("node %lld: another node found it dead (no heartbeat for %.0f s)",
@@ -234,8 +263,9 @@ int api_nodes_reclaim(api_ctx *ctx, int at_start) {
     /* at start: this data dir's earlier runs (on SQLite every other node,
      * there is one per database), then on every tick the silent ones */
     size_t ended = 0;
-    int rc = sto_nodes_end_stale(ctx->db, n ? n->timeout : API_NODE_TIMEOUT, at_start && n ? n->ident : NULL,
-                                 at_start && !shared, NULL, &ended);
+    double timeout = !n ? API_NODE_TIMEOUT : shared ? dead_after(n) : n->timeout;
+    int rc = sto_nodes_end_stale(ctx->db, timeout, at_start && n ? n->ident : NULL, at_start && !shared, NULL,
+                                 &ended);
     if (rc) return 0;
     if (!at_start && ended == 0 && (!n || ++n->ticks < SWEEP_TICKS)) return 0;
     if (n) n->ticks = 0;

@@ -12,14 +12,18 @@ own data dir and port, and one shared --artifacts-dir:
   point); each trial is told through the node that did not hand it out;
   the study ends complete with one study_complete event, which a stream
   on the other node ends with;
+- both nodes paused past --node-timeout at once (as when the database is
+  away from both): neither finds the other dead once they run again;
 - a dataset deleted on node A while node B creates a study on it: the
   delete refused (409, the study uses it) or the create (400, the dataset
   gone), never both done (dataset_race.py).
 Skipped (77) without the fixture (run it through ctest)."""
 import os
 import shutil
+import signal
 import tempfile
 import threading
+import time
 
 from dataset_race import check_delete_races_create
 from hpod import Checks, Hpod, parse_args, pg_base, pg_create, pg_drop, psql, read_events
@@ -35,6 +39,25 @@ GRID = {"name": "nodes-grid", "objective": {"direction": "minimize"},
                   "b": {"type": "choice", "values": ["x", "y", "z"]}},
         "tuner": {"algorithm": "grid"}}
 GRID_POINTS = 12
+TIMEOUT = 3  # --node-timeout
+
+
+def both_paused(c, a, b):
+    """Both nodes silent past the timeout at once (their host paused; the
+    database away from both is the same silence): once they run again,
+    neither finds the other dead, each waits a timeout for the other to
+    beat again."""
+    ids = sorted(n["id"] for n in a.ok("GET", "/api/v1/nodes")["nodes"] if n["state"] == "alive")
+    for node in (a, b):
+        os.kill(node.proc.pid, signal.SIGSTOP)
+    time.sleep(TIMEOUT + 2)
+    for node in (b, a):
+        os.kill(node.proc.pid, signal.SIGCONT)
+    time.sleep(2 * TIMEOUT + 1)
+    nodes = a.ok("GET", "/api/v1/nodes")["nodes"]
+    c.check(sorted(n["id"] for n in nodes if n["state"] == "alive") == ids,
+            "both nodes paused past the timeout: both still alive after (%s)"
+            % [(n["id"], n["state"], n["end_reason"]) for n in nodes])
 
 
 def stored_events(base, db, sid):
@@ -57,7 +80,7 @@ def main():
     db = "t_nodes_sync_%d" % os.getpid()
     url = pg_create(base, db)
     shared = tempfile.mkdtemp(prefix="hpo-artifacts-")
-    flags = ["--database", url, "--artifacts-dir", shared, "--devices", "cpu:1"]
+    flags = ["--database", url, "--artifacts-dir", shared, "--devices", "cpu:1", "--node-timeout", str(TIMEOUT)]
     a = Hpod(args.hpod, args=flags)
     b = Hpod(args.hpod, args=flags)
     try:
@@ -117,6 +140,8 @@ def main():
         c.check(gtypes.count("study_complete") == 1, "one study_complete stored (%s)" % gtypes)
         c.check(grid_seen and grid_seen[-1][1] == "study_complete",
                 "the stream on node A ends with it (%s)" % grid_seen[-2:])
+        both_paused(c, a, b)
+
         # a dataset deleted on A while B creates a study on it
         check_delete_races_create(c, a, b, label="nodes: ")
         c.check(a.stop() == 0 and b.stop() == 0, "both nodes stop cleanly")
