@@ -32,6 +32,19 @@ function esc(v) {
   return String(v).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }
 
+/* [lo, hi] of the numbers in values by a loop ([dlo, dhi] when there are
+ * none): Math.min(...values) throws a RangeError past about 100,000
+ * arguments, a long study's trials. */
+function extent(values, dlo = 0, dhi = 1) {
+  if (!values.length) return [dlo, dhi];
+  let lo = Infinity, hi = -Infinity;
+  for (const v of values) {
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  return [lo, hi];
+}
+
 const Charts = {
   all: {},
   available: typeof window.echarts !== "undefined",
@@ -190,7 +203,7 @@ const Charts = {
       return row;
     });
     const values = done.map((t) => t.value);
-    const lo = values.length ? Math.min(...values) : 0, hi = values.length ? Math.max(...values) : 1;
+    const [lo, hi] = extent(values);
     return {
       animation: false,
       title: total > done.length ? { text: `${done.length} of ${total} complete trials (the best ${PARALLEL_MAX / 10} and a spread)`, textStyle: { fontSize: 11, fontWeight: "normal", color: "#666" }, right: 10, top: 0 } : undefined,

@@ -24,8 +24,9 @@ const ParamAxis = {
     if (ParamAxis.isCat(p)) return { cat: true, cats: ParamAxis.cats(p) };
     const log = !!p.log;
     const tr = (v) => (log ? Math.log10(v) : v);
-    let lo = typeof p.low === "number" ? p.low : Math.min(...values);
-    let hi = typeof p.high === "number" ? p.high : Math.max(...values);
+    const [vlo, vhi] = extent(values);
+    let lo = typeof p.low === "number" ? p.low : vlo;
+    let hi = typeof p.high === "number" ? p.high : vhi;
     if (!(hi > lo)) hi = lo + 1;
     return { cat: false, log, lo: tr(lo), hi: tr(hi), tr, inv: (u) => (log ? 10 ** u : u) };
   },
@@ -91,7 +92,7 @@ Object.assign(Charts, {
       }
     }
     const values = pts.map((t) => t.value);
-    const lo = values.length ? Math.min(...values) : 0, hi = values.length ? Math.max(...values) : 1;
+    const [lo, hi] = extent(values);
     const colors = seqColors();
     /* one cell: the numeric edges, or a category's band */
     const renderCell = (params, api) => {

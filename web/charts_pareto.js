@@ -29,10 +29,11 @@ Object.assign(Charts, {
     const label = (i) => `${objectives[i].metric} (${objectives[i].direction === "maximize" ? "max" : "min"})`;
     const pts = trials.filter((t) => t && t.state === "complete" && Array.isArray(t.values) && t.values.length >= 2);
     const row = (t) => [t.values[0], t.values[1], three ? t.values[2] : 0, t.number, t.trial_id];
-    const infeasible = pts.filter((t) => Charts.violation(t, constraints) > 0);
+    const infeasible = pts.filter((t) => Charts.violation(t, constraints) > 0), ruledOut = new Set(infeasible);
     const onFront = pts.filter((t) => front.has(t.trial_id)).sort((a, b) => a.values[0] - b.values[0]);
-    const rest = pts.filter((t) => !front.has(t.trial_id) && !infeasible.includes(t));
-    const zs = pts.filter((t) => !infeasible.includes(t)).map((t) => (three ? t.values[2] : 0));
+    const rest = pts.filter((t) => !front.has(t.trial_id) && !ruledOut.has(t));
+    const zs = pts.filter((t) => !ruledOut.has(t)).map((t) => (three ? t.values[2] : 0));
+    const [zlo, zhi] = extent(zs);
     const series = [
       { name: "Pareto front", type: "scatter", symbolSize: 11, data: onFront.map(row), itemStyle: { color: "#d62728", borderColor: "#000", borderWidth: 1 }, z: 3 },
       { name: "dominated", type: "scatter", symbolSize: 7, data: rest.map(row), itemStyle: { color: "#1f77b4", opacity: 0.75 } },
@@ -48,7 +49,7 @@ Object.assign(Charts, {
         objectives.slice(0, three ? 3 : 2).map((o, i) => `${esc(o.metric)}: ${fmt(p.data[i], 4)}`).join("<br>") },
       xAxis: { type: "value", name: label(0), scale: true, nameLocation: "middle", nameGap: 28 },
       yAxis: { type: "value", name: label(1), scale: true, nameLocation: "middle", nameGap: 56 },
-      visualMap: three && zs.length ? [{ type: "continuous", dimension: 2, seriesIndex: [0, 1], min: Math.min(...zs), max: Math.max(...zs),
+      visualMap: three && zs.length ? [{ type: "continuous", dimension: 2, seriesIndex: [0, 1], min: zlo, max: zhi,
         right: 10, top: "middle", text: [objectives[2].metric, ""], calculable: true, inRange: { color: ["#2c7bb6", "#ffffbf", "#d7191c"] } }] : undefined,
       series,
     };

@@ -98,7 +98,7 @@ Object.assign(Charts, {
     const slotOf = (t) => t.slot || EXTERNAL_SLOT;
     const slots = [...new Set(ran.map(slotOf))].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
     const row = new Map(slots.map((s, i) => [s, i]));
-    const t0 = ran.length ? Math.min(...ran.map((t) => t.started)) : 0;
+    const [t0] = extent(ran.map((t) => t.started));
     const byState = {};
     for (const t of ran) {
       const end = t.finished || (t.state === "running" ? now : t.started);

@@ -5,8 +5,8 @@
 // with trials finished during its throttle, the trial store not fetching
 // the whole study again for one early trial left running, the learning
 // curves' ticks, exports of a study with several objectives and of strings
-// a spreadsheet would run as formulas, and disposing a chart in the middle
-// of a progressive paint. The slow ones (pages that poll) run side by side.
+// a spreadsheet would run as formulas, disposing a chart in the middle
+// of a progressive paint, and the charts of a 200,000-trial study. The slow ones (pages that poll) run side by side.
 
 const PAYLOAD = (flag) => `<img src=x onerror=${flag}=1>`; /* fits a 64-character metric name */
 const SPACE = { x: { type: "float", low: 0, high: 1 }, y: { type: "float", low: 0, high: 1 } };
@@ -236,6 +236,30 @@ async function disposeWhilePainting({ page, check }) {
     `a chart disposed in the middle of a paint (${r.unfinished ? "unfinished" : "never unfinished"} when disposed): no error${r.errors.length ? ": " + r.errors[0] : ""}`);
 }
 
+/* The option builders on a study of 200,000 trials: no RangeError from
+ * spreading them into Math.min / Math.max, and the Pareto chart's split
+ * in linear time. */
+async function longStudy({ page, check }) {
+  const r = await page.evaluate(() => {
+    const n = 200000, now = Date.now() / 1000;
+    const trials = Array.from({ length: n }, (_, i) => ({
+      trial_id: i + 1, number: i, state: "complete", value: (i * 7919) % 1009, values: [i % 101, (i * 31) % 97, i % 7],
+      params: { x: ((i * 13) % 1000) / 1000 }, started: now - n + i, finished: now - n + i + 0.5, slot: `cpu:${i % 4}`,
+    }));
+    const objectives = ["a", "b", "c"].map((metric) => ({ metric, direction: "minimize" }));
+    const built = {}, t0 = performance.now();
+    for (const [name, make] of [["parallel", () => window.Charts.parallel({ x: { type: "float", low: 0, high: 1 } }, trials, false)],
+      ["slice", () => window.Charts.slice("x", { type: "float" }, trials, n - 1)],
+      ["timeline", () => window.Charts.timeline(trials, now)],
+      ["pareto", () => window.Charts.pareto(trials, [1, 2, 3], objectives, [])]]) {
+      try { built[name] = !!make(); } catch (e) { built[name] = String(e); }
+    }
+    return { built, ms: performance.now() - t0 };
+  });
+  check(Object.values(r.built).every((v) => v === true),
+    `charts of a 200,000-trial study are built (${JSON.stringify(r.built)}, ${r.ms.toFixed(0)} ms)`);
+}
+
 export async function regressions(env) {
   const { page, cfg } = env;
   const api = rest(page, cfg.url);
@@ -255,5 +279,6 @@ export async function regressions(env) {
   await run("exports", () => exports(env, mo, choice));
   await run("curve ticks", () => curveTicks(env));
   await run("dispose", () => disposeWhilePainting(env));
+  await run("long study", () => longStudy(env));
   for (const finish of pending) await run("finish", finish);
 }
