@@ -26,8 +26,12 @@ void api_trial_train_opts(api_ctx *ctx, const api_embedded *emb, int threads, en
     o->monitor = emb->monitor;
     o->min_delta = emb->min_delta;
     /* The checkpoint always keeps the best epoch's weights too: a model taken
-     * from the trial (POST /trials/{id}/model, ensembles) uses them. */
+     * from the trial (POST /trials/{id}/model, ensembles) uses them. They
+     * are the objective's best epoch, the one the trial's value and
+     * best_epoch come from, whatever metric early stopping watches. */
     o->restore_best = 1;
+    o->keep_metric = emb->curve;
+    o->keep_mode = emb->curve_max ? 1 : -1;
     o->resume = 1;
     o->checkpoint_durable = ctx->opt.durable_checkpoints;
     o->prefetch = 1;

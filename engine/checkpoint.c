@@ -31,12 +31,15 @@ int eng_checkpoint_save(const eng_model *m, const eng_train_state *st, const cha
     if ((rc = add_f32(w, "params", m->params, m->nparams, err))) goto fail;
     if ((rc = add_f32(w, "opt_state", m->opt_state, m->nstate, err))) goto fail;
     if ((rc = add_f32(w, "bn_stats", m->stats, m->nstats, err))) goto fail;
-    if (st->best_params && (rc = add_f32(w, "best_params", st->best_params, m->nparams, err))) goto fail;
+    if (st->best_weights && ((rc = add_f32(w, "best_params", st->best_weights, m->nparams, err)) ||
+                             (rc = add_f32(w, "best_bn_stats", st->best_weights + m->nparams, m->nstats, err))))
+        goto fail;
     if ((rc = eng_st_writer_add(w, "rng", ENG_ST_U64, 1, rshape, m->rng.s, err))) goto fail;
     if ((rc = meta_num(w, "epoch", st->epoch)) || (rc = meta_num(w, "step", (double)st->step)) ||
         (rc = meta_num(w, "loss_scale", st->loss_scale)) || (rc = meta_num(w, "good_steps", (double)st->good_steps)) ||
         (rc = meta_num(w, "best", st->best)) || (rc = meta_num(w, "best_epoch", st->best_epoch)) ||
-        (rc = meta_num(w, "wait", st->wait)) || (rc = meta_num(w, "nparams", (double)m->nparams)) ||
+        (rc = meta_num(w, "wait", st->wait)) || (rc = meta_num(w, "kept_best", st->kept_best)) ||
+        (rc = meta_num(w, "kept_epoch", st->kept_epoch)) || (rc = meta_num(w, "nparams", (double)m->nparams)) ||
         (rc = eng_st_writer_meta(w, "format", "hpo-checkpoint-1")) ||
         (rc = eng_st_writer_meta(w, "optimizer", eng_opt_name(m->opt.kind))))
         goto fail;
@@ -66,7 +69,7 @@ static int get_meta(const eng_st_file *f, const char *key, double *v, const char
     return 0;
 }
 
-int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_params, int *has_best,
+int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_weights, int *has_best,
                         hpo_error *err) {
     eng_st_file *f = NULL;
     int rc = eng_st_open(path, &f, err); /* the header; tensors are read straight into the model */
@@ -96,18 +99,26 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
     /* read into the model only after every check of the header (straight
      * from the file: no copy of a large model in between; an I/O error now
      * leaves the model partly loaded, and its caller discards it) */
-    const eng_st_tensor *tp, *to, *tb, *tbest = NULL;
+    const eng_st_tensor *tp, *to, *tb, *tbest = NULL, *tbstats = NULL;
     if ((rc = find_f32(f, "params", m->nparams, path, &tp, err)) ||
         (rc = find_f32(f, "opt_state", m->nstate, path, &to, err)) ||
         (rc = find_f32(f, "bn_stats", m->nstats, path, &tb, err)))
         goto out;
     int hb = eng_st_find(f, "best_params") != NULL;
-    if (hb && best_params && (rc = find_f32(f, "best_params", m->nparams, path, &tbest, err))) goto out;
+    if (hb && best_weights && (rc = find_f32(f, "best_params", m->nparams, path, &tbest, err))) goto out;
+    /* "best_bn_stats" is newer than "best_params": without it the best
+     * epoch gets the last epoch's statistics, as before it was saved */
+    if (tbest && eng_st_find(f, "best_bn_stats") &&
+        (rc = find_f32(f, "best_bn_stats", m->nstats, path, &tbstats, err)))
+        goto out;
     uint64_t rng[4];
     if ((rc = eng_st_read_tensor(f, tp, m->params, err)) || (rc = eng_st_read_tensor(f, to, m->opt_state, err)) ||
-        (rc = eng_st_read_tensor(f, tb, m->stats, err)) || (tbest && (rc = eng_st_read_tensor(f, tbest, best_params, err))) ||
+        (rc = eng_st_read_tensor(f, tb, m->stats, err)) ||
+        (tbest && (rc = eng_st_read_tensor(f, tbest, best_weights, err))) ||
+        (tbstats && (rc = eng_st_read_tensor(f, tbstats, best_weights + m->nparams, err))) ||
         (rc = eng_st_read_tensor(f, r, rng, err)))
         goto out;
+    if (tbest && !tbstats && m->nstats) memcpy(best_weights + m->nparams, m->stats, m->nstats * sizeof(float));
     memcpy(m->rng.s, rng, sizeof m->rng.s);
     m->shadow_dirty = 1;
     s.epoch = (int)ep;
@@ -117,6 +128,12 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
     s.best = best;
     s.best_epoch = (int)be;
     s.wait = (int)wait;
+    /* the keep metric's best (newer than the rest): without it, the monitor's */
+    double kb = best, ke = be;
+    if (eng_st_meta(f, "kept_best")) get_meta(f, "kept_best", &kb, path, err);
+    if (eng_st_meta(f, "kept_epoch")) get_meta(f, "kept_epoch", &ke, path, err);
+    s.kept_best = kb;
+    s.kept_epoch = (int)ke;
     *st = s;
     if (has_best) *has_best = hb;
 out:

@@ -114,6 +114,11 @@ typedef struct eng_model {
     const uint16_t *in_b16; /* the bf16 batch of eng_model_forward_bf16, during that call */
     const eng_backend *be;
     hpo_rng rng;          /* dropout and augmentation */
+    /* a data-parallel share (replicas.h): its rows are rows [share_row0,
+     * share_row0 + B) of a batch of share_rows rows, and its dropout masks
+     * and augmentations are those rows' of the whole batch; share_rows 0:
+     * the model runs the whole batch (the default) */
+    int share_row0, share_rows;
     double flops_per_sample; /* forward+backward GEMM/conv FLOPs (no dX for the first layer) */
     int upd_on;           /* eng_model_backward_update in progress */
     float upd_lr;

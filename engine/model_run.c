@@ -311,7 +311,8 @@ static int forward_layer(eng_model *m, eng_layer *l, const float *x, int B, int 
             l->yo = x;
             return 0;
         }
-        eng_dropout_forward(x, l->y, l->mask, (size_t)B * l->in_size, l->rate, &m->rng);
+        eng_dropout_forward_key(x, l->y, l->mask, (size_t)B * l->in_size, l->rate,
+                                eng_dropout_key_at(hpo_rng_u64(&m->rng), (size_t)m->share_row0 * l->in_size));
         break;
     case ENG_L_BATCHNORM:
         if (train)
@@ -326,7 +327,8 @@ static int forward_layer(eng_model *m, eng_layer *l, const float *x, int B, int 
             l->yo = x;
             return 0;
         }
-        eng_augment_forward(x, l->y, l->arg, B, l->in_shape[0], l->in_shape[1], C, l->translate, l->flip, &m->rng);
+        eng_augment_forward_rows(x, l->y, l->arg, B, m->share_row0, m->share_rows ? m->share_rows : B, l->in_shape[0],
+                                 l->in_shape[1], C, l->translate, l->flip, &m->rng);
         break;
     case ENG_L_ACT:
         if (l->act == ENG_ACT_NONE) {

@@ -110,6 +110,13 @@ void eng_gap_backward_ref(const float *dy, float *dx, int N, int HW, int C);
 
 /* ---- dropout (inverted): y = x * mask, mask in {0, 1/(1-rate)} ---- */
 void eng_dropout_forward(const float *x, float *y, float *mask, size_t n, float rate, hpo_rng *rng);
+/* The same with the mask's 64-bit key given (eng_dropout_forward draws it
+ * from rng), and the key whose mask starts at element `first` of key's: a
+ * data-parallel share of a batch (rows from r, each n values) computes its
+ * part of the whole batch's mask with eng_dropout_key_at(key, r * n), the
+ * same masks whatever the number of shares (replicas.h). */
+void eng_dropout_forward_key(const float *x, float *y, float *mask, size_t n, float rate, uint64_t key);
+uint64_t eng_dropout_key_at(uint64_t key, size_t first);
 /* The same masks by the scalar loop only (the reference of the AVX-512 path). */
 void eng_dropout_forward_ref(const float *x, float *y, float *mask, size_t n, float rate, hpo_rng *rng);
 void eng_dropout_backward(const float *dy, const float *mask, float *dx, size_t n);
@@ -137,6 +144,13 @@ void eng_batchnorm_backward_ref(const float *x, const float *dy, const float *ga
  * records (ty, tx, flipped) for backward. */
 void eng_augment_forward(const float *x, float *y, int32_t *params, int N, int H, int W, int C, int k,
                          int flip, hpo_rng *rng);
+/* The same for the N rows from `first` of a batch of `total` rows (a
+ * data-parallel share, replicas.h): draws every row's (ty, tx, flipped) as
+ * eng_augment_forward does for the whole batch, keeps rows [first, first +
+ * N), so rng advances as for the whole batch and a share's rows are
+ * augmented as in a one-thread run. */
+void eng_augment_forward_rows(const float *x, float *y, int32_t *params, int N, int first, int total, int H, int W,
+                              int C, int k, int flip, hpo_rng *rng);
 void eng_augment_backward(const float *dy, const int32_t *params, float *dx, int N, int H, int W, int C);
 void eng_augment_apply_ref(const float *x, float *y, const int32_t *params, int N, int H, int W, int C);
 

@@ -206,8 +206,19 @@ __attribute__((target("avx512f"))) static size_t dropout_avx512(const float *x, 
 }
 
 void eng_dropout_forward(const float *x, float *y, float *mask, size_t n, float rate, hpo_rng *rng) {
+    eng_dropout_forward_key(x, y, mask, n, rate, hpo_rng_u64(rng));
+}
+
+/* Element i's bits hash i * golden + k0 (mod 2^32): adding first * golden
+ * to k0 gives element first + i's bits at i, in every path (AVX-512, scalar,
+ * CUDA) without an offset of their own. */
+uint64_t eng_dropout_key_at(uint64_t key, size_t first) {
+    uint32_t k0 = (uint32_t)key + (uint32_t)first * 0x9e3779b9u;
+    return (key & 0xffffffff00000000ull) | k0;
+}
+
+void eng_dropout_forward_key(const float *x, float *y, float *mask, size_t n, float rate, uint64_t key) {
     float keep = 1.0f - rate, scale = rate < 1.0f ? 1.0f / keep : 0.0f;
-    uint64_t key = hpo_rng_u64(rng);
     uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
     uint32_t thr = (uint32_t)((double)keep * 16777216.0); /* keep iff bits < keep * 2^24 */
     int avx = __builtin_cpu_supports("avx512f"); /* a load of libgcc's CPU model: no cache, no race */
@@ -358,13 +369,19 @@ void eng_augment_apply_ref(const float *x, float *y, const int32_t *params, int 
 
 void eng_augment_forward(const float *x, float *y, int32_t *params, int N, int H, int W, int C, int k,
                          int flip, hpo_rng *rng) {
-    for (int n = 0; n < N; n++) {
+    eng_augment_forward_rows(x, y, params, N, 0, N, H, W, C, k, flip, rng);
+}
+
+void eng_augment_forward_rows(const float *x, float *y, int32_t *params, int N, int first, int total, int H, int W,
+                              int C, int k, int flip, hpo_rng *rng) {
+    for (int n = 0; n < total; n++) { /* rows outside [first, first + N) draw too: rng as for the whole batch */
         int fl = flip ? (int)(hpo_rng_u64(rng) >> 63) : 0;
         int ty = k > 0 ? (int)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
         int tx = k > 0 ? (int)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
-        params[3 * n] = ty;
-        params[3 * n + 1] = tx;
-        params[3 * n + 2] = fl;
+        if (n < first || n >= first + N) continue;
+        params[3 * (n - first)] = ty;
+        params[3 * (n - first) + 1] = tx;
+        params[3 * (n - first) + 2] = fl;
     }
     eng_augment_apply_ref(x, y, params, N, H, W, C);
 }

@@ -255,11 +255,20 @@ int eng_replicas_step(eng_replicas *r, const eng_batch *bt, eng_batcher *deferre
     assign_rows(r, bt, deferred, x_bf16);
     r->lr = lr;
     r->t = t;
-    for (int k = 1; k < r->threads; k++) /* the primary's generator (checkpointed) seeds the others' */
-        hpo_rng_derive(&r->shares[k].model->rng, hpo_rng_u64(&m->rng), (uint64_t)k, 0);
+    /* Every share starts from the primary's generator (checkpointed) and
+     * draws as a one-thread run of the whole batch would, keeping its rows'
+     * dropout masks and augmentations (model.h share_row0): the masks do
+     * not depend on T, and the primary's generator advances as with T = 1. */
+    for (int k = 0; k < r->threads; k++) {
+        eng_model *mk = r->shares[k].model;
+        if (k) mk->rng = m->rng;
+        mk->share_row0 = r->shares[k].rows_lo;
+        mk->share_rows = n;
+    }
     start_phase(r, PHASE_GRADIENTS);
     run_share(r, &r->shares[0], 1);
     wait_helpers(r);
+    m->share_row0 = m->share_rows = 0; /* the primary alone runs whole batches (a short last one) */
     int rc = collect(r, sums, loss);
     if (rc || !isfinite(*loss)) return rc;
     start_phase(r, PHASE_UPDATE);

@@ -28,11 +28,16 @@
  *      condition variable when idle (between epochs).
  * Evaluation between epochs runs on the same threads (eng_replicas_evaluate).
  * Determinism: for a given T, the same seed gives the same run (fixed split,
- * fixed summation order; each replica's dropout generator is derived from
- * the primary's, which the checkpoint saves). Results differ from T = 1 by
- * summation order only, and batch normalisation uses each share's batch
- * statistics (running statistics are the primary's), as PyTorch DDP does
- * without SyncBatchNorm.
+ * fixed summation order). Dropout masks and augmentations do not depend on
+ * T: every share starts the step from the primary's generator (which the
+ * checkpoint saves) and draws as one thread running the whole batch does,
+ * keeping its own rows' part (eng_dropout_key_at shifts the mask's hash to
+ * the share's first element; the augment layer draws every row and keeps
+ * its own: a few generator draws per row), so the primary's generator
+ * advances as with T = 1. Results differ from T = 1 by summation order
+ * only, except that batch normalisation uses each share's batch statistics
+ * (running statistics are the primary's), as PyTorch DDP does without
+ * SyncBatchNorm.
  * Used by eng_train when threads > 1, the batch has at least 2 rows per
  * thread, and the update can be range-wise (no gradient clipping, not
  * mixed_fp16); otherwise training falls back to intra-op threads.

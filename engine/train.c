@@ -49,7 +49,7 @@ static void estimate(const eng_model *m, const eng_train_opts *o, int data_paral
     e->weights = eng_model_block_bytes(m);
     e->activations = eng_model_buffer_bytes(m, bs, prec, 0);
     e->replicas = data_parallel ? eng_replicas_bytes(m, o->threads, bs, prec) : 0;
-    e->best = o->restore_best ? eng_alloc_size(eng_size_mul(m->nparams + 1, sizeof(float))) : 0;
+    e->best = o->restore_best ? eng_alloc_size(eng_size_mul(m->nparams + m->nstats + 1, sizeof(float))) : 0;
     size_t slot = batch_slot_bytes(m, prec, (size_t)bs);
     size_t train_batches = eng_size_mul(slot, o->prefetch && !data_parallel ? 2 : 1), val_batches = slot;
     e->batches = eng_size_add(train_batches, val_batches);
@@ -191,7 +191,7 @@ int eng_train(eng_model *m, const eng_split *train, const eng_split *val, const 
             rc = hpo_fail(err, rc, "training", "out of memory for %d data-parallel replicas (%s)", o->threads - 1, sz);
         goto fail;
     }
-    int stop = 0;
+    int stop = L.r.stopped_early; /* resumed after early stopping ended the run: no epoch left */
     for (int epoch = L.st.epoch; epoch < o->epochs && !stop; epoch++) {
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);

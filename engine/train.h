@@ -7,15 +7,23 @@
  * - Determinism: for a seed and a thread count a run is bit-reproducible.
  *   Epoch e's batch order comes from the batcher (hpo_rng_derive(seed, e,
  *   0)); the model's dropout/augmentation generator is part of the
- *   checkpoint (the replicas of a data-parallel run derive theirs from it).
+ *   checkpoint (the replicas of a data-parallel run start each step from
+ *   it and draw the same masks as one thread: replicas.h).
  *   With OpenBLAS/oneDNN on one thread the kernels are deterministic too.
  * - Checkpoint (eng_checkpoint_save/load): one safetensors file per run,
  *   rewritten atomically after every epoch: tensors "params", "opt_state",
- *   "bn_stats", "best_params" (when restore_best_weights is on), "rng" (U64
- *   [4]); metadata: epoch, step, loss_scale, good_steps, early-stopping state
- *   (best, best_epoch, wait), precision and parameter counts, which must
- *   match on load (HPO_EFORMAT otherwise). Resuming epoch E from it and
- *   training on gives the weights of an uninterrupted run, bit for bit.
+ *   "bn_stats", "best_params" and "best_bn_stats" (when
+ *   restore_best_weights is on: the best epoch's parameters and batch-norm
+ *   running statistics, Keras' restore_best_weights restoring both), "rng"
+ *   (U64 [4]); metadata: epoch, step, loss_scale, good_steps, early-stopping
+ *   state (best, best_epoch, wait; kept_best, kept_epoch: the best of the
+ *   metric whose epoch's weights are kept, opts.keep_metric, the monitor's
+ *   in a checkpoint without them), precision and parameter counts, which
+ *   must match on load (HPO_EFORMAT otherwise). Resuming epoch E from it and
+ *   training on gives the weights of an uninterrupted run, bit for bit; a
+ *   run that early stopping ended (wait >= patience) stays ended when it
+ *   resumes, without another epoch. A checkpoint from before "best_bn_stats"
+ *   existed loads with the last epoch's statistics as the best epoch's.
  * - Divergence: a NaN/Inf training loss returns HPO_EDIVERGED with the result
  *   filled (epochs completed, last metrics): a normal, recorded outcome.
  * - mixed_fp16: dynamic loss scaling. The loss gradient is multiplied by the
@@ -115,6 +123,13 @@ typedef struct eng_train_opts {
     int mode;               /* -1 min, +1 max, 0 auto from the name */
     double min_delta;
     int restore_best;
+    /* the metric whose best epoch's weights restore_best keeps (and the
+     * checkpoint saves as the best): NULL for the monitor's. A study's
+     * objective, when early stopping watches another metric: the model
+     * taken from a trial is then the epoch its value comes from (a strict
+     * improvement, no min_delta; keep_mode as mode) */
+    const char *keep_metric;
+    int keep_mode;
     /* checkpoints: a file in this directory, written every epoch; NULL: none */
     const char *checkpoint_dir;
     const char *checkpoint_name; /* default "checkpoint.safetensors" */
@@ -249,16 +264,23 @@ typedef struct eng_train_state {
     long good_steps;
     double best;        /* early-stopping best value */
     int best_epoch, wait;
-    const float *best_params; /* NULL: none saved */
+    double kept_best;   /* the keep metric's best value and its epoch: whose weights best_weights are */
+    int kept_epoch;
+    /* NULL: none saved; else the best epoch's weights, m->nparams parameters
+     * then m->nstats batch-norm statistics (one block: they are kept,
+     * saved and restored together) */
+    const float *best_weights;
 } eng_train_state;
 
 /* durable: fsync the file (eng_st_writer_set_durable). */
 int eng_checkpoint_save(const eng_model *m, const eng_train_state *st, const char *path, int durable,
                         hpo_error *err);
 /* Loads params, optimiser state, BN statistics and RNG into m (shapes must
- * match) and fills st; best_params (may be NULL) receives the saved best
- * weights when present (*has_best = 1). */
-int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_params, int *has_best,
+ * match) and fills st (st->best_weights NULL); best_weights (may be NULL;
+ * m->nparams + m->nstats floats) receives the saved best weights when
+ * present (*has_best = 1): the parameters, then the statistics
+ * ("best_bn_stats", or the last epoch's from a checkpoint without it). */
+int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_weights, int *has_best,
                         hpo_error *err);
 
 #endif

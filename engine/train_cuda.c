@@ -370,9 +370,10 @@ static void share_rows(int n, int k, int R, int *lo, int *hi) {
  * order the CPU's forward passes do: per step, layer by layer, a key per
  * dropout layer (eng_dropout_forward) and per sample of the step's rows a
  * flip, then a shift in y and x, per augment layer (eng_augment_forward);
- * with replicas a step of at least R rows first derives each other
- * replica's generator from the model's (replicas.c), and a smaller one runs
- * on the first replica alone. *lr: the last step's rate */
+ * with replicas a step of at least R rows has every replica draw from the
+ * model's generator as for the whole batch and keep its rows' part
+ * (replicas.c: the same masks as one replica), and a smaller one runs on
+ * the first replica alone. *lr: the last step's rate */
 static void epoch_records(dev *ds, int R, const eng_split *train, eng_train_loop *L, long total, double *lr) {
     eng_model *m = ds[0].m;
     for (size_t j = 0; j < ds[0].spe; j++) {
@@ -383,8 +384,7 @@ static void epoch_records(dev *ds, int R, const eng_split *train, eng_train_loop
         eng_cuda_opt_scalars_at(&m->opt, (float)*lr, step + 1, &sc);
         size_t bs = (size_t)ds[0].bs, n = train->n - j * bs < bs ? train->n - j * bs : bs;
         int active = (int)n >= R ? R : 1;
-        hpo_rng rk[ENG_CUDA_MAX_REPLICAS];
-        for (int k = 1; k < active; k++) hpo_rng_derive(&rk[k], hpo_rng_u64(&m->rng), (uint64_t)k, 0);
+        hpo_rng start = m->rng; /* every replica draws from here as the CPU's shares do (replicas.c) */
         for (int k = 0; k < R; k++) {
             dev *d = &ds[k];
             uint64_t *rec = d->hrecs + j * d->rec_words;
@@ -392,7 +392,8 @@ static void epoch_records(dev *ds, int R, const eng_split *train, eng_train_loop
             memcpy(rec, &sc, sizeof sc);
             int lo, hi;
             share_rows((int)n, k, active, &lo, &hi);
-            if (k < active) eng_dev_layers_draw(d, k ? &rk[k] : &m->rng, rec, (size_t)(hi - lo));
+            hpo_rng rk = start;
+            if (k < active) eng_dev_layers_draw(d, k ? &rk : &m->rng, rec, (size_t)lo, (size_t)(hi - lo), n);
         }
     }
 }
@@ -691,10 +692,10 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
         rc = hpo_fail(err, HPO_ENOMEM, "training", "out of memory for the batch order");
         goto fail;
     }
-    if ((rc = eng_train_loop_begin(&L, m, val, o, (m->nparams + 1) * sizeof(float), err))) goto fail;
+    if ((rc = eng_train_loop_begin(&L, m, val, o, (m->nparams + m->nstats + 1) * sizeof(float), err))) goto fail;
     if ((rc = run_open(&r, m, train, val, o, same, err))) goto fail;
     long total = (long)d->spe * o->epochs; /* the schedule's steps (dev_init counted those of an epoch) */
-    int vk = val && val->ds != train->ds ? 1 : 0, stop = 0;
+    int vk = val && val->ds != train->ds ? 1 : 0, stop = L.r.stopped_early; /* as train.c */
     for (int epoch = L.st.epoch; epoch < o->epochs && !stop; epoch++) {
         eng_metric_sums sums;
         memset(&sums, 0, sizeof sums);

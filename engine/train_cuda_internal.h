@@ -101,9 +101,11 @@ int eng_dev_layers_init(dev *d);
 int eng_dev_layers_alloc(dev *d, hpo_error *err);
 /* Frees them and the tables (what was allocated; NULL ok). */
 void eng_dev_layers_free(dev *d);
-/* One training step's draws from rng (the model's generator, or a
- * replica's derived from it) into its record (host), for n rows. */
-void eng_dev_layers_draw(dev *d, hpo_rng *rng, uint64_t *rec, size_t n);
+/* One training step's draws from rng (the model's generator, or a copy of
+ * it for another replica) into its record (host), for the n rows from
+ * `first` of a batch of `total` rows: the draws of the whole batch, the
+ * record those of its rows (eng_dropout_key_at, eng_augment_forward_rows). */
+void eng_dev_layers_draw(dev *d, hpo_rng *rng, uint64_t *rec, size_t first, size_t n, size_t total);
 /* The forward pass of a batch of B rows x (dev; NULL: the 16-bit batch
  * xin16); rec (dev): the step's record (training), or NULL (evaluation).
  * *out: the logits (dev). */

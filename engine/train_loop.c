@@ -30,6 +30,20 @@ static int monitor_mode(const char *name, int mode) {
     return strstr(name, "acc") ? 1 : -1;
 }
 
+/* Early stopping's patience is used up after `wait` epochs without
+ * improvement (Keras; 0 acts as 1). */
+static int patience_spent(const eng_train_opts *o, int wait) {
+    return o->patience >= 0 && wait >= (o->patience > 0 ? o->patience : 1);
+}
+
+/* The best epoch's weights are the parameters and the batch-norm running
+ * statistics together (Keras' restore_best_weights restores both): the
+ * parameters alone would run with another epoch's statistics. */
+static void keep_best(float *best, const eng_model *m) {
+    memcpy(best, m->params, m->nparams * sizeof(float));
+    if (m->nstats) memcpy(best + m->nparams, m->stats, m->nstats * sizeof(float));
+}
+
 static int file_exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
@@ -47,9 +61,16 @@ int eng_train_loop_begin(eng_train_loop *L, eng_model *m, const eng_split *val, 
     double dummy;
     if (eng_metric_get(&probe, L->monitor, &dummy) < 0)
         return hpo_fail(err, HPO_EINVAL, "training.early_stopping.monitor", "unknown metric \"%s\"", L->monitor);
+    L->keep = o->keep_metric;
+    if (L->keep && !strncmp(L->keep, "val_", 4) && !L->use_val) L->keep += 4;
+    if (L->keep && !strcmp(L->keep, L->monitor) && monitor_mode(L->keep, o->keep_mode) == L->mode) L->keep = NULL;
+    if (L->keep && eng_metric_get(&probe, L->keep, &dummy) < 0)
+        return hpo_fail(err, HPO_EINVAL, "objective.metric", "unknown metric \"%s\"", L->keep);
+    L->keep_mode = L->keep ? monitor_mode(L->keep, o->keep_mode) : L->mode;
     L->st.loss_scale = o->precision == ENG_PREC_FP16 ? ENG_LOSS_SCALE_START : 1.0;
     L->st.best = L->mode < 0 ? INFINITY : -INFINITY;
-    if (o->restore_best && !(L->best_params = eng_alloc((m->nparams + 1) * sizeof(float)))) {
+    L->st.kept_best = L->keep_mode < 0 ? INFINITY : -INFINITY;
+    if (o->restore_best && !(L->best = eng_alloc((m->nparams + m->nstats + 1) * sizeof(float)))) {
         char sz[32];
         eng_format_bytes(best_bytes, sz, sizeof sz);
         return hpo_fail(err, HPO_ENOMEM, "training.early_stopping.restore_best_weights",
@@ -61,9 +82,13 @@ int eng_train_loop_begin(eng_train_loop *L, eng_model *m, const eng_split *val, 
                  o->checkpoint_name ? o->checkpoint_name : "checkpoint.safetensors");
         if (o->resume && file_exists(L->ckpt)) {
             int hb = 0;
-            if ((rc = eng_checkpoint_load(m, L->ckpt, &L->st, L->best_params, &hb, err))) return rc;
-            if (!hb && L->best_params) memcpy(L->best_params, m->params, m->nparams * sizeof(float));
+            if ((rc = eng_checkpoint_load(m, L->ckpt, &L->st, L->best, &hb, err))) return rc;
+            if (!hb && L->best) keep_best(L->best, m);
             L->r.start_epoch = L->st.epoch;
+            /* early stopping ended the run at the checkpoint's epoch (the
+             * state re-derives the decision): it stays ended, as the
+             * uninterrupted run did; the loops train no epoch */
+            if (patience_spent(o, L->st.wait)) L->r.stopped_early = 1;
             HPO_INFO("engine: resumed %s at epoch %d (step %ld)", L->ckpt, L->st.epoch, L->st.step);
         }
     }
@@ -97,9 +122,17 @@ int eng_train_loop_epoch_end(eng_train_loop *L, eng_model *m, eng_epoch_report *
         st->best = v;
         st->best_epoch = epoch + 1;
         st->wait = 0;
-        if (L->best_params) memcpy(L->best_params, m->params, m->nparams * sizeof(float));
     } else {
         st->wait++;
+    }
+    /* the weights kept: the monitor's best epoch, or the keep metric's */
+    double kv = v;
+    if (L->keep) eng_metric_get(!strncmp(L->keep, "val_", 4) ? &rep->val : &rep->train, L->keep, &kv);
+    int kept = L->keep ? isfinite(kv) && (L->keep_mode < 0 ? kv < st->kept_best : kv > st->kept_best) : improved;
+    if (kept) {
+        st->kept_best = kv;
+        st->kept_epoch = epoch + 1;
+        if (L->best) keep_best(L->best, m);
     }
     rep->is_best = improved;
     st->epoch = epoch + 1;
@@ -107,7 +140,7 @@ int eng_train_loop_epoch_end(eng_train_loop *L, eng_model *m, eng_epoch_report *
     L->r.train = rep->train;
     L->r.val = rep->val;
     L->r.has_val = rep->has_val;
-    if (o->patience >= 0 && st->wait >= (o->patience > 0 ? o->patience : 1)) {
+    if (patience_spent(o, st->wait)) {
         L->r.stopped_early = 1;
         *stop = 1;
     }
@@ -125,7 +158,7 @@ int eng_train_loop_epoch_end(eng_train_loop *L, eng_model *m, eng_epoch_report *
         *stop = 1;
     }
     if (L->ckpt[0]) {
-        st->best_params = L->best_params;
+        st->best_weights = L->best;
         return eng_checkpoint_save(m, st, L->ckpt, o->checkpoint_durable, err);
     }
     return 0;
@@ -134,8 +167,9 @@ int eng_train_loop_epoch_end(eng_train_loop *L, eng_model *m, eng_epoch_report *
 int eng_train_loop_end(eng_train_loop *L, eng_model *m, int rc, eng_train_result *res) {
     eng_train_result *r = &L->r;
     if (rc == 0) {
-        if (L->best_params && L->st.best_epoch > 0 && L->st.best_epoch != r->epochs_run) {
-            memcpy(m->params, L->best_params, m->nparams * sizeof(float));
+        if (L->best && L->st.kept_epoch > 0 && L->st.kept_epoch != r->epochs_run) {
+            memcpy(m->params, L->best, m->nparams * sizeof(float));
+            if (m->nstats) memcpy(m->stats, L->best + m->nparams, m->nstats * sizeof(float));
             eng_model_params_changed(m);
             r->restored_best = 1;
         }
@@ -147,7 +181,7 @@ int eng_train_loop_end(eng_train_loop *L, eng_model *m, int rc, eng_train_result
         r->best_value = L->st.best;
         if (res) *res = *r; /* divergence is data: the result is filled */
     }
-    free(L->best_params);
-    L->best_params = NULL;
+    free(L->best);
+    L->best = NULL;
     return rc;
 }

@@ -8,7 +8,8 @@
  * Design notes
  * - Internal to engine/ (train.h is the public interface). The loops keep
  *   the host model current at every epoch end before calling
- *   eng_train_loop_epoch_end: it copies m->params for the best epoch and
+ *   eng_train_loop_epoch_end: it copies m->params and m->stats (the
+ *   batch-norm running statistics) for the best epoch and
  *   writes the checkpoint from m, so a checkpoint has one layout whoever
  *   trained (a trial paused on a GPU resumes on a CPU and back).
  * - The order of an epoch end is train.h's: the callback runs before the
@@ -25,9 +26,11 @@ typedef struct eng_train_loop {
     const eng_train_opts *o;
     const char *monitor; /* the metric early stopping watches ("val_" dropped without validation) */
     int mode;            /* -1 min, +1 max */
+    const char *keep;    /* the metric whose best epoch's weights are kept (o->keep_metric), NULL: the monitor */
+    int keep_mode;
     int use_val;         /* a non-empty validation split */
     char ckpt[1024];     /* the checkpoint's path, "" for none */
-    float *best_params;  /* restore_best: the best epoch's weights (owned) */
+    float *best;         /* restore_best: the best epoch's parameters then BN statistics (owned) */
     eng_train_state st;
     eng_train_result r;
     double t_all, sps_sum;
@@ -41,7 +44,8 @@ int eng_train_check_data(const eng_model *m, const eng_split *s, hpo_error *err)
  * training.early_stopping.monitor), the early-stopping start and loss
  * scale, allocates the best weights' copy (best_bytes: its size for the
  * message) and, with o->resume and a checkpoint present, loads it into m and
- * L->st. */
+ * L->st; when early stopping had ended the run there, L->r.stopped_early is
+ * set and the loop trains no further epoch (it starts with stop set to it). */
 int eng_train_loop_begin(eng_train_loop *L, eng_model *m, const eng_split *val, const eng_train_opts *o,
                          size_t best_bytes, hpo_error *err);
 

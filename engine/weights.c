@@ -429,11 +429,12 @@ fail:
 int eng_model_from_checkpoint(eng_model *m, const char *checkpoint_path, int use_best, hpo_error *err) {
     eng_train_state st;
     int has_best = 0, rc;
-    float *best = use_best ? malloc((m->nparams + 1) * sizeof(float)) : NULL;
+    float *best = use_best ? malloc((m->nparams + m->nstats + 1) * sizeof(float)) : NULL;
     if (use_best && !best) return hpo_fail(err, HPO_ENOMEM, "", "out of memory");
     rc = eng_checkpoint_load(m, checkpoint_path, &st, best, &has_best, err);
-    if (rc == 0 && use_best && has_best) {
+    if (rc == 0 && use_best && has_best) { /* the parameters, then that epoch's BN statistics */
         memcpy(m->params, best, m->nparams * sizeof(float));
+        if (m->nstats) memcpy(m->stats, best + m->nparams, m->nstats * sizeof(float));
         eng_model_params_changed(m);
     }
     free(best);

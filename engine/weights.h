@@ -93,10 +93,11 @@ int eng_model_new_from_weights(const char *path, eng_model **out, json_t **metad
                                hpo_error *err);
 
 /* Load a trial checkpoint's weights (train.h) into m: the best epoch's
- * weights when use_best is set and the checkpoint holds "best_params", else
- * the last epoch's. BN running statistics are the last epoch's either way
- * (the checkpoint stores one set). Also restores the optimiser state and
- * RNG (eng_checkpoint_load); m unchanged on error. */
+ * parameters and BN running statistics when use_best is set and the
+ * checkpoint holds "best_params" (a checkpoint without "best_bn_stats",
+ * written before they were saved, gives the last epoch's statistics), else
+ * the last epoch's. Also restores the optimiser state and RNG
+ * (eng_checkpoint_load); m unchanged on error. */
 int eng_model_from_checkpoint(eng_model *m, const char *checkpoint_path, int use_best, hpo_error *err);
 
 /* Predictions for every row of s into out[s->n * m->out_dim], eval mode,

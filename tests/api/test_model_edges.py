@@ -19,6 +19,10 @@
   metadata); a study that can no longer be loaded (its dataset deleted,
   then a restart): model endpoints answer 409 naming id with the reason
   (before: 400 "invalid argument", no field);
+- a trial's model is the epoch of its value: the objective's best when
+  early stopping watches another metric, with that epoch's batch-norm
+  statistics (before: the monitor's epoch, and the last epoch's
+  statistics);
 - datasets of classes list no y_dim; a body over --max-body is a 413
   naming the limit."""
 import random
@@ -202,6 +206,31 @@ def check_datasets_and_body(hp, c):
             "a body over --max-body -> 413 naming the limit: %s %s" % (st, out))
 
 
+def check_model_is_the_value_epoch(hp, c):
+    """A trial's model is the epoch its value comes from: the objective's
+    best (val_accuracy) when early stopping watches val_loss, and with
+    batch normalisation its running statistics of that epoch too."""
+    bn = [{"batchnorm": {"momentum": 0.9}}]
+    for name, extra in (("monitor", []), ("batchnorm", bn)):
+        layers = [{"flatten": {}}, {"dense": {"units": 128}}] + extra + [{"activation": "relu"}, {"dense": {"units": 10}}]
+        spec = {"name": "value-epoch-" + name, "objective": {"metric": "val_accuracy"},
+                "model": {"layers": layers, "optimizer": {"name": "adam", "learning_rate": 0.02}},
+                "space": {"u": {"type": "int", "low": 1, "high": 2}},
+                "dataset": {"name": "fashion-mnist", "limit": 3000, "validation_split": 1500},
+                "training": {"max_epochs": 12, "batch_size": 64,
+                             "early_stopping": {"patience": 100, "monitor": "val_loss"}},
+                "tuner": {"algorithm": "random", "seed": 3, "max_trials": 1}}
+        sid = hp.ok("POST", "/api/v1/studies", spec)["id"]
+        wait_state(hp, "/api/v1/studies/%d" % sid, ("complete",))
+        t = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]
+        m = trial_model(hp, sid)
+        got = ((m.get("result") or {}).get("val") or {}).get("accuracy")
+        print("  %s: value %.4f at epoch %s, model %s" % (name, t["value"], t.get("best_epoch"), got))
+        c.check(m["state"] == "complete" and got is not None and abs(got - t["value"]) < 1e-6,
+                "%s: the trial model's val accuracy %s is the trial's value %s (best epoch %s)"
+                % (name, got, t["value"], t.get("best_epoch")))
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -209,6 +238,7 @@ def main():
     try:
         t0 = time.time()
         check_dataset_swap(hp, c)
+        check_model_is_the_value_epoch(hp, c)
         check_non_finite(hp, c)
         check_binary(hp, c)
         check_ensemble_keeps_members(hp, c)

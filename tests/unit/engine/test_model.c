@@ -500,8 +500,8 @@ static int stop_at_2(const eng_epoch_report *r, void *user) {
 
 /* The same with 2 threads (data parallelism, engine/replicas.h): a resumed
  * run is bit-identical to a straight one, since the replicas' dropout
- * generators derive from the checkpointed one; and it learns as well as 1
- * thread. */
+ * generators start every step from the checkpointed one; and it learns as
+ * well as 1 thread. */
 static void test_checkpoint_resume_data_parallel(void **state) {
     (void)state;
     resume_fixture fx;
@@ -591,6 +591,212 @@ static void test_divergence_stop_and_fp16(void **state) {
 }
 
 
+/* The model's parameters and BN statistics at the epoch early stopping
+ * called best (the callback sees the host model current: train_loop.h),
+ * and each epoch's validation loss. */
+typedef struct best_probe {
+    eng_model *m;
+    float *params, *stats;
+    double val_loss[32];
+    int epochs;
+} best_probe;
+
+static int probe_best(const eng_epoch_report *r, void *user) {
+    best_probe *p = user;
+    p->val_loss[r->epoch - 1] = r->val.loss;
+    p->epochs = r->epoch;
+    if (r->is_best) {
+        memcpy(p->params, p->m->params, p->m->nparams * sizeof(float));
+        memcpy(p->stats, p->m->stats, p->m->nstats * sizeof(float));
+    }
+    return 0;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double d = 0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+/* restore_best_weights with batch normalisation: the model after training,
+ * and the best weights of its checkpoint (eng_model_from_checkpoint), are
+ * the best epoch's parameters AND running statistics (Keras restores
+ * moving_mean/moving_variance too), so evaluating it gives the best epoch's
+ * validation loss. */
+static void test_restore_best_batchnorm(void **state) {
+    (void)state;
+    eng_dataset *ds = synth(600, 3);
+    eng_split tr, va;
+    eng_split_spec spec = {.val_count = 150};
+    hpo_error err;
+    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
+    const char *tmpl = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":32}},{\"batchnorm\":{\"momentum\":0.9}},"
+                       "{\"activation\":\"relu\"},{\"dense\":{\"units\":4}}],"
+                       "\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.05}}";
+    char dir[32];
+    snprintf(dir, sizeof dir, "/tmp/hpo_bestbn_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    eng_model *m = small_model(tmpl);
+    best_probe p = {.m = m, .params = malloc(m->nparams * sizeof(float)), .stats = malloc(m->nstats * sizeof(float))};
+    eng_train_opts o;
+    eng_train_opts_init(&o);
+    o.batch_size = 32;
+    o.threads = 1;
+    o.seed = 5;
+    o.epochs = 12;
+    o.restore_best = 1;
+    o.monitor = "val_loss";
+    o.checkpoint_dir = dir;
+    o.on_epoch = probe_best;
+    o.user = &p;
+    eng_train_result r;
+    assert_int_equal(eng_train(m, &tr, &va, &o, &r, &err), 0);
+    printf("  batchnorm MLP, 12 epochs: best epoch %d (val_loss %.6f), last epoch val_loss %.6f, restored %d\n",
+           r.best_epoch, p.val_loss[r.best_epoch - 1], p.val_loss[p.epochs - 1], r.restored_best);
+    assert_true(r.restored_best); /* the test needs a best epoch before the last */
+    double dp = max_abs_diff(m->params, p.params, m->nparams), ds_ = max_abs_diff(m->stats, p.stats, m->nstats);
+    eng_metrics ev;
+    assert_int_equal(eng_evaluate(m, &va, 32, &ev, &err), 0);
+    double dl = fabs(ev.loss - p.val_loss[r.best_epoch - 1]);
+    printf("  restored model vs best epoch: params max diff %g, BN running stats max diff %g; eng_evaluate val_loss "
+           "%.6f (diff %g)\n", dp, ds_, ev.loss, dl);
+    assert_true(dp == 0 && ds_ == 0);
+    assert_true(dl <= 1e-6 * fabs(p.val_loss[r.best_epoch - 1]) + 1e-7);
+    /* the checkpoint's best weights: the same parameters and statistics */
+    char ck[64];
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
+    eng_model *c = small_model(tmpl);
+    assert_int_equal(eng_model_from_checkpoint(c, ck, 1, &err), 0);
+    double cp = max_abs_diff(c->params, p.params, c->nparams), cs = max_abs_diff(c->stats, p.stats, c->nstats);
+    printf("  eng_model_from_checkpoint(use_best): params max diff %g, BN running stats max diff %g\n", cp, cs);
+    assert_true(cp == 0 && cs == 0);
+    eng_model_free(c);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(p.params);
+    free(p.stats);
+    eng_model_free(m);
+    eng_split_clear(&tr);
+    eng_split_clear(&va);
+    eng_dataset_release(ds);
+}
+
+/* Each epoch's parameters and validation metrics. */
+typedef struct epoch_probe {
+    eng_model *m;
+    float *params[16];
+    double val_loss[16];
+    int epochs;
+} epoch_probe;
+
+static int probe_epochs(const eng_epoch_report *r, void *user) {
+    epoch_probe *p = user;
+    int e = r->epoch - 1;
+    p->val_loss[e] = r->val.loss;
+    p->params[e] = malloc(p->m->nparams * sizeof(float));
+    memcpy(p->params[e], p->m->params, p->m->nparams * sizeof(float));
+    p->epochs = r->epoch;
+    return 0;
+}
+
+/* keep_metric: early stopping watches one metric, the weights kept
+ * (restored at the end, saved as the checkpoint's best) are the best epoch
+ * of another, the one a study's objective (its trial's value) names. So
+ * that the two epochs differ on every CPU, the kept one is the HIGHEST
+ * val_loss (keep_mode +1) while the monitor's is the lowest. */
+static void test_keep_metric(void **state) {
+    (void)state;
+    eng_dataset *ds = synth(600, 3);
+    eng_split tr, va;
+    eng_split_spec spec = {.val_count = 150};
+    hpo_error err;
+    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
+    const char *tmpl = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":32,\"activation\":\"relu\"}},"
+                       "{\"dense\":{\"units\":4}}],\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.05}}";
+    char dir[32];
+    snprintf(dir, sizeof dir, "/tmp/hpo_keep_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    eng_model *m = small_model(tmpl);
+    epoch_probe p = {.m = m};
+    eng_train_opts o;
+    eng_train_opts_init(&o);
+    o.batch_size = 32;
+    o.threads = 1;
+    o.seed = 5;
+    o.epochs = 12;
+    o.restore_best = 1;
+    o.monitor = "val_loss";
+    o.keep_metric = "val_loss";
+    o.keep_mode = 1;
+    o.checkpoint_dir = dir;
+    o.on_epoch = probe_epochs;
+    o.user = &p;
+    eng_train_result r;
+    assert_int_equal(eng_train(m, &tr, &va, &o, &r, &err), 0);
+    int kept = 0; /* the kept epoch: the first of the highest val_loss */
+    for (int e = 1; e < p.epochs; e++)
+        if (p.val_loss[e] > p.val_loss[kept]) kept = e;
+    printf("  monitor val_loss (min): best epoch %d (%.6f); kept (val_loss, max): epoch %d (%.6f)\n", r.best_epoch,
+           p.val_loss[r.best_epoch - 1], kept + 1, p.val_loss[kept]);
+    assert_true(kept + 1 != r.best_epoch);
+    double d = max_abs_diff(m->params, p.params[kept], m->nparams);
+    char ck[64];
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
+    eng_model *c = small_model(tmpl);
+    assert_int_equal(eng_model_from_checkpoint(c, ck, 1, &err), 0);
+    double dc = max_abs_diff(c->params, p.params[kept], c->nparams);
+    printf("  restored weights vs that epoch's: max diff %g; the checkpoint's best: %g\n", d, dc);
+    assert_true(d == 0 && dc == 0);
+    eng_model_free(c);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    for (int e = 0; e < p.epochs; e++) free(p.params[e]);
+    eng_model_free(m);
+    eng_split_clear(&tr);
+    eng_split_clear(&va);
+    eng_dataset_release(ds);
+}
+
+/* A run that early stopping ended at an epoch where the callback also
+ * stopped it (a pause) resumes without training another epoch: it equals
+ * the uninterrupted run. */
+static void test_early_stop_resume(void **state) {
+    (void)state;
+    resume_fixture fx;
+    resume_setup(&fx, 1);
+    eng_train_opts o = fx.o;
+    hpo_error err;
+    o.patience = 0; /* acts as 1: the loss cannot improve by min_delta, so it stops after epoch 2 */
+    o.monitor = "val_loss";
+    o.min_delta = 1e9;
+    o.checkpoint_dir = fx.d1;
+    eng_model *a = small_model(small_cnn), *b = small_model(small_cnn), *c = small_model(small_cnn);
+    eng_train_result ra, rb, rc;
+    assert_int_equal(eng_train(a, &fx.tr, &fx.va, &o, &ra, &err), 0);
+    o.checkpoint_dir = fx.d2;
+    o.on_epoch = stop_at_2; /* paused at the epoch early stopping ends it */
+    assert_int_equal(eng_train(b, &fx.tr, &fx.va, &o, &rb, &err), 0);
+    o.on_epoch = NULL;
+    o.resume = 1;
+    assert_int_equal(eng_train(c, &fx.tr, &fx.va, &o, &rc, &err), 0);
+    printf("  early stopping: straight run %d epochs (stopped early %d); paused at %d and resumed: %d epochs "
+           "(stopped early %d), params %s\n",
+           ra.epochs_run, ra.stopped_early, rb.epochs_run, rc.epochs_run, rc.stopped_early,
+           memcmp(a->params, c->params, a->nparams * 4) ? "DIFFER" : "bit-identical");
+    assert_int_equal(ra.epochs_run, 2);
+    assert_true(ra.stopped_early && rb.stopped_early && rb.stopped_by_callback);
+    assert_int_equal(rc.start_epoch, 2);
+    assert_int_equal(rc.epochs_run, 2);
+    assert_true(rc.stopped_early);
+    assert_int_equal(rc.best_epoch, ra.best_epoch);
+    assert_memory_equal(a->params, c->params, a->nparams * 4);
+    assert_memory_equal(a->stats, c->stats, a->nstats * 4);
+    eng_model_free(a), eng_model_free(b), eng_model_free(c);
+    resume_teardown(&fx);
+}
+
 /* eng_model_forward_flops and the trainable parameter count against a
  * count by hand: 2 FLOPs per multiply-add of every dense and conv2d output. */
 static void test_forward_flops_and_params(void **state) {
@@ -633,6 +839,9 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_resume_bit_identical),
         cmocka_unit_test(test_checkpoint_resume_data_parallel),
         cmocka_unit_test(test_divergence_stop_and_fp16),
+        cmocka_unit_test(test_restore_best_batchnorm),
+        cmocka_unit_test(test_keep_metric),
+        cmocka_unit_test(test_early_stop_resume),
         cmocka_unit_test(test_forward_flops_and_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

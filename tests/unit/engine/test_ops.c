@@ -156,6 +156,19 @@ static void test_pool_bn_naive_vs_fast(void **state) {
     eng_augment_forward(x, yb1, prm, N, H, W, C, 2, 1, &ar);
     eng_augment_apply_ref(x, yb2, prm, N, H, W, C);
     check("augment forward", maxdiff(yb1, yb2, nx), 0);
+    /* shares of the batch (eng_augment_forward_rows): the whole batch's
+     * draws, each share its rows; the generator ends where the whole batch's
+     * call left it */
+    for (int first = 0; first < N; first++) {
+        hpo_rng sr;
+        hpo_rng_seed(&sr, 9);
+        int32_t sp[6];
+        size_t per = nx / (size_t)N;
+        eng_augment_forward_rows(x + first * per, yb2, sp, N - first, first, N, H, W, C, 2, 1, &sr);
+        assert_memory_equal(sp, prm + 3 * first, (size_t)(N - first) * 3 * sizeof(int32_t));
+        assert_memory_equal(yb2, yb1 + first * per, (nx - first * per) * sizeof(float));
+        assert_memory_equal(&sr, &ar, sizeof sr);
+    }
     eng_augment_backward(d, prm, dx1, N, H, W, C);
     double a = 0, b = 0;
     for (size_t i = 0; i < nx; i++) {
@@ -294,7 +307,21 @@ static void test_dropout_masks(void **state) {
         assert_true(fabs(both / n - keep * keep) < 0.01);
         assert_true(fabs(same_next / (n - 1) - keep * keep) < 0.01);
         for (size_t i = 0; i < n; i++) assert_true(m1[i] == 0.0f || fabsf(m1[i] - 1.0f / (float)keep) < 1e-6f);
+        /* a data-parallel share's part: the key shifted to its first element
+         * gives the slice of the whole mask (vector and scalar tails) */
+        hpo_rng c;
+        hpo_rng_seed(&c, 100 + k);
+        uint64_t key = hpo_rng_u64(&c);
+        const size_t firsts[] = {0, 1, 17, 4096, n - 5};
+        for (size_t f = 0; f < HPO_ARRAY_LEN(firsts); f++) {
+            size_t first = firsts[f], len = n - first < 1000 + f ? n - first : 1000 + f;
+            eng_dropout_forward_key(x + first, y2, m2, len, rates[k], eng_dropout_key_at(key, first));
+            assert_memory_equal(m2, m1 + first, len * 4);
+            assert_memory_equal(y2, y1 + first, len * 4);
+        }
     }
+    printf("  dropout masks of shares (eng_dropout_key_at, first element 0/1/17/4096/n-5): the slices of the "
+           "whole batch's mask, bit for bit\n");
     free(x), free(y1), free(y2), free(m1), free(m2);
 }
 

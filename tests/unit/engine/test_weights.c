@@ -510,27 +510,56 @@ static void test_from_checkpoint(void **state) {
     (void)state;
     hpo_error err;
     eng_model *a = build(params_text, 21);
-    float *best = malloc(a->nparams * sizeof(float));
+    assert_true(a->nstats > 0);
+    /* the best epoch's weights: parameters, then BN statistics (train.h) */
+    float *best = malloc((a->nparams + a->nstats) * sizeof(float)), *best_stats = best + a->nparams;
     for (size_t i = 0; i < a->nparams; i++) best[i] = a->params[i] * 0.5f + 0.01f;
+    for (size_t i = 0; i < a->nstats; i++) best_stats[i] = a->stats[i] + 0.5f;
     for (size_t i = 0; i < a->nstats; i++) a->stats[i] += 0.25f;
     eng_train_state st;
     memset(&st, 0, sizeof st);
     st.epoch = 4;
     st.best_epoch = 2;
     st.loss_scale = 1;
-    char with[128], without[128];
+    char with[128], without[128], old[128];
     path_of(with, sizeof with, "ckpt_best.safetensors");
     path_of(without, sizeof without, "ckpt_last.safetensors");
+    path_of(old, sizeof old, "ckpt_old.safetensors");
     assert_int_equal(eng_checkpoint_save(a, &st, without, 0, &err), 0);
-    st.best_params = best;
+    st.best_weights = best;
     assert_int_equal(eng_checkpoint_save(a, &st, with, 1, &err), 0);
-    struct { const char *path; int use_best; const float *expect; const char *what; } cases[] = {
-        {with, 1, best, "best"}, {with, 0, a->params, "last"}, {without, 1, a->params, "last"}, {without, 0, a->params, "last"}};
-    for (int i = 0; i < 4; i++) {
+    /* a checkpoint written before "best_bn_stats" existed: the same file without it */
+    eng_st_file *f = NULL;
+    assert_int_equal(eng_st_read_file(with, &f, &err), 0);
+    assert_non_null(eng_st_find(f, "best_bn_stats"));
+    eng_st_writer *wr = eng_st_writer_new();
+    for (size_t i = 0; i < eng_st_count(f); i++) {
+        const eng_st_tensor *t = eng_st_get(f, i);
+        if (strcmp(t->name, "best_bn_stats"))
+            assert_int_equal(eng_st_writer_add(wr, t->name, t->dtype, t->rank, t->shape, t->data, &err), 0);
+    }
+    for (size_t i = 0; i < eng_st_meta_count(f); i++) {
+        const char *k, *v;
+        eng_st_meta_at(f, i, &k, &v);
+        eng_st_writer_meta(wr, k, v);
+    }
+    assert_int_equal(eng_st_write_file(wr, old, &err), 0);
+    eng_st_writer_free(wr);
+    eng_st_file_free(f);
+    struct { const char *path; int use_best; const float *expect, *expect_stats; const char *what; } cases[] = {
+        {with, 1, best, best_stats, "best params and BN stats"},
+        {with, 0, a->params, a->stats, "last"},
+        {old, 1, best, a->stats, "best params, last BN stats (no best_bn_stats)"},
+        {old, 0, a->params, a->stats, "last"},
+        {without, 1, a->params, a->stats, "last"},
+        {without, 0, a->params, a->stats, "last"}};
+    for (int i = 0; i < 6; i++) {
         eng_model *b = build(params_text, 77);
         assert_int_equal(eng_model_from_checkpoint(b, cases[i].path, cases[i].use_best, &err), 0);
-        int ok = same_floats(b->params, cases[i].expect, a->nparams) && same_floats(b->stats, a->stats, a->nstats);
-        printf("  checkpoint %s best_params, use_best %d: %s weights %s\n", cases[i].path == with ? "with" : "without",
+        int ok = same_floats(b->params, cases[i].expect, a->nparams) &&
+                 same_floats(b->stats, cases[i].expect_stats, a->nstats);
+        printf("  checkpoint %s, use_best %d: %s %s\n",
+               cases[i].path == with ? "with best weights" : cases[i].path == old ? "with best_params only" : "without",
                cases[i].use_best, cases[i].what, ok ? "bit-identical" : "DIFFER");
         assert_true(ok);
         eng_model_free(b);
@@ -553,6 +582,7 @@ static void test_from_checkpoint(void **state) {
     eng_model *c = NULL;
     assert_int_equal(eng_model_new_from_weights(wp, &c, NULL, &err), 0);
     assert_true(same_floats(c->params, best, c->nparams));
+    assert_true(same_floats(c->stats, best_stats, c->nstats));
     json_decref(md);
     eng_model_free(b);
     eng_model_free(c);
