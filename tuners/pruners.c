@@ -12,6 +12,16 @@
  *   same answers. (One difference: a trial that skips several rungs in one
  *   report and fails the first one keeps values at the skipped rungs, which
  *   Optuna would not record.)
+ * - A late report, of a step below the trial's highest (out of order):
+ *   Optuna judges at trial.last_step, the highest step. ASHA and Hyperband
+ *   recorded the rungs up to it when that step came, so the late report
+ *   answers "continue" and is no rung's value (rung_index skips the steps
+ *   marked late, tun_trial_rec.step_late: a trial's value at a rung stays
+ *   the one other trials were compared with). The median rule judges at
+ *   the highest step, with the best value over all steps, as Optuna's
+ *   does. Storage keeps no report order, so a replay (steps in increasing
+ *   order) marks none late: after a restart a trial's late step counts at
+ *   its rung again, as it did before this rule.
  * - Median (Optuna's MedianPruner = 50th percentile): no pruning before
  *   warmup_steps, nor before n_startup_trials trials are COMPLETE; then prune
  *   when the trial's best intermediate value so far is worse than the median
@@ -90,6 +100,16 @@ static int first_at_or_after(const tun_trial_rec *r, int64_t s) {
             hi = mid;
     }
     return lo < r->n_steps ? lo : -1;
+}
+
+/* Index of the trial's value at the rung of step s: the first reported step
+ * >= s that was not reported late (the report that first reached the
+ * rung), or -1. */
+static int rung_index(const tun_trial_rec *r, int64_t s) {
+    int i = first_at_or_after(r, s);
+    if (i < 0 || !r->step_late) return i;
+    while (i < r->n_steps && r->step_late[i]) i++;
+    return i < r->n_steps ? i : -1;
 }
 
 /* The k-th smallest of v[0..n) (0-based), rearranging v so that v[0..k) <=
@@ -205,7 +225,7 @@ static int mo_rung(const tun_study *t, const tun_trial_rec *rec, int64_t rs, int
         const tun_trial_rec *o = &t->trials[j];
         if (!o->present || o->prior || o == rec || !o->step_vecs) continue;
         if (bracket >= 0 && o->bracket != bracket) continue;
-        int f = first_at_or_after(o, rs);
+        int f = rung_index(o, rs);
         if (f < 0 || has_nan(vec_at(t, o, f), m)) continue;
         if (M == cap) {
             cap *= 2;
@@ -236,7 +256,7 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
         int64_t rs = rung_step(pc, r0 + k);
         if (rs > step) break;
         last = rs == INT64_MAX;
-        int first = first_at_or_after(rec, rs);
+        int first = rung_index(rec, rs);
         if (first < 0 || rec->steps[first] != step) continue; /* judged at an earlier report */
         if (t->n_obj > 1) {
             int rc = mo_rung(t, rec, rs, first, bracket, prune);
@@ -253,7 +273,7 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
             const tun_trial_rec *o = &t->trials[j];
             if (!o->present || o->prior || o == rec) continue;
             if (bracket >= 0 && o->bracket != bracket) continue;
-            int f = first_at_or_after(o, rs);
+            int f = rung_index(o, rs);
             if (f < 0 || isnan(o->step_values[f])) continue;
             m++;
             if (o->step_values[f] < value) smaller++;
@@ -313,18 +333,24 @@ static int median_decide(const tun_study *t, const tun_trial_rec *rec, int64_t s
 }
 
 int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune) {
+    /* a late report (a step below the highest): judged at the highest step,
+     * as Optuna judges at trial.last_step (the design notes) */
+    int64_t last = rec->n_steps > 0 && rec->steps[rec->n_steps - 1] > step ? rec->steps[rec->n_steps - 1] : step;
     switch (t->cfg.pruner.kind) {
     case TUN_PRUNER_NONE: *prune = 0; return 0;
     case TUN_PRUNER_MEDIAN:
         if (t->n_obj > 1) return HPO_EINVAL; /* a median of vectors: undefined (the api refuses it) */
-        return median_decide(t, rec, step, prune);
+        return median_decide(t, rec, last, prune);
     case TUN_PRUNER_ASHA:
         if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
-        return asha_decide(t, rec, step, 0, -1, prune);
+        *prune = 0;
+        /* the rungs up to the highest step were judged when it came */
+        return last > step ? 0 : asha_decide(t, rec, step, 0, -1, prune);
     case TUN_PRUNER_HYPERBAND: {
         if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
         int b = rec->bracket;
-        return asha_decide(t, rec, step, b, b, prune);
+        *prune = 0;
+        return last > step ? 0 : asha_decide(t, rec, step, b, b, prune);
     }
     }
     return HPO_EINVAL;

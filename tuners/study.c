@@ -44,6 +44,7 @@ void tun_study_free(tun_study *t) {
         free(r->steps);
         free(r->step_values);
         free(r->step_vecs);
+        free(r->step_late);
     }
     free(t->trials);
     tun_cmaes_state_free(t->cmaes);
@@ -246,13 +247,16 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
         r->cap_steps = r->cap_steps ? 2 * r->cap_steps : 16;
         r->steps = hpo_xrealloc(r->steps, (size_t)r->cap_steps * sizeof *r->steps);
         r->step_values = hpo_xrealloc(r->step_values, (size_t)r->cap_steps * sizeof *r->step_values);
+        r->step_late = hpo_xrealloc(r->step_late, (size_t)r->cap_steps * sizeof *r->step_late);
         if (m > 1) r->step_vecs = hpo_xrealloc(r->step_vecs, (size_t)r->cap_steps * m * sizeof *r->step_vecs);
     }
     memmove(r->steps + lo + 1, r->steps + lo, (size_t)(r->n_steps - lo) * sizeof *r->steps);
     memmove(r->step_values + lo + 1, r->step_values + lo,
             (size_t)(r->n_steps - lo) * sizeof *r->step_values);
+    memmove(r->step_late + lo + 1, r->step_late + lo, (size_t)(r->n_steps - lo) * sizeof *r->step_late);
     r->steps[lo] = step;
     r->step_values[lo] = t->obj_max[0] ? -values[0] : values[0];
+    r->step_late[lo] = lo < r->n_steps; /* a higher step came first */
     if (m > 1) {
         memmove(r->step_vecs + (size_t)(lo + 1) * m, r->step_vecs + (size_t)lo * m,
                 (size_t)(r->n_steps - lo) * m * sizeof *r->step_vecs);

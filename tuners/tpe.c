@@ -16,7 +16,8 @@
  *   again by a parallel asker). The finished ones (complete and pruned):
  *   - At a common budget, as BOHB does (Falkner et al. 2018, "BOHB: Robust
  *     and Efficient Hyperparameter Optimization at Scale"; the default,
- *     cfg.tpe_multi_fidelity): b is the largest step that at least d + 2
+ *     cfg.tpe_multi_fidelity, in a study whose pruner is ASHA or Hyperband
+ *     only: tun_tpe_multi_fidelity): b is the largest step that at least d + 2
  *     finished trials reached (their last reported step >= b; d = the
  *     parameters of the space). Those trials come first, complete and
  *     pruned alike, by their best intermediate value at steps <= b (best so
@@ -31,8 +32,15 @@
  *     ranks below all of them by Optuna's rule, and TPE then concentrates
  *     on the poor region. Compared at a budget that enough trials reached,
  *     like is compared with like.
- *   - Otherwise (the switch off, no reports, or no step that d + 2 finished
- *     trials reached), Optuna's rule: complete by value; then pruned, by
+ *     Only there: without a pruner, or with the median rule, "complete"
+ *     does say how good a trial is, and the told value is the objective
+ *     (a client may report a monitoring metric, or a curve whose best is
+ *     not what it tells: a last-epoch objective, a retrain, a test score);
+ *     ranking by the reports there searched for the wrong thing (audit 38,
+ *     finding 1).
+ *   - Otherwise (the switch off, no ASHA or Hyperband pruner, no reports,
+ *     or no step that d + 2 finished trials reached), Optuna's rule:
+ *     complete by value; then pruned, by
  *     their last reported step (later is better) and value there; pruned
  *     without reports. Plain ask/tell studies are ranked exactly so.
  *   The best gamma(n) = min(ceil(0.1 n), 25) (or ceil(cfg.tpe_gamma n)) of

@@ -119,7 +119,7 @@ static void budget_build(tun_study *t) {
     int n_min = t->space->n + 2;
     ix->n_steps_top = 0;
     ix->budget = -1;
-    if (t->cfg.tpe_multi_fidelity && n_min <= TUN_TPE_BUDGET_MAX)
+    if (tun_tpe_multi_fidelity(t) && n_min <= TUN_TPE_BUDGET_MAX)
         for (int64_t i = 0; i < t->cap; i++) {
             const tun_trial_rec *rec = &t->trials[i];
             if (!rec->present || !tun_tpe_is_finished(rec) || rec->n_steps == 0) continue;
@@ -183,7 +183,7 @@ void tun_tpe_index_note(tun_study *t, int64_t idx, int prev_state) {
         }
     if (!finished) return;
     ix->n_finished++;
-    if (ix->budget_ok && t->cfg.tpe_multi_fidelity && rec->n_steps > 0 &&
+    if (ix->budget_ok && tun_tpe_multi_fidelity(t) && rec->n_steps > 0 &&
         t->space->n + 2 <= TUN_TPE_BUDGET_MAX) {
         int64_t b = tun_tpe_budget_push(ix->steps_top, &ix->n_steps_top, t->space->n + 2,
                                         rec->steps[rec->n_steps - 1]);

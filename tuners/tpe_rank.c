@@ -49,8 +49,13 @@ int64_t tun_tpe_budget_push(int64_t *top, int *k, int n_min, int64_t s) {
     return *k < n_min ? -1 : top[n_min - 1];
 }
 
+int tun_tpe_multi_fidelity(const tun_study *t) {
+    return t->cfg.tpe_multi_fidelity &&
+           (t->cfg.pruner.kind == TUN_PRUNER_ASHA || t->cfg.pruner.kind == TUN_PRUNER_HYPERBAND);
+}
+
 int64_t tun_tpe_budget(const tun_study *t) {
-    if (!t->cfg.tpe_multi_fidelity) return -1;
+    if (!tun_tpe_multi_fidelity(t)) return -1;
     int n_min = t->space->n + 2, k = 0;
     int64_t top[TUN_TPE_BUDGET_MAX] = {0}, b = -1;
     if (n_min > TUN_TPE_BUDGET_MAX) return -1; /* spaces have at most 64 parameters */

@@ -149,7 +149,9 @@ typedef struct tun_config {
     double tpe_gamma;         /* fraction of "good" trials in (0, 1); 0 (the default)
                                * = Optuna's rule min(ceil(0.1 n), 25) trials */
     int tpe_multi_fidelity;   /* rank trials at a common budget when they report
-                               * intermediate values (BOHB's rule, tpe.c; default 1);
+                               * intermediate values (BOHB's rule, tpe.c; default 1),
+                               * in a study whose pruner is asha or hyperband only
+                               * (otherwise Optuna's ranking whatever this says);
                                * 0 = Optuna's ranking */
     int tpe_multivariate;     /* not a "tuner" key (tests, benchmarks): 1 = the
                                * unconditional parameters are modelled jointly
@@ -209,8 +211,10 @@ typedef struct tun_config {
  * "acquisition": "ei" | "ucb" (ei, computed as log EI; several objectives
  * or constraints: log EHVI, gp_mo.c); "ucb_beta": > 0 (2);
  * "n_ei_candidates": 1..10000 (24); "gamma": in (0, 1) (Optuna's rule);
- * "tpe_multi_fidelity": bool (true; false ranks trials by Optuna's rule even
- * when they report intermediate values);
+ * "tpe_multi_fidelity": bool (true: with an asha or hyperband pruner, trials
+ * that report intermediate values are ranked at a common budget; false
+ * ranks them by Optuna's rule there too; without such a pruner Optuna's
+ * rule either way);
  * "deterministic": bool (false; true tells the GP the objective is noise-free);
  * "popsize": cmaes' first population, int 4..4096 (4 + floor(3 ln n));
  * "sigma0": cmaes' initial step size in (0, 1] of the scaled space (1/6);
@@ -309,7 +313,11 @@ int tun_study_add(tun_study *t, int64_t number, const double *x, tun_trial_state
 /* Records an intermediate value; *prune (may be NULL) tells whether the
  * pruner stops the trial here. Only a RUNNING trial is ever pruned, and once
  * told to stop it is told so at every later report. A repeated step keeps
- * its first value and answer (as Optuna does). With prune NULL (replaying a
+ * its first value and answer (as Optuna does). A late step (below the
+ * trial's highest) is judged at the highest step, as Optuna judges at
+ * last_step: ASHA and Hyperband answer continue and keep the trial's
+ * values at the rungs it passed; the median rule compares its best over
+ * all steps with the median at the highest step. With prune NULL (replaying a
  * stored history) the value is recorded and the pruner is not consulted.
  * HPO_ENOTFOUND for an unknown number, HPO_EINVAL for step < 0. */
 int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune);

@@ -38,6 +38,9 @@ typedef struct tun_trial_rec {
     double *step_values;  /* minimisation sign; several objectives: the first one's */
     double *step_vecs;    /* several objectives: n_obj values per step (minimisation
                            * sign, NaN where a report did not give one); else NULL */
+    unsigned char *step_late; /* per step: 1 when it was reported after a higher
+                               * step of the trial (out of order): it is no rung's
+                               * value (pruners.c); a replay sends steps in order */
     int n_steps, cap_steps;
     int prune_said;       /* the pruner stopped it once: later reports answer prune too */
     int bracket;          /* hyperband: its bracket (tun_hyperband_bracket_of), else 0 */
@@ -169,6 +172,12 @@ int tun_tpe_key_cmp(const tun_tpe_key *x, const tun_tpe_key *y);
 void tun_tpe_key_of(const tun_study *t, int64_t idx, int64_t budget, tun_tpe_key *out);
 /* Complete or pruned. */
 int tun_tpe_is_finished(const tun_trial_rec *rec);
+/* Whether the multi-fidelity rule is on: cfg.tpe_multi_fidelity and a
+ * successive-halving pruner (ASHA or Hyperband), under which "complete"
+ * tells a trial's bracket rather than its quality (tpe.c). Without a
+ * pruner, or with the median rule, complete trials are ranked by the value
+ * they were told, as Optuna's TPESampler ranks them. */
+int tun_tpe_multi_fidelity(const tun_study *t);
 /* The multi-fidelity budget (tpe.c's rule): the (d+2)-th largest last
  * reported step of the finished trials, -1 if fewer reported or the rule
  * is off. O(n). tun_tpe_budget_push adds one last step s to top[] (the

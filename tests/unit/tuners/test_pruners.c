@@ -741,6 +741,89 @@ static void test_report_at_the_last_step(void **state) {
     tun_space_free(s);
 }
 
+/* A late report of an EARLIER step (out of order, finding 5 of audit 38):
+ * Optuna 3.1 judges at trial.last_step, the highest step. ASHA's rungs up
+ * to it were recorded when that step was reported (value there), so a late
+ * lower step neither prunes nor changes the trial's value at those rungs
+ * for the trials that come later; the median rule compares the best value
+ * over every step with the median at the highest step. The expected
+ * answers are Optuna 3.1's (SuccessiveHalvingPruner(min_resource=1,
+ * reduction_factor=2), MedianPruner(n_startup_trials=1)) on this script. */
+static void late_lower_step(tun_pruner_kind kind, int maximize, int ask_late) {
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = kind;
+    cfg.pruner.eta = 2;
+    cfg.pruner.min_resource = 1;
+    cfg.pruner.n_startup_trials = 1;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, maximize, &t), 0);
+    double sg = maximize ? -1 : 1; /* a maximised study sees every value negated */
+    for (int i = 0; i < 3; i++) { /* complete, flat curves 1, 2, 3 (answers ignored) */
+        start(t, i);
+        for (int st = 1; st <= 4; st++) {
+            int p = 0;
+            assert_int_equal(tun_study_report(t, i, st, sg * (1.0 + i), &p), 0);
+        }
+        assert_int_equal(tun_study_finish(t, i, TUN_TRIAL_COMPLETE, sg * (1.0 + i)), 0);
+    }
+    start(t, 3);
+    EXPECT(t, 3, 4, sg * 0.5, 0); /* the best so far at step 4 */
+    if (ask_late) {
+        EXPECT(t, 3, 1, sg * 9.0, 0); /* late step 1: its rungs were passed at step 4 */
+        EXPECT(t, 3, 2, sg * 8.0, 0);
+    } else { /* the same reports, the answer not asked */
+        assert_int_equal(tun_study_report(t, 3, 1, sg * 9.0, NULL), 0);
+        assert_int_equal(tun_study_report(t, 3, 2, sg * 8.0, NULL), 0);
+    }
+    /* trial 3's value at rung 1 (step 1) stays 0.5, the value it had when
+     * it reached that rung: 1.5 is third of five there (keep 2) */
+    start(t, 4);
+    EXPECT(t, 4, 1, sg * 1.5, kind == TUN_PRUNER_ASHA);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+static void test_late_lower_step(void **state) {
+    (void)state;
+    for (int maximize = 0; maximize <= 1; maximize++) {
+        for (int ask_late = 0; ask_late <= 1; ask_late++) {
+            late_lower_step(TUN_PRUNER_ASHA, maximize, ask_late);
+            late_lower_step(TUN_PRUNER_MEDIAN, maximize, ask_late);
+        }
+    }
+}
+
+/* The median rule on a late lower step still judges, at the highest step,
+ * with the best value over every step (Optuna 3.1's MedianPruner(
+ * n_startup_trials=3) answers the same on this script): not by the late
+ * value at the late step. */
+static void test_late_lower_step_median_judges_highest(void **state) {
+    (void)state;
+    tun_space *s = one_param_space();
+    tun_study *t = pruned_study(s, TUN_PRUNER_MEDIAN, 0);
+    t->cfg.pruner.n_startup_trials = 3;
+    start(t, 9);
+    EXPECT(t, 9, 4, 2.5, 0); /* no complete trial yet */
+    for (int i = 0; i < 3; i++) {
+        start(t, i);
+        for (int st = 1; st <= 4; st++) EXPECT(t, i, st, 1.0 + i, 0);
+        assert_int_equal(tun_study_finish(t, i, TUN_TRIAL_COMPLETE, 1.0 + i), 0);
+    }
+    start(t, 3);
+    EXPECT(t, 3, 4, 2.5, 1); /* worse than the median 2 at step 4 */
+    start(t, 4);
+    EXPECT(t, 4, 4, 1.5, 0);
+    EXPECT(t, 4, 2, 0.1, 0);
+    start(t, 5);
+    EXPECT(t, 5, 3, 1.9, 0);
+    EXPECT(t, 5, 1, 2.5, 0); /* judged at step 3 with its best, 1.9: continue */
+    EXPECT(t, 9, 1, 2.6, 1); /* judged at step 4 with its best, 2.5: prune */
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
 static void test_pruner_config(void **state) {
     (void)state;
     tun_config cfg;
@@ -818,6 +901,8 @@ static void test_pruner_config(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hyperband_table_paper),
+        cmocka_unit_test(test_late_lower_step),
+        cmocka_unit_test(test_late_lower_step_median_judges_highest),
         cmocka_unit_test(test_asha_minimise),
         cmocka_unit_test(test_asha_maximise),
         cmocka_unit_test(test_asha_eta_and_min_resource),

@@ -180,6 +180,7 @@ static tun_study *new_study_mf(const tun_space *s, uint64_t seed, int multi_fide
     cfg.seed = seed;
     cfg.n_startup_trials = 5;
     cfg.tpe_multi_fidelity = multi_fidelity;
+    cfg.pruner.kind = TUN_PRUNER_HYPERBAND; /* the rule applies under ASHA or Hyperband only */
     tun_study *st = NULL;
     assert_int_equal(tun_study_new(s, &cfg, maximize, &st), 0);
     return st;
@@ -367,6 +368,71 @@ static void test_rank_without_reports_unchanged(void **state) {
     tun_space_free(s);
 }
 
+/* The budget rule is for studies whose pruner is ASHA or Hyperband (finding
+ * 1 of audit 38): without a pruner, or with the median rule, a client that
+ * reports a monitoring metric (here 1 - x while the objective is x,
+ * minimised) gets the search of one that does not report: complete trials
+ * ranked by the value they were told, as Optuna's TPESampler ranks them.
+ * With ASHA the rule stays: compared at the common budget. */
+static tun_study *told_study(const tun_space *s, tun_pruner_kind pruner) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = TUN_TPE;
+    cfg.seed = 5;
+    cfg.n_startup_trials = 5;
+    cfg.pruner.kind = pruner;
+    tun_study *st = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &st), 0);
+    return st;
+}
+
+static void told_history(tun_study *st, int reports, int64_t n) {
+    for (int64_t k = 0; k < n; k++) {
+        double x = (double)((k * 7) % n + 0.5) / (double)n;
+        assert_int_equal(tun_study_add(st, k, &x, TUN_TRIAL_RUNNING, 0.0), 0);
+        for (int e = 1; reports && e <= 3; e++)
+            assert_int_equal(tun_study_report(st, k, e, 1.0 - x, NULL), 0);
+        assert_int_equal(tun_study_finish(st, k, TUN_TRIAL_COMPLETE, x), 0);
+    }
+}
+
+static void test_rank_told_value_without_mf_pruner(void **state) {
+    (void)state;
+    tun_space *s = parse_space("{\"x\":{\"type\":\"float\",\"low\":0,\"high\":1}}");
+    assert_non_null(s);
+    enum { N = 12 };
+    tun_study *bare = told_study(s, TUN_PRUNER_NONE);
+    told_history(bare, 0, N);
+    int64_t want[N], order[N + 8], budget = 0;
+    int n = 0;
+    assert_int_equal(tun_tpe_rank(bare, want, &n, NULL, &budget), 0);
+    assert_int_equal(budget, -1);
+    static const tun_pruner_kind pruners[] = {TUN_PRUNER_NONE, TUN_PRUNER_MEDIAN, TUN_PRUNER_ASHA,
+                                              TUN_PRUNER_HYPERBAND};
+    for (size_t p = 0; p < sizeof pruners / sizeof *pruners; p++) {
+        int mf = pruners[p] == TUN_PRUNER_ASHA || pruners[p] == TUN_PRUNER_HYPERBAND;
+        tun_study *st = told_study(s, pruners[p]);
+        told_history(st, 1, N);
+        assert_int_equal(tun_tpe_rank(st, order, &n, NULL, &budget), 0);
+        print_order(mf ? "with a multi-fidelity pruner" : "without one", order, n, budget);
+        assert_int_equal(n, N);
+        assert_int_equal(budget, mf ? 3 : -1);
+        /* by the told x (the bare study's order), or by the reports' 1 - x */
+        for (int i = 0; i < N; i++) assert_int_equal(order[i], mf ? want[N - 1 - i] : want[i]);
+        if (!mf) { /* the same suggestions as the study that never reported */
+            double x[1], y[1];
+            for (int64_t k = N; k < N + 6; k++) {
+                assert_int_equal(tun_study_suggest(st, k, x), 0);
+                assert_int_equal(tun_study_suggest(bare, k, y), 0);
+                assert_true(same_bits(x, y, 1));
+            }
+        }
+        tun_study_free(st);
+    }
+    tun_study_free(bare);
+    tun_space_free(s);
+}
+
 static void test_multi_fidelity_config(void **state) {
     (void)state;
     tun_config cfg;
@@ -429,6 +495,7 @@ static void fast_equals_ref_on(const char *space, double (*obj)(const tun_space 
     cfg.tpe_gamma = gamma;
     cfg.tpe_multi_fidelity = multi_fidelity;
     cfg.tpe_multivariate = multivariate;
+    cfg.pruner.kind = TUN_PRUNER_ASHA; /* the multi-fidelity rule needs it */
     tun_study *st = NULL;
     assert_int_equal(tun_study_new(s, &cfg, 1, &st), 0);
     double x[16], y[16];
@@ -752,6 +819,7 @@ int main(void) {
         cmocka_unit_test(test_constant_liar),
         cmocka_unit_test(test_pruned_and_failed),
         cmocka_unit_test(test_rank_budget_rule),
+        cmocka_unit_test(test_rank_told_value_without_mf_pruner),
         cmocka_unit_test(test_rank_without_reports_unchanged),
         cmocka_unit_test(test_multi_fidelity_config),
         cmocka_unit_test(test_fast_equals_ref),
