@@ -579,6 +579,10 @@ int api_trial_cancel_why(api_ctx *ctx, api_study *st, const sto_trial *t, const 
  * (api_disk_ok) ends it. */
 #define API_DISK_BACKOFF_MAX 15.0
 void api_disk_full(api_ctx *ctx);
+/* The same back-off for a job whose own files failed on the file system
+ * (HPO_EFS: permission denied, read-only, an I/O error, a stale network
+ * mount), logging why (the error's text) instead of "disk full". */
+void api_files_failed(api_ctx *ctx, const char *why);
 void api_disk_ok(api_ctx *ctx);
 /* Seconds left in the back-off (0: none). */
 double api_disk_wait(api_ctx *ctx);

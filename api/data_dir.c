@@ -75,9 +75,10 @@ int api_dir_model_file_rel(char *out, size_t cap, int64_t model_id) {
     return n < 0 || (size_t)n >= cap ? HPO_EINVAL : 0;
 }
 
+/* HPO_ENOSPACE (a full disk), HPO_EFS (the file system failed: the jobs
+ * retry both) or HPO_EIO, naming the path and errno's text. */
 static int io_error(hpo_error *err, int e, const char *what, const char *path) {
-    return hpo_fail(err, e == ENOSPC || e == EDQUOT ? HPO_ENOSPACE : HPO_EIO, "", "cannot %s %s: %s", what, path,
-                    strerror(e));
+    return hpo_fail(err, hpo_errno_rc(e), "", "cannot %s %s: %s", what, path, strerror(e));
 }
 
 int api_dir_lock(const char *root, hpo_error *err) {
@@ -272,18 +273,14 @@ static int listed(const int64_t *ids, size_t n, int64_t id) {
     return 0;
 }
 
-void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int64_t keep_from, const int64_t *keep,
+void api_dir_prune_checkpoints(const char *root, const sto_trial *t, size_t n, int64_t keep_from, const int64_t *keep,
                                size_t n_keep) {
-    sto_trial *t = NULL;
-    size_t n = 0;
-    if (sto_trial_list(db, study_id, NULL, &t, &n)) return;
     for (size_t i = 0; i < n; i++) {
         if (t[i].state == STO_TRIAL_RUNNING || t[i].state == STO_TRIAL_QUEUED) continue;
         if (t[i].last_step >= keep_from || listed(keep, n_keep, t[i].id)) continue;
         char dir[API_PATH_MAX];
         if (api_dir_trial(dir, root, t[i].id) == 0) api_dir_remove(dir);
     }
-    sto_trial_list_free(t, n);
 }
 
 /* ---- the crash counters: a trial's, a model job's ---- */
@@ -323,6 +320,9 @@ static int begin(const char *root, int model, int64_t id) {
     return k;
 }
 
+/* Training returned, or an epoch finished: a death from now on is not one
+ * "before it finished an epoch" (no file: 0). The next run's begin counts
+ * from there. */
 static void end(const char *root, int model, int64_t id) {
     char path[API_PATH_MAX];
     if (counter_path(path, root, model, id) == 0) api_dir_unlink(path);
@@ -330,10 +330,10 @@ static void end(const char *root, int model, int64_t id) {
 
 int api_training_crashes(const char *root, int64_t trial_id) { return crashes(root, 0, trial_id); }
 int api_training_begin(const char *root, int64_t trial_id) { return begin(root, 0, trial_id); }
-void api_training_epoch(const char *root, int64_t trial_id) { write_count(root, 0, trial_id, 1); }
+void api_training_epoch(const char *root, int64_t trial_id) { end(root, 0, trial_id); }
 void api_training_end(const char *root, int64_t trial_id) { end(root, 0, trial_id); }
 
 int api_model_job_crashes(const char *root, int64_t model_id) { return crashes(root, 1, model_id); }
 int api_model_job_begin(const char *root, int64_t model_id) { return begin(root, 1, model_id); }
-void api_model_job_epoch(const char *root, int64_t model_id) { write_count(root, 1, model_id, 1); }
+void api_model_job_epoch(const char *root, int64_t model_id) { end(root, 1, model_id); }
 void api_model_job_end(const char *root, int64_t model_id) { end(root, 1, model_id); }

@@ -39,8 +39,11 @@
  *   comes next), so an API_PATH_MAX buffer holds every path; the formatters
  *   still check and return HPO_EINVAL instead of truncating.
  * - Results: every I/O call is checked. A full disk (ENOSPC, EDQUOT) is
- *   HPO_ENOSPACE, which the jobs turn into a requeue (jobs.h); other
- *   failures are HPO_EIO with the path and the reason in the error. Removal
+ *   HPO_ENOSPACE and a failure of the file system rather than of the file
+ *   (EACCES, EROFS, EIO, ESTALE on a network --artifacts-dir: hpo_errno_rc)
+ *   HPO_EFS, both of which the jobs turn into a requeue with a back-off
+ *   (jobs.h); other failures are HPO_EIO. The error names the path and
+ *   errno's text. Removal
  *   is best effort (a file already gone is fine) and logs what it cannot
  *   remove: nothing a client waits for depends on it.
  * - Threads and nodes: the functions keep no state; two threads (or two
@@ -100,31 +103,33 @@ int api_dir_lock(const char *root, hpo_error *err);
 int api_dir_node_ident(const char *root, char *out, hpo_error *err);
 
 /* Creates dir and its missing parents below root (root itself must
- * exist). 0, HPO_ENOSPACE or HPO_EIO (err names the folder). */
+ * exist). 0, HPO_ENOSPACE, HPO_EFS or HPO_EIO (err names the folder). */
 int api_dir_make(const char *root, const char *dir, hpo_error *err);
 /* Writes text to path atomically: a temporary file renamed over it, so a
  * crash or a full disk leaves the old file or the new one, never half of
- * one. durable: fsync the file and its folder. 0, HPO_ENOSPACE or HPO_EIO. */
+ * one. durable: fsync the file and its folder. 0, HPO_ENOSPACE, HPO_EFS or
+ * HPO_EIO. */
 int api_dir_write_atomic(const char *path, const char *text, int durable, hpo_error *err);
 /* Makes dst a copy of the file src, bit for bit: a hard link (files are
  * replaced by rename, never rewritten in place, so the two stay what src
  * is now), or a copy where the file system has no links; through a
  * temporary name renamed over dst, fsynced when durable. HPO_ENOTFOUND
- * when src is missing, HPO_ENOSPACE for a full disk. */
+ * when src is missing, HPO_ENOSPACE for a full disk, HPO_EFS or HPO_EIO. */
 int api_dir_link(const char *src, const char *dst, int durable, hpo_error *err);
 /* Removes a folder and everything in it; "" or a missing folder is fine. */
 void api_dir_remove(const char *dir);
 /* Removes one file; a missing file is fine. */
 void api_dir_unlink(const char *path);
 
-/* Removes the checkpoints of every finished trial of a study but those in
- * keep[0..n_keep) (the caller's choice: its best trials, which refits and
- * ensembles start from, and the trials models need), so disk use stays
- * bounded. It leaves for now the folders of the ended trials that
- * reported step keep_from or a later one (a population-based study's
- * members may still copy their checkpoints at those epochs: api/pbt.c;
- * INT64_MAX: none). */
-void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, int64_t keep_from, const int64_t *keep,
+/* Removes the checkpoints of every trial finished in t[0..n) (a study's
+ * trials as read BEFORE keep was chosen, so that every trial finished in
+ * it was a candidate for keep) but those in keep[0..n_keep) (the caller's
+ * choice: its best trials, which refits and ensembles start from, and the
+ * trials models need), so disk use stays bounded. It leaves for now the
+ * folders of the ended trials that reported step keep_from or a later one
+ * (a population-based study's members may still copy their checkpoints at
+ * those epochs: api/pbt.c; INT64_MAX: none). */
+void api_dir_prune_checkpoints(const char *root, const sto_trial *t, size_t n, int64_t keep_from, const int64_t *keep,
                                size_t n_keep);
 /* How many of a study's best complete trials keep their checkpoints. */
 #define API_KEEP_CHECKPOINTS 8
@@ -132,11 +137,12 @@ void api_dir_prune_checkpoints(sto_db *db, const char *root, int64_t study_id, i
 /* ---- the crash counter of a trial (checkpoints/trial-<id>/training) ----
  * Counts the deaths of hpod while training a trial. The runner calls
  * begin when it starts training (before the model's memory is allocated:
- * one more than what a crash left there), epoch after every epoch (back to
- * 1: progress is not a crash loop) and end when training returns (the
- * process survived: the file goes). At start-up the file exists only for
- * trials that were training when hpod died, holding how many times in a row
- * that happened without an epoch finished; at API_MAX_CRASHES the trial
+ * one more than what a crash left there), epoch after every epoch (the
+ * file goes, as at end: progress is not a crash loop, and a death after an
+ * epoch of this run finished does not count) and end when training returns
+ * (the process survived: the file goes). At start-up the file exists only
+ * for trials whose training hpod died in before an epoch finished, holding
+ * how many times in a row that happened; at API_MAX_CRASHES the trial
  * fails instead of being resumed again. Kills before training starts (while
  * the dataset loads) do not count. A counter that cannot be written is
  * logged: it only weakens the crash-loop guard. */
@@ -148,12 +154,25 @@ int api_training_crashes(const char *root, int64_t trial_id); /* 0 when there is
 
 /* The same for a model job (checkpoints/model-<id>.training: beside its
  * checkpoint folder, which only refits have): begin before
- * it loads its data, epoch after each of a refit's epochs, end when it
+ * it loads its data, epoch after each of a refit's epochs (the file goes:
+ * a death after it does not count), end when it
  * returns; at API_MAX_CRASHES the job fails at the next start instead of
  * running again (api/nodes.c). Its dataset's loading counts here. */
 int api_model_job_begin(const char *root, int64_t model_id);
 void api_model_job_epoch(const char *root, int64_t model_id);
 void api_model_job_end(const char *root, int64_t model_id);
 int api_model_job_crashes(const char *root, int64_t model_id); /* 0 when there is no file */
+
+/* ---- the start-up sweep (sweep.c) ----
+ * Run once at start, before the scheduler and the HTTP server: removes the
+ * partial uploads a crash left (datasets/.upload-*), and moves every entry
+ * whose id has no row in db (a deleted study's files a crash left, or
+ * another database's: hpo.db replaced, emptied or restored from an older
+ * backup, whose ids would be handed out again over them) into
+ * <root>/orphaned/<UTC time>/ under its relative path, with one WARN line;
+ * nothing of them is deleted. On a shared database (PostgreSQL) only
+ * uploads unchanged for an hour are removed and nothing is moved (other
+ * nodes create rows and folders meanwhile). Returns how many were moved. */
+int api_dir_sweep(sto_db *db, const char *root);
 
 #endif

@@ -25,7 +25,9 @@
  * eng_data_max_bytes() gets 413 naming its form field (the loaders check
  * the declared sizes before allocating). Every failure removes the
  * temporary folder; abort (the client went away) too. A crash of hpod in
- * the middle can leave a .upload-* folder behind (nothing cleans those yet).
+ * the middle can leave a .upload-* folder behind: the start-up sweep
+ * removes it (data_dir.h, api_dir_sweep). A full disk (ENOSPC, EDQUOT)
+ * answers 507, as every call that cannot store on a full disk.
  *
  * Messages. The engine's messages name the temporary paths; they are
  * rewritten with the client's file names, and every message built from
@@ -112,6 +114,15 @@ static int dataset_dir(api_ctx *ctx, int64_t id, const char *name, char *buf, si
 
 static int is_two_file(const char *format) { return strcmp(format, "csv") != 0; }
 
+/* A file system error (errno e): a full disk is 507, the rest 500. */
+static int disk_rc(int e) { return e == ENOSPC || e == EDQUOT ? HPO_ENOSPACE : HPO_EIO; }
+static void fail_io(api_response *resp, int e, const char *msg) {
+    if (disk_rc(e) == HPO_ENOSPACE)
+        api_fail(resp, 507, hpo_errname(HPO_ENOSPACE), "", "%s (disk full)", msg);
+    else
+        api_fail(resp, 500, "io_error", "", "%s", msg);
+}
+
 /* ---- the upload ---- */
 
 int api_is_upload(const char *method, const char *path) {
@@ -140,19 +151,21 @@ int api_upload_begin(api_ctx *ctx, api_upload **out, api_response *resp) {
         return HPO_EINVAL;
     }
     if (mkdir(root, 0755) && errno != EEXIST) {
-        HPO_ERROR("datasets: cannot create %s: %s", root, strerror(errno));
-        api_fail(resp, 500, "io_error", "", "cannot create the datasets folder");
-        return HPO_EIO;
+        int e = errno;
+        HPO_ERROR("datasets: cannot create %s: %s", root, strerror(e));
+        fail_io(resp, e, "cannot create the datasets folder");
+        return disk_rc(e);
     }
     api_upload *u = hpo_xcalloc(1, sizeof *u);
     u->ctx = ctx;
     for (int i = 0; i < N_FILES; i++) u->file[i].fd = -1;
     int n = snprintf(u->dir, sizeof u->dir, "%s/.upload-XXXXXX", root);
     if (n < 0 || (size_t)n >= sizeof u->dir || !mkdtemp(u->dir)) {
-        HPO_ERROR("datasets: cannot create a temporary folder in %s: %s", root, strerror(errno));
+        int e = n < 0 || (size_t)n >= sizeof u->dir ? ENAMETOOLONG : errno;
+        HPO_ERROR("datasets: cannot create a temporary folder in %s: %s", root, strerror(e));
         free(u);
-        api_fail(resp, 500, "io_error", "", "cannot create a temporary folder for the upload");
-        return HPO_EIO;
+        fail_io(resp, e, "cannot create a temporary folder for the upload");
+        return disk_rc(e);
     }
     *out = u;
     return 0;
@@ -214,14 +227,17 @@ int api_upload_part(api_upload *u, const char *key, const char *filename, const 
             snprintf(path, sizeof path, "%s/%s", u->dir, key);
             f->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
             if (f->fd < 0) {
-                HPO_ERROR("datasets: cannot create %s: %s", path, strerror(errno));
-                return upload_fail(u, HPO_EIO, key, "cannot store the uploaded file");
+                int e = errno;
+                HPO_ERROR("datasets: cannot create %s: %s", path, strerror(e));
+                return upload_fail(u, disk_rc(e), key, "cannot store the uploaded file%s",
+                                   disk_rc(e) == HPO_ENOSPACE ? " (disk full)" : "");
             }
         }
         if (size && write_all(f->fd, data, size)) {
-            HPO_ERROR("datasets: cannot write %s/%s: %s", u->dir, key, strerror(errno));
-            return upload_fail(u, HPO_EIO, key, "cannot store the uploaded file (%s)",
-                               errno == ENOSPC ? "disk full" : "write error");
+            int e = errno;
+            HPO_ERROR("datasets: cannot write %s/%s: %s", u->dir, key, strerror(e));
+            return upload_fail(u, disk_rc(e), key, "cannot store the uploaded file (%s)",
+                               disk_rc(e) == HPO_ENOSPACE ? "disk full" : "write error");
         }
         f->bytes += size;
         return 0;
@@ -326,8 +342,9 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
         snprintf(from, sizeof from, "%s/%s", u->dir, file_keys[i]);
         snprintf(paths_buf[i], sizeof paths_buf[i], "%s/%s", u->dir, names[i]);
         if (rename(from, paths_buf[i])) {
-            HPO_ERROR("datasets: rename %s: %s", from, strerror(errno));
-            api_fail(resp, 500, "io_error", "", "cannot store the uploaded file");
+            int e = errno;
+            HPO_ERROR("datasets: rename %s: %s", from, strerror(e));
+            fail_io(resp, e, "cannot store the uploaded file");
             return;
         }
         paths[i] = paths_buf[i];
@@ -408,9 +425,10 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
     }
     char final_dir[API_PATH_MAX];
     if (dataset_dir(ctx, id, name, final_dir, sizeof final_dir) || rename(u->dir, final_dir)) {
-        HPO_ERROR("datasets: cannot move %s to its place: %s", u->dir, strerror(errno));
+        int e = errno;
+        HPO_ERROR("datasets: cannot move %s to its place: %s", u->dir, strerror(e));
         sto_dataset_delete(ctx->db, id);
-        api_fail(resp, 500, "io_error", "", "cannot move the uploaded files into place");
+        fail_io(resp, e, "cannot move the uploaded files into place");
         return;
     }
     u->dir[0] = '\0'; /* moved: nothing to clean up */

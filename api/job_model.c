@@ -13,10 +13,10 @@
  *   split; the members themselves (refits or trial models) are evaluated on
  *   the test split. A member that cannot be used is skipped with its reason.
  * The test split is touched only here: tuning never sees it.
- * A full disk or a shutdown queues the job again (HPO_ENOSPACE, see
- * jobs.h); a job whose study was deleted meanwhile stores nothing and
- * removes its files, and so does one that went to another node (this one
- * was found dead: API_STOP_LOST). */
+ * A full disk, a file system failing under its files or a shutdown queues
+ * the job again (HPO_ENOSPACE, HPO_EFS, see jobs.h); a job whose study was
+ * deleted meanwhile stores nothing and removes its files, and so does one
+ * that went to another node (this one was found dead: API_STOP_LOST). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,6 +294,13 @@ static int run_ensemble(api_ctx *ctx, api_study *st, const sto_model *mrow, json
             mrc = hpo_fail(&merr, HPO_ESHAPE, "members", "its output width %d differs from the others' %d",
                            final->out_dim, K);
         float *v = NULL, *t = NULL;
+        if (mrc == HPO_EFS) { /* the file system failed, not the member: the job runs again later */
+            eng_model_free(search);
+            eng_model_free(final);
+            *err = merr;
+            rc = mrc;
+            goto done;
+        }
         if (mrc == 0) {
             int k = final->out_dim;
             v = hpo_xmalloc(val.n * (size_t)k * sizeof(float));
@@ -460,6 +467,16 @@ int api_run_model(api_ctx *ctx, int64_t model_id, const char *slot, int threads,
         HPO_WARN("model %lld: the data disk is full (%s): queued again", (long long)model_id, err.message);
         stored = sto_model_requeue(ctx->db, model_id);
         api_disk_full(ctx);
+        rc = 0;
+    } else if (rc == HPO_EFS) {
+        /* the file system failed under the job's own files (its weights,
+         * a refit's checkpoint, a trial's checkpoint it reads: permission
+         * denied, read-only, an I/O error, a stale network mount): not the
+         * model's fault either, the same back-off as a full disk */
+        const char *why = err.message[0] ? err.message : hpo_strerror(rc);
+        HPO_WARN("model %lld: its files failed (%s): queued again", (long long)model_id, why);
+        stored = sto_model_requeue(ctx->db, model_id);
+        api_files_failed(ctx, why);
         rc = 0;
     } else if (rc == 0) {
         json_object_set_new(result, "seconds_total", json_real(hpo_monotonic() - t0));

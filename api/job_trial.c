@@ -6,8 +6,10 @@
  * their checkpoints after a pause or a restart; a finished execution leaves
  * a small result file so it is not trained again. A full disk (a
  * checkpoint, a result file or an epoch that cannot be written) queues the
- * trial again instead of failing it; a trial deleted with its study stops
- * at the first epoch it cannot store and leaves nothing behind. With
+ * trial again instead of failing it, and so does a file system that fails
+ * under the trial's files (HPO_EFS: permissions, read-only, an I/O
+ * error); a trial deleted with its study stops at the first epoch it
+ * cannot store and leaves nothing behind. With
  * training.tensorboard each execution's stored epochs also go to its
  * TensorBoard run (job_tb.c). A member of a population-based study stops
  * at each perturbation boundary and waits queued to be ranked (pbt.c). */
@@ -271,6 +273,19 @@ static int mean_best_epoch(const run *r, int executions) {
 }
 
 
+/* Whose result an execution's done file is: the trial row's study, number
+ * and creation time, which a folder left by another database's trial of
+ * the same id (hpo.db replaced or restored: ids handed out again) does
+ * not share. 0, or a storage error. */
+static int done_stamp(const run *r, double *created) {
+    sto_trial t;
+    int rc = sto_trial_get(r->ctx->db, r->job->trial_id, &t);
+    if (rc) return rc;
+    *created = t.created;
+    sto_trial_clear(&t);
+    return 0;
+}
+
 /* Trains execution e; *value gets its best objective. 0, HPO_ECANCELLED
  * when stopped (pruned or told to), or an error (the trial fails). */
 static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *params, const eng_split *train,
@@ -280,17 +295,30 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     const char *root = r->ctx->opt.data_dir;
     char dir[API_PATH_MAX], done[API_PATH_MAX], tb[API_PATH_MAX], name[64], done_name[64];
     snprintf(name, sizeof name, "exec-%d.safetensors", e);
-    snprintf(done_name, sizeof done_name, "exec-%d.done.json", e); /* {"best": v, "best_epoch": k} */
+    snprintf(done_name, sizeof done_name, "exec-%d.done.json", e); /* {"best": v, "best_epoch": k, stamp} */
     if (api_dir_trial(dir, root, r->job->trial_id) || api_dir_trial_file(done, root, r->job->trial_id, done_name) ||
         api_dir_tensorboard_trial(tb, root, r->job->study_id, r->job->number, e))
         return hpo_fail(err, HPO_EINVAL, "", "the trial's checkpoint path is too long");
     int best_epoch = 0;
     json_t *prev = json_load_file(done, 0, NULL);
-    if (prev) { /* finished before a restart */
-        *value = json_number_value(json_object_get(prev, "best"));
-        json_decref(prev);
-        return 0;
+    double created = 0;
+    if (prev && done_stamp(r, &created) == 0) {
+        json_t *c = json_object_get(prev, "trial_created");
+        if (json_integer_value(json_object_get(prev, "study_id")) == r->job->study_id &&
+            json_integer_value(json_object_get(prev, "number")) == r->job->number && json_is_real(c) &&
+            json_real_value(c) == created) { /* finished before a restart */
+            *value = json_number_value(json_object_get(prev, "best"));
+            json_decref(prev);
+            return 0;
+        }
+        /* another trial's (or unstamped): neither it nor that execution's checkpoint is this trial's */
+        HPO_WARN("trial %lld: %s is not this trial's result (another database's trial of this id?): ignored, "
+                 "the execution trains from the start", (long long)r->job->trial_id, done);
+        char ckpt[API_PATH_MAX];
+        api_dir_unlink(done);
+        if (api_dir_trial_file(ckpt, root, r->job->trial_id, name) == 0) api_dir_unlink(ckpt);
     }
+    json_decref(prev);
     int rc = api_dir_make(root, dir, err);
     if (rc) return rc;
     eng_model *m = NULL;
@@ -330,6 +358,11 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     *value = e < MAX_EXECUTIONS ? best_of(st, r->curve[e], r->curve_len[e], &best_epoch) : NAN;
     json_t *d = json_pack("{s:o, s:i, s:i}", "best", api_json_real(*value), "best_epoch", best_epoch, "epochs",
                           res.epochs_run);
+    if (done_stamp(r, &created) == 0) { /* unstamped, a resume trains this execution again */
+        json_object_set_new(d, "study_id", json_integer(r->job->study_id));
+        json_object_set_new(d, "number", json_integer(r->job->number));
+        json_object_set_new(d, "trial_created", json_real(created));
+    }
     return write_done(r->ctx, done, d, err);
 }
 
@@ -411,10 +444,13 @@ static void finish(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_st
 }
 
 /* Puts the trial back in the queue (its checkpoints stay), with a
- * trial_requeued event saying why. */
-static void requeue(api_ctx *ctx, api_study *st, const api_job *job, const char *reason) {
-    char *text = api_event_text(json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)job->trial_id, "number",
-                                          (json_int_t)job->number, "reason", reason));
+ * trial_requeued event saying why (reason; error, when not NULL, the
+ * failure behind it). */
+static void requeue_why(api_ctx *ctx, api_study *st, const api_job *job, const char *reason, const char *error) {
+    json_t *data = json_pack("{s:I, s:I, s:s}", "trial_id", (json_int_t)job->trial_id, "number",
+                             (json_int_t)job->number, "reason", reason);
+    if (error) json_object_set_new(data, "error", json_string(error));
+    char *text = api_event_text(data);
     sto_event_in ev = {"trial_requeued", text};
     pthread_mutex_lock(&st->lock);
     int rc = sto_trial_requeue_ev(ctx->db, job->trial_id, &ev);
@@ -422,6 +458,10 @@ static void requeue(api_ctx *ctx, api_study *st, const api_job *job, const char 
     free(text);
     if (rc) outcome_not_stored(job, "its requeue", rc);
     else api_events_wake(ctx);
+}
+
+static void requeue(api_ctx *ctx, api_study *st, const api_job *job, const char *reason) {
+    requeue_why(ctx, st, job, reason, NULL);
 }
 
 int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int threads, const atomic_int *stop) {
@@ -487,6 +527,16 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
                  err.message[0] ? err.message : hpo_strerror(rc));
         requeue(ctx, st, job, "disk full");
         api_disk_full(ctx);
+    } else if (rc == HPO_EFS) {
+        /* the file system failed under the trial's own files (a checkpoint,
+         * its folder, a result file: permission denied, read-only, an I/O
+         * error, a stale network mount), not the trial: as on a full disk
+         * it resumes from its last checkpoint after the back-off, and the
+         * study is not charged for it */
+        const char *why = err.message[0] ? err.message : hpo_strerror(rc);
+        HPO_WARN("trial %lld: its files failed (%s): queued again", (long long)job->trial_id, why);
+        requeue_why(ctx, st, job, "file system error", why);
+        api_files_failed(ctx, why);
     } else if (rc == 0) {
         double mean, std;
         tun_mean_std(values, executions, &mean, &std);
@@ -537,7 +587,7 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
     HPO_INFO("trial %lld (study %lld #%lld) on %s ended after %.1f s: %s", (long long)job->trial_id,
              (long long)job->study_id, (long long)job->number, slot, secs,
              rc == 0 ? "complete" : r.pruned ? "pruned" : r.stopped ? "stopped" : hpo_strerror(rc));
-    int requeued = lost || rc == HPO_ENOSPACE ||
+    int requeued = lost || rc == HPO_ENOSPACE || rc == HPO_EFS ||
                    (rc == HPO_ECANCELLED && (r.boundary || r.stopped == API_STOP_PAUSE || r.stopped == API_STOP_SHUTDOWN));
     /* disk stays bounded: only the best trials keep their checkpoints; a
      * trial whose study was deleted meanwhile keeps nothing */
@@ -552,12 +602,16 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         sto_trial_clear(&gone);
         /* a pbt member waiting at a boundary prunes too: the members replaced
          * at earlier boundaries are no donors any more (pbt.c) */
-        if (!requeued || r.boundary) {
+        sto_trial *all = NULL;
+        size_t n_all = 0;
+        /* the trials first, then what to keep: a trial that finishes in
+         * between (on another slot) is not among those removed */
+        if ((!requeued || r.boundary) && sto_trial_list(ctx->db, job->study_id, NULL, &all, &n_all) == 0) {
             int64_t *keep = NULL;
             size_t n_keep = checkpoints_kept(ctx, st, &keep);
-            api_dir_prune_checkpoints(ctx->db, ctx->opt.data_dir, job->study_id, api_pbt_keep_from(ctx, st), keep,
-                                      n_keep);
+            api_dir_prune_checkpoints(ctx->opt.data_dir, all, n_all, api_pbt_keep_from(ctx, st), keep, n_keep);
             free(keep);
+            sto_trial_list_free(all, n_all);
         }
     }
     api_tb_run_clear(&r.tb);

@@ -30,7 +30,8 @@
  *   takes a queued one) and marks it running on a slot (trial_started or
  *   trial_resumed event) -> a worker runs it (api_jobs_run) -> it ends
  *   complete, pruned, failed (a failure is data) or cancelled; or goes back
- *   to queued (the study paused, hpod shutting down, the disk full) and
+ *   to queued (the study paused, hpod shutting down, the disk full or its
+ *   own files failing on the file system: HPO_EFS) and
  *   resumes from its last epoch checkpoint. A job that could not store its
  *   end stays running in storage: api_jobs_reap queues it again once no
  *   slot runs it. At start, jobs left running by a dead hpod are queued
@@ -39,7 +40,8 @@
  *   database, only those of this data dir's earlier runs, and those of the
  *   nodes found dead, at start and on every tick (nodes.c, below). A model job (refit, trial model,
  *   ensemble) is queued by its handler, started before any trial, and ends
- *   complete or failed; a shutdown or a full disk queues it again.
+ *   complete or failed; a shutdown, a full disk or a file-system error of
+ *   its files queues it again.
  * - Threads: the scheduler thread alone calls recover, next, reap, settle,
  *   stop_reason and expire_leases, and alone starts jobs; a worker thread
  *   runs one job at a time (api_jobs_run) and reads its stop flag between

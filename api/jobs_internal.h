@@ -130,7 +130,8 @@ typedef struct api_pbt_pick {
 int api_pbt_next(api_ctx *ctx, api_study *st, int may_add, api_pbt_pick *pick);
 /* A worker, before it trains member t of a pbt study (nothing for other
  * studies): a bred trial's checkpoint linked from its parent if missing
- * (an error fails the trial), and the checkpoint at the boundary it goes
+ * (an error fails the trial; a full disk or a failing file system,
+ * HPO_ENOSPACE or HPO_EFS, queues it again), and the checkpoint at the boundary it goes
  * on from kept as pbt-<epoch>.safetensors. */
 int api_pbt_prepare(api_ctx *ctx, const api_study *st, const sto_trial *t, hpo_error *err);
 /* The keep_from of api_dir_prune_checkpoints for the study: INT64_MAX

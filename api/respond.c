@@ -106,6 +106,7 @@ int api_status_for_rc(int rc) {
     case HPO_ETOOLARGE: return 413;
     case HPO_EUNSUPPORTED: return 501;
     case HPO_ENOSPACE: return 507; /* Insufficient Storage: nothing was stored, retry later */
+    case HPO_EFS: return 500;      /* our file system failed (jobs retry it; a request answers it) */
     default: return 500;
     }
 }

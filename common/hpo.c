@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "hpo.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ static const struct {
     {HPO_EINTERNAL, "internal_error", "internal error"},
     {HPO_ENOSPACE, "insufficient_storage", "no space left on the data disk"},
     {HPO_ESTALE, "stale", "changed meanwhile by another writer"},
+    {HPO_EFS, "file_system_error", "the file system failed (permissions, read-only, I/O error)"},
 };
 
 const char *hpo_strerror(int rc) {
@@ -43,6 +45,55 @@ const char *hpo_errname(int rc) {
     for (size_t i = 0; i < HPO_ARRAY_LEN(errors); i++)
         if (errors[i].rc == rc) return errors[i].name;
     return "unknown_error";
+}
+
+int hpo_errno_rc(int e) {
+    switch (e) {
+    case ENOSPC:
+    case EDQUOT: return HPO_ENOSPACE;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case EIO:
+    case ESTALE:
+    case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+    case EWOULDBLOCK:
+#endif
+    case EBUSY:
+    case EINTR:
+    case ETXTBSY:
+    case EMFILE:
+    case ENFILE:
+    case ENOLCK:
+    case ENODEV:
+    case ENXIO:
+    case ETIMEDOUT:
+    case ENOTCONN:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case ENETDOWN:
+    case ENETUNREACH:
+    case ENETRESET:
+#ifdef EHOSTDOWN
+    case EHOSTDOWN:
+#endif
+    case EHOSTUNREACH:
+#ifdef ENOLINK
+    case ENOLINK:
+#endif
+#ifdef EREMOTEIO
+    case EREMOTEIO:
+#endif
+#ifdef ECOMM
+    case ECOMM:
+#endif
+#ifdef ENOMEDIUM
+    case ENOMEDIUM:
+#endif
+        return HPO_EFS;
+    default: return HPO_EIO;
+    }
 }
 
 int hpo_fail(hpo_error *err, int rc, const char *field, const char *fmt, ...) {

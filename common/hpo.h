@@ -48,11 +48,19 @@ enum {
     HPO_EINTERNAL = -15,  /* a bug: should not happen */
     HPO_ENOSPACE = -16,   /* the disk is full (ENOSPC, EDQUOT, SQLITE_FULL): retry later */
     HPO_ESTALE = -17,     /* the caller's view is stale: another writer (hpod node) changed it first */
+    HPO_EFS = -18,        /* the file system failed, not the file (EACCES, EROFS, EIO, ESTALE, ...): retry later */
 };
 
 const char *hpo_strerror(int rc);
 /* A stable machine-readable name for an error code ("invalid_argument"). */
 const char *hpo_errname(int rc);
+/* The code of a file operation that failed with errno e: HPO_ENOSPACE for
+ * a full disk (ENOSPC, EDQUOT); HPO_EFS for a fault of the file system or
+ * its mount that can pass without anything else changing (permission
+ * denied, read-only, an I/O error, a stale or lost network mount, a
+ * timeout, too many open files); HPO_EIO for the rest (a missing path, a
+ * name or file too long: waiting fixes none of those). */
+int hpo_errno_rc(int e);
 
 typedef struct hpo_error {
     char field[128];   /* dotted path of the offending input, "" if none */

@@ -224,8 +224,10 @@ static void fsync_dir_of(const char *path) {
     free(copy);
 }
 
-/* HPO_ENOSPACE for a full disk (the caller may retry later), else HPO_EIO. */
-static int io_rc(int e) { return e == ENOSPC || e == EDQUOT ? HPO_ENOSPACE : HPO_EIO; }
+/* HPO_ENOSPACE for a full disk, HPO_EFS for a failure of the file system
+ * (permissions, read-only, an I/O error, a stale network mount: the caller
+ * may retry both later), else HPO_EIO (hpo_errno_rc). */
+static int io_rc(int e) { return hpo_errno_rc(e); }
 
 int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err) {
     static atomic_ulong counter;
@@ -259,7 +261,7 @@ int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err) 
     }
     fd = -1;
     if (rename(tmp, path) < 0) {
-        rc = hpo_fail(err, HPO_EIO, "path", "cannot rename %s to %s: %s", tmp, path,
+        rc = hpo_fail(err, io_rc(errno), "path", "cannot rename %s to %s: %s", tmp, path,
                       strerror(errno));
         goto fail;
     }
@@ -486,12 +488,14 @@ static void name_file(hpo_error *err, const char *path) {
     err->message[l] = 0;
 }
 
+/* 0, the errno of a failed read, or -1 when the file ends first. */
 static int read_at(int fd, void *dst, size_t n, uint64_t off) {
     char *c = dst;
     while (n > 0) {
         ssize_t k = pread(fd, c, n, (off_t)off);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
+        if (k < 0) return errno ? errno : EIO;
+        if (k == 0) return -1;
         c += k;
         n -= (size_t)k;
         off += (uint64_t)k;
@@ -511,7 +515,7 @@ int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err) {
     char *buf = NULL;
     FILE *fp = fopen(path, "rb");
     if (!fp)
-        return hpo_fail(err, errno == ENOENT ? HPO_ENOTFOUND : HPO_EIO, "path", "cannot open %s: %s",
+        return hpo_fail(err, errno == ENOENT ? HPO_ENOTFOUND : io_rc(errno), "path", "cannot open %s: %s",
                         path, strerror(errno));
     struct stat st;
     if (fstat(fileno(fp), &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -532,7 +536,9 @@ int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err) {
         goto fail;
     }
     if (fread(buf + pad, 1, len, fp) != len) {
-        rc = hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
+        int e = ferror(fp) ? errno : 0; /* else shorter than it was: not the file system's fault */
+        rc = hpo_fail(err, e ? io_rc(e) : HPO_EIO, "path", "cannot read %s%s%s", path, e ? ": " : "",
+                      e ? strerror(e) : "");
         goto fail;
     }
     rc = read_buffer(buf + pad, len, buf, 0, out, err);
@@ -547,7 +553,7 @@ fail:
 int eng_st_open(const char *path, eng_st_file **out, hpo_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
     if (fd < 0)
-        return hpo_fail(err, errno == ENOENT ? HPO_ENOTFOUND : HPO_EIO, "path", "cannot open %s: %s", path,
+        return hpo_fail(err, errno == ENOENT ? HPO_ENOTFOUND : io_rc(errno), "path", "cannot open %s: %s", path,
                         strerror(errno));
     char *buf = NULL;
     struct stat st;
@@ -559,8 +565,10 @@ int eng_st_open(const char *path, eng_st_file **out, hpo_error *err) {
     size_t len = (size_t)st.st_size;
     uint64_t hl = 0;
     if (len >= 8) {
-        if (read_at(fd, head, 8, 0)) {
-            rc = hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
+        int e = read_at(fd, head, 8, 0);
+        if (e) {
+            rc = hpo_fail(err, e > 0 ? io_rc(e) : HPO_EIO, "path", "cannot read %s%s%s", path, e > 0 ? ": " : "",
+                          e > 0 ? strerror(e) : "");
             goto fail;
         }
         for (int k = 0; k < 8; k++) hl |= (uint64_t)head[k] << (8 * k);
@@ -568,8 +576,10 @@ int eng_st_open(const char *path, eng_st_file **out, hpo_error *err) {
     /* a length past the limits is left to read_buffer's messages */
     size_t want = len < 8 ? len : hl > MAX_HEADER || hl > len - 8 ? 8 : 8 + (size_t)hl;
     buf = hpo_xmalloc(want ? want : 1);
-    if (want && read_at(fd, buf, want, 0)) {
-        rc = hpo_fail(err, HPO_EIO, "path", "cannot read %s", path);
+    int e = want ? read_at(fd, buf, want, 0) : 0;
+    if (e) {
+        rc = hpo_fail(err, e > 0 ? io_rc(e) : HPO_EIO, "path", "cannot read %s%s%s", path, e > 0 ? ": " : "",
+                      e > 0 ? strerror(e) : "");
         goto fail;
     }
     rc = read_buffer(buf, len, NULL, 1, out, err);
@@ -594,9 +604,9 @@ int eng_st_read_tensor(const eng_st_file *f, const eng_st_tensor *t, void *dst, 
         return 0;
     }
     if (f->fd < 0) return hpo_fail(err, HPO_EINVAL, "", "safetensors: tensor %s has no data", t->name);
-    errno = 0;
-    if (t->nbytes && read_at(f->fd, dst, t->nbytes, f->data_start + t->offset))
-        return hpo_fail(err, HPO_EIO, "path", "cannot read tensor %s of %s: %s", t->name, f->path,
-                        errno ? strerror(errno) : "the file is shorter than its header says");
+    int e = t->nbytes ? read_at(f->fd, dst, t->nbytes, f->data_start + t->offset) : 0;
+    if (e)
+        return hpo_fail(err, e > 0 ? io_rc(e) : HPO_EIO, "path", "cannot read tensor %s of %s: %s", t->name,
+                        f->path, e > 0 ? strerror(e) : "the file is shorter than its header says");
     return 0;
 }

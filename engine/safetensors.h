@@ -88,7 +88,10 @@ int eng_st_writer_meta(eng_st_writer *w, const char *key, const char *value);
  * the page cache outlives it, but not a power cut: hpod's per-epoch
  * checkpoints under --sync normal, the durability its database has then. */
 void eng_st_writer_set_durable(eng_st_writer *w, int durable);
-/* Crash-safe write to path (temp file + fsync + rename + directory fsync). */
+/* Crash-safe write to path (temp file + fsync + rename + directory fsync).
+ * A failed write is HPO_ENOSPACE (a full disk), HPO_EFS (the file system
+ * failed: permissions, read-only, an I/O error, a stale network mount; the
+ * caller may retry both later) or HPO_EIO (hpo_errno_rc). */
 int eng_st_write_file(const eng_st_writer *w, const char *path, hpo_error *err);
 /* The whole file in memory: *buf is malloc'd (free()), *len its size. */
 int eng_st_write_buffer(const eng_st_writer *w, void **buf, size_t *len, hpo_error *err);
@@ -96,6 +99,9 @@ int eng_st_write_buffer(const eng_st_writer *w, void **buf, size_t *len, hpo_err
 /* ---- reader ---- */
 typedef struct eng_st_file eng_st_file;
 
+/* A file that is not there is HPO_ENOTFOUND, one that cannot be read
+ * HPO_EFS or HPO_EIO as errno says (hpo_errno_rc), one shorter than its
+ * header says HPO_EIO. */
 int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err);
 /* The header only, validated as eng_st_read_file does against the file's
  * size; the tensors' data stays on disk (data NULL) until eng_st_read_tensor

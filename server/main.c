@@ -392,6 +392,9 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (!cfg.max_model) cfg.max_model = srv_default_model_budget(n_slots);
+    /* partial uploads and files of ids without a row (data_dir.h), before
+     * any job or request can touch them */
+    api_dir_sweep(db, artifacts);
     /* the api's files are the artifacts */
     api_options api_opt = {.data_dir = artifacts, .max_upload_bytes = cfg.max_upload,
                            .durable_checkpoints = cfg.sync == STO_SYNC_FULL, .max_model_bytes = cfg.max_model};
