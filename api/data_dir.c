@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,11 +82,12 @@ static int io_error(hpo_error *err, int e, const char *what, const char *path) {
     return hpo_fail(err, hpo_errno_rc(e), "", "cannot %s %s: %s", what, path, strerror(e));
 }
 
-int api_dir_lock(const char *root, hpo_error *err) {
-    char path[API_PATH_MAX];
-    if (api_dir_path(path, root, "hpod.lock")) return hpo_fail(err, HPO_EINVAL, "data-dir", "the data dir path is too long");
+/* Locks path (flock, made if missing) for the life of the process, its pid
+ * written in it: HPO_ECONFLICT "<what> in use by pid N" (field) when
+ * another process holds it. A file system without flock is a warning. */
+static int lock_for_life(const char *path, const char *field, const char *what, hpo_error *err) {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return hpo_fail(err, HPO_EIO, "data-dir", "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return hpo_fail(err, HPO_EIO, field, "cannot open %s: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB)) {
         int e = errno;
         if (e == EWOULDBLOCK) {
@@ -94,11 +96,10 @@ int api_dir_lock(const char *root, hpo_error *err) {
             text[n > 0 ? n : 0] = '\0';
             long pid = strtol(text, NULL, 10);
             close(fd);
-            if (pid > 0)
-                return hpo_fail(err, HPO_ECONFLICT, "data-dir", "data dir %s in use by pid %ld", root, pid);
-            return hpo_fail(err, HPO_ECONFLICT, "data-dir", "data dir %s in use by another hpod", root);
+            if (pid > 0) return hpo_fail(err, HPO_ECONFLICT, field, "%s in use by pid %ld", what, pid);
+            return hpo_fail(err, HPO_ECONFLICT, field, "%s in use by another hpod", what);
         }
-        HPO_WARN("cannot lock %s (%s): nothing stops a second hpod on this data dir", path, strerror(e));
+        HPO_WARN("cannot lock %s (%s): nothing stops a second hpod on %s", path, strerror(e), what);
         close(fd);
         return 0;
     }
@@ -108,6 +109,22 @@ int api_dir_lock(const char *root, hpo_error *err) {
         HPO_WARN("cannot write the pid to %s: %s", path, strerror(errno));
     /* fd stays open (and the lock held) until the process exits */
     return 0;
+}
+
+int api_dir_lock(const char *root, hpo_error *err) {
+    char path[API_PATH_MAX], what[API_PATH_MAX + 16];
+    if (api_dir_path(path, root, "hpod.lock")) return hpo_fail(err, HPO_EINVAL, "data-dir", "the data dir path is too long");
+    snprintf(what, sizeof what, "data dir %s", root);
+    return lock_for_life(path, "data-dir", what, err);
+}
+
+int api_db_lock(const char *db_path, hpo_error *err) {
+    char real[PATH_MAX], path[PATH_MAX + 8], what[PATH_MAX + 16];
+    if (!realpath(db_path, real)) snprintf(real, sizeof real, "%s", db_path); /* not made yet */
+    if (snprintf(path, sizeof path, "%s.lock", real) >= (int)sizeof path)
+        return hpo_fail(err, HPO_EINVAL, "data-dir", "the database path is too long");
+    snprintf(what, sizeof what, "database %s", real);
+    return lock_for_life(path, "data-dir", what, err);
 }
 
 int api_dir_node_ident(const char *root, char *out, hpo_error *err) {

@@ -95,6 +95,11 @@ int api_dir_model_file_rel(char *out, size_t cap, int64_t model_id);
 /* Takes the data dir's lock for the life of the process: HPO_ECONFLICT
  * "data dir DIR in use by pid N" if another hpod holds it. */
 int api_dir_lock(const char *root, hpo_error *err);
+/* Takes the SQLite database file's own lock (<its real path>.lock) for the
+ * life of the process: a data dir whose hpo.db is a link to another's is
+ * refused too, "database PATH in use by pid N" (two hpods on one SQLite
+ * file each took the other's running trials for a dead run's). */
+int api_db_lock(const char *db_path, hpo_error *err);
 /* The data dir's node ident (<root>/node-id: 32 random hex digits, made at
  * its first start), which names its node's runs in the database (jobs.h:
  * nodes) so that a restart reclaims what the last run left running. out

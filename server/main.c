@@ -387,6 +387,9 @@ int main(int argc, char **argv) {
             exit_code = 2;
             goto done;
         }
+    } else if (api_db_lock(db_path, &lerr)) {
+        fprintf(stderr, "hpod: %s\n", lerr.message);
+        goto done;
     } else if ((rc = sto_open(db_path, cfg.sync, &db))) {
         fprintf(stderr, "hpod: cannot open the database %s: %s\n", db_path, hpo_strerror(rc));
         goto done;

@@ -1,7 +1,9 @@
 """One hpod per data dir and per port (issue 12, item 7): a second hpod on
 a data dir in use exits with "data dir DIR in use by pid N" (two hpods on
 one database trained a trial twice); a second hpod on a port in use exits
-too (the port was shared through SO_REUSEPORT). The lock goes with its
+too (the port was shared through SO_REUSEPORT), and so does one on another
+data dir whose hpo.db is a link to the live one's (it took the first's
+running trials for a dead run's). The lock goes with its
 process, however it ends: a kill -9 does not leave a stale one. A
 --data-dir too long for the paths under it is refused at start with a clear
 error (issue 13), before anything is created."""
@@ -37,6 +39,14 @@ def main():
         rc, err = second(args, other, hp.port)
         c.check(rc not in (None, 0) and str(hp.port) in err and "in use" in err,
                 "a second hpod on port %d exits (rc %s: %s)" % (hp.port, rc, err.strip()[-200:]))
+        # another data dir whose hpo.db links to this one's: refused too
+        linked = tempfile.mkdtemp(prefix="hpo-test-")
+        os.symlink(os.path.join(hp.data_dir, "hpo.db"), os.path.join(linked, "hpo.db"))
+        rc, err = second(args, linked)
+        c.check(rc not in (None, 0) and "database" in err and ("in use by pid %d" % hp.proc.pid) in err,
+                "a data dir whose hpo.db links to a live one's exits naming pid %d (rc %s: %s)"
+                % (hp.proc.pid, rc, err.strip()[-200:]))
+        subprocess.run(["rm", "-rf", linked])
         c.check(hp.request("GET", "/healthz")[0] == 200, "the first hpod still serves")
         hp.kill9()
         hp2 = Hpod(args.hpod, data_dir=hp.data_dir).start()
