@@ -78,6 +78,9 @@ static void forget(api_ctx *ctx, int64_t study_id) {
 }
 
 int api_jobs_recover(api_ctx *ctx) {
+    /* the studies its earlier runs were importing when they stopped
+     * (imports.c), deleted */
+    api_imports_recover(ctx);
     /* this data dir's earlier runs ended (every other node on SQLite), and
      * the jobs they left running queued again (nodes.c) */
     return api_nodes_reclaim(ctx, 1);

@@ -147,6 +147,8 @@ void api_node_stop(api_ctx *ctx);
 int api_nodes_tick(api_ctx *ctx);
 /* This node's id (0: none started). */
 int64_t api_node_id(api_ctx *ctx);
+/* This data dir's node ident (NULL: no node started). */
+const char *api_node_ident(api_ctx *ctx);
 
 /* Fails the external trials whose lease expired (leases.c, see api.h), and
  * completes the external studies whose budget that spent, or whose

@@ -196,6 +196,15 @@ int api_trial_model(api_ctx *ctx, const api_study *st, int64_t trial_id, struct 
  * their own (predict loads them from the checkpoint). *ids malloc'd (may
  * hold one id twice); the count. The checkpoint pruning keeps them. */
 size_t api_trials_in_use(api_ctx *ctx, int64_t study_id, int64_t **ids);
+
+/* ---- an import in progress (imports.c) ----
+ * begin: its marker made once the (paused) study exists; end: removed once
+ * it runs, or the failed import deleted it. recover (at start): the studies
+ * this data dir's node was importing when it stopped, still paused, are
+ * deleted with their markers. */
+int api_import_begin(api_ctx *ctx, int64_t study_id, hpo_error *err);
+void api_import_end(api_ctx *ctx, int64_t study_id);
+void api_imports_recover(api_ctx *ctx);
 /* The model an ensemble member ({"model_id"} or {"trial_id"}) predicts the
  * test split (and requests) with; *trial_id gets its origin trial. */
 int api_member_model(api_ctx *ctx, const api_study *st, const json_t *member, struct eng_model **out,

@@ -301,6 +301,8 @@ int api_nodes_tick(api_ctx *ctx) {
 
 int64_t api_node_id(api_ctx *ctx) { return ctx->node ? (int64_t)atomic_load(&ctx->node->id) : 0; }
 
+const char *api_node_ident(api_ctx *ctx) { return ctx->node ? ctx->node->ident : NULL; }
+
 void api_h_nodes_list(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     (void)id;
     int64_t limit;

@@ -457,6 +457,7 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     if ((rc = read_attrs_note(json_object_get(doc, "study"), "study", &extras.attrs, &extras.note_text, &err)))
         goto fail;
     if ((rc = api_study_create(ctx, def, 1, &extras, &id, NULL, &err))) goto fail;
+    if ((rc = api_import_begin(ctx, id, &err))) goto fail; /* a crash from here on: the next start deletes it */
     if ((rc = api_study_acquire(ctx, id, &st))) goto fail;
     pthread_mutex_lock(&st->lock);
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -478,6 +479,7 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     api_study_release(ctx, st);
     st = NULL;
     if (rc) goto fail;
+    api_import_end(ctx, id);
     if (embedded) api_queue_set(ctx, id, STO_STUDY_RUNNING); /* now the scheduler may start its trials */
     api_events_wake(ctx);
     api_jobs_wake(ctx);
@@ -494,6 +496,7 @@ fail:
     if (id > 0) { /* nothing half-imported stays */
         sto_study_delete(ctx->db, id);
         api_study_forget(ctx, id);
+        api_import_end(ctx, id);
     }
     import_trials_free(trials, n);
     api_study_extras_clear(&extras);
