@@ -176,6 +176,8 @@ static int sync_path(const char *path, int flags) {
     return e;
 }
 
+int api_dir_sync(const char *path, int folder) { return sync_path(path, O_RDONLY | (folder ? O_DIRECTORY : 0)); }
+
 /* A new empty file <path>.<tag>-XXXXXX (0644) open in *fd, its name unique
  * on the file system (several nodes may share the artifacts dir). */
 static int unique_tmp(char *tmp, size_t cap, const char *path, const char *tag, int *fd, hpo_error *err) {

@@ -121,6 +121,8 @@ int api_dir_write_atomic(const char *path, const char *text, int durable, hpo_er
  * temporary name renamed over dst, fsynced when durable. HPO_ENOTFOUND
  * when src is missing, HPO_ENOSPACE for a full disk, HPO_EFS or HPO_EIO. */
 int api_dir_link(const char *src, const char *dst, int durable, hpo_error *err);
+/* fsyncs a file (folder 0) or a folder: 0 or errno. */
+int api_dir_sync(const char *path, int folder);
 /* Removes a folder and everything in it; "" or a missing folder is fine. */
 void api_dir_remove(const char *dir);
 /* Removes one file; a missing file is fine. */

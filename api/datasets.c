@@ -324,6 +324,41 @@ static json_t *shape_json(const eng_dataset *ds) {
 }
 
 /* finish, once the fields are known good: load, store, move into place. */
+/* The files of an upload put in their folder (datasets/<id>-<name>) by the
+ * row's insert transaction (sto_dataset_create_placed), so the row is
+ * never stored without them; with --sync full (durable) the files (synced
+ * before the transaction: it holds the database) and the folder are on
+ * disk before the row commits. */
+typedef struct placing {
+    api_ctx *ctx;
+    api_upload *u;
+    const char *name;
+    char final_dir[API_PATH_MAX];
+    int moved;  /* the folder is in final_dir */
+    int errno_; /* of the failure, 0: none */
+} placing;
+
+static int place_files(void *arg, int64_t id) {
+    placing *p = arg;
+    char *final_dir = p->final_dir, parent[API_PATH_MAX];
+    if (dataset_dir(p->ctx, id, p->name, final_dir, sizeof p->final_dir)) {
+        p->errno_ = ENAMETOOLONG;
+        return HPO_EIO;
+    }
+    int durable = p->ctx->opt.durable_checkpoints, e = 0;
+    if (rename(p->u->dir, final_dir)) e = errno;
+    if (!e) {
+        p->moved = 1;
+        p->u->dir[0] = '\0'; /* moved: the upload's clean-up leaves it */
+    }
+    snprintf(parent, sizeof parent, "%s", final_dir);
+    char *slash = strrchr(parent, '/');
+    if (slash) *slash = '\0';
+    if (!e && durable && slash) e = api_dir_sync(parent, 1);
+    p->errno_ = e;
+    return e ? HPO_EIO : 0;
+}
+
 static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
     const char *name = text(u, T_NAME), *format = text(u, T_FORMAT), *task = text(u, T_TASK);
     const char *label = text(u, T_LABEL);
@@ -411,27 +446,33 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
         snprintf(stored_path, sizeof stored_path, "[\"%s\",\"%s\"]", names[F_X], names[F_Y]);
 
     int64_t id = 0;
-    rc = meta_text ? sto_dataset_create(ctx->db, name, format, stored_path, meta_text, n_rows,
-                                        (int64_t)bytes, &id)
+    placing pl = {.ctx = ctx, .u = u, .name = name};
+    for (int i = 0; ctx->opt.durable_checkpoints && !pl.errno_ && i < N_FILES; i++)
+        if (paths[i]) pl.errno_ = api_dir_sync(paths[i], 0);
+    if (pl.errno_) {
+        free(meta_text);
+        HPO_ERROR("datasets: cannot sync the uploaded files: %s", strerror(pl.errno_));
+        fail_io(resp, pl.errno_, "cannot store the uploaded file");
+        return;
+    }
+    rc = meta_text ? sto_dataset_create_placed(ctx->db, name, format, stored_path, meta_text, n_rows, (int64_t)bytes,
+                                               place_files, &pl, &id)
                    : HPO_ENOMEM;
     free(meta_text);
+    if (rc && pl.moved) api_dir_remove(pl.final_dir); /* placed, then not committed */
     if (rc == HPO_ECONFLICT) {
         api_fail(resp, 409, "conflict", "name", "a dataset named %s already exists", name);
+        return;
+    }
+    if (rc == HPO_EIO && pl.errno_) {
+        HPO_ERROR("datasets: cannot move %s to its place: %s", u->dir, strerror(pl.errno_));
+        fail_io(resp, pl.errno_, "cannot move the uploaded files into place");
         return;
     }
     if (rc) {
         api_fail_rc(resp, rc, NULL);
         return;
     }
-    char final_dir[API_PATH_MAX];
-    if (dataset_dir(ctx, id, name, final_dir, sizeof final_dir) || rename(u->dir, final_dir)) {
-        int e = errno;
-        HPO_ERROR("datasets: cannot move %s to its place: %s", u->dir, strerror(e));
-        sto_dataset_delete(ctx->db, id);
-        fail_io(resp, e, "cannot move the uploaded files into place");
-        return;
-    }
-    u->dir[0] = '\0'; /* moved: nothing to clean up */
     HPO_INFO("datasets: stored %s (id %lld, %s, %lld rows, %llu bytes)", name, (long long)id, format,
              (long long)n_rows, (unsigned long long)bytes);
     sto_dataset d;

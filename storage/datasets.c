@@ -39,6 +39,12 @@ void sto_dataset_list_free(sto_dataset *list, size_t n) {
 
 int sto_dataset_create(sto_db *db, const char *name, const char *format, const char *path,
                        const char *meta, int64_t n_rows, int64_t bytes, int64_t *id_out) {
+    return sto_dataset_create_placed(db, name, format, path, meta, n_rows, bytes, NULL, NULL, id_out);
+}
+
+int sto_dataset_create_placed(sto_db *db, const char *name, const char *format, const char *path,
+                              const char *meta, int64_t n_rows, int64_t bytes, sto_dataset_place_fn place, void *arg,
+                              int64_t *id_out) {
     if (!db || !name || !*name || !format || !path) return HPO_EINVAL;
     sto_db_lock(db);
     sto_stmt *s = db->q[STO_Q_DATASET_INSERT];
@@ -53,6 +59,7 @@ int sto_dataset_create(sto_db *db, const char *name, const char *format, const c
     sto_bind_real(s, 7, hpo_now());
     int64_t id = 0;
     if ((rc = sto_db_insert(db, s, "dataset create", &id, NULL))) goto fail;
+    if (place && (rc = place(arg, id))) goto fail;
     rc = sto_db_commit(db);
     if (rc) goto fail;
     sto_db_unlock(db);

@@ -528,6 +528,15 @@ typedef struct sto_dataset {
  * Storage only records the paths; the caller owns the files. */
 int sto_dataset_create(sto_db *db, const char *name, const char *format, const char *path,
                        const char *meta, int64_t n_rows, int64_t bytes, int64_t *id_out);
+/* The same with place(arg, id) called inside the insert's transaction,
+ * once the id is known and before the commit: it puts the files where the
+ * id says (0, or an error: nothing is stored). A crash before the commit
+ * leaves files without a row (the start-up sweep moves them aside), never
+ * a row without its files. */
+typedef int (*sto_dataset_place_fn)(void *arg, int64_t id);
+int sto_dataset_create_placed(sto_db *db, const char *name, const char *format, const char *path,
+                              const char *meta, int64_t n_rows, int64_t bytes, sto_dataset_place_fn place, void *arg,
+                              int64_t *id_out);
 int sto_dataset_get(sto_db *db, int64_t id, sto_dataset *out);
 int sto_dataset_get_by_name(sto_db *db, const char *name, sto_dataset *out);
 int sto_dataset_list(sto_db *db, sto_dataset **out, size_t *n_out);

@@ -234,6 +234,37 @@ static void test_epochs(void **state) {
     sto_close(db);
 }
 
+/* place: what it was told, and what it answers */
+typedef struct placed {
+    int64_t id;
+    int rc;
+} placed;
+
+static int place_files(void *arg, int64_t id) {
+    placed *p = arg;
+    p->id = id;
+    return p->rc;
+}
+
+/* sto_dataset_create_placed: the files are placed inside the insert's
+ * transaction, with the row's id; a failed placing stores no row. */
+static void test_dataset_placed(void **state) {
+    (void)state;
+    sto_db *db = open_mem();
+    placed p = {.rc = HPO_EIO};
+    int64_t id = -1;
+    assert_int_equal(sto_dataset_create_placed(db, "a", "csv", "data.csv", NULL, 1, 1, place_files, &p, &id), HPO_EIO);
+    assert_true(p.id > 0);
+    sto_dataset d;
+    assert_int_equal(sto_dataset_get_by_name(db, "a", &d), HPO_ENOTFOUND);
+    p = (placed){.rc = 0};
+    assert_int_equal(sto_dataset_create_placed(db, "a", "csv", "data.csv", NULL, 1, 1, place_files, &p, &id), 0);
+    assert_int_equal(id, p.id);
+    assert_int_equal(sto_dataset_get(db, id, &d), 0);
+    sto_dataset_clear(&d);
+    sto_close(db);
+}
+
 static void test_datasets(void **state) {
     (void)state;
     sto_db *db = open_mem();
@@ -314,6 +345,7 @@ int main(void) {
         cmocka_unit_test(test_requeue_running),
         cmocka_unit_test(test_epochs),
         cmocka_unit_test(test_datasets),
+        cmocka_unit_test(test_dataset_placed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
