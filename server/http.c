@@ -343,10 +343,19 @@ static void log_request(const char *method, const char *url, const char *route, 
     hpo_log_fields(level, f, n, "%s %s %d", method, url, status);
 }
 
+/* The body of HEAD on an event stream: none (libmicrohttpd sends no body
+ * to HEAD); a response of unknown size gets GET's framing headers. */
+static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)cls, (void)pos, (void)buf, (void)max;
+    return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
 static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, const char *method,
                                      const char *url, api_response *resp, request_state *rs) {
+    int head_of_stream = 0;
     if (resp->stream) {
         int head = strcmp(method, "HEAD") == 0;
+        head_of_stream = head;
         unsigned open = 0;
         if (head || (open = atomic_fetch_add(&h->streams, 1)) >= h->max_streams) {
             resp->stream_free(resp->stream_arg);
@@ -369,6 +378,11 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
         s->h = h;
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    } else if (head_of_stream) {
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64, no_body, NULL, NULL);
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        free(resp->body);
+        resp->body = NULL;
     } else {
         r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
         resp->body = NULL; /* owned by r now */
