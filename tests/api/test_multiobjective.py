@@ -4,7 +4,8 @@ tell with "values" (one per objective) and "metrics", the old per-execution
 "values" now "repeats" (a clear 400 where "values" would be ambiguous),
 trials showing their vector, GET /best answering the Pareto front of the
 feasible trials with its hypervolume (checked against a naive computation
-here; a constrained study's own "best" is its best feasible trial too), NSGA-II and multi-objective TPE reproducible per seed through the API, and the front and the
+here; a constrained study's own "best" is its best feasible trial too),
+NSGA-II and multi-objective TPE reproducible per seed through the API, and the front and the
 tuner's history unchanged across a restart."""
 import subprocess
 

@@ -51,7 +51,8 @@ def main():
             one_json_error(c, exchange(port, ("GET %s HTTP/1.1\r\n%s\r\n" % (target, H)).encode()), 400,
                            "%%00 in the %s" % what, field)
         # ---- an absolute-form target is the path it names (RFC 9112 3.2.2) ----
-        for target in ("http://127.0.0.1:%d/api/v1/studies/%d" % (port, sid), "HTTP://localhost/api/v1/studies/%d" % sid):
+        for target in ("http://127.0.0.1:%d/api/v1/studies/%d" % (port, sid),
+                       "HTTP://localhost/api/v1/studies/%d" % sid):
             data = exchange(port, ("GET %s HTTP/1.1\r\n%s\r\n" % (target, H)).encode())
             c.check(data.startswith(b"HTTP/1.1 200") and b'"proto"' in data, "GET %s -> the study (%r)"
                     % (target, data[:120]))
