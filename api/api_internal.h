@@ -198,6 +198,10 @@ typedef struct api_study_extras {
     const char *note_text; /* its text */
     int load_if_exists;    /* an existing study of the name answers instead */
     int needs_slot;        /* POST /studies: an embedded study's training.device must have a slot here */
+    /* called in the study's insert transaction with its id, before the
+     * commit (sto_study_new.on_insert): an import's marker (imports.c) */
+    int (*on_insert)(void *arg, int64_t id);
+    void *on_insert_arg;
 } api_study_extras;
 void api_study_extras_clear(api_study_extras *x);
 /* Validates def (a definition; it gets the direction, the seed and a warm

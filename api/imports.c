@@ -5,8 +5,10 @@
  * (study_io.c), then lets it run. A kill in between left a paused study
  * with part of its history, which nothing told from one a user paused, and
  * which the client (given no answer) imported again. Now the import makes
- * <artifacts>/imports/<node ident>-study-<id> once the study exists and
- * removes it once the study runs; at its next start the node deletes each
+ * <artifacts>/imports/<node ident>-study-<id> in the study's insert
+ * transaction (before it commits: a committed study always has its marker;
+ * a marker whose study never committed names no study) and removes it once
+ * the study runs; at its next start the node deletes each
  * study its markers name that is still paused (the import never ended),
  * and removes the markers. The data dir's node ident (stable across its
  * restarts) keeps the nodes that share an artifacts dir off each other's

@@ -302,7 +302,8 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     int best_epoch = 0;
     json_t *prev = json_load_file(done, 0, NULL);
     double created = 0;
-    if (prev && done_stamp(r, &created) == 0) {
+    int stamped = done_stamp(r, &created) == 0; /* else unstamped: a resume trains this execution again */
+    if (prev && stamped) {
         json_t *c = json_object_get(prev, "trial_created");
         if (json_integer_value(json_object_get(prev, "study_id")) == r->job->study_id &&
             json_integer_value(json_object_get(prev, "number")) == r->job->number && json_is_real(c) &&
@@ -358,7 +359,7 @@ static int run_execution(run *r, int e, const json_t *model_tmpl, const json_t *
     *value = e < MAX_EXECUTIONS ? best_of(st, r->curve[e], r->curve_len[e], &best_epoch) : NAN;
     json_t *d = json_pack("{s:o, s:i, s:i}", "best", api_json_real(*value), "best_epoch", best_epoch, "epochs",
                           res.epochs_run);
-    if (done_stamp(r, &created) == 0) { /* unstamped, a resume trains this execution again */
+    if (stamped) {
         json_object_set_new(d, "study_id", json_integer(r->job->study_id));
         json_object_set_new(d, "number", json_integer(r->job->number));
         json_object_set_new(d, "trial_created", json_real(created));

@@ -198,7 +198,7 @@ int api_trial_model(api_ctx *ctx, const api_study *st, int64_t trial_id, struct 
 size_t api_trials_in_use(api_ctx *ctx, int64_t study_id, int64_t **ids);
 
 /* ---- an import in progress (imports.c) ----
- * begin: its marker made once the (paused) study exists; end: removed once
+ * begin: its marker made in the (paused) study's insert transaction; end: removed once
  * it runs, or the failed import deleted it. recover (at start): the studies
  * this data dir's node was importing when it stopped, still paused, are
  * deleted with their markers. */

@@ -126,7 +126,8 @@ int api_study_create(api_ctx *ctx, json_t *def, int hold, const api_study_extras
     sto_event_in created_ev = {"study_created", NULL};
     sto_study_new in = {.name = d.name, .spec = spec, .user_attrs = x->attrs, .note = x->note_text,
                         .load_if_exists = x->load_if_exists, .state = hold ? STO_STUDY_PAUSED : STO_STUDY_RUNNING,
-                        .dataset_id = d.embedded ? d.emb.dataset_id : 0};
+                        .dataset_id = d.embedded ? d.emb.dataset_id : 0, .on_insert = x->on_insert,
+                        .on_insert_arg = x->on_insert_arg};
     if (rc == 0) rc = spec ? sto_study_create_with(ctx->db, &in, &created_ev, &study_id, &created) : HPO_ENOMEM;
     if (rc == 0 && created && d.embedded && !hold) api_queue_set(ctx, study_id, STO_STUDY_RUNNING); /* a new study runs */
     free(spec);

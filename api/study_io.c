@@ -414,6 +414,16 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
 
 /* Makes a study of document doc (name: its name, or NULL): 201 with
  * {"study", "imported", "skipped"}, or the error in resp. */
+typedef struct import_mark {
+    api_ctx *ctx;
+    hpo_error *err;
+} import_mark;
+
+static int mark_import(void *arg, int64_t id) {
+    import_mark *m = arg;
+    return api_import_begin(m->ctx, id, m->err);
+}
+
 static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_response *resp) {
     hpo_error err = {{0}, {0}};
     const char *format = json_string_value(json_object_get(doc, "format"));
@@ -456,8 +466,10 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     qsort(trials, n, sizeof *trials, cmp_number);
     if ((rc = read_attrs_note(json_object_get(doc, "study"), "study", &extras.attrs, &extras.note_text, &err)))
         goto fail;
+    import_mark mark = {ctx, &err};
+    extras.on_insert = mark_import; /* in the study's insert: a crash after its commit finds the marker */
+    extras.on_insert_arg = &mark;
     if ((rc = api_study_create(ctx, def, 1, &extras, &id, NULL, &err))) goto fail;
-    if ((rc = api_import_begin(ctx, id, &err))) goto fail; /* a crash from here on: the next start deletes it */
     if ((rc = api_study_acquire(ctx, id, &st))) goto fail;
     pthread_mutex_lock(&st->lock);
     for (size_t i = 0; rc == 0 && i < n; i++) {

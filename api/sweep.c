@@ -71,9 +71,10 @@ static int64_t parse_id(const char *name, const char *prefix, int dash) {
     return -1;
 }
 
-/* Moves <root>/<rel> to <dest>/<rel>. */
-static void move_aside(sweep *s, const char *rel) {
-    char from[API_PATH_MAX], to[API_PATH_MAX], dir[API_PATH_MAX];
+/* Moves <root>/<folder>/<name> to <dest>/<folder>/<name>. */
+static void move_aside(sweep *s, const char *folder, const char *name) {
+    char rel[API_PATH_MAX], from[API_PATH_MAX], to[API_PATH_MAX], dir[API_PATH_MAX];
+    snprintf(rel, sizeof rel, "%s/%s", folder, name);
     hpo_error err = {{0}, {0}};
     if (!s->dest[0]) {
         time_t now = time(NULL);
@@ -169,10 +170,6 @@ static void each_entry(sweep *s, const char *folder, entry_fn fn, void *arg) {
     free(names);
 }
 
-static void rel_of(char *rel, const char *folder, const char *name) {
-    snprintf(rel, API_PATH_MAX, "%s/%s", folder, name);
-}
-
 /* ---- uploads ---- */
 
 typedef struct uploads {
@@ -207,27 +204,21 @@ static void dataset_entry(sweep *s, const char *folder, const char *name, void *
     int64_t id = parse_id(name, "", 1);
     const char *dash = strchr(name, '-');
     if (id < 0 || !dash || !dash[1] || !dataset_absent(s, id, dash + 1)) return;
-    char rel[API_PATH_MAX];
-    rel_of(rel, folder, name);
-    move_aside(s, rel);
+    move_aside(s, folder, name);
 }
 
 static void checkpoint_entry(sweep *s, const char *folder, const char *name, void *arg) {
     (void)arg;
     int64_t trial = parse_id(name, "trial-", 0), model = parse_id(name, "model-", 0);
     if (!(trial >= 0 && trial_absent(s, trial)) && !(model >= 0 && model_absent(s, model, 0))) return;
-    char rel[API_PATH_MAX];
-    rel_of(rel, folder, name);
-    move_aside(s, rel);
+    move_aside(s, folder, name);
 }
 
 static void model_entry(sweep *s, const char *folder, const char *name, void *arg) {
     (void)arg;
     int64_t model = parse_id(name, "model-", 0);
     if (model < 0 || !model_absent(s, model, 0)) return;
-    char rel[API_PATH_MAX];
-    rel_of(rel, folder, name);
-    move_aside(s, rel);
+    move_aside(s, folder, name);
 }
 
 /* studies/study-<id>/tensorboard/<run> of a study that exists */
@@ -241,9 +232,7 @@ static void run_entry(sweep *s, const char *folder, const char *name, void *arg)
     int stale = (number >= 0 && sr->n_trials >= 0 && number >= sr->n_trials) ||
                 (model >= 0 && model_absent(s, model, sr->study_id));
     if (!stale) return;
-    char rel[API_PATH_MAX];
-    rel_of(rel, folder, name);
-    move_aside(s, rel);
+    move_aside(s, folder, name);
 }
 
 static void study_entry(sweep *s, const char *folder, const char *name, void *arg) {
@@ -252,8 +241,7 @@ static void study_entry(sweep *s, const char *folder, const char *name, void *ar
     if (id < 0) return;
     char rel[API_PATH_MAX];
     if (study_absent(s, id)) {
-        rel_of(rel, folder, name);
-        move_aside(s, rel);
+        move_aside(s, folder, name);
         return;
     }
     int64_t counts[STO_TRIAL_N_STATES];

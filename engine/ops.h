@@ -151,6 +151,9 @@ void eng_augment_forward(const float *x, float *y, int32_t *params, int N, int H
  * augmented as in a one-thread run. */
 void eng_augment_forward_rows(const float *x, float *y, int32_t *params, int N, int first, int total, int H, int W,
                               int C, int k, int flip, hpo_rng *rng);
+/* Its draws alone, into params[3 * N] (the CUDA path draws on the host):
+ * every one of total rows drawn in order, rows [first, first + N) kept. */
+void eng_augment_draw_rows(int32_t *params, int N, int first, int total, int k, int flip, hpo_rng *rng);
 void eng_augment_backward(const float *dy, const int32_t *params, float *dx, int N, int H, int W, int C);
 void eng_augment_apply_ref(const float *x, float *y, const int32_t *params, int N, int H, int W, int C);
 

@@ -372,8 +372,7 @@ void eng_augment_forward(const float *x, float *y, int32_t *params, int N, int H
     eng_augment_forward_rows(x, y, params, N, 0, N, H, W, C, k, flip, rng);
 }
 
-void eng_augment_forward_rows(const float *x, float *y, int32_t *params, int N, int first, int total, int H, int W,
-                              int C, int k, int flip, hpo_rng *rng) {
+void eng_augment_draw_rows(int32_t *params, int N, int first, int total, int k, int flip, hpo_rng *rng) {
     for (int n = 0; n < total; n++) { /* rows outside [first, first + N) draw too: rng as for the whole batch */
         int fl = flip ? (int)(hpo_rng_u64(rng) >> 63) : 0;
         int ty = k > 0 ? (int)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
@@ -383,6 +382,11 @@ void eng_augment_forward_rows(const float *x, float *y, int32_t *params, int N, 
         params[3 * (n - first) + 1] = tx;
         params[3 * (n - first) + 2] = fl;
     }
+}
+
+void eng_augment_forward_rows(const float *x, float *y, int32_t *params, int N, int first, int total, int H, int W,
+                              int C, int k, int flip, hpo_rng *rng) {
+    eng_augment_draw_rows(params, N, first, total, k, flip, rng);
     eng_augment_apply_ref(x, y, params, N, H, W, C);
 }
 

@@ -213,18 +213,8 @@ static void draw_list(dev *d, hpo_rng *rng, const eng_layer *ls, const dlayer *d
         uint64_t *at = rec + dls[i].rec_off;
         if (draws_dropout(l)) /* eng_dropout_forward's draw, shifted to the rows' first element */
             *at = eng_dropout_key_at(hpo_rng_u64(rng), first * l->in_size);
-        if (draws_augment(l)) {
-            int32_t *p = (int32_t *)(void *)at, k = l->translate;
-            for (size_t s = 0; s < total; s++) { /* eng_augment_forward_rows's draws */
-                int32_t fl = l->flip ? (int32_t)(hpo_rng_u64(rng) >> 63) : 0;
-                int32_t ty = k > 0 ? (int32_t)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
-                int32_t tx = k > 0 ? (int32_t)hpo_rng_below(rng, (uint64_t)(2 * k + 1)) - k : 0;
-                if (s < first || s >= first + rows) continue;
-                p[3 * (s - first)] = ty;
-                p[3 * (s - first) + 1] = tx;
-                p[3 * (s - first) + 2] = fl;
-            }
-        }
+        if (draws_augment(l)) /* eng_augment_forward_rows's draws */
+            eng_augment_draw_rows((int32_t *)(void *)at, (int)rows, (int)first, (int)total, l->translate, l->flip, rng);
         if (l->kind == ENG_L_RESIDUAL) {
             draw_list(d, rng, l->sub, dls[i].sub, l->nsub, rec, first, rows, total);
             if (l->proj) draw_list(d, rng, l->proj, dls[i].proj, 1, rec, first, rows, total);

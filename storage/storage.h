@@ -154,6 +154,12 @@ typedef struct sto_study_new {
      * the study as a user or has removed the row, and then the create is
      * HPO_ESTALE with nothing stored (sto_dataset_delete_unused) */
     int64_t dataset_id;
+    /* NULL, or called in the insert's transaction once the row has its id,
+     * before the commit (an error: nothing is stored), so that what it
+     * records outside the database (a marker file) is never missing for a
+     * study that committed */
+    int (*on_insert)(void *arg, int64_t id);
+    void *on_insert_arg;
 } sto_study_new;
 int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_in *ev, int64_t *id_out,
                           int *created_out);

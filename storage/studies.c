@@ -111,6 +111,7 @@ int sto_study_create_with(sto_db *db, const sto_study_new *in, const sto_event_i
     sto_bind_real(s, 3, now);
     sto_bind_int64(s, 4, in->state);
     if ((rc = sto_db_insert(db, s, "study create", &id, NULL))) goto fail;
+    if (in->on_insert && (rc = in->on_insert(in->on_insert_arg, id))) goto fail;
     if ((rc = sto_db_study_changed(db, id))) goto fail;
     if (in->user_attrs || in->note) {
         rc = sto_db_annotate_in_tx(db, STO_Q_STUDY_ANNOTATE, id, in->user_attrs, in->note, now);

@@ -623,40 +623,62 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
  * the best epoch's parameters AND running statistics (Keras restores
  * moving_mean/moving_variance too), so evaluating it gives the best epoch's
  * validation loss. */
-static void test_restore_best_batchnorm(void **state) {
-    (void)state;
-    eng_dataset *ds = synth(600, 3);
+/* A run of 12 epochs of a small model on synth data (450 training rows,
+ * 150 validation), checkpointed in a folder of its own, restore_best on:
+ * the setup and the clean-up of the best-epoch tests. */
+typedef struct best_fixture {
+    eng_dataset *ds;
     eng_split tr, va;
+    char dir[32];
+    eng_train_opts o;
+} best_fixture;
+
+static void best_setup(best_fixture *f) {
+    f->ds = synth(600, 3);
     eng_split_spec spec = {.val_count = 150};
     hpo_error err;
-    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
+    assert_int_equal(eng_split_make(f->ds, &spec, &f->tr, &f->va, &err), 0);
+    snprintf(f->dir, sizeof f->dir, "/tmp/hpo_best_XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    eng_train_opts_init(&f->o);
+    f->o.batch_size = 32;
+    f->o.threads = 1;
+    f->o.seed = 5;
+    f->o.epochs = 12;
+    f->o.restore_best = 1;
+    f->o.monitor = "val_loss";
+    f->o.checkpoint_dir = f->dir;
+}
+
+static void best_teardown(best_fixture *f) {
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    assert_int_equal(system(cmd), 0);
+    eng_split_clear(&f->tr);
+    eng_split_clear(&f->va);
+    eng_dataset_release(f->ds);
+}
+
+static void test_restore_best_batchnorm(void **state) {
+    (void)state;
+    best_fixture f;
+    best_setup(&f);
+    hpo_error err;
     const char *tmpl = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":32}},{\"batchnorm\":{\"momentum\":0.9}},"
                        "{\"activation\":\"relu\"},{\"dense\":{\"units\":4}}],"
                        "\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.05}}";
-    char dir[32];
-    snprintf(dir, sizeof dir, "/tmp/hpo_bestbn_XXXXXX");
-    assert_non_null(mkdtemp(dir));
     eng_model *m = small_model(tmpl);
     best_probe p = {.m = m, .params = malloc(m->nparams * sizeof(float)), .stats = malloc(m->nstats * sizeof(float))};
-    eng_train_opts o;
-    eng_train_opts_init(&o);
-    o.batch_size = 32;
-    o.threads = 1;
-    o.seed = 5;
-    o.epochs = 12;
-    o.restore_best = 1;
-    o.monitor = "val_loss";
-    o.checkpoint_dir = dir;
-    o.on_epoch = probe_best;
-    o.user = &p;
+    f.o.on_epoch = probe_best;
+    f.o.user = &p;
     eng_train_result r;
-    assert_int_equal(eng_train(m, &tr, &va, &o, &r, &err), 0);
+    assert_int_equal(eng_train(m, &f.tr, &f.va, &f.o, &r, &err), 0);
     printf("  batchnorm MLP, 12 epochs: best epoch %d (val_loss %.6f), last epoch val_loss %.6f, restored %d\n",
            r.best_epoch, p.val_loss[r.best_epoch - 1], p.val_loss[p.epochs - 1], r.restored_best);
     assert_true(r.restored_best); /* the test needs a best epoch before the last */
     double dp = max_abs_diff(m->params, p.params, m->nparams), ds_ = max_abs_diff(m->stats, p.stats, m->nstats);
     eng_metrics ev;
-    assert_int_equal(eng_evaluate(m, &va, 32, &ev, &err), 0);
+    assert_int_equal(eng_evaluate(m, &f.va, 32, &ev, &err), 0);
     double dl = fabs(ev.loss - p.val_loss[r.best_epoch - 1]);
     printf("  restored model vs best epoch: params max diff %g, BN running stats max diff %g; eng_evaluate val_loss "
            "%.6f (diff %g)\n", dp, ds_, ev.loss, dl);
@@ -664,22 +686,17 @@ static void test_restore_best_batchnorm(void **state) {
     assert_true(dl <= 1e-6 * fabs(p.val_loss[r.best_epoch - 1]) + 1e-7);
     /* the checkpoint's best weights: the same parameters and statistics */
     char ck[64];
-    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", f.dir);
     eng_model *c = small_model(tmpl);
     assert_int_equal(eng_model_from_checkpoint(c, ck, 1, &err), 0);
     double cp = max_abs_diff(c->params, p.params, c->nparams), cs = max_abs_diff(c->stats, p.stats, c->nstats);
     printf("  eng_model_from_checkpoint(use_best): params max diff %g, BN running stats max diff %g\n", cp, cs);
     assert_true(cp == 0 && cs == 0);
     eng_model_free(c);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
     free(p.params);
     free(p.stats);
     eng_model_free(m);
-    eng_split_clear(&tr);
-    eng_split_clear(&va);
-    eng_dataset_release(ds);
+    best_teardown(&f);
 }
 
 /* Each epoch's parameters and validation metrics. */
@@ -707,33 +724,19 @@ static int probe_epochs(const eng_epoch_report *r, void *user) {
  * val_loss (keep_mode +1) while the monitor's is the lowest. */
 static void test_keep_metric(void **state) {
     (void)state;
-    eng_dataset *ds = synth(600, 3);
-    eng_split tr, va;
-    eng_split_spec spec = {.val_count = 150};
+    best_fixture f;
+    best_setup(&f);
     hpo_error err;
-    assert_int_equal(eng_split_make(ds, &spec, &tr, &va, &err), 0);
     const char *tmpl = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":32,\"activation\":\"relu\"}},"
                        "{\"dense\":{\"units\":4}}],\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.05}}";
-    char dir[32];
-    snprintf(dir, sizeof dir, "/tmp/hpo_keep_XXXXXX");
-    assert_non_null(mkdtemp(dir));
     eng_model *m = small_model(tmpl);
     epoch_probe p = {.m = m};
-    eng_train_opts o;
-    eng_train_opts_init(&o);
-    o.batch_size = 32;
-    o.threads = 1;
-    o.seed = 5;
-    o.epochs = 12;
-    o.restore_best = 1;
-    o.monitor = "val_loss";
-    o.keep_metric = "val_loss";
-    o.keep_mode = 1;
-    o.checkpoint_dir = dir;
-    o.on_epoch = probe_epochs;
-    o.user = &p;
+    f.o.keep_metric = "val_loss";
+    f.o.keep_mode = 1;
+    f.o.on_epoch = probe_epochs;
+    f.o.user = &p;
     eng_train_result r;
-    assert_int_equal(eng_train(m, &tr, &va, &o, &r, &err), 0);
+    assert_int_equal(eng_train(m, &f.tr, &f.va, &f.o, &r, &err), 0);
     int kept = 0; /* the kept epoch: the first of the highest val_loss */
     for (int e = 1; e < p.epochs; e++)
         if (p.val_loss[e] > p.val_loss[kept]) kept = e;
@@ -742,21 +745,16 @@ static void test_keep_metric(void **state) {
     assert_true(kept + 1 != r.best_epoch);
     double d = max_abs_diff(m->params, p.params[kept], m->nparams);
     char ck[64];
-    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", f.dir);
     eng_model *c = small_model(tmpl);
     assert_int_equal(eng_model_from_checkpoint(c, ck, 1, &err), 0);
     double dc = max_abs_diff(c->params, p.params[kept], c->nparams);
     printf("  restored weights vs that epoch's: max diff %g; the checkpoint's best: %g\n", d, dc);
     assert_true(d == 0 && dc == 0);
     eng_model_free(c);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
     for (int e = 0; e < p.epochs; e++) free(p.params[e]);
     eng_model_free(m);
-    eng_split_clear(&tr);
-    eng_split_clear(&va);
-    eng_dataset_release(ds);
+    best_teardown(&f);
 }
 
 /* A run that early stopping ended at an epoch where the callback also

@@ -84,27 +84,34 @@ static double maxdiff(const float *a, const float *b, size_t n) {
     return d;
 }
 
+/* 12 steps of 32, 33, 7 and 3 rows (3: one per thread at T = 3), the same
+ * batches on a alone and on reps: the largest loss difference. */
+static double twelve_steps(eng_model *a, eng_replicas *reps) {
+    const int sizes[] = {32, 33, 7, 3};
+    hpo_rng r;
+    hpo_rng_seed(&r, 7);
+    batch bt;
+    double worst_loss = 0;
+    for (int s = 0; s < 12; s++) {
+        int n = sizes[s % 4];
+        fill(&bt, &r);
+        double la = step_single(a, &bt, n, s + 1), lb;
+        eng_metric_sums sums;
+        memset(&sums, 0, sizeof sums);
+        assert_int_equal(step_on(reps, bt.x, 0, bt.y, n, 0.01f, s + 1, &sums, &lb), 0);
+        assert_int_equal((int)sums.n, n);
+        worst_loss = fmax(worst_loss, fabs(la - lb));
+    }
+    return worst_loss;
+}
+
 static void test_replicas_match_single_thread(void **state) {
     (void)state;
-    const int sizes[] = {32, 33, 7, 3}; /* 3 rows: one per thread at T = 3 */
     for (int T = 2; T <= 3; T++) {
         eng_model *a = make(mlp_plain, ENG_PREC_FP32), *b = make(mlp_plain, ENG_PREC_FP32);
         eng_replicas *reps = NULL;
         assert_int_equal(eng_replicas_new(b, T, &reps), 0);
-        hpo_rng r;
-        hpo_rng_seed(&r, 7);
-        batch bt;
-        double worst_loss = 0;
-        for (int s = 0; s < 12; s++) {
-            int n = sizes[s % 4];
-            fill(&bt, &r);
-            double la = step_single(a, &bt, n, s + 1), lb;
-            eng_metric_sums sums;
-            memset(&sums, 0, sizeof sums);
-            assert_int_equal(step_on(reps, bt.x, 0, bt.y, n, 0.01f, s + 1, &sums, &lb), 0);
-            assert_int_equal((int)sums.n, n);
-            worst_loss = fmax(worst_loss, fabs(la - lb));
-        }
+        double worst_loss = twelve_steps(a, reps);
         double d = maxdiff(a->params, b->params, a->nparams);
         printf("  fp32 mlp, adam, %d threads vs 1, 12 steps of 32/33/7/3 rows: max |param diff| %.3g, "
                "max |loss diff| %.3g\n", T, d, worst_loss);
@@ -126,24 +133,11 @@ static void test_replicas_dropout_match_single_thread(void **state) {
                        "{\"dense\":{\"units\":24,\"activation\":\"relu\"}},{\"dropout\":{\"rate\":0.3}},"
                        "{\"dense\":{\"units\":16,\"activation\":\"tanh\"}},{\"dropout\":{\"rate\":0.5}},"
                        "{\"dense\":{\"units\":4}}],\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.01}}";
-    const int sizes[] = {32, 33, 7, 3};
     for (int T = 2; T <= 3; T++) {
         eng_model *a = make(tmpl, ENG_PREC_FP32), *b = make(tmpl, ENG_PREC_FP32);
         eng_replicas *reps = NULL;
         assert_int_equal(eng_replicas_new(b, T, &reps), 0);
-        hpo_rng r;
-        hpo_rng_seed(&r, 7);
-        batch bt;
-        double worst_loss = 0;
-        for (int s = 0; s < 12; s++) {
-            int n = sizes[s % 4];
-            fill(&bt, &r);
-            double la = step_single(a, &bt, n, s + 1), lb;
-            eng_metric_sums sums;
-            memset(&sums, 0, sizeof sums);
-            assert_int_equal(step_on(reps, bt.x, 0, bt.y, n, 0.01f, s + 1, &sums, &lb), 0);
-            worst_loss = fmax(worst_loss, fabs(la - lb));
-        }
+        double worst_loss = twelve_steps(a, reps);
         double d = maxdiff(a->params, b->params, a->nparams);
         int same_rng = !memcmp(&a->rng, &b->rng, sizeof a->rng);
         printf("  augment + 2 dropout layers, adam, %d threads vs 1, 12 steps of 32/33/7/3 rows: max |param diff| "
