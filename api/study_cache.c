@@ -161,15 +161,15 @@ static void replay_vector(replay *r, int64_t number, int64_t step, double value,
     api_report_vector(r->def, r->eps, r->n_eps, step, value, vec);
 }
 
-static void replay_intermediate(void *arg, int64_t number, int64_t step, double value) {
+static void replay_intermediate(void *arg, const sto_intermediate *row) {
     replay *r = arg;
-    if (!api_reports_vectors(r->def)) {
-        tun_study_report(r->tuner, number, step, value, NULL);
-        return;
-    }
     double vec[TUN_MAX_OBJECTIVES];
-    replay_vector(r, number, step, value, vec);
-    tun_study_report_mo(r->tuner, number, step, vec, NULL);
+    if (api_reports_vectors(r->def))
+        replay_vector(r, row->number, row->step, row->value, vec);
+    else
+        api_report_vector(r->def, NULL, 0, row->step, row->value, vec);
+    tun_study_replay_report(r->tuner, row->number, row->step, vec, row->flags & STO_STEP_LATE,
+                            row->flags & STO_STEP_PRUNED);
 }
 
 /* Builds the tuner state of study id from storage. */

@@ -90,8 +90,9 @@ typedef struct collect {
     size_t n;
 } collect;
 
-static void collect_intermediate(void *arg, int64_t number, int64_t step, double value) {
+static void collect_intermediate(void *arg, const sto_intermediate *row) {
     collect *c = arg;
+    int64_t number = row->number;
     size_t lo = 0, hi = c->n;
     while (lo < hi) { /* trials are ordered by number */
         size_t mid = (lo + hi) / 2;
@@ -102,8 +103,8 @@ static void collect_intermediate(void *arg, int64_t number, int64_t step, double
     }
     if (lo == c->n || c->trials[lo].number != number) return;
     char key[32];
-    snprintf(key, sizeof key, "%lld", (long long)step);
-    json_object_set_new(c->steps[lo], key, api_json_real(value));
+    snprintf(key, sizeof key, "%lld", (long long)row->step);
+    json_object_set_new(c->steps[lo], key, api_json_real(row->value));
 }
 
 /* The document of study st (stored row s); NULL with rc on failure. */

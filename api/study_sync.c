@@ -43,26 +43,20 @@ static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x
      * of order below it is not read: the tuner keeps a step's first value
      * anyway, and reports go up) */
     if (t->last_step > known_step) {
-        int64_t *steps = NULL;
-        double *values = NULL;
+        sto_intermediate *rows = NULL;
         size_t n = 0;
         sto_epoch *eps = NULL; /* MO-ASHA: the vectors, the trial's curve points */
         size_t n_eps = 0;
-        int vectors = api_reports_vectors(&st->def);
-        int rc = sto_trial_intermediates_after(ctx->db, t->id, known_step, &steps, &values, &n);
-        if (rc == 0 && vectors && n > 0) rc = sto_trial_epochs(ctx->db, t->id, &eps, &n_eps);
+        int rc = sto_trial_intermediates_after(ctx->db, t->id, known_step, &rows, &n);
+        if (rc == 0 && api_reports_vectors(&st->def) && n > 0) rc = sto_trial_epochs(ctx->db, t->id, &eps, &n_eps);
         for (size_t i = 0; rc == 0 && i < n; i++) {
-            if (!vectors) {
-                tun_study_report(st->tuner, t->number, steps[i], values[i], NULL);
-                continue;
-            }
             double vec[TUN_MAX_OBJECTIVES];
-            api_report_vector(&st->def, eps, n_eps, steps[i], values[i], vec);
-            tun_study_report_mo(st->tuner, t->number, steps[i], vec, NULL);
+            api_report_vector(&st->def, eps, n_eps, rows[i].step, rows[i].value, vec);
+            tun_study_replay_report(st->tuner, t->number, rows[i].step, vec, rows[i].flags & STO_STEP_LATE,
+                                    rows[i].flags & STO_STEP_PRUNED);
         }
         sto_epoch_list_free(eps, n_eps);
-        free(steps);
-        free(values);
+        free(rows);
         if (rc) return rc;
     }
     if (api_tun_state(t->state) != TUN_TRIAL_RUNNING) {

@@ -276,6 +276,9 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
         if (rc == 0 && curve) rc = sto_epoch_put_report(ctx->db, id, step, curve);
         if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
         if (rc == 0) rc = tun_study_report_mo(st->tuner, t.number, step, vec, &prune);
+        /* stored before it is answered: a retry after a restart is told
+         * the same (a failed store is answered as one; the retry stores it) */
+        if (rc == 0 && prune) rc = sto_trial_prune_said(ctx->db, id, step);
         if (rc)
             api_fail_rc(resp, rc, err.message[0] ? &err : NULL);
         else

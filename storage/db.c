@@ -252,6 +252,14 @@ static const char *const migrations[] = {
      * dir's lock), so both stay 0 there and no index is needed. */
     "ALTER TABLE studies ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE trials ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;",
+
+    /* 10 -> 11: what the pruner's history needs beyond the values, so that
+     * a restart decides as the live run did (tuners/pruners.c): late, a
+     * step reported after a higher one (no rung's value); pruned, the
+     * pruner said stop at this report (it says so at every later one).
+     * Rows stored before are neither, as their replay took them. */
+    "ALTER TABLE intermediates ADD COLUMN late INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE intermediates ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0;",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
@@ -308,6 +316,11 @@ int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }
 /* A trial (or model) running on a node is written by that node only
  * (schema v9): node is the writer's parameter, 0 when it is no node. */
 #define NODE_OWNS(node) "(node_id IS NULL OR node_id = " node ")"
+#define INTERMEDIATES_TRIAL(flags) \
+    "SELECT step, value, " flags " FROM intermediates WHERE trial_id = ?1 AND step > ?2 ORDER BY step"
+#define INTERMEDIATES_STUDY(flags)                                                   \
+    "SELECT t.number, i.step, i.value, " flags " FROM trials t JOIN intermediates i" \
+    " ON i.trial_id = t.id WHERE t.study_id = ?1 ORDER BY t.number, i.step"
 #define TRIAL_REPORT(owns)                                                 \
     "UPDATE trials SET"                                                    \
     " last_value = CASE WHEN ?2 > last_step THEN ?3 ELSE last_value END,"  \
@@ -420,15 +433,22 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_TRIAL_REPORT] = TRIAL_REPORT(""),
     [STO_Q_TRIAL_REPORT_NODE] = TRIAL_REPORT(" AND " NODE_OWNS("?5")),
     /* a step reported again keeps its first value, as the pruner does
-     * (tuners/study.c, Optuna's rule): a replay decides as the live run */
+     * (tuners/study.c, Optuna's rule): a replay decides as the live run.
+     * late: a higher step of the trial was stored before. The _FLAGS
+     * variants (schema v11, late and pruned) are the ones used once the
+     * schema has them; the plain ones serve older schemas (tests). */
+    [STO_Q_INTERMEDIATE_PUT_FLAGS] =
+        "INSERT INTO intermediates (trial_id, step, value, late) VALUES (?1, ?2, ?3,"
+        " CASE WHEN ?2 < (SELECT MAX(step) FROM intermediates WHERE trial_id = ?1) THEN 1 ELSE 0 END)"
+        " ON CONFLICT (trial_id, step) DO NOTHING",
     [STO_Q_INTERMEDIATE_PUT] =
         "INSERT INTO intermediates (trial_id, step, value) VALUES (?1, ?2, ?3)"
         " ON CONFLICT (trial_id, step) DO NOTHING",
-    [STO_Q_INTERMEDIATES_TRIAL] =
-        "SELECT step, value FROM intermediates WHERE trial_id = ?1 AND step > ?2 ORDER BY step",
-    [STO_Q_INTERMEDIATES_STUDY] =
-        "SELECT t.number, i.step, i.value FROM trials t JOIN intermediates i"
-        " ON i.trial_id = t.id WHERE t.study_id = ?1 ORDER BY t.number, i.step",
+    [STO_Q_INTERMEDIATE_PRUNED] = "UPDATE intermediates SET pruned = 1 WHERE trial_id = ?1 AND step = ?2",
+    [STO_Q_INTERMEDIATES_TRIAL_FLAGS] = INTERMEDIATES_TRIAL("late, pruned"),
+    [STO_Q_INTERMEDIATES_TRIAL] = INTERMEDIATES_TRIAL("0, 0"),
+    [STO_Q_INTERMEDIATES_STUDY_FLAGS] = INTERMEDIATES_STUDY("i.late, i.pruned"),
+    [STO_Q_INTERMEDIATES_STUDY] = INTERMEDIATES_STUDY("0, 0"),
     /* ?2 state, ?3 value (NULL = NaN), ?4 std, ?5 n, ?6 error, ?7 now (?8
      * the node of the _NODE variant, as for reports). A pruned trial
      * without a value keeps its last intermediate value. */
@@ -818,6 +838,8 @@ sto_stmt *sto_db_node_stmt(sto_db *db, int q_node, int q_plain, int param, int64
     sto_bind_id(s, param, node);
     return s;
 }
+
+sto_stmt *sto_db_stmt_since(sto_db *db, int q_new, int q_old) { return db->q[q_new] ? db->q[q_new] : db->q[q_old]; }
 
 int sto_db_study_changed(sto_db *db, int64_t id) {
     if (!db->q[STO_Q_STUDY_CHANGED]) return 0; /* a schema before v9 (tests): no counter */

@@ -99,8 +99,12 @@ enum {
     STO_Q_JOBS_QUEUED,
     STO_Q_TRIAL_REPORT,
     STO_Q_INTERMEDIATE_PUT,
+    STO_Q_INTERMEDIATE_PUT_FLAGS,
+    STO_Q_INTERMEDIATE_PRUNED,
     STO_Q_INTERMEDIATES_TRIAL,
+    STO_Q_INTERMEDIATES_TRIAL_FLAGS,
     STO_Q_INTERMEDIATES_STUDY,
+    STO_Q_INTERMEDIATES_STUDY_FLAGS,
     STO_Q_TRIAL_FINISH,
     STO_Q_TRIAL_EXPIRE,
     /* trials a client brings (trials_in.c) */
@@ -288,6 +292,9 @@ int sto_db_node_live(sto_db *db);
  * same write without it, on a schema before v9 (tests' old handles).
  * Caller holds the lock. */
 sto_stmt *sto_db_node_stmt(sto_db *db, int q_node, int q_plain, int param, int64_t node);
+/* Statement q_new when the schema has what it uses (it was prepared), else
+ * q_old, its form for an older schema (tests' old handles). */
+sto_stmt *sto_db_stmt_since(sto_db *db, int q_new, int q_old);
 
 /* Inside the caller's transaction, the study's row locked: HPO_EEXHAUSTED
  * when the study has r->max_trials trials, HPO_ECONFLICT when r->parallel

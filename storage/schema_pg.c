@@ -149,6 +149,10 @@ static const pg_step steps[] = {
      "ALTER TABLE studies ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;"
      "ALTER TABLE trials ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;"
      "CREATE INDEX trials_study_seq ON trials (study_id, seq);"},
+    /* v11: a step reported late, and the report the pruner said stop at */
+    {11,
+     "ALTER TABLE intermediates ADD COLUMN late BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE intermediates ADD COLUMN pruned BIGINT NOT NULL DEFAULT 0;"},
 };
 
 /* pg_advisory_xact_lock's key: "hpo" + 1, any constant of our own */

@@ -328,19 +328,36 @@ int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models);
  * HPO_ECONFLICT unless the trial is running. */
 int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires);
+/* Records that the pruner told the trial to stop at its report of step
+ * (it then says so at every later report): a restart replays the answer
+ * (sto_intermediate.flags). Idempotent; 0 also when no such step is stored. */
+int sto_trial_prune_said(sto_db *db, int64_t trial_id, int64_t step);
+
+/* What a replay of the pruner needs of a stored report besides its value. */
+enum {
+    STO_STEP_LATE = 1,   /* reported after a higher step of its trial */
+    STO_STEP_PRUNED = 2, /* the pruner said stop at this report */
+};
+typedef struct sto_intermediate {
+    int64_t number; /* the trial's (sto_study_intermediates only) */
+    int64_t step;
+    double value;
+    int flags; /* STO_STEP_* */
+} sto_intermediate;
+
 /* Intermediate values of a trial, ordered by step; the caller frees both
  * arrays (free()). HPO_ENOTFOUND for an unknown trial. */
 int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
                             double **values_out, size_t *n_out);
-/* The same for the steps after after_step only. */
-int sto_trial_intermediates_after(sto_db *db, int64_t trial_id, int64_t after_step, int64_t **steps_out,
-                                  double **values_out, size_t *n_out);
+/* The reports of a trial after after_step, ordered by step (number 0); the
+ * caller frees the array. HPO_ENOTFOUND for an unknown trial. */
+int sto_trial_intermediates_after(sto_db *db, int64_t trial_id, int64_t after_step, sto_intermediate **out,
+                                  size_t *n_out);
 /* Calls fn for every intermediate value of every trial of a study (ordered by
  * trial number, then step): used to rebuild a tuner's history at start-up.
  * The rows are read first and fn runs after the lock is released, so fn may
  * call storage itself. HPO_ENOTFOUND for an unknown study. */
-int sto_study_intermediates(sto_db *db, int64_t study_id,
-                            void (*fn)(void *ctx, int64_t number, int64_t step, double value),
+int sto_study_intermediates(sto_db *db, int64_t study_id, void (*fn)(void *ctx, const sto_intermediate *row),
                             void *ctx);
 
 /* Ends a running trial: state COMPLETE (with value, std, n), PRUNED (value

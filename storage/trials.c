@@ -256,7 +256,7 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
     sto_db_lock(db);
     /* a trial running on another node is not ours to report */
     sto_stmt *up = sto_db_node_stmt(db, STO_Q_TRIAL_REPORT_NODE, STO_Q_TRIAL_REPORT, 5, db->node_id);
-    sto_stmt *put = db->q[STO_Q_INTERMEDIATE_PUT];
+    sto_stmt *put = sto_db_stmt_since(db, STO_Q_INTERMEDIATE_PUT_FLAGS, STO_Q_INTERMEDIATE_PUT);
     int rc = sto_db_begin(db);
     if (rc) goto fail;
     sto_bind_int64(up, 1, trial_id);
@@ -294,20 +294,64 @@ fail:
     return rc;
 }
 
-int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
-                            double **values_out, size_t *n_out) {
-    return sto_trial_intermediates_after(db, trial_id, -1, steps_out, values_out, n_out);
+int sto_trial_prune_said(sto_db *db, int64_t trial_id, int64_t step) {
+    if (!db || step < 0) return HPO_EINVAL;
+    sto_db_lock(db);
+    sto_stmt *s = db->q[STO_Q_INTERMEDIATE_PRUNED];
+    if (!s) { /* a schema before v11 (tests): nowhere to keep it */
+        sto_db_unlock(db);
+        return 0;
+    }
+    int rc = sto_db_begin(db);
+    if (rc == 0) {
+        sto_bind_int64(s, 1, trial_id);
+        sto_bind_int64(s, 2, step);
+        if (sto_step(s) != STO_DONE) rc = sto_db_error(db, "trial prune answer");
+        sto_db_done(s);
+    }
+    if (rc == 0) rc = sto_db_commit(db);
+    if (rc) sto_db_rollback(db);
+    sto_db_unlock(db);
+    return rc;
 }
 
-int sto_trial_intermediates_after(sto_db *db, int64_t trial_id, int64_t after_step, int64_t **steps_out,
-                                  double **values_out, size_t *n_out) {
+/* A report read by STO_Q_INTERMEDIATES_TRIAL / _STUDY from column col on:
+ * step, value, late, pruned. */
+static sto_intermediate read_intermediate(sto_stmt *s, int col) {
+    sto_intermediate r = {0, sto_col_int64(s, col), sto_col_real(s, col + 1), 0};
+    if (sto_col_int64(s, col + 2)) r.flags |= STO_STEP_LATE;
+    if (sto_col_int64(s, col + 3)) r.flags |= STO_STEP_PRUNED;
+    return r;
+}
+
+int sto_trial_intermediates(sto_db *db, int64_t trial_id, int64_t **steps_out,
+                            double **values_out, size_t *n_out) {
     if (!db || !steps_out || !values_out || !n_out) return HPO_EINVAL;
-    int64_t *steps = NULL;
-    double *values = NULL;
+    sto_intermediate *rows = NULL;
+    size_t n = 0;
+    int rc = sto_trial_intermediates_after(db, trial_id, -1, &rows, &n);
+    if (rc) return rc;
+    int64_t *steps = hpo_xcalloc(n ? n : 1, sizeof *steps);
+    double *values = hpo_xcalloc(n ? n : 1, sizeof *values);
+    for (size_t i = 0; i < n; i++) {
+        steps[i] = rows[i].step;
+        values[i] = rows[i].value;
+    }
+    free(rows);
+    *steps_out = steps;
+    *values_out = values;
+    *n_out = n;
+    return 0;
+}
+
+int sto_trial_intermediates_after(sto_db *db, int64_t trial_id, int64_t after_step, sto_intermediate **out,
+                                  size_t *n_out) {
+    if (!db || !out || !n_out) return HPO_EINVAL;
+    sto_intermediate *rows = NULL;
     size_t n = 0, cap = 0;
     int src;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_INTERMEDIATES_TRIAL];
+    sto_stmt *s = sto_db_stmt_since(db, STO_Q_INTERMEDIATES_TRIAL_FLAGS, STO_Q_INTERMEDIATES_TRIAL);
     int rc = sto_db_exists(db, STO_Q_TRIAL_STATE, trial_id);
     if (rc) goto done;
     sto_bind_int64(s, 1, trial_id);
@@ -315,41 +359,33 @@ int sto_trial_intermediates_after(sto_db *db, int64_t trial_id, int64_t after_st
     while ((src = sto_step(s)) == STO_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 32;
-            steps = hpo_xrealloc(steps, cap * sizeof *steps);
-            values = hpo_xrealloc(values, cap * sizeof *values);
+            rows = hpo_xrealloc(rows, cap * sizeof *rows);
         }
-        steps[n] = sto_col_int64(s, 0);
-        values[n++] = sto_col_real(s, 1);
+        rows[n++] = read_intermediate(s, 0);
     }
     if (src != STO_DONE) rc = sto_db_error(db, "trial intermediates");
 done:
     sto_db_done(s);
     sto_db_unlock(db);
     if (rc) {
-        free(steps);
-        free(values);
+        free(rows);
         return rc;
     }
-    *steps_out = steps;
-    *values_out = values;
+    *out = rows;
     *n_out = n;
     return 0;
 }
 
-int sto_study_intermediates(sto_db *db, int64_t study_id,
-                            void (*fn)(void *ctx, int64_t number, int64_t step, double value),
+int sto_study_intermediates(sto_db *db, int64_t study_id, void (*fn)(void *ctx, const sto_intermediate *row),
                             void *ctx) {
     if (!db || !fn) return HPO_EINVAL;
     /* Rows are copied out under the lock and fn is called after it is
      * released, so fn may itself call into storage. */
-    struct row {
-        int64_t number, step;
-        double value;
-    } *rows = NULL;
+    sto_intermediate *rows = NULL;
     size_t n = 0, cap = 0;
     int src;
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_INTERMEDIATES_STUDY];
+    sto_stmt *s = sto_db_stmt_since(db, STO_Q_INTERMEDIATES_STUDY_FLAGS, STO_Q_INTERMEDIATES_STUDY);
     int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
     if (rc) goto done;
     sto_bind_int64(s, 1, study_id);
@@ -358,15 +394,14 @@ int sto_study_intermediates(sto_db *db, int64_t study_id,
             cap = cap ? 2 * cap : 64;
             rows = hpo_xrealloc(rows, cap * sizeof *rows);
         }
-        rows[n].number = sto_col_int64(s, 0);
-        rows[n].step = sto_col_int64(s, 1);
-        rows[n++].value = sto_col_real(s, 2);
+        rows[n] = read_intermediate(s, 1);
+        rows[n++].number = sto_col_int64(s, 0);
     }
     if (src != STO_DONE) rc = sto_db_error(db, "study intermediates");
 done:
     sto_db_done(s);
     sto_db_unlock(db);
-    for (size_t i = 0; rc == 0 && i < n; i++) fn(ctx, rows[i].number, rows[i].step, rows[i].value);
+    for (size_t i = 0; rc == 0 && i < n; i++) fn(ctx, &rows[i]);
     free(rows);
     return rc;
 }

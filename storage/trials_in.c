@@ -82,7 +82,7 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
     int value_n = isnan(value) ? 0 : in->value_n < 1 ? 1 : in->value_n;
     double now = hpo_now();
     sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_TRIAL_ADD], *put = db->q[STO_Q_INTERMEDIATE_PUT];
+    sto_stmt *s = db->q[STO_Q_TRIAL_ADD], *put = sto_db_stmt_since(db, STO_Q_INTERMEDIATE_PUT_FLAGS, STO_Q_INTERMEDIATE_PUT);
     int64_t id = 0, number = 0;
     int rc = sto_db_begin(db);
     if (rc) goto fail;

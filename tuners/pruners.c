@@ -19,9 +19,9 @@
  *   marked late, tun_trial_rec.step_late: a trial's value at a rung stays
  *   the one other trials were compared with). The median rule judges at
  *   the highest step, with the best value over all steps, as Optuna's
- *   does. Storage keeps no report order, so a replay (steps in increasing
- *   order) marks none late: after a restart a trial's late step counts at
- *   its rung again, as it did before this rule.
+ *   does. Storage keeps the mark with the step (and the report the pruner
+ *   said stop at), so a replay after a restart decides as the live run
+ *   (tun_study_replay_report).
  * - Median (Optuna's MedianPruner = 50th percentile): no pruning before
  *   warmup_steps, nor before n_startup_trials trials are COMPLETE; then prune
  *   when the trial's best intermediate value so far is worse than the median

@@ -223,10 +223,11 @@ int tun_study_suggest_fixed(tun_study *t, int64_t number, const double *fixed, d
     return 0;
 }
 
-int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double *values, int *prune) {
-    if (!t || !values || step < 0) return HPO_EINVAL;
-    tun_trial_rec *r = find(t, number);
-    if (!r) return HPO_ENOTFOUND;
+/* Records (step, values) in r's sorted steps; late < 0: derived (a higher
+ * step came first), else as given (a replay). 0 if the step was there
+ * already: a repeated step keeps its first value and its first answer, as
+ * in Optuna (a resumed worker re-reporting an epoch is not judged twice). */
+static int record_step(tun_study *t, tun_trial_rec *r, int64_t step, const double *values, int late) {
     int m = t->n_obj;
     /* keep steps sorted */
     int lo = 0, hi = r->n_steps;
@@ -237,12 +238,7 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
         else
             hi = mid;
     }
-    if (lo < r->n_steps && r->steps[lo] == step) {
-        /* a repeated step keeps its first value and its first answer, as in
-         * Optuna: a resumed worker re-reporting an epoch is not judged twice */
-        if (prune) *prune = r->prune_said;
-        return 0;
-    }
+    if (lo < r->n_steps && r->steps[lo] == step) return 0;
     if (r->n_steps == r->cap_steps) {
         r->cap_steps = r->cap_steps ? 2 * r->cap_steps : 16;
         r->steps = hpo_xrealloc(r->steps, (size_t)r->cap_steps * sizeof *r->steps);
@@ -256,7 +252,7 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
     memmove(r->step_late + lo + 1, r->step_late + lo, (size_t)(r->n_steps - lo) * sizeof *r->step_late);
     r->steps[lo] = step;
     r->step_values[lo] = t->obj_max[0] ? -values[0] : values[0];
-    r->step_late[lo] = lo < r->n_steps; /* a higher step came first */
+    r->step_late[lo] = late < 0 ? lo < r->n_steps : late != 0;
     if (m > 1) {
         memmove(r->step_vecs + (size_t)(lo + 1) * m, r->step_vecs + (size_t)lo * m,
                 (size_t)(r->n_steps - lo) * m * sizeof *r->step_vecs);
@@ -264,6 +260,17 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
     }
     r->n_steps++;
     tun_tpe_index_note(t, r - t->trials, (int)r->state);
+    return 1;
+}
+
+int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double *values, int *prune) {
+    if (!t || !values || step < 0) return HPO_EINVAL;
+    tun_trial_rec *r = find(t, number);
+    if (!r) return HPO_ENOTFOUND;
+    if (!record_step(t, r, step, values, -1)) {
+        if (prune) *prune = r->prune_said;
+        return 0;
+    }
     /* without *prune (a replay) nobody asks: skip the O(trials) decision */
     if (prune && r->state == TUN_TRIAL_RUNNING && !r->prune_said) {
         int p = 0;
@@ -272,6 +279,16 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
         r->prune_said = p;
     }
     if (prune) *prune = r->state == TUN_TRIAL_RUNNING && r->prune_said;
+    return 0;
+}
+
+int tun_study_replay_report(tun_study *t, int64_t number, int64_t step, const double *values, int late,
+                            int pruned) {
+    if (!t || !values || step < 0) return HPO_EINVAL;
+    tun_trial_rec *r = find(t, number);
+    if (!r) return HPO_ENOTFOUND;
+    record_step(t, r, step, values, late != 0);
+    if (pruned) r->prune_said = 1;
     return 0;
 }
 

@@ -327,6 +327,13 @@ int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, i
  * (pruners.c: MO-ASHA). tun_study_report on such a study records its value
  * as the first objective's, the others NaN. */
 int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double *values, int *prune);
+/* Replays a stored report (values as for tun_study_report_mo) as the live
+ * run took it: late, it was reported after a higher step (no rung's
+ * value); pruned, the pruner said stop at it, so the trial is told to stop
+ * at every later report, a repeated step included. The pruner is not
+ * consulted. HPO_ENOTFOUND for an unknown number, HPO_EINVAL for step < 0. */
+int tun_study_replay_report(tun_study *t, int64_t number, int64_t step, const double *values, int late,
+                            int pruned);
 /* Ends a RUNNING trial (HPO_ECONFLICT otherwise): COMPLETE with a finite
  * value; PRUNED and FAILED keep their intermediate values, value ignored. */
 int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value);

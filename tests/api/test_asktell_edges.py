@@ -13,6 +13,10 @@ fix):
   DBL_MAX (every ask from the GP phase on was a field-less 400);
 - a step reported twice keeps its first value in storage, as the pruner
   does;
+- a restart (kill -9) decides as the live run: a trial told to stop is
+  told so again when it reports its step again (it was told to go on),
+  and a step reported late (below the trial's highest) stays out of its
+  rung (it counted there again, so a trial the live run prunes went on);
 - an enqueued trial still waiting at max_seconds is cancelled and the
   study completes (it ran on for good; an ask after the deadline got it);
 - get-or-create of a warm-started study still finds it after the source
@@ -120,6 +124,37 @@ def check_repeated_step(hp, c):
             "a step reported twice keeps its first value, as the pruner: %s" % t["intermediate"])
 
 
+def prune_answers(hp, restart):
+    """ASHA (eta 2, rungs at steps 1, 2, 4, ...): three complete flat curves
+    1, 2, 3; trial 3 reports step 4 (0.5), then steps 1 and 2 late (9, 8);
+    trial 4 is pruned at step 1 (100); restart or not, trial 4 reports step
+    1 again and trial 5 reports 2.5 at step 1 (ranked 4th of 6 at the rung
+    with trial 3's 0.5 there: pruned; 3rd with its late 9: goes on)."""
+    sid = create(hp, {"name": "prune-restart", "space": X, "tuner": {
+        "algorithm": "random", "seed": 1, "pruner": {"algorithm": "asha", "eta": 2, "min_resource": 1}}})
+    ids = [ask(hp, sid)["trial_id"] for _ in range(6)]
+
+    def report(i, step, v):
+        return hp.ok("POST", "/api/v1/trials/%d/report" % ids[i], {"step": step, "value": v})["prune"]
+    for i in range(3):
+        for step in range(1, 5):
+            report(i, step, 1.0 + i)
+        hp.ok("POST", "/api/v1/trials/%d/tell" % ids[i], {"value": 1.0 + i})
+    live = [report(3, 4, 0.5), report(3, 1, 9.0), report(3, 2, 8.0), report(4, 1, 100.0)]
+    if restart:
+        hp.kill9()
+        hp.start()
+    return live + [report(4, 1, 100.0), report(5, 1, 2.5)]
+
+
+def check_prune_answers_survive_restart(hp, c):
+    live = prune_answers(hp, False)
+    c.check(live == [False, False, False, True, True, True], "the live answers: %s" % live)
+    after = prune_answers(hp, True)
+    c.check(after == live, "after kill -9 the same answers (stopped trial told again; late steps out of the "
+            "rung): %s, live %s" % (after, live))
+
+
 def check_enqueued_at_deadline(hp, c):
     sid = create(hp, {"name": "deadline", "space": X, "tuner": {"algorithm": "random", "seed": 1, "max_seconds": 1}})
     hp.ok("POST", "/api/v1/studies/%d/enqueue" % sid, {"params": {"x": 0.5}})
@@ -224,6 +259,7 @@ def main():
         check_report_at_the_last_step(hp, c)
         check_bayesian_mo_huge(hp, c)
         check_repeated_step(hp, c)
+        check_prune_answers_survive_restart(hp, c)
         check_enqueued_at_deadline(hp, c)
         check_get_or_create_warm(hp, c)
         check_get_or_create_defaults(hp, c)

@@ -298,15 +298,17 @@ static void test_list_and_counts(void **state) {
 struct collected {
     int64_t number[16], step[16];
     double value[16];
+    int flags[16];
     int n;
 };
 
-static void collect(void *ctx, int64_t number, int64_t step, double value) {
+static void collect(void *ctx, const sto_intermediate *row) {
     struct collected *c = ctx;
     if (c->n < 16) {
-        c->number[c->n] = number;
-        c->step[c->n] = step;
-        c->value[c->n] = value;
+        c->number[c->n] = row->number;
+        c->step[c->n] = row->step;
+        c->value[c->n] = row->value;
+        c->flags[c->n] = row->flags;
     }
     c->n++;
 }
@@ -365,6 +367,13 @@ static void test_intermediates_and_pruning(void **state) {
     free(steps);
     free(values);
 
+    /* the pruner's answer at step 1 is kept with the step (a step not
+     * stored changes nothing) */
+    assert_int_equal(sto_trial_prune_said(db, t0, 1), 0);
+    assert_int_equal(sto_trial_prune_said(db, t0, 1), 0);
+    assert_int_equal(sto_trial_prune_said(db, t1, 7), 0);
+    assert_int_equal(sto_trial_prune_said(db, t1, -1), HPO_EINVAL);
+
     struct collected c = {0};
     assert_int_equal(sto_study_intermediates(db, s, collect, &c), 0);
     assert_int_equal(c.n, 4);
@@ -373,6 +382,19 @@ static void test_intermediates_and_pruning(void **state) {
     assert_true(c.value[2] == 0.30);
     assert_int_equal(c.number[3], 1);
     assert_true(c.value[3] == 0.5);
+    /* steps 0 and 1 of t0 came after its step 2: late; the repeated step 2
+     * kept its first (not late) row */
+    assert_int_equal(c.flags[0], STO_STEP_LATE);
+    assert_int_equal(c.flags[1], STO_STEP_LATE | STO_STEP_PRUNED);
+    assert_int_equal(c.flags[2], 0);
+    assert_int_equal(c.flags[3], 0);
+
+    sto_intermediate *rows = NULL;
+    assert_int_equal(sto_trial_intermediates_after(db, t0, 0, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_true(rows[0].step == 1 && rows[0].flags == (STO_STEP_LATE | STO_STEP_PRUNED));
+    assert_true(rows[1].step == 2 && rows[1].value == 0.30 && rows[1].flags == 0);
+    free(rows);
     assert_int_equal(sto_study_intermediates(db, 4242, collect, &c), HPO_ENOTFOUND);
 
     /* Pruned with NaN keeps the last (highest step) intermediate value. */

@@ -824,6 +824,61 @@ static void test_late_lower_step_median_judges_highest(void **state) {
     tun_space_free(s);
 }
 
+/* A history replayed from storage (steps in increasing order, with the
+ * flags storage kept) decides as the live run did: late_lower_step's
+ * trial 3 (step 4, then late steps 1 and 2) keeps 0.5 at rung 1, so
+ * trial 4's 1.5 is pruned there; replayed as if on time it would have 9.0
+ * there and 1.5 would go on. A trial told to stop is told so again at a
+ * repeated step and at every later one. */
+static void replay_late(int late_flags, int want) {
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = TUN_PRUNER_ASHA;
+    cfg.pruner.eta = 2;
+    cfg.pruner.min_resource = 1;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    for (int i = 0; i < 3; i++) {
+        start(t, i);
+        for (int st = 1; st <= 4; st++) {
+            double v = 1.0 + i;
+            assert_int_equal(tun_study_replay_report(t, i, st, &v, 0, 0), 0);
+        }
+        assert_int_equal(tun_study_finish(t, i, TUN_TRIAL_COMPLETE, 1.0 + i), 0);
+    }
+    start(t, 3);
+    const double v3[] = {9.0, 8.0, 0.5};
+    const int64_t s3[] = {1, 2, 4};
+    for (int k = 0; k < 3; k++) assert_int_equal(tun_study_replay_report(t, 3, s3[k], &v3[k], late_flags && k < 2, 0), 0);
+    start(t, 4);
+    EXPECT(t, 4, 1, 1.5, want);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+static void test_replay_keeps_late_and_prune_answer(void **state) {
+    (void)state;
+    replay_late(1, 1);
+    replay_late(0, 0);
+
+    tun_space *s = one_param_space();
+    tun_study *t = pruned_study(s, TUN_PRUNER_MEDIAN, 0);
+    start(t, 0);
+    double v = 5.0;
+    assert_int_equal(tun_study_replay_report(t, 0, 1, &v, 0, 0), 0);
+    assert_int_equal(tun_study_replay_report(t, 0, 2, &v, 0, 1), 0);
+    EXPECT(t, 0, 2, 0.1, 1); /* the repeated step: its first answer */
+    EXPECT(t, 0, 3, 0.1, 1); /* and every later one */
+    start(t, 1);
+    assert_int_equal(tun_study_replay_report(t, 1, 2, &v, 0, 0), 0);
+    EXPECT(t, 1, 2, 9.0, 0); /* no complete trial: nothing prunes */
+    assert_int_equal(tun_study_replay_report(t, 7, 2, &v, 0, 0), HPO_ENOTFOUND);
+    assert_int_equal(tun_study_replay_report(t, 1, -1, &v, 0, 0), HPO_EINVAL);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
 static void test_pruner_config(void **state) {
     (void)state;
     tun_config cfg;
@@ -903,6 +958,7 @@ int main(void) {
         cmocka_unit_test(test_hyperband_table_paper),
         cmocka_unit_test(test_late_lower_step),
         cmocka_unit_test(test_late_lower_step_median_judges_highest),
+        cmocka_unit_test(test_replay_keeps_late_and_prune_answer),
         cmocka_unit_test(test_asha_minimise),
         cmocka_unit_test(test_asha_maximise),
         cmocka_unit_test(test_asha_eta_and_min_resource),
