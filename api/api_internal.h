@@ -160,7 +160,8 @@ int api_embedded_parse(api_ctx *ctx, const json_t *def, api_study_def *d, json_t
                        hpo_error *err);
 void api_embedded_clear(api_embedded *e);
 /* Writes the training options a reader should see with their defaults
- * into a definition about to be stored (training.tensorboard). */
+ * into a definition about to be stored (training.tensorboard), and the id
+ * of the uploaded dataset it names (dataset.id). */
 void api_embedded_show(json_t *def, const api_embedded *e);
 /* Premade templates (templates.c): the model of template `name` for a
  * dataset with n_classes classes and per-sample rank, and its default space
@@ -264,6 +265,10 @@ typedef struct api_study {
  * first use); HPO_ENOTFOUND if it does not exist. */
 int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out);
 void api_study_release(api_ctx *ctx, api_study *st);
+/* Answers api_study_acquire's failure rc for study id: 404 (or 503) as a
+ * lookup's, else 409 naming id: the study is stored but can no longer be
+ * loaded (its uploaded dataset deleted, a definition this version refuses). */
+void api_fail_study_acquire(api_response *resp, int rc, int64_t id);
 /* Tells st's tuner how stored trial t (running in the tuner) ended: its
  * objective values and constraint violation as stored. Values the tuner
  * refuses (non-finite) make the trial failed for it: a stored trial never

@@ -316,4 +316,9 @@ void api_embedded_show(json_t *def, const api_embedded *e) {
     json_t *tr = json_object_get(def, "training");
     if (!json_is_object(tr)) json_object_set_new(def, "training", tr = json_object());
     json_object_set_new(tr, "tensorboard", json_boolean(e->tensorboard));
+    /* an uploaded dataset named by name is pinned to the one it names now:
+     * one uploaded again under that name later is another dataset (its
+     * models, refits and a restart never read it in its place) */
+    json_t *ds = json_object_get(def, "dataset");
+    if (e->dataset_id > 0 && json_is_object(ds)) json_object_set_new(ds, "id", json_integer((json_int_t)e->dataset_id));
 }

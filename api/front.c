@@ -141,7 +141,7 @@ void api_reply_front(api_ctx *ctx, int64_t id, api_response *resp) {
     front fr;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        api_fail_lookup(resp, rc, "study", id);
+        api_fail_study_acquire(resp, rc, id);
         return;
     }
     const api_study_def *d = &st->def;

@@ -23,7 +23,7 @@ void api_h_study_importance(api_ctx *ctx, const api_request *req, int64_t id, ap
     double *X = NULL, *y = NULL, *imp = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        api_fail_lookup(resp, rc, "study", id);
+        api_fail_study_acquire(resp, rc, id);
         return;
     }
     const tun_space *space = st->def.space;

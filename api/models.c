@@ -64,15 +64,8 @@ static void fail_model_create(api_response *resp, int rc) {
 static api_study *embedded_study(api_ctx *ctx, int64_t id, api_response *resp) {
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
-    if (rc == HPO_ENOTFOUND || rc == HPO_ENOMEM) {
-        api_fail_lookup(resp, rc, "study", id);
-        return NULL;
-    }
     if (rc) {
-        api_fail(resp, 409, "conflict", "id",
-                 "study %lld can no longer be loaded (its uploaded dataset deleted, or a definition this version "
-                 "refuses; hpod's log says why)",
-                 (long long)id);
+        api_fail_study_acquire(resp, rc, id);
         return NULL;
     }
     if (!st->def.embedded) {

@@ -311,6 +311,17 @@ int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out) {
     return rc;
 }
 
+void api_fail_study_acquire(api_response *resp, int rc, int64_t id) {
+    if (rc == HPO_ENOTFOUND || rc == HPO_ENOMEM || rc == HPO_ESTORAGE || rc == HPO_EIO || rc == HPO_EFS ||
+        rc == HPO_ENOSPACE) /* gone, or a failure that passes */
+        api_fail_lookup(resp, rc, "study", id);
+    else
+        api_fail(resp, 409, "conflict", "id",
+                 "study %lld can no longer be loaded (its uploaded dataset deleted, or a definition this version "
+                 "refuses; hpod's log says why)",
+                 (long long)id);
+}
+
 void api_study_release(api_ctx *ctx, api_study *st) {
     if (!st) return;
     api_cache *c = ctx->cache;

@@ -169,7 +169,7 @@ static json_t *export_study(api_ctx *ctx, int64_t id, api_response *resp) {
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        api_fail_lookup(resp, rc, "study", id);
+        api_fail_study_acquire(resp, rc, id);
         return NULL;
     }
     json_t *doc = NULL;
@@ -444,6 +444,9 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     }
     json_t *def = json_deep_copy(def_in);
     json_object_del(def, "warm_start"); /* ids of the hpod it came from */
+    json_t *dataset = json_object_get(def, "dataset");
+    if (json_string_value(json_object_get(dataset, "name"))) /* its id there: here the name finds it */
+        json_object_del(dataset, "id");
     if (name) json_object_set_new(def, "name", json_string(name));
     size_t n_in = json_array_size(jtrials), n = 0, skipped = 0;
     import_trial *trials = hpo_xcalloc(n_in + 1, sizeof *trials);

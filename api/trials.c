@@ -43,7 +43,7 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        api_fail_lookup(resp, rc, "study", id);
+        api_fail_study_acquire(resp, rc, id);
         return;
     }
     double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);

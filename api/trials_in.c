@@ -20,7 +20,7 @@ static api_study *open_study(api_ctx *ctx, int64_t id, int full_budget, api_resp
     api_study *st = NULL;
     int rc = api_study_acquire(ctx, id, &st);
     if (rc) {
-        api_fail_lookup(resp, rc, "study", id);
+        api_fail_study_acquire(resp, rc, id);
         return NULL;
     }
     pthread_mutex_lock(&st->lock);

@@ -2,7 +2,14 @@
 
 - predict after the study's dataset was deleted and uploaded again under
   its name with another number of features: a 409 naming id, never a read
-  past the rows (before: garbage for one row, SIGSEGV for 4096);
+  past the rows (before: garbage for one row, SIGSEGV for 4096); with the
+  same shape but uint8 values (scaled by 1/255): a 409 too, the study is
+  pinned to the dataset it was created on (dataset.id in its definition;
+  before: 200 with the new scale applied, every answer changed), also
+  after a restart, and a get-or-create of its definition is a 409 naming
+  dataset.id; an import finds its dataset by name; export, importance,
+  the front and the trials' endpoints of a study that can no longer be
+  loaded answer 409 naming id (before: 400 naming nothing);
 - inputs that overflow a float once scaled: a 400 naming inputs; outputs
   that are not finite: null, every row keeps its K values, its class null
   (before: the values were dropped from the row, the class 0);
@@ -72,9 +79,65 @@ def check_dataset_swap(hp, c):
     st, _ = upload(hp, [("name", "swap", None), ("format", "npy", None), ("x", x, "x.npy"), ("y", y, "y.npy")])
     for rows in (1, 4096):
         st, out = hp.request("POST", "/api/v1/models/%d/predict" % m["id"], {"inputs": [[0.5, 0.5]] * rows})
-        c.check(st == 409 and out["error"]["field"] == "id" and "400 input values" in out["error"]["message"],
+        c.check(st == 409 and out["error"]["field"] == "id" and "dataset" in out["error"]["message"],
                 "predict %d row(s) of the replaced dataset -> 409 naming id: %s %s" % (rows, st, out))
     c.check(hp.proc.poll() is None, "hpod is up")
+
+
+def npy_u8_or_f32(n, f, dtype):
+    """x of values 0..255 as uint8 (hpod scales it by 1/255) or float32 (as is)."""
+    import numpy as np
+    import io
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, size=(n, f)).astype(dtype)
+    y = (x[:, 0] > 127).astype("<i8")
+    out = []
+    for a in (x, y):
+        b = io.BytesIO()
+        np.save(b, a)
+        out.append(b.getvalue())
+    return out
+
+
+def check_dataset_swap_same_shape(hp, c):
+    x, y = npy_u8_or_f32(60, 6, "<f4")
+    st, ds = upload(hp, [("name", "pix", None), ("format", "npy", None), ("x", x, "x.npy"), ("y", y, "y.npy")])
+    sid = one_trial_study(hp, "pix", {"name": "pix", "validation_split": 20}, {"layers": [{"dense": {"units": 2}}]})
+    spec = hp.ok("GET", "/api/v1/studies/%d" % sid)["definition"]
+    c.check(spec["dataset"] == {"name": "pix", "id": ds["id"], "validation_split": 20},
+            "the definition pins the dataset it names: %s" % spec["dataset"])
+    m = trial_model(hp, sid)
+    rows = {"inputs": [[200.0, 3.0, 90.0, 10.0, 250.0, 7.0]]}
+    before = hp.ok("POST", "/api/v1/models/%d/predict" % m["id"], rows)["predictions"]
+    doc = hp.ok("GET", "/api/v1/studies/%d/export" % sid)
+    hp.ok("DELETE", "/api/v1/datasets/%d" % ds["id"])
+    x, y = npy_u8_or_f32(60, 6, "u1")
+    st, ds2 = upload(hp, [("name", "pix", None), ("format", "npy", None), ("x", x, "x.npy"), ("y", y, "y.npy")])
+    c.check(st == 201 and ds2.get("scale_u8") is True, "pix uploaded again as uint8: %s %s" % (st, ds2))
+    for when in ("now", "after a restart"):
+        st, out = hp.request("POST", "/api/v1/models/%d/predict" % m["id"], rows)
+        c.check(st == 409 and out["error"]["field"] == "id" and "dataset" in out["error"]["message"],
+                "%s: predict of a model whose dataset was replaced (same shape, uint8) -> 409 naming id, not other "
+                "answers (trained: %s): %s %s" % (when, before, st, out))
+        st, out = hp.request("POST", "/api/v1/studies/%d/refits" % sid, {"top_n": 1})
+        c.check(st == 409, "%s: a refit -> 409: %s %s" % (when, st, out))
+        if when == "now":
+            hp.stop()
+            hp.start()
+    again = dict(spec, load_if_exists=True)
+    again["dataset"] = {"name": "pix", "validation_split": 20}
+    st, out = hp.request("POST", "/api/v1/studies", again)
+    c.check(st == 409 and out["error"]["field"] == "dataset.id",
+            "get-or-create of its definition on the replaced dataset -> 409 naming dataset.id: %s %s" % (st, out))
+    st, out = hp.request("GET", "/api/v1/studies/%d/export" % sid)
+    c.check(st == 409 and out["error"]["field"] == "id",
+            "export of the study that can no longer be loaded -> 409 naming id (was a 400 naming nothing): %s %s"
+            % (st, out))
+    # an export names the dataset by name for the hpod it goes to: its id there is another's
+    st, out = hp.request("POST", "/api/v1/studies/import", dict(doc, name="pix-imported"))
+    got = hp.ok("GET", "/api/v1/studies/%d" % out["study"]["id"])["definition"]["dataset"] if st == 201 else None
+    c.check(got == {"name": "pix", "id": ds2["id"], "validation_split": 20},
+            "an import finds the dataset by its name, and pins that one: %s %s" % (st, got if got else out))
 
 
 def check_non_finite(hp, c):
@@ -238,6 +301,7 @@ def main():
     try:
         t0 = time.time()
         check_dataset_swap(hp, c)
+        check_dataset_swap_same_shape(hp, c)
         check_model_is_the_value_epoch(hp, c)
         check_non_finite(hp, c)
         check_binary(hp, c)
