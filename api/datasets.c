@@ -712,7 +712,10 @@ void api_h_dataset_delete(api_ctx *ctx, const api_request *req, int64_t id, api_
         goto done;
     }
     char dir[API_PATH_MAX];
-    if (dataset_dir(ctx, d.id, d.name, dir, sizeof dir) == 0) api_dir_remove(dir);
+    if (dataset_dir(ctx, d.id, d.name, dir, sizeof dir) == 0) {
+        eng_dataset_cache_drop_under(dir); /* before the folder goes: the keys are its real paths */
+        api_dir_remove(dir);
+    }
     HPO_INFO("datasets: deleted %s (id %lld)", d.name, (long long)d.id);
     api_reply_text(resp, 204, "application/json", "", 0);
 done:

@@ -90,7 +90,8 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
         e->in_shape[0] = (int)d->sample_size;
     size_t n = d->n;
     eng_dataset_release(d);
-    double val = e->validation_split >= 1 ? e->validation_split : floor(e->validation_split * (double)n);
+    double val = e->validation_split >= 1 ? e->validation_split
+                                          : (double)eng_split_val_rows(n, e->validation_split); /* as the split */
     if (val < 1 || val >= (double)n)
         return hpo_fail(err, HPO_EINVAL, "dataset.validation_split",
                         "validation_split leaves no training or no validation rows (the dataset has %zu)", n);

@@ -21,6 +21,8 @@
  *                                                  gauges, per GPU of a cuda slot, only where the GPU
  *                                                  answers (cudaMemGetInfo, outside the mutex)
  *   hpo_event_streams                              gauge: open SSE clients
+ *   hpo_datasets_in_memory                         gauge: datasets decoded in the engine's cache (a
+ *                                                  deleted upload's leave it: data.h)
  *   hpo_uptime_seconds                             gauge
  *   process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
  *   process_open_fds, process_max_fds, process_start_time_seconds
@@ -38,6 +40,7 @@
 #include "api_internal.h"
 #include "backend.h"
 #include "blas_select.h"
+#include "data.h"
 #include "gpu.h"
 
 static const double buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -421,6 +424,8 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
     }
     put(&t, "# HELP hpo_event_streams Open event streams (SSE clients).\n# TYPE hpo_event_streams gauge\n"
             "hpo_event_streams %d\n", m->streams);
+    put(&t, "# HELP hpo_datasets_in_memory Datasets the engine's cache holds decoded.\n"
+            "# TYPE hpo_datasets_in_memory gauge\nhpo_datasets_in_memory %zu\n", eng_dataset_cache_size());
     double uptime = hpo_now() - m->started;
     int gpus[16];
     size_t n_gpus = slot_gpus(m, gpus, 16);

@@ -2,9 +2,11 @@
  *
  * Accepted: comma-separated fields, optional surrounding spaces, optional
  * double quotes around a field (no embedded commas or quotes), LF or CRLF
- * line ends, blank lines skipped. Every feature must parse completely as a
- * finite number (strtod: decimal, exponent; "inf", "nan" and values beyond
- * float32 are refused: every trial on them would diverge). Errors name the file, the
+ * line ends, blank lines skipped, a UTF-8 byte order mark before the header
+ * skipped. Every feature must parse completely as a finite number (strtod:
+ * decimal, exponent; C hex floats, "inf", "nan" and values beyond float32
+ * are refused: numpy reads no hex, and every trial on the others would
+ * diverge); a class label must not be empty. Errors name the file, the
  * 1-based line number and the column.
  *
  * Class labels. While reading, each distinct label text gets an id in a
@@ -54,7 +56,7 @@ static int split_fields(char *line, char **f, int cap) {
 }
 
 static int parse_num(const char *s, double *v) {
-    if (!*s) return -1;
+    if (!*s || strpbrk(s, "xX")) return -1; /* strtod's C hex floats (0x10) are no CSV number */
     char *end;
     errno = 0;
     double d = strtod(s, &end);
@@ -276,6 +278,8 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
         lineno++;
         if ((rc = read_line(&rd, path, lineno, &line, err)) < 0) goto fail;
         if (rc == 0) break;
+        if (lineno == 1 && strncmp(line, "\xEF\xBB\xBF", 3) == 0) /* UTF-8 BOM (Excel's "CSV UTF-8") */
+            line += 3;
         if (is_blank(line)) continue;
         /* as many field pointers as the header has fields, at most CSV_MAX_COLS */
         size_t nf_max = 1;
@@ -363,6 +367,12 @@ int eng_load_csv(const char *path, const char *label_column, int classify, eng_d
         for (int i = 0; i < ncols; i++) {
             double v;
             if (i == label && classify) { /* a class number or a name (see the top) */
+                if (!*fields[i]) {
+                    rc = hpo_fail(err, HPO_EFORMAT, "path",
+                                  "%s: line %ld, column %d: the label is empty: every row needs its class (drop "
+                                  "or fill in that row)", path, lineno, i + 1);
+                    goto fail;
+                }
                 int id = label_id(&lab, fields[i], lineno);
                 if (id == HPO_ETOOLARGE) {
                     rc = hpo_fail(err, HPO_EFORMAT, "dataset.label_column",

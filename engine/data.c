@@ -217,12 +217,16 @@ int eng_dataset_cache_get(const char *name, const char *part, eng_dataset **out,
     return eng_dataset_cache_get_source(&s, out, err);
 }
 
-void eng_dataset_cache_clear(void) {
+/* Drops the cache's reference to every loaded entry whose key holds
+ * `within` (NULL: every one); returns how many. Entries still loading are
+ * left to their loaders. */
+static size_t drop_entries(const char *within) {
+    size_t n = 0;
     pthread_mutex_lock(&cache_mu);
     centry **pp = &cache_head;
     while (*pp) {
         centry *e = *pp;
-        if (!e->ds) { /* still loading: leave it to its loader */
+        if (!e->ds || (within && !strstr(e->key, within))) {
             pp = &e->next;
             continue;
         }
@@ -230,8 +234,20 @@ void eng_dataset_cache_clear(void) {
         eng_dataset_release(e->ds);
         free(e->key);
         free(e);
+        n++;
     }
     pthread_mutex_unlock(&cache_mu);
+    return n;
+}
+
+void eng_dataset_cache_clear(void) { drop_entries(NULL); }
+
+size_t eng_dataset_cache_drop_under(const char *dir) {
+    char real[PATH_MAX], prefix[PATH_MAX + 2];
+    if (!dir || !*dir) return 0;
+    canon(real, sizeof real, dir);
+    snprintf(prefix, sizeof prefix, ":%s/", real); /* "kind:" then the first file's real path */
+    return drop_entries(prefix);
 }
 
 size_t eng_dataset_cache_size(void) {

@@ -208,6 +208,10 @@ int eng_dataset_cache_get_source(const eng_data_source *src, eng_dataset **out, 
 int eng_dataset_cache_get(const char *name, const char *part, eng_dataset **out, hpo_error *err);
 /* Drop the cache's references (datasets still referenced elsewhere live on). */
 void eng_dataset_cache_clear(void);
+/* Drop the cache's references to the datasets loaded from files under
+ * folder dir (an uploaded dataset being deleted: its memory goes back once
+ * the last trial reading it lets go). Returns how many. */
+size_t eng_dataset_cache_drop_under(const char *dir);
 /* Number of datasets in the cache (for /metrics and tests). */
 size_t eng_dataset_cache_size(void);
 
@@ -236,6 +240,10 @@ typedef struct eng_split {
 
 /* The whole dataset as one split (e.g. a test set). */
 int eng_split_all(eng_dataset *ds, eng_split *out);
+/* The validation rows a fraction in (0, 1) of n rows takes: Keras'
+ * split_at, n - (size_t)(n * (1 - fraction)). A study's check and the
+ * split both count with it. */
+size_t eng_split_val_rows(size_t n, double fraction);
 /* Train/validation split of ds. val may be NULL when no validation is wanted.
  * HPO_EINVAL (with err) if the validation part would leave no training rows. */
 int eng_split_make(eng_dataset *ds, const eng_split_spec *spec, eng_split *train,

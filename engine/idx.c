@@ -4,8 +4,8 @@
  * Format: magic 0x00 0x00 <type> <ndim>, then ndim big-endian u32 sizes,
  * then the data, big-endian, C order. Types: 0x08 ubyte, 0x09 sbyte,
  * 0x0B i16, 0x0C i32, 0x0D f32, 0x0E f64. Images of type ubyte stay U8
- * (x_scale 1/255); other types are converted to f32 (x_scale 1). Labels
- * must be an integer type of rank 1.
+ * (x_scale 1/255); other types are converted to f32 (x_scale 1) and must
+ * be finite there. Labels must be an integer type of rank 1.
  *
  * Memory: the dims are checked against eng_data_max_bytes() (the decoded
  * data of each file, then the dataset in memory) before anything of their
@@ -15,6 +15,7 @@
  * there is nothing after it, so a gzip bomb costs its declared size at
  * most, which the cap bounds. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,19 +177,30 @@ static int read_body_each(gzFile g, const char *path, const idx_head *h, idx_vis
     return rc ? rc : check_end(g, path, nb, err);
 }
 
-static int put_x(void *arg, size_t i, double v, hpo_error *err) {
-    ((float *)((eng_dataset *)arg)->x)[i] = (float)v;
-    return 0;
-}
-
-typedef struct labels_ctx {
+/* What a visit reads into: the dataset, the file (for errors), the
+ * highest label seen. */
+typedef struct body_ctx {
     eng_dataset *ds;
     const char *path;
     int maxl;
-} labels_ctx;
+} body_ctx;
+
+/* An image value as float32: finite, as npy.c and csv.c ask (a NaN in a
+ * validation row made an objective silently wrong). */
+static int put_x(void *arg, size_t i, double v, hpo_error *err) {
+    body_ctx *c = arg;
+    float f = (float)v;
+    if (!isfinite(f))
+        return hpo_fail(err, HPO_EFORMAT, "path",
+                        "%s: value %zu (sample %zu) is %g as float32: datasets must hold finite numbers "
+                        "(drop or fill in that sample)",
+                        c->path, i, i / c->ds->sample_size, (double)f);
+    ((float *)c->ds->x)[i] = f;
+    return 0;
+}
 
 static int put_label(void *arg, size_t i, double v, hpo_error *err) {
-    labels_ctx *c = arg;
+    body_ctx *c = arg;
     if (!(v >= 0 && v <= 1e6))
         return hpo_fail(err, HPO_EFORMAT, "path", "%s: label %zu is %g, not a class number",
                         c->path, i, v);
@@ -261,10 +273,11 @@ int eng_load_idx(const char *images_path, const char *labels_path, eng_dataset *
     if (u8) {
         if ((rc = read_body(gx, images_path, &hx, ds->x, err)) < 0) goto fail;
         ds->x_scale = 1.0f / 255.0f;
-    } else if ((rc = read_body_each(gx, images_path, &hx, put_x, ds, err)) < 0) {
-        goto fail;
+    } else {
+        body_ctx xc = {ds, images_path, -1};
+        if ((rc = read_body_each(gx, images_path, &hx, put_x, &xc, err)) < 0) goto fail;
     }
-    labels_ctx lc = {ds, labels_path, -1};
+    body_ctx lc = {ds, labels_path, -1};
     if ((rc = read_body_each(gy, labels_path, &hy, put_label, &lc, err)) < 0) goto fail;
     ds->n_classes = lc.maxl + 1;
     gzclose(gx);

@@ -28,6 +28,10 @@ int eng_split_all(eng_dataset *ds, eng_split *out) {
     return 0;
 }
 
+size_t eng_split_val_rows(size_t n, double fraction) {
+    return n - (size_t)((double)n * (1.0 - fraction));
+}
+
 int eng_split_make(eng_dataset *ds, const eng_split_spec *spec, eng_split *train,
                    eng_split *val, hpo_error *err) {
     int rc = 0;
@@ -39,12 +43,11 @@ int eng_split_make(eng_dataset *ds, const eng_split_spec *spec, eng_split *train
         if (!(spec->val_fraction > 0 && spec->val_fraction < 1))
             return hpo_fail(err, HPO_EINVAL, "dataset.validation_split",
                             "validation fraction %g is not in [0, 1)", spec->val_fraction);
-        nv = n - (size_t)((double)n * (1.0 - spec->val_fraction)); /* Keras' split_at */
+        nv = eng_split_val_rows(n, spec->val_fraction);
     }
     if (nv >= n)
         return hpo_fail(err, HPO_EINVAL, "dataset.validation_split",
-                        "validation takes %zu of %zu rows of %s: nothing left to train on", nv,
-                        n, ds->name);
+                        "validation takes %zu of the dataset's %zu rows: nothing left to train on", nv, n);
     perm = malloc((n ? n : 1) * sizeof *perm);
     if (!perm) return hpo_fail(err, HPO_ENOMEM, "", "out of memory");
     for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;

@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import random
+import re
 import socket
 import struct
 import time
@@ -93,6 +94,13 @@ def make_idx(n=50, h=8, w=8, n_labels=None):
     nl = n if n_labels is None else n_labels
     labels = struct.pack(">II", 0x0801, nl) + bytes(i % 10 for i in range(nl))
     return gzip.compress(images), gzip.compress(labels)
+
+
+def in_memory(hp):
+    """The datasets hpod holds decoded (/metrics' hpo_datasets_in_memory)."""
+    st, text = hp.request("GET", "/metrics")
+    m = re.search(r"^hpo_datasets_in_memory (\d+)$", text if st == 200 else "", re.M)
+    return int(m.group(1)) if m else None
 
 
 def leftovers(data_dir):
@@ -204,6 +212,16 @@ def main():
                                    ("x", npy("<f4", (10, 2), struct.pack("<20f", *([1.0] * 7 + [float("inf")] +
                                                                                    [1.0] * 12))), "ix.npy"),
                                    ("y", good_y, "y.npy")], 400, "x", "sample 3"),
+            ("csv with an empty class label", [("name", "bad1e", None)] + base_csv +
+             [("file", b"a,b,c,d,species\n1,2,3,4,\n1,2,3,4,0\n", "el.csv")], 400, "file",
+             "line 2, column 5: the label is empty"),
+            ("csv with a C hex float cell", [("name", "bad1h", None)] + base_csv +
+             [("file", make_csv(bad_line=5, bad_value="0x10"), "hex.csv")], 400, "file", "line 5, column 3"),
+            ("idx f32 images with a nan", [("name", "bad6n", None), ("format", "idx", None),
+                                           ("x", gzip.compress(struct.pack(">IIII", 0x0D03, 50, 2, 2) +
+                                                               struct.pack(">200f", *([0.5] * 21 + [float("nan")] +
+                                                                                      [0.5] * 178))), "f.gz"),
+                                           ("y", labs, "l.gz")], 400, "x", "sample 5"),
             ("csv without the label column", [("name", "bad2", None), ("format", "csv", None),
                                               ("label_column", "nope", None),
                                               ("file", make_csv(), "b.csv")], 400, "label_column", "nope"),
@@ -315,8 +333,11 @@ def main():
             trials = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"]
             epochs = sum(len(hp.ok("GET", "/api/v1/trials/%d" % t["id"]).get("curves", [])) for t in trials)
             c.check(epochs >= 1, "the study trained epochs on the uploaded data (%d)" % epochs)
+        held = in_memory(hp)
         st, _ = hp.request("DELETE", "%s/%d" % (D, doomed))
         c.check(st == 204, "delete -> 204 (%s)" % st)
+        c.check(held and in_memory(hp) == held - 1,
+                "the deleted dataset leaves memory: hpo_datasets_in_memory %s -> %s" % (held, in_memory(hp)))
         c.check(not os.path.exists(folder), "delete removes the files")
         st, _ = hp.request("GET", "%s/%d" % (D, doomed))
         c.check(st == 404, "deleted dataset -> 404")

@@ -94,6 +94,14 @@ def main():
         reg = study(dataset={"name": "lines", "validation_split": 20},
                     model={"loss": "mse", "layers": [{"dense": {"units": 1}}]})
         refused(hp, c, "val_accuracy on a regression dataset", reg, "objective.metric", "regression")
+        # a fraction counted as the split counts it (Keras' split_at: 10 - int(10 * 0.1) = 10 of 10
+        # rows; the check's floor(0.9 * 10) = 9 let it through, and every trial failed)
+        upload(hp, [("name", "ten", None), ("format", "csv", None), ("task", "regression", None),
+                    ("label_column", "target", None), ("file", make_regression_csv(rows=10), "ten.csv")])
+        for f in (0.9, 0.95):
+            refused(hp, c, "validation_split %g of 10 rows" % f,
+                    dict(reg, objective={"metric": "val_loss"}, dataset={"name": "ten", "validation_split": f}),
+                    "dataset.validation_split", "leaves no training")
         # inside every limit: accepted, and it trains
         ok = study(model={"layers": [{"flatten": {}}, {"repeat": {"count": 2, "layers": [
             {"dense": {"units": 8, "activation": "relu"}}]}}, {"dense": {"units": 10}}],

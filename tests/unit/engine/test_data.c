@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -75,6 +76,30 @@ static void write_idx(const char *path, int type, int ndim, const uint32_t *dims
     write_bytes(path, buf, (size_t)((long)n + delta), gz);
 }
 
+/* IDX float file, f32 (type 0x0D) or f64 (0x0E), big-endian, of the
+ * given dims and values. */
+static void write_idx_float(const char *path, int type, int ndim, const uint32_t *dims, const double *vals,
+                            int gz) {
+    size_t count = 1, n = 4, es = type == 0x0E ? 8 : 4;
+    for (int i = 0; i < ndim; i++) count *= dims[i];
+    uint8_t *buf = malloc(4 + 4 * (size_t)ndim + es * count);
+    buf[0] = 0, buf[1] = 0, buf[2] = (uint8_t)type, buf[3] = (uint8_t)ndim;
+    for (int i = 0; i < ndim; i++) {
+        buf[n++] = (uint8_t)(dims[i] >> 24), buf[n++] = (uint8_t)(dims[i] >> 16);
+        buf[n++] = (uint8_t)(dims[i] >> 8), buf[n++] = (uint8_t)dims[i];
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint64_t u = 0;
+        float f = (float)vals[i];
+        uint32_t u32;
+        if (es == 8) memcpy(&u, &vals[i], 8);
+        else memcpy(&u32, &f, 4), u = u32;
+        for (size_t k = 0; k < es; k++) buf[n++] = (uint8_t)(u >> (8 * (es - 1 - k)));
+    }
+    write_bytes(path, buf, n, gz);
+    free(buf);
+}
+
 static void expect_err(int rc, int want, const hpo_error *err, const char *needle) {
     printf("  -> %s: %s\n", hpo_errname(rc), err->message);
     assert_int_equal(rc, want);
@@ -135,6 +160,23 @@ static void test_idx(void **state) {
     expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "0");
     printf(" missing file\n");
     expect_err(eng_load_idx(p("nope"), p("l"), &ds, &err), HPO_ENOTFOUND, &err, NULL);
+    /* float images must be finite as float32, as in NPY and CSV: a NaN in a
+     * validation row made an objective silently wrong */
+    double fv[30];
+    for (int i = 0; i < 30; i++) fv[i] = i / 8.0;
+    write_idx_float(p("i"), 0x0D, 3, di, fv, 0);
+    assert_int_equal(eng_load_idx(p("i"), p("l"), &ds, &err), 0);
+    assert_true(((float *)ds->x)[29] == 29.0f / 8);
+    eng_dataset_release(ds);
+    ds = (eng_dataset *)0x1;
+    const double bad[] = {NAN, INFINITY, -INFINITY, 1e300};
+    for (int k = 0; k < 4; k++) {
+        printf(" %s image value %g\n", k < 3 ? "f32" : "f64 (inf as float32)", bad[k]);
+        fv[13] = bad[k];
+        write_idx_float(p("i"), k < 3 ? 0x0D : 0x0E, 3, di, fv, k == 1);
+        expect_err(eng_load_idx(p("i"), p("l"), &ds, &err), HPO_EFORMAT, &err, "value 13 (sample 2)");
+        assert_non_null(strstr(err.message, "finite"));
+    }
     printf(" corrupt gzip stream\n");
     write_idx(p("i"), 0x08, 3, di, img, 0, 1);
     FILE *f = fopen(p("i"), "r+b");
@@ -165,6 +207,12 @@ static void test_csv(void **state) {
     assert_int_equal(eng_load_csv(p("a.csv"), "x3", 0, &ds, &err), 0); /* regression */
     assert_int_equal(ds->y_type, ENG_DATA_Y_TARGET);
     assert_true(ds->y_target[1] == 6.f);
+    eng_dataset_release(ds);
+
+    /* a UTF-8 byte order mark (Excel's "CSV UTF-8") is not part of the first column's name */
+    write_text(p("bom.csv"), "\xEF\xBB\xBFy,a\n0,1.5\n1,2.5\n");
+    assert_int_equal(eng_load_csv(p("bom.csv"), "y", 1, &ds, &err), 0);
+    assert_true(ds->n == 2 && ds->n_classes == 2 && ((float *)ds->x)[1] == 2.5f);
     eng_dataset_release(ds);
 
     /* named classes (iris.csv's species): sorted names, class k the k-th */
@@ -200,6 +248,17 @@ static void test_csv(void **state) {
     printf(" empty field\n");
     write_text(p("b.csv"), "a,b,y\n1,,0\n");
     expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 2");
+    printf(" empty class label\n");
+    write_text(p("b.csv"), "a,b,y\n1,2,0\n3,4,\n5,6,2\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 3, column 3");
+    assert_non_null(strstr(err.message, "label is empty"));
+    write_text(p("b.csv"), "a,b,y\n1,2,setosa\n3,4,\"\"\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 3, column 3");
+    printf(" C hex float cells (strtod reads them, numpy does not)\n");
+    write_text(p("b.csv"), "a,b,y\n1,0x10,0\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 2, column 2");
+    write_text(p("b.csv"), "a,b,y\n1,2,0X1p-2\n");
+    expect_err(eng_load_csv(p("b.csv"), "y", 0, &ds, &err), HPO_EFORMAT, &err, "line 2, column 3");
     printf(" fractional class label\n");
     write_text(p("b.csv"), "a,b,y\n1,2,0.5\n");
     expect_err(eng_load_csv(p("b.csv"), "y", 1, &ds, &err), HPO_EFORMAT, &err, "line 2");
@@ -452,8 +511,28 @@ static void test_cache_sources(void **state) {
     expect_err(eng_dataset_cache_get_source(&bad, &none, &err), HPO_EINVAL, &err, "kind");
     assert_int_equal(eng_dataset_cache_size(), 4);
     for (int i = 0; i < 5; i++) eng_dataset_release(ds[i]);
-    eng_dataset_cache_clear();
+
+    /* a deleted upload's folder drops its entries, and only those (a
+     * folder whose name merely starts the same keeps its own) */
+    char sub[600], subcsv[700], other[700];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    snprintf(subcsv, sizeof subcsv, "%s/c.csv", sub);
+    snprintf(other, sizeof other, "%s/su", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    write_text(subcsv, "a,label\n1,0\n2,1\n");
+    eng_data_source in_sub = {.kind = ENG_SRC_CSV, .x_path = subcsv, .label_column = "label", .classify = 1};
+    eng_dataset *held;
+    assert_int_equal(eng_dataset_cache_get_source(&in_sub, &held, &err), 0);
+    assert_int_equal(eng_dataset_cache_size(), 5);
+    assert_int_equal(eng_dataset_cache_drop_under(other), 0);
+    assert_int_equal(eng_dataset_cache_drop_under(sub), 1);
+    assert_int_equal(eng_dataset_cache_size(), 4);
+    assert_int_equal(held->refcount_, 1); /* ours lives on */
+    eng_dataset_release(held);
+    assert_int_equal(eng_dataset_cache_drop_under(dir), 4);
     assert_int_equal(eng_dataset_cache_size(), 0);
+    unlink(subcsv);
+    rmdir(sub);
 }
 
 /* An IDX file of the given header and `body` bytes of (i * 13) % 256,
@@ -538,7 +617,10 @@ static void test_size_cap(void **state) {
     expect_cap(eng_load_idx(p("i"), p("l"), &ds, &err), &err, p("i"));
     printf(" 1 MiB cap: a fitting IDX f32 dataset still loads\n");
     uint32_t dok[2] = {1000, 16}, dlok[1] = {1000};
-    write_idx_body(p("i"), 0x0D, 2, dok, 1000 * 16 * 4, 1);
+    double *vals = malloc(1000 * 16 * sizeof *vals);
+    for (int i = 0; i < 1000 * 16; i++) vals[i] = i * 0.25;
+    write_idx_float(p("i"), 0x0D, 2, dok, vals, 1);
+    free(vals);
     uint8_t lab[1000];
     for (int i = 0; i < 1000; i++) lab[i] = (uint8_t)(i % 7);
     write_idx(p("l"), 0x08, 1, dlok, lab, 0, 0);
@@ -546,15 +628,7 @@ static void test_size_cap(void **state) {
     assert_int_equal(ds->n, 1000);
     assert_int_equal(ds->n_classes, 7);
     /* converted through the 64 KiB buffer: element 5000 of the f32 data */
-    {
-        uint8_t be[4];
-        for (int k = 0; k < 4; k++) be[k] = (uint8_t)((5000 * 4 + k) * 13);
-        uint32_t u = (uint32_t)be[0] << 24 | (uint32_t)be[1] << 16 | (uint32_t)be[2] << 8 | be[3];
-        float f;
-        memcpy(&f, &u, 4);
-        float got = ((float *)ds->x)[5000];
-        assert_true(memcmp(&got, &f, 4) == 0 || (isnan(got) && isnan(f)));
-    }
+    assert_true(((float *)ds->x)[5000] == 1250.0f);
     eng_dataset_release(ds);
     ds = (eng_dataset *)0x1;
 
