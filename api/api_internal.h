@@ -89,6 +89,9 @@ typedef struct api_embedded {
     double validation_split; /* rows (>= 1) or a fraction (< 1); default 0.2 */
     int64_t limit;           /* training rows kept; 0 = all */
     int64_t validation_limit;
+    int split_shuffle;       /* "split": "shuffle": rows permuted (seed split_seed) before the tail is
+                                taken; default "tail" (Keras' validation_split) */
+    int64_t split_seed;
     /* training */
     int batch_size;          /* default 128 */
     int max_epochs;          /* default 10 */

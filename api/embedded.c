@@ -47,7 +47,8 @@ static int dataset_deleted(api_ctx *ctx, const json_t *ds) {
 }
 
 static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_error *err) {
-    static const char *keys[] = {"name", "id", "validation_split", "limit", "validation_limit"};
+    static const char *keys[] = {"name", "id", "validation_split", "limit", "validation_limit", "split",
+                                 "split_seed"};
     const json_t *ds = json_object_get(def, "dataset");
     if (!json_is_object(ds))
         return hpo_fail(err, HPO_EINVAL, "dataset", "an embedded study needs a \"dataset\" object, "
@@ -66,6 +67,20 @@ static int parse_dataset(api_ctx *ctx, const json_t *def, api_embedded *e, hpo_e
                             "validation_split must be a fraction in (0, 1) or a whole number of rows");
         e->validation_split = v;
     }
+    const json_t *split = json_object_get(ds, "split");
+    if (split && !json_is_null(split)) {
+        const char *how = json_string_value(split);
+        if (!how || (strcmp(how, "tail") != 0 && strcmp(how, "shuffle") != 0))
+            return hpo_fail(err, HPO_EINVAL, "dataset.split",
+                            "split must be \"tail\" (validation = the last rows, as Keras) or \"shuffle\" (rows "
+                            "drawn at random, seeded by split_seed)");
+        e->split_shuffle = strcmp(how, "shuffle") == 0;
+    }
+    if ((rc = get_count(ds, "split_seed", "dataset.split_seed", 0, INT64_C(1) << 53, 0, &e->split_seed, err)))
+        return rc;
+    const json_t *seed = json_object_get(ds, "split_seed");
+    if (seed && !json_is_null(seed) && !e->split_shuffle)
+        return hpo_fail(err, HPO_EINVAL, "dataset.split_seed", "split_seed seeds \"split\": \"shuffle\" only");
     if ((rc = get_count(ds, "limit", "dataset.limit", 1, INT64_C(1) << 40, 0, &e->limit, err))) return rc;
     if ((rc = get_count(ds, "validation_limit", "dataset.validation_limit", 1, INT64_C(1) << 40, 0,
                         &e->validation_limit, err)))

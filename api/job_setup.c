@@ -65,7 +65,8 @@ int api_open_splits(api_ctx *ctx, const api_embedded *emb, eng_split *train, eng
         spec.val_count = (size_t)emb->validation_split;
     else
         spec.val_fraction = emb->validation_split;
-    spec.mode = ENG_SPLIT_TAIL;
+    spec.mode = emb->split_shuffle ? ENG_SPLIT_SHUFFLE : ENG_SPLIT_TAIL;
+    spec.seed = (uint64_t)emb->split_seed;
     spec.limit = (size_t)emb->limit;
     spec.val_limit = (size_t)emb->validation_limit;
     rc = eng_split_make(ds, &spec, train, val, err);

@@ -42,6 +42,33 @@ def refused(hp, c, what, spec, field, words=""):
             "%s -> 400 naming %s: %s %s" % (what, field, st, out))
 
 
+def check_split(hp, c):
+    """dataset.split: "tail" (Keras' validation_split, the default) or "shuffle" (seeded by split_seed).
+    On a CSV sorted by class (iris as distributed) the tail holds a class no training row has."""
+    rows = ["%d,%.2f,%.2f" % (k, k + 0.1 * (i % 5), -k + 0.1 * (i % 3)) for k in range(3)
+            for i in range(30 if k < 2 else 15)]  # 75 rows: the last fifth is all of class 2
+    upload(hp, [("name", "sorted", None), ("format", "csv", None), ("label_column", "y", None),
+                ("file", ("y,a,b\n" + "\n".join(rows) + "\n").encode(), "sorted.csv")])
+    base = study(name="split", objective={"metric": "val_accuracy"},
+                 model={"layers": [{"dense": {"units": 3}}], "optimizer": {"name": "adam", "learning_rate": 0.1}},
+                 space={"u": {"type": "int", "low": 1, "high": 2}}, training={"max_epochs": 40, "batch_size": 10})
+    accuracy = {}
+    for how in ("tail", "shuffle"):
+        ds = {"name": "sorted", "validation_split": 0.2, "split": how}
+        if how == "shuffle":
+            ds["split_seed"] = 3
+        sid = hp.ok("POST", "/api/v1/studies", dict(base, name="split-" + how, dataset=ds))["id"]
+        s = wait_for(lambda: (lambda s: s if s["state"] == "complete" else None)(
+            hp.ok("GET", "/api/v1/studies/%d" % sid)), 120)
+        accuracy[how] = s["best"]["value"] if s and s["best"] else None
+    c.check(accuracy["tail"] == 0 and accuracy["shuffle"] is not None and accuracy["shuffle"] > 0.9,
+            "a sorted CSV: the tail validates on a class never trained on, a shuffled split does not: %s" % accuracy)
+    for ds, field in (({"name": "sorted", "split": "random"}, "dataset.split"),
+                      ({"name": "sorted", "split": "shuffle", "split_seed": -1}, "dataset.split_seed"),
+                      ({"name": "sorted", "split_seed": 3}, "dataset.split_seed")):
+        refused(hp, c, "dataset %s" % ds, dict(base, dataset=ds), field)
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -102,6 +129,7 @@ def main():
             refused(hp, c, "validation_split %g of 10 rows" % f,
                     dict(reg, objective={"metric": "val_loss"}, dataset={"name": "ten", "validation_split": f}),
                     "dataset.validation_split", "leaves no training")
+        check_split(hp, c)
         # inside every limit: accepted, and it trains
         ok = study(model={"layers": [{"flatten": {}}, {"repeat": {"count": 2, "layers": [
             {"dense": {"units": 8, "activation": "relu"}}]}}, {"dense": {"units": 10}}],
