@@ -80,6 +80,13 @@ struct api_upload {
 
 /* ---- small helpers ---- */
 
+/* 1 if every row of classification dataset ds has the same class. */
+static int one_class(const eng_dataset *ds) {
+    for (size_t i = 1; i < ds->n; i++)
+        if (ds->y_class[i] != ds->y_class[0]) return 0;
+    return 1;
+}
+
 /* Copies src into dst with every byte outside printable ASCII replaced by '?'. */
 static void printable(char *dst, size_t cap, const char *src) {
     size_t i = 0;
@@ -413,6 +420,17 @@ static void upload_store(api_ctx *ctx, api_upload *u, api_response *resp) {
         api_fail(resp, 400, "bad_format", "y",
                  classify ? "y holds integer class labels, but task is regression (send float targets)"
                           : "y holds float targets, but task is classification (send integer labels)");
+        eng_dataset_release(ds);
+        return;
+    }
+    if (classify && one_class(ds)) { /* softmax over one class: loss 0, accuracy 1, nothing learnt */
+        char label_text[64] = "", cls[80];
+        if (ds->class_names) printable(label_text, sizeof label_text, ds->class_names[ds->y_class[0]]);
+        if (ds->class_names) snprintf(cls, sizeof cls, "'%s'", label_text);
+        else snprintf(cls, sizeof cls, "%d", (int)ds->y_class[0]);
+        api_fail(resp, 400, "bad_format", csv ? "file" : "y",
+                 "every row has class %s: a classifier needs two classes at least%s", cls,
+                 csv ? " (for a numeric target send task=regression)" : "");
         eng_dataset_release(ds);
         return;
     }

@@ -215,6 +215,12 @@ def main():
             ("csv with an empty class label", [("name", "bad1e", None)] + base_csv +
              [("file", b"a,b,c,d,species\n1,2,3,4,\n1,2,3,4,0\n", "el.csv")], 400, "file",
              "line 2, column 5: the label is empty"),
+            ("csv of one class", [("name", "bad1c", None)] + base_csv +
+             [("file", b"a,b,c,d,species\n1,2,3,4,setosa\n5,6,7,8,setosa\n", "one.csv")], 400, "file",
+             "every row has class 'setosa': a classifier needs two classes"),
+            ("npy of one class", [("name", "bad8c", None), ("format", "npy", None), ("x", good_x, "x.npy"),
+                                  ("y", npy("<i4", (10,), struct.pack("<10i", *([3] * 10))), "y.npy")], 400, "y",
+             "every row has class 3"),
             ("csv with a C hex float cell", [("name", "bad1h", None)] + base_csv +
              [("file", make_csv(bad_line=5, bad_value="0x10"), "hex.csv")], 400, "file", "line 5, column 3"),
             ("idx f32 images with a nan", [("name", "bad6n", None), ("format", "idx", None),

@@ -174,8 +174,8 @@ static void upload_idx(fixture *f, const char *name, uint32_t n, size_t body, ap
         assert_int_equal(api_upload_part(u, "x", "images.idx", zeros, 16 + off,
                                          body - off < sizeof zeros ? body - off : sizeof zeros), 0);
     assert_int_equal(api_upload_part(u, "y", "labels.idx", (const char *)hy, 0, 8), 0);
-    for (uint32_t i = 0; i < n && body; i++)
-        assert_int_equal(api_upload_part(u, "y", "labels.idx", "\x01", 8 + i, 1), 0);
+    for (uint32_t i = 0; i < n && body; i++) /* classes 1 and 2: one class alone is refused */
+        assert_int_equal(api_upload_part(u, "y", "labels.idx", i % 2 ? "\x02" : "\x01", 8 + i, 1), 0);
     api_upload_finish(f->ctx, u, resp);
 }
 
