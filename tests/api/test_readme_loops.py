@@ -24,7 +24,8 @@ README = os.path.join(ROOT, "README.md")
 TRIALS, EPOCHS = 6, 4  # the README's 20 and 10, fewer for time: the loops are otherwise as written
 TRAIN_SH = """#!/bin/sh
 # a validation loss for lr=$1 after epoch $2: best near lr=0.01, falling with the epochs
-awk -v lr="$1" -v e="$2" 'BEGIN { l = log(lr) / log(10) + 2; printf "%.6f\\n", l * l + 1 / (e + 1) }'
+# (LC_ALL=C: mawk prints "2,86" under a German locale, as a training script in Python would not)
+LC_ALL=C awk -v lr="$1" -v e="$2" 'BEGIN { l = log(lr) / log(10) + 2; printf "%.6f\\n", l * l + 1 / (e + 1) }'
 """
 
 
