@@ -172,6 +172,27 @@ static void replay_intermediate(void *arg, const sto_intermediate *row) {
                             row->flags & STO_STEP_PRUNED);
 }
 
+/* A study stored before definitions pinned their uploaded dataset
+ * (dataset.id, api_embedded_show) names it by name alone: the dataset of
+ * that name now is the one it trained on only if it was uploaded before
+ * the study was created; then it is pinned in memory (the loaded
+ * definition's dataset object, which its jobs open), else HPO_ECONFLICT
+ * (logged). */
+static int check_unpinned_dataset(api_ctx *ctx, const api_study *st) {
+    json_t *ds = json_object_get(st->spec, "dataset");
+    if (!st->def.embedded || st->def.emb.dataset_id <= 0 || json_object_get(ds, "id")) return 0;
+    sto_dataset d;
+    if (sto_dataset_get(ctx->db, st->def.emb.dataset_id, &d)) return 0; /* parse just read it */
+    int newer = d.created > st->created;
+    if (newer)
+        HPO_ERROR("study %lld: dataset %s (id %lld) was uploaded after the study was created: it is not the one "
+                  "the study trained on", (long long)st->id, d.name, (long long)d.id);
+    else
+        json_object_set_new(ds, "id", json_integer((json_int_t)d.id));
+    sto_dataset_clear(&d);
+    return newer ? HPO_ECONFLICT : 0;
+}
+
 /* Builds the tuner state of study id from storage. */
 static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
     sto_study s;
@@ -198,6 +219,7 @@ static int study_load(api_ctx *ctx, int64_t id, api_study **out) {
                   err.message, err.field);
         goto fail;
     }
+    if ((rc = check_unpinned_dataset(ctx, st))) goto fail;
     int maxi[TUN_MAX_OBJECTIVES];
     for (int k = 0; k < st->def.n_obj; k++) maxi[k] = st->def.obj[k].maximize;
     maxi[0] = st->def.maximize; /* an embedded study's direction may be inferred from its metric */

@@ -7,7 +7,9 @@
   pinned to the dataset it was created on (dataset.id in its definition;
   before: 200 with the new scale applied, every answer changed), also
   after a restart, and a get-or-create of its definition is a 409 naming
-  dataset.id; an import finds its dataset by name; export, importance,
+  dataset.id; an import finds its dataset by name; a study stored before
+  that pinning (no dataset.id) reads the dataset of its name only if it
+  was uploaded before the study was created; export, importance,
   the front and the trials' endpoints of a study that can no longer be
   loaded answer 409 naming id (before: 400 naming nothing);
 - inputs that overflow a float once scaled: a 400 naming inputs; outputs
@@ -32,7 +34,9 @@
   statistics);
 - datasets of classes list no y_dim; a body over --max-body is a 413
   naming the limit."""
+import os
 import random
+import sqlite3
 import time
 
 from hpod import Checks, Hpod, parse_args, wait_for
@@ -138,6 +142,30 @@ def check_dataset_swap_same_shape(hp, c):
     got = hp.ok("GET", "/api/v1/studies/%d" % out["study"]["id"])["definition"]["dataset"] if st == 201 else None
     c.check(got == {"name": "pix", "id": ds2["id"], "validation_split": 20},
             "an import finds the dataset by its name, and pins that one: %s %s" % (st, got if got else out))
+
+
+def check_unpinned_study(hp, c):
+    """A study stored before definitions pinned their dataset (no dataset.id: the test strips it from the
+    row) reads the dataset of its name only when that one was uploaded before the study was created."""
+    x, y = npy_u8_or_f32(60, 6, "<f4")
+    st, ds = upload(hp, [("name", "old", None), ("format", "npy", None), ("x", x, "x.npy"), ("y", y, "y.npy")])
+    sid = one_trial_study(hp, "old", {"name": "old", "validation_split": 20}, {"layers": [{"dense": {"units": 2}}]})
+    m = trial_model(hp, sid)
+    hp.stop()
+    db = sqlite3.connect(os.path.join(hp.data_dir, "hpo.db"))
+    db.execute("UPDATE studies SET spec = json_remove(spec, '$.dataset.id') WHERE id = ?", (sid,))
+    db.commit()
+    db.close()
+    hp.start()
+    rows = {"inputs": [[200.0, 3.0, 90.0, 10.0, 250.0, 7.0]]}
+    st, out = hp.request("POST", "/api/v1/models/%d/predict" % m["id"], rows)
+    c.check(st == 200, "an unpinned study on the dataset it was created on still predicts: %s %s" % (st, out))
+    hp.ok("DELETE", "/api/v1/datasets/%d" % ds["id"])
+    x, y = npy_u8_or_f32(60, 6, "u1")
+    upload(hp, [("name", "old", None), ("format", "npy", None), ("x", x, "x.npy"), ("y", y, "y.npy")])
+    st, out = hp.request("POST", "/api/v1/models/%d/predict" % m["id"], rows)
+    c.check(st == 409 and out["error"]["field"] == "id",
+            "an unpinned study never reads a dataset of its name uploaded after it was created: %s %s" % (st, out))
 
 
 def check_non_finite(hp, c):
@@ -302,6 +330,7 @@ def main():
         t0 = time.time()
         check_dataset_swap(hp, c)
         check_dataset_swap_same_shape(hp, c)
+        check_unpinned_study(hp, c)
         check_model_is_the_value_epoch(hp, c)
         check_non_finite(hp, c)
         check_binary(hp, c)

@@ -234,11 +234,12 @@ static void test_grid_exhausted(void **state) {
  * paused ends when resumed. */
 static void test_max_seconds(void **state) {
     api_ctx *ctx = *state;
+    /* first: its ask must come well inside its 2 s, on a loaded machine too */
+    int64_t r = create(ctx, "{\"name\": \"busy\", " SPACE ", \"tuner\": {\"seed\": 1, \"max_seconds\": 2}}");
+    int64_t tr = ask(ctx, r, NULL);
     int64_t a = create(ctx, "{\"name\": \"ask\", " SPACE ", \"tuner\": {\"seed\": 1, \"max_seconds\": 0.2}}");
     int64_t i = create(ctx, "{\"name\": \"idle\", " SPACE ", \"tuner\": {\"seed\": 1, \"max_seconds\": 0.2}}");
     int64_t p = create(ctx, "{\"name\": \"paused\", " SPACE ", \"tuner\": {\"seed\": 1, \"max_seconds\": 0.2}}");
-    int64_t r = create(ctx, "{\"name\": \"busy\", " SPACE ", \"tuner\": {\"seed\": 1, \"max_seconds\": 2}}");
-    int64_t tr = ask(ctx, r, NULL); /* well inside its 2 s */
     char path[64];
     snprintf(path, sizeof path, "/api/v1/studies/%lld/pause", (long long)p);
     json_decref(must(ctx, "POST", path, NULL, 200));
