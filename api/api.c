@@ -21,7 +21,7 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     if (!(ctx->opt.upload_wait_seconds > 0)) ctx->opt.upload_wait_seconds = 30;
     api_cache_new(ctx);
     pthread_mutex_init(&ctx->event_mu, NULL);
-    pthread_cond_init(&ctx->event_cond, NULL);
+    for (int b = 0; b < API_EVENT_BUCKETS; b++) pthread_cond_init(&ctx->event_cond[b], NULL);
     pthread_mutex_init(&ctx->disk_mu, NULL);
     api_metrics_new(&ctx->metrics);
     api_deadlines_new(ctx);
@@ -42,7 +42,7 @@ void api_ctx_free(api_ctx *ctx) {
     api_asked_free(ctx);
     api_cache_free(ctx);
     pthread_mutex_destroy(&ctx->event_mu);
-    pthread_cond_destroy(&ctx->event_cond);
+    for (int b = 0; b < API_EVENT_BUCKETS; b++) pthread_cond_destroy(&ctx->event_cond[b]);
     pthread_mutex_destroy(&ctx->disk_mu);
     api_metrics_free(ctx->metrics);
     free((char *)ctx->opt.data_dir);
@@ -54,7 +54,7 @@ sto_db *api_ctx_db(api_ctx *ctx) { return ctx->db; }
 void api_ctx_shutdown(api_ctx *ctx) {
     pthread_mutex_lock(&ctx->event_mu);
     ctx->stopping = 1;
-    pthread_cond_broadcast(&ctx->event_cond);
     pthread_mutex_unlock(&ctx->event_mu);
+    api_events_wake(ctx); /* the streams see stopping */
     api_events_watch_stop(ctx);
 }

@@ -509,6 +509,7 @@ void api_metrics_stream(api_ctx *ctx, int delta);
 char *api_metrics_render(api_ctx *ctx, size_t *len_out);
 
 /* ---- the context ---- */
+#define API_EVENT_BUCKETS 64
 struct api_cache;
 struct api_run_queue;
 struct api_ctx {
@@ -520,10 +521,13 @@ struct api_ctx {
     struct api_deadlines *deadlines; /* external studies' max_seconds (deadlines.c) */
     struct api_node *node;           /* this hpod's node row and heartbeat (nodes.c); NULL: none */
     struct api_asked *asked;         /* trials asked here, not told yet (asked.c) */
-    /* the event stream: appends bump event_seq and wake SSE readers */
+    /* the event streams (events.c): a study's events bump the seq of its
+     * bucket (study id modulo API_EVENT_BUCKETS) and wake the readers
+     * waiting on that bucket's condition; event_seq (every bucket) is for
+     * a wake that names no study */
     pthread_mutex_t event_mu;
-    pthread_cond_t event_cond;
-    uint64_t event_seq;
+    pthread_cond_t event_cond[API_EVENT_BUCKETS];
+    uint64_t event_seq, event_bucket_seq[API_EVENT_BUCKETS];
     int stopping;              /* api_ctx_shutdown was called (under event_mu) */
     /* other nodes' events (PostgreSQL): a thread waits on the watch and
      * wakes the readers (events.c); watch NULL on SQLite */
@@ -559,7 +563,11 @@ int api_asked_take(api_ctx *ctx, int64_t trial_id, int64_t *study_id, int64_t *n
  * readers of event streams; for progress that changes no state. Failures
  * are logged, never returned: progress reporting must not fail a trial. */
 void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *type, json_t *data);
-/* Wakes the readers of event streams after an event was stored. */
+/* Wakes the readers of event streams after an event was stored: those of
+ * study_id, or every one (events of several studies, or of one the caller
+ * does not name). The study's own wake spares the streams of other studies
+ * a read each (200 idle streams made every event cost 38x its CPU). */
+void api_events_wake_study(api_ctx *ctx, int64_t study_id);
 void api_events_wake(api_ctx *ctx);
 /* Events stored by other hpod nodes on the same PostgreSQL database wake
  * the readers too: LISTEN/NOTIFY through a sto_watch, on a thread of its

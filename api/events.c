@@ -30,10 +30,20 @@
 #define KEEPALIVE_SECONDS 10
 #define GONE_CHECK_SECONDS 1 /* how often a waiting stream asks whether its client left */
 
+static unsigned bucket_of(int64_t study_id) { return (unsigned)((uint64_t)study_id % API_EVENT_BUCKETS); }
+
+void api_events_wake_study(api_ctx *ctx, int64_t study_id) {
+    unsigned b = bucket_of(study_id);
+    pthread_mutex_lock(&ctx->event_mu);
+    ctx->event_bucket_seq[b]++;
+    pthread_cond_broadcast(&ctx->event_cond[b]);
+    pthread_mutex_unlock(&ctx->event_mu);
+}
+
 void api_events_wake(api_ctx *ctx) {
     pthread_mutex_lock(&ctx->event_mu);
     ctx->event_seq++;
-    pthread_cond_broadcast(&ctx->event_cond);
+    for (int b = 0; b < API_EVENT_BUCKETS; b++) pthread_cond_broadcast(&ctx->event_cond[b]);
     pthread_mutex_unlock(&ctx->event_mu);
 }
 
@@ -94,7 +104,7 @@ void api_event(api_ctx *ctx, int64_t study_id, int64_t trial_id, const char *typ
         HPO_WARN("study %lld: event %s not stored: %s", (long long)study_id, type, hpo_strerror(rc));
         return;
     }
-    api_events_wake(ctx);
+    api_events_wake_study(ctx, study_id);
 }
 
 static int is_final(const char *type) {
@@ -104,6 +114,9 @@ static int is_final(const char *type) {
 typedef struct sse {
     api_ctx *ctx;
     int64_t study_id, last_id;
+    unsigned bucket;   /* bucket_of(study_id) */
+    double keepalive_at, gone_check_at; /* monotonic: kept across wakes, so events of the
+                                           bucket never put them off */
     char *out;         /* formatted, not yet sent */
     size_t len, off, cap;
     int final_sent;
@@ -161,7 +174,7 @@ static long sse_read(void *arg, char *buf, size_t max) {
         }
         if (s->final_sent) return -1;
         pthread_mutex_lock(&ctx->event_mu);
-        uint64_t seq = ctx->event_seq;
+        uint64_t seq = ctx->event_seq, bucket_seq = ctx->event_bucket_seq[s->bucket];
         int stopping = ctx->stopping;
         pthread_mutex_unlock(&ctx->event_mu);
         if (stopping) return -1;
@@ -172,27 +185,37 @@ static long sse_read(void *arg, char *buf, size_t max) {
             if (fetch(s) > 0) continue;
             return -1;
         }
-        /* wait for the next event (or send a keep-alive comment), asking
-         * every second whether the client is still there */
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += KEEPALIVE_SECONDS;
-        int rc = 0;
-        for (;;) {
-            struct timespec slice;
-            clock_gettime(CLOCK_REALTIME, &slice);
-            slice.tv_sec += GONE_CHECK_SECONDS;
-            int last = slice.tv_sec > until.tv_sec || (slice.tv_sec == until.tv_sec && slice.tv_nsec >= until.tv_nsec);
-            if (last) slice = until;
+        /* wait for an event of the bucket (or a wake of every one); ask
+         * every GONE_CHECK_SECONDS whether the client is still there, and
+         * send a keep-alive comment every KEEPALIVE_SECONDS (which reads
+         * again too: other nodes' events without a watch), on deadlines
+         * that events do not move (they came so often that a client who
+         * left was never asked, and its stream lived on) */
+        int woken = 0;
+        while (!woken) {
+            double now = hpo_monotonic();
+            if (now >= s->gone_check_at) {
+                if (s->client_gone && s->client_gone(s->client_gone_arg)) return -1;
+                s->gone_check_at = now + GONE_CHECK_SECONDS;
+            }
+            if (now >= s->keepalive_at) {
+                s->keepalive_at = now + KEEPALIVE_SECONDS;
+                append(s, ": keep-alive\n\n", 14);
+                break;
+            }
+            double next = s->gone_check_at < s->keepalive_at ? s->gone_check_at : s->keepalive_at;
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            long long ns = until.tv_nsec + (long long)((next - now) * 1e9);
+            until.tv_sec += (time_t)(ns / 1000000000), until.tv_nsec = (long)(ns % 1000000000);
             pthread_mutex_lock(&ctx->event_mu);
-            rc = 0;
-            while (ctx->event_seq == seq && !ctx->stopping && rc != ETIMEDOUT)
-                rc = pthread_cond_timedwait(&ctx->event_cond, &ctx->event_mu, &slice);
+            int rc = 0;
+            while (!(woken = ctx->event_seq != seq || ctx->event_bucket_seq[s->bucket] != bucket_seq ||
+                             ctx->stopping) &&
+                   rc != ETIMEDOUT)
+                rc = pthread_cond_timedwait(&ctx->event_cond[s->bucket], &ctx->event_mu, &until);
             pthread_mutex_unlock(&ctx->event_mu);
-            if (rc != ETIMEDOUT || last) break;
-            if (s->client_gone && s->client_gone(s->client_gone_arg)) return -1;
         }
-        if (rc == ETIMEDOUT) append(s, ": keep-alive\n\n", 14);
     }
 }
 
@@ -235,7 +258,10 @@ void api_h_study_events(api_ctx *ctx, const api_request *req, int64_t id, api_re
     sse *s = hpo_xcalloc(1, sizeof *s);
     s->ctx = ctx;
     s->study_id = id;
+    s->bucket = bucket_of(id);
     s->last_id = after;
+    s->gone_check_at = hpo_monotonic() + GONE_CHECK_SECONDS;
+    s->keepalive_at = hpo_monotonic() + KEEPALIVE_SECONDS;
     s->client_gone = req->client_gone;
     s->client_gone_arg = req->client_gone_arg;
     api_metrics_stream(ctx, +1); /* hpo_event_streams, until sse_free */

@@ -189,7 +189,7 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     }
     if (rc) HPO_WARN("trial %lld: epoch %d not stored: %s", (long long)r->job->trial_id, rep->epoch, hpo_strerror(rc));
     if (stored) api_tb_run_epoch(&r->tb, rep); /* the epoch as stored */
-    api_events_wake(r->ctx);
+    api_events_wake_study(r->ctx, st->id);
     api_metrics_epoch(r->ctx, r->slot, rep->samples_per_s);
     /* the engine checkpointed the previous epoch of this run: the disk has room */
     if (r->epochs_seen >= 2) api_disk_ok(r->ctx);
@@ -438,7 +438,7 @@ static void finish_as(api_ctx *ctx, api_study *st, const api_job *job, sto_trial
     pthread_mutex_unlock(&st->lock);
     free(text);
     if (rc) outcome_not_stored(job, "its end", rc);
-    else api_events_wake(ctx);
+    else api_events_wake_study(ctx, st->id);
 }
 
 static void finish(api_ctx *ctx, api_study *st, const api_job *job, sto_trial_state state, double value, double std,
@@ -460,7 +460,7 @@ static void requeue_why(api_ctx *ctx, api_study *st, const api_job *job, const c
     pthread_mutex_unlock(&st->lock);
     free(text);
     if (rc) outcome_not_stored(job, "its requeue", rc);
-    else api_events_wake(ctx);
+    else api_events_wake_study(ctx, st->id);
 }
 
 static void requeue(api_ctx *ctx, api_study *st, const api_job *job, const char *reason) {

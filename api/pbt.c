@@ -154,7 +154,7 @@ static int breed(api_ctx *ctx, api_study *st, const sto_trial *m, const sto_tria
         HPO_WARN("trial %lld: cannot copy its parent's checkpoint yet: %s", (long long)id, err.message);
     HPO_INFO("study %lld: trial #%lld replaced at epoch %lld by #%lld, bred from #%lld", (long long)st->id,
              (long long)m->number, (long long)b, (long long)number, (long long)donor->number);
-    api_events_wake(ctx);
+    api_events_wake_study(ctx, st->id);
     *pick = (api_pbt_pick){id, number, 0};
 done:
     /* HPO_EEXHAUSTED: other nodes bred up to max_trials meanwhile; m goes on */

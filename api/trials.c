@@ -117,7 +117,7 @@ void api_h_study_ask(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     reply_asked(ctx, resp, id, trial_id, number, params, lease);
 unlock:
     pthread_mutex_unlock(&st->lock);
-    if (ended) api_events_wake(ctx);
+    if (ended) api_events_wake_study(ctx, st->id);
     json_decref(params);
     free(x);
     api_study_release(ctx, st);
@@ -285,7 +285,7 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
             api_reply_json(resp, 200, json_pack("{s:b}", "prune", prune));
     }
     pthread_mutex_unlock(&st->lock);
-    if (attrs) api_events_wake(ctx);
+    if (attrs) api_events_wake_study(ctx, st->id);
     free(curve);
     sto_trial_clear(&t);
     api_study_release(ctx, st);
@@ -375,7 +375,7 @@ void api_h_trial_tell(api_ctx *ctx, const api_request *req, int64_t id, api_resp
     }
 unlock:
     pthread_mutex_unlock(&st->lock);
-    if (ended || attrs) api_events_wake(ctx);
+    if (ended || attrs) api_events_wake_study(ctx, st->id);
     sto_trial_clear(&t);
     api_study_release(ctx, st);
 out:

@@ -104,7 +104,7 @@ void api_h_study_enqueue(api_ctx *ctx, const api_request *req, int64_t id, api_r
     free(fixed);
     close_study(ctx, st);
     if (rc) goto out;
-    api_events_wake(ctx);
+    api_events_wake_study(ctx, id);
     if (embedded) api_jobs_wake(ctx);
     reply_trial(ctx, trial_id, resp);
 out:
@@ -244,7 +244,7 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
     free(x);
     close_study(ctx, st);
     if (rc) goto out;
-    api_events_wake(ctx); /* trial_added, and study_complete if it ended */
+    api_events_wake_study(ctx, id); /* trial_added, and study_complete if it ended */
     if (embedded) api_jobs_wake(ctx);
     reply_trial(ctx, trial_id, resp);
 out:

@@ -150,12 +150,13 @@ static void patch(api_ctx *ctx, const api_request *req, int64_t id, int trial, a
         goto out;
     }
     rc = annotate(ctx, id, trial ? &t : NULL, attrs, note, &err);
+    int64_t study_id = trial ? t.study_id : id;
     if (trial) sto_trial_clear(&t);
     if (rc) {
         api_fail_rc(resp, rc, &err);
         goto out;
     }
-    if (attrs || note) api_events_wake(ctx);
+    if (attrs || note) api_events_wake_study(ctx, study_id);
     if (trial && (rc = sto_trial_get(ctx->db, id, &t)) == 0) {
         api_reply_json(resp, 200, api_trial_json(&t, 1, ctx->db));
         sto_trial_clear(&t);

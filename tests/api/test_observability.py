@@ -91,6 +91,26 @@ def open_stream(hp, sid):
     return s
 
 
+def check_streams_left_while_events_flow(hp, c, sid):
+    """Streams whose clients left end within seconds while another study's events keep coming (5 a second):
+    each event used to restart the wait after which a stream asks whether its client is there, so they lived
+    on (and counted against their client's connections: 503s) until hpod was quiet for a second."""
+    streams = [open_stream(hp, sid) for _ in range(5)]
+    m = scrape(hp, c)
+    c.check(get(m, "hpo_event_streams") == 5, "5 open streams (%s)" % get(m, "hpo_event_streams"))
+    for s in streams:
+        s.close()
+    busy = hp.ok("POST", "/api/v1/studies", {"space": {"x": {"type": "float", "low": 0, "high": 1}}})["id"]
+    left, t0 = None, time.time()
+    for i in range(40):  # 8 s at most
+        hp.ok("PATCH", "/api/v1/studies/%d" % busy, {"user_attrs": {"i": i}})  # a study_updated event
+        if get(scrape(hp, c), "hpo_event_streams") == 0:
+            left = time.time() - t0
+            break
+        time.sleep(0.2)
+    c.check(left is not None and left < 5, "closed streams end while events flow: after %s s" % left)
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -139,6 +159,7 @@ def main():
         c.check(all(rates[s] > 0 for s in epochs if epochs[s] > 0),
                 "hpo_samples_per_second > 0 on the slots that trained: %s" % rates)
         c.check(get(m, "hpo_slots_busy") == 0 and get(m, "hpo_jobs_queued") == 0, "all done: none busy, none queued")
+        check_streams_left_while_events_flow(hp, c, sid)
         for route in ("studies.create", "studies.ask", "trials.tell", "studies.events", "metrics"):
             n = get(m, "hpo_http_request_duration_seconds_count", route=route)
             c.check(n and n >= 1, "latency histogram of %s: count %s" % (route, n))
