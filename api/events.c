@@ -9,6 +9,12 @@
  * study (complete or cancelled) with no event after it gets 204 and no
  * body, which is what stops an EventSource from reconnecting.
  *
+ * Waking. A stream waits on the condition of its study's bucket (study id
+ * modulo API_EVENT_BUCKETS): a study's events (api_events_wake_study) wake
+ * the streams of that bucket only, a wake naming no study every one. Its
+ * client check (every second) and keep-alive (every 10 s) run on deadlines
+ * of the stream's own, which no wake moves.
+ *
  * Several nodes on PostgreSQL: a stream on one node follows the events
  * every node stores. Storage makes a study's events commit in id order
  * (so the position, the last id sent, never passes one that commits
