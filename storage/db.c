@@ -260,6 +260,13 @@ static const char *const migrations[] = {
      * Rows stored before are neither, as their replay took them. */
     "ALTER TABLE intermediates ADD COLUMN late INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE intermediates ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0;",
+
+    /* 11 -> 12: a study's trials of one state in number order come from
+     * one index range: an ask's look for enqueued trials walked the whole
+     * study through (study_id, number) once ANALYZE found every trial of
+     * it complete (3 ms at 15,000 trials, 0.01 ms now). */
+    "DROP INDEX trials_study_state;"
+    "CREATE INDEX trials_study_state ON trials (study_id, state, number);",
 };
 
 int sto_schema_version(void) { return (int)HPO_ARRAY_LEN(migrations); }

@@ -153,6 +153,10 @@ static const pg_step steps[] = {
     {11,
      "ALTER TABLE intermediates ADD COLUMN late BIGINT NOT NULL DEFAULT 0;"
      "ALTER TABLE intermediates ADD COLUMN pruned BIGINT NOT NULL DEFAULT 0;"},
+    /* v12: a study's trials of one state in number order, one index range */
+    {12,
+     "DROP INDEX trials_study_state;"
+     "CREATE INDEX trials_study_state ON trials (study_id, state, number);"},
 };
 
 /* pg_advisory_xact_lock's key: "hpo" + 1, any constant of our own */
