@@ -652,7 +652,7 @@ class Client:
             if not name:
                 raise ValueError("load_if_exists needs a name")
             if space is None and model is None and "space" not in definition and "model" not in definition:
-                named = [s for s in self._call("GET", "/api/v1/studies")["studies"] if s.get("name") == name]
+                named = self._named_studies(name)
                 if named:
                     return Study(self, min(named, key=lambda s: s["id"]))
         d = dict(definition)
@@ -741,10 +741,14 @@ class Client:
 
     def find_study(self, name):
         """The newest study with this name, or None."""
-        for s in self._call("GET", "/api/v1/studies")["studies"]:
-            if s.get("name") == name:
-                return Study(self, s)
+        for s in self._named_studies(name):
+            return Study(self, s)
         return None
+
+    def _named_studies(self, name):
+        """The studies of this name, newest first (hpod filters them: ?name=)."""
+        listed = self._call("GET", "/api/v1/studies?name=" + urllib.parse.quote(name, safe=""))["studies"]
+        return [s for s in listed if s.get("name") == name]
 
     def delete_study(self, study_id):
         self._call("DELETE", "/api/v1/studies/%d" % _one_id(study_id))

@@ -503,6 +503,30 @@ def cli_checks(c, hp, hpo_bin, tmp):
         c.check(rc == 0 and out.startswith("usage: hpo study %s" % cmd), "hpo study %s --help" % cmd)
 
 
+def list_checks(c, hp):
+    """GET /api/v1/studies: newest first; ?name= filters, ?limit= and ?offset= page (total counts the matches)."""
+    space = {"x": {"type": "float", "low": 0, "high": 1}}
+    made = [hp.ok("POST", "/api/v1/studies", {"name": "page-%d" % (i % 2), "space": space})["id"] for i in range(5)]
+    out = hp.ok("GET", "/api/v1/studies")
+    everything = [s["id"] for s in out["studies"]]
+    c.check(everything == sorted(everything, reverse=True) and set(made) <= set(everything)
+            and out["total"] == len(everything) and out["offset"] == 0,
+            "the whole list, newest first, total and offset: %s %s" % (everything, out["total"]))
+    out = hp.ok("GET", "/api/v1/studies?name=page-0&limit=2")
+    c.check([s["id"] for s in out["studies"]] == [made[4], made[2]] and out["total"] == 3,
+            "name page-0, first page of 2: %s total %s" % ([s["id"] for s in out["studies"]], out["total"]))
+    out = hp.ok("GET", "/api/v1/studies?name=page-0&limit=2&offset=2")
+    c.check([s["id"] for s in out["studies"]] == [made[0]] and out["offset"] == 2,
+            "name page-0, second page: %s" % [s["id"] for s in out["studies"]])
+    out = hp.ok("GET", "/api/v1/studies?name=nobody")
+    c.check(out["studies"] == [] and out["total"] == 0, "an unknown name lists nothing: %s" % out)
+    for query, field in (("limit=0", "limit"), ("offset=-1", "offset"), ("limit=x", "limit")):
+        st, out = hp.request("GET", "/api/v1/studies?" + query)
+        c.check(st == 400 and out["error"]["field"] == field, "?%s -> 400 naming %s: %s %s" % (query, field, st, out))
+    for sid in made:
+        hp.ok("DELETE", "/api/v1/studies/%d" % sid)
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -512,6 +536,7 @@ def main():
     hp = Hpod(args.hpod, data_dir=data_dir, args=["--devices", "cpu:1"]).start()
     t0 = time.time()
     try:
+        list_checks(c, hp)
         enqueue_checks(c, hp)
         embedded_enqueue_checks(c, hp)
         add_trial_checks(c, hp)
