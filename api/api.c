@@ -23,6 +23,8 @@ int api_ctx_new(sto_db *db, const api_options *opt, api_ctx **out) {
     pthread_mutex_init(&ctx->event_mu, NULL);
     for (int b = 0; b < API_EVENT_BUCKETS; b++) pthread_cond_init(&ctx->event_cond[b], NULL);
     pthread_mutex_init(&ctx->disk_mu, NULL);
+    pthread_mutex_init(&ctx->heavy_mu, NULL);
+    pthread_cond_init(&ctx->heavy_cond, NULL);
     api_metrics_new(&ctx->metrics);
     api_deadlines_new(ctx);
     api_asked_new(ctx);
@@ -44,6 +46,8 @@ void api_ctx_free(api_ctx *ctx) {
     pthread_mutex_destroy(&ctx->event_mu);
     for (int b = 0; b < API_EVENT_BUCKETS; b++) pthread_cond_destroy(&ctx->event_cond[b]);
     pthread_mutex_destroy(&ctx->disk_mu);
+    pthread_mutex_destroy(&ctx->heavy_mu);
+    pthread_cond_destroy(&ctx->heavy_cond);
     api_metrics_free(ctx->metrics);
     free((char *)ctx->opt.data_dir);
     free(ctx);

@@ -508,6 +508,15 @@ void api_metrics_epoch(api_ctx *ctx, const char *slot, double samples_per_s);
 void api_metrics_stream(api_ctx *ctx, int delta);
 char *api_metrics_render(api_ctx *ctx, size_t *len_out);
 
+/* ---- reads of whole studies (heavy.c) ----
+ * A read that may hold up to `trials` trials in memory (an export, a page
+ * of trials) takes that many units first: 0, or -1 with a 503 in resp once
+ * it waited opt.upload_wait_seconds. Release the same count after the
+ * answer is made. */
+#define API_HEAVY_TRIALS 50000
+int api_heavy_acquire(api_ctx *ctx, int64_t trials, api_response *resp);
+void api_heavy_release(api_ctx *ctx, int64_t trials);
+
 /* ---- the context ---- */
 #define API_EVENT_BUCKETS 64
 struct api_cache;
@@ -529,6 +538,10 @@ struct api_ctx {
     pthread_cond_t event_cond[API_EVENT_BUCKETS];
     uint64_t event_seq, event_bucket_seq[API_EVENT_BUCKETS];
     int stopping;              /* api_ctx_shutdown was called (under event_mu) */
+    /* the trials whole-study reads hold now (heavy.c) */
+    pthread_mutex_t heavy_mu;
+    pthread_cond_t heavy_cond;
+    int64_t heavy_in_use;
     /* other nodes' events (PostgreSQL): a thread waits on the watch and
      * wakes the readers (events.c); watch NULL on SQLite */
     sto_watch *watch;

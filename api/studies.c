@@ -320,6 +320,7 @@ void api_h_study_trials(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (api_query_int(req, resp, "offset", 0, 0, INT64_C(1) << 40, &offset)) goto done;
     f.limit = limit;
     f.offset = offset;
+    if (api_heavy_acquire(ctx, limit, resp)) goto done; /* a page of thousands is held whole while made */
     sto_trial *trials = NULL;
     size_t n = 0;
     int64_t counts[STO_TRIAL_N_STATES] = {0};
@@ -328,6 +329,7 @@ void api_h_study_trials(api_ctx *ctx, const api_request *req, int64_t id, api_re
     if (rc) {
         sto_trial_list_free(trials, n);
         api_fail_rc(resp, rc, NULL);
+        api_heavy_release(ctx, limit);
         goto done;
     }
     int64_t total = 0;
@@ -339,6 +341,7 @@ void api_h_study_trials(api_ctx *ctx, const api_request *req, int64_t id, api_re
     api_reply_json(resp, 200, json_pack("{s:o, s:I, s:I, s:I}", "trials", arr, "total",
                                         (json_int_t)total, "limit", (json_int_t)limit, "offset",
                                         (json_int_t)offset));
+    api_heavy_release(ctx, limit);
 done:
     sto_study_clear(&s);
 }

@@ -185,10 +185,21 @@ static json_t *export_study(api_ctx *ctx, int64_t id, api_response *resp) {
     return doc;
 }
 
+/* The trials of study id (0 when it cannot say: the export answers why). */
+static int64_t trial_count(api_ctx *ctx, int64_t id) {
+    int64_t counts[STO_TRIAL_N_STATES] = {0}, n = 0;
+    if (sto_trial_counts(ctx->db, id, counts)) return 0;
+    for (int i = 0; i < STO_TRIAL_N_STATES; i++) n += counts[i];
+    return n;
+}
+
 void api_h_study_export(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     (void)req;
+    int64_t n = trial_count(ctx, id);
+    if (api_heavy_acquire(ctx, n, resp)) return; /* the document is held whole while made */
     json_t *doc = export_study(ctx, id, resp);
     if (doc) api_reply_json(resp, 200, doc);
+    api_heavy_release(ctx, n);
 }
 
 /* ---- import ---- */
@@ -548,9 +559,12 @@ void api_h_study_copy(api_ctx *ctx, const api_request *req, int64_t id, api_resp
         api_fail(resp, 400, "invalid_argument", "name", "name must be a string");
         goto out;
     }
+    int64_t n = trial_count(ctx, id);
+    if (api_heavy_acquire(ctx, n, resp)) goto out;
     json_t *doc = export_study(ctx, id, resp);
     if (doc) import_doc(ctx, doc, json_string_value(name), resp);
     json_decref(doc);
+    api_heavy_release(ctx, n);
 out:
     json_decref(body);
 }
