@@ -262,10 +262,17 @@ typedef struct api_study {
     int64_t *waiting;     /* the numbers of its enqueued trials not handed out yet, as read (api_study_note_waiting) */
     size_t n_waiting, cap_waiting;
     int refs;             /* guarded by the cache mutex */
+    double used;          /* hpo_monotonic() of its latest acquire (the cache's LRU order) */
 } api_study;
 
 /* Returns the study with a reference (loading and replaying its history on
- * first use); HPO_ENOTFOUND if it does not exist. */
+ * first use); HPO_ENOTFOUND if it does not exist. The cache keeps at most
+ * API_CACHE_KEEP studies, more only while callers hold them: a load past
+ * that drops the least recently used one nobody holds (a later acquire
+ * replays its history again, as after a restart). */
+#define API_CACHE_KEEP 256
+/* The studies in the cache (/metrics: hpo_studies_in_memory). */
+size_t api_cache_count(api_ctx *ctx);
 int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out);
 void api_study_release(api_ctx *ctx, api_study *st);
 /* Answers api_study_acquire's failure rc for study id: 404 (or 503) as a

@@ -23,6 +23,7 @@
  *   hpo_event_streams                              gauge: open SSE clients
  *   hpo_datasets_in_memory                         gauge: datasets decoded in the engine's cache (a
  *                                                  deleted upload's leave it: data.h)
+ *   hpo_studies_in_memory                          gauge: studies in the study cache (study_cache.c)
  *   hpo_uptime_seconds                             gauge
  *   process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
  *   process_open_fds, process_max_fds, process_start_time_seconds
@@ -426,6 +427,8 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
             "hpo_event_streams %d\n", m->streams);
     put(&t, "# HELP hpo_datasets_in_memory Datasets the engine's cache holds decoded.\n"
             "# TYPE hpo_datasets_in_memory gauge\nhpo_datasets_in_memory %zu\n", eng_dataset_cache_size());
+    put(&t, "# HELP hpo_studies_in_memory Studies whose tuner state hpod holds (at most 256 idle ones).\n"
+            "# TYPE hpo_studies_in_memory gauge\nhpo_studies_in_memory %zu\n", api_cache_count(ctx));
     double uptime = hpo_now() - m->started;
     int gpus[16];
     size_t n_gpus = slot_gpus(m, gpus, 16);

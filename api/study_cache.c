@@ -287,6 +287,19 @@ static loading *load_of(const api_cache *c, int64_t id) {
     return NULL;
 }
 
+/* Takes out of the cache (under its lock) the least recently used study
+ * that only the cache holds, and returns it (NULL when every one is held).
+ * One at a time: each load that passes API_CACHE_KEEP drops one. */
+static api_study *least_used_idle(api_cache *c) {
+    size_t k = c->n;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->items[i]->refs == 1 && (k == c->n || c->items[i]->used < c->items[k]->used)) k = i;
+    if (k == c->n) return NULL;
+    api_study *st = c->items[k];
+    c->items[k] = c->items[--c->n];
+    return st;
+}
+
 /* A study's first load replays its history and parses its definition, which
  * opens an embedded study's dataset: seconds for a large one. It runs
  * outside the cache's lock, so requests for other studies go on; a thread
@@ -299,6 +312,7 @@ int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out) {
     while (!(hit = cached(c, id)) && load_of(c, id)) pthread_cond_wait(&c->loaded, &c->lock);
     if (hit) {
         hit->refs++;
+        hit->used = hpo_monotonic();
         *out = hit;
         pthread_mutex_unlock(&c->lock);
         return 0;
@@ -323,13 +337,16 @@ int api_study_acquire(api_ctx *ctx, int64_t id, api_study **out) {
             c->items = hpo_xrealloc(c->items, c->cap * sizeof *c->items);
         }
         st->refs = 2; /* the cache's and the caller's */
+        st->used = hpo_monotonic();
         c->items[c->n++] = st;
         *out = st;
         st = NULL;
     }
+    api_study *dropped = c->n > API_CACHE_KEEP ? least_used_idle(c) : NULL;
     pthread_cond_broadcast(&c->loaded);
     pthread_mutex_unlock(&c->lock);
     study_free(st); /* loaded but forgotten meanwhile */
+    study_free(dropped);
     return rc;
 }
 
@@ -342,6 +359,14 @@ void api_fail_study_acquire(api_response *resp, int rc, int64_t id) {
                  "study %lld can no longer be loaded (its uploaded dataset deleted, or a definition this version "
                  "refuses; hpod's log says why)",
                  (long long)id);
+}
+
+size_t api_cache_count(api_ctx *ctx) {
+    api_cache *c = ctx->cache;
+    pthread_mutex_lock(&c->lock);
+    size_t n = c->n;
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }
 
 void api_study_release(api_ctx *ctx, api_study *st) {
