@@ -29,7 +29,8 @@ int api_heavy_acquire(api_ctx *ctx, int64_t trials, api_response *resp) {
     until.tv_sec += (time_t)wait + (time_t)(ns / 1000000000), until.tv_nsec = (long)(ns % 1000000000);
     pthread_mutex_lock(&ctx->heavy_mu);
     int rc = 0;
-    while (!fits(ctx, trials) && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&ctx->heavy_cond, &ctx->heavy_mu, &until);
+    while (!fits(ctx, trials) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&ctx->heavy_cond, &ctx->heavy_mu, &until);
     int ok = fits(ctx, trials);
     if (ok) ctx->heavy_in_use += trials;
     pthread_mutex_unlock(&ctx->heavy_mu);
