@@ -517,10 +517,11 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out);
 
 /* ---- reads of whole studies (heavy.c) ----
  * A read that may hold up to `trials` trials in memory (an export, a page
- * of trials) takes that many units first: 0, or -1 with a 503 in resp once
- * it waited opt.upload_wait_seconds. Release the same count after the
- * answer is made. */
+ * of trials) takes that many units first (none under API_HEAVY_FROM): 0,
+ * or -1 with a 503 in resp once it waited opt.upload_wait_seconds. Release
+ * the same count after the answer is made. */
 #define API_HEAVY_TRIALS 50000
+#define API_HEAVY_FROM 1000
 int api_heavy_acquire(api_ctx *ctx, int64_t trials, api_response *resp);
 void api_heavy_release(api_ctx *ctx, int64_t trials);
 

@@ -4,7 +4,9 @@
  * Such a read builds its answer as JSON before it sends a byte: about
  * 6 KB a trial at its peak (20,000 trials: 130 MB for a 14 MB export).
  * Reads need no token, so a client that asked for many at once could take
- * hpod's memory. Each read takes as many units as trials it may hold; the
+ * hpod's memory. Each read of API_HEAVY_FROM trials or more takes as many
+ * units as trials it may hold (a smaller one, such as a dashboard's poll,
+ * never waits); the
  * units in use stay under API_HEAVY_TRIALS, except that a read larger than
  * that runs when no other does. One that cannot start within
  * opt.upload_wait_seconds gets 503 with Retry-After (as an upload waiting
@@ -21,7 +23,7 @@ static int fits(const api_ctx *ctx, int64_t trials) {
 }
 
 int api_heavy_acquire(api_ctx *ctx, int64_t trials, api_response *resp) {
-    if (trials < 1) trials = 1;
+    if (trials < API_HEAVY_FROM) return 0; /* a small read: never waits */
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     double wait = ctx->opt.upload_wait_seconds;
@@ -43,7 +45,7 @@ int api_heavy_acquire(api_ctx *ctx, int64_t trials, api_response *resp) {
 }
 
 void api_heavy_release(api_ctx *ctx, int64_t trials) {
-    if (trials < 1) trials = 1;
+    if (trials < API_HEAVY_FROM) return;
     pthread_mutex_lock(&ctx->heavy_mu);
     ctx->heavy_in_use -= trials;
     pthread_cond_broadcast(&ctx->heavy_cond);
