@@ -210,10 +210,7 @@ static long sse_read(void *arg, char *buf, size_t max) {
                 break;
             }
             double next = s->gone_check_at < s->keepalive_at ? s->gone_check_at : s->keepalive_at;
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            long long ns = until.tv_nsec + (long long)((next - now) * 1e9);
-            until.tv_sec += (time_t)(ns / 1000000000), until.tv_nsec = (long)(ns % 1000000000);
+            struct timespec until = hpo_deadline(CLOCK_REALTIME, next - now);
             pthread_mutex_lock(&ctx->event_mu);
             int rc = 0;
             while (!(woken = ctx->event_seq != seq || ctx->event_bucket_seq[s->bucket] != bucket_seq ||

@@ -6,11 +6,10 @@
  * Reads need no token, so a client that asked for many at once could take
  * hpod's memory. Each read of API_HEAVY_FROM trials or more takes as many
  * units as trials it may hold (a smaller one, such as a dashboard's poll,
- * never waits); the
- * units in use stay under API_HEAVY_TRIALS, except that a read larger than
- * that runs when no other does. One that cannot start within
- * opt.upload_wait_seconds gets 503 with Retry-After (as an upload waiting
- * for a dataset load slot does). */
+ * never waits); the units in use stay under API_HEAVY_TRIALS, except that
+ * a read larger than that runs when no other does. One that cannot start
+ * within opt.upload_wait_seconds gets 503 with Retry-After (as an upload
+ * waiting for a dataset load slot does). */
 #include <errno.h>
 #include <time.h>
 
@@ -24,11 +23,7 @@ static int fits(const api_ctx *ctx, int64_t trials) {
 
 int api_heavy_acquire(api_ctx *ctx, int64_t trials, api_response *resp) {
     if (trials < API_HEAVY_FROM) return 0; /* a small read: never waits */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    double wait = ctx->opt.upload_wait_seconds;
-    long long ns = until.tv_nsec + (long long)((wait - (double)(long long)wait) * 1e9);
-    until.tv_sec += (time_t)wait + (time_t)(ns / 1000000000), until.tv_nsec = (long)(ns % 1000000000);
+    struct timespec until = hpo_deadline(CLOCK_REALTIME, ctx->opt.upload_wait_seconds);
     pthread_mutex_lock(&ctx->heavy_mu);
     int rc = 0;
     while (!fits(ctx, trials) && rc != ETIMEDOUT)

@@ -82,11 +82,7 @@ static void *beat_main(void *arg) {
             HPO_INFO("node %lld: heartbeat back", (long long)atomic_load(&n->id));
             failing = 0;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        double at = (double)until.tv_sec + until.tv_nsec / 1e9 + n->interval;
-        until.tv_sec = (time_t)at;
-        until.tv_nsec = (long)((at - (double)until.tv_sec) * 1e9);
+        struct timespec until = hpo_deadline(CLOCK_REALTIME, n->interval);
         pthread_mutex_lock(&n->mu);
         if (!n->quit) pthread_cond_timedwait(&n->cond, &n->mu, &until);
     }

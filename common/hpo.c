@@ -122,6 +122,17 @@ double hpo_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+struct timespec hpo_deadline(int clock, double seconds) {
+    struct timespec ts;
+    clock_gettime((clockid_t)clock, &ts);
+    if (!(seconds > 0)) return ts; /* now, for zero, negative or NaN */
+    double whole = (double)(time_t)seconds;
+    ts.tv_sec += (time_t)seconds;
+    ts.tv_nsec += (long)((seconds - whole) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return ts;
+}
+
 double hpo_monotonic(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define HPO_VERSION "0.1.0"
 
@@ -108,6 +109,10 @@ size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int le
 /* ---- time ---- */
 double hpo_now(void);       /* wall clock, seconds since the epoch */
 double hpo_monotonic(void); /* monotonic seconds, for durations */
+/* The time `seconds` from now on clock (CLOCK_REALTIME for a condition
+ * variable of default attributes, CLOCK_MONOTONIC for one set to it): the
+ * deadline of a pthread_cond_timedwait. */
+struct timespec hpo_deadline(int clock, double seconds);
 
 /* ---- memory that cannot fail ---- */
 void *hpo_xmalloc(size_t n);

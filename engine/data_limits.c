@@ -99,14 +99,7 @@ int eng_data_load_acquire(double timeout_s) {
     pthread_once(&slots_once, slots_init);
     if (timeout_s > 1e9) timeout_s = -1; /* no deadline worth a timespec */
     int max = eng_data_max_loads(), rc = 0;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    if (timeout_s >= 0) {
-        double whole = (double)(time_t)timeout_s;
-        until.tv_sec += (time_t)timeout_s;
-        until.tv_nsec += (long)((timeout_s - whole) * 1e9);
-        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = hpo_deadline(CLOCK_MONOTONIC, timeout_s >= 0 ? timeout_s : 0);
     pthread_mutex_lock(&slots_mu);
     while (slots_used >= max && rc != ETIMEDOUT) {
         rc = timeout_s < 0 ? pthread_cond_wait(&slots_cv, &slots_mu)

@@ -2,12 +2,14 @@
  * reads run together while their trials fit API_HEAVY_TRIALS; one that does
  * not fit waits, and gets 503 with Retry-After once opt.upload_wait_seconds
  * passed; one larger than the bound runs alone; a release lets a waiter in;
- * a read under API_HEAVY_FROM trials never waits. */
+ * a read under API_HEAVY_FROM trials never waits. And hpo_deadline, which
+ * its wait (and the event streams' and the dataset load slots') uses. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -82,7 +84,23 @@ static void test_bound(void **state) {
     assert_int_equal(resp.status, 0); /* the successful acquires wrote nothing */
 }
 
+/* hpo_deadline, the wait's deadline: seconds from now on the clock asked,
+ * its nanoseconds normalised (the fraction carried into seconds). */
+static void test_deadline(void **state) {
+    (void)state;
+    for (double s = 0; s < 3; s += 0.37) {
+        double before = hpo_now();
+        struct timespec d = hpo_deadline(CLOCK_REALTIME, s);
+        double at = (double)d.tv_sec + (double)d.tv_nsec * 1e-9;
+        assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+        assert_true(at >= before + s - 1e-6 && at <= hpo_now() + s + 1e-6);
+    }
+    struct timespec m = hpo_deadline(CLOCK_MONOTONIC, 0.5);
+    double at = (double)m.tv_sec + (double)m.tv_nsec * 1e-9;
+    assert_true(fabs(at - (hpo_monotonic() + 0.5)) < 0.05);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bound)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bound), cmocka_unit_test(test_deadline)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
