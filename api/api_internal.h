@@ -514,6 +514,8 @@ void api_metrics_epoch(api_ctx *ctx, const char *slot, double samples_per_s);
 /* An event stream opens (+1) or ends (-1): hpo_event_streams. */
 void api_metrics_stream(api_ctx *ctx, int delta);
 char *api_metrics_render(api_ctx *ctx, size_t *len_out);
+/* The clock trial counts are aged on (hpo_monotonic; tests set another). */
+void api_metrics_set_clock(api_ctx *ctx, double (*clock)(void));
 
 /* ---- reads of whole studies (heavy.c) ----
  * A read that may hold up to `trials` trials in memory (an export, a page

@@ -387,11 +387,62 @@ static void test_jobs_queued(void **state) {
     free(p);
 }
 
+/* hpo_trials: a count is reused for 20 times what it cost, 5 s at most
+ * (the clock is the test's: each reading advances it by `step`). */
+static double fake_now, fake_step;
+static double fake_clock(void) {
+    double t = fake_now;
+    fake_now += fake_step;
+    return t;
+}
+
+static double queued_now(void) {
+    parsed *p = scrape();
+    double v = value_of(p, "hpo_trials", "state=\"queued\"");
+    free(p);
+    return v;
+}
+
+static void add_queued(int64_t sid) {
+    int64_t tid;
+    assert_int_equal(sto_trial_create(db, sid, "{}", 0, &tid, NULL), 0);
+    assert_int_equal(sto_trial_requeue(db, tid), 0);
+}
+
+static void test_trial_counts_reused(void **state) {
+    int64_t sid;
+    assert_int_equal(sto_study_create(db, "c", "{}", &sid), 0);
+    api_metrics_set_clock(ctx, fake_clock);
+    fake_now = 100, fake_step = 0; /* a count that cost nothing is never reused */
+    assert_true(queued_now() == 0);
+    add_queued(sid);
+    assert_true(queued_now() == 1);
+
+    fake_step = 0.1; /* a count of 0.1 s: reused for 2 s */
+    assert_true(queued_now() == 1); /* counted at 100.1 */
+    add_queued(sid);
+    assert_true(queued_now() == 1); /* read at 100.1: reused */
+    fake_now = 101.9;
+    assert_true(queued_now() == 1); /* 1.8 s on */
+    fake_now = 102.2;
+    assert_true(queued_now() == 2); /* past 2 s: counted anew */
+
+    fake_step = 1; /* a count of 1 s: reused for 5 s, not 20 */
+    fake_now = 200;
+    assert_true(queued_now() == 2); /* counted at 201 */
+    add_queued(sid);
+    fake_now = 205.5;
+    assert_true(queued_now() == 2);
+    fake_now = 206;
+    assert_true(queued_now() == 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_format_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_queued, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slot_devices_and_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trial_counts_reused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
