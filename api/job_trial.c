@@ -169,11 +169,12 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     int prune = 0;
     if (rc == 0 && r->execution == 0 && isfinite(v)) { /* the pruner watches the first execution */
         pthread_mutex_lock(&st->lock);
-        rc = sto_trial_report(r->ctx->db, r->job->trial_id, rep->epoch, v, 0);
-        if (rc == 0 && with_vector) tun_study_report_mo(st->tuner, r->job->number, rep->epoch, vec, &prune);
-        else if (rc == 0) tun_study_report(st->tuner, r->job->number, rep->epoch, v, &prune);
-        /* a resume after a restart re-reports this epoch: told the same */
-        if (rc == 0 && prune) rc = sto_trial_prune_said(r->ctx->db, r->job->trial_id, rep->epoch);
+        if (with_vector) tun_study_report_mo(st->tuner, r->job->number, rep->epoch, vec, &prune);
+        else tun_study_report(st->tuner, r->job->number, rep->epoch, v, &prune);
+        /* the answer is stored with the report (a resume after a restart
+         * re-reports this epoch: told the same; another node never reads
+         * the report without it) */
+        rc = sto_trial_report(r->ctx->db, r->job->trial_id, rep->epoch, v, 0, prune);
         if (rc == HPO_ECONFLICT) rc = 0; /* no longer running: the outcome below tells */
         pthread_mutex_unlock(&st->lock);
     }

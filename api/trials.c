@@ -274,11 +274,14 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
          * this step (execution 0), which a restart replays (study_cache.c);
          * stored before the report, so a stored report always has it */
         if (rc == 0 && curve) rc = sto_epoch_put_report(ctx->db, id, step, curve);
-        if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds);
+        /* the pruner decides, then the report is stored with its answer in
+         * one transaction, before it is answered: a retry after a restart
+         * is told the same, and another node never reads the report
+         * without the answer (a failed store is answered as one; the
+         * tuner keeps the step's first value and answer, which the retry
+         * stores) */
         if (rc == 0) rc = tun_study_report_mo(st->tuner, t.number, step, vec, &prune);
-        /* stored before it is answered: a retry after a restart is told
-         * the same (a failed store is answered as one; the retry stores it) */
-        if (rc == 0 && prune) rc = sto_trial_prune_said(ctx->db, id, step);
+        if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds, prune);
         if (rc)
             api_fail_rc(resp, rc, err.message[0] ? &err : NULL);
         else

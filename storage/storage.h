@@ -324,14 +324,14 @@ int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models);
 /* Records an intermediate value (a step reported again keeps its first
  * value, as the pruner does) and extends the lease: lease_expires > 0
  * replaces it, <= 0 keeps the current one. last_step/last_value follow the
- * highest step reported (its first value). step must be >= 0.
- * HPO_ECONFLICT unless the trial is running. */
+ * highest step reported (its first value). step must be >= 0. pruned: the
+ * pruner told the trial to stop at this report (it then says so at every
+ * later one), kept with the step in the same transaction, so that a
+ * restart, or another node catching up on the trial, never reads the step
+ * without the answer (sto_intermediate.flags; a step reported again gains
+ * the flag). HPO_ECONFLICT unless the trial is running. */
 int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
-                     double lease_expires);
-/* Records that the pruner told the trial to stop at its report of step
- * (it then says so at every later report): a restart replays the answer
- * (sto_intermediate.flags). Idempotent; 0 also when no such step is stored. */
-int sto_trial_prune_said(sto_db *db, int64_t trial_id, int64_t step);
+                     double lease_expires, int pruned);
 
 /* What a replay of the pruner needs of a stored report besides its value. */
 enum {

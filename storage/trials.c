@@ -251,7 +251,7 @@ int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models) {
 }
 
 int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
-                     double lease_expires) {
+                     double lease_expires, int pruned) {
     if (!db || step < 0) return HPO_EINVAL;
     sto_db_lock(db);
     /* a trial running on another node is not ours to report */
@@ -280,6 +280,14 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
     }
     sto_db_done(up);
     sto_db_done(put);
+    sto_stmt *said = db->q[STO_Q_INTERMEDIATE_PRUNED]; /* NULL before schema v11 (tests) */
+    if (pruned && said) {
+        sto_bind_int64(said, 1, trial_id);
+        sto_bind_int64(said, 2, step);
+        if (sto_step(said) != STO_DONE) rc = sto_db_error(db, "trial report: prune answer");
+        sto_db_done(said);
+        if (rc) goto fail;
+    }
     rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, trial_id, hpo_now());
     if (rc) goto fail;
     rc = sto_db_commit(db);
@@ -290,27 +298,6 @@ fail:
     sto_db_done(up);
     sto_db_done(put);
     sto_db_rollback(db);
-    sto_db_unlock(db);
-    return rc;
-}
-
-int sto_trial_prune_said(sto_db *db, int64_t trial_id, int64_t step) {
-    if (!db || step < 0) return HPO_EINVAL;
-    sto_db_lock(db);
-    sto_stmt *s = db->q[STO_Q_INTERMEDIATE_PRUNED];
-    if (!s) { /* a schema before v11 (tests): nowhere to keep it */
-        sto_db_unlock(db);
-        return 0;
-    }
-    int rc = sto_db_begin(db);
-    if (rc == 0) {
-        sto_bind_int64(s, 1, trial_id);
-        sto_bind_int64(s, 2, step);
-        if (sto_step(s) != STO_DONE) rc = sto_db_error(db, "trial prune answer");
-        sto_db_done(s);
-    }
-    if (rc == 0) rc = sto_db_commit(db);
-    if (rc) sto_db_rollback(db);
     sto_db_unlock(db);
     return rc;
 }

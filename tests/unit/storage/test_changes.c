@@ -85,7 +85,7 @@ static void test_changed_since_cursor(void **state) {
     sto_trial_list_free(t, 1);
     assert_int_equal(changed(b, study, &cursor, &t), 0); /* nothing since */
     /* a report, then another trial, then the first one's end */
-    assert_int_equal(sto_trial_report(a, t0, 3, 0.5, 0), 0);
+    assert_int_equal(sto_trial_report(a, t0, 3, 0.5, 0, 0), 0);
     assert_int_equal(changed(b, study, &cursor, &t), 1);
     assert_int_equal(t[0].last_step, 3);
     sto_trial_list_free(t, 1);

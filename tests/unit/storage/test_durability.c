@@ -47,7 +47,7 @@ static void child_main(const char *path, sto_sync sync, int fd) {
         int64_t id;
         double v = value_of(i);
         if (sto_trial_create(db, study, "{}", hpo_now() + 60, &id, NULL) != 0) _exit(4);
-        if (sto_trial_report(db, id, 0, v / 2, hpo_now() + 60) != 0) _exit(5);
+        if (sto_trial_report(db, id, 0, v / 2, hpo_now() + 60, 0) != 0) _exit(5);
         if (sto_trial_finish(db, id, STO_TRIAL_COMPLETE, v, NAN, 1, NULL) != 0) _exit(6);
         struct ack a = {study, id, v}; /* < PIPE_BUF: written atomically */
         if (write(fd, &a, sizeof a) != (ssize_t)sizeof a) _exit(7);

@@ -36,7 +36,7 @@ struct owned {
 static void make_study(sto_db *db, const char *name, struct owned *o) {
     assert_int_equal(sto_study_create(db, name, "{}", &o->study), 0);
     assert_int_equal(sto_trial_create(db, o->study, "{}", 0, &o->trial, NULL), 0);
-    assert_int_equal(sto_trial_report(db, o->trial, 1, 0.5, 0), 0);
+    assert_int_equal(sto_trial_report(db, o->trial, 1, 0.5, 0, 0), 0);
     assert_int_equal(sto_epoch_put(db, o->trial, 0, 1, "{}"), 0);
     assert_int_equal(sto_model_create(db, o->study, o->trial, STO_MODEL_REFIT, "{}", 0, &o->model), 0);
     assert_int_equal(sto_event_append(db, o->study, o->trial, "x", "{}", &o->event), 0);
@@ -62,7 +62,7 @@ static void test_ids_never_reused(void **state) {
     /* the old ids name nothing, for every call that takes them */
     sto_trial t;
     assert_int_equal(sto_trial_get(db, b.trial, &t), HPO_ENOTFOUND);
-    assert_int_equal(sto_trial_report(db, b.trial, 2, 0.25, 0), HPO_ENOTFOUND);
+    assert_int_equal(sto_trial_report(db, b.trial, 2, 0.25, 0, 0), HPO_ENOTFOUND);
     assert_int_equal(sto_trial_finish(db, b.trial, STO_TRIAL_COMPLETE, 1, NAN, 1, NULL), HPO_ENOTFOUND);
     assert_int_equal(sto_epoch_put(db, b.trial, 0, 2, "{}"), HPO_ENOTFOUND);
     assert_int_equal(sto_event_append(db, b.study, 0, "x", "{}", NULL), HPO_ENOTFOUND);

@@ -50,10 +50,10 @@ struct fixture {
 static void write_data(sto_db *db, struct fixture *f) {
     assert_int_equal(sto_study_create(db, "kept", "{\"spec\":true}", &f->study), 0);
     assert_int_equal(sto_trial_create(db, f->study, "{\"a\":1}", 0, &f->trial, NULL), 0);
-    assert_int_equal(sto_trial_report(db, f->trial, 0, 0.25, 0), 0);
+    assert_int_equal(sto_trial_report(db, f->trial, 0, 0.25, 0, 0), 0);
     assert_int_equal(sto_trial_finish(db, f->trial, STO_TRIAL_COMPLETE, 0.75, 0.05, 2, NULL), 0);
     assert_int_equal(sto_trial_create(db, f->study, "{\"a\":2}", 0, &f->pruned, NULL), 0);
-    assert_int_equal(sto_trial_report(db, f->pruned, 3, 0.125, 0), 0);
+    assert_int_equal(sto_trial_report(db, f->pruned, 3, 0.125, 0, 0), 0);
     assert_int_equal(sto_trial_finish(db, f->pruned, STO_TRIAL_PRUNED, NAN, NAN, 0, NULL), 0);
     assert_int_equal(sto_event_append(db, f->study, f->trial, "trial_complete", "{\"v\":0.75}",
                                       &f->event),

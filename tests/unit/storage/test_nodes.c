@@ -320,14 +320,14 @@ static void test_writes_kept_to_the_node(void **state) {
     sto_trial_run on_a = {.params = "{}", .slot = "cpu:0"}, client = {.params = "{}"};
     assert_int_equal(sto_trial_create_with(da, study, &on_a, &ta, NULL), 0);
     assert_int_equal(sto_trial_create_with(da, study, &client, &tc, NULL), 0);
-    assert_int_equal(sto_trial_report(db, ta, 1, 0.5, 0), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_report(db, ta, 1, 0.5, 0, 0), HPO_ECONFLICT);
     assert_int_equal(sto_epoch_put(db, ta, 0, 1, "{}"), HPO_ECONFLICT);
     assert_int_equal(sto_trial_requeue(db, ta), HPO_ECONFLICT);
     assert_int_equal(sto_trial_finish(db, ta, STO_TRIAL_COMPLETE, 1, NAN, 1, NULL), HPO_ECONFLICT);
     assert_int_equal(sto_epoch_put(db, 999999, 0, 1, "{}"), HPO_ENOTFOUND);
-    assert_int_equal(sto_trial_report(da, ta, 1, 0.5, 0), 0);
+    assert_int_equal(sto_trial_report(da, ta, 1, 0.5, 0, 0), 0);
     assert_int_equal(sto_epoch_put(da, ta, 0, 1, "{}"), 0);
-    assert_int_equal(sto_trial_report(db, tc, 1, 0.5, 0), 0);
+    assert_int_equal(sto_trial_report(db, tc, 1, 0.5, 0, 0), 0);
     assert_int_equal(sto_epoch_put(db, tc, 0, 1, "{\"error\":0.5}"), 0); /* a client's curve point (MO reports) */
     assert_int_equal(sto_trial_finish(db, tc, STO_TRIAL_COMPLETE, 1, NAN, 1, NULL), 0);
     /* requeued by its node: no node any more; resumed on b: b's */

@@ -56,7 +56,7 @@ static void single_thread(const char *path, sto_sync sync, size_t n) {
         double t0 = hpo_monotonic();
         assert_int_equal(sto_trial_create(db, study, params, hpo_now() + 60, &id, NULL), 0);
         double t1 = hpo_monotonic();
-        assert_int_equal(sto_trial_report(db, id, 0, 0.5, hpo_now() + 60), 0);
+        assert_int_equal(sto_trial_report(db, id, 0, 0.5, hpo_now() + 60, 0), 0);
         double t2 = hpo_monotonic();
         assert_int_equal(sto_trial_finish(db, id, STO_TRIAL_COMPLETE, 0.9, NAN, 1, NULL), 0);
         double t3 = hpo_monotonic();
@@ -95,7 +95,7 @@ static void *client_main(void *arg) {
     for (size_t i = 0; i < c->n; i++) {
         int64_t id;
         if (sto_trial_create(c->db, c->study, "{\"x\":1}", hpo_now() + 60, &id, NULL) ||
-            sto_trial_report(c->db, id, 0, 0.5, hpo_now() + 60) ||
+            sto_trial_report(c->db, id, 0, 0.5, hpo_now() + 60, 0) ||
             sto_trial_finish(c->db, id, STO_TRIAL_COMPLETE, 0.9, NAN, 1, NULL))
             c->failures++;
     }

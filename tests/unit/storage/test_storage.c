@@ -301,11 +301,11 @@ static void test_study_delete_cascades(void **state) {
     assert_int_equal(sto_study_create(db, "keep", "{}", &keep), 0);
     for (int i = 0; i < 5; i++) {
         assert_int_equal(sto_trial_create(db, victim, "{\"i\":1}", 0, &tid, NULL), 0);
-        assert_int_equal(sto_trial_report(db, tid, 0, 0.5, 0), 0);
-        assert_int_equal(sto_trial_report(db, tid, 1, 0.6, 0), 0);
+        assert_int_equal(sto_trial_report(db, tid, 0, 0.5, 0, 0), 0);
+        assert_int_equal(sto_trial_report(db, tid, 1, 0.6, 0, 0), 0);
         assert_int_equal(sto_event_append(db, victim, tid, "trial_started", "{}", NULL), 0);
         assert_int_equal(sto_trial_create(db, keep, "{}", 0, &kid, NULL), 0);
-        assert_int_equal(sto_trial_report(db, kid, 0, 0.1, 0), 0);
+        assert_int_equal(sto_trial_report(db, kid, 0, 0.1, 0, 0), 0);
         assert_int_equal(sto_event_append(db, keep, kid, "trial_started", "{}", NULL), 0);
     }
     assert_int_equal(sto_event_append(db, victim, 0, "study_created", "{}", NULL), 0);

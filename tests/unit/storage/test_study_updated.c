@@ -57,7 +57,7 @@ static void test_updated_moves_with_trials(void **state) {
 
     /* reported */
     set_updated_long_ago();
-    assert_int_equal(sto_trial_report(db, t1, 0, 0.5, 0), 0);
+    assert_int_equal(sto_trial_report(db, t1, 0, 0.5, 0, 0), 0);
     printf("report:  updated %.6f\n", updated_of(a));
     assert_true(updated_of(a) > 1);
     assert_true(updated_of(b) == 1);
@@ -72,7 +72,7 @@ static void test_updated_moves_with_trials(void **state) {
 
     /* a call that fails (a report after the end) stores nothing, updated included */
     set_updated_long_ago();
-    assert_int_equal(sto_trial_report(db, t1, 1, 0.4, 0), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_report(db, t1, 1, 0.4, 0, 0), HPO_ECONFLICT);
     assert_int_equal(sto_trial_finish(db, t1, STO_TRIAL_FAILED, NAN, NAN, 0, "x"), HPO_ECONFLICT);
     assert_true(updated_of(a) == 1);
 

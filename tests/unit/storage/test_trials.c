@@ -135,12 +135,12 @@ static void test_state_rules(void **state) {
     int64_t s = new_study(db, "s");
     int64_t t = new_trial(db, s, NULL);
 
-    assert_int_equal(sto_trial_report(db, t, 0, 0.5, 0), 0);
+    assert_int_equal(sto_trial_report(db, t, 0, 0.5, 0, 0), 0);
     assert_int_equal(sto_trial_finish(db, t, STO_TRIAL_COMPLETE, 0.9, 0.01, 2, NULL), 0);
     assert_int_equal(sto_trial_finish(db, t, STO_TRIAL_COMPLETE, 0.1, NAN, 1, NULL),
                      HPO_ECONFLICT);
     assert_int_equal(sto_trial_finish(db, t, STO_TRIAL_FAILED, NAN, NAN, 0, "x"), HPO_ECONFLICT);
-    assert_int_equal(sto_trial_report(db, t, 1, 0.7, 0), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_report(db, t, 1, 0.7, 0, 0), HPO_ECONFLICT);
     /* The rejected calls changed nothing. */
     sto_trial tr;
     assert_int_equal(sto_trial_get(db, t, &tr), 0);
@@ -162,7 +162,7 @@ static void test_state_rules(void **state) {
 
     /* Unknown trials. */
     assert_int_equal(sto_trial_get(db, 9999, &tr), HPO_ENOTFOUND);
-    assert_int_equal(sto_trial_report(db, 9999, 0, 1.0, 0), HPO_ENOTFOUND);
+    assert_int_equal(sto_trial_report(db, 9999, 0, 1.0, 0, 0), HPO_ENOTFOUND);
     assert_int_equal(sto_trial_finish(db, 9999, STO_TRIAL_COMPLETE, 1.0, NAN, 1, NULL),
                      HPO_ENOTFOUND);
     assert_int_equal(sto_trial_intermediates(db, 9999, &steps, &values, &n), HPO_ENOTFOUND);
@@ -171,7 +171,7 @@ static void test_state_rules(void **state) {
     int64_t u = new_trial(db, s, NULL);
     assert_int_equal(sto_trial_finish(db, u, STO_TRIAL_RUNNING, 1.0, NAN, 1, NULL), HPO_EINVAL);
     assert_int_equal(sto_trial_finish(db, u, STO_TRIAL_QUEUED, 1.0, NAN, 1, NULL), HPO_EINVAL);
-    assert_int_equal(sto_trial_report(db, u, -1, 1.0, 0), HPO_EINVAL);
+    assert_int_equal(sto_trial_report(db, u, -1, 1.0, 0, 0), HPO_EINVAL);
 
     /* Failed with error text; cancelled without. */
     assert_int_equal(sto_trial_finish(db, u, STO_TRIAL_FAILED, NAN, NAN, 0, "diverged: NaN loss"),
@@ -184,7 +184,7 @@ static void test_state_rules(void **state) {
     sto_trial_clear(&tr);
     int64_t v = new_trial(db, s, NULL);
     assert_int_equal(sto_trial_finish(db, v, STO_TRIAL_CANCELLED, NAN, NAN, 0, NULL), 0);
-    assert_int_equal(sto_trial_report(db, v, 0, 1.0, 0), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_report(db, v, 0, 1.0, 0, 0), HPO_ECONFLICT);
 
     assert_string_equal(sto_trial_state_name(STO_TRIAL_PRUNED), "pruned");
     assert_int_equal(sto_trial_state_parse("complete"), STO_TRIAL_COMPLETE);
@@ -344,11 +344,11 @@ static void test_intermediates_and_pruning(void **state) {
 
     /* Out of order steps, one reported again (its first value stays, as
      * the pruner keeps it), one lower after a higher. */
-    assert_int_equal(sto_trial_report(db, t0, 2, 0.30, 0), 0);
-    assert_int_equal(sto_trial_report(db, t0, 0, 0.10, 0), 0);
-    assert_int_equal(sto_trial_report(db, t0, 1, 0.20, 0), 0);
-    assert_int_equal(sto_trial_report(db, t0, 2, 0.35, 0), 0); /* step 2 again: kept 0.30 */
-    assert_int_equal(sto_trial_report(db, t1, 0, 0.5, 0), 0);
+    assert_int_equal(sto_trial_report(db, t0, 2, 0.30, 0, 0), 0);
+    assert_int_equal(sto_trial_report(db, t0, 0, 0.10, 0, 0), 0);
+    assert_int_equal(sto_trial_report(db, t0, 1, 0.20, 0, 0), 0);
+    assert_int_equal(sto_trial_report(db, t0, 2, 0.35, 0, 0), 0); /* step 2 again: kept 0.30 */
+    assert_int_equal(sto_trial_report(db, t1, 0, 0.5, 0, 0), 0);
     sto_trial tr;
     assert_int_equal(sto_trial_get(db, t0, &tr), 0);
     assert_int_equal(tr.last_step, 2);
@@ -367,16 +367,22 @@ static void test_intermediates_and_pruning(void **state) {
     free(steps);
     free(values);
 
-    /* the pruner's answer at step 1 is kept with the step (a step not
-     * stored changes nothing) */
-    assert_int_equal(sto_trial_prune_said(db, t0, 1), 0);
-    assert_int_equal(sto_trial_prune_said(db, t0, 1), 0);
-    assert_int_equal(sto_trial_prune_said(db, t1, 7), 0);
-    assert_int_equal(sto_trial_prune_said(db, t1, -1), HPO_EINVAL);
+    /* the pruner's answer is stored with its report: a new step (t1's
+     * step 1) has it at once, as another node reads it; a step reported
+     * again gains it and keeps its first value (t0's step 1, twice) */
+    assert_int_equal(sto_trial_report(db, t1, 1, 0.6, 0, 1), 0);
+    sto_intermediate *said = NULL;
+    assert_int_equal(sto_trial_intermediates_after(db, t1, 0, &said, &n), 0);
+    assert_int_equal(n, 1);
+    assert_true(said[0].step == 1 && said[0].value == 0.6 && said[0].flags == STO_STEP_PRUNED);
+    free(said);
+    assert_int_equal(sto_trial_report(db, t0, 1, 0.25, 0, 1), 0);
+    assert_int_equal(sto_trial_report(db, t0, 1, 0.25, 0, 1), 0);
+    assert_int_equal(sto_trial_report(db, t1, -1, 0.5, 0, 1), HPO_EINVAL);
 
     struct collected c = {0};
     assert_int_equal(sto_study_intermediates(db, s, collect, &c), 0);
-    assert_int_equal(c.n, 4);
+    assert_int_equal(c.n, 5);
     assert_int_equal(c.number[0], 0);
     assert_int_equal(c.step[2], 2);
     assert_true(c.value[2] == 0.30);
@@ -388,11 +394,13 @@ static void test_intermediates_and_pruning(void **state) {
     assert_int_equal(c.flags[1], STO_STEP_LATE | STO_STEP_PRUNED);
     assert_int_equal(c.flags[2], 0);
     assert_int_equal(c.flags[3], 0);
+    assert_int_equal(c.number[4], 1);
+    assert_int_equal(c.flags[4], STO_STEP_PRUNED);
 
     sto_intermediate *rows = NULL;
     assert_int_equal(sto_trial_intermediates_after(db, t0, 0, &rows, &n), 0);
     assert_int_equal(n, 2);
-    assert_true(rows[0].step == 1 && rows[0].flags == (STO_STEP_LATE | STO_STEP_PRUNED));
+    assert_true(rows[0].step == 1 && rows[0].value == 0.20 && rows[0].flags == (STO_STEP_LATE | STO_STEP_PRUNED));
     assert_true(rows[1].step == 2 && rows[1].value == 0.30 && rows[1].flags == 0);
     free(rows);
     assert_int_equal(sto_study_intermediates(db, 4242, collect, &c), HPO_ENOTFOUND);
@@ -418,7 +426,7 @@ static void test_intermediates_and_pruning(void **state) {
     sto_trial_clear(&tr);
     /* A completed trial with NaN does not take the intermediate value. */
     int64_t t3 = new_trial(db, s, NULL);
-    assert_int_equal(sto_trial_report(db, t3, 0, 0.8, 0), 0);
+    assert_int_equal(sto_trial_report(db, t3, 0, 0.8, 0, 0), 0);
     assert_int_equal(sto_trial_finish(db, t3, STO_TRIAL_COMPLETE, NAN, NAN, 0, NULL), 0);
     assert_int_equal(sto_trial_get(db, t3, &tr), 0);
     assert_true(isnan(tr.value));
@@ -431,9 +439,9 @@ static void test_nan_roundtrip(void **state) {
     sto_db *db = open_mem();
     int64_t s = new_study(db, "s");
     int64_t t = new_trial(db, s, NULL);
-    assert_int_equal(sto_trial_report(db, t, 0, NAN, 0), 0);
-    assert_int_equal(sto_trial_report(db, t, 1, INFINITY, 0), 0);
-    assert_int_equal(sto_trial_report(db, t, 2, -0.0, 0), 0);
+    assert_int_equal(sto_trial_report(db, t, 0, NAN, 0, 0), 0);
+    assert_int_equal(sto_trial_report(db, t, 1, INFINITY, 0, 0), 0);
+    assert_int_equal(sto_trial_report(db, t, 2, -0.0, 0, 0), 0);
     int64_t *steps;
     double *values;
     size_t n;
@@ -480,8 +488,8 @@ static void test_expiry(void **state) {
     assert_int_equal(sto_trial_create(db, s, "{}", now - 10, &renewed, NULL), 0);
     assert_int_equal(sto_trial_create(db, s, "{}", now - 0.5, &past2, NULL), 0);
     assert_int_equal(sto_trial_finish(db, done, STO_TRIAL_COMPLETE, 1.0, NAN, 1, NULL), 0);
-    assert_int_equal(sto_trial_report(db, renewed, 0, 0.5, now + 100), 0); /* extends */
-    assert_int_equal(sto_trial_report(db, past2, 0, 0.5, 0), 0);          /* 0: keeps */
+    assert_int_equal(sto_trial_report(db, renewed, 0, 0.5, now + 100, 0), 0); /* extends */
+    assert_int_equal(sto_trial_report(db, past2, 0, 0.5, 0, 0), 0);          /* 0: keeps */
 
     sto_trial *list = NULL;
     size_t n = 0;

@@ -128,8 +128,8 @@ static void test_pbt_rank_and_breed(void **state) {
     int64_t sid, a, na, b, nb;
     sto_db *db = open_db(&sid);
     assert_int_equal(sto_trial_create(db, sid, "{\"lr\":0.1}", 0, &a, &na), 0);
-    assert_int_equal(sto_trial_report(db, a, 1, 0.5, 0), 0);
-    assert_int_equal(sto_trial_report(db, a, 2, 0.6, 0), 0);
+    assert_int_equal(sto_trial_report(db, a, 1, 0.5, 0, 0), 0);
+    assert_int_equal(sto_trial_report(db, a, 2, 0.6, 0, 0), 0);
     assert_int_equal(sto_trial_pbt_ranked(db, a, 2), HPO_ECONFLICT); /* running */
     assert_int_equal(sto_trial_requeue(db, a), 0);
     assert_int_equal(sto_trial_pbt_ranked(db, a, 2), 0);

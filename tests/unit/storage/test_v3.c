@@ -65,7 +65,7 @@ static void test_requeue_and_start(void **state) {
     assert_int_equal(state_of(db, t), STO_TRIAL_QUEUED);
     assert_int_equal(sto_trial_requeue(db, t), HPO_ECONFLICT);
     /* A queued trial takes no reports. */
-    assert_int_equal(sto_trial_report(db, t, 0, 1.0, 0), HPO_ECONFLICT);
+    assert_int_equal(sto_trial_report(db, t, 0, 1.0, 0, 0), HPO_ECONFLICT);
 
     /* queued -> running on a slot; started is kept (set once). */
     usleep(2000);
