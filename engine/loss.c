@@ -95,7 +95,7 @@ double eng_loss_compute(int loss, int fused_act, const float *z, const int32_t *
         if (loss != ENG_LOSS_SCCE) {
             if (K == 1) {
                 float t = target_of(labels, targets, r, 0, 1);
-                correct += labels && loss != ENG_LOSS_BCE ? (lrintf(p[0]) == labels[r]) : ((p[0] >= 0.5f) == (t >= 0.5f));
+                correct += labels && loss != ENG_LOSS_BCE ? (lrintf(p[0]) == labels[r]) : ((p[0] > 0.5f) == (t >= 0.5f));
             } else if (labels) {
                 correct += am == labels[r];
             } else {

@@ -17,9 +17,9 @@
  *   BCE/MSE/MAE compare against the one-hot vector (K > 1) or the label value
  *   (K == 1). Means are over the batch and the K outputs (Keras), except
  *   cross-entropy which sums over classes.
- * - Metrics: accuracy (argmax vs label; K == 1: threshold 0.5), loss, mse and
- *   mae of the predictions (probabilities after the fused activation) against
- *   the targets.
+ * - Metrics: accuracy (argmax vs label; K == 1: class 1 above 0.5, as
+ *   Keras' binary_accuracy), loss, mse and mae of the predictions
+ *   (probabilities after the fused activation) against the targets.
  * Threading: pure functions.
  */
 #ifndef ENG_LOSS_H

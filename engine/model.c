@@ -163,21 +163,27 @@ static int get_act(ctx *c, const json_t *obj, const char *key, const char *path,
  * NULL-ended list): a misspelt or foreign option (Keras's "strides", a
  * "lr" for "learning_rate") would otherwise be ignored, and the study
  * would train another model than the one it describes. */
-static int only_keys(ctx *c, const json_t *obj, const char *const *keys, const char *path) {
+/* A 400 naming the first key of obj that is not in keys; what names the
+ * taker in the message ("model.optimizer adam takes name, ..."). */
+static int only_keys_of(ctx *c, const json_t *obj, const char *const *keys, const char *path, const char *what) {
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
         int known = 0;
         for (const char *const *k = keys; *k && !known; k++) known = strcmp(key, *k) == 0;
         if (known) continue;
-        char field[224], names[160] = "";
+        char field[224], names[200] = "";
         snprintf(field, sizeof field, "%s.%.60s", path, key);
         for (const char *const *k = keys; *k; k++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k == keys ? "" : ", ", *k);
-        return hpo_fail(c->err, HPO_EINVAL, field, "%s: unknown key (%s takes %s)", field, path,
+        return hpo_fail(c->err, HPO_EINVAL, field, "%s: unknown key (%s takes %s)", field, what,
                         names[0] ? names : "no options");
     }
     return 0;
+}
+
+static int only_keys(ctx *c, const json_t *obj, const char *const *keys, const char *path) {
+    return only_keys_of(c, obj, keys, path, path);
 }
 
 /* ---- layers ---- */
@@ -519,6 +525,17 @@ static double flops_list(const eng_layer *ls, int n) {
 
 double eng_model_forward_flops(const eng_model *m) { return flops_list(m->layers, m->nlayers) / 3.0; }
 
+/* The keys each optimiser reads (eng_optim_step), by eng_opt_kind: one it
+ * does not read is a 400 (a tuned "$momentum" given to adam would be
+ * searched for nothing). clipnorm is the global norm's (PyTorch's
+ * clip_grad_norm_); global_clipnorm, Keras' name for that, says the same. */
+static const char *const optimizer_keys[][9] = {
+    {"name", "learning_rate", "momentum", "nesterov", "weight_decay", "clipnorm", "global_clipnorm", NULL},
+    {"name", "learning_rate", "momentum", "rho", "epsilon", "weight_decay", "clipnorm", "global_clipnorm", NULL},
+    {"name", "learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "clipnorm", "global_clipnorm", NULL},
+    {"name", "learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "clipnorm", "global_clipnorm", NULL},
+};
+
 static int parse_optimizer(ctx *c, const json_t *o, eng_optim_config *oc) {
     const char *p = "model.optimizer";
     const char *name = "adam";
@@ -529,12 +546,15 @@ static int parse_optimizer(ctx *c, const json_t *o, eng_optim_config *oc) {
     } else if (o && !json_is_object(o)) {
         return hpo_fail(c->err, HPO_EINVAL, p, "%s must be an object or a name", p);
     }
-    static const char *const keys[] = {"name", "learning_rate", "momentum", "nesterov", "weight_decay", "clipnorm",
-                                       "beta_1", "beta_2", "epsilon", "rho", NULL};
-    if (o && (rc = only_keys(c, o, keys, p))) return rc;
     if (o && (rc = get_str(c, o, "name", p, "adam", &name))) return rc;
     int kind = eng_opt_parse(name);
     if (kind < 0) return hpo_fail(c->err, HPO_EINVAL, "model.optimizer.name", "model.optimizer.name: unknown optimizer \"%s\"", name);
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", p, eng_opt_name(kind));
+    if (o && (rc = only_keys_of(c, o, optimizer_keys[kind], p, what))) return rc;
+    if (o && json_object_get(o, "clipnorm") && json_object_get(o, "global_clipnorm"))
+        return hpo_fail(c->err, HPO_EINVAL, "model.optimizer.global_clipnorm",
+                        "model.optimizer: clipnorm and global_clipnorm are one setting (the global norm): give one");
     eng_optim_defaults(oc, kind);
     if (!o) return 0;
     double lr = 0, mom = 0, wd = 0, clip = 0, b1 = 0, b2 = 0, eps = 0, rho = 0;
@@ -543,7 +563,8 @@ static int parse_optimizer(ctx *c, const json_t *o, eng_optim_config *oc) {
     if ((rc = get_num(c, o, "momentum", p, 0.0, 0.0, 0.9999, &mom))) return rc;
     if ((rc = get_bool(c, o, "nesterov", p, 0, &nest))) return rc;
     if ((rc = get_num(c, o, "weight_decay", p, oc->weight_decay, 0.0, 10.0, &wd))) return rc;
-    if ((rc = get_num(c, o, "clipnorm", p, 0.0, 0.0, 1e12, &clip))) return rc;
+    const char *clip_key = json_object_get(o, "global_clipnorm") ? "global_clipnorm" : "clipnorm";
+    if ((rc = get_num(c, o, clip_key, p, 0.0, 0.0, 1e12, &clip))) return rc;
     if ((rc = get_num(c, o, "beta_1", p, oc->beta1, 0.0, 0.9999999, &b1))) return rc;
     if ((rc = get_num(c, o, "beta_2", p, oc->beta2, 0.0, 0.9999999, &b2))) return rc;
     if ((rc = get_num(c, o, "epsilon", p, oc->eps, 0.0, 1.0, &eps))) return rc;
@@ -573,13 +594,20 @@ static int parse_schedule(ctx *c, const json_t *o, double base_lr, eng_schedule 
     } else if (!json_is_object(o)) {
         return hpo_fail(c->err, HPO_EINVAL, p, "%s must be an object or a name", p);
     }
-    static const char *const keys[] = {"name",         "warmup_steps", "warmup_epochs", "step_epochs",
-                                       "gamma",        "decay_rate",   "decay_steps",   "cosine_steps",
-                                       "alpha",        "boundaries",   "values",        NULL};
-    if (o && (rc = only_keys(c, o, keys, p))) return rc;
     if (o && (rc = get_str(c, o, "name", p, "constant", &name))) return rc;
     s->kind = eng_sched_parse(name);
     if (s->kind < 0) return hpo_fail(c->err, HPO_EINVAL, "model.schedule.name", "model.schedule.name: unknown schedule \"%s\"", name);
+    /* the keys each schedule reads (eng_schedule_lr), by eng_sched_kind */
+    static const char *const schedule_keys[][6] = {
+        {"name", "warmup_steps", "warmup_epochs", NULL},
+        {"name", "warmup_steps", "warmup_epochs", "step_epochs", "gamma", NULL},
+        {"name", "warmup_steps", "warmup_epochs", "boundaries", "values", NULL},
+        {"name", "warmup_steps", "warmup_epochs", "decay_rate", "decay_steps", NULL},
+        {"name", "warmup_steps", "warmup_epochs", "cosine_steps", "alpha", NULL},
+    };
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", p, name);
+    if (o && (rc = only_keys_of(c, o, schedule_keys[s->kind], p, what))) return rc;
     if (!o) return 0;
     if ((rc = get_num(c, o, "warmup_steps", p, 0, 0, 1e9, &s->warmup_steps))) return rc;
     if ((rc = get_num(c, o, "warmup_epochs", p, 0, 0, 1e6, &s->warmup_epochs))) return rc;

@@ -88,7 +88,7 @@ static __global__ void loss_k(int loss, int fused_act, const float *z, const int
             lr /= K;
             if (K == 1) {
                 float t = target_of(labels, targets, r, 0, 1);
-                correct += labels && loss != ENG_LOSS_BCE ? (lrintf(p0) == labels[r]) : ((p0 >= 0.5f) == (t >= 0.5f));
+                correct += labels && loss != ENG_LOSS_BCE ? (lrintf(p0) == labels[r]) : ((p0 > 0.5f) == (t >= 0.5f));
             } else if (labels) {
                 correct += am == labels[r];
             } else {

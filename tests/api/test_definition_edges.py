@@ -130,6 +130,16 @@ def main():
                     dict(reg, objective={"metric": "val_loss"}, dataset={"name": "ten", "validation_split": f}),
                     "dataset.validation_split", "leaves no training")
         check_split(hp, c)
+        # a key the optimizer or schedule does not read: a tuned momentum given to adam
+        # would be searched for nothing (it was accepted and ignored)
+        refused(hp, c, "momentum for adam",
+                study(model=dict(units, optimizer={"name": "adam", "momentum": "$m"}),
+                      space={"u": {"type": "int", "low": 16, "high": 64}, "m": {"type": "float", "low": 0, "high": 0.99}}),
+                "model.optimizer.momentum", "adam takes")
+        refused(hp, c, "gamma for a cosine schedule",
+                study(model=dict(units, schedule={"name": "cosine", "gamma": 0.5}),
+                      space={"u": {"type": "int", "low": 16, "high": 64}}),
+                "model.schedule.gamma", "cosine takes")
         # inside every limit: accepted, and it trains
         ok = study(model={"layers": [{"flatten": {}}, {"repeat": {"count": 2, "layers": [
             {"dense": {"units": 8, "activation": "relu"}}]}}, {"dense": {"units": 10}}],

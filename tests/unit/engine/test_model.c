@@ -65,6 +65,60 @@ static void test_template_errors(void **state) {
                  HPO_EINVAL, "model.layers[2].dropout.rate");
     expect_build(mlp, "{\"units\":16,\"dropout\":0.5,\"optimizer\":\"lion\",\"lr\":0.1,\"momentum\":0}", 3, 28, 28, 1,
                  HPO_EINVAL, "model.optimizer.name");
+    /* a key the chosen optimizer or schedule does not read is refused,
+     * naming it (a tuned "$momentum" given to adam searched for nothing) */
+    expect_build(mlp, "{\"units\":32,\"dropout\":0.1,\"optimizer\":\"adam\",\"lr\":0.1,\"momentum\":0.9}", 3, 28,
+                 28, 1, HPO_EINVAL, "model.optimizer.momentum");
+    const char *opt_keys[][3] = {
+        {"{\"name\":\"adam\",\"nesterov\":true}", "model.optimizer.nesterov", "adam takes"},
+        {"{\"name\":\"adamw\",\"rho\":0.9}", "model.optimizer.rho", "adamw takes"},
+        {"{\"name\":\"sgd\",\"beta_1\":0.8}", "model.optimizer.beta_1", "sgd takes"},
+        {"{\"name\":\"sgd\",\"epsilon\":1e-8}", "model.optimizer.epsilon", "sgd takes"},
+        {"{\"name\":\"rmsprop\",\"nesterov\":true,\"momentum\":0.9}", "model.optimizer.nesterov", "rmsprop takes"},
+        {"{\"name\":\"sgd\",\"clipnorm\":1,\"global_clipnorm\":1}", "model.optimizer.global_clipnorm", "one setting"},
+        {"{\"name\":\"adam\"}", NULL, NULL},
+        {"{\"name\":\"rmsprop\",\"momentum\":0.9,\"rho\":0.8,\"epsilon\":1e-6,\"clipnorm\":1}", NULL, NULL},
+    };
+    const char *sched_keys[][3] = {
+        {"{\"name\":\"cosine\",\"gamma\":0.5}", "model.schedule.gamma", "cosine takes"},
+        {"{\"name\":\"constant\",\"step_epochs\":2}", "model.schedule.step_epochs", "constant takes"},
+        {"{\"name\":\"step\",\"alpha\":0.1}", "model.schedule.alpha", "step takes"},
+        {"{\"name\":\"exponential\",\"cosine_steps\":100}", "model.schedule.cosine_steps", "exponential takes"},
+        {"{\"warmup_steps\":10}", NULL, NULL},
+        {"{\"name\":\"step\",\"gamma\":0.5,\"step_epochs\":2,\"warmup_epochs\":1}", NULL, NULL},
+    };
+    for (int k = 0; k < 2; k++) {
+        size_t n = k == 0 ? HPO_ARRAY_LEN(opt_keys) : HPO_ARRAY_LEN(sched_keys);
+        for (size_t i = 0; i < n; i++) {
+            const char *const *c = k == 0 ? opt_keys[i] : sched_keys[i];
+            char tmpl[512];
+            snprintf(tmpl, sizeof tmpl, "{\"layers\":[{\"dense\":{\"units\":3}}],\"%s\":%s}",
+                     k == 0 ? "optimizer" : "schedule", c[0]);
+            json_t *t = J(tmpl);
+            int shape[3] = {4, 1, 1};
+            eng_model *m = NULL;
+            hpo_error err;
+            memset(&err, 0, sizeof err);
+            int got = eng_model_new(t, NULL, 1, shape, 3, 1, &m, &err);
+            printf("  %-60.60s -> %s %s: %s\n", tmpl, hpo_errname(got), err.field, err.message);
+            assert_int_equal(got, c[1] ? HPO_EINVAL : 0);
+            if (c[1]) {
+                assert_string_equal(err.field, c[1]);
+                assert_non_null(strstr(err.message, c[2]));
+            }
+            eng_model_free(m);
+            json_decref(t);
+        }
+    }
+    /* global_clipnorm is clipnorm's other name */
+    json_t *a = J("{\"layers\":[{\"dense\":{\"units\":3}}],\"optimizer\":{\"name\":\"sgd\",\"global_clipnorm\":0.5}}");
+    int shape[3] = {4, 1, 1};
+    eng_model *ma = NULL;
+    hpo_error aerr;
+    assert_int_equal(eng_model_new(a, NULL, 1, shape, 3, 1, &ma, &aerr), 0);
+    assert_true(ma->opt.clipnorm == 0.5f);
+    eng_model_free(ma);
+    json_decref(a);
     expect_build("{\"layers\":[{\"conv2d\":{\"filters\":8,\"kernel\":3}},{\"maxpool2d\":{\"pool\":2}},{\"conv2d\":"
                  "{\"filters\":8,\"kernel\":3}},{\"conv2d\":{\"filters\":8,\"kernel\":\"$k\"}},{\"flatten\":{}},{\"dense\":{\"units\":10}}]}",
                  "{\"k\":12}", 3, 28, 28, 1, HPO_ESHAPE, "model.layers[3].conv2d.kernel");

@@ -389,12 +389,24 @@ static void test_conv_pool_fused_vs_plain(void **state) {
     free(x);
 }
 
+/* Binary accuracy (one sigmoid output) counts class 1 above 0.5 only, as
+ * Keras' binary_accuracy: a logit of 0 (p = 0.5 exactly) predicts class 0. */
+static void test_binary_accuracy_threshold(void **state) {
+    (void)state;
+    const float z[4] = {0.0f, 0.0f, 1e-3f, -1e-3f};
+    const int32_t labels[4] = {0, 1, 1, 0};
+    eng_metric_sums acc = {0};
+    eng_loss_compute(ENG_LOSS_BCE, ENG_ACT_SIGMOID, z, labels, NULL, 4, 1, 1.0f, NULL, &acc);
+    printf("  binary accuracy at p = 0.5: %g of 4 right (expected 3)\n", acc.correct);
+    assert_true(acc.correct == 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_naive_vs_fast),   cmocka_unit_test(test_conv_naive_vs_fast),
         cmocka_unit_test(test_pool_bn_naive_vs_fast), cmocka_unit_test(test_act_naive_vs_fast),
         cmocka_unit_test(test_fd_layers),              cmocka_unit_test(test_conv_pool_fused_vs_plain),
-        cmocka_unit_test(test_dropout_masks),
+        cmocka_unit_test(test_dropout_masks),          cmocka_unit_test(test_binary_accuracy_threshold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
