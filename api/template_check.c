@@ -207,10 +207,43 @@ static void field_shape(const char *f, char *out, size_t n) {
     out[k] = 0;
 }
 
+/* A key the optimizer or schedule does not read (eng_model_check_keys) at
+ * any point refuses the study: unlike a model over the budget at some
+ * points, it is a mistake in the definition (a momentum given to adam; with
+ * "name": "$optimizer", a momentum without a condition on the optimizer). */
+static int check_keys(const api_study_def *d, const points *p, hpo_error *err) {
+    int rc = 0;
+    for (int i = 0; i < p->n && rc == 0; i++) {
+        const double *x = p->x + (size_t)i * (size_t)d->space->n;
+        json_t *params = tun_space_to_json(d->space, x), *model = NULL;
+        if (!params) return hpo_fail(err, HPO_ENOMEM, "space", "out of memory");
+        hpo_error e;
+        memset(&e, 0, sizeof e);
+        if (api_model_expand(d->emb.model, params, d->space, &model, &e) == 0 &&
+            eng_model_check_keys(model, params, &e) != 0) {
+            const json_t *o = json_object_get(model, strncmp(e.field, "model.schedule", 14) == 0 ? "schedule" : "optimizer");
+            const char *name = json_string_value(json_object_get(o, "name"));
+            *err = e;
+            if (name && name[0] == '$')
+                snprintf(err->message + strlen(err->message), sizeof err->message - strlen(err->message),
+                         "; the name is \"%s\": give this key through a parameter with a condition on it, active "
+                         "where the key applies", name);
+            rc = HPO_EINVAL;
+        }
+        json_decref(model);
+        json_decref(params);
+    }
+    return rc;
+}
+
 int api_embedded_check_model(api_ctx *ctx, const api_study_def *d, hpo_error *err) {
     points p = {d->space, NULL, 0};
     p.x = hpo_xcalloc((size_t)MAX_POINTS * ((size_t)d->space->n + 1), sizeof *p.x);
     make_points(&p);
+    if (check_keys(d, &p, err)) {
+        free(p.x);
+        return HPO_EINVAL;
+    }
     int first = 0, same = 1;
     hpo_error e0;
     char shape0[sizeof e0.field], shape[sizeof e0.field];

@@ -525,9 +525,10 @@ static double flops_list(const eng_layer *ls, int n) {
 
 double eng_model_forward_flops(const eng_model *m) { return flops_list(m->layers, m->nlayers) / 3.0; }
 
-/* The keys each optimiser reads (eng_optim_step), by eng_opt_kind: one it
- * does not read is a 400 (a tuned "$momentum" given to adam would be
- * searched for nothing). clipnorm is the global norm's (PyTorch's
+/* The keys each optimiser reads (eng_optim_step), by eng_opt_kind, and
+ * each schedule (eng_schedule_lr), by eng_sched_kind: a build takes any of
+ * them (a study stored before eng_model_check_keys existed still trains),
+ * the check refuses the others. clipnorm is the global norm's (PyTorch's
  * clip_grad_norm_); global_clipnorm, Keras' name for that, says the same. */
 static const char *const optimizer_keys[][9] = {
     {"name", "learning_rate", "momentum", "nesterov", "weight_decay", "clipnorm", "global_clipnorm", NULL},
@@ -535,6 +536,19 @@ static const char *const optimizer_keys[][9] = {
     {"name", "learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "clipnorm", "global_clipnorm", NULL},
     {"name", "learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "clipnorm", "global_clipnorm", NULL},
 };
+static const char *const any_optimizer_keys[] = {"name",     "learning_rate",   "momentum", "nesterov",
+                                                 "weight_decay", "clipnorm", "global_clipnorm", "beta_1",
+                                                 "beta_2",   "epsilon",         "rho",      NULL};
+static const char *const schedule_keys[][6] = {
+    {"name", "warmup_steps", "warmup_epochs", NULL},
+    {"name", "warmup_steps", "warmup_epochs", "step_epochs", "gamma", NULL},
+    {"name", "warmup_steps", "warmup_epochs", "boundaries", "values", NULL},
+    {"name", "warmup_steps", "warmup_epochs", "decay_rate", "decay_steps", NULL},
+    {"name", "warmup_steps", "warmup_epochs", "cosine_steps", "alpha", NULL},
+};
+static const char *const any_schedule_keys[] = {"name",        "warmup_steps", "warmup_epochs", "step_epochs",
+                                                "gamma",       "decay_rate",   "decay_steps",   "cosine_steps",
+                                                "alpha",       "boundaries",   "values",        NULL};
 
 static int parse_optimizer(ctx *c, const json_t *o, eng_optim_config *oc) {
     const char *p = "model.optimizer";
@@ -549,12 +563,7 @@ static int parse_optimizer(ctx *c, const json_t *o, eng_optim_config *oc) {
     if (o && (rc = get_str(c, o, "name", p, "adam", &name))) return rc;
     int kind = eng_opt_parse(name);
     if (kind < 0) return hpo_fail(c->err, HPO_EINVAL, "model.optimizer.name", "model.optimizer.name: unknown optimizer \"%s\"", name);
-    char what[64];
-    snprintf(what, sizeof what, "%s %s", p, eng_opt_name(kind));
-    if (o && (rc = only_keys_of(c, o, optimizer_keys[kind], p, what))) return rc;
-    if (o && json_object_get(o, "clipnorm") && json_object_get(o, "global_clipnorm"))
-        return hpo_fail(c->err, HPO_EINVAL, "model.optimizer.global_clipnorm",
-                        "model.optimizer: clipnorm and global_clipnorm are one setting (the global norm): give one");
+    if (o && (rc = only_keys(c, o, any_optimizer_keys, p))) return rc;
     eng_optim_defaults(oc, kind);
     if (!o) return 0;
     double lr = 0, mom = 0, wd = 0, clip = 0, b1 = 0, b2 = 0, eps = 0, rho = 0;
@@ -597,17 +606,7 @@ static int parse_schedule(ctx *c, const json_t *o, double base_lr, eng_schedule 
     if (o && (rc = get_str(c, o, "name", p, "constant", &name))) return rc;
     s->kind = eng_sched_parse(name);
     if (s->kind < 0) return hpo_fail(c->err, HPO_EINVAL, "model.schedule.name", "model.schedule.name: unknown schedule \"%s\"", name);
-    /* the keys each schedule reads (eng_schedule_lr), by eng_sched_kind */
-    static const char *const schedule_keys[][6] = {
-        {"name", "warmup_steps", "warmup_epochs", NULL},
-        {"name", "warmup_steps", "warmup_epochs", "step_epochs", "gamma", NULL},
-        {"name", "warmup_steps", "warmup_epochs", "boundaries", "values", NULL},
-        {"name", "warmup_steps", "warmup_epochs", "decay_rate", "decay_steps", NULL},
-        {"name", "warmup_steps", "warmup_epochs", "cosine_steps", "alpha", NULL},
-    };
-    char what[64];
-    snprintf(what, sizeof what, "%s %s", p, name);
-    if (o && (rc = only_keys_of(c, o, schedule_keys[s->kind], p, what))) return rc;
+    if (o && (rc = only_keys(c, o, any_schedule_keys, p))) return rc;
     if (!o) return 0;
     if ((rc = get_num(c, o, "warmup_steps", p, 0, 0, 1e9, &s->warmup_steps))) return rc;
     if ((rc = get_num(c, o, "warmup_epochs", p, 0, 0, 1e6, &s->warmup_epochs))) return rc;
@@ -639,6 +638,38 @@ static int parse_schedule(ctx *c, const json_t *o, double base_lr, eng_schedule 
     }
     (void)base_lr;
     return 0;
+}
+
+/* The optimizer's or schedule's object (o) against the keys its kind reads;
+ * kind_of maps the (resolved) name to the kind, -1 when unknown (the build
+ * names that). */
+static int check_kind_keys(ctx *c, const json_t *o, const char *p, const char *default_name,
+                           int (*kind_of)(const char *), const char *const *(*keys_of)(int)) {
+    const char *name = default_name;
+    int rc;
+    if (!json_is_object(o)) return 0; /* a name alone, or what the build refuses */
+    if ((rc = get_str(c, o, "name", p, default_name, &name))) return rc;
+    int kind = kind_of(name);
+    if (kind < 0) return 0;
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", p, name);
+    return only_keys_of(c, o, keys_of(kind), p, what);
+}
+
+static const char *const *optimizer_keys_of(int kind) { return optimizer_keys[kind]; }
+static const char *const *schedule_keys_of(int kind) { return schedule_keys[kind]; }
+
+int eng_model_check_keys(const json_t *tmpl, const json_t *params, hpo_error *err) {
+    ctx c = {params, err, 0, 0};
+    if (!json_is_object(tmpl)) return 0;
+    const json_t *o = json_object_get(tmpl, "optimizer");
+    int rc = check_kind_keys(&c, o, "model.optimizer", "adam", eng_opt_parse, optimizer_keys_of);
+    if (rc) return rc;
+    if (json_is_object(o) && json_object_get(o, "clipnorm") && json_object_get(o, "global_clipnorm"))
+        return hpo_fail(err, HPO_EINVAL, "model.optimizer.global_clipnorm",
+                        "model.optimizer: clipnorm and global_clipnorm are one setting (the global norm): give one");
+    return check_kind_keys(&c, json_object_get(tmpl, "schedule"), "model.schedule", "constant", eng_sched_parse,
+                           schedule_keys_of);
 }
 
 int eng_model_new_shape(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,

@@ -140,6 +140,14 @@ int eng_model_new(const json_t *tmpl, const json_t *params, int in_rank, const i
  * values per sample is HPO_ETOOLARGE naming the layer. */
 int eng_model_new_shape(const json_t *tmpl, const json_t *params, int in_rank, const int *in_shape, int n_classes,
                         eng_model **out, hpo_error *err);
+/* Whether the optimizer and the schedule of tmpl (with params) hold only
+ * keys their kind reads: adam takes no momentum, a cosine schedule no
+ * gamma (a tuned "$momentum" given to adam would be searched for nothing).
+ * 0, or HPO_EINVAL naming the key and what the kind takes. The builds above
+ * accept any optimizer or schedule key, so that a study or a model stored
+ * before this check still trains and predicts; a new study is checked
+ * (template_check.c), and so is `hpod train`. */
+int eng_model_check_keys(const json_t *tmpl, const json_t *params, hpo_error *err);
 /* Allocates and initialises the parameter, gradient, optimiser-state and
  * batch-norm blocks of a shape-only model; HPO_ENOMEM (with err, the model
  * left shape-only) when they do not fit. */

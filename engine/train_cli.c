@@ -129,6 +129,7 @@ int eng_train_main(int argc, char **argv) {
         json_decref(tmpl);
         return 2;
     }
+    if ((rc = eng_model_check_keys(tmpl, params, &err))) goto fail;
     if ((rc = eng_dataset_cache_get(dataset, "train", &train_ds, &err))) goto fail;
     if ((rc = eng_dataset_cache_get(dataset, "test", &test_ds, &err))) goto fail;
     eng_split_spec spec = {.val_count = (size_t)vsplit, .mode = ENG_SPLIT_TAIL, .limit = (size_t)limit};

@@ -140,6 +140,19 @@ def main():
                 study(model=dict(units, schedule={"name": "cosine", "gamma": 0.5}),
                       space={"u": {"type": "int", "low": 16, "high": 64}}),
                 "model.schedule.gamma", "cosine takes")
+        # with "name": "$optimizer", a momentum without a condition reaches adam's trials
+        choice = {"u": {"type": "int", "low": 16, "high": 64},
+                  "opt": {"type": "choice", "values": ["sgd", "adam"]},
+                  "m": {"type": "float", "low": 0, "high": 0.99}}
+        refused(hp, c, "an unconditional momentum for a chosen optimizer",
+                study(model=dict(units, optimizer={"name": "$opt", "momentum": "$m"}), space=choice),
+                "model.optimizer.momentum", "condition")
+        cond = dict(choice, m=dict(choice["m"], condition={"opt": ["sgd"]}))
+        st, out = hp.request("POST", "/api/v1/studies", study(name="cond", model=dict(
+            units, optimizer={"name": "$opt", "momentum": "$m"}), space=cond), timeout=60)
+        c.check(st == 201, "a momentum conditional on the optimizer being sgd is accepted: %s %s" % (st, out))
+        if st == 201:
+            hp.ok("DELETE", "/api/v1/studies/%d" % out["id"])
         # inside every limit: accepted, and it trains
         ok = study(model={"layers": [{"flatten": {}}, {"repeat": {"count": 2, "layers": [
             {"dense": {"units": 8, "activation": "relu"}}]}}, {"dense": {"units": 10}}],
