@@ -153,6 +153,21 @@ def main():
         c.check(st == 201, "a momentum conditional on the optimizer being sgd is accepted: %s %s" % (st, out))
         if st == 201:
             hp.ok("DELETE", "/api/v1/studies/%d" % out["id"])
+        # a pruner key the chosen pruner does not read (asha took warmup_steps and ignored it)
+        ext = {"name": "ext", "space": {"x": {"type": "float", "low": 0, "high": 1}}}
+        for pruner, key in (({"algorithm": "asha", "warmup_steps": 100}, "warmup_steps"),
+                            ({"algorithm": "hyperband", "n_startup_trials": 5}, "n_startup_trials"),
+                            ({"algorithm": "asha", "max_resource": 27}, "max_resource"),
+                            ({"algorithm": "median", "eta": 3}, "eta"),
+                            ({"algorithm": "none", "min_resource": 2}, "min_resource")):
+            refused(hp, c, "%s with %s" % (pruner["algorithm"], key), dict(ext, tuner={"pruner": pruner}),
+                    "tuner.pruner." + key, "does not read it")
+        for pruner in ({"algorithm": "hyperband", "eta": 3, "min_resource": 1, "max_resource": 27},
+                       {"algorithm": "median", "warmup_steps": 2, "n_startup_trials": 3}):
+            st, out = hp.request("POST", "/api/v1/studies", dict(ext, tuner={"pruner": pruner}))
+            c.check(st == 201, "%s with the keys it reads: %s %s" % (pruner["algorithm"], st, out))
+            if st == 201:
+                hp.ok("DELETE", "/api/v1/studies/%d" % out["id"])
         # inside every limit: accepted, and it trains
         ok = study(model={"layers": [{"flatten": {}}, {"repeat": {"count": 2, "layers": [
             {"dense": {"units": 8, "activation": "relu"}}]}}, {"dense": {"units": 10}}],
