@@ -325,7 +325,11 @@ static int median_decide(const tun_study *t, const tun_trial_rec *rec, int64_t s
             for (int i = hi + 1; i < m; i++)
                 if (vals[i] < b) b = vals[i];
         }
-        double median = a + (b - a) * 0.5 * (hi - lo);
+        /* numpy's lerp on the values as the client gave them (Optuna's
+         * nanpercentile): b - (b - a) / 2 for an even count, which in the
+         * minimisation sign of a maximised objective is a + (b - a) / 2
+         * (they differ in the last bit, which decides at a tie) */
+        double median = hi == lo ? a : t->obj_max[0] ? a + (b - a) * 0.5 : b - (b - a) * 0.5;
         *prune = best > median;
     }
     free(vals);

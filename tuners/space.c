@@ -89,9 +89,13 @@ static const char *type_name(tun_param_type t) {
 int64_t tun_param_n_values(const tun_param *p) {
     switch (p->type) {
     case TUN_INT: return (int64_t)floor((p->high - p->low) / p->step) + 1;
-    case TUN_FLOAT:
+    case TUN_FLOAT: {
         if (p->step <= 0) return 0;
-        return (int64_t)floor((p->high - p->low) / p->step + 1e-9) + 1;
+        /* high counts when it is low + k step up to rounding, relative to k
+         * (an absolute 1e-9 missed it past 1e8 steps) */
+        double q = (p->high - p->low) / p->step, k = nearbyint(q);
+        return (int64_t)(fabs(q - k) <= 1e-9 * fmax(1.0, k) ? k : floor(q)) + 1;
+    }
     case TUN_CHOICE: return p->n_choices;
     case TUN_BOOL: return 2;
     }
@@ -636,11 +640,11 @@ static int decode_value(const tun_param *p, const json_t *v, double *out, hpo_er
     case TUN_FLOAT:
         if (!json_to_num(v, &d)) return param_fail(err, p->name, "must be a finite number");
         if (d < p->low || d > p->high)
-            return param_fail(err, p->name, "%g is outside [%g, %g]", d, p->low, p->high);
+            return param_fail(err, p->name, "%.15g is outside [%.15g, %.15g]", d, p->low, p->high);
         if (p->step > 0) {
             int64_t k = tun_param_index_of(p, d);
             if (k < 0)
-                return param_fail(err, p->name, "%g is not low + k * step (step %g)", d, p->step);
+                return param_fail(err, p->name, "%.15g is not low + k * step (step %.15g)", d, p->step);
             d = tun_param_value_at(p, k);
         }
         *out = d;

@@ -268,7 +268,17 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
     tun_trial_rec *r = find(t, number);
     if (!r) return HPO_ENOTFOUND;
     if (!record_step(t, r, step, values, -1)) {
-        if (prune) *prune = r->prune_said;
+        /* a step reported again keeps its first value. The median rule
+         * decides again, at the trial's highest step, as Optuna's
+         * should_prune does (other trials may have completed since); a rung
+         * is judged once, at the report that reached it */
+        if (prune && r->state == TUN_TRIAL_RUNNING && !r->prune_said && t->cfg.pruner.kind == TUN_PRUNER_MEDIAN) {
+            int p = 0;
+            int rc = tun_pruner_decide(t, r, r->steps[r->n_steps - 1], &p);
+            if (rc) return rc;
+            r->prune_said = p;
+        }
+        if (prune) *prune = r->state == TUN_TRIAL_RUNNING && r->prune_said;
         return 0;
     }
     /* without *prune (a replay) nobody asks: skip the O(trials) decision */

@@ -219,6 +219,38 @@ static void test_median_rule(void **state) {
     tun_space_free(s);
 }
 
+/* An even count's median is numpy's b - (b - a) / 2 on the client's
+ * values: completed 0.04 and 0.84 give 0.44 exactly (a + (b - a) / 2 gave
+ * 0.43999999999999995 and pruned a report of 0.44, which Optuna keeps);
+ * maximising, 0.2 and 0.72 give 0.46 (a pruner audit's cases). A step
+ * reported again is decided again by the median rule, at the highest step,
+ * as Optuna's should_prune: a trial completed since may change it. */
+static void test_median_ties_and_repeats(void **state) {
+    (void)state;
+    tun_space *s = one_param_space();
+    for (int maxi = 0; maxi < 2; maxi++) {
+        tun_config cfg;
+        tun_config_default(&cfg);
+        cfg.pruner.kind = TUN_PRUNER_MEDIAN;
+        cfg.pruner.n_startup_trials = 1;
+        tun_study *t = NULL;
+        assert_int_equal(tun_study_new(s, &cfg, maxi, &t), 0);
+        const double a = maxi ? 0.2 : 0.04, b = maxi ? 0.72 : 0.84, tie = maxi ? 0.46 : 0.44;
+        complete_curve(t, 0, &a, 1);
+        complete_curve(t, 1, &b, 1);
+        start(t, 2);
+        EXPECT(t, 2, 0, tie, 0); /* equal to the median: kept */
+        /* step 0 again: the first value stays; a third complete trial moves
+         * the median past it, and the repeat is decided again */
+        const double c = maxi ? 0.9 : 0.01;
+        complete_curve(t, 3, &c, 1); /* median now a (0.04 / 0.72): worse */
+        EXPECT(t, 2, 0, maxi ? 0.99 : 0.0, 1);
+        EXPECT(t, 2, 1, maxi ? 0.99 : 0.0, 1); /* said once, said again */
+        tun_study_free(t);
+    }
+    tun_space_free(s);
+}
+
 /* ---- Hyperband ---- */
 
 static void test_hyperband_brackets_assignment(void **state) {
@@ -344,10 +376,15 @@ static int naive_median(const tun_study *t, int64_t number, int64_t step, double
             if (o->steps[i] == step && !isnan(o->step_values[i])) vals[m++] = o->step_values[i];
     }
     if (m == 0) return 0;
+    /* numpy's nanpercentile on the values as the client gave them, as
+     * Optuna computes it (the tuner keeps them negated for maximising) */
+    int maxi = t->obj_max[0];
+    for (int i = 0; i < m; i++) vals[i] = maxi ? -vals[i] : vals[i];
     qsort(vals, (size_t)m, sizeof *vals, cmp_d);
-    double pos = 0.5 * (m - 1), lo = floor(pos), hi = ceil(pos);
-    double med = vals[(int)lo] + (vals[(int)hi] - vals[(int)lo]) * (pos - lo);
-    return best > med;
+    double pos = 0.5 * (m - 1), lo = floor(pos), hi = ceil(pos), f = pos - lo;
+    double a = vals[(int)lo], b = vals[(int)hi];
+    double med = f < 0.5 ? a + (b - a) * f : b - (b - a) * (1 - f);
+    return maxi ? -best < med : best > med;
 }
 
 static void random_race(tun_pruner_kind kind, uint64_t seed) {
@@ -956,6 +993,7 @@ static void test_pruner_config(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hyperband_table_paper),
+        cmocka_unit_test(test_median_ties_and_repeats),
         cmocka_unit_test(test_late_lower_step),
         cmocka_unit_test(test_late_lower_step_median_judges_highest),
         cmocka_unit_test(test_replay_keeps_late_and_prune_answer),
