@@ -302,6 +302,10 @@ int api_study_sync(api_ctx *ctx, api_study *st);
  * the same statement on PostgreSQL (sto_trials_changed); SQLite reads the
  * study's row. HPO_ENOTFOUND when the study is gone. */
 int api_study_sync_state(api_ctx *ctx, api_study *st, sto_study_state *state);
+/* What storage keeps of the pruner's answer to a report of trial number
+ * (sto_trial_report's pruned): 0, 1, or 2 + the rung asha or hyperband said
+ * stop at (st->lock held). */
+int api_prune_answer(const api_study *st, int64_t number, int prune);
 /* Keeps st->waiting (study_cache.c) as trial t was read (at the load, by a sync): its
  * number in the set while t is enqueued and never started, out of it
  * otherwise. Every change is read by a later sync, so on PostgreSQL an

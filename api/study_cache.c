@@ -169,7 +169,7 @@ static void replay_intermediate(void *arg, const sto_intermediate *row) {
     else
         api_report_vector(r->def, NULL, 0, row->step, row->value, vec);
     tun_study_replay_report(r->tuner, row->number, row->step, vec, row->flags & STO_STEP_LATE,
-                            row->flags & STO_STEP_PRUNED);
+                            row->flags & STO_STEP_PRUNED, row->rung);
 }
 
 /* A study stored before definitions pinned their uploaded dataset

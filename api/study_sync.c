@@ -14,6 +14,12 @@
  * gives (a safeguard: under the study's lock the first one succeeds). */
 #define NEW_TRIAL_TRIES 16
 
+int api_prune_answer(const api_study *st, int64_t number, int prune) {
+    if (!prune) return 0;
+    int rung = tun_study_prune_rung(st->tuner, number);
+    return rung >= 0 ? 2 + rung : 1;
+}
+
 /* Folds one changed trial t into the history; x is scratch (space->n).
  * Only a storage failure is returned. */
 static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x) {
@@ -53,7 +59,7 @@ static int sync_trial(api_ctx *ctx, api_study *st, const sto_trial *t, double *x
             double vec[TUN_MAX_OBJECTIVES];
             api_report_vector(&st->def, eps, n_eps, rows[i].step, rows[i].value, vec);
             tun_study_replay_report(st->tuner, t->number, rows[i].step, vec, rows[i].flags & STO_STEP_LATE,
-                                    rows[i].flags & STO_STEP_PRUNED);
+                                    rows[i].flags & STO_STEP_PRUNED, rows[i].rung);
         }
         sto_epoch_list_free(eps, n_eps);
         free(rows);

@@ -281,7 +281,9 @@ void api_h_trial_report(api_ctx *ctx, const api_request *req, int64_t id, api_re
          * tuner keeps the step's first value and answer, which the retry
          * stores) */
         if (rc == 0) rc = tun_study_report_mo(st->tuner, t.number, step, vec, &prune);
-        if (rc == 0) rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds, prune);
+        if (rc == 0)
+            rc = sto_trial_report(ctx->db, id, step, value, hpo_now() + st->def.lease_seconds,
+                                  api_prune_answer(st, t.number, prune));
         if (rc)
             api_fail_rc(resp, rc, err.message[0] ? &err : NULL);
         else

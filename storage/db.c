@@ -451,7 +451,8 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_INTERMEDIATE_PUT] =
         "INSERT INTO intermediates (trial_id, step, value) VALUES (?1, ?2, ?3)"
         " ON CONFLICT (trial_id, step) DO NOTHING",
-    [STO_Q_INTERMEDIATE_PRUNED] = "UPDATE intermediates SET pruned = 1 WHERE trial_id = ?1 AND step = ?2",
+    /* pruned: 1, or 2 + the rung the answer was given at (storage.h) */
+    [STO_Q_INTERMEDIATE_PRUNED] = "UPDATE intermediates SET pruned = ?3 WHERE trial_id = ?1 AND step = ?2",
     [STO_Q_INTERMEDIATES_TRIAL_FLAGS] = INTERMEDIATES_TRIAL("late, pruned"),
     [STO_Q_INTERMEDIATES_TRIAL] = INTERMEDIATES_TRIAL("0, 0"),
     [STO_Q_INTERMEDIATES_STUDY_FLAGS] = INTERMEDIATES_STUDY("i.late, i.pruned"),

@@ -326,10 +326,11 @@ int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models);
  * replaces it, <= 0 keeps the current one. last_step/last_value follow the
  * highest step reported (its first value). step must be >= 0. pruned: the
  * pruner told the trial to stop at this report (it then says so at every
- * later one), kept with the step in the same transaction, so that a
- * restart, or another node catching up on the trial, never reads the step
- * without the answer (sto_intermediate.flags; a step reported again gains
- * the flag). HPO_ECONFLICT unless the trial is running. */
+ * later one): 0 no, 1 yes, 2 + k yes at rung k (asha, hyperband); kept with
+ * the step in the same transaction, so that a restart, or another node
+ * catching up on the trial, never reads the step without the answer
+ * (sto_intermediate.flags and rung; a step reported again gains the flag).
+ * HPO_ECONFLICT unless the trial is running. */
 int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires, int pruned);
 
@@ -343,6 +344,7 @@ typedef struct sto_intermediate {
     int64_t step;
     double value;
     int flags; /* STO_STEP_* */
+    int rung;  /* STO_STEP_PRUNED: the rung asha or hyperband said stop at; -1 none or not known */
 } sto_intermediate;
 
 /* Intermediate values of a trial, ordered by step; the caller frees both

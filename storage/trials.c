@@ -252,7 +252,7 @@ int sto_jobs_queued(sto_db *db, int64_t *trials, int64_t *models) {
 
 int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
                      double lease_expires, int pruned) {
-    if (!db || step < 0) return HPO_EINVAL;
+    if (!db || step < 0 || pruned < 0) return HPO_EINVAL;
     sto_db_lock(db);
     /* a trial running on another node is not ours to report */
     sto_stmt *up = sto_db_node_stmt(db, STO_Q_TRIAL_REPORT_NODE, STO_Q_TRIAL_REPORT, 5, db->node_id);
@@ -284,6 +284,7 @@ int sto_trial_report(sto_db *db, int64_t trial_id, int64_t step, double value,
     if (pruned && said) {
         sto_bind_int64(said, 1, trial_id);
         sto_bind_int64(said, 2, step);
+        sto_bind_int64(said, 3, pruned);
         if (sto_step(said) != STO_DONE) rc = sto_db_error(db, "trial report: prune answer");
         sto_db_done(said);
         if (rc) goto fail;
@@ -305,9 +306,11 @@ fail:
 /* A report read by STO_Q_INTERMEDIATES_TRIAL / _STUDY from column col on:
  * step, value, late, pruned. */
 static sto_intermediate read_intermediate(sto_stmt *s, int col) {
-    sto_intermediate r = {0, sto_col_int64(s, col), sto_col_real(s, col + 1), 0};
+    sto_intermediate r = {0, sto_col_int64(s, col), sto_col_real(s, col + 1), 0, -1};
+    int64_t pruned = sto_col_int64(s, col + 3); /* 1, or 2 + the rung (sto_trial_report) */
     if (sto_col_int64(s, col + 2)) r.flags |= STO_STEP_LATE;
-    if (sto_col_int64(s, col + 3)) r.flags |= STO_STEP_PRUNED;
+    if (pruned) r.flags |= STO_STEP_PRUNED;
+    if (pruned >= 2 && pruned - 2 < 64) r.rung = (int)(pruned - 2);
     return r;
 }
 

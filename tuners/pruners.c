@@ -7,11 +7,12 @@
  * - Stateless: Optuna keeps per-trial "rung" attributes; here a trial's value
  *   at a rung is its intermediate value at the first reported step >= the
  *   rung's step, and a rung is judged at the report that first reaches it.
- *   With steps reported in increasing order (epochs) this is the same
- *   decision Optuna makes, and a history replayed after a restart gives the
- *   same answers. (One difference: a trial that skips several rungs in one
- *   report and fails the first one keeps values at the skipped rungs, which
- *   Optuna would not record.)
+ *   A report that reaches several rungs (steps that skip some) is judged at
+ *   each in turn, and one stopped at a rung has no value at the higher ones
+ *   it reached (tun_trial_rec.said_at_rung), as Optuna records them. With
+ *   that, these are the decisions Optuna makes, and a history replayed after
+ *   a restart gives the same answers (storage keeps the rung with the
+ *   report the pruner said stop at).
  * - A late report, of a step below the trial's highest (out of order):
  *   Optuna judges at trial.last_step, the highest step. ASHA and Hyperband
  *   recorded the rungs up to it when that step came, so the late report
@@ -146,6 +147,17 @@ static int64_t rung_step(const tun_pruner_config *pc, int e) {
     return (int64_t)ceil(v - 1e-9);
 }
 
+/* Index of another trial's value at rung ka (its step rs), as rung_index,
+ * or -1 when the report that reached it was stopped at a lower rung: such
+ * a trial has no value there (Optuna records a rung's value only on the
+ * way up). */
+static int rung_value_index(const tun_study *t, const tun_trial_rec *o, int ka, int64_t rs) {
+    int f = rung_index(o, rs);
+    int stopped = o->said_at_rung - 1;
+    if (f < 0 || stopped < 0 || ka <= stopped) return f;
+    return f == rung_index(o, rung_step(&t->cfg.pruner, stopped)) ? -1 : f;
+}
+
 int64_t tun_hyperband_max_resource(const tun_pruner_config *pc) {
     int64_t m = pc->max_resource > 0 ? pc->max_resource : DEFAULT_MAX_RESOURCE;
     return m < pc->min_resource ? pc->min_resource : m;
@@ -209,7 +221,8 @@ static int has_nan(const double *v, int m) {
 
 /* MO-ASHA's decision at the rung of step rs, first = rec's index of its
  * value there. */
-static int mo_rung(const tun_study *t, const tun_trial_rec *rec, int64_t rs, int first, int bracket, int *prune) {
+static int mo_rung(const tun_study *t, const tun_trial_rec *rec, int ka, int64_t rs, int first, int bracket,
+                   int *prune) {
     int m = t->n_obj;
     const tun_pruner_config *pc = &t->cfg.pruner;
     if (has_nan(vec_at(t, rec, first), m)) {
@@ -225,7 +238,7 @@ static int mo_rung(const tun_study *t, const tun_trial_rec *rec, int64_t rs, int
         const tun_trial_rec *o = &t->trials[j];
         if (!o->present || o->prior || o == rec || !o->step_vecs) continue;
         if (bracket >= 0 && o->bracket != bracket) continue;
-        int f = rung_index(o, rs);
+        int f = rung_value_index(t, o, ka, rs);
         if (f < 0 || has_nan(vec_at(t, o, f), m)) continue;
         if (M == cap) {
             cap *= 2;
@@ -247,7 +260,7 @@ static int mo_rung(const tun_study *t, const tun_trial_rec *rec, int64_t rs, int
  * exactly when fewer than k of them are strictly smaller: a count, O(m),
  * instead of a sort. Several objectives: mo_rung. */
 static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int r0,
-                       int bracket, int *prune) {
+                       int bracket, int *prune, int *rung) {
     const tun_pruner_config *pc = &t->cfg.pruner;
     *prune = 0;
     /* the last rung is the one at INT64_MAX, where rung_step saturates: a
@@ -259,13 +272,14 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
         int first = rung_index(rec, rs);
         if (first < 0 || rec->steps[first] != step) continue; /* judged at an earlier report */
         if (t->n_obj > 1) {
-            int rc = mo_rung(t, rec, rs, first, bracket, prune);
+            int rc = mo_rung(t, rec, r0 + k, rs, first, bracket, prune);
+            if (*prune) *rung = r0 + k;
             if (rc || *prune) return rc;
             continue;
         }
         double value = rec->step_values[first];
         if (isnan(value)) {
-            *prune = 1;
+            *prune = 1, *rung = r0 + k;
             return 0;
         }
         int64_t m = 1, smaller = 0;
@@ -273,7 +287,7 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
             const tun_trial_rec *o = &t->trials[j];
             if (!o->present || o->prior || o == rec) continue;
             if (bracket >= 0 && o->bracket != bracket) continue;
-            int f = rung_index(o, rs);
+            int f = rung_value_index(t, o, r0 + k, rs);
             if (f < 0 || isnan(o->step_values[f])) continue;
             m++;
             if (o->step_values[f] < value) smaller++;
@@ -281,7 +295,7 @@ static int asha_decide(const tun_study *t, const tun_trial_rec *rec, int64_t ste
         int64_t keep = (int64_t)floor((double)m / pc->eta);
         if (keep < 1) keep = 1;
         if (smaller >= keep) {
-            *prune = 1;
+            *prune = 1, *rung = r0 + k;
             return 0;
         }
     }
@@ -336,7 +350,8 @@ static int median_decide(const tun_study *t, const tun_trial_rec *rec, int64_t s
     return 0;
 }
 
-int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune) {
+int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune, int *rung) {
+    *rung = -1;
     /* a late report (a step below the highest): judged at the highest step,
      * as Optuna judges at trial.last_step (the design notes) */
     int64_t last = rec->n_steps > 0 && rec->steps[rec->n_steps - 1] > step ? rec->steps[rec->n_steps - 1] : step;
@@ -349,12 +364,12 @@ int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step
         if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
         *prune = 0;
         /* the rungs up to the highest step were judged when it came */
-        return last > step ? 0 : asha_decide(t, rec, step, 0, -1, prune);
+        return last > step ? 0 : asha_decide(t, rec, step, 0, -1, prune, rung);
     case TUN_PRUNER_HYPERBAND: {
         if (!(t->cfg.pruner.eta > 1) || t->cfg.pruner.min_resource < 1) return HPO_EINVAL;
         int b = rec->bracket;
         *prune = 0;
-        return last > step ? 0 : asha_decide(t, rec, step, b, b, prune);
+        return last > step ? 0 : asha_decide(t, rec, step, b, b, prune, rung);
     }
     }
     return HPO_EINVAL;

@@ -273,8 +273,8 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
          * should_prune does (other trials may have completed since); a rung
          * is judged once, at the report that reached it */
         if (prune && r->state == TUN_TRIAL_RUNNING && !r->prune_said && t->cfg.pruner.kind == TUN_PRUNER_MEDIAN) {
-            int p = 0;
-            int rc = tun_pruner_decide(t, r, r->steps[r->n_steps - 1], &p);
+            int p = 0, rung;
+            int rc = tun_pruner_decide(t, r, r->steps[r->n_steps - 1], &p, &rung);
             if (rc) return rc;
             r->prune_said = p;
         }
@@ -283,23 +283,32 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
     }
     /* without *prune (a replay) nobody asks: skip the O(trials) decision */
     if (prune && r->state == TUN_TRIAL_RUNNING && !r->prune_said) {
-        int p = 0;
-        int rc = tun_pruner_decide(t, r, step, &p);
+        int p = 0, rung;
+        int rc = tun_pruner_decide(t, r, step, &p, &rung);
         if (rc) return rc;
         r->prune_said = p;
+        if (p) r->said_at_rung = rung + 1;
     }
     if (prune) *prune = r->state == TUN_TRIAL_RUNNING && r->prune_said;
     return 0;
 }
 
 int tun_study_replay_report(tun_study *t, int64_t number, int64_t step, const double *values, int late,
-                            int pruned) {
+                            int pruned, int rung) {
     if (!t || !values || step < 0) return HPO_EINVAL;
     tun_trial_rec *r = find(t, number);
     if (!r) return HPO_ENOTFOUND;
     record_step(t, r, step, values, late != 0);
-    if (pruned) r->prune_said = 1;
+    if (pruned && !r->prune_said) {
+        r->prune_said = 1;
+        r->said_at_rung = rung >= 0 ? rung + 1 : 0;
+    }
     return 0;
+}
+
+int tun_study_prune_rung(const tun_study *t, int64_t number) {
+    const tun_trial_rec *r = t ? find(t, number) : NULL;
+    return r && r->prune_said ? r->said_at_rung - 1 : -1;
 }
 
 int tun_study_report(tun_study *t, int64_t number, int64_t step, double value, int *prune) {

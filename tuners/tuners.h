@@ -330,10 +330,16 @@ int tun_study_report_mo(tun_study *t, int64_t number, int64_t step, const double
 /* Replays a stored report (values as for tun_study_report_mo) as the live
  * run took it: late, it was reported after a higher step (no rung's
  * value); pruned, the pruner said stop at it, so the trial is told to stop
- * at every later report, a repeated step included. The pruner is not
- * consulted. HPO_ENOTFOUND for an unknown number, HPO_EINVAL for step < 0. */
+ * at every later report, a repeated step included; rung, the rung asha or
+ * hyperband said it at (tun_study_prune_rung; -1 none or not known). The
+ * pruner is not consulted. HPO_ENOTFOUND for an unknown number, HPO_EINVAL
+ * for step < 0. */
 int tun_study_replay_report(tun_study *t, int64_t number, int64_t step, const double *values, int late,
-                            int pruned);
+                            int pruned, int rung);
+/* The rung (r0 + k) at which asha or hyperband told trial number to stop,
+ * for storage to keep with the report; -1 when it was not told to, or by
+ * another rule (median), or the rung is not known. */
+int tun_study_prune_rung(const tun_study *t, int64_t number);
 /* Ends a RUNNING trial (HPO_ECONFLICT otherwise): COMPLETE with a finite
  * value; PRUNED and FAILED keep their intermediate values, value ignored. */
 int tun_study_finish(tun_study *t, int64_t number, tun_trial_state state, double value);

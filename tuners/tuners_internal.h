@@ -43,6 +43,10 @@ typedef struct tun_trial_rec {
                                * value (pruners.c); a replay sends steps in order */
     int n_steps, cap_steps;
     int prune_said;       /* the pruner stopped it once: later reports answer prune too */
+    int said_at_rung;     /* asha, hyperband: 1 + the rung (r0 + k) it was stopped at; 0 none,
+                           * or not known (a replay of a report stored without it). A
+                           * report that reached several rungs and was stopped at one
+                           * gives no value at the higher ones (pruners.c) */
     int bracket;          /* hyperband: its bracket (tun_hyperband_bracket_of), else 0 */
     int prior;            /* a warm-start observation, not a trial of this study */
 } tun_trial_rec;
@@ -260,6 +264,6 @@ int tun_hyperband_bracket_of(const tun_study *t, int64_t number);
 int64_t tun_hyperband_max_resource(const tun_pruner_config *pc);
 
 /* Pruners: whether trial rec, which has just reported (step, value), stops. */
-int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune);
+int tun_pruner_decide(const tun_study *t, const tun_trial_rec *rec, int64_t step, int *prune, int *rung);
 
 #endif

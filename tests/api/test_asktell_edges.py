@@ -17,6 +17,9 @@ fix):
   told so again when it reports its step again (it was told to go on),
   and a step reported late (below the trial's highest) stays out of its
   rung (it counted there again, so a trial the live run prunes went on);
+- a report that reaches two rungs and is stopped at the first is no value
+  at the second, live and after a restart (Optuna records rungs on the way
+  up; it counted there, and pruned a trial Optuna keeps);
 - an enqueued trial still waiting at max_seconds is cancelled and the
   study completes (it ran on for good; an ask after the deadline got it);
 - get-or-create of a warm-started study still finds it after the source
@@ -155,6 +158,34 @@ def check_prune_answers_survive_restart(hp, c):
             "rung): %s, live %s" % (after, live))
 
 
+def skipped_rung_answers(hp, restart, name):
+    """ASHA (eta 2, rungs at steps 1, 2, 4): trial 0 reports 0.1 at step 1 and 0.5
+    at step 2; trial 1 reports step 2 first (0.3): stopped at rung 0 ([.1 .3]),
+    so its 0.3 is no value at rung 1 (Optuna records rungs on the way up);
+    restart or not, trial 2's 0.05 at step 1 goes on, and its 0.4 at step 2
+    races trial 0's 0.5 alone: it goes on (with trial 1's 0.3 there it was
+    pruned; after a restart the stored answer keeps the rung)."""
+    sid = create(hp, {"name": name, "space": X, "tuner": {
+        "algorithm": "random", "seed": 1, "pruner": {"algorithm": "asha", "eta": 2, "min_resource": 1}}})
+    ids = [ask(hp, sid)["trial_id"] for _ in range(3)]
+
+    def report(i, step, v):
+        return hp.ok("POST", "/api/v1/trials/%d/report" % ids[i], {"step": step, "value": v})["prune"]
+    live = [report(0, 1, 0.1), report(0, 2, 0.5), report(1, 2, 0.3)]
+    if restart:
+        hp.kill9()
+        hp.start()
+    return live + [report(2, 1, 0.05), report(2, 2, 0.4)]
+
+
+def check_skipped_rungs(hp, c):
+    for restart in (False, True):
+        got = skipped_rung_answers(hp, restart, "skipped-rungs-%d" % restart)
+        c.check(got == [False, False, True, False, False],
+                "a report stopped at a lower rung is no value at the higher ones it reached%s: %s" %
+                (" (after kill -9)" if restart else "", got))
+
+
 def check_enqueued_at_deadline(hp, c):
     sid = create(hp, {"name": "deadline", "space": X, "tuner": {"algorithm": "random", "seed": 1, "max_seconds": 1}})
     hp.ok("POST", "/api/v1/studies/%d/enqueue" % sid, {"params": {"x": 0.5}})
@@ -260,6 +291,7 @@ def main():
         check_bayesian_mo_huge(hp, c)
         check_repeated_step(hp, c)
         check_prune_answers_survive_restart(hp, c)
+        check_skipped_rungs(hp, c)
         check_enqueued_at_deadline(hp, c)
         check_get_or_create_warm(hp, c)
         check_get_or_create_defaults(hp, c)

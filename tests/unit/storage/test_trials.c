@@ -370,12 +370,13 @@ static void test_intermediates_and_pruning(void **state) {
     /* the pruner's answer is stored with its report: a new step (t1's
      * step 1) has it at once, as another node reads it; a step reported
      * again gains it and keeps its first value (t0's step 1, twice) */
-    assert_int_equal(sto_trial_report(db, t1, 1, 0.6, 0, 1), 0);
+    assert_int_equal(sto_trial_report(db, t1, 1, 0.6, 0, 2 + 3), 0); /* said at rung 3 */
     sto_intermediate *said = NULL;
     assert_int_equal(sto_trial_intermediates_after(db, t1, 0, &said, &n), 0);
     assert_int_equal(n, 1);
-    assert_true(said[0].step == 1 && said[0].value == 0.6 && said[0].flags == STO_STEP_PRUNED);
+    assert_true(said[0].step == 1 && said[0].value == 0.6 && said[0].flags == STO_STEP_PRUNED && said[0].rung == 3);
     free(said);
+    assert_int_equal(sto_trial_report(db, t1, 2, 0.6, 0, -1), HPO_EINVAL);
     assert_int_equal(sto_trial_report(db, t0, 1, 0.25, 0, 1), 0);
     assert_int_equal(sto_trial_report(db, t0, 1, 0.25, 0, 1), 0);
     assert_int_equal(sto_trial_report(db, t1, -1, 0.5, 0, 1), HPO_EINVAL);
@@ -400,7 +401,8 @@ static void test_intermediates_and_pruning(void **state) {
     sto_intermediate *rows = NULL;
     assert_int_equal(sto_trial_intermediates_after(db, t0, 0, &rows, &n), 0);
     assert_int_equal(n, 2);
-    assert_true(rows[0].step == 1 && rows[0].value == 0.20 && rows[0].flags == (STO_STEP_LATE | STO_STEP_PRUNED));
+    assert_true(rows[0].step == 1 && rows[0].value == 0.20 && rows[0].flags == (STO_STEP_LATE | STO_STEP_PRUNED) &&
+                rows[0].rung == -1);
     assert_true(rows[1].step == 2 && rows[1].value == 0.30 && rows[1].flags == 0);
     free(rows);
     assert_int_equal(sto_study_intermediates(db, 4242, collect, &c), HPO_ENOTFOUND);

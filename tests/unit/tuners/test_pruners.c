@@ -161,6 +161,48 @@ static void test_asha_eta_and_min_resource(void **state) {
     tun_space_free(s);
 }
 
+/* A report that reaches several rungs and is stopped at one gives no
+ * value at the higher ones, as Optuna records them (a pruner audit's case:
+ * reports every 2nd epoch with eta 2). eta 2, min 1: rungs at 1, 2, 4.
+ * Trial 1 reports step 2 first: rung 0 ([.1 .3], keep 1) stops it, so its
+ * .3 is no value at rung 1, and trial 2's .4 there races trial 0's .5
+ * alone (it was pruned against [.3 .4 .5]). The same after a replay that
+ * knows the rung; a replay that does not (a report stored before it was
+ * kept) counts the value, as before. */
+static void skipped_rungs(int replay, int rung_known, int want) {
+    tun_space *s = one_param_space();
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = TUN_PRUNER_ASHA;
+    cfg.pruner.eta = 2;
+    cfg.pruner.min_resource = 1;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    for (int k = 0; k < 3; k++) start(t, k);
+    EXPECT(t, 0, 1, 0.1, 0);
+    EXPECT(t, 0, 2, 0.5, 0);
+    if (!replay) {
+        EXPECT(t, 1, 2, 0.3, 1);
+        assert_int_equal(tun_study_prune_rung(t, 1), 0);
+    } else {
+        double v = 0.3;
+        assert_int_equal(tun_study_replay_report(t, 1, 2, &v, 0, 1, rung_known ? 0 : -1), 0);
+        assert_int_equal(tun_study_prune_rung(t, 1), rung_known ? 0 : -1);
+    }
+    EXPECT(t, 2, 1, 0.05, 0);
+    EXPECT(t, 2, 2, 0.4, want);
+    assert_int_equal(tun_study_prune_rung(t, 0), -1);
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
+static void test_skipped_rungs(void **state) {
+    (void)state;
+    skipped_rungs(0, 1, 0);
+    skipped_rungs(1, 1, 0);
+    skipped_rungs(1, 0, 1);
+}
+
 /* ---- median ---- */
 
 static void complete_curve(tun_study *t, int64_t number, const double *v, int n) {
@@ -324,31 +366,26 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 /* value of trial rec at the first step >= s, or NaN */
-static double at_or_after(const tun_trial_rec *r, int64_t s) {
-    for (int i = 0; i < r->n_steps; i++)
-        if (r->steps[i] >= s) return r->step_values[i];
-    return NAN;
-}
+/* Optuna's SuccessiveHalvingPruner as it is written, with its state: each
+ * trial's values recorded rung by rung on the way up (a report that
+ * reaches several rungs records each until one stops it); eta 3, min 1. */
+enum { NAIVE_TRIALS = 256, NAIVE_RUNGS = 16 };
+static double naive_rung[NAIVE_TRIALS][NAIVE_RUNGS];
+static int naive_recorded[NAIVE_TRIALS];
+
+static void naive_asha_reset(void) { memset(naive_recorded, 0, sizeof naive_recorded); }
 
 static int naive_asha(const tun_study *t, int64_t number, int64_t step, double v) {
-    /* the state before the report: rec without this step */
-    const tun_trial_rec *rec = &t->trials[number];
     double vals[4096];
-    for (int k = 0;; k++) {
-        int64_t rs = (int64_t)llround(pow(3, k));
-        if (rs > step) return 0;
-        int reached_before = 0;
-        for (int i = 0; i < rec->n_steps; i++)
-            if (rec->steps[i] >= rs) reached_before = 1;
-        if (reached_before) continue;
+    for (int rung = naive_recorded[number];; rung++) {
+        int64_t rs = (int64_t)llround(pow(3, rung));
+        if (step < rs) return 0;
         if (isnan(v)) return 1;
+        naive_rung[number][rung] = v;
+        naive_recorded[number] = rung + 1;
         int m = 0;
-        vals[m++] = v;
-        for (int64_t j = 0; j < t->cap; j++) {
-            if (!t->trials[j].present || j == number) continue;
-            double o = at_or_after(&t->trials[j], rs);
-            if (!isnan(o)) vals[m++] = o;
-        }
+        for (int64_t j = 0; j < t->cap && j < NAIVE_TRIALS; j++)
+            if (naive_recorded[j] > rung && !isnan(naive_rung[j][rung])) vals[m++] = naive_rung[j][rung];
         qsort(vals, (size_t)m, sizeof *vals, cmp_d);
         int idx = m / 3 - 1;
         if (idx < 0) idx = 0;
@@ -398,6 +435,7 @@ static void random_race(tun_pruner_kind kind, uint64_t seed) {
     assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
     hpo_rng rng;
     hpo_rng_seed(&rng, seed);
+    naive_asha_reset();
     enum { TRIALS = 150 };
     int64_t next_step[TRIALS];
     int alive[TRIALS], started = 0, decisions = 0, prunes = 0;
@@ -417,7 +455,8 @@ static void random_race(tun_pruner_kind kind, uint64_t seed) {
             break;
         }
         int64_t step = next_step[k];
-        next_step[k] += 1 + (int64_t)(hpo_rng_uniform(&rng) < 0.2); /* some skip a step */
+        /* some skip a step, a few skip several (a report past two rungs) */
+        next_step[k] += 1 + (int64_t)(hpo_rng_uniform(&rng) < 0.2) + 6 * (int64_t)(hpo_rng_uniform(&rng) < 0.05);
         double v = hpo_rng_uniform(&rng) < 0.01 ? NAN : hpo_rng_uniform(&rng) + 1.0 / (1 + step);
         int want = kind == TUN_PRUNER_ASHA ? naive_asha(t, k, step, v) : naive_median(t, k, step, v);
         int got = -1;
@@ -448,6 +487,11 @@ static void random_race(tun_pruner_kind kind, uint64_t seed) {
         assert_int_equal(tun_study_add(r, j, o->x, TUN_TRIAL_RUNNING, NAN), 0);
         for (int i = 0; i < o->n_steps; i++)
             assert_int_equal(tun_study_report(r, j, o->steps[i], o->step_values[i], NULL), 0);
+        if (o->prune_said) { /* storage keeps the answer, and its rung, with the step */
+            int64_t last = o->steps[o->n_steps - 1];
+            double lv = o->step_values[o->n_steps - 1];
+            assert_int_equal(tun_study_replay_report(r, j, last, &lv, 0, 1, tun_study_prune_rung(t, j)), 0);
+        }
         if (o->state != TUN_TRIAL_RUNNING)
             assert_int_equal(tun_study_finish(r, j, o->state, o->value), 0);
     }
@@ -880,14 +924,14 @@ static void replay_late(int late_flags, int want) {
         start(t, i);
         for (int st = 1; st <= 4; st++) {
             double v = 1.0 + i;
-            assert_int_equal(tun_study_replay_report(t, i, st, &v, 0, 0), 0);
+            assert_int_equal(tun_study_replay_report(t, i, st, &v, 0, 0, -1), 0);
         }
         assert_int_equal(tun_study_finish(t, i, TUN_TRIAL_COMPLETE, 1.0 + i), 0);
     }
     start(t, 3);
     const double v3[] = {9.0, 8.0, 0.5};
     const int64_t s3[] = {1, 2, 4};
-    for (int k = 0; k < 3; k++) assert_int_equal(tun_study_replay_report(t, 3, s3[k], &v3[k], late_flags && k < 2, 0), 0);
+    for (int k = 0; k < 3; k++) assert_int_equal(tun_study_replay_report(t, 3, s3[k], &v3[k], late_flags && k < 2, 0, -1), 0);
     start(t, 4);
     EXPECT(t, 4, 1, 1.5, want);
     tun_study_free(t);
@@ -903,15 +947,15 @@ static void test_replay_keeps_late_and_prune_answer(void **state) {
     tun_study *t = pruned_study(s, TUN_PRUNER_MEDIAN, 0);
     start(t, 0);
     double v = 5.0;
-    assert_int_equal(tun_study_replay_report(t, 0, 1, &v, 0, 0), 0);
-    assert_int_equal(tun_study_replay_report(t, 0, 2, &v, 0, 1), 0);
+    assert_int_equal(tun_study_replay_report(t, 0, 1, &v, 0, 0, -1), 0);
+    assert_int_equal(tun_study_replay_report(t, 0, 2, &v, 0, 1, -1), 0);
     EXPECT(t, 0, 2, 0.1, 1); /* the repeated step: its first answer */
     EXPECT(t, 0, 3, 0.1, 1); /* and every later one */
     start(t, 1);
-    assert_int_equal(tun_study_replay_report(t, 1, 2, &v, 0, 0), 0);
+    assert_int_equal(tun_study_replay_report(t, 1, 2, &v, 0, 0, -1), 0);
     EXPECT(t, 1, 2, 9.0, 0); /* no complete trial: nothing prunes */
-    assert_int_equal(tun_study_replay_report(t, 7, 2, &v, 0, 0), HPO_ENOTFOUND);
-    assert_int_equal(tun_study_replay_report(t, 1, -1, &v, 0, 0), HPO_EINVAL);
+    assert_int_equal(tun_study_replay_report(t, 7, 2, &v, 0, 0, -1), HPO_ENOTFOUND);
+    assert_int_equal(tun_study_replay_report(t, 1, -1, &v, 0, 0, -1), HPO_EINVAL);
     tun_study_free(t);
     tun_space_free(s);
 }
@@ -994,6 +1038,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hyperband_table_paper),
         cmocka_unit_test(test_median_ties_and_repeats),
+        cmocka_unit_test(test_skipped_rungs),
         cmocka_unit_test(test_late_lower_step),
         cmocka_unit_test(test_late_lower_step_median_judges_highest),
         cmocka_unit_test(test_replay_keeps_late_and_prune_answer),
