@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "jobs_internal.h"
 
@@ -180,6 +181,26 @@ static int not_running(const sto_trial *t, api_response *resp) {
  * the study's objectives: *value the first objective's, vec all of them
  * (NaN where not told), *curve (NULL: none) the epoch row that keeps a
  * vector: {"<metric>": v, ...}. 0, or a 400 in resp. */
+/* A reported number: a JSON number, or "nan", "inf", "-inf" (also
+ * "NaN", "Infinity", "-Infinity", any case), which JSON cannot carry: a
+ * diverged run reports them, and the pruner decides on them as Optuna's
+ * does (a NaN stops a trial at a rung; the median rule takes the best
+ * value so far). 1 if j is one. */
+static int reported_number(const json_t *j, double *out) {
+    if (json_is_number(j)) {
+        *out = json_number_value(j);
+        return 1;
+    }
+    const char *s = json_string_value(j);
+    if (!s) return 0;
+    int neg = s[0] == '-';
+    const char *w = s + (neg || s[0] == '+');
+    if (strcasecmp(w, "nan") == 0 && s == w) *out = NAN;
+    else if (strcasecmp(w, "inf") == 0 || strcasecmp(w, "infinity") == 0) *out = neg ? -INFINITY : INFINITY;
+    else return 0;
+    return 1;
+}
+
 static int report_values(const api_study *st, const json_t *jvalue, const json_t *jvalues, double *value, double *vec,
                          char **curve, api_response *resp) {
     int m = st->def.n_obj;
@@ -190,8 +211,9 @@ static int report_values(const api_study *st, const json_t *jvalue, const json_t
         return -1;
     }
     if (jvalue) {
-        if (!json_is_number(jvalue)) {
-            api_fail(resp, 400, "invalid_argument", "value", "value must be a number");
+        double v;
+        if (!reported_number(jvalue, &v)) {
+            api_fail(resp, 400, "invalid_argument", "value", "value must be a number (or \"nan\", \"inf\", \"-inf\")");
             return -1;
         }
         if (m > 1 && st->def.tuner.pruner.kind != TUN_PRUNER_NONE) {
@@ -200,7 +222,7 @@ static int report_values(const api_study *st, const json_t *jvalue, const json_t
                      "number per objective", m);
             return -1;
         }
-        *value = vec[0] = json_number_value(jvalue);
+        *value = vec[0] = v;
         for (int k = 1; k < m; k++) vec[k] = NAN;
         return 0;
     }
@@ -212,13 +234,13 @@ static int report_values(const api_study *st, const json_t *jvalue, const json_t
     json_t *row = json_object();
     for (int k = 0; k < m; k++) {
         const json_t *e = json_array_get(jvalues, (size_t)k);
-        if (!json_is_number(e)) {
+        if (!reported_number(e, &vec[k])) {
             json_decref(row);
-            api_fail(resp, 400, "invalid_argument", "values", "values[%d] must be a number", k);
+            api_fail(resp, 400, "invalid_argument", "values",
+                     "values[%d] must be a number (or \"nan\", \"inf\", \"-inf\")", k);
             return -1;
         }
-        vec[k] = json_number_value(e);
-        if (st->def.obj[k].metric) json_object_set_new(row, st->def.obj[k].metric, json_real(vec[k]));
+        if (st->def.obj[k].metric) json_object_set_new(row, st->def.obj[k].metric, api_json_real(vec[k]));
     }
     *value = vec[0];
     if (m > 1) *curve = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);

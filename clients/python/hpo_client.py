@@ -557,6 +557,20 @@ def _or_null(v):
     return None if v is not None and _non_finite(v) else v
 
 
+def _reported(v):
+    """A reported number as hpod takes it: NaN and the infinities as
+    "nan", "inf", "-inf" (JSON has none); anything else as given."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return v
+    if math.isnan(f):
+        return "nan"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    return v
+
+
 def _short(x):
     """repr(x), cut to 80 characters (an error text, a log line)."""
     r = repr(x)
@@ -1476,27 +1490,19 @@ class Trial:
         with several objectives, value may be a list of one number per
         objective (sent as "values"; needed with a pruner: MO-ASHA). Returns
         True when the pruner says to stop the trial. A NaN or an infinity
-        (a diverged run) is not sent (JSON has none): it warns and returns
-        True, as Optuna's pruners prune such a trial."""
+        (a diverged run) is sent as "nan", "inf" or "-inf" (JSON has none),
+        and the pruner decides on it as Optuna's does: none never stops a
+        trial, the median rule takes the best value so far, asha and
+        hyperband stop a NaN at a rung."""
         if isinstance(step, bool) or not hasattr(step, "__index__"):
             raise TypeError("report(step, value): step must be an integer, got %r "
                             "(the order is step first, unlike Optuna's report(value, step))" % (step,))
-        if _non_finite(value):
-            # hpod takes no NaN (JSON has none): not sent; a diverged trial
-            # is one to prune, as Optuna's pruners decide
-            warnings.warn("trial %s: report(%d, %s) not sent (NaN or infinity): should_prune() is True"
-                          % (self.number, step, _short(value)), RuntimeWarning, stacklevel=2)
-            if user_attrs is not None:
-                self.info = self._client._call("PATCH", "/api/v1/trials/%d" % self.id,
-                                               {"user_attrs": dict(user_attrs)})
-            self._prune = True
-            return True
         self.info.pop("intermediate", None)  # read again when asked for
         body = {"step": step.__index__()}
         if _is_seq(value):
-            body["values"] = list(value)
+            body["values"] = [_reported(v) for v in value]
         else:
-            body["value"] = value
+            body["value"] = _reported(value)
         if user_attrs is not None:
             body["user_attrs"] = dict(user_attrs)
         out = self._client._call("POST", "/api/v1/trials/%d/report" % self.id, body)

@@ -20,6 +20,8 @@ fix):
 - a report that reaches two rungs and is stopped at the first is no value
   at the second, live and after a restart (Optuna records rungs on the way
   up; it counted there, and pruned a trial Optuna keeps);
+- a report of "nan", "inf" or "-inf" (a diverged run) reaches the pruner,
+  as in Optuna (the Python client answered prune without sending it);
 - an enqueued trial still waiting at max_seconds is cancelled and the
   study completes (it ran on for good; an ask after the deadline got it);
 - get-or-create of a warm-started study still finds it after the source
@@ -186,6 +188,22 @@ def check_skipped_rungs(hp, c):
                 (" (after kill -9)" if restart else "", got))
 
 
+def check_non_finite_reports(hp, c):
+    """A diverged run reports "nan", "inf" or "-inf" (JSON has none) and the pruner decides
+    as Optuna's: without one the trial goes on; asha stops a NaN at a rung; the report is
+    stored (read back as null). Another string is a 400 naming value."""
+    for pruner, want in (({"algorithm": "none"}, False), ({"algorithm": "asha", "eta": 2}, True)):
+        sid = create(hp, {"name": "nan-" + pruner["algorithm"], "space": X, "tuner": {"pruner": pruner}})
+        tid = ask(hp, sid)["trial_id"]
+        got = [hp.ok("POST", "/api/v1/trials/%d/report" % tid, {"step": k, "value": v})["prune"]
+               for k, v in ((0, 0.5), (1, "nan"), (2, "-Infinity"))]
+        c.check(got == [False, want, want], "%s: reports of 0.5, nan, -inf: %s" % (pruner["algorithm"], got))
+        inter = hp.ok("GET", "/api/v1/trials/%d" % tid)["intermediate"]
+        c.check([e["value"] for e in inter] == [0.5, None, None], "the non-finite reports stored: %s" % inter)
+        st, out = hp.request("POST", "/api/v1/trials/%d/report" % tid, {"step": 3, "value": "nope"})
+        c.check(st == 400 and out["error"]["field"] == "value", "a report of \"nope\": %s %s" % (st, out))
+
+
 def check_enqueued_at_deadline(hp, c):
     sid = create(hp, {"name": "deadline", "space": X, "tuner": {"algorithm": "random", "seed": 1, "max_seconds": 1}})
     hp.ok("POST", "/api/v1/studies/%d/enqueue" % sid, {"params": {"x": 0.5}})
@@ -292,6 +310,7 @@ def main():
         check_repeated_step(hp, c)
         check_prune_answers_survive_restart(hp, c)
         check_skipped_rungs(hp, c)
+        check_non_finite_reports(hp, c)
         check_enqueued_at_deadline(hp, c)
         check_get_or_create_warm(hp, c)
         check_get_or_create_defaults(hp, c)
