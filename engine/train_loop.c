@@ -63,7 +63,10 @@ int eng_train_loop_begin(eng_train_loop *L, eng_model *m, const eng_split *val, 
         return hpo_fail(err, HPO_EINVAL, "training.early_stopping.monitor", "unknown metric \"%s\"", L->monitor);
     L->keep = o->keep_metric;
     if (L->keep && !strncmp(L->keep, "val_", 4) && !L->use_val) L->keep += 4;
-    if (L->keep && !strcmp(L->keep, L->monitor) && monitor_mode(L->keep, o->keep_mode) == L->mode) L->keep = NULL;
+    /* the keep metric is the monitor's: the monitor's best serves, unless
+     * min_delta makes it another epoch than the strict best (the value's) */
+    if (L->keep && !strcmp(L->keep, L->monitor) && monitor_mode(L->keep, o->keep_mode) == L->mode && !(o->min_delta > 0))
+        L->keep = NULL;
     if (L->keep && eng_metric_get(&probe, L->keep, &dummy) < 0)
         return hpo_fail(err, HPO_EINVAL, "objective.metric", "unknown metric \"%s\"", L->keep);
     L->keep_mode = L->keep ? monitor_mode(L->keep, o->keep_mode) : L->mode;

@@ -824,6 +824,41 @@ static void test_keep_metric(void **state) {
     best_teardown(&f);
 }
 
+/* keep_metric equal to the monitor, with a min_delta: the kept weights
+ * are the strict best epoch's, the one a trial's value comes from, not the
+ * last epoch that improved by min_delta (an audit: hpod's trial model came
+ * from epoch 7 while its value and best_epoch were epoch 8's). */
+static void test_keep_metric_min_delta(void **state) {
+    (void)state;
+    best_fixture f;
+    best_setup(&f);
+    hpo_error err;
+    const char *tmpl = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":32,\"activation\":\"relu\"}},"
+                       "{\"dense\":{\"units\":4}}],\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.01}}";
+    eng_model *m = small_model(tmpl);
+    epoch_probe p = {.m = m};
+    f.o.keep_metric = "val_loss";
+    f.o.keep_mode = -1;
+    f.o.min_delta = 1e9; /* the monitor improves at epoch 1 only */
+    f.o.patience = 100;
+    f.o.on_epoch = probe_epochs;
+    f.o.user = &p;
+    eng_train_result r;
+    assert_int_equal(eng_train(m, &f.tr, &f.va, &f.o, &r, &err), 0);
+    int kept = 0; /* the strict best: the first of the lowest val_loss */
+    for (int e = 1; e < p.epochs; e++)
+        if (p.val_loss[e] < p.val_loss[kept]) kept = e;
+    printf("  min_delta 1e9: the monitor's best epoch %d, the strict best %d (%.6f)\n", r.best_epoch, kept + 1,
+           p.val_loss[kept]);
+    assert_true(kept > 0); /* it trained past epoch 1 */
+    double d = max_abs_diff(m->params, p.params[kept], m->nparams);
+    printf("  restored weights vs the strict best epoch's: max diff %g\n", d);
+    assert_true(d == 0);
+    for (int e = 0; e < p.epochs; e++) free(p.params[e]);
+    eng_model_free(m);
+    best_teardown(&f);
+}
+
 /* A run that early stopping ended at an epoch where the callback also
  * stopped it (a pause) resumes without training another epoch: it equals
  * the uninterrupted run. */
@@ -906,6 +941,7 @@ int main(void) {
         cmocka_unit_test(test_divergence_stop_and_fp16),
         cmocka_unit_test(test_restore_best_batchnorm),
         cmocka_unit_test(test_keep_metric),
+        cmocka_unit_test(test_keep_metric_min_delta),
         cmocka_unit_test(test_early_stop_resume),
         cmocka_unit_test(test_forward_flops_and_params),
     };
