@@ -91,6 +91,14 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
         rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s has %.0f parameters, the model %zu", path, np, m->nparams);
         goto out;
     }
+    /* another optimiser's state may have the same size (adam's m and v
+     * read as rmsprop's mean square and momentum diverge): refused */
+    const char *opt = eng_st_meta(f, "optimizer");
+    if (opt && strcmp(opt, eng_opt_name(m->opt.kind)) != 0) {
+        rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s holds the state of optimizer %s, the model trains with %s",
+                      path, opt, eng_opt_name(m->opt.kind));
+        goto out;
+    }
     const eng_st_tensor *r = eng_st_find(f, "rng");
     if (!r || r->dtype != ENG_ST_U64 || r->nbytes != sizeof m->rng.s) {
         rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: tensor \"rng\" is missing or malformed", path);

@@ -142,10 +142,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void adam_avx512(flo
         _mm512_mask_storeu_ps(v + i, k, vi);
         pi = _mm512_fnmadd_ps(_mm512_mul_ps(va, mi), recip_sqrt_plus(vi, ve), _mm512_mul_ps(pi, vdec));
         _mm512_mask_storeu_ps(p + i, k, pi);
-        if (pb) { /* the bf16 compute copy, rounded to nearest even (bf16.h) */
+        if (pb) { /* the bf16 compute copy, rounded to nearest even, a NaN kept quiet (bf16.h) */
             __m512i u = _mm512_castps_si512(pi);
             __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
             __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+            __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                    _mm512_set1_epi32(0x7f800000));
+            r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
             _mm256_mask_storeu_epi16(pb + i, k, _mm512_cvtepi32_epi16(r));
         }
     }

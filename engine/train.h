@@ -18,8 +18,9 @@
  *   (U64 [4]); metadata: epoch, step, loss_scale, good_steps, early-stopping
  *   state (best, best_epoch, wait; kept_best, kept_epoch: the best of the
  *   metric whose epoch's weights are kept, opts.keep_metric, the monitor's
- *   in a checkpoint without them), precision and parameter counts, which
- *   must match on load (HPO_EFORMAT otherwise). Resuming epoch E from it and
+ *   in a checkpoint without them), the optimiser and the parameter count,
+ *   which must match on load (HPO_EFORMAT otherwise; the precision may
+ *   change: the weights are f32 masters in every one). Resuming epoch E from it and
  *   training on gives the weights of an uninterrupted run, bit for bit; a
  *   run that early stopping ended (wait >= patience) stays ended when it
  *   resumes, without another epoch. A checkpoint from before "best_bn_stats"

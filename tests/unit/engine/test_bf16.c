@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "bf16.h"
+#include "optim.h"
 #include "hpo.h"
 #include "rng.h"
 
@@ -186,6 +187,31 @@ static void test_round_and_u8(void **state) {
 }
 
 /* The same comparisons on the lower paths this CPU can run. */
+/* The fused optimiser step writes the bf16 compute copy itself: a NaN
+ * master weight stays NaN there, whatever its payload (0x7fffffff rounded
+ * as a number became -0.0, a finite weight; an audit's case), as
+ * eng_f32_to_bf16 keeps it. */
+static void test_optimizer_copy_keeps_nan(void **state) {
+    (void)state;
+    eng_optim_config c;
+    eng_optim_defaults(&c, ENG_OPT_ADAM);
+    const uint32_t nan_bits[3] = {0x7fffffffu, 0x7fc00000u, 0xffc00001u};
+    for (int k = 0; k < 3; k++) {
+        float p[40], g[40], st[80];
+        uint16_t pb[40];
+        for (int i = 0; i < 40; i++) {
+            memcpy(&p[i], &nan_bits[k], 4);
+            g[i] = 0.1f;
+        }
+        memset(st, 0, sizeof st);
+        eng_optim_step_range_bf16(&c, 1e-3f, 1, p, g, st, 40, 0, 40, pb);
+        for (int i = 0; i < 40; i++) {
+            if (!isnan(eng_bf16_to_f32(pb[i])))
+                fail_msg("NaN bits 0x%08x: the bf16 copy of weight %d is 0x%04x, not a NaN", nan_bits[k], i, pb[i]);
+        }
+    }
+}
+
 static void test_fallback_paths(void **state) {
     static const char *const impls[] = {"avx512f", "f16c", "scalar"};
     for (size_t i = 0; i < HPO_ARRAY_LEN(impls); i++) {
@@ -204,6 +230,7 @@ int main(void) {
         cmocka_unit_test(test_fp16),
         cmocka_unit_test(test_round_and_u8),
         cmocka_unit_test(test_fallback_paths),
+        cmocka_unit_test(test_optimizer_copy_keeps_nan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

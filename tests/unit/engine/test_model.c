@@ -859,6 +859,44 @@ static void test_keep_metric_min_delta(void **state) {
     best_teardown(&f);
 }
 
+/* A checkpoint names its optimiser: another one's state of the same size
+ * (adam's m and v read as rmsprop's mean square and momentum, which
+ * diverged to NaN in an audit) is refused on load. */
+static void test_checkpoint_optimizer_must_match(void **state) {
+    (void)state;
+    const char *adam = "{\"layers\":[{\"dense\":{\"units\":3}}],\"optimizer\":\"adam\"}";
+    const char *rms = "{\"layers\":[{\"dense\":{\"units\":3}}],"
+                      "\"optimizer\":{\"name\":\"rmsprop\",\"momentum\":0.9}}";
+    json_t *ta = J(adam), *tr = J(rms);
+    int shape[3] = {4, 1, 1};
+    eng_model *a = NULL, *b = NULL, *c = NULL;
+    hpo_error err;
+    assert_int_equal(eng_model_new(ta, NULL, 1, shape, 3, 1, &a, &err), 0);
+    assert_int_equal(eng_model_new(tr, NULL, 1, shape, 3, 1, &b, &err), 0);
+    assert_int_equal(eng_model_new(ta, NULL, 1, shape, 3, 2, &c, &err), 0);
+    assert_int_equal(eng_optim_state_floats(&a->opt), eng_optim_state_floats(&b->opt)); /* the same size */
+    char dir[] = "/tmp/hpo_ckopt_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/c.safetensors", dir);
+    eng_train_state st;
+    memset(&st, 0, sizeof st);
+    st.loss_scale = 1;
+    assert_int_equal(eng_checkpoint_save(a, &st, path, 0, &err), 0);
+    eng_train_state got;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_checkpoint_load(b, path, &got, NULL, NULL, &err), HPO_EFORMAT);
+    printf("  adam's checkpoint into rmsprop: %s\n", err.message);
+    assert_non_null(strstr(err.message, "optimizer adam"));
+    assert_int_equal(eng_checkpoint_load(c, path, &got, NULL, NULL, &err), 0);
+    unlink(path);
+    rmdir(dir);
+    eng_model_free(a);
+    eng_model_free(b);
+    eng_model_free(c);
+    json_decref(ta);
+    json_decref(tr);
+}
+
 /* A run that early stopping ended at an epoch where the callback also
  * stopped it (a pause) resumes without training another epoch: it equals
  * the uninterrupted run. */
@@ -942,6 +980,7 @@ int main(void) {
         cmocka_unit_test(test_restore_best_batchnorm),
         cmocka_unit_test(test_keep_metric),
         cmocka_unit_test(test_keep_metric_min_delta),
+        cmocka_unit_test(test_checkpoint_optimizer_must_match),
         cmocka_unit_test(test_early_stop_resume),
         cmocka_unit_test(test_forward_flops_and_params),
     };
