@@ -65,7 +65,10 @@ void api_h_study_importance(api_ctx *ctx, const api_request *req, int64_t id, ap
     free(order);
     api_reply_json(resp, 200,
                    json_pack("{s:I, s:s, s:I, s:o, s:o}", "study_id", (json_int_t)id, "method",
-                             "permutation importance, random forest (out-of-bag)", "n_trials",
+                             m < TUN_IMPORTANCE_OOB_FROM
+                                 ? "permutation importance, random forest (in-sample: under 12 trials)"
+                                 : "permutation importance, random forest (out-of-bag)",
+                             "n_trials",
                              (json_int_t)m, "importance", arr, "seconds",
                              computed ? json_real(ms / 1e3) : json_null()));
 done:

@@ -12,6 +12,11 @@
  * Forest: TREES regression trees, each on a bootstrap of at most MAX_BOOT
  * trials, grown to MAX_DEPTH or MIN_LEAF trials, splitting on the cut that
  * reduces the squared error most among a random subset of the parameters.
+ * Under TUN_IMPORTANCE_OOB_FROM trials a bootstrap leaves too few out of
+ * the bag to measure anything (every share read 0 with 5 trials): each
+ * tree is grown on all of them to leaves of one, and the shuffles are
+ * measured on the same trials (in-sample), as Optuna's evaluators, which
+ * answer from 2 trials on, fit theirs.
  * An inactive (NaN) value is mapped below every real value, so "inactive"
  * is a side of a split like any other. Conditional parameters: permuting a
  * parent moves its children with it, a child is permuted only where it is
@@ -49,6 +54,7 @@ typedef struct forest_ctx {
     const double *X; /* n rows of d, NaN already mapped to INACTIVE */
     const double *y;
     int d;
+    int min_leaf;    /* MIN_LEAF, or 1 for a handful of trials */
     pair *scratch;   /* room for MAX_BOOT pairs */
     int *features;   /* d */
     hpo_rng rng;
@@ -71,7 +77,7 @@ static int tree_push(tree *t) {
 
 /* Best cut of feature f over rows idx[0..m): fills *gain (reduction of the
  * sum of squared errors) and *thr; *gain stays 0 when no cut separates two
- * leaves of MIN_LEAF rows. */
+ * leaves of c->min_leaf rows. */
 static void best_cut(forest_ctx *c, const int *idx, int m, int f, double *gain, double *thr) {
     pair *p = c->scratch;
     double sum = 0, sum2 = 0;
@@ -88,7 +94,7 @@ static void best_cut(forest_ctx *c, const int *idx, int m, int f, double *gain, 
         ls += p[i].y;
         ls2 += p[i].y * p[i].y;
         int nl = i + 1, nr = m - nl;
-        if (nl < MIN_LEAF || nr < MIN_LEAF || p[i].x == p[i + 1].x) continue;
+        if (nl < c->min_leaf || nr < c->min_leaf || p[i].x == p[i + 1].x) continue;
         double rs = sum - ls, rs2 = sum2 - ls2;
         double sse = (ls2 - ls * ls / nl) + (rs2 - rs * rs / nr);
         double g = base - sse;
@@ -106,7 +112,7 @@ static int grow(forest_ctx *c, tree *t, int *idx, int m, int depth) {
     for (int i = 0; i < m; i++) mean += c->y[idx[i]];
     mean /= m;
     t->nodes[id].value = mean;
-    if (depth >= MAX_DEPTH || m < 2 * MIN_LEAF) return id;
+    if (depth >= MAX_DEPTH || m < 2 * c->min_leaf) return id;
     /* a random subset of about half the parameters (all of them when d <= 3) */
     int k = c->d <= 3 ? c->d : (c->d + 1) / 2;
     for (int i = 0; i < c->d; i++) c->features[i] = i;
@@ -218,7 +224,8 @@ int tun_importance(const tun_space *s, const double *X, const double *y, size_t 
     double *ys = hpo_xmalloc(nn * sizeof *ys);
     for (size_t i = 0; i < nn; i++) ys[i] = ldexp(y[i], -e);
     y = ys;
-    forest_ctx c = {.X = Xc, .y = y, .d = d};
+    int in_sample = nn < TUN_IMPORTANCE_OOB_FROM;
+    forest_ctx c = {.X = Xc, .y = y, .d = d, .min_leaf = in_sample ? 1 : MIN_LEAF};
     c.scratch = hpo_xmalloc((size_t)MAX_BOOT * sizeof *c.scratch);
     c.features = hpo_xmalloc((size_t)d * sizeof *c.features);
     for (size_t i = 0; i < nn * (size_t)d; i++) Xc[i] = isnan(X[i]) ? INACTIVE : X[i];
@@ -234,8 +241,8 @@ int tun_importance(const tun_space *s, const double *X, const double *y, size_t 
             hpo_rng_derive(&c.rng, seed, 0x1b9f0a11u, (uint64_t)k);
             memset(in_bag, 0, nn);
             for (int i = 0; i < m_boot; i++) {
-                boot[i] = (int)hpo_rng_below(&c.rng, nn);
-                in_bag[boot[i]] = 1;
+                boot[i] = in_sample ? i : (int)hpo_rng_below(&c.rng, nn);
+                in_bag[boot[i]] = !in_sample; /* in-sample: every trial is measured too */
             }
             /* out-of-bag rows: all of them, or MAX_OOB drawn by reservoir */
             int m_oob = 0;

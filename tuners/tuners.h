@@ -436,11 +436,15 @@ void tun_mean_std(const double *v, int n, double *mean, double *std);
 double tun_welch_p(double m1, double s1, int n1, double m2, double s2, int n2);
 
 /* ---- hyperparameter importance (importance.c) ---- */
+/* Trials from which importance is measured out of the bag; fewer are
+ * measured on the trials the trees were grown on, to leaves of one. */
+#define TUN_IMPORTANCE_OOB_FROM 12
 /* How much each parameter of s matters for the objective, from n >= 2
  * finished trials: X holds n configurations (rows of s->n doubles, NaN for
  * an inactive parameter), y their values. Permutation importance on the
  * out-of-bag trials of a 32-tree random forest (each tree on a bootstrap of
- * at most 512 trials): the rise of the squared prediction error when a
+ * at most 512 trials; under TUN_IMPORTANCE_OOB_FROM trials, on all of them,
+ * measured in-sample): the rise of the squared prediction error when a
  * parameter's column is shuffled (a parent with the parameters conditional
  * on it, a child only among the trials where it is active). out[0 .. s->n)
  * is >= 0 and sums to 1, or
