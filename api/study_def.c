@@ -168,6 +168,16 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
             goto fail;
         }
         if (d.tuner.algorithm == TUN_PBT && (rc = pbt_check(&d, err))) goto fail;
+        /* bred members are trials too: a budget of the population alone
+         * leaves none to breed, and pbt would be random search */
+        if (check_model && d.tuner.algorithm == TUN_PBT && d.max_trials > 0 &&
+            d.max_trials <= d.tuner.pbt_population) {
+            rc = hpo_fail(err, HPO_EINVAL, "tuner.max_trials",
+                          "pbt counts every trial it breeds toward max_trials (%lld): with a population of %d it "
+                          "could breed none; give more (each boundary breeds about quantile x population_size)",
+                          (long long)d.max_trials, d.tuner.pbt_population);
+            goto fail;
+        }
         /* Hyperband's R defaults to the epochs a trial may train. */
         if (d.tuner.pruner.kind == TUN_PRUNER_HYPERBAND && d.tuner.pruner.max_resource <= 0)
             d.tuner.pruner.max_resource = d.emb.max_epochs;

@@ -91,10 +91,18 @@ void tun_pbt_explore(const tun_study *t, int64_t number, int64_t epoch, const do
         } else if (p->type == TUN_INT || p->type == TUN_FLOAT) {
             double v = donor_x[i] * (up < 0.5 ? 0.8 : 1.2);
             x[i] = tun_space_snap(s, i, v < p->low ? p->low : v > p->high ? p->high : v);
-        } else { /* a choice or a bool: a neighbouring value */
+            /* on a grid (an int, a stepped float) a small value snaps back
+             * to itself (2 x 0.8 and 2 x 1.2 are both 2): it moves one step
+             * that way instead, within the bounds, so exploring explores */
+            int64_t k = tun_param_index_of(p, x[i]), n = tun_param_n_values(p);
+            if (x[i] == donor_x[i] && v != donor_x[i] && k >= 0 && n > 1) {
+                k += v > donor_x[i] ? 1 : -1;
+                if (k >= 0 && k < n) x[i] = tun_param_value_at(p, k);
+            }
+        } else { /* a choice or a bool: a neighbouring value, kept at an edge (Ray Tune's rule) */
             int64_t n = p->type == TUN_BOOL ? 2 : p->n_choices, k = (int64_t)donor_x[i] + (up < 0.5 ? -1 : 1);
-            if (k < 0) k = n > 1 ? 1 : 0;
-            if (k >= n) k = n > 1 ? n - 2 : 0;
+            if (k < 0) k = 0;
+            if (k >= n) k = n - 1;
             x[i] = (double)k;
         }
     }

@@ -153,6 +153,12 @@ def main():
         c.check(st == 201, "a momentum conditional on the optimizer being sgd is accepted: %s %s" % (st, out))
         if st == 201:
             hp.ok("DELETE", "/api/v1/studies/%d" % out["id"])
+        # pbt counts its bred members toward max_trials: a budget of the population alone
+        # never exploits (it ran as random search, without a word)
+        refused(hp, c, "pbt with max_trials = population_size",
+                study(tuner={"algorithm": "pbt", "max_trials": 4, "population_size": 4, "seed": 1},
+                      training={"max_epochs": 4, "batch_size": 50}),
+                "tuner.max_trials", "breed")
         # a pruner key the chosen pruner does not read (asha took warmup_steps and ignored it)
         ext = {"name": "ext", "space": {"x": {"type": "float", "low": 0, "high": 1}}}
         for pruner, key in (({"algorithm": "asha", "warmup_steps": 100}, "warmup_steps"),
