@@ -39,7 +39,7 @@ void tun_config_default(tun_config *cfg) {
     cfg->nsga_crossover = TUN_XOVER_SBX;
     cfg->nsga_crossover_prob = 0.9;
     cfg->nsga_swapping_prob = 0.5;
-    cfg->nsga_mutation_prob = 0;
+    cfg->nsga_mutation_prob = -1; /* not given: 1 / the number of parameters */
     cfg->bohb_random_fraction = 1.0 / 3; /* BOHB's paper's rho (bohb.c) */
     cfg->bohb_bandwidth_factor = 3;       /* and its b_w */
     cfg->bohb_min_points = 0;
@@ -312,8 +312,7 @@ int tun_config_parse(const json_t *tuner, const tun_space *space, tun_config *ou
             cfg.nsga_crossover = (tun_crossover)e;
         } else if (strcmp(key, "crossover_prob") == 0 || strcmp(key, "swapping_prob") == 0 ||
                    strcmp(key, "mutation_prob") == 0) {
-            int mut = key[0] == 'm';
-            if ((rc = get_num(v, field, 0, !mut, &d, err))) return rc;
+            if ((rc = get_num(v, field, 0, 1, &d, err))) return rc; /* mutation 0: none, as Optuna takes it */
             if (d > 1) return hpo_fail(err, HPO_EINVAL, field, "must be at most 1");
             *(key[0] == 'c' ? &cfg.nsga_crossover_prob
                             : key[0] == 's' ? &cfg.nsga_swapping_prob : &cfg.nsga_mutation_prob) = d;

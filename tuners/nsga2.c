@@ -174,7 +174,7 @@ static double cross(const tun_study *t, int i, const double *a, const double *b,
 static void child_of(const tun_study *t, const double *a, const double *b, hpo_rng *rng, double *x) {
     const tun_space *s = t->space;
     int crossing = hpo_rng_uniform(rng) < t->cfg.nsga_crossover_prob;
-    double mut = t->cfg.nsga_mutation_prob > 0 ? t->cfg.nsga_mutation_prob : 1.0 / s->n;
+    double mut = t->cfg.nsga_mutation_prob >= 0 ? t->cfg.nsga_mutation_prob : 1.0 / s->n;
     for (int i = 0; i < s->n; i++) {
         const tun_param *p = &s->params[i];
         /* every draw is made, active or not: the stream stays aligned */

@@ -184,7 +184,7 @@ typedef struct tun_config {
     tun_crossover nsga_crossover; /* "sbx" (default) or "uniform" (Optuna's default) */
     double nsga_crossover_prob;   /* default 0.9 */
     double nsga_swapping_prob;    /* uniform crossover's (and sbx's choices'), default 0.5 */
-    double nsga_mutation_prob;    /* per parameter; 0 (the default) = 1 / n parameters */
+    double nsga_mutation_prob;    /* per parameter, 0 none; -1 (the default) = 1 / n parameters */
     /* bohb (bohb.c; also reads tpe_gamma, tpe_n_candidates, tpe_multivariate) */
     double bohb_random_fraction;  /* trials drawn at random, in [0, 1] (default 1/3) */
     double bohb_bandwidth_factor; /* the model's candidates are drawn with its numeric
@@ -223,7 +223,7 @@ typedef struct tun_config {
  * error naming "tuner.sample_size");
  * nsga2: "population_size" int 2..100000 (50); "crossover": "sbx" |
  * "uniform" (sbx); "crossover_prob", "swapping_prob" in [0, 1] (0.9, 0.5);
- * "mutation_prob" in (0, 1] (1 / the number of parameters);
+ * "mutation_prob" in [0, 1] (1 / the number of parameters; 0 none);
  * bohb: "random_fraction" in [0, 1] (1/3); "bandwidth_factor" > 0 (3);
  * "min_points_in_model" int >= 1
  * (the number of parameters + 2); "gamma" (0.05 for bohb) and

@@ -199,7 +199,11 @@ static void test_config(void **state) {
     assert_int_equal(tun_config_parse(j, s, &cfg, &err), HPO_EINVAL);
     assert_string_equal(err.field, "tuner.population_size");
     json_decref(j);
-    j = json_pack("{s:s, s:f}", "algorithm", "nsga2", "mutation_prob", 0.0);
+    j = json_pack("{s:s, s:f}", "algorithm", "nsga2", "mutation_prob", 0.0); /* none, as Optuna takes it */
+    assert_int_equal(tun_config_parse(j, s, &cfg, &err), 0);
+    assert_true(cfg.nsga_mutation_prob == 0);
+    json_decref(j);
+    j = json_pack("{s:s, s:f}", "algorithm", "nsga2", "mutation_prob", -0.1);
     assert_int_equal(tun_config_parse(j, s, &cfg, &err), HPO_EINVAL);
     assert_string_equal(err.field, "tuner.mutation_prob");
     json_decref(j);
