@@ -7,7 +7,9 @@
  * 512 per tree anyway), so a large study answers in a fraction of a
  * second. Trials whose stored params no longer parse are skipped. No study
  * lock is taken: the space is immutable and the trials come from storage.
- * The seed is the study id: the same trials give the same figures. */
+ * The seed is the study id: the same trials give the same figures.
+ * Several objectives: ?objective=K (0-based, default 0) picks the one
+ * explained, and the answer names it (Optuna asks for a target there). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,8 @@ void api_h_study_importance(api_ctx *ctx, const api_request *req, int64_t id, ap
     }
     const tun_space *space = st->def.space;
     int d = space->n;
+    int64_t objective = 0;
+    if (api_query_int(req, resp, "objective", 0, 0, st->def.n_obj - 1, &objective)) goto done;
     sto_trial_filter f = {.state = STO_TRIAL_COMPLETE, .order = STO_ORDER_NUMBER, .descending = 1,
                           .limit = MAX_TRIALS};
     rc = sto_trial_list(ctx->db, id, &f, &trials, &n);
@@ -42,9 +46,12 @@ void api_h_study_importance(api_ctx *ctx, const api_request *req, int64_t id, ap
     for (size_t i = 0; i < n; i++) {
         json_t *params = json_loads(trials[i].params, 0, NULL);
         hpo_error err;
-        if (params && isfinite(trials[i].value) &&
+        double v[TUN_MAX_OBJECTIVES], violation;
+        int have = st->def.n_obj > 1 ? api_trial_objectives(&st->def, &trials[i], v, &violation, NULL) == 0
+                                     : (v[0] = trials[i].value, 1);
+        if (params && have && isfinite(v[objective]) &&
             tun_space_from_json(space, params, X + m * (size_t)d, &err) == 0)
-            y[m++] = trials[i].value;
+            y[m++] = v[objective];
         json_decref(params);
     }
     double t0 = hpo_monotonic();
@@ -63,14 +70,17 @@ void api_h_study_importance(api_ctx *ctx, const api_request *req, int64_t id, ap
         json_array_append_new(arr, json_pack("{s:s, s:o}", "param", space->params[order[i]].name,
                                              "importance", computed ? json_real(imp[order[i]]) : json_null()));
     free(order);
-    api_reply_json(resp, 200,
-                   json_pack("{s:I, s:s, s:I, s:o, s:o}", "study_id", (json_int_t)id, "method",
-                             m < TUN_IMPORTANCE_OOB_FROM
-                                 ? "permutation importance, random forest (in-sample: under 12 trials)"
-                                 : "permutation importance, random forest (out-of-bag)",
-                             "n_trials",
-                             (json_int_t)m, "importance", arr, "seconds",
-                             computed ? json_real(ms / 1e3) : json_null()));
+    json_t *out = json_pack("{s:I, s:s, s:I, s:o, s:o}", "study_id", (json_int_t)id, "method",
+                            m < TUN_IMPORTANCE_OOB_FROM
+                                ? "permutation importance, random forest (in-sample: under 12 trials)"
+                                : "permutation importance, random forest (out-of-bag)",
+                            "n_trials", (json_int_t)m, "importance", arr, "seconds",
+                            computed ? json_real(ms / 1e3) : json_null());
+    if (st->def.n_obj > 1) /* which objective the figures explain */
+        json_object_set_new(out, "objective",
+                            json_pack("{s:I, s:s*}", "index", (json_int_t)objective, "metric",
+                                      st->def.obj[objective].metric));
+    api_reply_json(resp, 200, out);
 done:
     sto_trial_list_free(trials, n);
     free(X);

@@ -172,6 +172,24 @@ def main():
             hvs.append(hp.ok("GET", "/api/v1/studies/%d/best" % mono)["hypervolume"])
         c.check(all(b >= a for a, b in zip(hvs, hvs[1:])), "the hypervolume never drops as trials come: %s" % hvs)
 
+        # importance of one objective at a time: a drives the first, b the second; ?objective=K
+        # picks it and the answer names it (it explained the first one only, without a word)
+        imo = hp.ok("POST", "/api/v1/studies", {
+            "name": "imp-mo", "space": {"a": {"type": "float", "low": 0, "high": 1},
+                                        "b": {"type": "float", "low": 0, "high": 1}},
+            "tuner": {"algorithm": "random", "seed": 4},
+            "objectives": [{"metric": "fa"}, {"metric": "fb"}]})["id"]
+        for _ in range(30):
+            t = hp.ok("POST", "/api/v1/studies/%d/ask" % imo)
+            a, b = t["params"]["a"], t["params"]["b"]
+            hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"values": [a + 0.01 * b, b + 0.01 * a]})
+        for k, top in ((0, "a"), (1, "b")):
+            im = hp.ok("GET", "/api/v1/studies/%d/importance?objective=%d" % (imo, k))
+            c.check(im["importance"][0]["param"] == top and im["objective"] == {"index": k, "metric": "f" + top},
+                    "importance of objective %d: %s first, named: %s" % (k, top, im))
+        st, out = hp.request("GET", "/api/v1/studies/%d/importance?objective=2" % imo)
+        c.check(st == 400, "objective 2 of 2: 400 %s" % st)
+
         # one objective with a constraint: the study's "best" is /best's, the best feasible trial
         cs = hp.ok("POST", "/api/v1/studies", {"name": "constrained", "space": SPACE, "tuner": {"seed": 3},
                                               "constraints": [{"metric": "mem", "max": 100}]})["id"]
