@@ -140,9 +140,10 @@ void tun_crowding_distance(const double *F, int m, const size_t *idx, size_t k, 
         }
         tun_keyed_sort(key, k);
         double range = key[k - 1].v - key[0].v;
+        if (!(range > 0)) continue; /* all equal here: no ends (Optuna's rule), nothing to add */
         out[key[0].i] = INFINITY;
         out[key[k - 1].i] = INFINITY;
-        if (!(range > 0) || !isfinite(range)) continue;
+        if (!isfinite(range)) continue;
         for (size_t a = 1; a + 1 < k; a++)
             out[key[a].i] += (key[a + 1].v - key[a - 1].v) / range;
     }

@@ -140,6 +140,17 @@ static void test_crowding(void **state) {
     assert_float_equal(cd[2], 1.5, 1e-12);
     tun_crowding_distance(F, 2, idx, 2, cd);
     assert_true(isinf(cd[0]) && isinf(cd[1]));
+    /* identical points in an objective give no ends there (Optuna: an
+     * objective of zero width is skipped): three equal points all 0 (two
+     * of them were +inf, picked by the sort), and in the other objective
+     * the ends only */
+    double G[] = {1, 0, 1, 5, 1, 10};
+    size_t gi[] = {0, 1, 2};
+    tun_crowding_distance(G, 2, gi, 3, cd);
+    assert_true(isinf(cd[0]) && cd[1] == 1.0 && isinf(cd[2]));
+    double H[] = {1, 1, 1, 1, 1, 1};
+    tun_crowding_distance(H, 2, gi, 3, cd);
+    assert_true(cd[0] == 0 && cd[1] == 0 && cd[2] == 0);
 }
 
 static void test_constrained_domination(void **state) {
