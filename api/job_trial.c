@@ -174,7 +174,8 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
         /* the answer is stored with the report (a resume after a restart
          * re-reports this epoch: told the same; another node never reads
          * the report without it) */
-        rc = sto_trial_report(r->ctx->db, r->job->trial_id, rep->epoch, v, 0, api_prune_answer(st, r->job->number, prune));
+        rc = sto_trial_report(r->ctx->db, r->job->trial_id, rep->epoch, v, 0,
+                              api_prune_answer(st, r->job->number, prune));
         if (rc == HPO_ECONFLICT) rc = 0; /* no longer running: the outcome below tells */
         pthread_mutex_unlock(&st->lock);
     }

@@ -177,10 +177,6 @@ static int not_running(const sto_trial *t, api_response *resp) {
     return 1;
 }
 
-/* A report's "value" or "values" (one number per objective) read against
- * the study's objectives: *value the first objective's, vec all of them
- * (NaN where not told), *curve (NULL: none) the epoch row that keeps a
- * vector: {"<metric>": v, ...}. 0, or a 400 in resp. */
 /* A reported number: a JSON number, or "nan", "inf", "-inf" (also
  * "NaN", "Infinity", "-Infinity", any case), which JSON cannot carry: a
  * diverged run reports them, and the pruner decides on them as Optuna's
@@ -201,6 +197,10 @@ static int reported_number(const json_t *j, double *out) {
     return 1;
 }
 
+/* A report's "value" or "values" (one number per objective) read against
+ * the study's objectives: *value the first objective's, vec all of them
+ * (NaN where not told), *curve (NULL: none) the epoch row that keeps a
+ * vector: {"<metric>": v, ...}. 0, or a 400 in resp. */
 static int report_values(const api_study *st, const json_t *jvalue, const json_t *jvalues, double *value, double *vec,
                          char **curve, api_response *resp) {
     int m = st->def.n_obj;
