@@ -44,6 +44,8 @@ int api_check_keys(const json_t *obj, const char *const *keys, size_t n, api_res
 /* The same for a part of a definition: 0, or HPO_EINVAL in err naming field
  * ("unknown key \"k\" in <field>"). */
 int api_only_keys(const json_t *obj, const char *const *keys, size_t n, const char *field, hpo_error *err);
+/* The first key of obj that is not one of keys[0..n), or NULL. */
+const char *api_unknown_key(const json_t *obj, const char *const *keys, size_t n);
 /* Parses the request body as a JSON object; on failure fills resp and
  * returns NULL. */
 json_t *api_body_object(const api_request *req, api_response *resp);

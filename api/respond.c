@@ -124,8 +124,7 @@ void api_fail_lookup(api_response *resp, int rc, const char *what, int64_t id) {
     api_fail_rc(resp, rc, rc == HPO_ENOTFOUND ? &err : NULL);
 }
 
-/* The first key of obj that is not one of keys, or NULL. */
-static const char *unknown_key(const json_t *obj, const char *const *keys, size_t n) {
+const char *api_unknown_key(const json_t *obj, const char *const *keys, size_t n) {
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
@@ -137,14 +136,14 @@ static const char *unknown_key(const json_t *obj, const char *const *keys, size_
 }
 
 int api_check_keys(const json_t *obj, const char *const *keys, size_t n, api_response *resp) {
-    const char *key = unknown_key(obj, keys, n);
+    const char *key = api_unknown_key(obj, keys, n);
     if (!key) return 0;
     api_fail(resp, 400, "invalid_argument", key, "unknown key \"%.64s\"", key);
     return -1;
 }
 
 int api_only_keys(const json_t *obj, const char *const *keys, size_t n, const char *field, hpo_error *err) {
-    const char *key = unknown_key(obj, keys, n);
+    const char *key = api_unknown_key(obj, keys, n);
     return key ? hpo_fail(err, HPO_EINVAL, field, "unknown key \"%.64s\" in %s", key, field) : 0;
 }
 

@@ -54,28 +54,23 @@ static int pbt_check(api_study_def *d, hpo_error *err) {
  * takes them all, so that a stored study still loads). */
 static int pruner_keys_check(const json_t *tuner, const tun_pruner_config *pc, hpo_error *err) {
     static const char *const keys[][6] = {
-        {"algorithm", NULL},
-        {"algorithm", "warmup_steps", "n_startup_trials", NULL},
-        {"algorithm", "eta", "min_resource", "min_epochs", NULL},
+        {"algorithm"},
+        {"algorithm", "warmup_steps", "n_startup_trials"},
+        {"algorithm", "eta", "min_resource", "min_epochs"},
         {"algorithm", "eta", "min_resource", "min_epochs", "max_resource", "max_epochs"},
     };
+    static const size_t n_keys[] = {1, 3, 4, 6};
     static const char *const names[] = {"none", "median", "asha", "hyperband"};
     const json_t *pj = tuner ? json_object_get(tuner, "pruner") : NULL;
     if (!json_is_object(pj) || (int)pc->kind < 0 || (int)pc->kind >= (int)HPO_ARRAY_LEN(keys)) return 0;
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)pj, key, v) {
-        int known = 0;
-        for (int k = 0; k < 6 && keys[pc->kind][k] && !known; k++) known = strcmp(key, keys[pc->kind][k]) == 0;
-        if (known) continue;
-        char field[128], list[128] = "";
-        snprintf(field, sizeof field, "tuner.pruner.%.80s", key);
-        for (int k = 1; k < 6 && keys[pc->kind][k]; k++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k == 1 ? "" : ", ", keys[pc->kind][k]);
-        return hpo_fail(err, HPO_EINVAL, field, "%s: the %s pruner does not read it (it takes %s)", field,
-                        names[pc->kind], list[0] ? list : "no options");
-    }
-    return 0;
+    const char *key = api_unknown_key(pj, keys[pc->kind], n_keys[pc->kind]);
+    if (!key) return 0;
+    char field[128], list[128] = "";
+    snprintf(field, sizeof field, "tuner.pruner.%.80s", key);
+    for (size_t k = 1; k < n_keys[pc->kind]; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k == 1 ? "" : ", ", keys[pc->kind][k]);
+    return hpo_fail(err, HPO_EINVAL, field, "%s: the %s pruner does not read it (it takes %s)", field,
+                    names[pc->kind], list[0] ? list : "no options");
 }
 
 static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study_def *out, hpo_error *err) {

@@ -221,7 +221,8 @@ static int check_keys(const api_study_def *d, const points *p, hpo_error *err) {
         memset(&e, 0, sizeof e);
         if (api_model_expand(d->emb.model, params, d->space, &model, &e) == 0 &&
             eng_model_check_keys(model, params, &e) != 0) {
-            const json_t *o = json_object_get(model, strncmp(e.field, "model.schedule", 14) == 0 ? "schedule" : "optimizer");
+            int schedule = strncmp(e.field, "model.schedule", 14) == 0;
+            const json_t *o = json_object_get(model, schedule ? "schedule" : "optimizer");
             const char *name = json_string_value(json_object_get(o, "name"));
             *err = e;
             if (name && name[0] == '$')

@@ -784,6 +784,27 @@ static int probe_epochs(const eng_epoch_report *r, void *user) {
     return 0;
 }
 
+/* Trains m on the fixture keeping val_loss's best epoch by keep_mode (+1
+ * the highest), each epoch's weights in *p; returns the kept epoch's index
+ * (the first of the extreme val_loss). */
+static int train_keeping(best_fixture *f, eng_model *m, int keep_mode, epoch_probe *p, eng_train_result *r) {
+    hpo_error err;
+    *p = (epoch_probe){.m = m};
+    f->o.keep_metric = "val_loss";
+    f->o.keep_mode = keep_mode;
+    f->o.on_epoch = probe_epochs;
+    f->o.user = p;
+    assert_int_equal(eng_train(m, &f->tr, &f->va, &f->o, r, &err), 0);
+    int kept = 0;
+    for (int e = 1; e < p->epochs; e++)
+        if (keep_mode > 0 ? p->val_loss[e] > p->val_loss[kept] : p->val_loss[e] < p->val_loss[kept]) kept = e;
+    return kept;
+}
+
+static void probe_free(epoch_probe *p) {
+    for (int e = 0; e < p->epochs; e++) free(p->params[e]);
+}
+
 /* keep_metric: early stopping watches one metric, the weights kept
  * (restored at the end, saved as the checkpoint's best) are the best epoch
  * of another, the one a study's objective (its trial's value) names. So
@@ -797,16 +818,9 @@ static void test_keep_metric(void **state) {
     const char *tmpl = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":32,\"activation\":\"relu\"}},"
                        "{\"dense\":{\"units\":4}}],\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.05}}";
     eng_model *m = small_model(tmpl);
-    epoch_probe p = {.m = m};
-    f.o.keep_metric = "val_loss";
-    f.o.keep_mode = 1;
-    f.o.on_epoch = probe_epochs;
-    f.o.user = &p;
+    epoch_probe p;
     eng_train_result r;
-    assert_int_equal(eng_train(m, &f.tr, &f.va, &f.o, &r, &err), 0);
-    int kept = 0; /* the kept epoch: the first of the highest val_loss */
-    for (int e = 1; e < p.epochs; e++)
-        if (p.val_loss[e] > p.val_loss[kept]) kept = e;
+    int kept = train_keeping(&f, m, 1, &p, &r); /* the first of the highest val_loss */
     printf("  monitor val_loss (min): best epoch %d (%.6f); kept (val_loss, max): epoch %d (%.6f)\n", r.best_epoch,
            p.val_loss[r.best_epoch - 1], kept + 1, p.val_loss[kept]);
     assert_true(kept + 1 != r.best_epoch);
@@ -819,7 +833,7 @@ static void test_keep_metric(void **state) {
     printf("  restored weights vs that epoch's: max diff %g; the checkpoint's best: %g\n", d, dc);
     assert_true(d == 0 && dc == 0);
     eng_model_free(c);
-    for (int e = 0; e < p.epochs; e++) free(p.params[e]);
+    probe_free(&p);
     eng_model_free(m);
     best_teardown(&f);
 }
@@ -832,29 +846,21 @@ static void test_keep_metric_min_delta(void **state) {
     (void)state;
     best_fixture f;
     best_setup(&f);
-    hpo_error err;
     const char *tmpl = "{\"layers\":[{\"flatten\":{}},{\"dense\":{\"units\":32,\"activation\":\"relu\"}},"
                        "{\"dense\":{\"units\":4}}],\"optimizer\":{\"name\":\"adam\",\"learning_rate\":0.01}}";
     eng_model *m = small_model(tmpl);
-    epoch_probe p = {.m = m};
-    f.o.keep_metric = "val_loss";
-    f.o.keep_mode = -1;
     f.o.min_delta = 1e9; /* the monitor improves at epoch 1 only */
     f.o.patience = 100;
-    f.o.on_epoch = probe_epochs;
-    f.o.user = &p;
+    epoch_probe p;
     eng_train_result r;
-    assert_int_equal(eng_train(m, &f.tr, &f.va, &f.o, &r, &err), 0);
-    int kept = 0; /* the strict best: the first of the lowest val_loss */
-    for (int e = 1; e < p.epochs; e++)
-        if (p.val_loss[e] < p.val_loss[kept]) kept = e;
+    int kept = train_keeping(&f, m, -1, &p, &r); /* the strict best: the first of the lowest val_loss */
     printf("  min_delta 1e9: the monitor's best epoch %d, the strict best %d (%.6f)\n", r.best_epoch, kept + 1,
            p.val_loss[kept]);
     assert_true(kept > 0); /* it trained past epoch 1 */
     double d = max_abs_diff(m->params, p.params[kept], m->nparams);
     printf("  restored weights vs the strict best epoch's: max diff %g\n", d);
     assert_true(d == 0);
-    for (int e = 0; e < p.epochs; e++) free(p.params[e]);
+    probe_free(&p);
     eng_model_free(m);
     best_teardown(&f);
 }

@@ -32,6 +32,30 @@ static tun_study *pruned_study(const tun_space *s, tun_pruner_kind kind, int max
     return t;
 }
 
+/* asha with eta and min_resource; the median rule with its startup and
+ * warm-up */
+static tun_study *asha_study(const tun_space *s, double eta, int64_t min_resource) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = TUN_PRUNER_ASHA;
+    cfg.pruner.eta = eta;
+    cfg.pruner.min_resource = min_resource;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    return t;
+}
+
+static tun_study *median_study(const tun_space *s, int n_startup, int64_t warmup, int maximize) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner.kind = TUN_PRUNER_MEDIAN;
+    cfg.pruner.n_startup_trials = n_startup;
+    cfg.pruner.warmup_steps = warmup;
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new(s, &cfg, maximize, &t), 0);
+    return t;
+}
+
 static void start(tun_study *t, int64_t number) {
     double x = 0.5;
     assert_int_equal(tun_study_add(t, number, &x, TUN_TRIAL_RUNNING, 0), 0);
@@ -141,13 +165,7 @@ static void test_asha_maximise(void **state) { (void)state; asha_script(1); }
 static void test_asha_eta_and_min_resource(void **state) {
     (void)state;
     tun_space *s = one_param_space();
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = TUN_PRUNER_ASHA;
-    cfg.pruner.eta = 2;
-    cfg.pruner.min_resource = 2; /* rungs at 2, 4, 8 */
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    tun_study *t = asha_study(s, 2, 2); /* rungs at 2, 4, 8 */
     for (int k = 0; k < 4; k++) start(t, k);
     EXPECT(t, 0, 1, 5.0, 0); /* before the first rung */
     EXPECT(t, 0, 2, 0.4, 0);
@@ -171,13 +189,7 @@ static void test_asha_eta_and_min_resource(void **state) {
  * kept) counts the value, as before. */
 static void skipped_rungs(int replay, int rung_known, int want) {
     tun_space *s = one_param_space();
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = TUN_PRUNER_ASHA;
-    cfg.pruner.eta = 2;
-    cfg.pruner.min_resource = 1;
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    tun_study *t = asha_study(s, 2, 1);
     for (int k = 0; k < 3; k++) start(t, k);
     EXPECT(t, 0, 1, 0.1, 0);
     EXPECT(t, 0, 2, 0.5, 0);
@@ -214,13 +226,7 @@ static void complete_curve(tun_study *t, int64_t number, const double *v, int n)
 static void test_median_rule(void **state) {
     (void)state;
     tun_space *s = one_param_space();
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = TUN_PRUNER_MEDIAN;
-    cfg.pruner.n_startup_trials = 2;
-    cfg.pruner.warmup_steps = 1;
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    tun_study *t = median_study(s, 2, 1, 0);
     static const double c0[] = {1.0, 0.8, 0.6, 0.5}, c1[] = {1.2, 0.9, 0.7, 0.6},
                         c2[] = {0.9, 0.7, 0.5, 0.4};
     complete_curve(t, 0, c0, 4);
@@ -271,12 +277,7 @@ static void test_median_ties_and_repeats(void **state) {
     (void)state;
     tun_space *s = one_param_space();
     for (int maxi = 0; maxi < 2; maxi++) {
-        tun_config cfg;
-        tun_config_default(&cfg);
-        cfg.pruner.kind = TUN_PRUNER_MEDIAN;
-        cfg.pruner.n_startup_trials = 1;
-        tun_study *t = NULL;
-        assert_int_equal(tun_study_new(s, &cfg, maxi, &t), 0);
+        tun_study *t = median_study(s, 1, 0, maxi);
         const double a = maxi ? 0.2 : 0.04, b = maxi ? 0.72 : 0.84, tie = maxi ? 0.46 : 0.44;
         complete_curve(t, 0, &a, 1);
         complete_curve(t, 1, &b, 1);
@@ -913,13 +914,7 @@ static void test_late_lower_step_median_judges_highest(void **state) {
  * repeated step and at every later one. */
 static void replay_late(int late_flags, int want) {
     tun_space *s = one_param_space();
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = TUN_PRUNER_ASHA;
-    cfg.pruner.eta = 2;
-    cfg.pruner.min_resource = 1;
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    tun_study *t = asha_study(s, 2, 1);
     for (int i = 0; i < 3; i++) {
         start(t, i);
         for (int st = 1; st <= 4; st++) {
