@@ -26,19 +26,25 @@ def source_of(build, obj):
     return os.path.normpath(os.path.join(head, name.replace("__/", "../")))
 
 
-def symbols(obj):
-    out = subprocess.run(["nm", "-P", obj], capture_output=True, text=True, check=True).stdout
-    defined, used = set(), set()
+def symbols(objs):
+    """{object: (defined, used)} from one nm run over all of them (nm's
+    start-up, not its reading, is most of its time)."""
+    table = {obj: (set(), set()) for obj in objs}
+    if not objs:
+        return table
+    out = subprocess.run(["nm", "-P", "-A"] + objs, capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
-        parts = line.split()
-        if len(parts) < 2:
+        obj, _, rest = line.partition(": ")
+        parts = rest.split()
+        if obj not in table or len(parts) < 2:
             continue
         sym, kind = parts[0], parts[1]
+        defined, used = table[obj]
         if kind == "U":
             used.add(sym)
         elif kind in "TDBRCVW":
             defined.add(sym)
-    return defined, used
+    return table
 
 
 def source_dir(build):
@@ -108,14 +114,17 @@ def main():
     build = sys.argv[1]
     owner, uses = {}, {}
     top = source_dir(build)
+    kept = []
     for obj in objects(build):
         # one executable's main.c is not another's: key by target folder too
         src = source_of(build, obj)
         if top and not os.path.exists(os.path.join(top, src)) and "../" not in src:
             continue  # the object of a file that was removed or renamed
         target = os.path.basename(os.path.dirname(obj))
-        key = src if target.startswith("hpo_") else "%s (%s)" % (src, target[:-4])
-        defined, used = symbols(obj)
+        kept.append((obj, src if target.startswith("hpo_") else "%s (%s)" % (src, target[:-4])))
+    table = symbols([obj for obj, _ in kept])
+    for obj, key in kept:
+        defined, used = table[obj]
         uses[key] = used
         for sym in defined:
             owner.setdefault(sym, key)
