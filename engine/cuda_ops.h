@@ -288,6 +288,7 @@ typedef struct eng_cuda_step_args {
     const int32_t *sc_index;        /* with this: entry *sc_index of a table of them, */
     size_t sc_stride;               /* sc_stride bytes apart (mixed_fp16: by applied steps) */
     const double *norm;             /* as eng_cuda_optim_step's */
+    double *skipped;                /* + 1 at each step not taken for non-finite gradients */
     uint16_t *p16;                  /* the 16-bit copy of every updated parameter */
     float *ph;                      /* its fp16-rounded f32 copy (mixed_fp16) */
 } eng_cuda_step_args;

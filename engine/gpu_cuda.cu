@@ -46,8 +46,10 @@ extern "C" int eng_gpu_info_get(int i, eng_gpu_info *out, hpo_error *err) {
     if (i < 0 || i >= n) return hpo_fail(err, HPO_EINVAL, "devices", "cuda:%d: this machine has %d CUDA device(s)", i, n);
     cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, i);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* not the thread's next launch's error (cu_launched) */
         return hpo_fail(err, HPO_EUNSUPPORTED, "devices", "cuda:%d: %s", i, cudaGetErrorString(e));
+    }
     memset(out, 0, sizeof *out);
     out->index = i;
     snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof out->name - 1, p.name);

@@ -38,9 +38,10 @@
  * either can resume the other.
  * Not the CPU's, by design: a NaN/Inf loss is noticed at the end of the
  * epoch (the sums), not at the step, and a non-finite gradient under
- * clipnorm skips that step's update on the device (eng_cuda_optim_step)
- * instead of failing at once; the loss then diverges and the epoch end
- * reports HPO_EDIVERGED; mixed_fp16's scale falling below its floor is
+ * clipnorm (fp32, mixed_bf16) skips that step's update on the device
+ * (eng_cuda_optim_step_dev), which counts it, instead of failing at once:
+ * the epoch end reports HPO_EDIVERGED as the CPU does at the step (the
+ * loss may stay finite while gradients overflow); mixed_fp16's scale falling below its floor is
  * reported at the epoch's end, not at the step. max_bytes (a host budget) is not applied here: the
  * device has its own (train.h, eng_train_cuda_check_budget), checked by a
  * dry run of the allocating code (dev_alloc with a plan) before the device
@@ -138,7 +139,7 @@ static int dev_alloc(dev *d, const eng_split *train, const eng_split *val, hpo_e
         (rc = eng_dev_alloc(d, cap * (size_t)K * sizeof(float), &d->dlogits, "loss gradient", A, err)) ||
         (rc = eng_dev_alloc(d, ENG_CUDA_SUMS * sizeof(double), &d->sums, "metric sums", A, err)) ||
         (rc = eng_dev_alloc(d, ENG_CUDA_SUMS * sizeof(double), &d->vsums, "metric sums", A, err)) ||
-        (rc = eng_dev_alloc(d, 2 * sizeof(double), &d->norm, "gradient norm", A, err)))
+        (rc = eng_dev_alloc(d, 3 * sizeof(double), &d->norm, "gradient norm", A, err)))
         return rc;
     size_t rb = d->rec_words * sizeof(uint64_t);
     if ((rc = eng_dev_alloc(d, eng_size_mul(d->spe, rb), &d->recs, "step records", A, err)) ||
@@ -181,8 +182,9 @@ static int dev_open(dev *d, eng_model *m, const eng_split *train, const eng_spli
         !(d->hrecs = calloc(d->spe ? d->spe * d->rec_words : 1, sizeof *d->hrecs)))
         return hpo_fail(err, HPO_ENOMEM, "training", "out of memory");
     if ((rc = dev_alloc(d, train, val, err))) return rc;
+    eng_cuda_zero(d->cu, d->norm, 3 * sizeof(double)); /* a failure is the context's, reported by the next wait */
     if (val && val->n && (rc = eng_cuda_upload(d->cu, d->vidx, val->idx, val->n * sizeof(uint32_t), err))) return rc;
-    return 0;
+    return eng_cuda_sync(d->cu, err);
 }
 
 /* ---- the device memory budget (train.h) ---- */
@@ -299,6 +301,7 @@ static int update(dev *d, const eng_cuda_opt_scalars *sc) {
     } else if (m->opt.clipnorm > 0) {
         rc = eng_cuda_grad_norm(d->cu, d->g, m->nparams, 1.0f, d->norm);
         a.norm = d->norm;
+        a.skipped = d->norm + 2;
     }
     if (!rc) rc = eng_cuda_optim_step_dev(d->cu, &m->opt, &a, d->p, d->g, d->s, m->nparams);
     if (!rc && fp16)
@@ -419,6 +422,16 @@ static int scaler_down(dev *d, eng_train_loop *L, long total, double *lr, long *
 }
 
 /* the epoch's batch order: eng_batcher_start_epoch's */
+/* fp32 and mixed_bf16 under clipnorm: the steps skipped so far for
+ * non-finite gradients (the run fails at the first epoch that has one) */
+static int nonfinite_down(dev *d, long *skipped, hpo_error *err) {
+    if (d->m->opt.clipnorm <= 0) return 0;
+    double n[3];
+    int rc = eng_cuda_download(d->cu, n, d->norm, sizeof n, err);
+    if (!rc) *skipped = (long)n[2];
+    return rc;
+}
+
 static void epoch_order(const eng_train_opts *o, const eng_split *train, int epoch, uint32_t *order) {
     memcpy(order, train->idx, train->n * sizeof *order);
     hpo_rng r;
@@ -468,7 +481,10 @@ static int train_epoch(dev *d, const eng_split *train, eng_train_loop *L, int ep
     }
     *skipped = 0;
     if (d->scaler) rc = scaler_down(d, L, total, lr, skipped, err);
-    else L->st.step += steps;
+    else {
+        L->st.step += steps;
+        rc = nonfinite_down(d, skipped, err);
+    }
     return rc ? rc : eng_cuda_sums_add(d->cu, d->sums, train->n, m->out_dim, sums, err);
 }
 
@@ -589,7 +605,10 @@ static int train_epoch_replicas(run *r, const eng_split *train, eng_train_loop *
     }
     *skipped = 0;
     if (ds[0].scaler && (rc = scaler_down(&ds[0], L, total, lr, skipped, err))) return rc;
-    if (!ds[0].scaler) L->st.step += (long)ds[0].spe;
+    if (!ds[0].scaler) { /* the replicas saw the same summed gradients: they skipped the same steps */
+        L->st.step += (long)ds[0].spe;
+        if ((rc = nonfinite_down(&ds[0], skipped, err))) return rc;
+    }
     for (int k = 0; k < r->R && !rc; k++)
         rc = eng_cuda_sums_add(ds[k].cu, ds[k].sums, k ? 0 : train->n, ds[k].m->out_dim, sums, err);
     return rc;
@@ -657,7 +676,15 @@ static int run_open(run *r, eng_model *m, const eng_split *train, const eng_spli
     return rc;
 }
 
-static void run_free(run *r) {
+static void run_free(run *r, int failed) {
+    /* a failed run's group first, whichever call saw the failure (a fault
+     * shows at the next wait, such as the epoch end's downloads): a GPU
+     * whose peer faulted waits in an all-reduce forever, and so would the
+     * waits below (NCCL: abort a communicator that saw an error) */
+    if (failed) {
+        eng_cuda_comm_abort(r->comm);
+        r->comm = NULL;
+    }
     /* nothing freed under work still in flight (a failed run may have
      * returned before its streams drained) */
     for (int k = 0; k < r->R; k++)
@@ -672,7 +699,7 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
     run r;
     eng_train_loop L;
     uint32_t *order = NULL;
-    int rc, bs = o->batch_size, same = 1, R = o->cuda_replicas > 1 ? o->cuda_replicas : 1;
+    int rc, failed, bs = o->batch_size, same = 1, R = o->cuda_replicas > 1 ? o->cuda_replicas : 1;
     memset(&r, 0, sizeof r); /* r.R = 0 until the replicas are checked: nothing to free */
     memset(&L, 0, sizeof L);
     dev *d = &r.d[0];
@@ -712,6 +739,12 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
                           isnan(sums.loss) ? "NaN" : "Inf", epoch + 1, L.st.step);
             goto fail;
         }
+        if (o->precision != ENG_PREC_FP16 && skipped > 0) { /* the CPU's error, at the epoch's end */
+            L.r.train = rep.train;
+            rc = hpo_fail(err, HPO_EDIVERGED, "training", "gradients became NaN/Inf at epoch %d (%ld steps skipped)",
+                          epoch + 1, skipped);
+            goto fail;
+        }
         if (o->precision == ENG_PREC_FP16 && L.st.loss_scale < ENG_LOSS_SCALE_MIN) {
             L.r.train = rep.train;
             rc = hpo_fail(err, HPO_EDIVERGED, "training", "loss scale underflow at epoch %d", epoch + 1);
@@ -728,8 +761,9 @@ int eng_train_cuda(eng_model *m, const eng_split *train, const eng_split *val, c
     if ((rc = eng_model_reserve(m, bs, o->precision)))
         rc = hpo_fail(err, rc, "training.batch_size", "out of host memory for the model's batches of %d", bs);
 fail:
+    failed = rc != 0;
     rc = eng_train_loop_end(&L, m, rc, res);
-    run_free(&r);
+    run_free(&r, failed);
     free(order);
     return rc;
 }

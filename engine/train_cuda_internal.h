@@ -70,7 +70,8 @@ typedef struct dev {
     uint16_t *xin16;
     int32_t *lab;
     float *tgt;
-    double *sums, *vsums, *norm;
+    double *sums, *vsums;
+    double *norm; /* the gradient norm, 1 when it is finite (else 0), the steps skipped for that */
     /* steps from device memory: per-step records of rec_words 8-byte words
      * (REC_SC_WORDS of scalars, then each drawing layer's draws at its
      * rec_off) for the spe steps of an epoch (recs, its host copy hrecs),

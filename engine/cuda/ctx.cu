@@ -132,7 +132,7 @@ extern "C" int eng_cuda_alloc(eng_cuda *cu, size_t bytes, void **out, hpo_error 
 extern "C" void eng_cuda_free(eng_cuda *cu, void *p) {
     if (!p) return;
     cu_use(cu); /* one thread may drive several GPUs (replicas): free on the buffer's */
-    cudaFree(p);
+    if (cudaFree(p) != cudaSuccess) cudaGetLastError(); /* not the thread's next launch's error */
 }
 
 static int copy_sync(eng_cuda *cu, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, hpo_error *err) {

@@ -86,10 +86,13 @@ int cu_check(eng_cuda *cu, cudaError_t e, const char *what);
 
 /* Makes cu's GPU the calling thread's current one: one thread may drive
  * contexts on several GPUs (data-parallel replicas), and a kernel, a copy
- * or an allocation goes to the current GPU. */
+ * or an allocation goes to the current GPU. A failure is the next call's
+ * to report (it finds no usable GPU), not left for the thread's next
+ * launch check to blame on a kernel. */
 static inline void cu_use(const eng_cuda *cu) {
     int cur = -1;
-    if (cudaGetDevice(&cur) != cudaSuccess || cur != cu->device) cudaSetDevice(cu->device);
+    if ((cudaGetDevice(&cur) != cudaSuccess || cur != cu->device) && cudaSetDevice(cu->device) != cudaSuccess)
+        cudaGetLastError();
 }
 
 #define CU_READY(cu)                  \

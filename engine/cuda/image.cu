@@ -24,14 +24,15 @@ static __global__ void augment_fwd_k(img_shape s, const float *x, float *y, cons
     }
 }
 
-/* dx(n, si, sj, c) = dy at the one output that read it, or 0 */
+/* dx(n, si, sj, c) = dy at the one output that read it, or 0; 0 + dy as
+ * the CPU's sum into zeros, so that a -0 comes out +0 there too */
 static __global__ void augment_bwd_k(img_shape s, const float *dy, float *dx, const int32_t *params, size_t total) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
         cu_nhwc q = cu_nhwc_of(e, s.H, s.W, s.C);
         size_t n = q.n;
         int ty = params[3 * n], tx = params[3 * n + 1], fl = params[3 * n + 2];
         int i = q.h + ty, j = (fl ? s.W - 1 - q.w : q.w) + tx, c = q.c;
-        dx[e] = i < 0 || i >= s.H || j < 0 || j >= s.W ? 0.0f : dy[((n * s.H + i) * s.W + j) * s.C + c];
+        dx[e] = i < 0 || i >= s.H || j < 0 || j >= s.W ? 0.0f : __fadd_rn(0.0f, dy[((n * s.H + i) * s.W + j) * s.C + c]);
     }
 }
 

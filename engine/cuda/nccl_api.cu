@@ -4,7 +4,10 @@
  * never maps it), one communicator per device from ncclCommInitAll (one
  * process drives them all), and the replicas' in-place sums grouped
  * (ncclGroupStart/End) so one host thread can enqueue them on every
- * context's stream. */
+ * context's stream. Finalize and abort are intra-node collectives, grouped
+ * for the same reason (NCCL's docs: one thread over several ranks must
+ * group them, or the first call waits for the others); destroy is then
+ * local. */
 #include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -19,6 +22,7 @@
 
 typedef struct nccl_api {
     decltype(&ncclCommInitAll) CommInitAll;
+    decltype(&ncclCommFinalize) CommFinalize;
     decltype(&ncclCommDestroy) CommDestroy;
     decltype(&ncclCommAbort) CommAbort;
     decltype(&ncclAllReduce) AllReduce;
@@ -43,6 +47,7 @@ static void nccl_load(void) {
         return;                                                                                            \
     }
     NCCL_SYM(CommInitAll);
+    NCCL_SYM(CommFinalize);
     NCCL_SYM(CommDestroy);
     NCCL_SYM(CommAbort);
     NCCL_SYM(AllReduce);
@@ -88,13 +93,18 @@ extern "C" int eng_cuda_comm_open(eng_cuda *const *cus, int n, eng_cuda_comm **o
 
 extern "C" void eng_cuda_comm_free(eng_cuda_comm *c) {
     if (!c) return;
-    for (int k = 0; k < c->n; k++) nccl_table.CommDestroy(c->comms[k]); /* waits for what is in flight */
+    nccl_table.GroupStart();
+    for (int k = 0; k < c->n; k++) nccl_table.CommFinalize(c->comms[k]); /* flushes what is in flight */
+    nccl_table.GroupEnd();
+    for (int k = 0; k < c->n; k++) nccl_table.CommDestroy(c->comms[k]);
     free(c);
 }
 
 extern "C" void eng_cuda_comm_abort(eng_cuda_comm *c) {
     if (!c) return;
+    nccl_table.GroupStart();
     for (int k = 0; k < c->n; k++) nccl_table.CommAbort(c->comms[k]);
+    nccl_table.GroupEnd();
     free(c);
 }
 

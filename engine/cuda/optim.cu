@@ -112,7 +112,10 @@ static __global__ void optim_k(opt_args o, eng_cuda_opt_scalars hs, eng_cuda_ste
     const double *norm = a.norm;
     float k = 1.0f;
     if (norm) {
-        if (norm[1] == 0.0) return; /* gradients not finite: no update (the caller reports it) */
+        if (norm[1] == 0.0) { /* gradients not finite: no update, counted (the caller reports it) */
+            if (a.skipped && blockIdx.x == 0 && threadIdx.x == 0) *a.skipped += 1.0;
+            return;
+        }
         if (o.clipnorm > 0.0f && norm[0] > o.clipnorm) k = (float)(o.clipnorm / norm[0]);
     }
     const eng_cuda_opt_scalars *ds = a.sc;

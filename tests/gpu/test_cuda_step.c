@@ -171,7 +171,7 @@ static void optim_case(const eng_optim_config *c, const char *name, hpo_rng *r) 
         eng_cuda_opt_scalars sc;
         eng_cuda_opt_scalars_at(c, lr, t, &sc);
         up(dsc, &sc, sizeof sc);
-        eng_cuda_step_args a = {dsc, NULL, 0, c->clipnorm > 0 ? dnorm : NULL, dpb, NULL};
+        eng_cuda_step_args a = {.sc = dsc, .norm = c->clipnorm > 0 ? dnorm : NULL, .p16 = dpb};
         assert_int_equal(eng_cuda_optim_step_dev(g_cu, c, &a, dp2, dg2, dst2, n), 0);
         assert_int_equal(eng_cuda_to_h16(g_cu, dp, dpb_ref, n), 0);
         sync_ok();
@@ -232,7 +232,8 @@ static void test_optimisers(void **state) {
             }
 }
 
-/* the norm's unscale, and a non-finite gradient: flagged, and no update */
+/* the norm's unscale, and a non-finite gradient: flagged, no update, and
+ * counted when the step says where */
 static void test_grad_norm_nonfinite(void **state) {
     (void)state;
     hpo_rng r;
@@ -264,8 +265,31 @@ static void test_grad_norm_nonfinite(void **state) {
     assert_true(hn[1] == 0.0);
     float *ph = fetch(dp, n);
     check_exact("non-finite gradient: parameters untouched", ph, p, n * 4);
+    /* from device scalars, the steps skipped are counted (train_cuda.c
+     * fails the run on them at the epoch's end); a finite one is not */
+    eng_cuda_opt_scalars sc;
+    eng_cuda_opt_scalars_at(&c, 1e-3f, 1, &sc);
+    void *dsc = dev_from(&sc, sizeof sc);
+    double zero = 0.0, skipped = -1.0;
+    double *dskip = dev_from(&zero, sizeof zero);
+    eng_cuda_step_args a = {.sc = dsc, .norm = dn, .skipped = dskip};
+    for (int k = 0; k < 2; k++) assert_int_equal(eng_cuda_optim_step_dev(g_cu, &c, &a, dp, dg, dst, n), 0);
+    sync_ok();
+    down(&skipped, dskip, sizeof skipped);
+    float *ph2 = fetch(dp, n);
+    printf("  steps skipped for a non-finite gradient: %g (want 2)\n", skipped);
+    assert_true(skipped == 2.0);
+    check_exact("non-finite gradient, device scalars: parameters untouched", ph2, p, n * 4);
+    g[7] = 0.25f;
+    up(dg, g, n * 4);
+    assert_int_equal(eng_cuda_grad_norm(g_cu, dg, n, 1.0f, dn), 0);
+    assert_int_equal(eng_cuda_optim_step_dev(g_cu, &c, &a, dp, dg, dst, n), 0);
+    sync_ok();
+    down(&skipped, dskip, sizeof skipped);
+    assert_true(skipped == 2.0);
     eng_cuda_free(g_cu, dg), eng_cuda_free(g_cu, dp), eng_cuda_free(g_cu, dst), eng_cuda_free(g_cu, dn);
-    free(g), free(p), free(half), free(gh), free(ph);
+    eng_cuda_free(g_cu, dsc), eng_cuda_free(g_cu, dskip);
+    free(g), free(p), free(half), free(gh), free(ph), free(ph2);
 }
 
 /* mixed_fp16's loss scale on the device (eng_cuda_scaler): the scaled loss
@@ -331,7 +355,7 @@ static void test_loss_scaler(void **state) {
         memcpy(table + (size_t)(t - 1) * stride, &s, sizeof s);
     }
     void *dtab = dev_from(table, sizeof table);
-    eng_cuda_step_args a = {dtab, &ds->applied, stride, dn, NULL, NULL};
+    eng_cuda_step_args a = {.sc = dtab, .sc_index = &ds->applied, .sc_stride = stride, .norm = dn};
     float *pc = malloc(n * 4), *stc = calloc(2 * n, 4);
     memcpy(pc, p, n * 4);
     for (int step = 1; step <= 2; step++) { /* entries 0 and 1: applied counts up */

@@ -32,6 +32,13 @@
  *   scalars frozen at capture, device pointers read at each replay, as a
  *   kernel node's parameters are) and eng_cuda_graph_launch runs the nodes
  *   in order.
+ * - NCCL's hang: a wait on a context of an all-reduce group, or the
+ *   group's free (ncclCommFinalize), after a peer of the group failed
+ *   would wait on the device for the peer's part of an all-reduce forever
+ *   (unless the group was aborted): the emulation says so and aborts the
+ *   process.
+ * - Faults on cue (cuda_emulated.h): a kernel fault that shows at a
+ *   group member's next wait; non-finite gradients from a given norm on.
  * - What the device would refuse fails the context, sticky, with the reason
  *   (cuda_ops.h's error model): the kernels' own argument checks; during a
  *   capture, what a capture on the driver refuses (a synchronisation, an
@@ -64,6 +71,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +79,7 @@
 
 #include "backend.h"
 #include "bf16.h"
+#include "cuda_emulated.h"
 #include "cuda_ops.h"
 #include "gpu.h"
 #include "ops.h"
@@ -169,6 +178,7 @@ typedef struct emu_nodes {
 
 struct eng_cuda {
     int device, tf32, fp16;
+    struct eng_cuda_comm *comm; /* its all-reduce group, or NULL */
     int capturing;
     emu_nodes capture; /* the nodes captured so far */
     int rc;            /* first failure (sticky), 0 if none */
@@ -187,6 +197,24 @@ static void nodes_free(emu_nodes *ns) {
 }
 
 static int emu_fail(eng_cuda *cu, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- faults on cue (cuda_emulated.h) ---- */
+
+static _Atomic int fault_device = -1;               /* the GPU of a member wait to fail, or -1 */
+static _Atomic int fault_countdown;                 /* the waits left before it does */
+static _Atomic int nan_device = -1;                 /* the GPU whose norms see non-finite gradients, or -1 */
+static _Atomic long nan_countdown;                  /* the norms left before they do */
+static void group_wait_check(const struct eng_cuda_comm *c, const char *what);
+
+void emu_cuda_fault_in_group(int device, int wait) {
+    atomic_store(&fault_countdown, wait);
+    atomic_store(&fault_device, wait > 0 ? device : -1);
+}
+
+void emu_cuda_nan_gradients_from(int device, long n) {
+    atomic_store(&nan_countdown, n);
+    atomic_store(&nan_device, n > 0 ? device : -1);
+}
 
 /* engine/cuda's cu_fail: the first failure stays, with its reason */
 static int emu_fail(eng_cuda *cu, int rc, const char *fmt, ...) {
@@ -379,6 +407,13 @@ int eng_cuda_blas_load(hpo_error *err) {
 
 int eng_cuda_sync(eng_cuda *cu, hpo_error *err) {
     capture_refuses(cu, "a synchronisation");
+    if (!cu->rc && cu->comm) {
+        if (cu->device == atomic_load(&fault_device) && atomic_fetch_sub(&fault_countdown, 1) == 1)
+            emu_fail(cu, HPO_EINTERNAL, "an illegal memory access was encountered (cudaErrorIllegalAddress, "
+                     "a fault on cue)");
+        else
+            group_wait_check(cu->comm, "eng_cuda_sync");
+    }
     if (cu->rc && err) *err = cu->err;
     return cu->rc;
 }
@@ -1002,7 +1037,9 @@ int eng_cuda_sums_add(eng_cuda *cu, const double *sums, size_t n, int K, eng_met
 /* optim.cu's norm: each element rounded to fp16 first when round16, then
  * unscaled (by 1 / *scale when scale is given), the squares summed in
  * double; out[1] says whether every element is finite */
-KERNEL(grad_norm, { float *g; size_t n; float unscale; const float *scale; int round16; double *out; }) {
+KERNEL(grad_norm, { float *g; size_t n; float unscale; const float *scale; int round16; double *out; int device; }) {
+    if (a->n && a->device == atomic_load(&nan_device) && atomic_fetch_sub(&nan_countdown, 1) <= 1)
+        a->g[0] = NAN; /* on cue */
     float unscale = a->scale ? (float)(1.0 / (double)*a->scale) : a->unscale;
     double sum = 0.0;
     float chk = 0.0f;
@@ -1023,7 +1060,7 @@ static int grad_norm(eng_cuda *cu, const char *op, float *g, size_t n, float uns
     DEV(g, n * sizeof *g);
     DEV_OPT(scale, sizeof *scale);
     DEV(out, 2 * sizeof *out);
-    LAUNCH(grad_norm, g, n, unscale, scale, round16, out);
+    LAUNCH(grad_norm, g, n, unscale, scale, round16, out, cu->device);
 }
 
 int eng_cuda_grad_norm(eng_cuda *cu, float *g, size_t n, float unscale, double *out) {
@@ -1049,15 +1086,18 @@ int eng_cuda_scaler_update(eng_cuda *cu, const double *norm, eng_cuda_scaler *s,
 
 /* optim.cu's optim_k: the step's scalars hs, unless st.sc (dev) is given
  * (entry *st.sc_index of a table st.sc_stride bytes apart when st.sc_index
- * is); clipping and the non-finite skip from st.norm; the copies st.p16 and
- * st.ph written as the parameters are */
+ * is); clipping and the non-finite skip from st.norm, counted in
+ * st.skipped; the copies st.p16 and st.ph written as the parameters are */
 KERNEL(optim, { eng_optim_config c; eng_cuda_opt_scalars hs; eng_cuda_step_args st; float *p, *g, *state; size_t n;
                 int fp16; }) {
     const eng_optim_config *c = &a->c;
     const double *norm = a->st.norm;
     float k = 1.0f;
     if (norm) {
-        if (norm[1] == 0.0) return; /* gradients not finite: no update */
+        if (norm[1] == 0.0) { /* gradients not finite: no update, counted */
+            if (a->st.skipped) *a->st.skipped += 1.0;
+            return;
+        }
         if (c->clipnorm > 0.0f && norm[0] > c->clipnorm) k = (float)(c->clipnorm / norm[0]);
     }
     const eng_cuda_opt_scalars *ds = a->st.sc;
@@ -1120,6 +1160,7 @@ static int optim(eng_cuda *cu, const char *op, const eng_optim_config *c, const 
     DEV(g, n * sizeof *g);
     DEV(state, eng_optim_state_floats(c) * n * sizeof *state);
     DEV_OPT(st->norm, 2 * sizeof *st->norm);
+    DEV_OPT(st->skipped, sizeof *st->skipped);
     DEV_OPT(st->sc, sizeof *st->sc);
     DEV_OPT(st->sc_index, sizeof *st->sc_index);
     DEV_OPT(st->p16, n * sizeof *st->p16);
@@ -1183,7 +1224,25 @@ int eng_cuda_cursor_advance(eng_cuda *cu, int32_t *cursor, int steps) {
 
 struct eng_cuda_comm {
     int n;
+    eng_cuda *cus[ENG_CUDA_MAX_REPLICAS];
 };
+
+/* NCCL's hang: a member's wait, or the group's finalize, after a peer
+ * failed (its part of an all-reduce never runs) and before an abort */
+static void group_wait_check(const struct eng_cuda_comm *c, const char *what) {
+    for (int k = 0; k < c->n; k++)
+        if (c->cus[k]->rc) {
+            fprintf(stderr, "cuda_emulated: %s would hang on the device: cuda:%d of the all-reduce group failed (%s) "
+                    "and the group was not aborted (eng_cuda_comm_abort)\n", what, c->cus[k]->device,
+                    c->cus[k]->err.message);
+            abort();
+        }
+}
+
+static void group_leave(eng_cuda_comm *c) {
+    for (int k = 0; k < c->n; k++) c->cus[k]->comm = NULL;
+    free(c);
+}
 
 int eng_cuda_comm_open(eng_cuda *const *cus, int n, eng_cuda_comm **out, hpo_error *err) {
     if (n < 2 || n > ENG_CUDA_MAX_REPLICAS)
@@ -1196,15 +1255,22 @@ int eng_cuda_comm_open(eng_cuda *const *cus, int n, eng_cuda_comm **out, hpo_err
                                 "cuda:%d twice in an all-reduce group (NCCL needs one rank per GPU)", cus[k]->device);
     eng_cuda_comm *c = emu_calloc(1, sizeof *c);
     c->n = n;
+    for (int k = 0; k < n; k++) c->cus[k] = cus[k], cus[k]->comm = c;
     *out = c;
     return 0;
 }
 
-void eng_cuda_comm_free(eng_cuda_comm *c) { free(c); }
+void eng_cuda_comm_free(eng_cuda_comm *c) {
+    if (!c) return;
+    group_wait_check(c, "eng_cuda_comm_free (ncclCommFinalize)");
+    group_leave(c);
+}
 
 /* the emulated all-reduce is a host sum that has finished when its call
- * returns: nothing is in flight to abort */
-void eng_cuda_comm_abort(eng_cuda_comm *c) { free(c); }
+ * returns: nothing is in flight to abort, only the group to leave */
+void eng_cuda_comm_abort(eng_cuda_comm *c) {
+    if (c) group_leave(c);
+}
 
 int eng_cuda_allreduce_sum(eng_cuda_comm *c, eng_cuda *const *cus, float *const *bufs, size_t n) {
     for (int k = 0; k < c->n; k++) {
