@@ -140,6 +140,13 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
             goto fail;
         }
     if (check_model && (rc = pruner_keys_check(tuner, &d.tuner.pruner, err))) goto fail;
+    if (check_model && d.tuner.algorithm == TUN_BAYESIAN && tun_gp_columns(d.space) > TUN_GP_MAX_COLUMNS) {
+        rc = hpo_fail(err, HPO_EINVAL, "tuner.algorithm",
+                      "bayesian encodes this space in %d columns (one per number, one per choice value, two per "
+                      "bool) and takes at most %d: its Gaussian process would cost seconds and gigabytes per "
+                      "trial; tpe handles large choices", tun_gp_columns(d.space), TUN_GP_MAX_COLUMNS);
+        goto fail;
+    }
     if (!d.embedded && d.tuner.algorithm == TUN_PBT) {
         rc = hpo_fail(err, HPO_EINVAL, "tuner.algorithm",
                       "pbt trains its members itself: it needs an embedded study (\"model\" and \"dataset\")");

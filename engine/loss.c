@@ -2,6 +2,7 @@
 #include "loss.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
@@ -26,10 +27,10 @@ static inline float target_of(const int32_t *labels, const float *targets, int r
     return K == 1 ? (float)labels[r] : (labels[r] == k ? 1.0f : 0.0f);
 }
 
-double eng_loss_compute(int loss, int fused_act, const float *z, const int32_t *labels, const float *targets,
-                        int B, int K, float scale, float *dz, eng_metric_sums *acc) {
+/* eng_loss_compute with p (K floats) for a row's probabilities */
+static double loss_rows(int loss, int fused_act, const float *z, const int32_t *labels, const float *targets, int B,
+                        int K, float scale, float *dz, eng_metric_sums *acc, float *p) {
     double total = 0, sq = 0, ab = 0, correct = 0;
-    float p[K > 0 ? K : 1];
     const float invB = 1.0f / (float)B, invBK = 1.0f / ((float)B * (float)K);
     for (int r = 0; r < B; r++) {
         const float *zr = z + (size_t)r * K;
@@ -117,6 +118,14 @@ double eng_loss_compute(int loss, int fused_act, const float *z, const int32_t *
         acc->nvals += (size_t)B * K;
     }
     return total / B;
+}
+
+double eng_loss_compute(int loss, int fused_act, const float *z, const int32_t *labels, const float *targets,
+                        int B, int K, float scale, float *dz, eng_metric_sums *acc) {
+    float small[256], *p = K <= 256 ? small : hpo_xmalloc((size_t)K * sizeof(float)); /* a wide output: the heap */
+    double v = loss_rows(loss, fused_act, z, labels, targets, B, K, scale, dz, acc, p);
+    if (p != small) free(p);
+    return v;
 }
 
 void eng_metrics_from_sums(const eng_metric_sums *s, eng_metrics *out) {

@@ -249,9 +249,10 @@ void eng_dropout_backward(const float *dy, const float *mask, float *dx, size_t 
 void eng_batchnorm_forward_train(const float *x, float *y, const float *gamma, const float *beta,
                                  float *run_mean, float *run_var, float momentum, float eps, float *xhat,
                                  float *invstd, size_t M, int C) {
-    /* two passes in double per channel accumulator: mean, then variance */
-    double mean[C], var[C];
-    for (int c = 0; c < C; c++) mean[c] = var[c] = 0;
+    /* two passes in double per channel accumulator: mean, then variance
+     * (C may be large: the accumulators on the heap) */
+    double *mean = hpo_xcalloc(2 * (size_t)C, sizeof(double)), *var = mean + C;
+    float *mu = hpo_xmalloc((size_t)C * sizeof(float));
     for (size_t m = 0; m < M; m++)
         for (int c = 0; c < C; c++) mean[c] += x[m * C + c];
     for (int c = 0; c < C; c++) mean[c] /= (double)M;
@@ -260,7 +261,6 @@ void eng_batchnorm_forward_train(const float *x, float *y, const float *gamma, c
             double t = x[m * C + c] - mean[c];
             var[c] += t * t;
         }
-    float mu[C];
     for (int c = 0; c < C; c++) {
         double v = var[c] / (double)M;
         invstd[c] = (float)(1.0 / sqrt(v + eps));
@@ -275,29 +275,31 @@ void eng_batchnorm_forward_train(const float *x, float *y, const float *gamma, c
             xhat[m * C + c] = h;
             y[m * C + c] = gamma[c] * h + beta[c];
         }
+    free(mean);
+    free(mu);
 }
 
 void eng_batchnorm_forward_eval(const float *x, float *y, const float *gamma, const float *beta,
                                 const float *run_mean, const float *run_var, float eps, size_t M, int C) {
-    float a[C], b[C];
+    float *a = hpo_xmalloc(2 * (size_t)C * sizeof(float)), *b = a + C; /* C may be large: the heap */
     for (int c = 0; c < C; c++) {
         a[c] = gamma[c] / sqrtf(run_var[c] + eps);
         b[c] = beta[c] - run_mean[c] * a[c];
     }
     for (size_t m = 0; m < M; m++)
         for (int c = 0; c < C; c++) y[m * C + c] = x[m * C + c] * a[c] + b[c];
+    free(a);
 }
 
 void eng_batchnorm_backward(const float *dy, const float *xhat, const float *invstd, const float *gamma,
                             float *dx, float *dgamma, float *dbeta, size_t M, int C) {
-    double sg[C], sb[C];
-    for (int c = 0; c < C; c++) sg[c] = sb[c] = 0;
+    double *sg = hpo_xcalloc(2 * (size_t)C, sizeof(double)), *sb = sg + C; /* C may be large: the heap */
+    float *k1 = hpo_xmalloc(3 * (size_t)C * sizeof(float)), *k2 = k1 + C, *k3 = k2 + C;
     for (size_t m = 0; m < M; m++)
         for (int c = 0; c < C; c++) {
             sb[c] += dy[m * C + c];
             sg[c] += (double)dy[m * C + c] * xhat[m * C + c];
         }
-    float k1[C], k2[C], k3[C];
     for (int c = 0; c < C; c++) {
         dgamma[c] = (float)sg[c];
         dbeta[c] = (float)sb[c];
@@ -309,6 +311,8 @@ void eng_batchnorm_backward(const float *dy, const float *xhat, const float *inv
     for (size_t m = 0; m < M; m++)
         for (int c = 0; c < C; c++)
             dx[m * C + c] = k1[c] * (dy[m * C + c] - k2[c] - xhat[m * C + c] * k3[c]);
+    free(sg);
+    free(k1);
 }
 
 void eng_batchnorm_forward_train_ref(const float *x, float *y, const float *gamma, const float *beta,

@@ -351,11 +351,12 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
     }
     memcpy(resid, y, (size_t)h.n_obs * sizeof(double));
     {
-        unsigned char quad[d];
-        memset(quad, 0, sizeof quad);
+        unsigned char *quad = hpo_xcalloc((size_t)d, 1); /* d may be large: not on the stack */
         for (int i = 0; i < s->n; i++)
             if (tun_gp_is_numeric(&s->params[i])) quad[e.col[i]] = 1;
-        if ((rc = tun_gp_trend_fit(&tr, h.n_obs, d, h.U, quad, resid)) < 0) goto fail;
+        rc = tun_gp_trend_fit(&tr, h.n_obs, d, h.U, quad, resid);
+        free(quad);
+        if (rc < 0) goto fail;
     }
     if ((rc = tun_gp_init(&gp, h.n_obs, d, h.U, resid)) < 0) goto fail;
     gp_ready = 1;
@@ -390,7 +391,7 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
         goto fail;
     }
     {
-        int order[h.n_obs];
+        int *order = hpo_xmalloc((size_t)h.n_obs * sizeof(int));
         for (int i = 0; i < h.n_obs; i++) order[i] = i;
         for (int a = 0; a < n_top; a++) /* partial selection sort: the n_top best */
             for (int b = a + 1; b < h.n_obs; b++)
@@ -401,6 +402,7 @@ int tun_gp_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x) 
                 }
         const double *base[TUN_GP_N_TOP_PERTURBED];
         for (int a = 0; a < n_top; a++) base[a] = h.U + (size_t)order[a] * d;
+        free(order);
         tun_gp_candidates(&e, s, rng, TUN_GP_N_RANDOM_CANDIDATES, base, n_top, TUN_GP_N_PERTURB_EACH, C);
     }
     if ((rc = tun_gp_predict_batch(&gp, m, C, mu, var)) < 0) goto fail;

@@ -44,7 +44,7 @@ static void inv_l2(int d, const double *theta, double *il2) {
 }
 
 void tun_gp_kernel_matrix(int n, int d, const double *X, const double *theta, double *K) {
-    double il2[d > 0 ? d : 1];
+    double *il2 = hpo_xmalloc((size_t)(d > 0 ? d : 1) * sizeof(double)); /* d may be large: not on the stack */
     inv_l2(d, theta, il2);
     double s2 = exp(theta[d]);
     for (int j = 0; j < n; j++) {
@@ -56,6 +56,7 @@ void tun_gp_kernel_matrix(int n, int d, const double *X, const double *theta, do
             K[(size_t)i * n + j] = v;
         }
     }
+    free(il2);
 }
 
 /* K + (noise + jitter) I factorised into A (lower); tries growing jitter.
@@ -156,16 +157,16 @@ int tun_gp_lml(const tun_gp *gp, const double *theta, int with_prior, double *lm
     int n = gp->n, d = gp->d, rc = 0;
     const double *X = gp->X;
     size_t n_pairs = (size_t)n * (n - 1) / 2;
-    double il2[d];
-    inv_l2(d, theta, il2);
-    double s2 = exp(theta[d]), nv = exp(theta[d + 1]);
+    double *il2 = malloc((size_t)(d > 0 ? d : 1) * sizeof(double));
     double *A = malloc((size_t)n * n * sizeof(double));
     double *al = malloc((size_t)n * sizeof(double));
     double *pr = malloc((n_pairs > 0 ? n_pairs : 1) * 2 * sizeof(double)); /* r, exp(-sqrt5 r) */
-    if (!A || !al || !pr) {
+    if (!il2 || !A || !al || !pr) {
         rc = HPO_ENOMEM;
         goto fail;
     }
+    inv_l2(d, theta, il2);
+    double s2 = exp(theta[d]), nv = exp(theta[d + 1]);
     {
         size_t q = 0;
         for (int j = 0; j < n; j++)
@@ -234,6 +235,7 @@ int tun_gp_lml(const tun_gp *gp, const double *theta, int with_prior, double *lm
     if (with_prior) v += log_prior(d, theta, grad);
     *lml = v;
 fail:
+    free(il2);
     free(A);
     free(al);
     free(pr);
@@ -278,7 +280,10 @@ int tun_gp_set_theta(tun_gp *gp, const double *theta) {
 
 int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval) {
     int d = gp->d, fixed = gp->fixed_noise > 0, np = fixed ? d + 1 : d + 2, rc = 0;
-    double lb[d + 2], ub[d + 2], th[d + 2], best[d + 2], full[d + 2], gfull[d + 2];
+    size_t bytes = (size_t)(d + 2) * sizeof(double);
+    double *lb = malloc(6 * bytes); /* d may be large: not on the stack */
+    if (!lb) return HPO_ENOMEM;
+    double *ub = lb + (d + 2), *th = ub + (d + 2), *best = th + (d + 2), *full = best + (d + 2), *gfull = full + (d + 2);
     for (int k = 0; k < d; k++) {
         lb[k] = TUN_GP_LOG_LS_MIN;
         ub[k] = TUN_GP_LOG_LS_MAX;
@@ -289,9 +294,12 @@ int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval) {
     ub[d + 1] = TUN_GP_LOG_NOISE_MAX;
     if (fixed) gp->theta[d + 1] = log(gp->fixed_noise);
     double best_v = -INFINITY;
-    memcpy(best, gp->theta, sizeof best);
+    memcpy(best, gp->theta, bytes);
     nlopt_opt opt = nlopt_create(NLOPT_LD_LBFGS, (unsigned)np);
-    if (!opt) return HPO_ENOMEM;
+    if (!opt) {
+        free(lb);
+        return HPO_ENOMEM;
+    }
     nlopt_set_lower_bounds(opt, lb);
     nlopt_set_upper_bounds(opt, ub);
     nlopt_set_maxeval(opt, max_eval);
@@ -301,7 +309,7 @@ int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval) {
     nlopt_set_max_objective(opt, fit_objective, &ctx);
     for (int r = 0; r <= n_restarts; r++) {
         if (r == 0) {
-            memcpy(th, gp->theta, sizeof th);
+            memcpy(th, gp->theta, bytes);
         } else {
             for (int k = 0; k < d; k++) th[k] = -2.5 + 3.0 * hpo_rng_uniform(rng);
             th[d] = -1.0 + 2.0 * hpo_rng_uniform(rng);
@@ -317,11 +325,12 @@ int tun_gp_fit(tun_gp *gp, hpo_rng *rng, int n_restarts, int max_eval) {
         }
         if (isfinite(v) && v > best_v) {
             best_v = v;
-            memcpy(best, th, sizeof best);
+            memcpy(best, th, bytes);
         }
     }
     nlopt_destroy(opt);
     rc = tun_gp_set_theta(gp, best);
+    free(lb);
     return rc;
 }
 
@@ -367,11 +376,10 @@ fail:
 void tun_gp_predict(const tun_gp *gp, const double *x, double *mu, double *var, double *dmu,
                     double *dvar) {
     int n = gp->n, d = gp->d;
-    double il2[d];
+    double *il2 = hpo_xmalloc((size_t)(d > 0 ? d : 1) * sizeof(double));
     inv_l2(d, gp->theta, il2);
     double s2 = exp(gp->theta[d]);
-    double *k = malloc((size_t)n * 2 * sizeof(double));
-    if (!k) abort();
+    double *k = hpo_xmalloc((size_t)n * 2 * sizeof(double));
     double *w = k + n;
     double m = 0.0;
     for (int i = 0; i < n; i++) {
@@ -407,15 +415,20 @@ void tun_gp_predict(const tun_gp *gp, const double *x, double *mu, double *var, 
     }
     if (mu) *mu = m;
     free(k);
+    free(il2);
 }
 
 int tun_gp_predict_batch(const tun_gp *gp, int m, const double *Xs, double *mu, double *var) {
     int n = gp->n, d = gp->d;
-    double il2[d];
+    double *il2 = malloc((size_t)(d > 0 ? d : 1) * sizeof(double));
+    double *B = malloc((size_t)n * m * sizeof(double));
+    if (!il2 || !B) {
+        free(il2);
+        free(B);
+        return HPO_ENOMEM;
+    }
     inv_l2(d, gp->theta, il2);
     double s2 = exp(gp->theta[d]);
-    double *B = malloc((size_t)n * m * sizeof(double));
-    if (!B) return HPO_ENOMEM;
     for (int j = 0; j < m; j++) {
         const double *x = Xs + (size_t)j * d;
         double *col = B + (size_t)j * n, s = 0.0;
@@ -428,6 +441,7 @@ int tun_gp_predict_batch(const tun_gp *gp, int m, const double *Xs, double *mu, 
     if (var) {
         if (LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, 'L', 'N', 'N', n, m, gp->L, n, B, n) != 0) {
             free(B);
+            free(il2);
             return HPO_EINTERNAL;
         }
         for (int j = 0; j < m; j++) {
@@ -439,6 +453,7 @@ int tun_gp_predict_batch(const tun_gp *gp, int m, const double *Xs, double *mu, 
         }
     }
     free(B);
+    free(il2);
     return 0;
 }
 

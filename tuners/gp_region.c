@@ -39,7 +39,7 @@ double tun_gp_region_side(const double *y, int n, int n_startup, int d) {
 
 int tun_gp_region_box(const tun_gp_enc *e, const tun_space *s, const double *center, const double *theta,
                       double side, double *lo, double *hi) {
-    double x[s->n > 0 ? s->n : 1], log_sum = 0.0;
+    double x[TUN_MAX_PARAMS], log_sum = 0.0;
     int n_free = 0;
     tun_gp_decode(e, s, center, x);
     for (int k = 0; k < e->d; k++) lo[k] = hi[k] = center[k];
@@ -124,9 +124,13 @@ int tun_gp_region_suggest(const tun_gp_region_in *in, hpo_rng *rng, double *x) {
     for (int i = 1; i < n; i++)
         if (in->y[i] < in->y[best]) best = i;
     const double *center = in->U + (size_t)best * d;
-    double lo[d], hi[d];
+    double *lo = malloc(2 * (size_t)d * sizeof(double)), *hi = lo ? lo + d : NULL; /* d may be large */
+    if (!lo) return HPO_ENOMEM;
     double side = tun_gp_region_side(in->y, n, in->n_startup, d);
-    if (!tun_gp_region_box(in->e, s, center, in->theta, side, lo, hi)) return 0;
+    if (!tun_gp_region_box(in->e, s, center, in->theta, side, lo, hi)) {
+        free(lo);
+        return 0;
+    }
 
     int m = TUN_GP_REGION_CANDIDATES, gp_ready = 0;
     tun_gp gp;
@@ -159,6 +163,7 @@ int tun_gp_region_suggest(const tun_gp_region_in *in, hpo_rng *rng, double *x) {
     }
 out:
     if (gp_ready) tun_gp_clear(&gp);
+    free(lo);
     free(C);
     free(mu);
     free(var);

@@ -12,6 +12,15 @@
 
 int tun_gp_is_numeric(const tun_param *p) { return p->type == TUN_INT || p->type == TUN_FLOAT; }
 
+/* a parameter's columns: a number's one, a choice's one-hot */
+static int width(const tun_param *p) { return tun_gp_is_numeric(p) ? 1 : p->type == TUN_BOOL ? 2 : p->n_choices; }
+
+int tun_gp_columns(const tun_space *s) {
+    int d = 0;
+    for (int i = 0; i < s->n; i++) d += width(&s->params[i]);
+    return d;
+}
+
 int tun_gp_enc_init(tun_gp_enc *e, const tun_space *s) {
     e->col = malloc((size_t)s->n * sizeof(int));
     e->lo = malloc((size_t)s->n * sizeof(double));
@@ -35,11 +44,10 @@ int tun_gp_enc_init(tun_gp_enc *e, const tun_space *s) {
             }
             e->lo[i] = lo;
             e->hi[i] = hi > lo ? hi : lo + 1.0;
-            d += 1;
         } else {
             e->lo[i] = e->hi[i] = 0.0;
-            d += p->type == TUN_BOOL ? 2 : p->n_choices;
         }
+        d += width(p);
     }
     e->d = d;
     return 0;
@@ -110,7 +118,7 @@ int tun_gp_already_tried(const tun_study *t, const double *x) {
 int tun_gp_candidates(const tun_gp_enc *e, const tun_space *s, hpo_rng *rng, int n_random,
                       const double *const *base, int n_base, int n_each, double *C) {
     int d = e->d;
-    double xs[s->n > 0 ? s->n : 1], xb[s->n > 0 ? s->n : 1];
+    double xs[TUN_MAX_PARAMS], xb[TUN_MAX_PARAMS];
     for (int j = 0; j < n_random; j++) {
         tun_space_sample(s, rng, xs);
         tun_gp_encode(e, s, xs, C + (size_t)j * d);
@@ -160,32 +168,37 @@ int tun_gp_cmp_cand(const void *a, const void *b) {
 double tun_gp_local_opt(tun_gp_acq_fn f, void *data, const tun_gp_enc *e, const tun_space *s, double *u,
                         double start_value, int max_eval) {
     int d = e->d, nf = 0;
-    int free_cols[d];
-    double x[s->n > 0 ? s->n : 1];
+    int free_cols[TUN_MAX_PARAMS]; /* the numeric parameters' columns */
+    double x[TUN_MAX_PARAMS];
     tun_gp_decode(e, s, u, x);
     for (int i = 0; i < s->n; i++)
         if (tun_gp_is_numeric(&s->params[i]) && !isnan(x[i])) free_cols[nf++] = e->col[i];
     if (nf == 0) return start_value;
-    double z[nf], lb[nf], ub[nf];
+    double z[TUN_MAX_PARAMS], lb[TUN_MAX_PARAMS], ub[TUN_MAX_PARAMS];
     for (int j = 0; j < nf; j++) {
         z[j] = u[free_cols[j]];
         lb[j] = 0.0;
         ub[j] = 1.0;
     }
-    double work[d];
+    double *work = malloc((size_t)d * sizeof(double)); /* d may be large: not on the stack */
+    if (!work) return start_value;
     local_ctx c = {f, data, u, free_cols, work};
     nlopt_opt opt = nlopt_create(NLOPT_LD_LBFGS, (unsigned)nf);
-    if (!opt) return start_value;
+    if (!opt) {
+        free(work);
+        return start_value;
+    }
     nlopt_set_lower_bounds(opt, lb);
     nlopt_set_upper_bounds(opt, ub);
     nlopt_set_maxeval(opt, max_eval);
     nlopt_set_ftol_abs(opt, 1e-9);
     nlopt_set_xtol_rel(opt, 1e-6);
     nlopt_set_max_objective(opt, local_objective, &c);
-    double z0[nf], v = -INFINITY;
-    memcpy(z0, z, sizeof z0);
+    double z0[TUN_MAX_PARAMS], v = -INFINITY;
+    memcpy(z0, z, (size_t)nf * sizeof(double));
     nlopt_result res = nlopt_optimize(opt, z, &v);
     nlopt_destroy(opt);
+    free(work);
     if ((res < 0 && res != NLOPT_ROUNDOFF_LIMITED) || !(v > start_value)) {
         for (int j = 0; j < nf; j++) u[free_cols[j]] = z0[j];
         return start_value;

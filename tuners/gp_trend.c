@@ -114,11 +114,12 @@ int tun_gp_trend_fit(tun_gp_trend *tr, int n, int d, const double *U, const unsi
 void tun_gp_trend_apply(const tun_gp_trend *tr, const double *u, double *mu, double *var, double *dmu,
                         double *dvar) {
     if (!tr->on) return;
-    double sc = tr->scale, g[tr->d];
-    *mu = tun_gp_trend_eval(tr, u, dmu ? g : NULL) + sc * *mu;
+    double sc = tr->scale, *g = dmu ? hpo_xmalloc((size_t)tr->d * sizeof(double)) : NULL; /* d may be large */
+    *mu = tun_gp_trend_eval(tr, u, g) + sc * *mu;
     *var *= sc * sc;
     for (int k = 0; dmu && k < tr->d; k++) dmu[k] = g[k] + sc * dmu[k];
     for (int k = 0; dvar && k < tr->d; k++) dvar[k] *= sc * sc;
+    free(g);
 }
 
 void tun_gp_trend_clear(tun_gp_trend *tr) {

@@ -19,8 +19,6 @@
 #include "tuners.h"
 
 #define NAME_MAX_LEN 64
-#define MAX_PARAMS 64
-#define MAX_CHOICES 4096
 #define INT_LIMIT 9007199254740992.0 /* 2^53: every int is exact in a double */
 #define NUM_LIMIT 1e300
 
@@ -269,9 +267,9 @@ static int parse_choice_param(const json_t *spec, const char *name, tun_param *p
     if (!json_is_array(vals)) return field_fail(err, name, "values", "must be an array");
     size_t n = json_array_size(vals);
     if (n == 0) return field_fail(err, name, "values", "must not be empty");
-    if (n > MAX_CHOICES)
+    if (n > TUN_MAX_CHOICES)
         return field_fail(err, name, "values", "has %zu entries; at most %d are allowed", n,
-                          MAX_CHOICES);
+                          TUN_MAX_CHOICES);
     for (size_t i = 0; i < n; i++) {
         json_t *a = json_array_get(vals, i);
         if (json_is_real(a) && !isfinite(json_real_value(a)))
@@ -378,7 +376,7 @@ static int parse_condition(const json_t *spec, tun_param *params, int n, int i, 
         return field_fail(err, p->name, "condition",
                           "the allowed values of '%s' must be a non-empty array", q->name);
     size_t m = json_array_size(allowed);
-    if (m > MAX_CHOICES)
+    if (m > TUN_MAX_CHOICES)
         return field_fail(err, p->name, "condition", "too many allowed values");
     p->parent_values = hpo_xcalloc(m, sizeof(double));
     p->n_parent_values = 0;
@@ -426,7 +424,7 @@ static void free_params(tun_param *params, int n) {
 int tun_space_parse(const json_t *space, tun_space **out, hpo_error *err) {
     tun_param *params = NULL, *sorted = NULL;
     int n = 0, rc;
-    int state[MAX_PARAMS], order[MAX_PARAMS], where[MAX_PARAMS], n_order = 0;
+    int state[TUN_MAX_PARAMS], order[TUN_MAX_PARAMS], where[TUN_MAX_PARAMS], n_order = 0;
     const char *key;
     json_t *spec;
 
@@ -435,9 +433,9 @@ int tun_space_parse(const json_t *space, tun_space **out, hpo_error *err) {
     size_t count = json_object_size(space);
     if (count == 0)
         return hpo_fail(err, HPO_EINVAL, "space", "the space must define at least one parameter");
-    if (count > MAX_PARAMS)
+    if (count > TUN_MAX_PARAMS)
         return hpo_fail(err, HPO_EINVAL, "space", "the space has %zu parameters; at most %d",
-                        count, MAX_PARAMS);
+                        count, TUN_MAX_PARAMS);
     params = hpo_xcalloc(count, sizeof *params);
     json_object_foreach((json_t *)space, key, spec) {
         tun_param *p = &params[n];
@@ -666,7 +664,7 @@ static int decode_value(const tun_param *p, const json_t *v, double *out, hpo_er
 static int from_json(const tun_space *s, const json_t *params, int partial, double *x, hpo_error *err) {
     const char *key;
     json_t *v;
-    double tmp[MAX_PARAMS];
+    double tmp[TUN_MAX_PARAMS];
     int rc;
 
     if (!json_is_object(params))

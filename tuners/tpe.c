@@ -613,8 +613,8 @@ static int sample_sides(const tun_study *t, const int *params, int n_params, con
     int nl = 0, ng = 0, rc;
     mixture l = {0}, g = {0};
     double *buf = NULL;
-    double best = -INFINITY, best_copy = -INFINITY, zc[n_params], xv[n_params], xc[n_params],
-           xcopy[n_params];
+    double best = -INFINITY, best_copy = -INFINITY, zc[TUN_MAX_PARAMS], xv[TUN_MAX_PARAMS], xc[TUN_MAX_PARAMS],
+           xcopy[TUN_MAX_PARAMS];
     if ((rc = side_components(t, below, max_comp, crng, &il, &wl, &nl)) < 0) goto fail;
     if ((rc = side_components(t, above, max_comp, crng, &ig, &wg, &ng)) < 0) goto fail;
     rc = mixture_build(&l, t, params, n_params, il, nl, wl);
@@ -642,13 +642,13 @@ static int sample_sides(const tun_study *t, const int *params, int n_params, con
         if (n_params > 1 && copies_a_trial(t, params, n_params, il, nl, xc)) {
             if (c == 0 || score > best_copy) { /* kept in case every candidate is a copy */
                 best_copy = score;
-                memcpy(xcopy, xc, sizeof xcopy);
+                memcpy(xcopy, xc, (size_t)n_params * sizeof(double));
             }
             continue;
         }
         best = score;
         have = 1;
-        memcpy(xv, xc, sizeof xv);
+        memcpy(xv, xc, (size_t)n_params * sizeof(double));
     }
     for (int j = 0; j < n_params; j++) x[params[j]] = have ? xv[j] : xcopy[j];
 fail:
@@ -812,7 +812,7 @@ typedef int (*group_fn)(const tun_study *t, int g, const int *params, int n_para
 static int sample_all(const tun_study *t, int multivariate, group_fn fn, void *ctx, hpo_rng *rng, double *x) {
     const tun_space *s = t->space;
     int rc = 0, n_joint = 0;
-    int joint[s->n];
+    int joint[TUN_MAX_PARAMS];
     for (int i = 0; i < s->n; i++) x[i] = NAN;
     for (int i = 0; i < s->n; i++)
         if (s->params[i].parent < 0) joint[n_joint++] = i;

@@ -81,8 +81,17 @@ typedef struct tun_space {
  * are HPO_EINVAL with the field, e.g. "space.lr.low" (low > high),
  * "space.lr.log", "space.units.step", "space.opt.values", "space.x.type",
  * "space.x.<unknown key>", "space.m.condition", "space.<bad name>", "space".
- * *out is written only on success. */
+ * *out is written only on success. A space has at most TUN_MAX_PARAMS
+ * parameters, a choice at most TUN_MAX_CHOICES values. */
+#define TUN_MAX_PARAMS 64
+#define TUN_MAX_CHOICES 4096
 int tun_space_parse(const json_t *space, tun_space **out, hpo_error *err);
+/* The columns the bayesian sampler encodes s in (gp_space.h: one per
+ * number, one per choice value, two per bool). Its fits and suggestions
+ * cost time and memory in proportion; hpod refuses a new bayesian study
+ * over TUN_GP_MAX_COLUMNS of them (TPE's cost does not grow so). */
+#define TUN_GP_MAX_COLUMNS 4096
+int tun_gp_columns(const tun_space *s);
 void tun_space_free(tun_space *s);
 int tun_space_index(const tun_space *s, const char *name); /* -1 if absent */
 /* Whether parameter i is active in x (its parent chain takes allowed values). */

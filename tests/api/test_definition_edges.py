@@ -16,7 +16,9 @@ before, and trained something else than it said, or blew hpod's memory):
 - a float parameter where the model needs an integer (dense units from a
   float in 16..64: the check built it at 40, and most trials failed);
 - and on an external (ask/tell) study, the tuner keys only the scheduler
-  reads: parallel_trials, trial_timeout, executions_per_trial (ignored).
+  reads: parallel_trials, trial_timeout, executions_per_trial (ignored);
+- bayesian over a space of more than 4096 encoded columns (40 choices of
+  4096 values crashed hpod).
 A definition inside every limit is still accepted and trains."""
 from hpod import Checks, Hpod, parse_args, wait_for
 from test_datasets import make_regression_csv, upload
@@ -174,6 +176,14 @@ def main():
             c.check(st == 201, "%s with the keys it reads: %s %s" % (pruner["algorithm"], st, out))
             if st == 201:
                 hp.ok("DELETE", "/api/v1/studies/%d" % out["id"])
+        # bayesian over a space it encodes in more than 4096 columns (40 choices of 4096
+        # values killed hpod: its GP's arrays overflowed a thread's stack); tpe takes it
+        wide = {"name": "wide", "space": {"c%d" % i: {"type": "choice", "values": list(range(4096))}
+                                          for i in range(2)}}
+        refused(hp, c, "bayesian over 8192 one-hot columns", dict(wide, tuner={"algorithm": "bayesian"}),
+                "tuner.algorithm", "8192 columns")
+        st, out = hp.request("POST", "/api/v1/studies", dict(wide, tuner={"algorithm": "tpe"}))
+        c.check(st == 201, "tpe over the same space: %s" % st)
         # inside every limit: accepted, and it trains
         ok = study(model={"layers": [{"flatten": {}}, {"repeat": {"count": 2, "layers": [
             {"dense": {"units": 8, "activation": "relu"}}]}}, {"dense": {"units": 10}}],

@@ -1,6 +1,7 @@
 /* test_gp.c - the GP math of tuners/gp_model.c against naive references and
  * finite differences, and the "bayesian" sampler through tun_study. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -551,6 +552,60 @@ static void test_sampler_pruned_failed(void **state) {
     tun_space_free(s);
 }
 
+/* A wide one-hot space (6 choices of 4096 values and a float: 24,577
+ * columns) on a thread with a 512 KiB stack: the GP's buffers sized by the
+ * columns are on the heap (before: arrays on the stack, 1.4 MB of them in
+ * the fit; 40 such choices overflowed hpod's 8 MB connection threads). A
+ * stored study this wide still suggests; hpod refuses new ones over
+ * TUN_GP_MAX_COLUMNS (api.test_definition_edges). */
+static void *wide_run(void *arg) {
+    const tun_space *s = arg;
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = TUN_BAYESIAN;
+    cfg.seed = 3;
+    cfg.n_startup_trials = 2;
+    tun_study *st = NULL;
+    if (tun_study_new(s, &cfg, 0, &st)) return "tun_study_new failed";
+    double x[8];
+    const char *why = NULL;
+    for (int k = 0; k < 4 && !why; k++) {
+        if (tun_study_suggest(st, k, x) || !config_valid(s, x)) why = "no valid suggestion";
+        else if (tun_study_add(st, k, x, TUN_TRIAL_RUNNING, 0.0) ||
+                 tun_study_finish(st, k, TUN_TRIAL_COMPLETE, x[0] + x[6] * 0.01))
+            why = "the trial was not recorded";
+    }
+    tun_study_free(st);
+    return (void *)why;
+}
+
+static void test_wide_space_small_stack(void **state) {
+    (void)state;
+    char text[200000];
+    int len = snprintf(text, sizeof text, "{\"f\": {\"type\": \"float\", \"low\": 0, \"high\": 1}");
+    for (int c = 0; c < 6; c++) {
+        len += snprintf(text + len, sizeof text - (size_t)len, ", \"c%d\": {\"type\": \"choice\", \"values\": [", c);
+        for (int v = 0; v < 4096; v++) len += snprintf(text + len, sizeof text - (size_t)len, "%s%d", v ? "," : "", v);
+        len += snprintf(text + len, sizeof text - (size_t)len, "]}");
+    }
+    snprintf(text + len, sizeof text - (size_t)len, "}");
+    tun_space *s = parse_space(text);
+    assert_non_null(s);
+    printf("  %d columns\n", tun_gp_columns(s));
+    assert_int_equal(tun_gp_columns(s), 6 * 4096 + 1);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    assert_int_equal(pthread_attr_setstacksize(&at, 512 * 1024), 0);
+    pthread_t th;
+    void *why = NULL;
+    assert_int_equal(pthread_create(&th, &at, wide_run, s), 0);
+    pthread_join(th, &why);
+    pthread_attr_destroy(&at);
+    if (why) printf("  %s\n", (const char *)why);
+    assert_null(why);
+    tun_space_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_matrix),
@@ -566,6 +621,7 @@ int main(void) {
         cmocka_unit_test(test_sampler_mixed),
         cmocka_unit_test(test_sampler_pending),
         cmocka_unit_test(test_sampler_pruned_failed),
+        cmocka_unit_test(test_wide_space_small_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
