@@ -73,6 +73,43 @@ static int pruner_keys_check(const json_t *tuner, const tun_pruner_config *pc, h
                     names[pc->kind], list[0] ? list : "no options");
 }
 
+/* The tuner keys each algorithm reads (tuners/), by tun_algorithm,
+ * after those of every study (the scheduler's and the pruner). A new
+ * study is refused another's (cmaes took n_startup_trials and sampled no
+ * random trials first; evolution took nsga2's population_size for its
+ * population); tun_config_parse takes them all, so a stored study still
+ * loads. */
+static int tuner_keys_check(const json_t *tuner, tun_algorithm algorithm, hpo_error *err) {
+    enum { COMMON = 9, MAX_OWN = 5 };
+    static const char *const own[][MAX_OWN] = {
+        {NULL},
+        {NULL},
+        {"n_startup_trials", "n_ei_candidates", "gamma", "tpe_multi_fidelity"},
+        {"n_startup_trials", "acquisition", "ucb_beta", "deterministic"},
+        {"popsize", "sigma0"},
+        {"population", "sample_size"},
+        {"population_size", "crossover", "crossover_prob", "swapping_prob", "mutation_prob"},
+        {"n_ei_candidates", "gamma", "random_fraction", "bandwidth_factor", "min_points_in_model"},
+        {"population_size", "perturbation_interval", "quantile", "resample_probability", "mutable"},
+    };
+    if (!json_is_object(tuner) || (int)algorithm < 0 || (int)algorithm >= (int)HPO_ARRAY_LEN(own)) return 0;
+    const char *keys[COMMON + MAX_OWN] = {"algorithm", "seed", "pruner", "max_trials", "max_seconds",
+                                          "lease_seconds", "executions_per_trial", "parallel_trials",
+                                          "trial_timeout"};
+    size_t n = COMMON;
+    char list[160] = "";
+    for (size_t k = 0; k < MAX_OWN && own[algorithm][k]; k++) {
+        keys[n++] = own[algorithm][k];
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", own[algorithm][k]);
+    }
+    const char *key = api_unknown_key(tuner, keys, n);
+    if (!key) return 0;
+    char field[128];
+    snprintf(field, sizeof field, "tuner.%.80s", key);
+    return hpo_fail(err, HPO_EINVAL, field, "%s: the %s algorithm does not read it (its own options: %s)", field,
+                    tun_algorithm_name(algorithm), list[0] ? list : "none");
+}
+
 static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study_def *out, hpo_error *err) {
     double default_lease = ctx->opt.default_lease_seconds;
     api_study_def d;
@@ -139,7 +176,9 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
                           "as tell's \"repeats\"", field);
             goto fail;
         }
-    if (check_model && (rc = pruner_keys_check(tuner, &d.tuner.pruner, err))) goto fail;
+    if (check_model && ((rc = pruner_keys_check(tuner, &d.tuner.pruner, err)) ||
+                        (rc = tuner_keys_check(tuner, d.tuner.algorithm, err))))
+        goto fail;
     if (check_model && d.tuner.algorithm == TUN_BAYESIAN && tun_gp_columns(d.space) > TUN_GP_MAX_COLUMNS) {
         rc = hpo_fail(err, HPO_EINVAL, "tuner.algorithm",
                       "bayesian encodes this space in %d columns (one per number, one per choice value, two per "

@@ -18,7 +18,9 @@ before, and trained something else than it said, or blew hpod's memory):
 - and on an external (ask/tell) study, the tuner keys only the scheduler
   reads: parallel_trials, trial_timeout, executions_per_trial (ignored);
 - bayesian over a space of more than 4096 encoded columns (40 choices of
-  4096 values crashed hpod).
+  4096 values crashed hpod);
+- a tuner key another algorithm reads (cmaes + n_startup_trials, evolution
+  + nsga2's population_size: ignored).
 A definition inside every limit is still accepted and trains."""
 from hpod import Checks, Hpod, parse_args, wait_for
 from test_datasets import make_regression_csv, upload
@@ -176,6 +178,20 @@ def main():
             c.check(st == 201, "%s with the keys it reads: %s %s" % (pruner["algorithm"], st, out))
             if st == 201:
                 hp.ok("DELETE", "/api/v1/studies/%d" % out["id"])
+        # a tuner key of another algorithm (cmaes took n_startup_trials and sampled no random
+        # trials first; evolution took population_size, nsga2's, for its population)
+        for tuner, key in (({"algorithm": "cmaes", "n_startup_trials": 5}, "n_startup_trials"),
+                           ({"algorithm": "evolution", "population_size": 8}, "population_size"),
+                           ({"algorithm": "random", "gamma": 0.2}, "gamma"),
+                           ({"algorithm": "tpe", "sigma0": 0.3}, "sigma0"),
+                           ({"algorithm": "bayesian", "n_ei_candidates": 48}, "n_ei_candidates")):
+            refused(hp, c, "%s with %s" % (tuner["algorithm"], key), dict(ext, tuner=tuner),
+                    "tuner." + key, "does not read it")
+        for tuner in ({"algorithm": "cmaes", "popsize": 8, "sigma0": 0.2, "max_trials": 5, "seed": 1},
+                      {"algorithm": "bohb", "gamma": 0.2, "n_ei_candidates": 30, "min_points_in_model": 4},
+                      {"algorithm": "evolution", "population": 8, "sample_size": 3, "lease_seconds": 60}):
+            st, out = hp.request("POST", "/api/v1/studies", dict(ext, tuner=tuner))
+            c.check(st == 201, "%s with the keys it reads: %s %s" % (tuner["algorithm"], st, out))
         # bayesian over a space it encodes in more than 4096 columns (40 choices of 4096
         # values killed hpod: its GP's arrays overflowed a thread's stack); tpe takes it
         wide = {"name": "wide", "space": {"c%d" % i: {"type": "choice", "values": list(range(4096))}
