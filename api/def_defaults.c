@@ -60,7 +60,7 @@ typedef struct tuner_check {
 static int same_tuner(void *p) {
     tuner_check *c = p;
     tun_config without;
-    return parse_tuner(c->tuner, c->space, &without) == 0 && tun_config_equal(c->parsed, &without);
+    return parse_tuner(c->tuner, c->space, &without) == 0 && tun_config_same_search(c->parsed, &without, c->space);
 }
 
 /* Drops the keys of each parameter's spec that leave the space as parsed. */

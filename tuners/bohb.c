@@ -122,7 +122,7 @@
  * 400..1219; the report uses seeds no tuning touched, 2000..2255 and
  * 3000..3255 (Optuna in the same run): MLP 0.36x / 0.43x of Optuna's
  * epochs, CNN 0.27x / 0.30x. */
-#define BOHB_DEFAULT_GAMMA 0.05
+#define BOHB_DEFAULT_GAMMA TUN_BOHB_DEFAULT_GAMMA
 
 static int cmp_idx(const void *pa, const void *pb) {
     int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;

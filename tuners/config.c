@@ -59,6 +59,30 @@ void tun_config_default(tun_config *cfg) {
  * tun_config_parse sets fields, and it has no pointers: bytes compare. */
 int tun_config_equal(const tun_config *a, const tun_config *b) { return memcmp(a, b, sizeof *a) == 0; }
 
+/* c with the defaults its sampler works out from s written out (cmaes.c,
+ * nsga2.c, bohb.c), and the population its algorithm does not read at its
+ * default (population_size sets nsga2's and pbt's) */
+static void effective(tun_config *c, const tun_space *s) {
+    tun_config def;
+    tun_config_default(&def);
+    int searched = 0; /* cmaes' parameters: the unconditional numbers */
+    for (int i = 0; i < s->n; i++)
+        searched += s->params[i].parent < 0 && (s->params[i].type == TUN_INT || s->params[i].type == TUN_FLOAT);
+    if (c->cma_popsize <= 0 && searched > 0) c->cma_popsize = tun_cma_default_lambda(searched);
+    if (c->nsga_mutation_prob < 0 && s->n > 0) c->nsga_mutation_prob = 1.0 / s->n;
+    if (c->bohb_min_points <= 0) c->bohb_min_points = s->n + 2;
+    if (c->algorithm == TUN_BOHB && c->tpe_gamma <= 0) c->tpe_gamma = TUN_BOHB_DEFAULT_GAMMA;
+    if (c->algorithm != TUN_PBT) c->pbt_population = def.pbt_population;
+    if (c->algorithm != TUN_NSGA2) c->nsga_population = def.nsga_population;
+}
+
+int tun_config_same_search(const tun_config *a, const tun_config *b, const tun_space *space) {
+    tun_config x = *a, y = *b;
+    effective(&x, space);
+    effective(&y, space);
+    return tun_config_equal(&x, &y);
+}
+
 /* A JSON integer in [lo, hi]. Strict (60.0 is refused) because other layers
  * read the pass-through keys with json_integer_value. */
 static int get_int(const json_t *v, const char *field, int64_t lo, int64_t hi, int64_t *out,

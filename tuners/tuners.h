@@ -259,6 +259,11 @@ void tun_config_default(tun_config *cfg);
 /* Whether two configs parsed by tun_config_parse are the same (every field:
  * the keys read by other layers, such as max_trials, are not in it). */
 int tun_config_equal(const tun_config *a, const tun_config *b);
+/* Whether a and b (parsed over space) search alike: equal once each
+ * default the samplers work out from the space (cmaes' popsize, nsga2's
+ * mutation_prob, bohb's min_points_in_model and gamma) is written out and
+ * the fields their algorithm does not read are put at their defaults. */
+int tun_config_same_search(const tun_config *a, const tun_config *b, const tun_space *space);
 /* Whether a "tuner" key is one of those checked by tun_config_parse and read
  * by other layers ("max_trials", "executions_per_trial", "parallel_trials",
  * "max_seconds", "trial_timeout", "lease_seconds"). */

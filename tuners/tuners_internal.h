@@ -132,6 +132,7 @@ int tun_gp_mo_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *
 int tun_evolution_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_nsga2_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
 int tun_bohb_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x);
+#define TUN_BOHB_DEFAULT_GAMMA 0.05 /* bohb.c says how it was chosen */
 /* cmaes keeps its cache in t->cmaes (freed by tun_cmaes_state_free). */
 int tun_cmaes_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x);
 void tun_cmaes_state_free(struct tun_cmaes_state *s);

@@ -137,6 +137,19 @@ def main():
         st, g3 = hp.request("POST", S, dict(base, load_if_exists=True, tuner={"algorithm": "tpe", "seed": g1["seed"]},
                                             space=dict(SPACE, layers={"type": "int", "low": 1.0, "high": 4})))
         c.check(st == 200 and g3["id"] == g1["id"], "its own seed, and 1.0 for 1: the same definition -> 200")
+        # a tuner key written at the default its sampler works out from the space (2 parameters
+        # here) is the same search (each was a 409 before); lease_seconds is the daemon's
+        # --default-lease when left out, so written out it is another definition
+        for algorithm, keys in (("cmaes", {"popsize": 6}), ("nsga2", {"population_size": 50, "mutation_prob": 0.5}),
+                                ("bohb", {"min_points_in_model": 4, "gamma": 0.05})):
+            goc = dict(base, name="goc-" + algorithm, tuner={"algorithm": algorithm, "seed": 4})
+            st, first = hp.request("POST", S, dict(goc, load_if_exists=True))
+            st, again = hp.request("POST", S, dict(goc, load_if_exists=True, tuner=dict(goc["tuner"], **keys)))
+            c.check(st == 200 and again["id"] == first["id"],
+                    "%s with %s, its defaults here -> 200, the same study (%d)" % (algorithm, keys, st))
+        st, e = hp.request("POST", S, dict(base, load_if_exists=True, tuner={"algorithm": "tpe", "seed": g1["seed"],
+                                                                           "lease_seconds": 600}))
+        c.check(st == 409 and e["error"]["field"] == "tuner.lease_seconds", "lease_seconds 600 written out -> 409")
         st, dup = hp.request("POST", S, base)  # names are not unique without load_if_exists
         c.check(st == 201 and dup["id"] != g1["id"], "a plain create with the name makes another study")
         st, g4 = hp.request("POST", S, dict(base, load_if_exists=True))
