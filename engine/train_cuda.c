@@ -41,8 +41,8 @@
  * clipnorm (fp32, mixed_bf16) skips that step's update on the device
  * (eng_cuda_optim_step_dev), which counts it, instead of failing at once:
  * the epoch end reports HPO_EDIVERGED as the CPU does at the step (the
- * loss may stay finite while gradients overflow); mixed_fp16's scale falling below its floor is
- * reported at the epoch's end, not at the step. max_bytes (a host budget) is not applied here: the
+ * loss may stay finite while gradients overflow); mixed_fp16's scale
+ * falling below its floor is reported at the epoch's end, not at the step. max_bytes (a host budget) is not applied here: the
  * device has its own (train.h, eng_train_cuda_check_budget), checked by a
  * dry run of the allocating code (dev_alloc with a plan) before the device
  * is opened; an allocation that still fails is HPO_ENOMEM naming the bytes. */
@@ -421,7 +421,6 @@ static int scaler_down(dev *d, eng_train_loop *L, long total, double *lr, long *
     return 0;
 }
 
-/* the epoch's batch order: eng_batcher_start_epoch's */
 /* fp32 and mixed_bf16 under clipnorm: the steps skipped so far for
  * non-finite gradients (the run fails at the first epoch that has one) */
 static int nonfinite_down(dev *d, long *skipped, hpo_error *err) {
@@ -432,6 +431,7 @@ static int nonfinite_down(dev *d, long *skipped, hpo_error *err) {
     return rc;
 }
 
+/* the epoch's batch order: eng_batcher_start_epoch's */
 static void epoch_order(const eng_train_opts *o, const eng_split *train, int epoch, uint32_t *order) {
     memcpy(order, train->idx, train->n * sizeof *order);
     hpo_rng r;
