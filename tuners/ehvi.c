@@ -71,9 +71,12 @@ static size_t reduce(double *P, size_t n, int m, int d) {
 
 /* The region of the first d coordinates below upper that no row of P
  * covers, as boxes; lo and hi hold the bounds of coordinates d .. m-1
- * already fixed. out NULL: only counted into *count. P is reordered. */
+ * already fixed. out NULL: only counted into *count, and only until it
+ * passes limit (the count grows as n^(d-1): 8 objectives and 300 points
+ * would count for hours). P is reordered. */
 static void decompose(double *P, size_t n, int m, int d, const double *upper, double *lo, double *hi,
-                      box_list *out, size_t *count) {
+                      box_list *out, size_t *count, size_t limit) {
+    if (*count > limit) return;
     if (d == 1) {
         double top = upper[0];
         for (size_t i = 0; i < n; i++) top = fmin(top, P[i * (size_t)m]);
@@ -86,14 +89,14 @@ static void decompose(double *P, size_t n, int m, int d, const double *upper, do
     n = reduce(P, n, m, d);
     tun_keyed_sort_rows(P, n, m, d - 1, 0);
     double *Q = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *Q);
-    for (size_t j = 0; j <= n; j++) { /* slice j: the first j rows lie at or below it */
+    for (size_t j = 0; j <= n && *count <= limit; j++) { /* slice j: the first j rows lie at or below it */
         double a = j == 0 ? -INFINITY : P[(j - 1) * (size_t)m + (size_t)(d - 1)];
         double b = j == n ? upper[d - 1] : P[j * (size_t)m + (size_t)(d - 1)];
         if (!(b > a)) continue;
         memcpy(Q, P, j * (size_t)m * sizeof *Q);
         lo[d - 1] = a;
         hi[d - 1] = b;
-        decompose(Q, j, m, d - 1, upper, lo, hi, out, count);
+        decompose(Q, j, m, d - 1, upper, lo, hi, out, count, limit);
     }
     free(Q);
 }
@@ -110,32 +113,30 @@ static size_t front_inside(const double *F, size_t n, int m, const double *ref, 
     return reduce(P, k, m, m);
 }
 
-static size_t count_boxes(const double *P, size_t n, int m, const double *ref) {
+/* The boxes of P's decomposition, counted up to limit + 1 */
+static size_t count_boxes(const double *P, size_t n, int m, const double *ref, size_t limit) {
     double *Q = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *Q), lo[TUN_MAX_OBJECTIVES], hi[TUN_MAX_OBJECTIVES];
     memcpy(Q, P, n * (size_t)m * sizeof *Q);
     size_t c = 0;
-    decompose(Q, n, m, m, ref, lo, hi, NULL, &c);
+    decompose(Q, n, m, m, ref, lo, hi, NULL, &c, limit);
     free(Q);
     return c;
 }
 
-/* Keeps the k points of P (n rows) with the largest exclusive
- * hypervolume (ties to the earlier row), in their order. */
+/* Keeps k points of P (n rows), in their order, chosen greedily by the
+ * hypervolume each adds (tun_hv_greedy: the points' exclusive
+ * contributions among all n cost hours with 8 objectives and 300 points,
+ * an ask never answered). */
 static size_t keep_largest(double *P, size_t n, int m, const double *ref, size_t k) {
-    double *c = hpo_xmalloc(n * sizeof *c);
-    tun_hv_contributions(P, n, m, ref, c);
-    char *keep = hpo_xcalloc(n, 1);
-    for (size_t s = 0; s < k; s++) {
-        size_t best = n;
-        for (size_t i = 0; i < n; i++)
-            if (!keep[i] && (best == n || c[i] > c[best])) best = i;
-        keep[best] = 1;
-    }
+    size_t *pick = hpo_xmalloc((k ? k : 1) * sizeof *pick);
+    char *keep = hpo_xcalloc(n ? n : 1, 1);
+    tun_hv_greedy(P, n, m, ref, k, pick);
+    for (size_t s = 0; s < k; s++) keep[pick[s]] = 1;
     size_t out = 0;
     for (size_t i = 0; i < n; i++)
         if (keep[i]) memmove(P + out++ * (size_t)m, P + i * (size_t)m, (size_t)m * sizeof *P);
     free(keep);
-    free(c);
+    free(pick);
     return out;
 }
 
@@ -166,7 +167,7 @@ int tun_ehvi_init(tun_ehvi *e, const double *F, size_t n, int m, const double *r
     memcpy(e->ref, ref, (size_t)m * sizeof *ref);
     double *P = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *P);
     size_t np = front_inside(F, n, m, ref, P);
-    if (count_boxes(P, np, m, ref) > MAX_BOXES) {
+    if (count_boxes(P, np, m, ref, MAX_BOXES) > MAX_BOXES) {
         /* (np + 1)^(m - 1) bounds the count: thin the front to fit it */
         size_t k = (size_t)floor(pow((double)MAX_BOXES, 1.0 / (m - 1))) - 1;
         np = keep_largest(P, np, m, ref, k < np ? k : np);
@@ -177,7 +178,7 @@ int tun_ehvi_init(tun_ehvi *e, const double *F, size_t n, int m, const double *r
     double *Q = hpo_xmalloc((np ? np : 1) * (size_t)m * sizeof *Q), lo[TUN_MAX_OBJECTIVES], hi[TUN_MAX_OBJECTIVES];
     memcpy(Q, P, np * (size_t)m * sizeof *Q);
     size_t count = 0;
-    decompose(Q, np, m, m, ref, lo, hi, &b, &count);
+    decompose(Q, np, m, m, ref, lo, hi, &b, &count, SIZE_MAX);
     free(Q);
     e->n_boxes = (int)b.n;
     e->lo = b.lo;

@@ -237,8 +237,9 @@ static void reference_point(const obs *o, const char *use, double *ref) {
 }
 
 /* The rows whose neighbourhoods seed candidates: the feasible front's
- * members of largest exclusive hypervolume, or with nothing feasible the
- * least violating observations; at most TUN_GP_N_TOP_PERTURBED. */
+ * members of largest exclusive hypervolume (on a front too large for
+ * those, tun_hv_greedy's first picks), or with nothing feasible the least
+ * violating observations; at most TUN_GP_N_TOP_PERTURBED. */
 static int perturbation_bases(const obs *o, const double *ref, int any_feasible, int *out) {
     int n = o->n, m = o->m, k = 0;
     double *score = hpo_xmalloc((size_t)n * sizeof *score);
@@ -250,12 +251,18 @@ static int perturbation_bases(const obs *o, const double *ref, int any_feasible,
                 memcpy(F + (size_t)nf * m, o->Y + (size_t)i * m, (size_t)m * sizeof *F);
                 at[nf++] = i;
             }
-        double *c = hpo_xmalloc((size_t)nf * sizeof *c);
-        tun_hv_contributions(F, (size_t)nf, m, ref, c);
         for (int i = 0; i < n; i++) score[i] = -INFINITY;
-        for (int j = 0; j < nf; j++)
-            if (c[j] > 0) score[at[j]] = c[j];
-        free(c);
+        if (tun_hv_contributions_affordable((size_t)nf, m)) {
+            double *c = hpo_xmalloc((size_t)(nf ? nf : 1) * sizeof *c);
+            tun_hv_contributions(F, (size_t)nf, m, ref, c);
+            for (int j = 0; j < nf; j++)
+                if (c[j] > 0) score[at[j]] = c[j];
+            free(c);
+        } else {
+            size_t pick[TUN_GP_N_TOP_PERTURBED], kk = nf < TUN_GP_N_TOP_PERTURBED ? (size_t)nf : TUN_GP_N_TOP_PERTURBED;
+            tun_hv_greedy(F, (size_t)nf, m, ref, kk, pick);
+            for (size_t j = 0; j < kk; j++) score[at[pick[j]]] = (double)(kk - j); /* the first pick first */
+        }
         free(at);
         free(F);
     } else {

@@ -326,6 +326,28 @@ double tun_hypervolume_ref(const double *F, size_t n, int m, const double *ref) 
     return v;
 }
 
+int tun_hv_contributions_affordable(size_t n, int m) { return pow((double)n, m) <= 1e7; }
+
+void tun_hv_greedy(const double *F, size_t n, int m, const double *ref, size_t k, size_t *out) {
+    char *taken = hpo_xcalloc(n ? n : 1, 1);
+    double *S = hpo_xmalloc((k ? k : 1) * (size_t)m * sizeof *S);
+    for (size_t s = 0; s < k && s < n; s++) {
+        size_t best = n;
+        double best_hv = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            if (taken[i]) continue;
+            memcpy(S + s * (size_t)m, F + i * (size_t)m, (size_t)m * sizeof *S);
+            double hv = tun_hypervolume(S, s + 1, m, ref);
+            if (best == n || hv > best_hv) best = i, best_hv = hv;
+        }
+        taken[best] = 1;
+        memcpy(S + s * (size_t)m, F + best * (size_t)m, (size_t)m * sizeof *S);
+        out[s] = best;
+    }
+    free(S);
+    free(taken);
+}
+
 void tun_hv_contributions(const double *F, size_t n, int m, const double *ref, double *out) {
     double total = tun_hypervolume(F, n, m, ref);
     double *G = hpo_xmalloc((n ? n : 1) * (size_t)m * sizeof *G);

@@ -402,6 +402,15 @@ double tun_hypervolume_ref(const double *F, size_t n, int m, const double *ref);
 /* Each point's exclusive hypervolume: the hypervolume of all n points less
  * that of the others (0 for a point another one dominates or equals). */
 void tun_hv_contributions(const double *F, size_t n, int m, const double *ref, double *out);
+/* Whether tun_hv_contributions of n points in m objectives is affordable
+ * (n^m <= 10^7: WFG is exponential in m, and 8 objectives and 150 points
+ * took hours); else tun_hv_greedy. */
+int tun_hv_contributions_affordable(size_t n, int m);
+/* k (<= n) of the n points of F, chosen greedily: each the one adding the
+ * most hypervolume to those chosen before (ties to the earlier point),
+ * their indices in order of choice in out: k n hypervolumes of at most k
+ * points. */
+void tun_hv_greedy(const double *F, size_t n, int m, const double *ref, size_t k, size_t *out);
 
 /* ---- Hyperband's brackets (Li et al. 2018), for synchronous schedulers ---- */
 #define TUN_HB_MAX_ROUNDS 32

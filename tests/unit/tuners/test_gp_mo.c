@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "rng.h"
 #include "tuners/sampler_util.h"
 
 static const char BOX3[] = "{\"a\":{\"type\":\"float\",\"low\":0,\"high\":1},"
@@ -163,12 +165,45 @@ static void test_prefers_feasible(void **state) {
     tun_space_free(s);
 }
 
+/* 8 objectives, 150 random complete trials (most on the front): a
+ * suggestion in bounded time (before: the front's exclusive hypervolume
+ * contributions and the boxes' count took hours; an ask never answered).
+ * alarm: a hang fails in 2 minutes (it takes under a second). */
+static void test_eight_objectives_wide_front(void **state) {
+    (void)state;
+    enum { M = 8, N = 150 };
+    tun_space *s = parse_space(BOX3);
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.algorithm = TUN_BAYESIAN;
+    cfg.seed = 2;
+    int maxi[M] = {0};
+    tun_study *t = NULL;
+    assert_int_equal(tun_study_new_mo(s, &cfg, M, maxi, &t), 0);
+    hpo_rng rng;
+    hpo_rng_seed(&rng, 4);
+    double x[3], f[M];
+    for (int k = 0; k < N; k++) {
+        for (int j = 0; j < 3; j++) x[j] = hpo_rng_uniform(&rng);
+        for (int o = 0; o < M; o++) f[o] = hpo_rng_uniform(&rng);
+        assert_int_equal(tun_study_add(t, k, x, TUN_TRIAL_RUNNING, NAN), 0);
+        assert_int_equal(tun_study_finish_mo(t, k, TUN_TRIAL_COMPLETE, f, NAN), 0);
+    }
+    alarm(120);
+    assert_int_equal(tun_study_suggest(t, N, x), 0);
+    alarm(0);
+    assert_true(config_valid(s, x));
+    tun_study_free(t);
+    tun_space_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_mixed_space),
         cmocka_unit_test(test_beats_random),
         cmocka_unit_test(test_prefers_feasible),
+        cmocka_unit_test(test_eight_objectives_wide_front),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
