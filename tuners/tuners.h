@@ -298,7 +298,10 @@ int tun_study_same_point(const tun_study *t, int64_t number, const double *x);
 void tun_study_free(tun_study *t);
 /* Suggests the configuration of trial `number` (0 <= number < 10^7; numbers
  * are dense) into x (space->n doubles). Pending (running) trials are taken
- * into account so parallel askers do not get duplicates. HPO_EEXHAUSTED when
+ * into account, each sampler its way (grid never repeats a point; random,
+ * bayesian and bohb did not in a sampler audit; tpe's constant liar, cmaes'
+ * generations and evolution's mutations may repeat one in a small discrete
+ * space, as Optuna's do). HPO_EEXHAUSTED when
  * a grid has nothing left; HPO_ETOOLARGE for a grid over 10^6 points. The
  * caller then records the trial with tun_study_add. */
 int tun_study_suggest(tun_study *t, int64_t number, double *x);
