@@ -98,22 +98,39 @@ static size_t elite(const tun_study *t, const tun_trial_rec **pool, size_t n, in
     return n_out;
 }
 
-/* The parents of generation g (room for P in par); returns how many. */
+/* The generation a trial of the table counts in for `number`'s parents,
+ * or -1: a complete trial other than `number` (priors join generation 0) */
+static int64_t generation_of(const tun_trial_rec *r, int P, int64_t number) {
+    if (!r->present || r->state != TUN_TRIAL_COMPLETE || r->number == number) return -1;
+    return r->prior ? 0 : r->number / P;
+}
+
+/* The parents of generation g (room for P in par); returns how many. The
+ * complete trials are grouped by generation in one pass over the table
+ * (in its order), not one pass per generation: an ask at 8,000 trials of
+ * population_size 2 scanned the table 4,000 times. */
 static size_t parents_of(const tun_study *t, int P, int64_t g, int64_t number, member *par) {
-    size_t n_par = 0;
-    const tun_trial_rec **pool = hpo_xmalloc(((size_t)P + (size_t)t->cap) * sizeof *pool);
+    size_t *start = hpo_xcalloc((size_t)g + 2, sizeof *start), n_par = 0; /* generation h: [start[h], start[h+1]) */
+    for (int64_t k = 0; k < t->cap; k++) {
+        int64_t h = generation_of(&t->trials[k], P, number);
+        if (h >= 0 && h < g) start[h + 2]++;
+    }
+    for (int64_t h = 0; h < g; h++) start[h + 2] += start[h + 1];
+    const tun_trial_rec **by_gen = hpo_xmalloc((start[g + 1] ? start[g + 1] : 1) * sizeof *by_gen);
+    for (int64_t k = 0; k < t->cap; k++) { /* start[h + 1] runs from generation h's start to its end */
+        int64_t h = generation_of(&t->trials[k], P, number);
+        if (h >= 0 && h < g) by_gen[start[h + 1]++] = &t->trials[k];
+    }
+    const tun_trial_rec **pool = hpo_xmalloc(((size_t)P + start[g + 1] + 1) * sizeof *pool);
     for (int64_t h = 0; h < g; h++) {
         size_t n = 0;
         for (size_t i = 0; i < n_par; i++) pool[n++] = par[i].r;
-        for (int64_t k = 0; k < t->cap; k++) {
-            const tun_trial_rec *r = &t->trials[k];
-            if (!r->present || r->state != TUN_TRIAL_COMPLETE || r->number == number) continue;
-            int64_t gen = r->prior ? 0 : r->number / P;
-            if (gen == h) pool[n++] = r;
-        }
+        for (size_t i = start[h]; i < start[h + 1]; i++) pool[n++] = by_gen[i];
         n_par = elite(t, pool, n, P, par);
     }
     free(pool);
+    free(by_gen);
+    free(start);
     return n_par;
 }
 
