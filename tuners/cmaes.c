@@ -95,6 +95,14 @@ static int start_run(const tun_study *t, struct tun_cmaes_state *s, int lambda) 
     return 0;
 }
 
+int tun_cmaes_searches(const tun_param *p) { return p->parent < 0 && (p->type == TUN_INT || p->type == TUN_FLOAT); }
+
+int tun_cmaes_default_popsize(const tun_space *s) {
+    int n = 0;
+    for (int i = 0; i < s->n; i++) n += tun_cmaes_searches(&s->params[i]);
+    return n > 0 ? tun_cma_default_lambda(n) : 0; /* 0: nothing to search */
+}
+
 static int state_new(const tun_study *t, struct tun_cmaes_state **out) {
     const tun_space *sp = t->space;
     struct tun_cmaes_state *s = hpo_xcalloc(1, sizeof *s);
@@ -102,7 +110,7 @@ static int state_new(const tun_study *t, struct tun_cmaes_state **out) {
     s->dims = hpo_xmalloc((size_t)sp->n * sizeof *s->dims);
     for (int i = 0; i < sp->n; i++) {
         const tun_param *p = &sp->params[i];
-        if (p->parent >= 0 || (p->type != TUN_INT && p->type != TUN_FLOAT)) continue;
+        if (!tun_cmaes_searches(p)) continue;
         tun_unit_dim(p, &s->dims[s->n]);
         s->idx[s->n++] = i;
     }

@@ -65,10 +65,7 @@ int tun_config_equal(const tun_config *a, const tun_config *b) { return memcmp(a
 static void effective(tun_config *c, const tun_space *s) {
     tun_config def;
     tun_config_default(&def);
-    int searched = 0; /* cmaes' parameters: the unconditional numbers */
-    for (int i = 0; i < s->n; i++)
-        searched += s->params[i].parent < 0 && (s->params[i].type == TUN_INT || s->params[i].type == TUN_FLOAT);
-    if (c->cma_popsize <= 0 && searched > 0) c->cma_popsize = tun_cma_default_lambda(searched);
+    if (c->cma_popsize <= 0) c->cma_popsize = tun_cmaes_default_popsize(s);
     if (c->nsga_mutation_prob < 0 && s->n > 0) c->nsga_mutation_prob = 1.0 / s->n;
     if (c->bohb_min_points <= 0) c->bohb_min_points = s->n + 2;
     if (c->algorithm == TUN_BOHB && c->tpe_gamma <= 0) c->tpe_gamma = TUN_BOHB_DEFAULT_GAMMA;

@@ -330,18 +330,19 @@ int tun_hv_contributions_affordable(size_t n, int m) { return pow((double)n, m) 
 
 void tun_hv_greedy(const double *F, size_t n, int m, const double *ref, size_t k, size_t *out) {
     char *taken = hpo_xcalloc(n ? n : 1, 1);
-    double *S = hpo_xmalloc((k ? k : 1) * (size_t)m * sizeof *S);
+    double *S = hpo_xmalloc((k ? k : 1) * (size_t)m * sizeof *S), hv_sel = 0;
     for (size_t s = 0; s < k && s < n; s++) {
         size_t best = n;
-        double best_hv = 0.0;
+        double best_gain = 0.0;
         for (size_t i = 0; i < n; i++) {
             if (taken[i]) continue;
             memcpy(S + s * (size_t)m, F + i * (size_t)m, (size_t)m * sizeof *S);
-            double hv = tun_hypervolume(S, s + 1, m, ref);
-            if (best == n || hv > best_hv) best = i, best_hv = hv;
+            double gain = tun_hypervolume(S, s + 1, m, ref) - hv_sel;
+            if (best == n || gain > best_gain) best = i, best_gain = gain;
         }
         taken[best] = 1;
         memcpy(S + s * (size_t)m, F + best * (size_t)m, (size_t)m * sizeof *S);
+        hv_sel = tun_hypervolume(S, s + 1, m, ref);
         out[s] = best;
     }
     free(S);

@@ -70,29 +70,7 @@ static void reference_of(const double *F, size_t n, int m, double *ref) {
 static void solve_hssp(const double *F, size_t n, int m, size_t k, size_t *out) {
     double ref[TUN_MAX_OBJECTIVES];
     reference_of(F, n, m, ref);
-    double *S = hpo_xmalloc((k + 1) * (size_t)m * sizeof *S);
-    char *taken = hpo_xmalloc(n);
-    memset(taken, 0, n);
-    double hv_sel = 0;
-    for (size_t s = 0; s < k; s++) {
-        size_t best = n;
-        double best_c = -INFINITY;
-        for (size_t j = 0; j < n; j++) {
-            if (taken[j]) continue;
-            memcpy(S + s * (size_t)m, F + j * (size_t)m, (size_t)m * sizeof *S);
-            double c = tun_hypervolume(S, s + 1, m, ref) - hv_sel;
-            if (best == n || c > best_c) {
-                best = j;
-                best_c = c;
-            }
-        }
-        taken[best] = 1;
-        out[s] = best;
-        memcpy(S + s * (size_t)m, F + best * (size_t)m, (size_t)m * sizeof *S);
-        hv_sel = tun_hypervolume(S, s + 1, m, ref);
-    }
-    free(taken);
-    free(S);
+    tun_hv_greedy(F, n, m, ref, k, out);
 }
 
 /* Chooses k of the n trials pos[] (positions into the complete trials'

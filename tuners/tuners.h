@@ -412,7 +412,8 @@ int tun_hv_contributions_affordable(size_t n, int m);
 /* k (<= n) of the n points of F, chosen greedily: each the one adding the
  * most hypervolume to those chosen before (ties to the earlier point),
  * their indices in order of choice in out: k n hypervolumes of at most k
- * points. */
+ * points (MOTPE's subset selection, tpe_mo.c, and the thinning of wide
+ * fronts). */
 void tun_hv_greedy(const double *F, size_t n, int m, const double *ref, size_t k, size_t *out);
 
 /* ---- Hyperband's brackets (Li et al. 2018), for synchronous schedulers ---- */

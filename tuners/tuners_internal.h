@@ -135,6 +135,11 @@ int tun_bohb_suggest(const tun_study *t, int64_t number, hpo_rng *rng, double *x
 #define TUN_BOHB_DEFAULT_GAMMA 0.05 /* bohb.c says how it was chosen */
 /* cmaes keeps its cache in t->cmaes (freed by tun_cmaes_state_free). */
 int tun_cmaes_suggest(tun_study *t, int64_t number, hpo_rng *rng, double *x);
+/* Whether cmaes searches parameter p (an unconditional int or float; it
+ * draws the others at random), and its first population over space s when
+ * popsize is not given. */
+int tun_cmaes_searches(const tun_param *p);
+int tun_cmaes_default_popsize(const tun_space *s);
 void tun_cmaes_state_free(struct tun_cmaes_state *s);
 
 /* TPE's sampling (tpe.c) from a split the caller made (bohb.c): below and

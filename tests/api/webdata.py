@@ -2,6 +2,7 @@
 a finished study with learning curves and pruned trials, a running one with
 trials still open, and a large one (10,000 trials) imported as one
 document."""
+import datetime
 import http.client
 import json
 import math
@@ -116,7 +117,7 @@ def random_params(rng):
 
 
 def iso(t):
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%06d+00:00" % int((t % 1) * 1e6)
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat()
 
 
 def big_study(port, n=10000):

@@ -23,37 +23,42 @@ static tun_space *one_param_space(void) {
     return s;
 }
 
-static tun_study *pruned_study(const tun_space *s, tun_pruner_kind kind, int maximize) {
+/* the default pruner config of a kind */
+static tun_pruner_config pruner_of(tun_pruner_kind kind) {
     tun_config cfg;
     tun_config_default(&cfg);
     cfg.pruner.kind = kind;
+    return cfg.pruner;
+}
+
+/* a study with the default tuner and pruner pc */
+static tun_study *study_with(const tun_space *s, tun_pruner_config pc, int maximize) {
+    tun_config cfg;
+    tun_config_default(&cfg);
+    cfg.pruner = pc;
     tun_study *t = NULL;
     assert_int_equal(tun_study_new(s, &cfg, maximize, &t), 0);
     return t;
+}
+
+static tun_study *pruned_study(const tun_space *s, tun_pruner_kind kind, int maximize) {
+    return study_with(s, pruner_of(kind), maximize);
 }
 
 /* asha with eta and min_resource; the median rule with its startup and
  * warm-up */
 static tun_study *asha_study(const tun_space *s, double eta, int64_t min_resource) {
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = TUN_PRUNER_ASHA;
-    cfg.pruner.eta = eta;
-    cfg.pruner.min_resource = min_resource;
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
-    return t;
+    tun_pruner_config pc = pruner_of(TUN_PRUNER_ASHA);
+    pc.eta = eta;
+    pc.min_resource = min_resource;
+    return study_with(s, pc, 0);
 }
 
 static tun_study *median_study(const tun_space *s, int n_startup, int64_t warmup, int maximize) {
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = TUN_PRUNER_MEDIAN;
-    cfg.pruner.n_startup_trials = n_startup;
-    cfg.pruner.warmup_steps = warmup;
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, maximize, &t), 0);
-    return t;
+    tun_pruner_config pc = pruner_of(TUN_PRUNER_MEDIAN);
+    pc.n_startup_trials = n_startup;
+    pc.warmup_steps = warmup;
+    return study_with(s, pc, maximize);
 }
 
 static void start(tun_study *t, int64_t number) {
@@ -328,12 +333,9 @@ static void test_hyperband_brackets_assignment(void **state) {
 static void test_hyperband_brackets_do_not_compete(void **state) {
     (void)state;
     tun_space *s = one_param_space();
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = TUN_PRUNER_HYPERBAND;
-    cfg.pruner.max_resource = 81;
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, 0, &t), 0);
+    tun_pruner_config pc = pruner_of(TUN_PRUNER_HYPERBAND);
+    pc.max_resource = 81;
+    tun_study *t = study_with(s, pc, 0);
     /* pick trial numbers of brackets 0 and 1 */
     int64_t b0[4], b1[3];
     int n0 = 0, n1 = 0;
@@ -532,13 +534,10 @@ static void test_median_matches_naive(void **state) {
 static void replay_golden(const golden_event *ev, size_t n, tun_pruner_kind kind, int maximize,
                           const char *name) {
     tun_space *s = one_param_space();
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = kind;
-    cfg.pruner.n_startup_trials = 2;
-    cfg.pruner.warmup_steps = 1;
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, maximize, &t), 0);
+    tun_pruner_config pc = pruner_of(kind);
+    pc.n_startup_trials = 2;
+    pc.warmup_steps = 1;
+    tun_study *t = study_with(s, pc, maximize);
     int prunes = 0;
     for (size_t i = 0; i < n; i++) {
         const golden_event *e = &ev[i];
@@ -833,14 +832,11 @@ static void test_report_at_the_last_step(void **state) {
  * reduction_factor=2), MedianPruner(n_startup_trials=1)) on this script. */
 static void late_lower_step(tun_pruner_kind kind, int maximize, int ask_late) {
     tun_space *s = one_param_space();
-    tun_config cfg;
-    tun_config_default(&cfg);
-    cfg.pruner.kind = kind;
-    cfg.pruner.eta = 2;
-    cfg.pruner.min_resource = 1;
-    cfg.pruner.n_startup_trials = 1;
-    tun_study *t = NULL;
-    assert_int_equal(tun_study_new(s, &cfg, maximize, &t), 0);
+    tun_pruner_config pc = pruner_of(kind);
+    pc.eta = 2;
+    pc.min_resource = 1;
+    pc.n_startup_trials = 1;
+    tun_study *t = study_with(s, pc, maximize);
     double sg = maximize ? -1 : 1; /* a maximised study sees every value negated */
     for (int i = 0; i < 3; i++) { /* complete, flat curves 1, 2, 3 (answers ignored) */
         start(t, i);
