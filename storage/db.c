@@ -385,6 +385,8 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_STUDY_LIST] = "SELECT " STO_STUDY_COLS " FROM studies ORDER BY id DESC",
     /* get-or-create: the oldest study of that name */
     [STO_Q_STUDY_BY_NAME] = "SELECT id FROM studies WHERE name = ?1 ORDER BY id LIMIT 1",
+    /* SQLite's BEGIN IMMEDIATE already excludes every other writer */
+    [STO_Q_STUDY_NAME_LOCK] = "SELECT ?1 IS NULL",
     [STO_Q_STUDY_ATTRS] = "SELECT user_attrs FROM studies WHERE id = ?1",
     /* ?2 user_attrs, ?3 note (NULL keeps either), ?4 now */
     [STO_Q_STUDY_ANNOTATE] =
@@ -643,11 +645,25 @@ static const char *const stmt_sql[STO_Q_N] = {
 };
 
 /* PostgreSQL's text where it differs from stmt_sql (NULL: the same). */
+/* pg_advisory_xact_lock's first key for a study name's lock (the second
+ * is the name's hash): any constant of our own, apart from schema_pg.c's
+ * one-key migration lock */
+#define NAME_LOCK_CLASS "6844016"
+
 static const char *const stmt_sql_pg[STO_Q_N] = {
     /* READ COMMITTED: each statement sees what committed before it began;
      * races are decided by row locks and the statements' WHERE clauses */
     [STO_Q_BEGIN] = "BEGIN",
     [STO_Q_STUDY_LOCK] = "SELECT 1 FROM studies WHERE id = ?1 FOR UPDATE",
+    /* user_attrs are read, merged and written back in one transaction: the
+     * read locks the row, so two nodes' merges of one study or trial run
+     * one after the other and neither loses the other's keys */
+    [STO_Q_STUDY_ATTRS] = "SELECT user_attrs FROM studies WHERE id = ?1 FOR NO KEY UPDATE",
+    [STO_Q_TRIAL_ATTRS] = "SELECT user_attrs FROM trials WHERE id = ?1 FOR NO KEY UPDATE",
+    /* get-or-create: nodes creating one name take its lock in turn, so the
+     * second finds the first's study (the lookup is the next statement: a
+     * statement sees what committed before it began) */
+    [STO_Q_STUDY_NAME_LOCK] = "SELECT pg_advisory_xact_lock(" NAME_LOCK_CLASS ", hashtext(?1::text))",
     /* The UPDATE's row lock (FOR NO KEY UPDATE) excludes every other
      * locker and event insert of the study as FOR UPDATE did. */
     [STO_Q_STUDY_LOCK_TOUCH] =

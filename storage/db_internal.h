@@ -81,6 +81,7 @@ enum {
     STO_Q_STUDY_TOUCH,
     STO_Q_STUDY_TOUCH_BY_TRIAL,
     STO_Q_STUDY_BY_NAME,  /* schema v6 */
+    STO_Q_STUDY_NAME_LOCK,
     STO_Q_STUDY_ANNOTATE, /* schema v6 */
     STO_Q_STUDY_ATTRS,    /* schema v6 */
     STO_Q_STUDY_LOCK,

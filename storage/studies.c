@@ -58,11 +58,19 @@ int sto_study_create_ev(sto_db *db, const char *name, const char *spec, const st
     return sto_study_create_with(db, &in, ev, id_out, NULL);
 }
 
-/* In the caller's transaction: the oldest study named name (0 if none). */
+/* In the caller's transaction: the oldest study named name (0 if none),
+ * looked up under the name's lock (PostgreSQL: nodes creating one name
+ * take turns, so the second finds the first's study). */
 static int find_by_name(sto_db *db, const char *name, int64_t *id_out) {
+    sto_stmt *lock = db->q[STO_Q_STUDY_NAME_LOCK]; /* held to the commit */
+    sto_bind_text(lock, 1, name);
+    int lrc = sto_step(lock);
+    int rc = lrc == STO_ROW || lrc == STO_DONE ? 0 : sto_db_error(db, "study name lock");
+    sto_db_done(lock);
+    if (rc) return rc;
     sto_stmt *s = db->q[STO_Q_STUDY_BY_NAME];
     sto_bind_text(s, 1, name);
-    int src = sto_step(s), rc = 0;
+    int src = sto_step(s);
     *id_out = src == STO_ROW ? sto_col_int64(s, 0) : 0;
     if (src != STO_ROW && src != STO_DONE) rc = sto_db_error(db, "study by name");
     sto_db_done(s);
@@ -158,6 +166,8 @@ int sto_db_annotate(sto_db *db, int q, int64_t id, sto_attrs_fn merge, void *arg
     double now = hpo_now();
     sto_db_lock(db);
     int rc = sto_db_begin(db);
+    /* the read locks the row on PostgreSQL (another node's merge waits);
+     * a trial's row before its study's, as a report or a tell takes them */
     if (rc == 0) rc = sto_db_merge_attrs_in_tx(db, study ? STO_Q_STUDY_ATTRS : STO_Q_TRIAL_ATTRS, id, merge, arg, &attrs);
     if (rc == 0) rc = sto_db_annotate_in_tx(db, q, id, attrs, note, now);
     if (rc == 0 && !study) rc = sto_db_touch_study(db, STO_Q_STUDY_TOUCH_BY_TRIAL, id, now);

@@ -14,6 +14,11 @@ own data dir and port, and one shared --artifacts-dir:
   on the other node ends with;
 - both nodes paused past --node-timeout at once (as when the database is
   away from both): neither finds the other dead once they run again;
+- 16 clients, half on each node, get-or-create one new name at once, in
+  several rounds: one study per name, every client handed its id;
+- 16 clients, half on each node, PATCH distinct user_attrs keys of one
+  study and one of its trials while reports go to that trial: every key
+  is kept (each merge reads the row under its lock);
 - a dataset deleted on node A while node B creates a study on it: the
   delete refused (409, the study uses it) or the create (400, the dataset
   gone), never both done (dataset_race.py).
@@ -58,6 +63,67 @@ def both_paused(c, a, b):
     c.check(sorted(n["id"] for n in nodes if n["state"] == "alive") == ids,
             "both nodes paused past the timeout: both still alive after (%s)"
             % [(n["id"], n["state"], n["end_reason"]) for n in nodes])
+
+
+def racing(n, go):
+    """go(k) in n threads started at once behind a barrier."""
+    bar = threading.Barrier(n)
+
+    def run(k):
+        bar.wait(30)
+        go(k)
+    ths = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(120)
+
+
+def racing_get_or_create(c, nodes):
+    """Get-or-create of one new name from both nodes at once: one study."""
+    space = {"x": {"type": "float", "low": 0, "high": 1}}
+    for rnd in range(6):
+        name = "raced-%d" % rnd
+        got, lock = [], threading.Lock()
+
+        def go(k):
+            status, out = nodes[k % 2].request("POST", "/api/v1/studies",
+                                               {"name": name, "space": space, "load_if_exists": True})
+            with lock:
+                got.append((status, out.get("id")))
+        racing(16, go)
+        listed = nodes[0].ok("GET", "/api/v1/studies?name=" + name)["total"]
+        ids = {i for status, i in got if status in (200, 201)}
+        c.check(listed == 1 and len(ids) == 1 and len(got) == 16 and sum(s == 201 for s, _ in got) == 1,
+                "round %d: 16 racing get-or-creates on two nodes: one study (%d listed, ids %s, statuses %s)"
+                % (rnd, listed, sorted(ids), sorted(s for s, _ in got)))
+
+
+def racing_user_attrs(c, nodes):
+    """Distinct user_attrs keys PATCHed from both nodes at once, with
+    reports to the trial beside them: no key lost, no PATCH refused."""
+    a = nodes[0]
+    sid = a.ok("POST", "/api/v1/studies", {"name": "raced-attrs",
+                                          "space": {"x": {"type": "float", "low": 0, "high": 1}}})["id"]
+    tid = a.ok("POST", "/api/v1/studies/%d/ask" % sid)["trial_id"]
+    errors = []
+
+    def go(k):
+        node = nodes[k % 2]
+        for j in range(10):
+            for path in ("/api/v1/studies/%d" % sid, "/api/v1/trials/%d" % tid):
+                status, out = node.request("PATCH", path, {"user_attrs": {"k%d_%d" % (k, j): j}})
+                if status != 200:
+                    errors.append((status, out))
+            status, out = node.request("POST", "/api/v1/trials/%d/report" % tid, {"step": k * 10 + j, "value": j})
+            if status != 200:
+                errors.append((status, out))
+    racing(16, go)
+    study = len(a.ok("GET", "/api/v1/studies/%d" % sid)["user_attrs"])
+    trial = len(a.ok("GET", "/api/v1/trials/%d" % tid)["user_attrs"])
+    c.check(not errors and study == 160 and trial == 160,
+            "16 clients on two nodes PATCH 160 distinct keys: the study keeps %d, the trial %d (errors %s)"
+            % (study, trial, errors[:2]))
 
 
 def stored_events(base, db, sid):
@@ -141,6 +207,9 @@ def main():
         c.check(grid_seen and grid_seen[-1][1] == "study_complete",
                 "the stream on node A ends with it (%s)" % grid_seen[-2:])
         both_paused(c, a, b)
+
+        racing_get_or_create(c, (a, b))
+        racing_user_attrs(c, (a, b))
 
         # a dataset deleted on A while B creates a study on it
         check_delete_races_create(c, a, b, label="nodes: ")
