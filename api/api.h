@@ -91,6 +91,13 @@ typedef struct api_response {
     long (*stream)(void *arg, char *buf, size_t max);
     void (*stream_free)(void *arg);
     void *stream_arg;
+    /* A file as the body (a model's weights): when has_file is set, body is
+     * unused and the server sends file_len bytes of file_fd from its start
+     * (sendfile, no copy in memory) and closes it; api_response_clear closes
+     * it when the response is dropped instead. */
+    int has_file;
+    int file_fd;
+    uint64_t file_len;
 } api_response;
 
 typedef struct api_options {

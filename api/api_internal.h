@@ -537,6 +537,9 @@ void api_heavy_release(api_ctx *ctx, int64_t trials);
 #define API_EVENT_BUCKETS 64
 struct api_cache;
 struct api_run_queue;
+/* the trials whose failed epoch stores api_epoch_not_stored counts at once */
+#define API_STORE_FAILURES_KEPT 16
+
 struct api_ctx {
     sto_db *db;
     api_options opt;
@@ -565,6 +568,12 @@ struct api_ctx {
     /* the disk-full back-off (disk_full.c), under disk_mu */
     pthread_mutex_t disk_mu;
     double disk_until, disk_backoff; /* monotonic end; current length (0: none) */
+    /* trials whose epochs failed to be stored, how many times in a row
+     * (api_epoch_not_stored), under disk_mu; trial_id 0: a free entry */
+    struct {
+        int64_t trial_id;
+        int times;
+    } store_failures[API_STORE_FAILURES_KEPT];
 };
 
 /* ---- trials asked through this node (asked.c) ----
@@ -633,6 +642,15 @@ void api_disk_full(api_ctx *ctx);
  * mount), logging why (the error's text) instead of "disk full". */
 void api_files_failed(api_ctx *ctx, const char *why);
 void api_disk_ok(api_ctx *ctx);
+/* An epoch of trial_id could not be stored for a reason other than a full
+ * disk (the database failed: a damaged page, an I/O error): the same
+ * back-off, so a trial that fails this way is not restarted in a tight
+ * loop, and how many times in a row it happened to this trial (the runner
+ * fails the trial at API_MAX_STORE_FAILURES). api_epoch_stored, after an
+ * epoch of it is stored, starts its count again. */
+#define API_MAX_STORE_FAILURES 3
+int api_epoch_not_stored(api_ctx *ctx, int64_t trial_id, const char *why);
+void api_epoch_stored(api_ctx *ctx, int64_t trial_id);
 /* Seconds left in the back-off (0: none). */
 double api_disk_wait(api_ctx *ctx);
 

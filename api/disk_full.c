@@ -1,6 +1,8 @@
-/* disk_full.c - the back-off after a job found the disk full, or its own
- * files failing on the file system (see api_internal.h): the scheduler starts nothing until it ends, so jobs neither
- * spin on a full disk nor fail one after another. */
+/* disk_full.c - the back-off after a job found the disk full, its own
+ * files failing on the file system, or an epoch it could not store (see
+ * api_internal.h): the scheduler starts nothing until it ends, so jobs
+ * neither spin on a full disk nor fail one after another; and how many
+ * times in a row each trial's epoch could not be stored. */
 #include "api_internal.h"
 
 /* Starts the back-off, or doubles it: its seconds when it starts now, 0
@@ -38,6 +40,40 @@ void api_disk_ok(api_ctx *ctx) {
     ctx->disk_until = 0;
     pthread_mutex_unlock(&ctx->disk_mu);
     if (was) HPO_INFO("hpod's files can be written again: jobs start");
+}
+
+/* The entry of trial_id, or (add) a free one, else the one with the
+ * fewest failures (a trial dropped there starts its count again: with
+ * more than API_STORE_FAILURES_KEPT failing at once the guard weakens,
+ * the back-off still holds). Under disk_mu. */
+static int failure_slot(api_ctx *ctx, int64_t trial_id, int add) {
+    int free_slot = -1, least = 0;
+    for (int i = 0; i < API_STORE_FAILURES_KEPT; i++) {
+        if (ctx->store_failures[i].trial_id == trial_id) return i;
+        if (!ctx->store_failures[i].trial_id && free_slot < 0) free_slot = i;
+        if (ctx->store_failures[i].times < ctx->store_failures[least].times) least = i;
+    }
+    if (!add) return -1;
+    int i = free_slot >= 0 ? free_slot : least;
+    ctx->store_failures[i].trial_id = trial_id;
+    ctx->store_failures[i].times = 0;
+    return i;
+}
+
+int api_epoch_not_stored(api_ctx *ctx, int64_t trial_id, const char *why) {
+    double b = back_off(ctx);
+    if (b > 0) HPO_WARN("an epoch could not be stored (%s): jobs are queued again; the next starts in %.0f s", why, b);
+    pthread_mutex_lock(&ctx->disk_mu);
+    int times = ++ctx->store_failures[failure_slot(ctx, trial_id, 1)].times;
+    pthread_mutex_unlock(&ctx->disk_mu);
+    return times;
+}
+
+void api_epoch_stored(api_ctx *ctx, int64_t trial_id) {
+    pthread_mutex_lock(&ctx->disk_mu);
+    int i = failure_slot(ctx, trial_id, 0);
+    if (i >= 0) ctx->store_failures[i].trial_id = 0;
+    pthread_mutex_unlock(&ctx->disk_mu);
 }
 
 double api_disk_wait(api_ctx *ctx) {

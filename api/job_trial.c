@@ -195,6 +195,7 @@ static int on_epoch(const eng_epoch_report *rep, void *user) {
     api_metrics_epoch(r->ctx, r->slot, rep->samples_per_s);
     /* the engine checkpointed the previous epoch of this run: the disk has room */
     if (r->epochs_seen >= 2) api_disk_ok(r->ctx);
+    if (stored) api_epoch_stored(r->ctx, r->job->trial_id);
     curve_set(r, r->execution, rep->epoch, v);
     if (prune) r->pruned = 1;
     r->stopped = atomic_load(r->stop);
@@ -521,10 +522,22 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
         HPO_WARN("trial %lld: it runs on another node now; this run stores nothing", (long long)job->trial_id);
     } else if (rc && rc == r.store_rc && rc != HPO_ENOSPACE) {
         /* an epoch could not be stored: not the trial's fault either; it
-         * resumes from its last checkpoint (if it is still this node's) */
-        HPO_WARN("trial %lld: an epoch could not be stored (%s): queued again", (long long)job->trial_id,
-                 hpo_strerror(rc));
-        requeue(ctx, st, job, "epoch not stored");
+         * resumes from its last checkpoint (if it is still this node's)
+         * after the back-off, and fails when it happened
+         * API_MAX_STORE_FAILURES times in a row (a damaged database page
+         * does not heal) */
+        const char *why = err.message[0] ? err.message : hpo_strerror(rc);
+        int times = api_epoch_not_stored(ctx, job->trial_id, why);
+        if (times >= API_MAX_STORE_FAILURES) {
+            char msg[640];
+            snprintf(msg, sizeof msg, "its epochs could not be stored %d times in a row: %s", times, why);
+            HPO_ERROR("trial %lld: %s: failed", (long long)job->trial_id, msg);
+            api_epoch_stored(ctx, job->trial_id); /* its count is done */
+            finish(ctx, st, job, STO_TRIAL_FAILED, NAN, NAN, 0, msg, "trial_failed", json_object());
+        } else {
+            HPO_WARN("trial %lld: an epoch could not be stored (%s): queued again", (long long)job->trial_id, why);
+            requeue_why(ctx, st, job, "epoch not stored", why);
+        }
     } else if (rc == HPO_ENOSPACE) {
         /* not the trial's fault: it resumes from its last checkpoint once
          * the back-off has passed, and the study goes on */

@@ -15,6 +15,7 @@
  *
  * Creating answers at once (201) with queued models; the worker pool builds
  * them (job_model.c) with progress on the study's event stream. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 #include "ensemble.h"
 #include "jobs_internal.h"
 #include "model.h"
+#include "safetensors.h"
 #include "weights.h"
 
 #define MAX_TOP_N 64
@@ -382,6 +384,35 @@ void api_h_model_get(api_ctx *ctx, const api_request *req, int64_t id, api_respo
     sto_model_clear(&m);
 }
 
+/* The weights file of model id (stored path rel) as the body: checked
+ * first as a safetensors file whose header covers it exactly (a damaged
+ * file is a 409 saying so, as predict answers), then sent from disk. */
+static void send_weights(api_ctx *ctx, int64_t id, const char *rel, api_response *resp) {
+    char path[API_PATH_MAX];
+    hpo_error err = {{0}, {0}};
+    eng_st_file *f = NULL;
+    int rc = api_dir_file(path, ctx->opt.data_dir, rel) ? HPO_ENOTFOUND : eng_st_open(path, &f, &err);
+    uint64_t len = 0;
+    int fd = rc == 0 ? eng_st_file_dup(f, &len) : -1;
+    eng_st_file_free(f);
+    if (fd >= 0) {
+        resp->status = 200;
+        resp->content_type = "application/octet-stream";
+        resp->has_file = 1;
+        resp->file_fd = fd;
+        resp->file_len = len;
+        snprintf(resp->filename, sizeof resp->filename, "model-%lld.safetensors", (long long)id);
+    } else if (rc == HPO_ENOTFOUND) {
+        api_fail(resp, 409, "conflict", "id", "model %lld: its weights file %s is missing", (long long)id, rel);
+    } else if (rc == 0 || rc == HPO_EFS) {
+        api_fail(resp, 500, "io_error", "", "model %lld: its weights file cannot be read: %s", (long long)id,
+                 rc ? err.message : strerror(errno));
+    } else {
+        api_fail(resp, 409, "conflict", "id", "model %lld: its weights file is damaged: %s", (long long)id,
+                 err.message);
+    }
+}
+
 void api_h_model_weights(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     sto_model m;
     if (model_row(ctx, id, &m, resp)) return;
@@ -393,24 +424,7 @@ void api_h_model_weights(api_ctx *ctx, const api_request *req, int64_t id, api_r
         api_fail(resp, 409, "conflict", "id", "model %lld is %s: no weights yet", (long long)id,
                  sto_model_state_name(m.state));
     } else {
-        char path[API_PATH_MAX];
-        FILE *f = api_dir_file(path, ctx->opt.data_dir, m.path) == 0 ? fopen(path, "rb") : NULL;
-        long len = -1;
-        if (f && fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-        if (f && len >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-            resp->body = hpo_xmalloc((size_t)len + 1);
-            if (fread(resp->body, 1, (size_t)len, f) == (size_t)len) {
-                resp->status = 200;
-                resp->content_type = "application/octet-stream";
-                resp->body_len = (size_t)len;
-                snprintf(resp->filename, sizeof resp->filename, "model-%lld.safetensors", (long long)id);
-            } else {
-                free(resp->body);
-                resp->body = NULL;
-            }
-        }
-        if (f) fclose(f);
-        if (!resp->body) api_fail(resp, 500, "io_error", "", "the weights file of model %lld cannot be read", (long long)id);
+        send_weights(ctx, id, m.path, resp);
     }
     sto_model_clear(&m);
 }

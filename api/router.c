@@ -2,6 +2,7 @@
  * (HEAD goes to the GET route; the server drops the body). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_internal.h"
 
@@ -143,4 +144,6 @@ void api_response_clear(api_response *resp) {
     free(resp->body);
     resp->body = NULL;
     resp->body_len = 0;
+    if (resp->has_file) close(resp->file_fd);
+    resp->has_file = 0;
 }

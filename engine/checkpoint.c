@@ -1,6 +1,8 @@
 /* checkpoint.c - training checkpoints as safetensors files: weights,
  * optimiser state, batch-norm statistics, RNG state and the loop's state in
  * the metadata (see train.h). */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +71,9 @@ static int get_meta(const eng_st_file *f, const char *key, double *v, const char
     return 0;
 }
 
+/* A count of the loop's state: a whole number from 0 to max. */
+static int count_ok(double v, double max) { return isfinite(v) && v >= 0 && v <= max && v == floor(v); }
+
 int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, float *best_weights, int *has_best,
                         hpo_error *err) {
     eng_st_file *f = NULL;
@@ -97,6 +102,27 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
     if (opt && strcmp(opt, eng_opt_name(m->opt.kind)) != 0) {
         rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s holds the state of optimizer %s, the model trains with %s",
                       path, opt, eng_opt_name(m->opt.kind));
+        goto out;
+    }
+    /* the kept metric's best (newer than the rest): without it, the monitor's */
+    double kb = best, ke = be;
+    if ((eng_st_meta(f, "kept_best") && (rc = get_meta(f, "kept_best", &kb, path, err))) ||
+        (eng_st_meta(f, "kept_epoch") && (rc = get_meta(f, "kept_epoch", &ke, path, err))))
+        goto out;
+    /* counts as the loop wrote them: a damaged file's epoch past INT_MAX or
+     * NaN must not become an epoch (the caller treats this as no
+     * checkpoint) */
+    const char *bad = !count_ok(ep, INT_MAX)                          ? "epoch"
+                      : !count_ok(step, 9007199254740992.0)           ? "step"
+                      : !count_ok(gs, step)                           ? "good_steps"
+                      : !count_ok(be, ep)                             ? "best_epoch"
+                      : !count_ok(ke, ep)                             ? "kept_epoch"
+                      : !count_ok(wait, ep)                           ? "wait"
+                      : !(isfinite(ls) && ls > 0)                     ? "loss_scale"
+                      : isnan(best) || isnan(kb)                      ? "best"
+                                                                      : NULL;
+    if (bad) {
+        rc = hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s: metadata \"%s\" is out of range", path, bad);
         goto out;
     }
     const eng_st_tensor *r = eng_st_find(f, "rng");
@@ -136,10 +162,6 @@ int eng_checkpoint_load(eng_model *m, const char *path, eng_train_state *st, flo
     s.best = best;
     s.best_epoch = (int)be;
     s.wait = (int)wait;
-    /* the keep metric's best (newer than the rest): without it, the monitor's */
-    double kb = best, ke = be;
-    if (eng_st_meta(f, "kept_best")) get_meta(f, "kept_best", &kb, path, err);
-    if (eng_st_meta(f, "kept_epoch")) get_meta(f, "kept_epoch", &ke, path, err);
     s.kept_best = kb;
     s.kept_epoch = (int)ke;
     *st = s;

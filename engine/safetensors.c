@@ -598,6 +598,18 @@ fail:
     return rc;
 }
 
+int eng_st_file_dup(const eng_st_file *f, uint64_t *size) {
+    struct stat st;
+    if (!f || f->fd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    if (fstat(f->fd, &st) < 0) return -1;
+    int fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd >= 0) *size = (uint64_t)st.st_size;
+    return fd;
+}
+
 int eng_st_read_tensor(const eng_st_file *f, const eng_st_tensor *t, void *dst, hpo_error *err) {
     if (t->data) {
         if (t->nbytes) memcpy(dst, t->data, t->nbytes);

@@ -108,6 +108,11 @@ int eng_st_read_file(const char *path, eng_st_file **out, hpo_error *err);
  * copies it where it is wanted: loading a large checkpoint costs no memory
  * beyond its destination. The file stays open until eng_st_file_free. */
 int eng_st_open(const char *path, eng_st_file **out, hpo_error *err);
+/* A new descriptor of eng_st_open's file, at its start, and the file's
+ * size (the header and data it was validated with): the weights download
+ * sends it as it is. The caller closes it. -1 (errno set) when f was not
+ * opened by eng_st_open or dup fails. */
+int eng_st_file_dup(const eng_st_file *f, uint64_t *size);
 /* Copies tensor t of f (from eng_st_open or a read) into dst (t->nbytes). */
 int eng_st_read_tensor(const eng_st_file *f, const eng_st_tensor *t, void *dst, hpo_error *err);
 /* Parse a file image (copied; buf may be freed afterwards). */

@@ -85,14 +85,29 @@ int eng_train_loop_begin(eng_train_loop *L, eng_model *m, const eng_split *val, 
                  o->checkpoint_name ? o->checkpoint_name : "checkpoint.safetensors");
         if (o->resume && file_exists(L->ckpt)) {
             int hb = 0;
-            if ((rc = eng_checkpoint_load(m, L->ckpt, &L->st, L->best, &hb, err))) return rc;
-            if (!hb && L->best) keep_best(L->best, m);
-            L->r.start_epoch = L->st.epoch;
-            /* early stopping ended the run at the checkpoint's epoch (the
-             * state re-derives the decision): it stays ended, as the
-             * uninterrupted run did; the loops train no epoch */
-            if (patience_spent(o, L->st.wait)) L->r.stopped_early = 1;
-            HPO_INFO("engine: resumed %s at epoch %d (step %ld)", L->ckpt, L->st.epoch, L->st.step);
+            eng_train_state fresh = L->st;
+            rc = eng_checkpoint_load(m, L->ckpt, &L->st, L->best, &hb, err);
+            if (rc == HPO_EFORMAT) {
+                /* damaged (its header refused before any tensor was read
+                 * into the model): as if there were none, the run starts
+                 * over, and its next checkpoint replaces the file */
+                HPO_WARN("engine: %s: training from the first epoch", err->message);
+                L->st = fresh;
+                memset(err, 0, sizeof *err);
+            } else if (rc) {
+                return rc;
+            } else if (L->st.epoch > o->epochs) {
+                return hpo_fail(err, HPO_EFORMAT, "checkpoint", "%s is at epoch %d, past the run's %d epochs", L->ckpt,
+                                L->st.epoch, o->epochs);
+            } else {
+                if (!hb && L->best) keep_best(L->best, m);
+                L->r.start_epoch = L->st.epoch;
+                /* early stopping ended the run at the checkpoint's epoch (the
+                 * state re-derives the decision): it stays ended, as the
+                 * uninterrupted run did; the loops train no epoch */
+                if (patience_spent(o, L->st.wait)) L->r.stopped_early = 1;
+                HPO_INFO("engine: resumed %s at epoch %d (step %ld)", L->ckpt, L->st.epoch, L->st.step);
+            }
         }
     }
     L->r.epochs_run = L->st.epoch;

@@ -383,9 +383,24 @@ static enum MHD_Result send_response(srv_http *h, struct MHD_Connection *c, cons
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
         free(resp->body);
         resp->body = NULL;
+    } else if (resp->has_file) { /* closed by libmicrohttpd with r */
+        r = MHD_create_response_from_fd64(resp->file_len, resp->file_fd);
+        if (!r) close(resp->file_fd);
+        resp->has_file = 0;
+        free(resp->body);
+        resp->body = NULL;
     } else {
         r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
         resp->body = NULL; /* owned by r now */
+    }
+    if (!r) { /* libmicrohttpd refused the body (out of memory, or a file's size past off_t) */
+        static const char failed[] = "{\"error\":{\"code\":\"internal\",\"message\":\"the response could not be made\","
+                                     "\"field\":\"\"}}";
+        resp->status = 500;
+        resp->content_type = NULL;
+        resp->filename[0] = 0;
+        r = MHD_create_response_from_buffer(sizeof failed - 1, (void *)failed, MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type ? resp->content_type
                                                                                 : "application/json");

@@ -32,12 +32,19 @@
   early stopping watches another metric, with that epoch's batch-norm
   statistics (before: the monitor's epoch, and the last epoch's
   statistics);
+- the weights download is the stored file, sent whole with its length;
+  one damaged on disk (missing, a directory, empty, truncated, a 1 TiB
+  sparse file) is a 409 naming id (before: hpod aborted, "out of memory",
+  on the directory and the sparse file);
 - datasets of classes list no y_dim; a body over --max-body is a 413
   naming the limit."""
+import json
 import os
 import random
 import sqlite3
 import time
+import urllib.error
+import urllib.request
 
 from hpod import Checks, Hpod, parse_args, wait_for
 from test_datasets import make_csv, make_npy, upload
@@ -322,6 +329,52 @@ def check_model_is_the_value_epoch(hp, c):
                 % (name, got, t["value"], t.get("best_epoch")))
 
 
+def download(hp, path):
+    """(status, body bytes, headers) of a GET."""
+    try:
+        with urllib.request.urlopen(hp.url + path, timeout=60) as r:
+            return r.status, r.read(), r.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), e.headers
+
+
+def check_damaged_weights(hp, c):
+    """The weights download sends the stored file from disk, whole, with
+    its length; a weights file damaged on disk is a 409 saying so, and
+    hpod stays up (before: a directory or a 1 TiB sparse file in its place
+    aborted hpod, "out of memory"; an empty one was a 200 with no body; a
+    missing one a 500)."""
+    sid = one_trial_study(hp, "weights-files", {"name": "fashion-mnist", "limit": 300, "validation_split": 100},
+                          {"template": "mlp"})
+    m = trial_model(hp, sid)
+    path = os.path.join(hp.data_dir, "models", "model-%d.safetensors" % m["id"])
+    weights = "/api/v1/models/%d/weights" % m["id"]
+    stored = open(path, "rb").read()
+    status, body, headers = download(hp, weights)
+    c.check(status == 200 and body == stored and headers.get("Content-Length") == str(len(stored)),
+            "the weights download is the stored file (%d, %d of %d bytes, Content-Length %s)"
+            % (status, len(body), len(stored), headers.get("Content-Length")))
+    os.rename(path, path + ".kept")
+    damages = (("missing", lambda: None, "is missing"),
+               ("a directory", lambda: os.mkdir(path), "damaged"),
+               ("empty", lambda: open(path, "wb").close(), "damaged"),
+               ("truncated", lambda: open(path, "wb").write(stored[:len(stored) // 2]), "damaged"),
+               ("1 TiB sparse", lambda: (open(path, "wb").write(stored), os.truncate(path, 1 << 40)), "damaged"))
+    for name, damage, said in damages:
+        damage()
+        status, body, _ = download(hp, weights)
+        err = json.loads(body)["error"] if status == 409 else body[:200]
+        c.check(status == 409 and said in err["message"] and err["field"] == "id",
+                "weights file %s: 409 naming id, \"%s\" (%d %s)" % (name, said, status, err))
+        if os.path.isdir(path):
+            os.rmdir(path)
+        elif os.path.exists(path):
+            os.remove(path)
+    os.rename(path + ".kept", path)
+    c.check(hp.ok("GET", "/healthz") is not None and download(hp, weights)[1] == stored,
+            "hpod is up, and the restored file downloads again")
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -337,6 +390,7 @@ def main():
         check_ensemble_keeps_members(hp, c)
         check_ensemble_non_finite(hp, c)
         check_datasets_and_body(hp, c)
+        check_damaged_weights(hp, c)
         sid, refit = check_dataset_in_use(hp, c)
         print("  %.0f s" % (time.time() - t0))
         check_unloadable(args, hp, c, sid, refit)

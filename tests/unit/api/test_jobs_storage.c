@@ -24,6 +24,8 @@
  * - the disk-full back-off does not double for each job in it;
  * - an import's study starts no trial before its history is in;
  * - a trial's or a refit's run flagged lost stores nothing more;
+ * - an epoch that can never be stored: the trial is requeued with the
+ *   back-off, and fails the third time in a row, with the reason;
  * - a trial whose end finds the database failing (its row cannot be read
  *   back, as when PostgreSQL goes away) leaves its checkpoints alone and
  *   the worker goes on (it freed an uninitialised row: SIGSEGV). */
@@ -189,13 +191,51 @@ static void test_epoch_not_stored_no_gap(void **state) {
     api_jobs_run(ctx, &job, "cpu:0", 1, &no_stop);
     assert_int_equal(raw_int("SELECT MAX(epoch) FROM epochs"), 2);
     assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_QUEUED);
+    assert_true(api_disk_wait(ctx) > 0); /* the scheduler backs off */
     assert_int_equal(sto_db_exec_sql(db, "DROP TRIGGER no_epoch_3"), 0);
+    api_disk_ok(ctx); /* as when the back-off has passed */
     assert_int_equal(run_jobs(), 1);
     assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_COMPLETE);
     /* epochs 1..EPOCHS once each: the resume redid epoch 3 */
     assert_int_equal(raw_int("SELECT COUNT(*) FROM epochs"), EPOCHS);
     assert_int_equal(raw_int("SELECT COUNT(DISTINCT epoch) FROM epochs"), EPOCHS);
     assert_int_equal(raw_int("SELECT MAX(epoch) FROM epochs"), EPOCHS);
+    teardown();
+}
+
+/* An epoch that can never be stored (a trigger refuses epoch 3 for good,
+ * as a damaged database page does): each run requeues the trial with the
+ * back-off, and the third in a row fails it with the reason (before: it
+ * was restarted at once, about 100 times a second, forever). A stored
+ * epoch in between starts the count again. */
+static void test_epoch_never_stored(void **state) {
+    (void)state;
+    setup();
+    int status;
+    json_decref(call("POST", "/api/v1/studies", study_json, &status));
+    assert_int_equal(status, 201);
+    assert_int_equal(sto_db_exec_sql(db, "CREATE TRIGGER no_epoch_3 BEFORE INSERT ON epochs WHEN NEW.epoch = 3"
+                                         " BEGIN SELECT RAISE(ABORT, 'refused'); END"),
+                     0);
+    api_epoch_not_stored(ctx, 1, "an earlier run's"); /* counted ... */
+    api_epoch_stored(ctx, 1);                        /* ... and started again by a stored epoch */
+    api_disk_ok(ctx);
+    api_job job;
+    for (int run = 1; run <= API_MAX_STORE_FAILURES; run++) {
+        assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
+        api_jobs_run(ctx, &job, "cpu:0", 1, &no_stop);
+        assert_true(api_disk_wait(ctx) > 0);
+        assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), HPO_ENOTFOUND); /* nothing starts in the back-off */
+        api_disk_ok(ctx);
+        assert_int_equal(raw_int("SELECT state FROM trials"),
+                         run < API_MAX_STORE_FAILURES ? STO_TRIAL_QUEUED : STO_TRIAL_FAILED);
+    }
+    sto_trial t;
+    assert_int_equal(sto_trial_get(db, 1, &t), 0);
+    printf("the trial failed: %s\n", t.error);
+    assert_non_null(strstr(t.error, "could not be stored 3 times in a row"));
+    sto_trial_clear(&t);
+    assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), HPO_ENOTFOUND);
     teardown();
 }
 
@@ -232,6 +272,7 @@ static void test_row_unreadable_at_the_end(void **state) {
                      0);
     /* the database is back: the trial is queued again (by its run, or by the reaper) and completes */
     api_jobs_reap(ctx, NULL, 0);
+    api_disk_ok(ctx); /* the back-off has passed */
     assert_int_equal(run_jobs(), 1);
     assert_int_equal(raw_int("SELECT state FROM trials"), STO_TRIAL_COMPLETE);
     assert_int_equal(raw_int("SELECT COUNT(DISTINCT epoch) FROM epochs"), EPOCHS);
@@ -546,6 +587,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_database_mid_trial),
         cmocka_unit_test(test_epoch_not_stored_no_gap),
+        cmocka_unit_test(test_epoch_never_stored),
         cmocka_unit_test(test_row_unreadable_at_the_end),
         cmocka_unit_test(test_reap),
         cmocka_unit_test(test_reap_loads_no_finished_study),

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "data.h"
@@ -118,20 +119,24 @@ static void test_refit_ensemble_predict(void **state) {
     assert_int_equal(json_integer_value(json_object_get(json_object_get(m, "result"), "train_rows")), 900);
     json_decref(m);
 
-    /* weights: the download is the stored file, and it loads back */
+    /* weights: the download is the stored file (sent from disk, whole),
+     * and it loads back */
     api_response keep;
     snprintf(path, sizeof path, "/api/v1/models/%lld/weights", refit_id);
     json_decref(call("GET", path, NULL, &status, &keep));
     assert_int_equal(status, 200);
+    assert_true(keep.has_file);
     char file[256];
     snprintf(file, sizeof file, "%s/models/model-%lld.safetensors", dir, refit_id);
     FILE *f = fopen(file, "rb");
     assert_non_null(f);
-    char *disk = malloc(keep.body_len + 1);
-    assert_int_equal(fread(disk, 1, keep.body_len + 1, f), keep.body_len);
+    char *disk = malloc(keep.file_len + 1), *sent = malloc(keep.file_len + 1);
+    assert_int_equal(fread(disk, 1, keep.file_len + 1, f), keep.file_len);
     fclose(f);
-    assert_memory_equal(disk, keep.body, keep.body_len);
+    assert_int_equal(pread(keep.file_fd, sent, keep.file_len + 1, 0), (ssize_t)keep.file_len);
+    assert_memory_equal(disk, sent, keep.file_len);
     free(disk);
+    free(sent);
     api_response_clear(&keep);
     eng_model *engine = NULL;
     hpo_error err;

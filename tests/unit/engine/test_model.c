@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -903,6 +904,99 @@ static void test_checkpoint_optimizer_must_match(void **state) {
     json_decref(tr);
 }
 
+/* Checkpoint metadata as the loop wrote it, or the file is refused
+ * (HPO_EFORMAT, naming the field): an epoch of -3 or a best epoch past the
+ * epoch once resumed a run at epoch -3 (its epochs could never be
+ * stored) or made a 33-epoch run complete as 40. */
+static void test_checkpoint_metadata_checked(void **state) {
+    (void)state;
+    json_t *t = J("{\"layers\":[{\"dense\":{\"units\":3}}],\"optimizer\":\"adam\"}");
+    int shape[3] = {4, 1, 1};
+    eng_model *a = NULL;
+    hpo_error err;
+    assert_int_equal(eng_model_new(t, NULL, 1, shape, 3, 1, &a, &err), 0);
+    char dir[] = "/tmp/hpo_ckmeta_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/c.safetensors", dir);
+    static const struct {
+        int epoch, best_epoch, wait;
+        long step, good_steps;
+        double loss_scale;
+        const char *field;
+    } cases[] = {{5, 2, 1, 50, 10, 1, NULL},          {-3, 0, 0, 0, 0, 1, "epoch"},
+                 {5, 6, 0, 50, 0, 1, "best_epoch"},   {5, 2, 6, 50, 0, 1, "wait"},
+                 {5, 2, 1, -1, 0, 1, "step"},         {5, 2, 1, 50, 51, 1, "good_steps"},
+                 {5, 2, 1, 50, 0, NAN, "loss_scale"}, {5, 2, 1, 50, 0, 0, "loss_scale"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        eng_train_state st, got;
+        memset(&st, 0, sizeof st);
+        st.epoch = cases[i].epoch;
+        st.best_epoch = cases[i].best_epoch;
+        st.kept_epoch = cases[i].best_epoch;
+        st.wait = cases[i].wait;
+        st.step = cases[i].step;
+        st.good_steps = cases[i].good_steps;
+        st.loss_scale = cases[i].loss_scale;
+        assert_int_equal(eng_checkpoint_save(a, &st, path, 0, &err), 0);
+        memset(&err, 0, sizeof err);
+        int rc = eng_checkpoint_load(a, path, &got, NULL, NULL, &err);
+        printf("  %-10s -> %s\n", cases[i].field ? cases[i].field : "(valid)", rc ? err.message : "loaded");
+        if (!cases[i].field) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(got.epoch, 5);
+        } else {
+            char want[48];
+            snprintf(want, sizeof want, "\"%s\" is out of range", cases[i].field);
+            assert_int_equal(rc, HPO_EFORMAT);
+            assert_non_null(strstr(err.message, want));
+        }
+    }
+    unlink(path);
+    rmdir(dir);
+    eng_model_free(a);
+    json_decref(t);
+}
+
+/* A resume from a checkpoint its header refuses (truncated, as a power
+ * cut under --sync normal leaves it) trains from the first epoch, as
+ * without one (it failed the trial); one past the run's epochs fails it. */
+static void test_damaged_checkpoint_starts_over(void **state) {
+    (void)state;
+    resume_fixture fx;
+    resume_setup(&fx, 1);
+    eng_train_opts o = fx.o;
+    hpo_error err;
+    o.checkpoint_dir = fx.d2;
+    o.restore_best = 0;
+    o.epochs = 3;
+    eng_model *b = small_model(small_cnn);
+    eng_train_result r;
+    assert_int_equal(eng_train(b, &fx.tr, &fx.va, &o, &r, &err), 0);
+    eng_model_free(b);
+    char ck[96];
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", fx.d2);
+    struct stat sb;
+    assert_int_equal(stat(ck, &sb), 0);
+    assert_int_equal(truncate(ck, sb.st_size / 2), 0);
+    o.resume = 1;
+    o.epochs = 5;
+    b = small_model(small_cnn);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(eng_train(b, &fx.tr, &fx.va, &o, &r, &err), 0);
+    printf("  truncated checkpoint: resumed at epoch %d, trained to %d\n", r.start_epoch, r.epochs_run);
+    assert_int_equal(r.start_epoch, 0);
+    assert_int_equal(r.epochs_run, 5);
+    eng_model_free(b);
+    /* its checkpoint is at epoch 5 now: a run of 4 cannot resume from it */
+    o.epochs = 4;
+    b = small_model(small_cnn);
+    assert_int_equal(eng_train(b, &fx.tr, &fx.va, &o, &r, &err), HPO_EFORMAT);
+    printf("  a run of 4 epochs: %s\n", err.message);
+    assert_non_null(strstr(err.message, "past the run's 4 epochs"));
+    eng_model_free(b);
+    resume_teardown(&fx);
+}
+
 /* A run that early stopping ended at an epoch where the callback also
  * stopped it (a pause) resumes without training another epoch: it equals
  * the uninterrupted run. */
@@ -987,6 +1081,8 @@ int main(void) {
         cmocka_unit_test(test_keep_metric),
         cmocka_unit_test(test_keep_metric_min_delta),
         cmocka_unit_test(test_checkpoint_optimizer_must_match),
+        cmocka_unit_test(test_checkpoint_metadata_checked),
+        cmocka_unit_test(test_damaged_checkpoint_starts_over),
         cmocka_unit_test(test_early_stop_resume),
         cmocka_unit_test(test_forward_flops_and_params),
     };
