@@ -459,6 +459,11 @@ int api_best_trials(api_ctx *ctx, const api_study_def *d, int64_t id, size_t k, 
 int api_trial_add(api_ctx *ctx, api_study *st, const sto_trial_in *in, const double *x, int64_t *id_out,
                   int64_t *number_out);
 
+/* A trial's time as a document gives it: ISO 8601 (as Python's isoformat
+ * writes it: "YYYY-MM-DD[T ]HH:MM:SS[.f]" with "Z", "+HH:MM" or nothing,
+ * read as UTC; a real date), a number (seconds since the epoch) or null
+ * (*out 0: now); from 1970 to the year 9999. Errors name field. */
+int api_parse_time(const json_t *j, const char *field, double *out, hpo_error *err);
 /* Reads {"<step>": value, ...} (steps integers >= 0, values numbers or
  * null) into two malloc'd arrays (NULL, 0 for NULL or null); errors name
  * field. */
@@ -489,8 +494,12 @@ void api_def_drop_defaults(json_t *def);
 #define API_ATTR_KEY_MAX 256          /* bytes of a user_attrs key */
 #define API_ATTRS_MAX_BYTES 65536     /* a study's or trial's user_attrs as compact JSON */
 #define API_NOTE_MAX_BYTES 65536      /* a note's UTF-8 bytes */
-/* patch is a JSON object with keys of 1..API_ATTR_KEY_MAX bytes; else
- * HPO_EINVAL naming "user_attrs". */
+/* how deep a user_attrs value nests: far below the JSON parser's limit
+ * (2048), so an export (which puts them 4 levels deeper) reads back */
+#define API_ATTR_MAX_DEPTH 64
+/* patch is a JSON object with keys of 1..API_ATTR_KEY_MAX bytes whose
+ * values nest at most API_ATTR_MAX_DEPTH deep; else HPO_EINVAL naming
+ * "user_attrs" (or "user_attrs.<key>"). */
 int api_attrs_check(const json_t *patch, hpo_error *err);
 /* Merges patch (null deletes a key; other values replace) into the stored
  * object text (NULL: {}); *out the compact text (malloc'd). HPO_EINVAL as

@@ -19,6 +19,9 @@ static int take_extras(json_t *def, api_study_extras *x, hpo_error *err) {
     int rc = 0;
     if (lie && !json_is_boolean(lie)) return hpo_fail(err, HPO_EINVAL, "load_if_exists", "load_if_exists must be true or false");
     x->load_if_exists = json_is_true(lie);
+    if (x->load_if_exists && !json_object_get(def, "name"))
+        return hpo_fail(err, HPO_EINVAL, "name",
+                        "load_if_exists finds the study by its name: give one (without, every study would be one)");
     if (attrs && (rc = api_attrs_merge(NULL, attrs, &x->attrs, err))) return rc;
     if (note && (rc = api_note_check(note, &x->note_text, err))) return rc;
     x->note = json_incref(note);

@@ -22,8 +22,9 @@ static int parse_name(const json_t *def, const char **name, hpo_error *err) {
     }
     if (!json_is_string(j)) return hpo_fail(err, HPO_EINVAL, "name", "name must be a string");
     const char *s = json_string_value(j);
-    size_t len = json_string_length(j);
-    if (len == 0 || len > 128)
+    size_t len = json_string_length(j), chars = 0;
+    for (size_t i = 0; i < len; i++) chars += ((unsigned char)s[i] & 0xc0) != 0x80; /* UTF-8: not a continuation */
+    if (chars == 0 || chars > 128)
         return hpo_fail(err, HPO_EINVAL, "name", "name must have 1 to 128 characters");
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
@@ -120,7 +121,7 @@ static int def_parse(api_ctx *ctx, const json_t *def, int check_model, api_study
     const json_t *v;
     json_object_foreach((json_t *)def, key, v) {
         if (!known(key, top_keys, HPO_ARRAY_LEN(top_keys)))
-            return hpo_fail(err, HPO_EINVAL, "", "unknown key \"%.64s\" in the study definition", key);
+            return hpo_fail(err, HPO_EINVAL, key, "unknown key \"%.64s\" in the study definition", key);
     }
     if ((rc = parse_name(def, &d.name, err))) return rc;
     const json_t *desc = json_object_get(def, "description");

@@ -55,13 +55,19 @@
 
 static json_t *iso_time(double t) {
     if (!(t > 0)) return json_null();
-    time_t sec = (time_t)floor(t);
+    /* to the nearest microsecond (truncating lost one per round trip) */
+    double whole = floor(t);
+    long us = lround((t - whole) * 1e6);
+    if (us >= 1000000) {
+        whole += 1;
+        us -= 1000000;
+    }
+    time_t sec = (time_t)whole;
     struct tm tm;
     if (!gmtime_r(&sec, &tm)) return json_null();
-    char buf[64], frac[16];
+    char buf[64], frac[24];
     strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    int us = (int)((t - (double)sec) * 1e6);
-    snprintf(frac, sizeof frac, ".%06d", us > 999999 ? 999999 : us);
+    snprintf(frac, sizeof frac, ".%06ld", us);
     strncat(buf, frac, sizeof buf - strlen(buf) - 1);
     strncat(buf, "+00:00", sizeof buf - strlen(buf) - 1);
     return json_string(buf);
@@ -107,6 +113,17 @@ static void collect_intermediate(void *arg, const sto_intermediate *row) {
     json_object_set_new(c->steps[lo], key, api_json_real(row->value));
 }
 
+/* An uploaded dataset given by id alone gets its name: ids are this
+ * hpod's, and an import elsewhere finds the dataset by name (or refuses). */
+static void name_dataset(api_ctx *ctx, json_t *ds) {
+    const json_t *id = json_object_get(ds, "id");
+    sto_dataset row;
+    if (!json_is_integer(id) || json_object_get(ds, "name") || sto_dataset_get(ctx->db, json_integer_value(id), &row))
+        return;
+    json_object_set_new(ds, "name", json_string(row.name));
+    sto_dataset_clear(&row);
+}
+
 /* The document of study st (stored row s); NULL with rc on failure. */
 static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *rc_out) {
     sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
@@ -141,6 +158,7 @@ static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *
         json_t *metrics = t[i].metrics_json ? json_loads(t[i].metrics_json, 0, NULL) : NULL;
         if (vec) json_object_set_new(row, "values", vec);
         if (metrics) json_object_set_new(row, "metrics", metrics);
+        if (t[i].error && t[i].error[0]) json_object_set_new(row, "error", json_string(t[i].error));
         if (t[i].value_n > 1) { /* told with repeats: their spread and count */
             json_object_set_new(row, "value_std", api_json_real(t[i].value_std));
             json_object_set_new(row, "value_n", json_integer(t[i].value_n));
@@ -155,6 +173,7 @@ static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *
     }
     json_t *def = json_deep_copy(st->spec);
     api_warm_start_strip(def);
+    name_dataset(ctx, json_object_get(def, "dataset"));
     json_t *attrs = json_loads(s->user_attrs ? s->user_attrs : "{}", 0, NULL);
     json_t *study = json_pack("{s:s, s:s, s:s, s:s, s:f, s:o, s:O, s:o, s:s}", "name", s->name, "direction",
                               st->def.maximize ? "maximize" : "minimize", "kind", st->def.embedded ? "embedded" : "external",
@@ -204,15 +223,24 @@ void api_h_study_export(api_ctx *ctx, const api_request *req, int64_t id, api_re
 
 /* ---- import ---- */
 
-/* ISO 8601 (as Python's isoformat writes it: "YYYY-MM-DD[T ]HH:MM:SS[.f]"
- * with "Z", "+HH:MM" or nothing, read as UTC), a number (seconds since the
- * epoch) or null (0: now). */
-static int parse_time(const json_t *j, const char *field, double *out, hpo_error *err) {
+/* The first second of the year 10000: export writes four-digit years. */
+#define TIME_END 253402300800.0
+
+/* Whether tm, as written, is a real date and time (timegm normalises
+ * 2024-13-45 into 2025). */
+static int real_time(const struct tm *in, time_t t) {
+    struct tm back;
+    return gmtime_r(&t, &back) && back.tm_year == in->tm_year && back.tm_mon == in->tm_mon &&
+           back.tm_mday == in->tm_mday && back.tm_hour == in->tm_hour && back.tm_min == in->tm_min;
+}
+
+/* A trial's time in a document (api_internal.h). */
+int api_parse_time(const json_t *j, const char *field, double *out, hpo_error *err) {
     *out = 0;
     if (!j || json_is_null(j)) return 0;
     if (json_is_number(j)) {
         *out = json_number_value(j);
-        if (*out >= 0) return 0;
+        if (*out >= 0 && *out < TIME_END) return 0;
     } else if (json_is_string(j)) {
         const char *s = json_string_value(j);
         struct tm tm = {0};
@@ -232,15 +260,17 @@ static int parse_time(const json_t *j, const char *field, double *out, hpo_error
             if (!*z && sign != 2) {
                 tm.tm_year -= 1900;
                 tm.tm_mon -= 1;
+                struct tm written = tm; /* timegm normalises tm: 2024-13-45 would pass as 2025 */
                 time_t t = timegm(&tm);
-                if (t != (time_t)-1) {
-                    *out = (double)t + sec - sign * (oh * 3600.0 + om * 60.0);
+                *out = (double)t + sec - sign * (oh * 3600.0 + om * 60.0);
+                if (t != (time_t)-1 && real_time(&written, t) && oh < 24 && om < 60 && *out >= 0 && *out < TIME_END)
                     return 0;
-                }
             }
         }
     }
-    return hpo_fail(err, HPO_EINVAL, field, "%s must be an ISO 8601 time (or seconds since the epoch, or null)", field);
+    *out = 0;
+    return hpo_fail(err, HPO_EINVAL, field,
+                    "%s must be an ISO 8601 time from 1970 to 9999 (or seconds since the epoch, or null)", field);
 }
 
 typedef struct import_trial {
@@ -252,6 +282,8 @@ typedef struct import_trial {
     char *params;
     char *attrs;      /* user_attrs text (NULL: none) */
     const char *note; /* borrowed from the document (NULL: none) */
+    const char *error; /* a failed or cancelled trial's, borrowed from the document (NULL: none) */
+    size_t index;      /* its place in the document's trials */
     char *values_json;  /* the objective vector (a study with objectives or constraints); NULL: none */
     char *metrics_json; /* the metrics told with it; NULL: none */
     double *x;
@@ -334,6 +366,12 @@ static int read_outcome(const json_t *j, size_t i, const api_study_def *d, impor
         hpo_error_prefix(&in, where);
         return hpo_fail(err, rc, in.field, "%s: %s", in.field, in.message);
     }
+    if (json_is_number(json_object_get(j, "value")) && values && o.value_n > 0 && o.value != out->value) {
+        char f[48];
+        snprintf(f, sizeof f, "trials[%zu].values", i);
+        return hpo_fail(err, HPO_EINVAL, f, "%s: values[0] (%.17g) is not the trial's value (%.17g)", f, o.value,
+                        out->value);
+    }
     if (o.value_n > 0) out->value = o.value;
     out->values_json = o.values_json;
     out->metrics_json = o.metrics_json;
@@ -346,7 +384,7 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
     static const char *keys[] = {"number",         "state",          "params",        "value",
                                  "values",         "metrics",        "intermediate_values",
                                  "datetime_start", "datetime_complete", "distributions", "user_attrs",
-                                 "note",           "value_std",      "value_n"};
+                                 "note",           "value_std",      "value_n",       "error"};
     const tun_space *space = d->space;
     char f[96];
     memset(out, 0, sizeof *out);
@@ -370,7 +408,12 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
         return hpo_fail(err, HPO_EINVAL, f, "%s must be complete, pruned, failed, cancelled, running or queued", f);
     }
     if (state == -1) return 1;
+    /* cancelled while it waited (an enqueued trial, its params partial):
+     * never started, so in no tuner's history; skipped as a queued one */
+    const json_t *start = json_object_get(j, "datetime_start");
+    if (state == STO_TRIAL_CANCELLED && (!start || json_is_null(start))) return 1;
     out->state = (sto_trial_state)state;
+    out->index = i;
     const json_t *num = json_object_get(j, "number");
     if (num && (!json_is_integer(num) || json_integer_value(num) < 0)) {
         snprintf(f, sizeof f, "trials[%zu].number", i);
@@ -385,11 +428,29 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
         return hpo_fail(err, HPO_EINVAL, f, "%s must be a number%s", f,
                         out->state == STO_TRIAL_COMPLETE ? " (a complete trial has one)" : " or null");
     }
-    if (out->state == STO_TRIAL_FAILED || out->state == STO_TRIAL_CANCELLED) out->value = NAN;
+    int ended = out->state == STO_TRIAL_FAILED || out->state == STO_TRIAL_CANCELLED;
+    const json_t *values = json_object_get(j, "values"), *error = json_object_get(j, "error");
+    const json_t *std = json_object_get(j, "value_std"), *vn = json_object_get(j, "value_n");
+    const char *bad = ended && json_is_number(value) ? "value"
+                      : ended && values && !json_is_null(values) ? "values"
+                      : ended && std && !json_is_null(std) ? "value_std"
+                      : ended && vn ? "value_n"
+                      : !ended && error && !json_is_null(error) ? "error"
+                                                                 : NULL;
+    if (bad) {
+        snprintf(f, sizeof f, "trials[%zu].%s", i, bad);
+        return hpo_fail(err, HPO_EINVAL, f, "%s: %s", f,
+                        ended ? "a failed or cancelled trial has no value (null)" : "only a failed or cancelled trial has an error");
+    }
+    if (error && !json_is_null(error) && !json_is_string(error)) {
+        snprintf(f, sizeof f, "trials[%zu].error", i);
+        return hpo_fail(err, HPO_EINVAL, f, "%s must be a string or null", f);
+    }
+    out->error = json_string_value(error);
+    if (ended) out->value = NAN;
     int rc = read_outcome(j, i, d, out, err);
     if (rc) return rc;
     /* a value averaged over repeated executions: their spread and count */
-    const json_t *std = json_object_get(j, "value_std"), *vn = json_object_get(j, "value_n");
     out->value_std = json_is_number(std) && isfinite(json_number_value(std)) ? json_number_value(std) : NAN;
     out->value_n = 1;
     if ((std && !json_is_null(std) && (!json_is_number(std) || json_number_value(std) < 0)) ||
@@ -401,6 +462,11 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
                         strstr(f, "value_std") ? "a number >= 0 or null" : "an integer from 1 to 1000000");
     }
     if (vn) out->value_n = (int)json_integer_value(vn);
+    if (out->value_n > 1 && isnan(out->value_std)) {
+        snprintf(f, sizeof f, "trials[%zu].value_std", i);
+        return hpo_fail(err, HPO_EINVAL, f, "%s: a value of %d executions has their spread (a number >= 0)", f,
+                        out->value_n);
+    }
     out->x = hpo_xcalloc((size_t)space->n + 1, sizeof *out->x);
     hpo_error perr = {{0}, {0}};
     rc = tun_space_from_json(space, json_object_get(j, "params"), out->x, &perr);
@@ -419,9 +485,12 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
     snprintf(f, sizeof f, "trials[%zu]", i);
     if ((rc = read_attrs_note(j, f, &out->attrs, &out->note, err))) return rc;
     snprintf(f, sizeof f, "trials[%zu].datetime_start", i);
-    if ((rc = parse_time(json_object_get(j, "datetime_start"), f, &out->started, err))) return rc;
+    if ((rc = api_parse_time(json_object_get(j, "datetime_start"), f, &out->started, err))) return rc;
     snprintf(f, sizeof f, "trials[%zu].datetime_complete", i);
-    return parse_time(json_object_get(j, "datetime_complete"), f, &out->finished, err);
+    if ((rc = api_parse_time(json_object_get(j, "datetime_complete"), f, &out->finished, err))) return rc;
+    if (out->started > 0 && out->finished > 0 && out->finished < out->started)
+        return hpo_fail(err, HPO_EINVAL, f, "%s is before its datetime_start", f);
+    return 0;
 }
 
 /* Makes a study of document doc (name: its name, or NULL): 201 with
@@ -456,8 +525,15 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     json_t *def = json_deep_copy(def_in);
     json_object_del(def, "warm_start"); /* ids of the hpod it came from */
     json_t *dataset = json_object_get(def, "dataset");
-    if (json_string_value(json_object_get(dataset, "name"))) /* its id there: here the name finds it */
+    if (json_string_value(json_object_get(dataset, "name"))) { /* its id there: here the name finds it */
         json_object_del(dataset, "id");
+    } else if (json_object_get(dataset, "id")) { /* an id alone would name whatever upload has it here */
+        api_fail(resp, 400, "invalid_argument", "study.definition.dataset.id",
+                 "study.definition.dataset.id names an upload of the hpod the document came from: give the "
+                 "dataset's name (study.definition.dataset.name) to find it here");
+        json_decref(def);
+        return;
+    }
     if (name) json_object_set_new(def, "name", json_string(name));
     size_t n_in = json_array_size(jtrials), n = 0, skipped = 0;
     import_trial *trials = hpo_xcalloc(n_in + 1, sizeof *trials);
@@ -466,7 +542,10 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     api_study_extras extras = {0};
     int64_t id = 0;
     int rc = api_study_def_load(ctx, def, &d, &err); /* the space, to check the trials first */
-    if (rc) goto fail;
+    if (rc) { /* where it is in the document (the body's own name: "name") */
+        if (!(name && strcmp(err.field, "name") == 0)) hpo_error_prefix(&err, "study.definition");
+        goto fail;
+    }
     for (size_t i = 0; rc == 0 && i < n_in; i++) {
         rc = read_trial(json_array_get(jtrials, i), i, &d, &trials[n], &err);
         if (rc == 1) { /* running or queued: nothing was read */
@@ -479,6 +558,16 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
     api_study_def_clear(&d);
     if (rc) goto fail;
     qsort(trials, n, sizeof *trials, cmp_number);
+    for (size_t i = 1; i < n; i++)
+        if (trials[i].number == trials[i - 1].number) {
+            size_t a = trials[i - 1].index < trials[i].index ? trials[i - 1].index : trials[i].index,
+                   b = trials[i - 1].index ^ trials[i].index ^ a;
+            char f[48];
+            snprintf(f, sizeof f, "trials[%zu].number", b);
+            rc = hpo_fail(&err, HPO_EINVAL, f, "%s: trials[%zu] has number %lld too", f, a,
+                          (long long)trials[i].number);
+            goto fail;
+        }
     if ((rc = read_attrs_note(json_object_get(doc, "study"), "study", &extras.attrs, &extras.note_text, &err)))
         goto fail;
     import_mark mark = {ctx, &err};
@@ -493,7 +582,7 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
                            .started = trials[i].started,
                            .finished = trials[i].finished, .steps = trials[i].steps,
                            .step_values = trials[i].step_values, .n_steps = trials[i].n_steps,
-                           .user_attrs = trials[i].attrs, .note = trials[i].note,
+                           .user_attrs = trials[i].attrs, .note = trials[i].note, .error = trials[i].error,
                            .values_json = trials[i].values_json, .metrics_json = trials[i].metrics_json};
         rc = api_trial_add(ctx, st, &in, trials[i].x, NULL, NULL);
     }
@@ -528,7 +617,11 @@ fail:
     import_trials_free(trials, n);
     api_study_extras_clear(&extras);
     json_decref(def);
-    if (!resp->body) api_fail_rc(resp, rc, &err);
+    if (!resp->body && rc == HPO_ENOTFOUND && id > 0) /* a DELETE of the new study won the race */
+        api_fail(resp, 409, "conflict", "study", "study %lld was deleted during its import: nothing was imported",
+                 (long long)id);
+    else if (!resp->body)
+        api_fail_rc(resp, rc, &err);
 }
 
 void api_h_study_import(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {

@@ -67,22 +67,50 @@ static void reply_trial(api_ctx *ctx, int64_t trial_id, api_response *resp) {
     sto_trial_clear(&t);
 }
 
+/* skip_if_exists (Optuna's): the id of a trial of the study, in any state,
+ * whose stored params are exactly params (the same names and values), else
+ * 0. A started trial holds every active parameter, so a partial enqueue
+ * finds the enqueued trials waiting with it, not those that ran. */
+static int64_t same_params(api_ctx *ctx, int64_t study_id, const json_t *params, int *rc) {
+    sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
+    sto_trial *t = NULL;
+    size_t n = 0;
+    int64_t found = 0;
+    if ((*rc = sto_trial_list(ctx->db, study_id, &all, &t, &n))) return 0;
+    for (size_t i = 0; i < n && !found; i++) {
+        json_t *p = json_loads(t[i].params, 0, NULL);
+        if (json_equal(p, (json_t *)params)) found = t[i].id;
+        json_decref(p);
+    }
+    sto_trial_list_free(t, n);
+    return found;
+}
+
 void api_h_study_enqueue(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
-    static const char *keys[] = {"params"};
+    static const char *keys[] = {"params", "user_attrs", "skip_if_exists"};
     json_t *body = api_body_object(req, resp);
     if (!body) return;
     if (api_check_keys(body, keys, HPO_ARRAY_LEN(keys), resp)) goto out;
     json_t *given = json_object_get(body, "params");
+    const json_t *attrs = json_object_get(body, "user_attrs"), *skip = json_object_get(body, "skip_if_exists");
+    hpo_error err = {{0}, {0}};
     if (!json_is_object(given)) {
         api_fail(resp, 400, "invalid_argument", "params",
                  "params must be an object of parameter values (the ones to fix; the tuner draws the rest)");
         goto out;
     }
+    if (skip && !json_is_boolean(skip)) {
+        api_fail(resp, 400, "invalid_argument", "skip_if_exists", "skip_if_exists must be true or false");
+        goto out;
+    }
+    if (attrs && api_attrs_check(attrs, &err)) {
+        api_fail_rc(resp, HPO_EINVAL, &err);
+        goto out;
+    }
     api_study *st = open_study(ctx, id, 1, resp);
     if (!st) goto out;
-    hpo_error err = {{0}, {0}};
     double *fixed = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *fixed);
-    int64_t trial_id = 0, number = 0;
+    int64_t trial_id = 0, number = 0, existing = 0;
     int rc = tun_space_from_json_partial(st->def.space, given, fixed, &err);
     if (rc == 0 && st->def.tuner.algorithm == TUN_PBT) /* its members are sampled or bred (api/pbt.c) */
         rc = hpo_fail(&err, HPO_EINVAL, "tuner.algorithm", "a pbt study takes no enqueued trials");
@@ -92,7 +120,9 @@ void api_h_study_enqueue(api_ctx *ctx, const api_request *req, int64_t id, api_r
         json_t *params = tun_space_to_json(st->def.space, fixed); /* as the space writes them */
         char *text = json_dumps(params, JSON_COMPACT);
         sto_event_in ev = {"trial_enqueued", NULL};
-        rc = text ? sto_trial_enqueue_ev(ctx->db, id, text, &ev, &trial_id, &number) : HPO_ENOMEM;
+        if (json_is_true(skip)) existing = same_params(ctx, id, params, &rc);
+        if (rc == 0 && !existing)
+            rc = text ? sto_trial_enqueue_ev(ctx->db, id, text, &ev, &trial_id, &number) : HPO_ENOMEM;
         free(text);
         json_decref(params);
         if (rc)
@@ -100,10 +130,21 @@ void api_h_study_enqueue(api_ctx *ctx, const api_request *req, int64_t id, api_r
         else if (number + 1 > st->next_number)
             st->next_number = number + 1;
     }
+    sto_trial t;
+    if (rc == 0 && attrs && !existing && (rc = sto_trial_get(ctx->db, trial_id, &t)) == 0) {
+        rc = api_trial_annotate(ctx, &t, attrs, NULL, &err); /* it waits: nothing else writes it yet */
+        sto_trial_clear(&t);
+        if (rc) api_fail_rc(resp, rc, &err);
+    }
     int embedded = st->def.embedded;
     free(fixed);
     close_study(ctx, st);
     if (rc) goto out;
+    if (existing) { /* Optuna's skip: nothing enqueued; 200 with the trial that has them */
+        reply_trial(ctx, existing, resp);
+        if (resp->status == 201) resp->status = 200;
+        goto out;
+    }
     api_events_wake_study(ctx, id);
     if (embedded) api_jobs_wake(ctx);
     reply_trial(ctx, trial_id, resp);
@@ -155,10 +196,12 @@ int api_parse_intermediates(const json_t *obj, const char *field, int64_t **step
         char *end = NULL;
         errno = 0;
         long long step = strtoll(key, &end, 10);
-        if (!*key || *end || errno || step < 0 || (key[0] < '0' || key[0] > '9')) {
+        /* written as hpod writes it: "07" would be a second value for step 7 */
+        if (!*key || *end || errno || step < 0 || (key[0] < '0' || key[0] > '9') || (key[0] == '0' && key[1])) {
             free(s);
             free(v);
-            return hpo_fail(err, HPO_EINVAL, field, "%s: the step \"%.40s\" is not an integer >= 0", field, key);
+            return hpo_fail(err, HPO_EINVAL, field, "%s: the step \"%.40s\" is not an integer >= 0 (digits, no leading zero)",
+                            field, key);
         }
         if (!json_is_number(val) && !json_is_null(val)) {
             free(s);
@@ -176,7 +219,7 @@ int api_parse_intermediates(const json_t *obj, const char *field, int64_t **step
 
 void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api_response *resp) {
     static const char *keys[] = {"params", "state", "value", "values", "repeats", "metrics", "error",
-                                 "intermediate_values", "user_attrs", "note"};
+                                 "intermediate_values", "user_attrs", "note", "datetime_start", "datetime_complete"};
     json_t *body = api_body_object(req, resp);
     if (!body) return;
     int64_t *steps = NULL;
@@ -203,6 +246,14 @@ void api_h_study_add_trial(api_ctx *ctx, const api_request *req, int64_t id, api
         goto out;
     }
     in.user_attrs = attrs;
+    /* Optuna's add_trial keeps a FrozenTrial's times (absent: now) */
+    if ((rc = api_parse_time(json_object_get(body, "datetime_start"), "datetime_start", &in.started, &err)) ||
+        (rc = api_parse_time(json_object_get(body, "datetime_complete"), "datetime_complete", &in.finished, &err)) ||
+        (in.started > 0 && in.finished > 0 && in.finished < in.started &&
+         (rc = hpo_fail(&err, HPO_EINVAL, "datetime_complete", "datetime_complete is before datetime_start")))) {
+        api_fail_rc(resp, rc, &err);
+        goto out;
+    }
     api_study *st = open_study(ctx, id, 0, resp);
     if (!st) goto out;
     if ((rc = api_parse_outcome(&st->def, body, &o, &err))) {

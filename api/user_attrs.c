@@ -15,6 +15,28 @@
 
 #include "api_internal.h"
 
+/* How deep v nests (a number or string: 0), counting no further than
+ * limit + 1. */
+static int depth_of(const json_t *v, int limit) {
+    if (limit < 0 || (!json_is_object(v) && !json_is_array(v))) return 0;
+    int most = 0;
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v) && most <= limit; i++) {
+            int d = depth_of(json_array_get(v, i), limit - 1);
+            if (d > most) most = d;
+        }
+    } else {
+        const char *k;
+        const json_t *e;
+        json_object_foreach((json_t *)v, k, e) {
+            int d = depth_of(e, limit - 1);
+            if (d > most) most = d;
+            if (most > limit) break;
+        }
+    }
+    return most + 1;
+}
+
 int api_attrs_check(const json_t *patch, hpo_error *err) {
     if (!json_is_object(patch))
         return hpo_fail(err, HPO_EINVAL, "user_attrs", "user_attrs must be a JSON object of user values");
@@ -26,6 +48,12 @@ int api_attrs_check(const json_t *patch, hpo_error *err) {
             return hpo_fail(err, HPO_EINVAL, "user_attrs",
                             "a user_attrs key must have 1 to %d bytes (\"%.32s%s\" has %zu)", API_ATTR_KEY_MAX, key,
                             n > 32 ? "..." : "", n);
+        if (depth_of(v, API_ATTR_MAX_DEPTH) > API_ATTR_MAX_DEPTH) {
+            char f[64];
+            snprintf(f, sizeof f, "user_attrs.%.40s", key);
+            return hpo_fail(err, HPO_EINVAL, f, "%s nests arrays and objects deeper than %d levels", f,
+                            API_ATTR_MAX_DEPTH);
+        }
     }
     return 0;
 }

@@ -46,6 +46,10 @@ int api_warm_start_check(api_ctx *ctx, const json_t *def, const api_study_def *d
         if (!json_is_integer(id) || json_integer_value(id) < 1)
             return hpo_fail(err, HPO_EINVAL, field, "%s must be a study id (an integer >= 1)", field);
         if (!creating) continue; /* stored: the snapshot is what counts */
+        for (size_t k = 0; k < i; k++) /* twice would weigh its trials double */
+            if (json_integer_value(json_array_get(ids, k)) == json_integer_value(id))
+                return hpo_fail(err, HPO_EINVAL, field, "%s: study %lld is warm_start.study_ids[%zu] already", field,
+                                (long long)json_integer_value(id), k);
         sto_study s;
         rc = sto_study_get(ctx->db, json_integer_value(id), &s);
         if (rc == HPO_ENOTFOUND)

@@ -96,7 +96,7 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
     sto_bind_int64(s, 7, last_step);
     sto_bind_real(s, 8, last_value);
     sto_bind_real(s, 9, now);
-    sto_bind_real(s, 10, in->started > 0 ? in->started : now);
+    sto_bind_real(s, 10, in->started > 0 ? in->started : in->finished > 0 ? in->finished : now); /* never after its end */
     sto_bind_real(s, 11, in->finished > 0 ? in->finished : now);
     sto_bind_text(s, 12, in->error);
     sto_bind_text(s, 13, in->user_attrs);

@@ -1159,12 +1159,19 @@ class Study:
         return len(self.info.get("objectives") or [None])
 
     # -- trials a client brings
-    def enqueue_trial(self, params):
+    def enqueue_trial(self, params, user_attrs=None, skip_if_exists=False):
         """Enqueues a trial with these params fixed (Optuna's enqueue_trial;
         a partial set is fine: the tuner draws the others when the trial is
-        handed out). Enqueued trials come first, oldest first; each counts
-        toward max_trials. The queued trial."""
-        return Trial(self._client, self._call("POST", "/enqueue", {"params": dict(params)}), study=self)
+        handed out), with user_attrs stored on it. Enqueued trials come
+        first, oldest first; each counts toward max_trials. skip_if_exists:
+        when a trial of the study (in any state) has exactly these params,
+        nothing is enqueued and that trial is returned. The queued trial."""
+        body = {"params": dict(params)}
+        if user_attrs is not None:
+            body["user_attrs"] = dict(user_attrs)
+        if skip_if_exists:
+            body["skip_if_exists"] = True
+        return Trial(self._client, self._call("POST", "/enqueue", body), study=self)
 
     def add_trial(self, params, value=None, state=None, *, values=None, intermediate_values=None, error=None,
                   user_attrs=None, note=None, repeats=None, metrics=None):
@@ -1174,8 +1181,8 @@ class Study:
         metrics: those the study's constraints read; intermediate_values: {step:
         value} (a NaN, a diverged report, is stored as null); user_attrs (a
         dict) and note (a text) stored with it. params may also be an optuna
-        FrozenTrial (its params, state, value or values, intermediate values
-        and user_attrs are taken). The stored trial."""
+        FrozenTrial (its params, state, value or values, intermediate values,
+        user_attrs and times are taken). The stored trial."""
         if hasattr(params, "params") and hasattr(params, "distributions"):  # an optuna FrozenTrial
             ft = params
             params = ft.params
@@ -1190,7 +1197,13 @@ class Study:
                 intermediate_values = ft.intermediate_values
             if user_attrs is None and ft.user_attrs:
                 user_attrs = ft.user_attrs
+            times = {k: getattr(ft, k, None) for k in ("datetime_start", "datetime_complete")}
+        else:
+            times = {}
         body = _outcome({"params": dict(params)}, value, values, state, error, repeats, metrics)
+        for k, t in times.items():  # a naive datetime is UTC, as Optuna writes them
+            if t is not None:
+                body[k] = t.isoformat()
         if intermediate_values:
             body["intermediate_values"] = {str(int(k)): _or_null(v) for k, v in dict(intermediate_values).items()}
         if user_attrs is not None:

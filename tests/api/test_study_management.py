@@ -25,7 +25,17 @@ starts) against a real hpod:
   unknown id is a 400 naming warm_start.study_ids[i]; the tuner state
   survives a restart with the source deleted (a twin study asked after the
   restart suggests exactly what the original did before it).
-- the Python client's and the CLI's commands for all of it."""
+- the Python client's and the CLI's commands for all of it;
+- the edges a study-management audit found: a failed trial's error kept by
+  export, copy and import; a copy of a study whose partial enqueued trial
+  was cancelled (skipped: it never started); times to the microsecond;
+  imports contradicting themselves (a failed trial's value, values against
+  value, repeats without spread, steps "1" and "01", unreal or far dates,
+  an end before the start, duplicate numbers) refused naming the field;
+  definition errors named (an unknown key; import's say
+  study.definition.*); get-or-create needs a name; names count characters;
+  user_attrs nest at most 64 deep; a warm start names a study once;
+  enqueue's user_attrs and skip_if_exists; add_trial's times."""
 import json
 import os
 import subprocess
@@ -527,6 +537,89 @@ def list_checks(c, hp):
         hp.ok("DELETE", "/api/v1/studies/%d" % sid)
 
 
+def field(out):
+    return (out or {}).get("error", {}).get("field") if isinstance(out, dict) else None
+
+
+def document_edge_checks(c, hp):
+    """What export, import, copy, enqueue and add_trial once got wrong (a
+    study-management audit; each check failed before its fix)."""
+    sid = hp.ok("POST", S, {"name": "edges", "space": {"x": {"type": "float", "low": 0, "high": 1},
+                                                      "y": {"type": "int", "low": 0, "high": 10}},
+                            "tuner": {"seed": 1}})["id"]
+    a = hp.ok("POST", S + "/%d/ask" % sid)
+    hp.ok("POST", "/api/v1/trials/%d/tell" % a["trial_id"], {"value": 0.5})
+    f = hp.ok("POST", S + "/%d/ask" % sid)
+    hp.ok("POST", "/api/v1/trials/%d/tell" % f["trial_id"], {"state": "failed", "error": "CUDA out of memory"})
+    # enqueue: user_attrs kept; skip_if_exists finds the waiting one (200, nothing new)
+    q = hp.ok("POST", S + "/%d/enqueue" % sid, {"params": {"x": 0.25}, "user_attrs": {"why": "baseline"}})
+    c.check(q["user_attrs"] == {"why": "baseline"}, "enqueue stores user_attrs (%s)" % q.get("user_attrs"))
+    status, again = hp.request("POST", S + "/%d/enqueue" % sid, {"params": {"x": 0.25}, "skip_if_exists": True})
+    queued = hp.ok("GET", S + "/%d" % sid)["trials_by_state"]["queued"]
+    c.check(status == 200 and again["id"] == q["id"] and queued == 1,
+            "enqueue skip_if_exists of waiting params: 200 with that trial, still 1 queued (%d, %d)" % (status, queued))
+    hp.ok("POST", S + "/%d/cancel" % sid)  # cancels the partial enqueued trial while it waits
+    doc = hp.ok("GET", S + "/%d/export" % sid)
+    failed = [t for t in doc["trials"] if t["state"] == "failed"]
+    c.check(failed and failed[0].get("error") == "CUDA out of memory", "the export keeps a failed trial's error")
+    status, out = hp.request("POST", S + "/%d/copy" % sid, {"name": "edges-copy"})
+    c.check(status == 201 and out["imported"] == 2 and out["skipped"] == 1,
+            "copy of a study whose partial enqueued trial was cancelled: 201, 2 imported, the never-started one "
+            "skipped (%d %s)" % (status, out if status != 201 else ""))
+    if status == 201:
+        got = hp.ok("GET", S + "/%d/trials" % out["study"]["id"])["trials"]
+        c.check([t.get("error") for t in got] == [None, "CUDA out of memory"], "the copy keeps the error")
+        again = hp.ok("GET", S + "/%d/export" % out["study"]["id"])
+        c.check([(t["datetime_start"], t["datetime_complete"]) for t in again["trials"]] ==
+                [(t["datetime_start"], t["datetime_complete"]) for t in doc["trials"] if t["datetime_start"]],
+                "export -> copy -> export keeps every time to the microsecond")
+    # import: a document contradicting itself is refused, naming the field
+    base = {"format": "hpo.study/1", "study": {"definition": {"space": {"x": {"type": "float", "low": 0, "high": 1}}}}}
+    good = {"number": 0, "state": "complete", "params": {"x": 0.5}, "value": 1.0}
+    for trial, want in (({"state": "failed", "value": 7}, "trials[0].value"),
+                        ({"values": [5]}, "trials[0].values"),
+                        ({"value_n": 5}, "trials[0].value_std"),
+                        ({"state": "failed", "value": None, "value_n": 5}, "trials[0].value_n"),
+                        ({"error": "why"}, "trials[0].error"),
+                        ({"intermediate_values": {"1": 1, "01": 2}}, "trials[0].intermediate_values"),
+                        ({"datetime_start": "2024-13-45T99:99:00"}, "trials[0].datetime_start"),
+                        ({"datetime_start": 1e12}, "trials[0].datetime_start"),
+                        ({"datetime_start": "2024-01-02T00:00:00", "datetime_complete": "2024-01-01T00:00:00"},
+                         "trials[0].datetime_complete")):
+        status, out = hp.request("POST", S + "/import", dict(base, trials=[dict(good, **trial)]))
+        c.check(status == 400 and field(out) == want, "import of a trial %s: 400 naming %s (%d %s)"
+                % (trial, want, status, field(out)))
+    status, out = hp.request("POST", S + "/import", dict(base, trials=[good, dict(good)]))
+    c.check(status == 400 and field(out) == "trials[1].number", "duplicate numbers: 400 naming trials[1].number")
+    bad_def = {"format": "hpo.study/1", "study": {"definition": {"space": {"x": {"type": "float", "low": 2,
+                                                                                 "high": 1}}}}}
+    status, out = hp.request("POST", S + "/import", bad_def)
+    c.check(status == 400 and field(out) == "study.definition.space.x.low",
+            "import's definition errors say where they are (%s)" % field(out))
+    status, out = hp.request("POST", S, {"space": LINE, "bogus": 1})
+    c.check(status == 400 and field(out) == "bogus", "an unknown definition key is named (%s)" % field(out))
+    # get-or-create needs a name; names count characters; attrs nest at most 64 deep
+    status, out = hp.request("POST", S, {"space": LINE, "load_if_exists": True})
+    c.check(status == 400 and field(out) == "name", "get-or-create without a name: 400 naming name")
+    status, out = hp.request("POST", S, {"name": "\u00e9" * 128, "space": LINE})
+    c.check(status == 201, "a name of 128 two-byte characters is accepted (%d)" % status)
+    deep = 1
+    for _ in range(70):
+        deep = [deep]
+    status, out = hp.request("PATCH", S + "/%d" % sid, {"user_attrs": {"deep": deep}})
+    c.check(status == 400 and field(out) == "user_attrs.deep", "user_attrs nested 71 deep: 400 naming it (%d %s)"
+            % (status, field(out)))
+    status, out = hp.request("POST", S, {"space": LINE, "tuner": {"algorithm": "tpe"},
+                                         "warm_start": {"study_ids": [sid, sid]}})
+    c.check(status == 400 and field(out) == "warm_start.study_ids[1]",
+            "a warm start naming a study twice: 400 naming warm_start.study_ids[1] (%s)" % field(out))
+    # add_trial keeps a FrozenTrial's times
+    t = hp.ok("POST", S + "/%d/trials" % hp.ok("POST", S, {"space": LINE})["id"],
+              {"params": {"x": 0.3}, "value": 1, "datetime_start": "2020-01-01T12:00:00",
+               "datetime_complete": "2020-01-01T13:00:00Z"})
+    c.check(t["started"] == 1577880000 and t["finished"] == 1577883600, "add_trial keeps datetime_start/complete")
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -544,6 +637,7 @@ def main():
         optuna_checks(c, hp, doc, best)
         client_checks(c, hp)
         cli_checks(c, hp, args.hpo, tmp)
+        document_edge_checks(c, hp)
         warm_start_checks(c, hp, args.hpod, data_dir)  # restarts hpod: last
     except Exception:
         print(hp.log_tail())
