@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -29,7 +30,8 @@ int hpo_log_format_parse(const char *name) {
 
 /* A line being built: pieces are appended whole or not at all, keeping
  * RESERVE bytes for the closing characters; once one does not fit the line
- * is full and takes nothing more but its close. */
+ * is full and takes nothing more but its close. A line without a buffer
+ * (s NULL) only counts: what its pieces would take. */
 #define RESERVE 8
 typedef struct line {
     char *s;
@@ -37,14 +39,24 @@ typedef struct line {
     int full;
 } line;
 
+/* The room of a field's value, as written ("..." included), so that one
+ * long value cannot push the others off the line; and the least room of a
+ * message when the fields leave less (then fields that do not fit are left
+ * out). */
+#define FIELD_VALUE_MAX 1024
+#define MESSAGE_MIN 256
+#define CUT_MARK "..." /* ends a message or value cut short */
+
 static void put(line *l, const char *p, size_t n) {
     if (l->full || l->len + n + RESERVE >= l->cap) {
         l->full = 1;
         return;
     }
-    memcpy(l->s + l->len, p, n);
+    if (l->s) {
+        memcpy(l->s + l->len, p, n);
+        l->s[l->len + n] = '\0';
+    }
     l->len += n;
-    l->s[l->len] = '\0';
 }
 
 static void puts_(line *l, const char *p) { put(l, p, strlen(p)); }
@@ -84,42 +96,54 @@ static size_t utf8_len(const unsigned char *p) {
  * request path, can start a forged line or move the terminal's cursor). */
 typedef enum { ESC_JSON, ESC_TEXT_VALUE, ESC_TEXT_MESSAGE } esc_mode;
 
-static void put_escaped(line *l, const char *s, esc_mode mode) {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p && !l->full) {
-        char esc[8];
-        unsigned c = *p;
-        if ((c == '"' || c == '\\') && mode != ESC_TEXT_MESSAGE) {
-            esc[0] = '\\', esc[1] = (char)c;
-            put(l, esc, 2);
-            p++;
-        } else if (c == '\n' || c == '\t' || c == '\r') {
-            esc[0] = '\\', esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
-            put(l, esc, 2);
-            p++;
-        } else if (c < 0x20 || c == 0x7f) {
-            snprintf(esc, sizeof esc, mode == ESC_JSON ? "\\u%04x" : "\\x%02x", c);
-            puts_(l, esc);
-            p++;
-        } else if (c < 0x80) {
-            put(l, (const char *)p, 1);
-            p++;
-        } else {
-            size_t n = utf8_len(p);
-            if (n) {
-                put(l, (const char *)p, n);
-                p += n;
-            } else { /* not UTF-8: U+FFFD in JSON, the byte in hex in text */
-                if (mode == ESC_JSON) {
-                    puts_(l, "\\ufffd");
-                } else {
-                    snprintf(esc, sizeof esc, "\\x%02x", c);
-                    puts_(l, esc);
-                }
-                p++;
-            }
-        }
+/* The character at p as written: its bytes (esc, or p itself when they
+ * stay as they are) in *out and their count returned; *used: the bytes of
+ * p it covers. */
+static size_t escape_one(const unsigned char *p, esc_mode mode, char esc[8], const char **out, size_t *used) {
+    unsigned c = *p;
+    *out = esc;
+    *used = 1;
+    if ((c == '"' || c == '\\') && mode != ESC_TEXT_MESSAGE) {
+        esc[0] = '\\', esc[1] = (char)c;
+        return 2;
     }
+    if (c == '\n' || c == '\t' || c == '\r') {
+        esc[0] = '\\', esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        return 2;
+    }
+    if (c < 0x20 || c == 0x7f)
+        return (size_t)snprintf(esc, 8, mode == ESC_JSON ? "\\u%04x" : "\\x%02x", c);
+    if (c < 0x80) {
+        *out = (const char *)p;
+        return 1;
+    }
+    size_t n = utf8_len(p);
+    if (n) {
+        *out = (const char *)p;
+        *used = n;
+        return n;
+    }
+    /* not UTF-8: U+FFFD in JSON, the byte in hex in text */
+    return (size_t)snprintf(esc, 8, mode == ESC_JSON ? "\\ufffd" : "\\x%02x", c);
+}
+
+/* Writes s escaped in at most max bytes: when it needs more, as much of it
+ * as fits before CUT_MARK (max >= its length). */
+static void put_escaped(line *l, const char *s, esc_mode mode, size_t max) {
+    char esc[8];
+    const char *out;
+    size_t used, need = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && need <= max; p += used)
+        need += escape_one(p, mode, esc, &out, &used);
+    size_t room = need <= max ? need : max - strlen(CUT_MARK);
+    size_t written = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && !l->full; p += used) {
+        size_t n = escape_one(p, mode, esc, &out, &used);
+        if (written + n > room) break;
+        put(l, out, n);
+        written += n;
+    }
+    if (need > max) puts_(l, CUT_MARK);
 }
 
 static void put_number(line *l, double v, int json) {
@@ -140,6 +164,32 @@ static int needs_quotes(const char *s) {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
         if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\' || *p >= 0x7f) return 1;
     return 0;
+}
+
+/* The fields, each with its value cut to FIELD_VALUE_MAX; a field that does
+ * not fit the line is left out whole. */
+static void put_fields(line *l, const hpo_log_field *fields, size_t n, int json) {
+    for (size_t i = 0; i < n; i++) {
+        size_t mark = l->len;
+        const char *str = fields[i].str;
+        puts_(l, json ? ",\"" : " ");
+        puts_(l, fields[i].key);
+        puts_(l, json ? "\":" : "=");
+        if (!str) {
+            put_number(l, fields[i].num, json);
+        } else if (json || needs_quotes(str)) {
+            puts_(l, "\"");
+            put_escaped(l, str, json ? ESC_JSON : ESC_TEXT_VALUE, FIELD_VALUE_MAX);
+            puts_(l, "\"");
+        } else {
+            put_escaped(l, str, ESC_TEXT_VALUE, FIELD_VALUE_MAX);
+        }
+        if (l->full) {
+            l->len = mark;
+            if (l->s) l->s[mark] = '\0';
+            l->full = 0;
+        }
+    }
 }
 
 size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int level,
@@ -164,56 +214,37 @@ size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int le
         puts_(&l, "\",\"level\":\"");
         puts_(&l, names[lv]);
         puts_(&l, "\",\"msg\":\"");
-        put_escaped(&l, msg, ESC_JSON);
-        puts_(&l, "\"");
-        if (l.full) { /* cut inside the message: close the string and the object */
-            close_(&l, "\"}");
-            return l.len;
-        }
-        for (size_t i = 0; i < n && !l.full; i++) {
-            size_t mark = l.len;
-            puts_(&l, ",\"");
-            puts_(&l, fields[i].key);
-            puts_(&l, "\":");
-            if (fields[i].str) {
-                puts_(&l, "\"");
-                put_escaped(&l, fields[i].str, ESC_JSON);
-                puts_(&l, "\"");
-            } else {
-                put_number(&l, fields[i].num, 1);
-            }
-            if (l.full) { /* a field that does not fit is left out whole */
-                l.len = mark;
-                buf[mark] = '\0';
-            }
-        }
-        close_(&l, "}");
+    } else {
+        char head[128];
+        snprintf(head, sizeof head, "%s %-5s ", ts, tags[lv]);
+        puts_(&l, head);
+    }
+    /* the message gets the room the fields leave (a long one is cut, so
+     * that route, status and the error stay on the line) */
+    line count = {NULL, 0, SIZE_MAX, 0};
+    put_fields(&count, fields, n, json);
+    size_t used = l.len + RESERVE + 1 + (size_t)json /* the message's closing quote */;
+    size_t left = cap > used ? cap - used : 0;
+    size_t msg_max = left >= count.len + MESSAGE_MIN ? left - count.len : MESSAGE_MIN;
+    put_escaped(&l, msg, json ? ESC_JSON : ESC_TEXT_MESSAGE, msg_max);
+    if (json) puts_(&l, "\"");
+    if (l.full) { /* cut inside the message (a line too short): close it */
+        if (json) close_(&l, "\"}");
         return l.len;
     }
-    char head[128];
-    snprintf(head, sizeof head, "%s %-5s ", ts, tags[lv]);
-    puts_(&l, head);
-    put_escaped(&l, msg, ESC_TEXT_MESSAGE);
-    for (size_t i = 0; i < n && !l.full; i++) {
-        puts_(&l, " ");
-        puts_(&l, fields[i].key);
-        puts_(&l, "=");
-        if (!fields[i].str) {
-            put_number(&l, fields[i].num, 0);
-        } else if (needs_quotes(fields[i].str)) {
-            puts_(&l, "\"");
-            put_escaped(&l, fields[i].str, ESC_TEXT_VALUE);
-            close_(&l, "\"");
-        } else {
-            puts_(&l, fields[i].str);
-        }
-    }
+    put_fields(&l, fields, n, json);
+    if (json) close_(&l, "}");
     return l.len;
 }
 
 static void vlog(int level, const hpo_log_field *fields, size_t n, const char *fmt, va_list ap) {
     char msg[2048], buf[HPO_LOG_LINE_MAX];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int len = vsnprintf(msg, sizeof msg, fmt, ap);
+    if (len >= (int)sizeof msg) { /* cut: marked, and not inside a UTF-8 sequence */
+        size_t end = sizeof msg - 1 - strlen(CUT_MARK);
+        while (end > 0 && ((unsigned char)msg[end] & 0xc0) == 0x80) end--;
+        memcpy(msg + end, CUT_MARK, strlen(CUT_MARK) + 1);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     hpo_log_format_line(buf, sizeof buf, hpo_log_format, (double)ts.tv_sec + ts.tv_nsec * 1e-9, level, fields,

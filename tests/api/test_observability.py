@@ -9,7 +9,8 @@
   open event stream shows in hpo_event_streams and leaves it when closed.
 - hpod --log-format json: every stderr line is a JSON object with ts, level
   and msg; a 400 gets one INFO line with its route, status, code, field and
-  message; a successful tell is not logged at INFO (DEBUG only).
+  message; a successful tell is not logged at INFO (DEBUG only). A long
+  path does not push the fields off its line.
 No timing value is asserted.
 """
 import json
@@ -111,9 +112,48 @@ def check_streams_left_while_events_flow(hp, c, sid):
     c.check(left is not None and left < 5, "closed streams end while events flow: after %s s" % left)
 
 
+FOUR_XX_KEYS = ("route", "status", "bytes_in", "ms", "code", "field", "error")
+
+
+def json_log(hp, c):
+    with open(hp.log_path, "rb") as f:
+        lines = f.read().decode("utf-8").split("\n")
+    objs = []
+    for line in filter(None, lines):
+        try:
+            objs.append(json.loads(line))
+        except ValueError:
+            c.check(False, "a JSON log line: %r" % line[:200])
+    return objs
+
+
+def check_long_paths_keep_fields(args, c):
+    """--log-format json: a path that escapes to more than the line (1,500 control bytes or bytes that are
+    not UTF-8, six bytes each in JSON) keeps route, status, bytes_in, ms, code, field and error on its 404
+    line, its message cut and ending with "..."; so does a 2,500-byte path (cut before the line is built)."""
+    hp = Hpod(args.hpod, args=["--log-format", "json", "--devices", "cpu:1"]).start()
+    paths = {"ctl": "/x" + "%01" * 1500, "bad_utf8": "/y" + "%FF" * 1500, "long": "/w" + "%01" * 2500}
+    try:
+        for name, path in paths.items():
+            st, _ = hp.request("GET", path)
+            c.check(st == 404, "%s: GET -> %d" % (name, st))
+    finally:
+        hp.stop()
+        objs = json_log(hp, c)
+        hp.cleanup()
+    for name, mark in (("ctl", "GET /x\x01"), ("bad_utf8", "GET /y\ufffd"), ("long", "GET /w\x01")):
+        mine = [o for o in objs if o.get("msg", "").startswith(mark)]
+        c.check(len(mine) == 1, "%s: one log line for the request (%d)" % (name, len(mine)))
+        for o in mine:
+            missing = [k for k in FOUR_XX_KEYS if k not in o]
+            c.check(not missing and o["status"] == 404 and o["code"] == "not_found" and o["msg"].endswith("..."),
+                    "%s: the 404 line keeps its fields, its message cut: lacks %s; %s" % (name, missing, sorted(o)))
+
+
 def main():
     args = parse_args()
     c = Checks()
+    check_long_paths_keep_fields(args, c)
     hp = Hpod(args.hpod, args=["--log-format", "json", "--devices", "cpu:2"]).start()
     try:
         m = scrape(hp, c)

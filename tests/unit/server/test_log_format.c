@@ -1,8 +1,9 @@
 /* test_log_format.c - hpod's log lines (common/log.c): --log-format json
  * gives one valid JSON object per line with ts, level, msg and the fields,
  * whatever bytes the message holds (control characters, quotes, bytes that
- * are not UTF-8) and however long it is (cut, still valid); the text format
- * quotes field values that need it. */
+ * are not UTF-8) and however long it or a field is (cut and marked "...",
+ * still valid, the fields kept); the text format quotes field values that
+ * need it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,12 +61,60 @@ static void test_json_cut(void **state) {
         json_t *j = json_line(big, f, 2, cap, buf); /* cut inside the message */
         assert_non_null(json_object_get(j, "msg"));
         json_decref(j);
-        j = json_line("short", f, 2, cap, buf); /* a field too long is left out whole */
+        /* a field too long is cut, or left out whole where even that does
+         * not fit; the short one before it stays */
+        j = json_line("short", f, 2, cap, buf);
         assert_string_equal(json_string_value(json_object_get(j, "msg")), "short");
-        assert_null(json_object_get(j, "error"));
+        assert_string_equal(json_string_value(json_object_get(j, "route")), "x");
+        const char *error = json_string_value(json_object_get(j, "error"));
+        if (cap < 1024) assert_null(error);
+        if (error) {
+            assert_true(strlen(error) < 1024);
+            assert_string_equal(error + strlen(error) - 3, "...");
+            assert_memory_equal(error, big, strlen(error) - 3);
+        }
         json_decref(j);
         free(buf);
     }
+}
+
+/* A message that escapes to more than the line (a request path of control
+ * bytes or bytes that are not UTF-8: six bytes each in JSON) is cut, marked
+ * "...", and the fields after it stay; so does a short field after a huge
+ * one. */
+static void test_long_message_keeps_fields(void **state) {
+    char msg[2048], big[HPO_LOG_LINE_MAX * 2], buf[HPO_LOG_LINE_MAX];
+    memcpy(msg, "GET /x", 6);
+    memset(msg + 6, 1, sizeof msg - 7);
+    msg[sizeof msg - 1] = '\0';
+    memset(big, 0xff, sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    hpo_log_field f[] = {HPO_LOG_STR("route", "unmatched"), HPO_LOG_NUM("status", 404), HPO_LOG_NUM("bytes_in", 0),
+                         HPO_LOG_NUM("ms", 0.5), HPO_LOG_STR("code", "not_found"), HPO_LOG_STR("field", big),
+                         HPO_LOG_STR("error", big), HPO_LOG_STR("after", "kept")};
+    size_t nf = sizeof f / sizeof f[0];
+    json_t *j = json_line(msg, f, nf, sizeof buf, buf);
+    const char *m = json_string_value(json_object_get(j, "msg"));
+    assert_memory_equal(m, "GET /x\x01\x01", 8);
+    assert_string_equal(m + strlen(m) - 3, "...");
+    assert_string_equal(json_string_value(json_object_get(j, "route")), "unmatched");
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), 404);
+    assert_non_null(json_object_get(j, "bytes_in"));
+    assert_non_null(json_object_get(j, "ms"));
+    assert_string_equal(json_string_value(json_object_get(j, "code")), "not_found");
+    const char *field = json_string_value(json_object_get(j, "field"));
+    assert_non_null(field);
+    assert_string_equal(field + strlen(field) - 3, "...");
+    assert_non_null(json_object_get(j, "error"));
+    assert_string_equal(json_string_value(json_object_get(j, "after")), "kept");
+    json_decref(j);
+
+    /* the text format: each control byte four bytes */
+    size_t len = hpo_log_format_line(buf, sizeof buf, HPO_LOG_TEXT, 1700000000.0, HPO_LOG_INFO, f, nf, msg);
+    assert_int_equal(len, strlen(buf));
+    assert_non_null(strstr(buf, " INFO  GET /x\\x01\\x01"));
+    assert_non_null(strstr(buf, "\\x01... route=unmatched status=404 bytes_in=0 ms=0.5 code=not_found field=\""));
+    assert_non_null(strstr(buf, "...\" after=kept"));
 }
 
 static void test_text(void **state) {
@@ -90,6 +139,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_fields),
         cmocka_unit_test(test_json_cut),
+        cmocka_unit_test(test_long_message_keeps_fields),
         cmocka_unit_test(test_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
