@@ -122,9 +122,11 @@ static void reply(srv_gate *g, pend *p, const srv_head *head, int status, const 
     (void)sent;
     api_response_clear(&r);
     shutdown(p->fd, SHUT_WR);
-    if (g->hooks.answered)
-        g->hooks.answered(g->hooks.arg, &p->addr, head ? head->method : "", head ? head->target : "", status,
-                          message);
+    if (g->hooks.answered) {
+        srv_gate_answer a = {head ? head->method : "", head ? head->target : "", status, code, field, message,
+                             hpo_monotonic() - p->since};
+        g->hooks.answered(g->hooks.arg, &p->addr, &a);
+    }
     plist_unlink(&g->reading, p);
     /* answered: a client's next connection must not find this one in its
      * count (it would be closed unanswered while this one drains) */
@@ -254,7 +256,11 @@ static double expire(srv_gate *g, double now) {
             release(g, p, 1);
             continue;
         }
-        srv_head head = {.code = "", .field = ""}; /* no request line to log */
+        /* the request line, for the log, if it arrived */
+        srv_head head = {.code = "", .field = ""};
+        ssize_t n = recv(p->fd, g->buf, g->buf_len, MSG_PEEK | MSG_DONTWAIT);
+        if (n <= 0 || srv_head_check(g->buf, (size_t)n, &g->opt.limits, &head) != SRV_HEAD_MORE)
+            head = (srv_head){.code = "", .field = ""};
         char msg[96];
         snprintf(msg, sizeof msg, "the request headers did not arrive within %g s", g->opt.header_timeout);
         reply(g, p, &head, 408, "request_timeout", "headers", msg, 0);

@@ -40,15 +40,21 @@
 
 typedef struct srv_gate srv_gate;
 
+/* An answer the gate wrote itself: the JSON error the client got. */
+typedef struct srv_gate_answer {
+    const char *method, *target; /* "" when the request line is unreadable */
+    int status;
+    const char *code, *field, *message;
+    double secs; /* from the accept to the answer */
+} srv_gate_answer;
+
 typedef struct srv_gate_hooks {
     void *arg;
     /* Gives an admitted connection to libmicrohttpd: 0, or -1 when it was
      * refused (the callee has closed fd). */
     int (*handoff)(void *arg, int fd, const struct sockaddr *sa, socklen_t len);
-    /* The gate answered a request itself (for the log and the metrics);
-     * method and target may be "". */
-    void (*answered)(void *arg, const srv_addr *from, const char *method, const char *target, int status,
-                     const char *message);
+    /* The gate answered a request itself (for the log and the metrics). */
+    void (*answered)(void *arg, const srv_addr *from, const srv_gate_answer *answer);
 } srv_gate_hooks;
 
 typedef struct srv_gate_opts {

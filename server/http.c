@@ -585,22 +585,26 @@ static int handoff(void *arg, int fd, const struct sockaddr *sa, socklen_t len) 
     return MHD_add_connection(h->daemon, fd, sa, len) == MHD_YES ? 0 : -1;
 }
 
-static void on_gate_answer(void *arg, const srv_addr *from, const char *method, const char *target, int status,
-                           const char *message) {
+/* The line of an answer the gate wrote: what log_request writes for a 4xx,
+ * with the client's address; bytes_in 0 (the gate reads no body) and ms
+ * from the accept. */
+static void on_gate_answer(void *arg, const srv_addr *from, const srv_gate_answer *a) {
     srv_http *h = arg;
     char ip[64], path[160];
     srv_addr_format(from, ip, sizeof ip);
-    size_t n = strcspn(target, "?");
+    size_t n = strcspn(a->target, "?");
     if (n >= sizeof path) n = sizeof path - 1;
-    memcpy(path, target, n);
+    memcpy(path, a->target, n);
     path[n] = '\0';
-    const char *route = *method ? api_route_name(method, path) : "unmatched";
-    hpo_log_field f[] = {HPO_LOG_STR("route", route ? route : "unmatched"), HPO_LOG_NUM("status", status),
-                         HPO_LOG_STR("from", ip), HPO_LOG_STR("error", message)};
+    const char *route = *a->method ? api_route_name(a->method, path) : "unmatched";
+    hpo_log_field f[] = {HPO_LOG_STR("route", route ? route : "unmatched"), HPO_LOG_NUM("status", a->status),
+                         HPO_LOG_NUM("bytes_in", 0), HPO_LOG_NUM("ms", floor(a->secs * 1e5) / 100),
+                         HPO_LOG_STR("code", a->code), HPO_LOG_STR("field", a->field),
+                         HPO_LOG_STR("error", a->message), HPO_LOG_STR("from", ip)};
     hpo_log_fields(HPO_LOG_INFO, f, HPO_ARRAY_LEN(f), "%s %s %d from %s: %s",
-                   *method ? method : "-", *path ? path : "-", status, ip, message);
+                   *a->method ? a->method : "-", *path ? path : "-", a->status, ip, a->message);
     /* no latency: the gate's answers are not the routes' */
-    api_metrics_observe_request(h->api, route, status, -1);
+    api_metrics_observe_request(h->api, route, a->status, -1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {

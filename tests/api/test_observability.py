@@ -10,7 +10,8 @@
 - hpod --log-format json: every stderr line is a JSON object with ts, level
   and msg; a 400 gets one INFO line with its route, status, code, field and
   message; a successful tell is not logged at INFO (DEBUG only). A long
-  path does not push the fields off its line.
+  path does not push the fields off its line; the gate's own 4xx lines
+  carry code, field and error too.
 No timing value is asserted.
 """
 import json
@@ -19,6 +20,7 @@ import re
 import socket
 import time
 
+import rawhttp
 from hpod import Checks, Hpod, parse_args, wait_for
 
 NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -150,10 +152,40 @@ def check_long_paths_keep_fields(args, c):
                     "%s: the 404 line keeps its fields, its message cut: lacks %s; %s" % (name, missing, sorted(o)))
 
 
+def check_gate_4xx_lines(args, c):
+    """--log-format json: a 4xx the connection gate answers itself (a control byte in the target, a malformed
+    request line, a head over 16 KiB, headers that time out) logs what every 4xx logs: code, field and error
+    as the client got them, bytes_in and ms; the 408 names the request line that arrived."""
+    hp = Hpod(args.hpod, args=["--log-format", "json", "--devices", "cpu:1", "--header-timeout", "1"]).start()
+    gate = {"control byte": b"GET /c\x1b[0m HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            "bad line": b"GET  /b HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            "head too large": b"GET /h HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: " + b"a" * 20000 + b"\r\n\r\n",
+            "timeout": b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n"}
+    errors = {}
+    try:
+        for name, raw in gate.items():
+            st, err, _, _ = rawhttp.json_error(rawhttp.exchange(hp.port, raw, timeout=5))
+            c.check(st in (400, 408, 431) and err, "%s: the gate answers %d %s" % (name, st, err))
+            errors[name] = (st, err or {})
+    finally:
+        hp.stop()
+        objs = json_log(hp, c)
+        hp.cleanup()
+    for name, (st, err) in errors.items():
+        mine = [o for o in objs if o.get("status") == st and o.get("error") == err.get("message")]
+        c.check(len(mine) == 1, "%s: one log line for the %d (%d)" % (name, st, len(mine)))
+        for o in mine:
+            c.check(all(k in o for k in FOUR_XX_KEYS) and o["code"] == err.get("code")
+                    and o["field"] == err.get("field"), "%s: the %d line as every 4xx's: %s" % (name, st, o))
+            if name == "timeout":
+                c.check(o["msg"].startswith("GET /slow 408"), "the 408 names its request line: %r" % o["msg"])
+
+
 def main():
     args = parse_args()
     c = Checks()
     check_long_paths_keep_fields(args, c)
+    check_gate_4xx_lines(args, c)
     hp = Hpod(args.hpod, args=["--log-format", "json", "--devices", "cpu:2"]).start()
     try:
         m = scrape(hp, c)
