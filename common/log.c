@@ -93,7 +93,11 @@ static size_t utf8_len(const unsigned char *p) {
 /* How put_escaped writes s: as the inside of a JSON string, of a quoted
  * text value, or as a text line's message (quotes as they are, control
  * bytes escaped all the same, so that nothing a client sends, such as a
- * request path, can start a forged line or move the terminal's cursor). */
+ * request path, can start a forged line or move the terminal's cursor).
+ * Control characters are escaped in every mode: the ASCII ones (\n, \x1b,
+ * \u001b in JSON) and the C1 ones (U+0080..U+009F, such as NEL and CSI)
+ * and U+2028/U+2029, which line splitters and terminals take for line
+ * breaks or commands (\u0085 in both formats). */
 typedef enum { ESC_JSON, ESC_TEXT_VALUE, ESC_TEXT_MESSAGE } esc_mode;
 
 /* The character at p as written: its bytes (esc, or p itself when they
@@ -118,6 +122,13 @@ static size_t escape_one(const unsigned char *p, esc_mode mode, char esc[8], con
         return 1;
     }
     size_t n = utf8_len(p);
+    unsigned cp = n == 2   ? (c & 0x1f) << 6 | (p[1] & 0x3f)
+                  : n == 3 ? (c & 0x0f) << 12 | (p[1] & 0x3f) << 6 | (p[2] & 0x3f)
+                           : 0;
+    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) { /* C1 controls, line separators */
+        *used = n;
+        return (size_t)snprintf(esc, 8, "\\u%04x", cp);
+    }
     if (n) {
         *out = (const char *)p;
         *used = n;

@@ -12,6 +12,7 @@
   message; a successful tell is not logged at INFO (DEBUG only). A long
   path does not push the fields off its line; the gate's own 4xx lines
   carry code, field and error too.
+- The text log escapes C1 controls and U+2028/U+2029 of a path.
 No timing value is asserted.
 """
 import json
@@ -181,11 +182,34 @@ def check_gate_4xx_lines(args, c):
                 c.check(o["msg"].startswith("GET /slow 408"), "the 408 names its request line: %r" % o["msg"])
 
 
+def check_text_log_controls(args, c):
+    """The text log: a path holding C1 controls (NEL, CSI) or U+2028/U+2029 stays one line for any line
+    splitter, those characters escaped as \\u0085 (as the ASCII controls are)."""
+    hp = Hpod(args.hpod, args=["--devices", "cpu:1"]).start()
+    paths = ["/a%C2%85forged", "/b%E2%80%A8forged", "/c%E2%80%A9forged", "/d%C2%9B2J%C2%9BHcleared"]
+    try:
+        for path in paths:
+            st, _ = hp.request("GET", path)
+            c.check(st == 404, "GET %s -> %d" % (path, st))
+    finally:
+        hp.stop()
+        with open(hp.log_path, "rb") as f:
+            data = f.read()
+        hp.cleanup()
+    lines = data.split(b"\n")
+    for path, escaped in zip(paths, ("/a\\u0085forged", "/b\\u2028forged", "/c\\u2029forged",
+                                     "/d\\u009b2J\\u009bHcleared")):
+        mine = [line.decode("utf-8") for line in lines if b" GET " + path[:2].encode() in line]
+        c.check(len(mine) == 1 and len(mine[0].splitlines()) == 1 and ("GET " + escaped + " 404") in mine[0],
+                "%s: one line, escaped: %r" % (path, mine))
+
+
 def main():
     args = parse_args()
     c = Checks()
     check_long_paths_keep_fields(args, c)
     check_gate_4xx_lines(args, c)
+    check_text_log_controls(args, c)
     hp = Hpod(args.hpod, args=["--log-format", "json", "--devices", "cpu:2"]).start()
     try:
         m = scrape(hp, c)

@@ -3,7 +3,8 @@
  * whatever bytes the message holds (control characters, quotes, bytes that
  * are not UTF-8) and however long it or a field is (cut and marked "...",
  * still valid, the fields kept); the text format quotes field values that
- * need it. */
+ * need it; in both, control characters a client may send (ASCII, C1,
+ * U+2028/U+2029) are escaped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,6 +131,20 @@ static void test_text(void **state) {
                         "GET /x\n2023-01-01T00:00:00.000Z ERROR forged\r\x1b[31m \"q\" 404");
     assert_string_equal(buf, "2023-11-14T22:13:20.000Z INFO  GET /x\\n2023-01-01T00:00:00.000Z ERROR forged"
                              "\\r\\x1b[31m \"q\" 404");
+    /* nor can the C1 controls (NEL, CSI) or U+2028/U+2029, which line
+     * splitters and terminals also obey; other characters stay */
+    hpo_log_field g[] = {HPO_LOG_STR("error", "a\xc2\x85" "b\xe2\x80\xa9" "c\xc2\xa0" "d")};
+    hpo_log_format_line(buf, sizeof buf, HPO_LOG_TEXT, 1700000000.0, HPO_LOG_INFO, g, 1,
+                        "GET /a\xc2\x85" "b\xe2\x80\xa8" "c\xc2\x9b" "2J\xc2\x80\xc2\x9f \xc3\xa9\xe2\x80\xa7 404");
+    assert_string_equal(buf, "2023-11-14T22:13:20.000Z INFO  GET /a\\u0085b\\u2028c\\u009b2J\\u0080\\u009f "
+                             "\xc3\xa9\xe2\x80\xa7 404 error=\"a\\u0085b\\u2029c\xc2\xa0" "d\"");
+    char jbuf[512];
+    json_t *j = json_line("GET /a\xc2\x85" "b\xe2\x80\xa8", g, 1, sizeof jbuf, jbuf);
+    assert_null(strstr(jbuf, "\xc2\x85"));
+    assert_null(strstr(jbuf, "\xe2\x80\xa8"));
+    assert_string_equal(json_string_value(json_object_get(j, "msg")), "GET /a\xc2\x85" "b\xe2\x80\xa8");
+    assert_string_equal(json_string_value(json_object_get(j, "error")), "a\xc2\x85" "b\xe2\x80\xa9" "c\xc2\xa0" "d");
+    json_decref(j);
     assert_int_equal(hpo_log_format_parse("json"), HPO_LOG_JSON);
     assert_int_equal(hpo_log_format_parse("text"), HPO_LOG_TEXT);
     assert_int_equal(hpo_log_format_parse("xml"), -1);
