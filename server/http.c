@@ -715,10 +715,12 @@ int srv_http_start(api_ctx *api, const srv_http_options *opt, srv_http **out, hp
     h->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG |
             MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
-        0, NULL, NULL, on_request, h, MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)(opt->timeout_s ? opt->timeout_s : 60), MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_MEMORY_LIMIT,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+        0, NULL, NULL, on_request, h,
+        /* first: libmicrohttpd's errors about the options after it go to our log */
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_CONNECTION_LIMIT, max_conn,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(opt->timeout_s ? opt->timeout_s : 60),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_MEMORY_LIMIT, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_END);
     if (!h->daemon) {
         close(lfd);
         free_http(h);

@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,12 +135,29 @@ static void usage(FILE *f) {
             "  --help, --version\n");
 }
 
+/* Why hpod cannot start: "hpod: ..." on stderr, or under --log-format json
+ * an ERROR line of the log, so that a shipper parsing each line as JSON
+ * keeps it (usage and --help stay plain text). */
+static void start_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void start_error(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (hpo_log_format == HPO_LOG_JSON)
+        hpo_log(HPO_LOG_ERROR, "%s", msg);
+    else
+        fprintf(stderr, "hpod: %s\n", msg);
+}
+
 static int parse_uint(const char *flag, const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "hpod: %s must be an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
+        start_error("%s must be an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
         return -1;
     }
     *out = v;
@@ -158,8 +176,8 @@ static int parse_size(const char *flag, const char *s, uint64_t lo, uint64_t *ou
         else if (!end[1]) shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : *end == 'T' ? 40 : -1;
     }
     if (shift < 0 || v > (UINT64_MAX >> shift) || (v << shift) < lo) {
-        fprintf(stderr, "hpod: %s must be a size of at least %llu bytes (e.g. 4G, 512M), got '%s'\n", flag,
-                (unsigned long long)lo, s);
+        start_error("%s must be a size of at least %llu bytes (e.g. 4G, 512M), got '%s'", flag,
+                    (unsigned long long)lo, s);
         return -1;
     }
     *out = (uint64_t)v << shift;
@@ -210,7 +228,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
             break;
         case O_NODENAME:
             if (!*optarg || strlen(optarg) > 200) {
-                fprintf(stderr, "hpod: --node-name takes 1 to 200 bytes\n");
+                start_error("--node-name takes 1 to 200 bytes");
                 return -1;
             }
             cfg->node_name = optarg;
@@ -223,7 +241,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
             else if (strcmp(optarg, "full") == 0)
                 cfg->sync = STO_SYNC_FULL;
             else {
-                fprintf(stderr, "hpod: --sync must be normal or full\n");
+                start_error("--sync must be normal or full");
                 return -1;
             }
             break;
@@ -245,8 +263,8 @@ static int parse_flags(int argc, char **argv, config *cfg) {
             break;
         case O_ALLOWEDHOST:
             if (cfg->http.n_allowed_hosts == MAX_ALLOWED_HOSTS || !*optarg || strchr(optarg, ':')) {
-                fprintf(stderr, "hpod: --allowed-host takes a host name without a port, at most %d times\n",
-                        MAX_ALLOWED_HOSTS);
+                start_error("--allowed-host takes a host name without a port, at most %d times",
+                            MAX_ALLOWED_HOSTS);
                 return -1;
             }
             cfg->allowed_hosts[cfg->http.n_allowed_hosts++] = optarg;
@@ -275,21 +293,21 @@ static int parse_flags(int argc, char **argv, config *cfg) {
             break;
         case O_LOG:
             if ((hpo_log_level = hpo_log_level_parse(optarg)) < 0) {
-                fprintf(stderr, "hpod: --log-level must be debug, info, warn or error\n");
+                start_error("--log-level must be debug, info, warn or error");
                 return -1;
             }
             break;
         case O_LOGFORMAT:
             if ((hpo_log_format = hpo_log_format_parse(optarg)) < 0) {
                 hpo_log_format = HPO_LOG_TEXT;
-                fprintf(stderr, "hpod: --log-format must be text or json\n");
+                start_error("--log-format must be text or json");
                 return -1;
             }
             break;
         case O_DATABASE:
             if (!sto_is_database_url(optarg)) {
-                fprintf(stderr, "hpod: --database must be a postgresql:// or postgres:// URL "
-                                "(SQLite, the default, lives in --data-dir)\n");
+                start_error("--database must be a postgresql:// or postgres:// URL "
+                            "(SQLite, the default, lives in --data-dir)");
                 return -1;
             }
             cfg->database = optarg;
@@ -305,7 +323,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "hpod: unexpected argument '%s'\n", argv[optind]);
+        start_error("unexpected argument '%s'", argv[optind]);
         usage(stderr);
         return -1;
     }
@@ -340,11 +358,11 @@ int main(int argc, char **argv) {
     int n_slots = 0;
     hpo_error derr = {{0}, {0}};
     if (srv_devices_parse(cfg.devices, &slots, &n_slots, &derr)) {
-        fprintf(stderr, "hpod: %s\n", derr.message);
+        start_error("%s", derr.message);
         return 2;
     }
     if (srv_devices_resolve(&slots, &n_slots, &derr)) { /* cuda slots: their GPUs must be there */
-        fprintf(stderr, "hpod: %s\n", derr.message);
+        start_error("%s", derr.message);
         free(slots);
         return 2;
     }
@@ -353,7 +371,7 @@ int main(int argc, char **argv) {
     const char *artifacts = cfg.artifacts_dir ? cfg.artifacts_dir : cfg.data_dir;
     /* every path below either fits (data_dir.h) */
     if (api_dir_check_root(cfg.data_dir, "data-dir", &lerr) || api_dir_check_root(artifacts, "artifacts-dir", &lerr)) {
-        fprintf(stderr, "hpod: --%s: %s\n", lerr.field, lerr.message);
+        start_error("--%s: %s", lerr.field, lerr.message);
         free(slots);
         return 2;
     }
@@ -361,13 +379,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) {
         const char *dir = i ? artifacts : cfg.data_dir;
         if (mkdir(dir, 0755) && errno != EEXIST) {
-            fprintf(stderr, "hpod: cannot create --%s %s: %s\n", i ? "artifacts-dir" : "data-dir", dir, strerror(errno));
+            start_error("cannot create --%s %s: %s", i ? "artifacts-dir" : "data-dir", dir, strerror(errno));
             free(slots);
             return 1;
         }
     }
     if (api_dir_lock(cfg.data_dir, &lerr) || api_dir_node_ident(cfg.data_dir, ident, &lerr)) {
-        fprintf(stderr, "hpod: %s\n", lerr.message);
+        start_error("%s", lerr.message);
         free(slots);
         return 1;
     }
@@ -382,16 +400,16 @@ int main(int argc, char **argv) {
     if (cfg.database) {
         snprintf(db_path, sizeof db_path, "postgresql (--database)"); /* the URL may hold a password */
         if ((rc = sto_open(cfg.database, cfg.sync, &db))) {
-            fprintf(stderr, "hpod: cannot use the database of --database: %s (the log says why)\n",
-                    hpo_strerror(rc));
+            start_error("cannot use the database of --database: %s (the log says why)",
+                        hpo_strerror(rc));
             exit_code = 2;
             goto done;
         }
     } else if (api_db_lock(db_path, &lerr)) {
-        fprintf(stderr, "hpod: %s\n", lerr.message);
+        start_error("%s", lerr.message);
         goto done;
     } else if ((rc = sto_open(db_path, cfg.sync, &db))) {
-        fprintf(stderr, "hpod: cannot open the database %s: %s\n", db_path, hpo_strerror(rc));
+        start_error("cannot open the database %s: %s", db_path, hpo_strerror(rc));
         goto done;
     }
     if (!cfg.max_model) cfg.max_model = srv_default_model_budget(n_slots);
@@ -402,7 +420,7 @@ int main(int argc, char **argv) {
     api_options api_opt = {.data_dir = artifacts, .max_upload_bytes = cfg.max_upload,
                            .durable_checkpoints = cfg.sync == STO_SYNC_FULL, .max_model_bytes = cfg.max_model};
     if ((rc = api_ctx_new(db, &api_opt, &api))) {
-        fprintf(stderr, "hpod: cannot start the api: %s\n", hpo_strerror(rc));
+        start_error("cannot start the api: %s", hpo_strerror(rc));
         goto done;
     }
     char host[256] = "hpod", name[320];
@@ -410,12 +428,12 @@ int main(int argc, char **argv) {
     host[sizeof host - 1] = '\0';
     api_node_options node = {.ident = ident, .name = cfg.node_name ? cfg.node_name : host, .timeout = cfg.node_timeout};
     if ((rc = api_node_start(api, &node))) { /* before the recovery, which ends this data dir's earlier runs */
-        fprintf(stderr, "hpod: cannot register this node in the database: %s\n", hpo_strerror(rc));
+        start_error("cannot register this node in the database: %s", hpo_strerror(rc));
         goto done;
     }
     if ((rc = srv_scheduler_new(api, slots, n_slots, &sched))) goto done;
     if ((rc = srv_http_start(api, &cfg.http, &http, &err))) {
-        fprintf(stderr, "hpod: %s\n", err.message);
+        start_error("%s", err.message);
         goto done;
     }
     snprintf(name, sizeof name, "%s:%d", host, srv_http_port(http));

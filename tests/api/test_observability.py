@@ -11,7 +11,7 @@
   and msg; a 400 gets one INFO line with its route, status, code, field and
   message; a successful tell is not logged at INFO (DEBUG only). A long
   path does not push the fields off its line; the gate's own 4xx lines
-  carry code, field and error too.
+  carry code, field and error too; failures to start are JSON lines.
 - The text log escapes C1 controls and U+2028/U+2029 of a path.
 No timing value is asserted.
 """
@@ -19,6 +19,8 @@ import json
 import math
 import re
 import socket
+import subprocess
+import tempfile
 import time
 
 import rawhttp
@@ -182,6 +184,29 @@ def check_gate_4xx_lines(args, c):
                 c.check(o["msg"].startswith("GET /slow 408"), "the 408 names its request line: %r" % o["msg"])
 
 
+def check_start_failures_json(args, c):
+    """--log-format json: the lines that say why hpod does not start (its port in use, --devices gpu:9) are
+    JSON lines too, at level error."""
+    hp = Hpod(args.hpod, args=["--devices", "cpu:1"]).start()
+    try:
+        for why, extra in (("port in use", ["--port", str(hp.port)]), ("no such GPU", ["--devices", "gpu:9"])):
+            with tempfile.TemporaryDirectory(prefix="hpo-test-") as d:
+                cmd = [args.hpod, "--port", "0", "--data-dir", d, "--log-format", "json"] + extra
+                r = subprocess.run(cmd, capture_output=True, timeout=60)
+            lines = [line for line in r.stderr.decode(errors="replace").split("\n") if line]
+            objs = []
+            for line in lines:
+                try:
+                    objs.append(json.loads(line))
+                except ValueError:
+                    c.check(False, "%s: hpod exits %d with a line that is not JSON: %r" % (why, r.returncode, line))
+            c.check(r.returncode != 0 and any(o.get("level") == "error" for o in objs),
+                    "%s: hpod exits %d, why in an error line: %s" % (why, r.returncode, lines))
+    finally:
+        hp.stop()
+        hp.cleanup()
+
+
 def check_text_log_controls(args, c):
     """The text log: a path holding C1 controls (NEL, CSI) or U+2028/U+2029 stays one line for any line
     splitter, those characters escaped as \\u0085 (as the ASCII controls are)."""
@@ -209,6 +234,7 @@ def main():
     c = Checks()
     check_long_paths_keep_fields(args, c)
     check_gate_4xx_lines(args, c)
+    check_start_failures_json(args, c)
     check_text_log_controls(args, c)
     hp = Hpod(args.hpod, args=["--log-format", "json", "--devices", "cpu:2"]).start()
     try:
