@@ -125,13 +125,21 @@ static int write_version(eng_tb_writer *w, double wall_time, hpo_error *err) {
     return write_record(w, rec, (size_t)(p - (rec + 12)), err);
 }
 
+/* v as written, in *f: whether it is finite as float32 (a finite double
+ * beyond float32's range becomes inf). */
+static int as_float(double v, float *f) {
+    *f = (float)v;
+    return isfinite(*f);
+}
+
 int eng_tb_write_scalars(eng_tb_writer *w, int64_t step, double wall_time, const eng_tb_scalar *v, size_t n,
                          hpo_error *err) {
     size_t summary = 0, kept = 0;
     for (size_t i = 0; i < n; i++) {
         size_t t = strlen(v[i].tag);
         if (t > TB_TAG_MAX) return hpo_fail(err, HPO_EINVAL, "", "tag too long: %.64s...", v[i].tag);
-        if (!isfinite(v[i].value)) continue;
+        float f;
+        if (!as_float(v[i].value, &f)) continue;
         size_t vl = value_len(t);
         summary += 1 + varint_len(vl) + vl;
         kept++;
@@ -144,9 +152,9 @@ int eng_tb_write_scalars(eng_tb_writer *w, int64_t step, double wall_time, const
     p = put_varint(p, KEY_SUMMARY);
     p = put_varint(p, summary);
     for (size_t i = 0; i < n; i++) {
-        if (!isfinite(v[i].value)) continue;
+        float f;
+        if (!as_float(v[i].value, &f)) continue;
         size_t t = strlen(v[i].tag);
-        float f = (float)v[i].value;
         uint32_t bits;
         memcpy(&bits, &f, sizeof bits);
         p = put_varint(p, KEY_SUMMARY_VALUE);

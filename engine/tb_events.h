@@ -32,8 +32,9 @@
  *   being written, which readers skip as a truncated tail). ENOSPC/EDQUOT
  *   are HPO_ENOSPACE, other failures HPO_EIO; what to do then is the
  *   caller's (hpod logs once and stops writing that trial's events).
- * - Values: non-finite values are left out of an event (TensorBoard plots
- *   NaN badly, and hpod stores them as null); values are float32 on disk.
+ * - Values: values are float32 on disk; a value not finite as float32 is
+ *   left out of an event (TensorBoard plots NaN and inf badly, and hpod
+ *   stores them as null), a finite double beyond float32's range included.
  * - Threads: a writer belongs to one thread at a time.
  */
 #ifndef ENG_TB_EVENTS_H
@@ -63,8 +64,8 @@ void eng_tb_close(eng_tb_writer *w);
 /* The file's path. */
 const char *eng_tb_path(const eng_tb_writer *w);
 
-/* One Event at step with the finite values of v[0..n) as simple values
- * (none finite: nothing is written). Tags are at most 255 bytes. */
+/* One Event at step with the values of v[0..n) finite as float32 as simple
+ * values (none: nothing is written). Tags are at most 255 bytes. */
 int eng_tb_write_scalars(eng_tb_writer *w, int64_t step, double wall_time, const eng_tb_scalar *v, size_t n,
                          hpo_error *err);
 

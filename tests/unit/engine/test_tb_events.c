@@ -1,8 +1,9 @@
 /* test_tb_events.c - TensorBoard event files (engine/tb_events.h): CRC-32C
  * against RFC 3720's test vectors and a bitwise reference at every length
  * to 1 KiB, the masked CRC, the exact bytes of a file's records (framing,
- * both CRCs, the hand-encoded Event/Summary protobuf), non-finite values
- * left out, an epoch report's tags, and the file name and open failures. */
+ * both CRCs, the hand-encoded Event/Summary protobuf), values not finite
+ * as float32 left out, an epoch report's tags, and the file name and open
+ * failures. */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <math.h>
@@ -137,12 +138,13 @@ static void test_file_bytes(void **state) {
     hpo_error err = {{0}, {0}};
     eng_tb_writer *w = NULL;
     assert_int_equal(eng_tb_open(dir, &w, &err), 0);
-    /* wall_time 1.5, step 3, "a" = 1.0; NaN and Inf are left out */
-    eng_tb_scalar v[] = {{"a", 1.0}, {"nan", NAN}, {"inf", INFINITY}};
-    assert_int_equal(eng_tb_write_scalars(w, 3, 1.5, v, 3, &err), 0);
+    /* wall_time 1.5, step 3, "a" = 1.0; NaN and Inf are left out, and so
+     * are finite doubles beyond float32's range (inf as float32) */
+    eng_tb_scalar v[] = {{"a", 1.0}, {"nan", NAN}, {"inf", INFINITY}, {"big", 9e76}, {"small", -3.5e38}};
+    assert_int_equal(eng_tb_write_scalars(w, 3, 1.5, v, 5, &err), 0);
     /* nothing finite: no record */
-    eng_tb_scalar none[] = {{"x", NAN}};
-    assert_int_equal(eng_tb_write_scalars(w, 4, 2.0, none, 1, &err), 0);
+    eng_tb_scalar none[] = {{"x", NAN}, {"y", 1e39}};
+    assert_int_equal(eng_tb_write_scalars(w, 4, 2.0, none, 2, &err), 0);
     /* step 300 takes a two-byte varint; two values in one summary */
     eng_tb_scalar two[] = {{"train/loss", 0.25}, {"val/loss", -2.0}};
     assert_int_equal(eng_tb_write_scalars(w, 300, 2.0, two, 2, &err), 0);
