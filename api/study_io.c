@@ -223,56 +223,6 @@ void api_h_study_export(api_ctx *ctx, const api_request *req, int64_t id, api_re
 
 /* ---- import ---- */
 
-/* The first second of the year 10000: export writes four-digit years. */
-#define TIME_END 253402300800.0
-
-/* Whether tm, as written, is a real date and time (timegm normalises
- * 2024-13-45 into 2025). */
-static int real_time(const struct tm *in, time_t t) {
-    struct tm back;
-    return gmtime_r(&t, &back) && back.tm_year == in->tm_year && back.tm_mon == in->tm_mon &&
-           back.tm_mday == in->tm_mday && back.tm_hour == in->tm_hour && back.tm_min == in->tm_min;
-}
-
-/* A trial's time in a document (api_internal.h). */
-int api_parse_time(const json_t *j, const char *field, double *out, hpo_error *err) {
-    *out = 0;
-    if (!j || json_is_null(j)) return 0;
-    if (json_is_number(j)) {
-        *out = json_number_value(j);
-        if (*out >= 0 && *out < TIME_END) return 0;
-    } else if (json_is_string(j)) {
-        const char *s = json_string_value(j);
-        struct tm tm = {0};
-        double sec = 0;
-        int used = 0;
-        if (sscanf(s, "%4d-%2d-%2d%*1[T ]%2d:%2d:%lf%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                   &tm.tm_min, &sec, &used) == 6 && sec >= 0 && sec < 61) {
-            const char *z = s + used;
-            int oh = 0, om = 0, sign = 0;
-            if (*z == '+' || *z == '-') {
-                sign = *z == '-' ? -1 : 1;
-                if (sscanf(z + 1, "%2d:%2d", &oh, &om) != 2) sign = 2;
-                z = "";
-            } else if (*z == 'Z') {
-                z++;
-            }
-            if (!*z && sign != 2) {
-                tm.tm_year -= 1900;
-                tm.tm_mon -= 1;
-                struct tm written = tm; /* timegm normalises tm: 2024-13-45 would pass as 2025 */
-                time_t t = timegm(&tm);
-                *out = (double)t + sec - sign * (oh * 3600.0 + om * 60.0);
-                if (t != (time_t)-1 && real_time(&written, t) && oh < 24 && om < 60 && *out >= 0 && *out < TIME_END)
-                    return 0;
-            }
-        }
-    }
-    *out = 0;
-    return hpo_fail(err, HPO_EINVAL, field,
-                    "%s must be an ISO 8601 time from 1970 to 9999 (or seconds since the epoch, or null)", field);
-}
-
 typedef struct import_trial {
     int64_t number;
     sto_trial_state state;
