@@ -172,14 +172,17 @@ int api_model_job_crashes(const char *root, int64_t model_id); /* 0 when there i
 
 /* ---- the start-up sweep (sweep.c) ----
  * Run once at start, before the scheduler and the HTTP server: removes the
- * partial uploads a crash left (datasets/.upload-*), and moves every entry
+ * partial uploads a crash left (datasets/.upload-*) and the temporaries of
+ * the writes it cut short under checkpoints/ and models/ (a checkpoint's
+ * or weights file's <file>.tmp.<pid>.<n>, <file>.tmp-XXXXXX, <file>.link-XXXXXX), and moves every entry
  * whose id has no row in db (a deleted study's files a crash left, or
  * another database's: hpo.db replaced, emptied or restored from an older
  * backup, whose ids would be handed out again over them) into
  * <root>/orphaned/<UTC time>/ under its relative path, with one WARN line;
  * nothing of them is deleted. On a shared database (PostgreSQL) only
- * uploads unchanged for an hour are removed and nothing is moved (other
- * nodes create rows and folders meanwhile). Returns how many were moved. */
+ * uploads and temporaries unchanged for an hour are removed and nothing is
+ * moved (other nodes create rows and folders, and write files,
+ * meanwhile). Returns how many were moved. */
 int api_dir_sweep(sto_db *db, const char *root);
 
 #endif

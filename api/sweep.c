@@ -24,11 +24,19 @@
  * Temporary files beside an entry (<name>.tmp-XXXXXX) go with it; names of
  * no known form are left alone. A storage error on a lookup keeps the entry.
  *
+ * Temporaries a killed write left (kill -9, OOM, power loss) are deleted
+ * first, wherever they are under checkpoints/ and models/ (and so under a
+ * row that exists too): a checkpoint's or weights file's
+ * (<file>.tmp.<pid>.<n>, engine/safetensors.c: as large as the file) and
+ * data_dir.c's (<file>.tmp-XXXXXX, <file>.link-XXXXXX). Nothing reads
+ * them: the write they were for never renamed them over its file.
+ *
  * PostgreSQL (sto_shared): the nodes share the artifacts dir and other
  * nodes create rows and their folders while this one starts, and a node
  * started on the wrong database URL (a new, empty database) would
  * otherwise move a live cluster's files away. So there only uploads that
- * no file in has changed for an hour are removed, and the id sweep is
+ * no file in has changed for an hour, and temporaries unchanged for an
+ * hour (another node may be writing one), are removed, and the id sweep is
  * skipped (logged); api/job_trial.c still ignores a finished execution's
  * result file that another trial wrote. On SQLite this process is the
  * only one using the files (the data dir's lock), and the sweep runs
@@ -197,6 +205,56 @@ static void upload_entry(sweep *s, const char *folder, const char *name, void *a
     up->removed++;
 }
 
+/* ---- temporaries of killed writes ---- */
+
+typedef struct temps {
+    int shared, removed, depth;
+} temps;
+
+/* 1 when s is n characters of [A-Za-z0-9] (mkstemp's) */
+static int alnum_run(const char *s, size_t n) {
+    if (strlen(s) != n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
+            return 0;
+    return 1;
+}
+
+/* <file>.tmp.<digits>.<digits> (eng_st_write_file), <file>.tmp-XXXXXX or
+ * <file>.link-XXXXXX (data_dir.c) */
+static int is_temporary(const char *name) {
+    const char *p = strstr(name, ".tmp.");
+    for (; p; p = strstr(p + 1, ".tmp.")) {
+        const char *q = p + 5;
+        size_t a = strspn(q, "0123456789"), b = a && q[a] == '.' ? strspn(q + a + 1, "0123456789") : 0;
+        if (p > name && b && q[a + 1 + b] == '\0') return 1;
+    }
+    const char *dash = strrchr(name, '-');
+    if (!dash || dash == name) return 0;
+    size_t n = (size_t)(dash - name);
+    return ((n > 4 && strncmp(dash - 4, ".tmp", 4) == 0) || (n > 5 && strncmp(dash - 5, ".link", 5) == 0)) &&
+           alnum_run(dash + 1, 6);
+}
+
+static void temporary_entry(sweep *s, const char *folder, const char *name, void *arg) {
+    temps *t = arg;
+    char path[API_PATH_MAX];
+    struct stat st;
+    if (api_dir_path(path, s->root, "%s/%s", folder, name) || lstat(path, &st)) return;
+    if (S_ISDIR(st.st_mode) && t->depth < 2) { /* checkpoints/trial-<id>/..., model-<id>/... */
+        char rel[API_PATH_MAX];
+        snprintf(rel, sizeof rel, "%s/%s", folder, name);
+        t->depth++;
+        each_entry(s, rel, temporary_entry, t);
+        t->depth--;
+        return;
+    }
+    if (!S_ISREG(st.st_mode) || !is_temporary(name)) return;
+    if (t->shared && time(NULL) - st.st_mtime < UPLOAD_MAX_AGE_SHARED) return;
+    if (unlink(path) == 0) t->removed++;
+    else if (errno != ENOENT) HPO_WARN("start-up sweep: cannot remove %s: %s", path, strerror(errno));
+}
+
 /* ---- ids ---- */
 
 static void dataset_entry(sweep *s, const char *folder, const char *name, void *arg) {
@@ -262,6 +320,12 @@ int api_dir_sweep(sto_db *db, const char *root) {
     if (up.removed)
         HPO_INFO("start-up sweep: removed %d partial upload(s) left in %s/datasets by a crash%s", up.removed, root,
                  shared ? " (unchanged for an hour)" : "");
+    temps tmp = {shared, 0, 0};
+    each_entry(&s, "checkpoints", temporary_entry, &tmp);
+    each_entry(&s, "models", temporary_entry, &tmp);
+    if (tmp.removed)
+        HPO_INFO("start-up sweep: removed %d temporary file(s) of writes a crash cut short in %s/checkpoints and "
+                 "%s/models%s", tmp.removed, root, root, shared ? " (unchanged for an hour)" : "");
     if (shared) {
         HPO_INFO("start-up sweep: the database is shared (PostgreSQL): files without a row in it are left where "
                  "they are");

@@ -14,7 +14,12 @@
    they "completed" at once with the old values, without an epoch).
 4. A finished execution's result file that is not the trial's own (written
    before the trial existed, as another database's would be) is ignored:
-   the trial trains (api/job_trial.c)."""
+   the trial trains (api/job_trial.c).
+5. The temporary files of checkpoint and weights writes a kill -9 cut short
+   (<file>.tmp.<pid>.<n>, engine/safetensors.c, and data_dir.c's
+   <file>.tmp-XXXXXX) are deleted at the next start, under entries that
+   have rows too (before: they stayed for ever, each as large as a
+   checkpoint); names that only look alike stay."""
 import json
 import os
 import socket
@@ -94,7 +99,12 @@ def check_sweep(c, binary):
                    "studies/study-%d/tensorboard/trial-77/events" % sid,
                    "studies/study-%d/tensorboard/refit-model-42/events" % sid]
         kept = ["studies/study-%d/tensorboard/trial-0/events" % sid]
-        for rel in orphans + kept:
+        live = "checkpoints/trial-%d/" % (had[0] if had else tids[0])
+        temporaries = [live + "exec-0.safetensors.tmp.424242.7",  # a killed checkpoint write
+                       live + "exec-0.done.json.tmp-Ab12Cd",       # a killed api_dir_write_atomic
+                       "models/model-42.safetensors.tmp.424243.2"]  # deleted, not moved aside
+        kept += [live + "notes.tmp.txt", live + "exec-0.safetensors.tmp.1.x"]  # not of those forms
+        for rel in orphans + kept + temporaries:
             plant(d, rel)
         hp = Hpod(binary, data_dir=d).start()
         c.check(not [e for e in os.listdir(os.path.join(d, "datasets")) if e.startswith(".upload-")],
@@ -105,6 +115,13 @@ def check_sweep(c, binary):
         top = os.path.join(d, "orphaned")
         stamps = os.listdir(top) if os.path.isdir(top) else []
         c.check(len(stamps) == 1, "one orphaned/<time> folder: %s" % stamps)
+        for rel in temporaries:
+            c.check(not os.path.exists(os.path.join(d, rel)) and
+                    not (stamps and os.path.exists(os.path.join(top, stamps[0], rel))),
+                    "the killed write's temporary %s is deleted" % rel)
+        with open(hp.log_path, errors="replace") as f:
+            removed = [l for l in f if "removed 3 temporary file(s)" in l]
+        c.check(len(removed) == 1, "one INFO line says 3 temporaries were removed: %s" % removed)
         for rel in orphans:
             c.check(not os.path.exists(os.path.join(d, rel)), "%s moved away" % rel)
             c.check(bool(stamps) and os.path.isfile(os.path.join(top, stamps[0], rel)),
