@@ -14,7 +14,9 @@
  * --data-dir longer than API_DIR_ROOT_MAX bytes is refused at start (exit
  * 2), so every path under it fits (data_dir.h).
  *
- * The database: SQLite in the data dir (hpo.db) by default; --database
+ * The database: SQLite in the data dir (hpo.db) by default, refused (exit
+ * 1) when SQLite's quick_check finds it damaged, naming the complaint and
+ * the remedy (storage.h: sto_open); --database
  * postgresql://user@host/db (or postgres://...) keeps it in PostgreSQL
  * instead (storage/sql.h). A URL of another scheme, or a server that
  * cannot be reached or used, exits 2 with the reason.
@@ -408,7 +410,13 @@ int main(int argc, char **argv) {
     } else if (api_db_lock(db_path, &lerr)) {
         start_error("%s", lerr.message);
         goto done;
-    } else if ((rc = sto_open(db_path, cfg.sync, &db))) {
+    } else if ((rc = sto_open_why(db_path, cfg.sync, &db, &lerr)) == HPO_EFORMAT) {
+        start_error("the database %s is damaged (%s): restore it from a backup, and remove %s-wal and %s-shm "
+                    "if they are beside it (a stale write-ahead log is replayed over a restored file and damages "
+                    "it again)",
+                    db_path, lerr.message, db_path, db_path);
+        goto done;
+    } else if (rc) {
         start_error("cannot open the database %s: %s", db_path, hpo_strerror(rc));
         goto done;
     }

@@ -1044,7 +1044,46 @@ static void db_free(sto_db *db) {
     free(db);
 }
 
-int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db **out) {
+/* SQLite's PRAGMA quick_check (every page and record well-formed; not the
+ * slower cross-check of indexes against their tables): 0 when it says ok;
+ * HPO_EFORMAT for a damaged file (a bad sector or copy, a stale -wal file
+ * replayed over a restored backup), err holding SQLite's first complaint;
+ * another storage error as it is. Before the migration, which would write
+ * to a damaged file, and the damaged file is closed without a write (a
+ * checkpoint at close would merge a stale -wal into a restored backup).
+ * It reads the whole file: ~20 ms per MB on the dev VM (0.1-0.3 s for
+ * 10,000 imported trials with 20 intermediate values each, 7 MB). */
+static int quick_check(sto_db *db, const char *path, hpo_error *err) {
+    sto_stmt *s = NULL;
+    char first[256] = "";
+    int rc = sto_sql_prepare(db->conn, "PRAGMA quick_check(1)", &s);
+    if (rc == 0) {
+        int src = sto_step(s);
+        if (src == STO_ROW) {
+            const char *t = sto_col_text_ref(s, 0);
+            snprintf(first, sizeof first, "%s", t ? t : "");
+        } else if (src != STO_DONE) {
+            rc = src;
+        }
+    }
+    if (rc && sto_sql_errkind_of(db->conn) == STO_SQL_ECORRUPT) { /* too damaged to check */
+        snprintf(first, sizeof first, "%.200s", sto_sql_errmsg(db->conn));
+        rc = 0;
+    }
+    sto_stmt_finalize(s);
+    if (rc) {
+        HPO_ERROR("storage: %s: quick_check: %s", path, sto_sql_errmsg(db->conn));
+        return rc;
+    }
+    if (!first[0] || strcmp(first, "ok") == 0) return 0;
+    for (char *c = first; *c; c++)
+        if (*c == '\n' || *c == '\t') *c = ' '; /* its lines ("*** in database main ***", then the page) */
+    HPO_ERROR("storage: %s is damaged: SQLite's quick_check says: %s", path, first);
+    sto_sql_sqlite_leave_untouched(db->conn); /* the close must not merge a stale -wal into it */
+    return hpo_fail(err, HPO_EFORMAT, "", "SQLite's quick_check says: %s", first);
+}
+
+static int open_at(const char *path, sto_sync sync, int target_version, sto_db **out, hpo_error *err) {
     if (!path || !out || target_version < 1 || target_version > sto_schema_version())
         return HPO_EINVAL;
     int pg = sto_sql_is_pg_url(path);
@@ -1059,6 +1098,7 @@ int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db *
     db->target = hpo_strdup(path);
     rc = pg ? sto_sql_open_pg(path, &db->conn) : sto_sql_open_sqlite(path, sync == STO_SYNC_FULL, &db->conn);
     if (rc) goto fail;
+    if (!pg && (rc = quick_check(db, path, err))) goto fail;
     rc = pg ? sto_pg_migrate(db->conn, sto_schema_version()) : migrate(db, path, target_version);
     if (rc) goto fail;
     for (int i = 0; i < STO_Q_N; i++) {
@@ -1088,6 +1128,10 @@ fail:
     return rc;
 }
 
+int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db **out) {
+    return open_at(path, sync, target_version, out, NULL);
+}
+
 int sto_is_database_url(const char *path) { return sto_sql_is_pg_url(path); }
 
 int sto_set_stall_timeout(sto_db *db, double seconds) {
@@ -1104,8 +1148,10 @@ int sto_reopen(sto_db *db, sto_db **out) {
     return sto_open(db->target, STO_SYNC_NORMAL, out);
 }
 
-int sto_open(const char *path, sto_sync sync, sto_db **out) {
-    return sto_db_open_at(path, sync, sto_schema_version(), out);
+int sto_open(const char *path, sto_sync sync, sto_db **out) { return sto_open_why(path, sync, out, NULL); }
+
+int sto_open_why(const char *path, sto_sync sync, sto_db **out, hpo_error *err) {
+    return open_at(path, sync, sto_schema_version(), out, err);
 }
 
 void sto_close(sto_db *db) {

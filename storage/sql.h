@@ -55,6 +55,7 @@ typedef enum {
     STO_SQL_EFK,     /* a foreign key: the parent row is missing */
     STO_SQL_EUNIQUE, /* a unique constraint */
     STO_SQL_EFULL,   /* the disk (or quota) is full */
+    STO_SQL_ECORRUPT, /* SQLite: the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB) */
 } sto_sql_errkind;
 
 typedef enum { STO_T_INT = 1, STO_T_REAL, STO_T_TEXT } sto_type;
@@ -140,6 +141,11 @@ static inline void sto_sql_close(sto_sql *c) {
 static inline int64_t sto_sql_changes(sto_sql *c) { return c->changes; }
 static inline const char *sto_sql_errmsg(sto_sql *c) { return c->errmsg; }
 static inline sto_sql_errkind sto_sql_errkind_of(sto_sql *c) { return c->errkind; }
+/* Closing c (SQLite) will write nothing to its file: no checkpoint of the
+ * -wal file into it (the last connection's close does one), no planner
+ * statistics. For a file found damaged: a restored backup beside a stale
+ * -wal stays the backup, good again once the -wal and -shm are removed. */
+void sto_sql_sqlite_leave_untouched(sto_sql *c);
 
 /* ---- statements ---- */
 

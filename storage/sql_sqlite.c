@@ -10,6 +10,7 @@
 typedef struct {
     sto_sql base;
     sqlite3 *db;
+    int untouched; /* sto_sql_sqlite_leave_untouched: the close writes nothing */
 } lite_conn;
 
 typedef struct {
@@ -32,6 +33,8 @@ static int fail(sto_sql *c) {
     /* SQLite reports a write that hit ENOSPC as SQLITE_FULL */
     else if ((code & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT)
         kind = STO_SQL_EFULL;
+    else if ((code & 0xff) == SQLITE_CORRUPT || (code & 0xff) == SQLITE_NOTADB)
+        kind = STO_SQL_ECORRUPT;
     sto_sql_set_error(c, kind, "%s (%d)", sqlite3_errmsg(db), code);
     return kind == STO_SQL_EFULL ? HPO_ENOSPACE : HPO_ESTORAGE;
 }
@@ -62,7 +65,7 @@ static void lite_close(sto_sql *c) {
     if (db) {
         /* Lets SQLite refresh its planner statistics where they are stale
          * (cheap; recommended before closing a long-lived connection). */
-        sqlite3_exec(db, "PRAGMA optimize", NULL, NULL, NULL);
+        if (!((lite_conn *)c)->untouched) sqlite3_exec(db, "PRAGMA optimize", NULL, NULL, NULL);
         if (sqlite3_close(db) != SQLITE_OK) HPO_ERROR("storage: close: %s", sqlite3_errmsg(db));
     }
     free(c);
@@ -190,6 +193,12 @@ fail:
     if (c->db) sqlite3_close(c->db);
     free(c);
     return rc;
+}
+
+void sto_sql_sqlite_leave_untouched(sto_sql *c) {
+    if (!c || c->ops != &lite_ops) return;
+    sqlite3_db_config(db_of(c), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+    ((lite_conn *)c)->untouched = 1;
 }
 
 sqlite3 *sto_sql_sqlite(sto_sql *c) { return c && c->ops == &lite_ops ? db_of(c) : NULL; }

@@ -98,8 +98,14 @@ typedef struct sto_event_in {
  * naming a PostgreSQL database (sto_is_database_url) opens that instead,
  * with the same calls and rules; several connections (hpod nodes) may
  * share it (db_internal.h says how races are decided); sync does not
- * apply there (commits are as durable as the server makes them). */
+ * apply there (commits are as durable as the server makes them).
+ * A SQLite file that fails SQLite's PRAGMA quick_check (a bad sector or
+ * copy, a stale hpo.db-wal replayed over a backup copied back) is refused
+ * with HPO_EFORMAT, untouched, before anything reads it wrong. */
 int sto_open(const char *path, sto_sync sync, sto_db **out);
+/* sto_open, and for HPO_EFORMAT err->message says what SQLite found
+ * damaged (its first complaint). */
+int sto_open_why(const char *path, sto_sync sync, sto_db **out, hpo_error *err);
 /* path is a postgresql:// or postgres:// URL. */
 int sto_is_database_url(const char *path);
 void sto_close(sto_db *db);

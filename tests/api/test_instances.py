@@ -6,8 +6,18 @@ data dir whose hpo.db is a link to the live one's (it took the first's
 running trials for a dead run's). The lock goes with its
 process, however it ends: a kill -9 does not leave a stale one. A
 --data-dir too long for the paths under it is refused at start with a clear
-error (issue 13), before anything is created."""
+error (issue 13), before anything is created.
+
+A damaged SQLite database is refused at start (exit 1) naming the file,
+SQLite's quick_check complaint and the remedy (a storage-fault audit's F4:
+hpod started and answered /healthz ok, then 500s on some routes and 200s
+with no trials on others): a page of the trials table overwritten, and a
+backup copied back over hpo.db while a kill -9's stale hpo.db-wal stays
+beside it; once that -wal and -shm are removed, as the message says, the
+backup's studies are served."""
 import os
+import shutil
+import sqlite3
 import subprocess
 import tempfile
 
@@ -27,9 +37,73 @@ def second(args, data_dir, port=0, extra=()):
         return None, err
 
 
+EXTERNAL = {"name": "ext", "space": {"x": {"type": "float", "low": 0, "high": 1}}}
+
+
+def tell_n(hp, sid, n):
+    for i in range(n):
+        t = hp.ok("POST", "/api/v1/studies/%d/ask" % sid)
+        hp.ok("POST", "/api/v1/trials/%d/tell" % t["trial_id"], {"value": float(i)})
+
+
+def check_damaged_database(c, args):
+    # A. one page of the trials table overwritten (a bad sector, a bad copy)
+    hp = Hpod(args.hpod).start()
+    try:
+        tell_n(hp, hp.ok("POST", "/api/v1/studies", EXTERNAL)["id"], 60)
+        hp.stop()
+        db = os.path.join(hp.data_dir, "hpo.db")
+        con = sqlite3.connect(db)
+        page = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'trials'").fetchone()[0]
+        size = con.execute("PRAGMA page_size").fetchone()[0]
+        con.close()
+        with open(db, "r+b") as f:
+            f.seek((page - 1) * size + 8)
+            f.write(b"\xff" * 64)
+        rc, err = second(args, hp.data_dir)
+        c.check(rc == 1 and ("the database %s is damaged" % db) in err and "quick_check" in err and
+                "restore it from a backup" in err and "hpo.db-wal" in err and "hpo.db-shm" in err,
+                "a damaged page: hpod refuses to start naming the file, SQLite's complaint and the remedy "
+                "(rc %s: %s)" % (rc, err.strip()[-400:]))
+    finally:
+        hp.cleanup()
+    # B. a backup copied back over hpo.db while a kill -9's -wal stays beside it
+    hp = Hpod(args.hpod).start()
+    backup = tempfile.mktemp(prefix="hpo-backup-")
+    try:
+        tell_n(hp, hp.ok("POST", "/api/v1/studies", EXTERNAL)["id"], 20)
+        hp.stop()
+        db = os.path.join(hp.data_dir, "hpo.db")
+        shutil.copy(db, backup)
+        hp = Hpod(args.hpod, data_dir=hp.data_dir).start()
+        for k in range(3):
+            tell_n(hp, hp.ok("POST", "/api/v1/studies", dict(EXTERNAL, name="later%d" % k))["id"], 200)
+        hp.kill9()
+        c.check(os.path.exists(db + "-wal"), "the kill -9 left hpo.db-wal")
+        shutil.copy(backup, db)
+        rc, err = second(args, hp.data_dir)
+        c.check(rc == 1 and ("the database %s is damaged" % db) in err,
+                "a backup restored beside a stale -wal: hpod refuses to start (rc %s: %s)"
+                % (rc, err.strip()[-400:]))
+        for f in (db + "-wal", db + "-shm"):
+            if os.path.exists(f):
+                os.unlink(f)
+        hp = Hpod(args.hpod, data_dir=hp.data_dir).start()
+        studies = hp.ok("GET", "/api/v1/studies")["studies"]
+        c.check([(s["name"], s["n_trials"]) for s in studies] == [("ext", 20)],
+                "without them (the remedy), hpod serves the backup's study: %s"
+                % [(s["name"], s["n_trials"]) for s in studies])
+        hp.stop()
+    finally:
+        hp.cleanup()
+        if os.path.exists(backup):
+            os.unlink(backup)
+
+
 def main():
     args = parse_args()
     c = Checks()
+    check_damaged_database(c, args)
     hp = Hpod(args.hpod).start()
     try:
         rc, err = second(args, hp.data_dir)
