@@ -24,6 +24,20 @@ int api_dir_check_root(const char *root, const char *field, hpo_error *err) {
     return 0;
 }
 
+int api_dir_check_db_path(const char *root, hpo_error *err) {
+    char name[API_PATH_MAX];
+    api_dir_db(name, ""); /* "/hpo.db": what the database adds to the data dir's path */
+    char *real = realpath(root, NULL);
+    if (!real) return 0; /* the database's open says why */
+    size_t n = strlen(real), max = sto_sqlite_path_max(), room = max - strlen(name);
+    free(real);
+    if (n <= room) return 0;
+    return hpo_fail(err, HPO_EINVAL, "data-dir",
+                    "the data dir is %zu bytes long as an absolute path with links resolved; SQLite opens its "
+                    "database (hpo.db) in one of at most %zu bytes (its limit for a database path is %zu bytes)",
+                    n, room, max);
+}
+
 int api_dir_path(char *out, const char *root, const char *fmt, ...) {
     int n = snprintf(out, API_PATH_MAX, "%s/", root);
     if (n < 0 || n >= API_PATH_MAX) return HPO_EINVAL;

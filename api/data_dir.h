@@ -33,7 +33,9 @@
  * Design notes
  * - Lengths: the root is checked once, at start (api_dir_check_root: hpod
  *   refuses a --data-dir longer than API_DIR_ROOT_MAX, and so does
- *   api_ctx_new). Every path below it adds at most API_DIR_SUFFIX_MAX bytes
+ *   api_ctx_new; with SQLite, whose unix VFS opens paths of at most 504
+ *   bytes, hpod also refuses a --data-dir longer than 497 bytes once made
+ *   absolute with its links resolved: api_dir_check_db_path). Every path below it adds at most API_DIR_SUFFIX_MAX bytes
  *   (a dataset folder of a 64-character name and a file in it is the
  *   longest; a refit's event file, ~180 bytes with a 64-byte host name,
  *   comes next), so an API_PATH_MAX buffer holds every path; the formatters
@@ -68,6 +70,10 @@
 /* 0 if root can be hpod's data dir (1 to API_DIR_ROOT_MAX bytes), else
  * HPO_EINVAL naming field ("data-dir" for the flag). */
 int api_dir_check_root(const char *root, const char *field, hpo_error *err);
+/* 0 if SQLite can open <root>/hpo.db: root (an existing folder), made
+ * absolute with its links resolved, at most sto_sqlite_path_max() - 7
+ * bytes (497); else HPO_EINVAL naming "data-dir" and the limit. */
+int api_dir_check_db_path(const char *root, hpo_error *err);
 
 /* <root>/<relative> into out (API_PATH_MAX bytes); HPO_EINVAL if too long. */
 int api_dir_path(char *out, const char *root, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -12,7 +12,9 @@
  * One hpod per data dir: a second one on the same dir exits with "data dir
  * DIR in use by pid N" (api/data_dir.h); one on a port in use exits too. A
  * --data-dir longer than API_DIR_ROOT_MAX bytes is refused at start (exit
- * 2), so every path under it fits (data_dir.h).
+ * 2), so every path under it fits (data_dir.h), and so is one whose SQLite
+ * database's path, absolute with links resolved, SQLite cannot open (over
+ * 497 bytes: api_dir_check_db_path; not with --database).
  *
  * The database: SQLite in the data dir (hpo.db) by default, refused (exit
  * 1) when SQLite's quick_check finds it damaged, naming the complaint and
@@ -378,13 +380,23 @@ int main(int argc, char **argv) {
         return 2;
     }
     char ident[API_NODE_IDENT_MAX];
+    int made[2] = {0, 0}; /* the folders made now */
     for (int i = 0; i < 2; i++) {
         const char *dir = i ? artifacts : cfg.data_dir;
-        if (mkdir(dir, 0755) && errno != EEXIST) {
+        if (mkdir(dir, 0755) == 0) {
+            made[i] = 1;
+        } else if (errno != EEXIST) {
             start_error("cannot create --%s %s: %s", i ? "artifacts-dir" : "data-dir", dir, strerror(errno));
             free(slots);
             return 1;
         }
+    }
+    if (!cfg.database && api_dir_check_db_path(cfg.data_dir, &lerr)) { /* SQLite's path limit */
+        start_error("--%s: %s", lerr.field, lerr.message);
+        if (made[1]) rmdir(artifacts);
+        if (made[0]) rmdir(cfg.data_dir);
+        free(slots);
+        return 2;
     }
     if (api_dir_lock(cfg.data_dir, &lerr) || api_dir_node_ident(cfg.data_dir, ident, &lerr)) {
         start_error("%s", lerr.message);

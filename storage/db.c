@@ -1134,6 +1134,8 @@ int sto_db_open_at(const char *path, sto_sync sync, int target_version, sto_db *
 
 int sto_is_database_url(const char *path) { return sto_sql_is_pg_url(path); }
 
+size_t sto_sqlite_path_max(void) { return sto_sql_sqlite_path_max(); }
+
 int sto_set_stall_timeout(sto_db *db, double seconds) {
     if (!db || !(seconds >= 0) || seconds > 86400) return HPO_EINVAL;
     sto_db_lock(db);

@@ -146,6 +146,8 @@ static inline sto_sql_errkind sto_sql_errkind_of(sto_sql *c) { return c->errkind
  * statistics. For a file found damaged: a restored backup beside a stale
  * -wal stays the backup, good again once the -wal and -shm are removed. */
 void sto_sql_sqlite_leave_untouched(sto_sql *c);
+/* The longest database path SQLite opens (sto_sqlite_path_max). */
+size_t sto_sql_sqlite_path_max(void);
 
 /* ---- statements ---- */
 

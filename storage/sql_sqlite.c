@@ -201,6 +201,14 @@ void sto_sql_sqlite_leave_untouched(sto_sql *c) {
     ((lite_conn *)c)->untouched = 1;
 }
 
+/* The pager refuses a database whose absolute path leaves no room for
+ * "-journal" under the VFS's mxPathname (512 on unix): SQLITE_CANTOPEN. */
+size_t sto_sql_sqlite_path_max(void) {
+    sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+    int max = vfs ? vfs->mxPathname : 512;
+    return max > 8 ? (size_t)(max - 8) : 0;
+}
+
 sqlite3 *sto_sql_sqlite(sto_sql *c) { return c && c->ops == &lite_ops ? db_of(c) : NULL; }
 
 sqlite3_stmt *sto_stmt_sqlite(sto_stmt *s) { return s && s->conn->ops == &lite_ops ? st(s) : NULL; }

@@ -108,6 +108,11 @@ int sto_open(const char *path, sto_sync sync, sto_db **out);
 int sto_open_why(const char *path, sto_sync sync, sto_db **out, hpo_error *err);
 /* path is a postgresql:// or postgres:// URL. */
 int sto_is_database_url(const char *path);
+/* The longest SQLite database path sto_open takes, in bytes, as SQLite
+ * sees it (absolute, links resolved): its unix VFS keeps room for the
+ * "-journal" suffix under a 512-byte limit, so 504; a longer one fails to
+ * open (HPO_ESTORAGE, "unable to open database file"). */
+size_t sto_sqlite_path_max(void);
 void sto_close(sto_db *db);
 /* The schema version this build migrates to (== PRAGMA user_version after
  * open; PostgreSQL keeps it in the table hpo_schema). */

@@ -6,7 +6,10 @@ data dir whose hpo.db is a link to the live one's (it took the first's
 running trials for a dead run's). The lock goes with its
 process, however it ends: a kill -9 does not leave a stale one. A
 --data-dir too long for the paths under it is refused at start with a clear
-error (issue 13), before anything is created.
+error (issue 13), before anything is created; so is one SQLite cannot
+open its database in (over 497 bytes as an absolute path with links
+resolved: a storage-fault audit's F5, before it failed with "storage
+error" from 498 bytes on), and the folder hpod made for it is removed.
 
 A damaged SQLite database is refused at start (exit 1) naming the file,
 SQLite's quick_check complaint and the remedy (a storage-fault audit's F4:
@@ -100,10 +103,49 @@ def check_damaged_database(c, args):
             os.unlink(backup)
 
 
+def dir_of_length(base, n):
+    """A path of n bytes under base whose parents exist (hpod makes the last
+    folder), and base's own real path is what its links resolve to."""
+    path = os.path.realpath(base)
+    while n - len(path) - 1 > 200:
+        path = os.path.join(path, "p" * 199)
+        os.makedirs(path, exist_ok=True)
+    return os.path.join(path, "d" * (n - len(path) - 1))
+
+
+def check_sqlite_path_limit(c, args):
+    base = tempfile.mkdtemp(prefix="hpo-test-")
+    try:
+        longest = dir_of_length(base, 497)
+        os.mkdir(longest)  # the harness keeps hpod's log in it
+        hp = Hpod(args.hpod, data_dir=longest).start()
+        c.check(hp.request("GET", "/healthz")[0] == 200, "a --data-dir of 497 bytes works")
+        hp.stop()
+        for n in (498, 2000):
+            d = dir_of_length(base, n)
+            rc, err = second(args, d)
+            c.check(rc == 2 and "--data-dir" in err and "at most 497" in err and "SQLite" in err
+                    and not os.path.exists(d),
+                    "a --data-dir of %d bytes is refused at start naming SQLite's limit, the folder it made "
+                    "removed (rc %s: %s)" % (n, rc, err.strip()[-300:]))
+        # relative, short, but long once absolute: what SQLite sees
+        rel = "r" * 40
+        cwd = dir_of_length(base, 470)
+        os.mkdir(cwd)
+        p = subprocess.run([os.path.abspath(args.hpod), "--port", "0", "--data-dir", rel], cwd=cwd, capture_output=True, text=True,
+                           timeout=15)
+        c.check(p.returncode == 2 and "at most 497" in p.stderr and not os.path.exists(os.path.join(cwd, rel)),
+                "a short relative --data-dir under a long working folder is refused too (rc %s: %s)"
+                % (p.returncode, p.stderr.strip()[-200:]))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main():
     args = parse_args()
     c = Checks()
     check_damaged_database(c, args)
+    check_sqlite_path_limit(c, args)
     hp = Hpod(args.hpod).start()
     try:
         rc, err = second(args, hp.data_dir)
