@@ -577,6 +577,7 @@ struct api_ctx {
     /* the disk-full back-off (disk_full.c), under disk_mu */
     pthread_mutex_t disk_mu;
     double disk_until, disk_backoff; /* monotonic end; current length (0: none) */
+    int disk_why;                    /* what started it: API_BACKOFF_* */
     /* trials whose epochs failed to be stored, how many times in a row
      * (api_epoch_not_stored), under disk_mu; trial_id 0: a free entry */
     struct {
@@ -662,6 +663,12 @@ int api_epoch_not_stored(api_ctx *ctx, int64_t trial_id, const char *why);
 void api_epoch_stored(api_ctx *ctx, int64_t trial_id);
 /* Seconds left in the back-off (0: none). */
 double api_disk_wait(api_ctx *ctx);
+/* Why jobs back off now, for /metrics (hpo_disk_full, hpo_files_failing):
+ * from a job's finding the disk full (or its files failing) until a job
+ * stores progress again (api_disk_ok), the waits between tries included;
+ * the last finding's reason. */
+enum { API_BACKOFF_NONE = 0, API_BACKOFF_DISK_FULL, API_BACKOFF_FILES_FAILED };
+int api_disk_backoff_why(api_ctx *ctx);
 
 /* ---- handlers (one file per resource) ---- */
 void api_h_healthz(api_ctx *, const api_request *, int64_t, api_response *);

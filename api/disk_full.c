@@ -7,8 +7,9 @@
 
 /* Starts the back-off, or doubles it: its seconds when it starts now, 0
  * when one runs. */
-static double back_off(api_ctx *ctx) {
+static double back_off(api_ctx *ctx, int why) {
     pthread_mutex_lock(&ctx->disk_mu);
+    ctx->disk_why = why;
     double now = hpo_monotonic();
     /* the jobs that were running when the disk filled find it at once: one
      * back-off for all of them; it doubles when a job started after it
@@ -23,12 +24,12 @@ static double back_off(api_ctx *ctx) {
 }
 
 void api_disk_full(api_ctx *ctx) {
-    double b = back_off(ctx);
+    double b = back_off(ctx, API_BACKOFF_DISK_FULL);
     if (b > 0) HPO_WARN("the data disk is full: jobs are queued again; the next starts in %.0f s", b);
 }
 
 void api_files_failed(api_ctx *ctx, const char *why) {
-    double b = back_off(ctx);
+    double b = back_off(ctx, API_BACKOFF_FILES_FAILED);
     if (b > 0) HPO_WARN("hpod's files failed on the file system (%s): jobs are queued again; the next starts in %.0f s",
                         why, b);
 }
@@ -38,6 +39,7 @@ void api_disk_ok(api_ctx *ctx) {
     int was = ctx->disk_backoff > 0;
     ctx->disk_backoff = 0;
     ctx->disk_until = 0;
+    ctx->disk_why = API_BACKOFF_NONE;
     pthread_mutex_unlock(&ctx->disk_mu);
     if (was) HPO_INFO("hpod's files can be written again: jobs start");
 }
@@ -61,7 +63,7 @@ static int failure_slot(api_ctx *ctx, int64_t trial_id, int add) {
 }
 
 int api_epoch_not_stored(api_ctx *ctx, int64_t trial_id, const char *why) {
-    double b = back_off(ctx);
+    double b = back_off(ctx, API_BACKOFF_FILES_FAILED); /* storage failing: counted with the files */
     if (b > 0) HPO_WARN("an epoch could not be stored (%s): jobs are queued again; the next starts in %.0f s", why, b);
     pthread_mutex_lock(&ctx->disk_mu);
     int times = ++ctx->store_failures[failure_slot(ctx, trial_id, 1)].times;
@@ -81,4 +83,11 @@ double api_disk_wait(api_ctx *ctx) {
     double left = ctx->disk_until - hpo_monotonic();
     pthread_mutex_unlock(&ctx->disk_mu);
     return left > 0 ? left : 0;
+}
+
+int api_disk_backoff_why(api_ctx *ctx) {
+    pthread_mutex_lock(&ctx->disk_mu);
+    int why = ctx->disk_backoff > 0 ? ctx->disk_why : API_BACKOFF_NONE;
+    pthread_mutex_unlock(&ctx->disk_mu);
+    return why;
 }

@@ -13,6 +13,10 @@
  *                                                  (trial_counts below)
  *   hpo_slots, hpo_slots_busy                      gauges: worker slots, those running a job
  *   hpo_jobs_queued                                gauge: queued trials of running studies + queued model jobs
+ *   hpo_disk_full, hpo_files_failing               gauges: 1 while the jobs back off because one found the
+ *                                                  data disk full, or its files failing on the file
+ *                                                  system (api_disk_backoff_why); 0 once a job stores
+ *                                                  progress again
  *   hpo_epochs_total{slot}                         counter: trial epochs trained on the slot
  *   hpo_samples_per_second{slot}                   gauge: the slot's last trial epoch (0 before one)
  *   hpo_slot_info{slot,device} 1                   the device a slot trains on: "cpu", "cuda:G" ("cuda:G+H")
@@ -501,6 +505,13 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
         for (int s = 0; s < STO_TRIAL_N_STATES; s++)
             put(&t, "hpo_trials{state=\"%s\"} %lld\n", sto_trial_state_name(s), (long long)counts[s]);
     }
+    int why = api_disk_backoff_why(ctx);
+    put(&t, "# HELP hpo_disk_full 1 while jobs back off because one found the data disk full, until a job stores "
+            "progress again.\n# TYPE hpo_disk_full gauge\nhpo_disk_full %d\n"
+            "# HELP hpo_files_failing 1 while jobs back off because hpod's files failed on the file system "
+            "(permissions, read-only, I/O errors), until a job stores progress again.\n"
+            "# TYPE hpo_files_failing gauge\nhpo_files_failing %d\n",
+        why == API_BACKOFF_DISK_FULL, why == API_BACKOFF_FILES_FAILED);
     put(&t, "# HELP hpo_uptime_seconds Seconds since hpod started.\n# TYPE hpo_uptime_seconds gauge\n"
             "hpo_uptime_seconds %.3f\n", uptime);
     put_process(&t);

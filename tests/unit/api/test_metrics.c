@@ -5,7 +5,10 @@
  * ending at +Inf equal to _count. And the series the api feeds move: requests
  * and their latency by route, slots, busy slots, epochs and samples/s per
  * slot, each slot's device and busy time (GPU memory only where the GPU
- * answers), event streams, queued jobs, build info, process figures. */
+ * answers), event streams, queued jobs, build info, process figures, and
+ * the jobs' back-off on a full disk or failing files (before, nothing in
+ * /metrics told a monitor that hpod's disk was full: a storage-fault
+ * audit's F6). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,6 +321,36 @@ static void test_format_and_series(void **state) {
     free(p);
 }
 
+/* hpo_disk_full / hpo_files_failing: 1 from a job's finding the disk full
+ * (its files failing) until a job stores progress again, the waits between
+ * tries included; the last finding's reason */
+static void test_disk_backoff_gauges(void **state) {
+    parsed *p = scrape();
+    assert_true(value_of(p, "hpo_disk_full", "") == 0);
+    assert_true(value_of(p, "hpo_files_failing", "") == 0);
+    free(p);
+    api_disk_full(ctx);
+    p = scrape();
+    assert_true(value_of(p, "hpo_disk_full", "") == 1);
+    assert_true(value_of(p, "hpo_files_failing", "") == 0);
+    free(p);
+    usleep(1100 * 1000); /* the wait is over; no job stored progress yet */
+    assert_true(api_disk_wait(ctx) == 0);
+    p = scrape();
+    assert_true(value_of(p, "hpo_disk_full", "") == 1);
+    free(p);
+    api_files_failed(ctx, "Input/output error");
+    p = scrape();
+    assert_true(value_of(p, "hpo_disk_full", "") == 0);
+    assert_true(value_of(p, "hpo_files_failing", "") == 1);
+    free(p);
+    api_disk_ok(ctx);
+    p = scrape();
+    assert_true(value_of(p, "hpo_disk_full", "") == 0);
+    assert_true(value_of(p, "hpo_files_failing", "") == 0);
+    free(p);
+}
+
 /* hpo_jobs_queued: queued trials of running studies and queued model jobs,
  * not the trials of a paused study; hpo_trials by state. */
 /* each slot's device and busy time; GPU memory only where the GPU answers;
@@ -443,6 +476,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_jobs_queued, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slot_devices_and_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trial_counts_reused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_backoff_gauges, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
