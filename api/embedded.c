@@ -23,7 +23,12 @@ static int get_count(const json_t *obj, const char *key, const char *field, int6
     return 0;
 }
 
-/* Loads (through the shared cache) the dataset of a "dataset" object. */
+/* Loads (through the shared cache) the dataset of a "dataset" object. An
+ * uploaded dataset's files loaded when they were uploaded, so one that is
+ * now malformed, missing or unreadable (HPO_EFORMAT, HPO_ENOTFOUND,
+ * HPO_EIO: a bad copy or restore, a directory in its place) is hpod's own
+ * file damaged: HPO_ECONFLICT (409) naming the dataset, not a 400 or 404
+ * that blames the request. */
 int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, eng_dataset **out,
                      hpo_error *err) {
     const char *name = json_string_value(json_object_get(spec, "name"));
@@ -32,6 +37,14 @@ int api_dataset_open(api_ctx *ctx, const json_t *spec, const char *part, eng_dat
     char *owned = NULL;
     int rc = api_dataset_source(ctx, spec, part, &src, &owned, err);
     if (rc == 0) rc = eng_dataset_cache_get_source(&src, out, err);
+    if (owned && (rc == HPO_EFORMAT || rc == HPO_ENOTFOUND || rc == HPO_EIO)) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err ? err->message : "");
+        rc = hpo_fail(err, HPO_ECONFLICT, "dataset",
+                      "the stored file of uploaded dataset %.64s is damaged: delete the dataset and upload it "
+                      "again (%s)",
+                      src.name, why);
+    }
     free(owned);
     return rc;
 }

@@ -4,7 +4,11 @@ and delete; malformed uploads get a 400 naming the form field (CSV: the
 line), taken names 409, an upload over --max-upload 413; no temporary
 folder survives a failure or a dropped connection; a delete racing with a
 study created on the dataset never lets both succeed (dataset_race.py);
-hpod stays up, and the datasets are still there after a restart."""
+hpod stays up, and the datasets are still there after a restart. An
+uploaded dataset whose stored file was damaged since (garbage, empty,
+deleted, a folder in its place) makes a study on it answer 409 naming the
+dataset and its damaged file (a storage-fault audit's F7e: before, 400
+bad_format, 404 or 500, as if the request were wrong)."""
 import gzip
 import json
 import os
@@ -122,9 +126,59 @@ def drop_mid_upload(hp):
     s.close()
 
 
+def check_damaged_stored_file(c, binary):
+    hp = Hpod(binary).start()
+    try:
+        st, out = upload(hp, [("name", "kept", None), ("format", "csv", None), ("label_column", "species", None),
+                              ("file", make_csv(), "kept.csv")])
+        c.check(st == 201, "upload kept (%s %s)" % (st, out))
+        folder = os.path.join(hp.data_dir, "datasets", "%d-kept" % out.get("id", 0))
+        stored = [os.path.join(folder, f) for f in os.listdir(folder)] if os.path.isdir(folder) else []
+        c.check(len(stored) == 1, "one stored file: %s" % stored)
+        if len(stored) != 1:
+            return
+        path = stored[0]
+        good = open(path, "rb").read()
+        spec = {"objective": {"metric": "val_accuracy"}, "model": {"template": "mlp"},
+                "dataset": {"name": "kept", "validation_split": 0.2},
+                "space": {"layers": {"type": "int", "low": 1, "high": 2}},
+                "training": {"max_epochs": 1, "batch_size": 8},
+                "tuner": {"algorithm": "random", "seed": 1, "max_trials": 1}}
+
+        def garbage():
+            with open(path, "wb") as f:
+                f.write(bytes(random.Random(2).getrandbits(8) for _ in range(5000)))
+
+        def empty():
+            open(path, "wb").close()
+
+        def folder_instead():
+            os.unlink(path)
+            os.mkdir(path)
+
+        for how, damage in (("garbage", garbage), ("empty", empty), ("deleted", lambda: os.unlink(path)),
+                            ("a folder", folder_instead)):
+            damage()
+            st, out = hp.request("POST", "/api/v1/studies", dict(spec, name="on-" + how.replace(" ", "-")))
+            err = out.get("error", {}) if isinstance(out, dict) else {}
+            c.check(st == 409 and err.get("field") == "dataset" and "uploaded dataset kept is damaged" in
+                    err.get("message", ""),
+                    "a stored file %s: a study on it -> 409 naming the dataset (%s %s)" % (how, st, out))
+            if os.path.isdir(path):
+                os.rmdir(path)
+            with open(path, "wb") as f:
+                f.write(good)
+        st, out = hp.request("POST", "/api/v1/studies", dict(spec, name="on-restored"))
+        c.check(st == 201, "the file restored: a study on it -> 201 (%s %s)" % (st, out))
+        c.check(hp.stop() == 0, "graceful stop")
+    finally:
+        hp.cleanup()
+
+
 def main():
     args = parse_args()
     c = Checks()
+    check_damaged_stored_file(c, args.hpod)
     hp = Hpod(args.hpod).start()
     small = None
     try:
