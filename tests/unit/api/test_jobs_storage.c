@@ -177,8 +177,9 @@ static void test_full_database_mid_trial(void **state) {
     teardown();
 }
 
-static void test_epoch_not_stored_no_gap(void **state) {
-    (void)state;
+/* setup() with the study of study_json, whose epoch 3 cannot be stored (a
+ * trigger aborts its insert, as a lost connection or a damaged page would). */
+static void setup_refusing_epoch_3(void) {
     setup();
     int status;
     json_decref(call("POST", "/api/v1/studies", study_json, &status));
@@ -186,6 +187,11 @@ static void test_epoch_not_stored_no_gap(void **state) {
     assert_int_equal(sto_db_exec_sql(db, "CREATE TRIGGER no_epoch_3 BEFORE INSERT ON epochs WHEN NEW.epoch = 3"
                                          " BEGIN SELECT RAISE(ABORT, 'refused'); END"),
                      0);
+}
+
+static void test_epoch_not_stored_no_gap(void **state) {
+    (void)state;
+    setup_refusing_epoch_3();
     api_job job;
     assert_int_equal(api_jobs_next(ctx, "cpu:0", &job), 0);
     api_jobs_run(ctx, &job, "cpu:0", 1, &no_stop);
@@ -210,13 +216,7 @@ static void test_epoch_not_stored_no_gap(void **state) {
  * epoch in between starts the count again. */
 static void test_epoch_never_stored(void **state) {
     (void)state;
-    setup();
-    int status;
-    json_decref(call("POST", "/api/v1/studies", study_json, &status));
-    assert_int_equal(status, 201);
-    assert_int_equal(sto_db_exec_sql(db, "CREATE TRIGGER no_epoch_3 BEFORE INSERT ON epochs WHEN NEW.epoch = 3"
-                                         " BEGIN SELECT RAISE(ABORT, 'refused'); END"),
-                     0);
+    setup_refusing_epoch_3();
     api_epoch_not_stored(ctx, 1, "an earlier run's"); /* counted ... */
     api_epoch_stored(ctx, 1);                        /* ... and started again by a stored epoch */
     api_disk_ok(ctx);
