@@ -164,7 +164,9 @@ json_t *api_study_json(api_ctx *ctx, const sto_study *s, int full) {
          * space merged with the definition's overrides */
         api_study *st;
         if (api_study_acquire(ctx, s->id, &st) == 0) {
-            json_object_set(j, "space", st->def.space_json);
+            /* a copy: requests share the study, and jansson's reference
+             * count is no lock (concurrent get-or-creates raced on it) */
+            json_object_set_new(j, "space", json_deep_copy(st->def.space_json));
             api_study_release(ctx, st);
         }
     }

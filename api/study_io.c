@@ -175,10 +175,11 @@ static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *
     api_warm_start_strip(def);
     name_dataset(ctx, json_object_get(def, "dataset"));
     json_t *attrs = json_loads(s->user_attrs ? s->user_attrs : "{}", 0, NULL);
-    json_t *study = json_pack("{s:s, s:s, s:s, s:s, s:f, s:o, s:O, s:o, s:s}", "name", s->name, "direction",
+    /* the space: a copy, since requests share the study (json_map.c) */
+    json_t *study = json_pack("{s:s, s:s, s:s, s:s, s:f, s:o, s:o, s:o, s:s}", "name", s->name, "direction",
                               st->def.maximize ? "maximize" : "minimize", "kind", st->def.embedded ? "embedded" : "external",
                               "state", sto_study_state_name(s->state), "created", s->created, "definition", def,
-                              "space", st->def.space_json, "user_attrs", attrs ? attrs : json_object(), "note",
+                              "space", json_deep_copy(st->def.space_json), "user_attrs", attrs ? attrs : json_object(), "note",
                               s->note ? s->note : "");
     return json_pack("{s:s, s:o, s:o}", "format", FORMAT, "study", study, "trials", trials);
 }
