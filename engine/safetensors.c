@@ -477,11 +477,20 @@ fail:
     return rc;
 }
 
-/* Prefixes err's message with the file's name. */
+/* Prefixes err's message with the file's name: a long path keeps its end
+ * (the folder of a trial and the file), "..." before it. */
+#define NAMED_PATH_MAX 160
 static void name_file(hpo_error *err, const char *path) {
     if (!err) return;
-    char m[sizeof err->message + 64];
-    snprintf(m, sizeof m, "%.60s: %s", path, err->message);
+    char m[sizeof err->message + NAMED_PATH_MAX + 8];
+    size_t n = strlen(path);
+    const char *tail = path, *cut = "";
+    if (n > NAMED_PATH_MAX) {
+        tail = path + n - NAMED_PATH_MAX;
+        while ((*tail & 0xc0) == 0x80) tail++; /* not inside a UTF-8 character */
+        cut = "...";
+    }
+    snprintf(m, sizeof m, "%s%s: %s", cut, tail, err->message);
     size_t l = strlen(m);
     if (l >= sizeof err->message) l = sizeof err->message - 1;
     memcpy(err->message, m, l);

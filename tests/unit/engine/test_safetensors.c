@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -219,6 +220,17 @@ static void test_malformed(void **state) {
     assert_int_equal(eng_st_read_file(path, &f, &err), HPO_EFORMAT);
     printf("  %-28s -> %s\n", "truncated file", err.message);
     assert_int_equal(eng_st_open(path, &f, &err), HPO_EFORMAT);
+    /* under a long folder, the message keeps the path's end: which trial's
+     * file (it kept the first 60 bytes, the data dir's, and cut the rest) */
+    char deep[480], longer[512];
+    snprintf(deep, sizeof deep, "%s/%0200d", tmpdir, 0);
+    assert_int_equal(mkdir(deep, 0755), 0);
+    snprintf(longer, sizeof longer, "%s/trial-7.safetensors", deep);
+    assert_int_equal(rename(path, longer), 0);
+    assert_int_equal(eng_st_open(longer, &f, &err), HPO_EFORMAT);
+    printf("  %-28s -> %.60s...\n", "a long path", err.message);
+    assert_non_null(strstr(err.message, "/trial-7.safetensors: "));
+    assert_int_equal(strncmp(err.message, "...", 3), 0);
     assert_int_equal(eng_st_open("/nonexistent/x.safetensors", &f, &err), HPO_ENOTFOUND);
     assert_int_equal(eng_st_read_file("/nonexistent/x.safetensors", &f, &err), HPO_ENOTFOUND);
 }
