@@ -394,6 +394,7 @@ static void send_weights(api_ctx *ctx, int64_t id, const char *rel, api_response
     int rc = api_dir_file(path, ctx->opt.data_dir, rel) ? HPO_ENOTFOUND : eng_st_open(path, &f, &err);
     uint64_t len = 0;
     int fd = rc == 0 ? eng_st_file_dup(f, &len) : -1;
+    int dup_errno = errno; /* before the close in eng_st_file_free */
     eng_st_file_free(f);
     if (fd >= 0) {
         resp->status = 200;
@@ -406,7 +407,7 @@ static void send_weights(api_ctx *ctx, int64_t id, const char *rel, api_response
         api_fail(resp, 409, "conflict", "id", "model %lld: its weights file %s is missing", (long long)id, rel);
     } else if (rc == 0 || rc == HPO_EFS) {
         api_fail(resp, 500, "io_error", "", "model %lld: its weights file cannot be read: %s", (long long)id,
-                 rc ? err.message : strerror(errno));
+                 rc ? err.message : strerror(dup_errno));
     } else {
         api_fail(resp, 409, "conflict", "id", "model %lld: its weights file is damaged: %s", (long long)id,
                  err.message);
