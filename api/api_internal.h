@@ -408,6 +408,9 @@ int api_trial_objectives(const api_study_def *d, const sto_trial *t, double *val
  * embedded study's val_X is read as X when the trial had no validation
  * split (as its learning curve is). */
 void api_objective_vector(const api_study_def *d, const json_t *metrics, double *vec);
+/* Its inverse: the metrics text of a reported vector, each objective's
+ * component under its metric (malloc'd; NULL when out of memory). */
+char *api_vector_curve(const api_study_def *d, const double *vec);
 /* Whether the study's pruner is told vectors (several objectives and a
  * pruner: MO-ASHA); then each report's vector is the trial's curve point at
  * its step (execution 0 of eps, a trial's stored epochs), which
@@ -416,6 +419,8 @@ void api_objective_vector(const api_study_def *d, const json_t *metrics, double 
 int api_reports_vectors(const api_study_def *d);
 void api_report_vector(const api_study_def *d, const sto_epoch *eps, size_t n_eps, int64_t step, double value,
                        double *vec);
+/* The same of one curve point's metrics text (NULL: none). */
+void api_curve_vector(const api_study_def *d, const char *curve, double value, double *vec);
 /* [{"metric", "direction"}, ...] of a stored definition (a new reference);
  * whether its first objective is maximised. */
 json_t *api_objectives_json(const json_t *spec);
@@ -469,6 +474,23 @@ int api_parse_time(const json_t *j, const char *field, double *out, hpo_error *e
  * field. */
 int api_parse_intermediates(const json_t *obj, const char *field, int64_t **steps, double **values, size_t *n,
                             hpo_error *err);
+
+/* A trial's "reports" in a study document (study_io_reports.c): the
+ * object of one stored report (its vector, read from eps as a replay
+ * reads it, and its late / pruned / rung flags), NULL when it has nothing
+ * beyond its value; and the object read back, checked against the trial's
+ * intermediate values (steps, values: n of them), into arrays by step
+ * index for sto_trial_in (all NULL when reports is absent). Errors name
+ * field.<step>[.key]. */
+typedef struct api_doc_steps {
+    int *flags;    /* STO_STEP_* */
+    int *rungs;    /* -1: none */
+    char **curves; /* the vector's curve point (api_vector_curve); NULL: none */
+} api_doc_steps;
+json_t *api_doc_report(const api_study_def *d, const sto_intermediate *row, const sto_epoch *eps, size_t n_eps);
+int api_doc_reports_read(const json_t *reports, const api_study_def *d, const int64_t *steps, const double *values,
+                         size_t n, const char *field, api_doc_steps *out, hpo_error *err);
+void api_doc_steps_free(api_doc_steps *s, size_t n);
 
 /* Maps storage trial states to tuner states. */
 tun_trial_state api_tun_state(sto_trial_state s);

@@ -380,6 +380,15 @@ void api_objective_vector(const api_study_def *d, const json_t *metrics, double 
     }
 }
 
+char *api_vector_curve(const api_study_def *d, const double *vec) {
+    json_t *row = json_object();
+    for (int k = 0; k < d->n_obj; k++)
+        if (d->obj[k].metric) json_object_set_new(row, d->obj[k].metric, api_json_real(vec[k]));
+    char *text = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(row);
+    return text;
+}
+
 /* ---- views ---- */
 
 json_t *api_objectives_json(const json_t *spec) {

@@ -125,17 +125,21 @@ int api_reports_vectors(const api_study_def *d) {
     return d->n_obj > 1 && d->tuner.pruner.kind != TUN_PRUNER_NONE;
 }
 
-void api_report_vector(const api_study_def *d, const sto_epoch *eps, size_t n_eps, int64_t step, double value,
-                       double *vec) {
+void api_curve_vector(const api_study_def *d, const char *curve, double value, double *vec) {
     vec[0] = value;
     for (int k = 1; k < d->n_obj; k++) vec[k] = NAN;
-    for (size_t i = 0; i < n_eps; i++) {
-        if (eps[i].execution != 0 || eps[i].epoch != step) continue;
-        json_t *mj = json_loads(eps[i].metrics, 0, NULL);
-        api_objective_vector(d, mj, vec);
-        json_decref(mj);
-        break;
-    }
+    if (!curve) return;
+    json_t *mj = json_loads(curve, 0, NULL);
+    api_objective_vector(d, mj, vec);
+    json_decref(mj);
+}
+
+void api_report_vector(const api_study_def *d, const sto_epoch *eps, size_t n_eps, int64_t step, double value,
+                       double *vec) {
+    const char *curve = NULL;
+    for (size_t i = 0; i < n_eps && !curve; i++)
+        if (eps[i].execution == 0 && eps[i].epoch == step) curve = eps[i].metrics;
+    api_curve_vector(d, curve, value, vec);
 }
 
 /* The vector a study with several objectives and a pruner was told at

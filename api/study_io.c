@@ -10,7 +10,9 @@
  *    the objective vector and the metrics told; absent when none),
  *    "value_std" and "value_n" (a value told as repeats: their spread and
  *    count; absent otherwise),
- *    "intermediate_values": {"<step>": v}, "datetime_start",
+ *    "intermediate_values": {"<step>": v}, "reports" (what a pruner knew of
+ *    a step besides its value, where it knew more: study_io_reports.c),
+ *    "datetime_start",
  *    "datetime_complete" (ISO 8601, UTC, or null), "distributions",
  *    "user_attrs", "note"}]}
  * where each trial's distributions are Optuna's JSON form of its params'
@@ -91,9 +93,15 @@ static json_t *distribution(const tun_param *p) {
 }
 
 typedef struct collect {
+    sto_db *db;
+    const api_study_def *def;
     const sto_trial *trials;
-    json_t **steps; /* per trial: {"<step>": value} */
+    json_t **steps;   /* per trial: {"<step>": value} */
+    json_t **reports; /* per trial: {"<step>": {...}} (study_io_reports.c) */
     size_t n;
+    int64_t loaded;   /* the trial whose curves are in eps (vector reports), -1: none */
+    sto_epoch *eps;
+    size_t n_eps;
 } collect;
 
 static void collect_intermediate(void *arg, const sto_intermediate *row) {
@@ -111,6 +119,15 @@ static void collect_intermediate(void *arg, const sto_intermediate *row) {
     char key[32];
     snprintf(key, sizeof key, "%lld", (long long)row->step);
     json_object_set_new(c->steps[lo], key, api_json_real(row->value));
+    if (api_reports_vectors(c->def) && c->loaded != number) { /* its vectors are its curve points */
+        sto_epoch_list_free(c->eps, c->n_eps);
+        c->eps = NULL;
+        c->n_eps = 0;
+        c->loaded = number;
+        if (sto_trial_epochs(c->db, c->trials[lo].id, &c->eps, &c->n_eps)) c->n_eps = 0;
+    }
+    json_t *report = api_doc_report(c->def, row, c->eps, c->n_eps);
+    if (report) json_object_set_new(c->reports[lo], key, report);
 }
 
 /* An uploaded dataset given by id alone gets its name: ids are this
@@ -134,9 +151,14 @@ static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *
         *rc_out = rc;
         return NULL;
     }
-    collect c = {t, hpo_xcalloc(n + 1, sizeof(json_t *)), n};
-    for (size_t i = 0; i < n; i++) c.steps[i] = json_object();
+    collect c = {ctx->db, &st->def, t, hpo_xcalloc(n + 1, sizeof(json_t *)), hpo_xcalloc(n + 1, sizeof(json_t *)),
+                 n, -1, NULL, 0};
+    for (size_t i = 0; i < n; i++) {
+        c.steps[i] = json_object();
+        c.reports[i] = json_object();
+    }
     rc = sto_study_intermediates(ctx->db, st->id, collect_intermediate, &c);
+    sto_epoch_list_free(c.eps, c.n_eps);
     json_t *trials = json_array();
     const tun_space *space = st->def.space;
     for (size_t i = 0; i < n; i++) {
@@ -158,6 +180,8 @@ static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *
         json_t *metrics = t[i].metrics_json ? json_loads(t[i].metrics_json, 0, NULL) : NULL;
         if (vec) json_object_set_new(row, "values", vec);
         if (metrics) json_object_set_new(row, "metrics", metrics);
+        if (json_object_size(c.reports[i])) json_object_set(row, "reports", c.reports[i]);
+        json_decref(c.reports[i]);
         if (t[i].error && t[i].error[0]) json_object_set_new(row, "error", json_string(t[i].error));
         if (t[i].value_n > 1) { /* told with repeats: their spread and count */
             json_object_set_new(row, "value_std", api_json_real(t[i].value_std));
@@ -165,6 +189,7 @@ static json_t *export_doc(api_ctx *ctx, api_study *st, const sto_study *s, int *
         }
     }
     free(c.steps);
+    free(c.reports);
     sto_trial_list_free(t, n);
     if (rc) {
         json_decref(trials);
@@ -241,6 +266,7 @@ typedef struct import_trial {
     int64_t *steps;
     double *step_values;
     size_t n_steps;
+    api_doc_steps details; /* the steps' "reports" */
 } import_trial;
 
 static void import_trials_free(import_trial *t, size_t n) {
@@ -250,6 +276,7 @@ static void import_trials_free(import_trial *t, size_t n) {
         free(t[i].values_json);
         free(t[i].metrics_json);
         free(t[i].x);
+        api_doc_steps_free(&t[i].details, t[i].n_steps);
         free(t[i].steps);
         free(t[i].step_values);
     }
@@ -335,7 +362,8 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
     static const char *keys[] = {"number",         "state",          "params",        "value",
                                  "values",         "metrics",        "intermediate_values",
                                  "datetime_start", "datetime_complete", "distributions", "user_attrs",
-                                 "note",           "value_std",      "value_n",       "error"};
+                                 "note",           "value_std",      "value_n",       "error",
+                                 "reports"};
     const tun_space *space = d->space;
     char f[96];
     memset(out, 0, sizeof *out);
@@ -432,6 +460,10 @@ static int read_trial(const json_t *j, size_t i, const api_study_def *d, import_
     snprintf(f, sizeof f, "trials[%zu].intermediate_values", i);
     if ((rc = api_parse_intermediates(json_object_get(j, "intermediate_values"), f, &out->steps, &out->step_values,
                                       &out->n_steps, err)))
+        return rc;
+    snprintf(f, sizeof f, "trials[%zu].reports", i);
+    if ((rc = api_doc_reports_read(json_object_get(j, "reports"), d, out->steps, out->step_values, out->n_steps, f,
+                                   &out->details, err)))
         return rc;
     snprintf(f, sizeof f, "trials[%zu]", i);
     if ((rc = read_attrs_note(j, f, &out->attrs, &out->note, err))) return rc;
@@ -534,7 +566,9 @@ static void import_doc(api_ctx *ctx, const json_t *doc, const char *name, api_re
                            .finished = trials[i].finished, .steps = trials[i].steps,
                            .step_values = trials[i].step_values, .n_steps = trials[i].n_steps,
                            .user_attrs = trials[i].attrs, .note = trials[i].note, .error = trials[i].error,
-                           .values_json = trials[i].values_json, .metrics_json = trials[i].metrics_json};
+                           .values_json = trials[i].values_json, .metrics_json = trials[i].metrics_json,
+                           .step_flags = trials[i].details.flags, .step_rungs = trials[i].details.rungs,
+                           .step_curves = (const char *const *)trials[i].details.curves};
         rc = api_trial_add(ctx, st, &in, trials[i].x, NULL, NULL);
     }
     /* created paused (hold): no node started a trial of it, nor answered

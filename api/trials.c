@@ -231,20 +231,16 @@ static int report_values(const api_study *st, const json_t *jvalue, const json_t
                  m);
         return -1;
     }
-    json_t *row = json_object();
     for (int k = 0; k < m; k++) {
         const json_t *e = json_array_get(jvalues, (size_t)k);
         if (!reported_number(e, &vec[k])) {
-            json_decref(row);
             api_fail(resp, 400, "invalid_argument", "values",
                      "values[%d] must be a number (or \"nan\", \"inf\", \"-inf\")", k);
             return -1;
         }
-        if (st->def.obj[k].metric) json_object_set_new(row, st->def.obj[k].metric, api_json_real(vec[k]));
     }
     *value = vec[0];
-    if (m > 1) *curve = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(row);
+    if (m > 1) *curve = api_vector_curve(&st->def, vec);
     return 0;
 }
 

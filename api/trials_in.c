@@ -167,8 +167,16 @@ int api_trial_add(api_ctx *ctx, api_study *st, const sto_trial_in *in, const dou
     sto_trial t;
     if ((rc = sto_trial_get(ctx->db, id, &t)) == 0) {
         rc = tun_study_add(st->tuner, number, x, TUN_TRIAL_RUNNING, NAN);
-        for (size_t i = 0; rc == 0 && i < in->n_steps; i++)
-            rc = tun_study_report(st->tuner, number, in->steps[i], in->step_values[i], NULL);
+        for (size_t i = 0; rc == 0 && i < in->n_steps; i++) {
+            if (!in->step_flags) { /* lateness from the order; no answer */
+                rc = tun_study_report(st->tuner, number, in->steps[i], in->step_values[i], NULL);
+                continue;
+            }
+            double vec[TUN_MAX_OBJECTIVES]; /* as a reload replays the stored report */
+            api_curve_vector(&st->def, in->step_curves ? in->step_curves[i] : NULL, in->step_values[i], vec);
+            rc = tun_study_replay_report(st->tuner, number, in->steps[i], vec, in->step_flags[i] & STO_STEP_LATE,
+                                         in->step_flags[i] & STO_STEP_PRUNED, in->step_rungs ? in->step_rungs[i] : -1);
+        }
         if (rc == 0) rc = api_tuner_finish(st, &t);
         sto_trial_clear(&t);
     }

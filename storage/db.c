@@ -455,6 +455,8 @@ static const char *const stmt_sql[STO_Q_N] = {
         " ON CONFLICT (trial_id, step) DO NOTHING",
     /* pruned: 1, or 2 + the rung the answer was given at (storage.h) */
     [STO_Q_INTERMEDIATE_PRUNED] = "UPDATE intermediates SET pruned = ?3 WHERE trial_id = ?1 AND step = ?2",
+    /* an added trial's report as its document gives it (late 0/1, pruned as above) */
+    [STO_Q_INTERMEDIATE_FLAGS] = "UPDATE intermediates SET late = ?3, pruned = ?4 WHERE trial_id = ?1 AND step = ?2",
     [STO_Q_INTERMEDIATES_TRIAL_FLAGS] = INTERMEDIATES_TRIAL("late, pruned"),
     [STO_Q_INTERMEDIATES_TRIAL] = INTERMEDIATES_TRIAL("0, 0"),
     [STO_Q_INTERMEDIATES_STUDY_FLAGS] = INTERMEDIATES_STUDY("i.late, i.pruned"),

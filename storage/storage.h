@@ -456,6 +456,12 @@ typedef struct sto_trial_in {
     const char *note;         /* NULL: "" */
     const char *values_json;  /* multi-objective: JSON array text; NULL: none */
     const char *metrics_json; /* JSON object text; NULL: none */
+    /* per step, as a study document gives them (NULL: none): the report's
+     * STO_STEP_* flags and rung (sto_intermediate's; without them, a step
+     * below an earlier one is late and none was pruned), and the curve
+     * point stored with a vector report (execution 0's epoch, NULL: none) */
+    const int *step_flags, *step_rungs;
+    const char *const *step_curves;
 } sto_trial_in;
 /* A finished trial with the next number and its intermediate values. */
 int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const sto_event_in *ev,

@@ -61,6 +61,33 @@ int sto_trial_hand_out_ev(sto_db *db, int64_t trial_id, const char *params, doub
     return sto_trial_claim_ev(db, trial_id, &r, ev); /* training.c */
 }
 
+/* An added trial's steps' flags and curve points, as its document gives
+ * them (sto_trial_in), in the add's transaction. */
+static int put_step_details(sto_db *db, int64_t id, const sto_trial_in *in) {
+    sto_stmt *flags = db->q[STO_Q_INTERMEDIATE_FLAGS], *curve = db->q[STO_Q_EPOCH_PUT];
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < in->n_steps; i++) {
+        if (in->step_flags && flags) { /* NULL before schema v11 (tests) */
+            int rung = in->step_rungs ? in->step_rungs[i] : -1;
+            sto_bind_int64(flags, 1, id);
+            sto_bind_int64(flags, 2, in->steps[i]);
+            sto_bind_int64(flags, 3, (in->step_flags[i] & STO_STEP_LATE) != 0);
+            sto_bind_int64(flags, 4, !(in->step_flags[i] & STO_STEP_PRUNED) ? 0 : rung >= 0 ? 2 + rung : 1);
+            if (sto_step(flags) != STO_DONE) rc = sto_db_error(db, "trial add: report flags");
+            sto_db_done(flags);
+        }
+        if (rc == 0 && in->step_curves && in->step_curves[i]) {
+            sto_bind_int64(curve, 1, id);
+            sto_bind_int64(curve, 2, 0);
+            sto_bind_int64(curve, 3, in->steps[i]);
+            sto_bind_text(curve, 4, in->step_curves[i]);
+            if (sto_step(curve) != STO_DONE) rc = sto_db_error(db, "trial add: curve point");
+            sto_db_done(curve);
+        }
+    }
+    return rc;
+}
+
 int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const sto_event_in *ev,
                      int64_t *trial_id_out, int64_t *number_out) {
     if (!db || !in || (in->state != STO_TRIAL_COMPLETE && in->state != STO_TRIAL_PRUNED &&
@@ -113,6 +140,7 @@ int sto_trial_add_ev(sto_db *db, int64_t study_id, const sto_trial_in *in, const
         }
         sto_db_done(put);
     }
+    if ((rc = put_step_details(db, id, in))) goto fail;
     if ((rc = commit_new(db, id, number, in->state, ev))) goto fail;
     sto_db_unlock(db);
     if (trial_id_out) *trial_id_out = id;

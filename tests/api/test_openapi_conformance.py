@@ -403,6 +403,9 @@ def main():
             cl.call("POST", T + "/{id}/tell", 200, {"values": [0.4 + i, 2.0 - i], "metrics": {"cost": 0.5 * i}}, id=mt)
         cl.call("GET", T + "/{id}", 200, id=mt)
         cl.call("GET", S + "/{id}/best", 200, id=mo)
+        mo_doc = cl.call("GET", S + "/{id}/export", 200, id=mo)  # its trials' reports hold vectors
+        c.check(all("values" in t.get("reports", {}).get("1", {}) for t in mo_doc["trials"]),
+                "the export's reports hold the vectors: %s" % [t.get("reports") for t in mo_doc["trials"]])
         cl.call("POST", S + "/{id}/cancel", 200, id=mo)
 
         # study management: enqueue, add a finished trial (then cancel: its stream ends)

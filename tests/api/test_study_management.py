@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 import hpo_client as hpo  # noqa: E402
 
 S = "/api/v1/studies"
+T = "/api/v1/trials"
 MIXED = {"x": {"type": "float", "low": -2, "high": 2},
          "n": {"type": "int", "low": 1, "high": 9, "step": 2},
          "lr": {"type": "float", "low": 1e-4, "high": 1, "log": True},
@@ -389,7 +390,7 @@ def optuna_converter_checks(c, hp, optuna):
             % hc.best_value)
 
 
-def warm_start_checks(c, hp, hpod_bin, data_dir):
+def warm_start_checks(c, hp, hpod_bin, data_dir, after_restart):
     src = hp.ok("POST", S, {"name": "src", "space": LINE})["id"]
     for i in range(30):
         x = (i + 0.5) / 30
@@ -436,6 +437,7 @@ def warm_start_checks(c, hp, hpod_bin, data_dir):
         c.check(tx == wx[0], "after a restart (source deleted) the twin suggests what the warm study did: %r %r" % (tx, wx[0]))
         nxt = hp2.ok("POST", S + "/%d/ask" % warm["id"])
         c.check(nxt["number"] == 5 and abs(nxt["params"]["x"] - 0.3) < 0.3, "the warm study goes on: %s" % nxt["params"])
+        after_restart(hp2)
     finally:
         hp2.stop()
 
@@ -620,6 +622,89 @@ def document_edge_checks(c, hp):
     c.check(t["started"] == 1577880000 and t["finished"] == 1577883600, "add_trial keeps datetime_start/complete")
 
 
+def pruner_history_checks(c, hp):
+    """A copy's or an import's pruner answers as the original's: the export
+    keeps what the pruner knew of each report besides its value ("reports":
+    MO-ASHA's vectors, late and pruned reports with their rung). Returns a
+    check to run after a restart, which replays the stored reports."""
+    line = {"x": {"type": "float", "low": 0, "high": 1}}
+    asha = {"algorithm": "asha", "eta": 2, "min_resource": 1}
+    mo = hp.ok("POST", S, {"name": "mo-asha", "space": line, "objectives": [{"metric": "a"}, {"metric": "b"}],
+                           "tuner": {"algorithm": "random", "seed": 1, "pruner": asha}})["id"]
+    for i in range(4):
+        tid = hp.ok("POST", S + "/%d/ask" % mo)["trial_id"]
+        hp.ok("POST", T + "/%d/report" % tid, {"step": 1, "values": [1.0 + i, 1.0 + i]})
+        hp.ok("POST", T + "/%d/tell" % tid, {"values": [1.0 + i, 1.0 + i]})
+    doc = hp.ok("GET", S + "/%d/export" % mo)
+    vectors = [t.get("reports", {}).get("1", {}).get("values") for t in doc["trials"]]
+    c.check(vectors == [[1.0 + i, 1.0 + i] for i in range(4)], "the export keeps each report's vector: %s" % vectors)
+    mo_copy = hp.ok("POST", S + "/%d/copy" % mo, {"name": "mo-asha-copy"})["study"]["id"]
+    mo_import = hp.ok("POST", S + "/import", dict(doc, name="mo-asha-import"))["study"]["id"]
+
+    def dominated(sid, server):
+        tid = server.ok("POST", S + "/%d/ask" % sid)["trial_id"]
+        return server.ok("POST", T + "/%d/report" % tid, {"step": 1, "values": [9.0, 9.0]})["prune"]
+
+    answers = [dominated(s, hp) for s in (mo, mo_copy, mo_import)]
+    c.check(answers == [True, True, True], "a report dominated at the rung by all 4 is pruned in the original, its "
+            "copy and its import: %s" % answers)
+    # one objective: a trial stopped at rung 0 by a report at step 2 holds no
+    # value at rung 1; a late report is no rung's value
+    one = hp.ok("POST", S, {"name": "rungs", "space": line, "tuner": {"algorithm": "random", "seed": 1,
+                                                                     "pruner": asha}})["id"]
+    a, b = [hp.ok("POST", S + "/%d/ask" % one)["trial_id"] for _ in range(2)]
+
+    def rep(server, tid, step, v):
+        return server.ok("POST", T + "/%d/report" % tid, {"step": step, "value": v})["prune"]
+
+    rep(hp, a, 1, 0.1), rep(hp, a, 2, 0.5), rep(hp, b, 2, 0.3), rep(hp, b, 1, 0.2)
+    hp.ok("POST", T + "/%d/tell" % a, {"value": 0.5})
+    hp.ok("POST", T + "/%d/tell" % b, {"state": "pruned"})
+    reports = [t.get("reports") for t in hp.ok("GET", S + "/%d/export" % one)["trials"]]
+    c.check(reports[0] is None and reports[1]["2"] == {"pruned": True, "rung": 0} and reports[1]["1"].get("late"),
+            "the export keeps the pruned report's rung and the late one: %s" % reports)
+    one_copy = hp.ok("POST", S + "/%d/copy" % one, {"name": "rungs-copy"})["study"]["id"]
+    copied = [t.get("reports") for t in hp.ok("GET", S + "/%d/export" % one_copy)["trials"]]
+    c.check(copied == reports, "a copy's export says the same of its reports: %s" % copied)
+
+    def rungs(server):
+        got = []
+        for sid in (one, one_copy):
+            tid = server.ok("POST", S + "/%d/ask" % sid)["trial_id"]
+            got.append((rep(server, tid, 1, 0.05), rep(server, tid, 2, 0.4)))
+        return got
+
+    got = rungs(hp)
+    c.check(got[0] == got[1], "one objective: the copy's pruner answers as the original's: %s" % got)
+    # what the document says of reports is checked
+    base = {"format": "hpo.study/1", "study": {"definition": {"space": line}}}
+    good = {"number": 0, "state": "pruned", "params": {"x": 0.5}, "intermediate_values": {"1": 0.5, "2": 0.4}}
+    mo_base = {"format": "hpo.study/1", "study": {"definition": {
+        "space": line, "objectives": [{"metric": "a"}, {"metric": "b"}],
+        "tuner": {"algorithm": "random", "pruner": asha}}}}
+    for b_, reports_, want in ((base, {"3": {"late": True}}, "trials[0].reports.3"),
+                               (base, {"1": {"bogus": 1}}, "trials[0].reports.1.bogus"),
+                               (base, {"1": {"rung": 0}}, "trials[0].reports.1.rung"),
+                               (base, {"2": {"pruned": 1}}, "trials[0].reports.2.pruned"),
+                               (base, {"1": {"values": [0.5, 1]}}, "trials[0].reports.1.values"),
+                               (mo_base, {"1": {"values": [0.6, 1]}}, "trials[0].reports.1.values"),
+                               (mo_base, {"1": {"values": [0.5]}}, "trials[0].reports.1.values")):
+        status, out = hp.request("POST", S + "/import", dict(b_, trials=[dict(good, reports=reports_)]))
+        c.check(status == 400 and field(out) == want, "import of reports %s: 400 naming %s (%d %s)"
+                % (reports_, want, status, field(out)))
+    status, out = hp.request("POST", S + "/import", dict(mo_base, trials=[dict(
+        good, reports={"1": {"values": [0.5, None], "late": True}, "2": {"pruned": True, "rung": 1}})]))
+    c.check(status == 201, "a document's reports are imported (%d %s)" % (status, field(out)))
+
+    def after_restart(server):
+        again = [dominated(s, server) for s in (mo_copy, mo_import)]
+        c.check(again == [True, True], "after a restart the copy and the import still prune it: %s" % again)
+        got = rungs(server)
+        c.check(got[0] == got[1], "after a restart the copy's rungs answer as the original's: %s" % got)
+
+    return after_restart
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -638,7 +723,8 @@ def main():
         client_checks(c, hp)
         cli_checks(c, hp, args.hpo, tmp)
         document_edge_checks(c, hp)
-        warm_start_checks(c, hp, args.hpod, data_dir)  # restarts hpod: last
+        after_restart = pruner_history_checks(c, hp)
+        warm_start_checks(c, hp, args.hpod, data_dir, after_restart)  # restarts hpod: last
     except Exception:
         print(hp.log_tail())
         raise
