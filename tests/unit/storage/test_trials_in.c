@@ -1,7 +1,8 @@
 /* test_trials_in.c - trials a client brings (storage/trials_in.c): an
  * enqueued trial is queued and never started, takes the next number and is
  * handed out once (a requeued trial cannot be); a finished trial is added
- * whole with its intermediate values and last step; both store their event
+ * whole with its intermediate values and last step (and, from a study
+ * document, each report's flags, rung and curve point); both store their event
  * in their transaction and move the study's updated time. A pbt member
  * queued at a boundary is ranked (pbt_epoch) or replaced: it ends pruned
  * with its last value and a bred trial with the next number, its lineage
@@ -123,6 +124,41 @@ static void test_add_finished(void **state) {
     sto_close(db);
 }
 
+/* A document's report details (sto_trial_in.step_flags, step_rungs,
+ * step_curves) are stored as given, whatever the steps' order says. */
+static void test_add_step_details(void **state) {
+    (void)state;
+    int64_t sid, id, number;
+    sto_db *db = open_db(&sid);
+    int64_t steps[] = {1, 2, 3};
+    double values[] = {0.5, 0.4, 0.3};
+    int flags[] = {STO_STEP_LATE, STO_STEP_PRUNED, STO_STEP_PRUNED};
+    int rungs[] = {-1, 1, -1};
+    const char *curves[] = {"{\"a\":0.5,\"b\":2}", NULL, NULL};
+    sto_trial_in in = {.params = "{}", .state = STO_TRIAL_PRUNED, .value = NAN, .value_std = NAN,
+                       .steps = steps, .step_values = values, .n_steps = 3, .step_flags = flags,
+                       .step_rungs = rungs, .step_curves = curves};
+    assert_int_equal(sto_trial_add_ev(db, sid, &in, NULL, &id, &number), 0);
+    sto_intermediate *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(sto_trial_intermediates_after(db, id, -1, &rows, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(rows[0].flags, STO_STEP_LATE);
+    assert_int_equal(rows[1].flags, STO_STEP_PRUNED);
+    assert_int_equal(rows[1].rung, 1);
+    assert_int_equal(rows[2].flags, STO_STEP_PRUNED);
+    assert_int_equal(rows[2].rung, -1);
+    free(rows);
+    sto_epoch *eps = NULL;
+    size_t n_eps = 0;
+    assert_int_equal(sto_trial_epochs(db, id, &eps, &n_eps), 0);
+    assert_int_equal(n_eps, 1);
+    assert_true(eps[0].execution == 0 && eps[0].epoch == 1);
+    assert_string_equal(eps[0].metrics, "{\"a\":0.5,\"b\":2}");
+    sto_epoch_list_free(eps, n_eps);
+    sto_close(db);
+}
+
 static void test_pbt_rank_and_breed(void **state) {
     (void)state;
     int64_t sid, a, na, b, nb;
@@ -178,6 +214,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_enqueue_and_hand_out),
         cmocka_unit_test(test_add_finished),
+        cmocka_unit_test(test_add_step_details),
         cmocka_unit_test(test_pbt_rank_and_breed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
