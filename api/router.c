@@ -120,6 +120,7 @@ static void allowed_methods(const char *path, char *out, size_t cap) {
 
 void api_handle(api_ctx *ctx, const api_request *req, api_response *resp) {
     memset(resp, 0, sizeof *resp);
+    sto_error_reason_clear(); /* a 5xx of this request tells its own */
     int path_known = 0;
     for (size_t i = 0; i < HPO_ARRAY_LEN(table); i++) {
         int64_t id = 0;

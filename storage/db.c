@@ -734,8 +734,19 @@ void sto_db_unlock(sto_db *db) { pthread_mutex_unlock(&db->mu); }
 
 int sto_db_is_pg(const sto_db *db) { return db->conn->dialect == STO_SQL_PG; }
 
+static _Thread_local char error_reason[240];
+
+const char *sto_error_reason(void) { return error_reason; }
+void sto_error_reason_clear(void) { error_reason[0] = 0; }
+
 int sto_db_error(sto_db *db, const char *what) {
-    HPO_ERROR("storage: %s: %s", what, sto_sql_errmsg(db->conn));
+    const char *why = sto_sql_errmsg(db->conn);
+    HPO_ERROR("storage: %s: %s", what, why);
+    snprintf(error_reason, sizeof error_reason, "%.60s: %.170s", what, why);
+    for (char *c = error_reason; *c; c++) /* PostgreSQL's come in lines */
+        if (*c == '\n' || *c == '\r' || *c == '\t') *c = ' ';
+    size_t n = strlen(error_reason);
+    while (n > 0 && error_reason[n - 1] == ' ') error_reason[--n] = 0;
     return sto_sql_errkind_of(db->conn) == STO_SQL_EFULL ? HPO_ENOSPACE : HPO_ESTORAGE;
 }
 

@@ -114,6 +114,12 @@ int sto_is_database_url(const char *path);
  * open (HPO_ESTORAGE, "unable to open database file"). */
 size_t sto_sqlite_path_max(void);
 void sto_close(sto_db *db);
+/* Why this thread's last HPO_ESTORAGE or HPO_ENOSPACE came back: what
+ * failed and the database's own words ("trial create: disk I/O error"),
+ * for a 5xx answer to say more than "storage error"; "" after
+ * sto_error_reason_clear (a request's start) or none. */
+const char *sto_error_reason(void);
+void sto_error_reason_clear(void);
 /* The schema version this build migrates to (== PRAGMA user_version after
  * open; PostgreSQL keeps it in the table hpo_schema). */
 int sto_schema_version(void);

@@ -1,6 +1,7 @@
 /* test_requests.c - request rules of the api in-process: HEAD goes to the
- * GET route, pause/resume/cancel take no body but {}, and an event stream
- * ends within a second of its client leaving (api_request.client_gone). */
+ * GET route, pause/resume/cancel take no body but {}, an event stream
+ * ends within a second of its client leaving (api_request.client_gone),
+ * and a 500 from the database says what failed in the database's words. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "db_internal.h"
 
 static api_ctx *ctx;
 static sto_db *db;
@@ -95,11 +97,32 @@ static void test_stream_ends_when_client_leaves(void **state) {
     resp.stream_free(resp.stream_arg);
 }
 
+static void test_storage_error_says_why(void **state) {
+    assert_int_equal(status_of("POST", "/api/v1/studies", "{\"name\": \"w\", \"space\": {\"b\": {\"type\": \"bool\"}}}"),
+                     201);
+    assert_int_equal(sto_db_exec_sql(db, "CREATE TRIGGER no_trials BEFORE INSERT ON trials"
+                                         " BEGIN SELECT RAISE(ABORT, 'injected fault'); END"), 0);
+    api_response resp;
+    int st = call("POST", "/api/v1/studies/1/ask", "{}", &resp);
+    char body[512] = {0};
+    memcpy(body, resp.body, resp.body_len < sizeof body - 1 ? resp.body_len : sizeof body - 1);
+    printf("ask with trials refused by the database: %d %s\n", st, body);
+    assert_int_equal(st, 500);
+    assert_non_null(strstr(body, "injected fault"));
+    api_response_clear(&resp);
+    /* the next request does not inherit the reason */
+    assert_int_equal(call("GET", "/api/v1/studies/9", NULL, &resp), 404);
+    assert_null(strstr(resp.body, "injected"));
+    api_response_clear(&resp);
+    assert_int_equal(sto_db_exec_sql(db, "DROP TRIGGER no_trials"), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_head_is_get),
         cmocka_unit_test(test_control_bodies),
         cmocka_unit_test(test_stream_ends_when_client_leaves),
+        cmocka_unit_test(test_storage_error_says_why),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
