@@ -665,8 +665,8 @@ int api_trial_cancel_why(api_ctx *ctx, api_study *st, const sto_trial *t, const 
  * API_DISK_BACKOFF_MAX s, during which the scheduler starts no job, so hpod
  * neither spins nor burns through a study's trials while the disk is full
  * (the jobs that find it full during a back-off are in it already: it
- * does not double for each); a recorded epoch or a completed model job
- * (api_disk_ok) ends it. */
+ * does not double for each); a recorded epoch, a completed model job or
+ * the probe below (api_disk_ok) ends it. */
 #define API_DISK_BACKOFF_MAX 15.0
 void api_disk_full(api_ctx *ctx);
 /* The same back-off for a job whose own files failed on the file system
@@ -685,11 +685,19 @@ int api_epoch_not_stored(api_ctx *ctx, int64_t trial_id, const char *why);
 void api_epoch_stored(api_ctx *ctx, int64_t trial_id);
 /* Seconds left in the back-off (0: none). */
 double api_disk_wait(api_ctx *ctx);
+/* api_disk_probe (jobs.h) writes this much */
+#define API_DISK_PROBE_BYTES (1024 * 1024)
 /* Why jobs back off now, for /metrics (hpo_disk_full, hpo_files_failing):
  * from a job's finding the disk full (or its files failing) until a job
- * stores progress again (api_disk_ok), the waits between tries included;
- * the last finding's reason. */
-enum { API_BACKOFF_NONE = 0, API_BACKOFF_DISK_FULL, API_BACKOFF_FILES_FAILED };
+ * stores progress again or the probe finds room (api_disk_ok), the waits
+ * between tries included; the last finding's reason. */
+enum {
+    API_BACKOFF_NONE = 0,
+    API_BACKOFF_DISK_FULL,
+    API_BACKOFF_FILES_FAILED,
+    API_BACKOFF_STORE_FAILED, /* an epoch the database refused: hpo_files_failing too; no probe (a file
+                                 written says nothing of the database), a job's stored epoch ends it */
+};
 int api_disk_backoff_why(api_ctx *ctx);
 
 /* ---- handlers (one file per resource) ---- */

@@ -1,9 +1,17 @@
 /* disk_full.c - the back-off after a job found the disk full, its own
  * files failing on the file system, or an epoch it could not store (see
  * api_internal.h): the scheduler starts nothing until it ends, so jobs
- * neither spin on a full disk nor fail one after another; and how many
- * times in a row each trial's epoch could not be stored. */
+ * neither spin on a full disk nor fail one after another; the probe that
+ * ends it once the disk has room again; and how many times in a row each
+ * trial's epoch could not be stored. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "api_internal.h"
+#include "data_dir.h"
 
 /* Starts the back-off, or doubles it: its seconds when it starts now, 0
  * when one runs. */
@@ -44,6 +52,42 @@ void api_disk_ok(api_ctx *ctx) {
     if (was) HPO_INFO("hpod's files can be written again: jobs start");
 }
 
+/* Writes, syncs and removes a file of API_DISK_PROBE_BYTES under
+ * <root>/checkpoints (named as data_dir.c's temporaries, which the
+ * start-up sweep removes should a crash leave it): 0, or errno. */
+static int probe_write(const char *root) {
+    static char block[64 * 1024];
+    char path[API_PATH_MAX];
+    if (api_dir_path(path, root, "checkpoints/disk-probe.tmp-XXXXXX")) return ENAMETOOLONG;
+    memset(block, 0x5a, sizeof block); /* not zeros: some file systems store those as holes */
+    int fd = mkstemp(path);
+    if (fd < 0) return errno;
+    int e = 0;
+    for (size_t done = 0; e == 0 && done < API_DISK_PROBE_BYTES; done += sizeof block)
+        if (write(fd, block, sizeof block) != (ssize_t)sizeof block) e = errno ? errno : ENOSPC;
+    if (e == 0 && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && e == 0) e = errno;
+    unlink(path);
+    return e;
+}
+
+void api_disk_probe(api_ctx *ctx) {
+    pthread_mutex_lock(&ctx->disk_mu);
+    int due = ctx->disk_backoff > 0 && ctx->disk_until <= hpo_monotonic() && ctx->disk_why != API_BACKOFF_STORE_FAILED;
+    pthread_mutex_unlock(&ctx->disk_mu);
+    if (!due) return;
+    int e = probe_write(ctx->opt.data_dir);
+    if (e == 0) {
+        api_disk_ok(ctx);
+    } else if (hpo_errno_rc(e) == HPO_ENOSPACE) {
+        api_disk_full(ctx);
+    } else {
+        char why[160];
+        snprintf(why, sizeof why, "a probe file under checkpoints/: %s", strerror(e));
+        api_files_failed(ctx, why);
+    }
+}
+
 /* The entry of trial_id, or (add) a free one, else the one with the
  * fewest failures (a trial dropped there starts its count again: with
  * more than API_STORE_FAILURES_KEPT failing at once the guard weakens,
@@ -63,7 +107,7 @@ static int failure_slot(api_ctx *ctx, int64_t trial_id, int add) {
 }
 
 int api_epoch_not_stored(api_ctx *ctx, int64_t trial_id, const char *why) {
-    double b = back_off(ctx, API_BACKOFF_FILES_FAILED); /* storage failing: counted with the files */
+    double b = back_off(ctx, API_BACKOFF_STORE_FAILED);
     if (b > 0) HPO_WARN("an epoch could not be stored (%s): jobs are queued again; the next starts in %.0f s", why, b);
     pthread_mutex_lock(&ctx->disk_mu);
     int times = ++ctx->store_failures[failure_slot(ctx, trial_id, 1)].times;

@@ -35,6 +35,7 @@ static void schedule(srv_scheduler *s) {
             reason = API_STOP_TIMEOUT;
         if (reason != API_STOP_NONE) srv_workers_stop(s->workers, i, reason);
     }
+    api_disk_probe(s->api); /* a back-off whose wait passed: is there room again? */
     /* only this thread starts jobs: a running trial no slot runs is orphaned */
     api_jobs_reap(s->api, busy, n_busy);
     free(busy);

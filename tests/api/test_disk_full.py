@@ -41,6 +41,14 @@ NO_WORKER = "no worker runs it (its outcome could not be stored)"  # the reap's 
 EXTERNAL = {"name": "on-a-full-disk", "space": {"x": {"type": "float", "low": 0, "high": 1}}}
 
 
+
+def disk_full_gauge(hp):
+    """/metrics' hpo_disk_full (None: not there)."""
+    for line in hp.request("GET", "/metrics")[1].splitlines():
+        if line.startswith("hpo_disk_full "):
+            return int(float(line.split()[1]))
+    return None
+
 def skip(msg):
     print("SKIP: %s" % msg, flush=True)
     sys.exit(77)
@@ -193,6 +201,16 @@ def main():
         # space again: the trials resume and the study completes
         os.unlink(os.path.join(mnt, "filler"))
         print("space freed: %d bytes free" % free_bytes(mnt), flush=True)
+        # the study is still paused, so no job stores progress to end the
+        # back-off: hpod's probe of the disk finds the room
+        full = disk_full_gauge(hp)
+        t0 = time.time()
+        while disk_full_gauge(hp) != 0 and time.time() < t0 + 40:
+            time.sleep(0.25)
+        print("hpo_disk_full %s when space was freed, 0 after %.1f s with no job running"
+              % (full, time.time() - t0), flush=True)
+        c.check(full == 1 and disk_full_gauge(hp) == 0,
+                "hpo_disk_full drops to 0 once the disk has room, no job running (%s)" % full)
         hp.ok("POST", "/api/v1/studies/%d/resume" % sid)
         wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 240, step=0.5)
         s = hp.ok("GET", "/api/v1/studies/%d" % sid)
