@@ -12,7 +12,9 @@
  * - Logging (log.c) is a single global level and one line per message on
  *   stderr, thread-safe (one fprintf per line), in one of two formats
  *   (hpod --log-format): text, "<UTC time> <LEVEL> <message> key=value ...",
- *   or JSON, one object per line {"ts","level","msg", then the fields}.
+ *   the message in quotes (escaped as a quoted value) when it holds '=' or
+ *   starts with one, so that it never reads as fields; or JSON, one object
+ *   per line {"ts","level","msg", then the fields}.
  *   Fields (hpo_log_fields) are named values a program can read back; the
  *   JSON is always valid (bytes that are not UTF-8 become U+FFFD) and a line
  *   is cut at HPO_LOG_LINE_MAX bytes, still valid.

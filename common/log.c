@@ -234,13 +234,19 @@ size_t hpo_log_format_line(char *buf, size_t cap, int format, double now, int le
      * that route, status and the error stay on the line) */
     line count = {NULL, 0, SIZE_MAX, 0};
     put_fields(&count, fields, n, json);
-    size_t used = l.len + RESERVE + 1 + (size_t)json /* the message's closing quote */;
+    /* a text message that could read as fields (or as a quoted one) is
+     * quoted as a field value is: "GET /x status=200" cannot pass for a
+     * status field, so the fields start at the first key=value after an
+     * unquoted message */
+    int quoted = json || strchr(msg, '=') || msg[0] == '"';
+    size_t used = l.len + RESERVE + 1 + (size_t)quoted /* the message's closing quote */;
     size_t left = cap > used ? cap - used : 0;
     size_t msg_max = left >= count.len + MESSAGE_MIN ? left - count.len : MESSAGE_MIN;
-    put_escaped(&l, msg, json ? ESC_JSON : ESC_TEXT_MESSAGE, msg_max);
-    if (json) puts_(&l, "\"");
+    if (quoted && !json) puts_(&l, "\"");
+    put_escaped(&l, msg, json ? ESC_JSON : quoted ? ESC_TEXT_VALUE : ESC_TEXT_MESSAGE, msg_max);
+    if (quoted) puts_(&l, "\"");
     if (l.full) { /* cut inside the message (a line too short): close it */
-        if (json) close_(&l, "\"}");
+        if (quoted) close_(&l, json ? "\"}" : "\"");
         return l.len;
     }
     put_fields(&l, fields, n, json);

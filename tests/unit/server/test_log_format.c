@@ -145,6 +145,23 @@ static void test_text(void **state) {
     assert_string_equal(json_string_value(json_object_get(j, "msg")), "GET /a\xc2\x85" "b\xe2\x80\xa8");
     assert_string_equal(json_string_value(json_object_get(j, "error")), "a\xc2\x85" "b\xe2\x80\xa9" "c\xc2\xa0" "d");
     json_decref(j);
+    /* a message that could read as fields is quoted as a value is: the
+     * line's status is the field's, not the path's */
+    hpo_log_field h[] = {HPO_LOG_NUM("status", 404)};
+    hpo_log_format_line(buf, sizeof buf, HPO_LOG_TEXT, 1700000000.0, HPO_LOG_INFO, h, 1,
+                        "GET /x status=200 route=\"a\" 404");
+    assert_string_equal(buf, "2023-11-14T22:13:20.000Z INFO  \"GET /x status=200 route=\\\"a\\\" 404\" status=404");
+    hpo_log_format_line(buf, sizeof buf, HPO_LOG_TEXT, 1700000000.0, HPO_LOG_INFO, NULL, 0, "\"q\" x");
+    assert_string_equal(buf, "2023-11-14T22:13:20.000Z INFO  \"\\\"q\\\" x\"");
+    /* cut inside a quoted message: the quote still closes it */
+    char small[96];
+    char long_msg[400];
+    memset(long_msg, 'a', sizeof long_msg - 1);
+    long_msg[sizeof long_msg - 1] = 0;
+    long_msg[5] = '=';
+    hpo_log_format_line(small, sizeof small, HPO_LOG_TEXT, 1700000000.0, HPO_LOG_INFO, h, 1, long_msg);
+    printf("cut quoted message: %s\n", small);
+    assert_true(strlen(small) > 30 && small[strlen(small) - 1] == '"');
     assert_int_equal(hpo_log_format_parse("json"), HPO_LOG_JSON);
     assert_int_equal(hpo_log_format_parse("text"), HPO_LOG_TEXT);
     assert_int_equal(hpo_log_format_parse("xml"), -1);
