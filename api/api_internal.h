@@ -685,8 +685,8 @@ int api_epoch_not_stored(api_ctx *ctx, int64_t trial_id, const char *why);
 void api_epoch_stored(api_ctx *ctx, int64_t trial_id);
 /* Seconds left in the back-off (0: none). */
 double api_disk_wait(api_ctx *ctx);
-/* api_disk_probe (jobs.h) writes this much */
-#define API_DISK_PROBE_BYTES (1024 * 1024)
+/* the free space api_disk_probe (jobs.h) takes for room again */
+#define API_DISK_ROOM (16.0 * 1024 * 1024)
 /* Why jobs back off now, for /metrics (hpo_disk_full, hpo_files_failing):
  * from a job's finding the disk full (or its files failing) until a job
  * stores progress again or the probe finds room (api_disk_ok), the waits

@@ -4,10 +4,8 @@
  * neither spin on a full disk nor fail one after another; the probe that
  * ends it once the disk has room again; and how many times in a row each
  * trial's epoch could not be stored. */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "api_internal.h"
@@ -52,40 +50,34 @@ void api_disk_ok(api_ctx *ctx) {
     if (was) HPO_INFO("hpod's files can be written again: jobs start");
 }
 
-/* Writes, syncs and removes a file of API_DISK_PROBE_BYTES under
- * <root>/checkpoints (named as data_dir.c's temporaries, which the
- * start-up sweep removes should a crash leave it): 0, or errno. */
-static int probe_write(const char *root) {
-    static char block[64 * 1024];
+/* Whether hpod's files can be written again, asked of the file system
+ * without taking the room a job or a client needs: a full disk, by its
+ * free space (statvfs: API_DISK_ROOM or more); failing files, by a small
+ * file written, synced and removed under <root>/checkpoints (named as
+ * data_dir.c's temporaries, which the start-up sweep removes should a
+ * crash leave one). */
+static int probe_ok(const char *root, int why) {
     char path[API_PATH_MAX];
-    if (api_dir_path(path, root, "checkpoints/disk-probe.tmp-XXXXXX")) return ENAMETOOLONG;
-    memset(block, 0x5a, sizeof block); /* not zeros: some file systems store those as holes */
+    if (why == API_BACKOFF_DISK_FULL) {
+        struct statvfs v;
+        return statvfs(root, &v) == 0 && (double)v.f_bavail * (double)v.f_frsize >= API_DISK_ROOM;
+    }
+    if (api_dir_path(path, root, "checkpoints/disk-probe.tmp-XXXXXX")) return 0;
     int fd = mkstemp(path);
-    if (fd < 0) return errno;
-    int e = 0;
-    for (size_t done = 0; e == 0 && done < API_DISK_PROBE_BYTES; done += sizeof block)
-        if (write(fd, block, sizeof block) != (ssize_t)sizeof block) e = errno ? errno : ENOSPC;
-    if (e == 0 && fsync(fd) != 0) e = errno;
-    if (close(fd) != 0 && e == 0) e = errno;
+    if (fd < 0) return 0;
+    static const char block[4096];
+    int ok = write(fd, block, sizeof block) == (ssize_t)sizeof block && fsync(fd) == 0;
+    if (close(fd) != 0) ok = 0;
     unlink(path);
-    return e;
+    return ok;
 }
 
 void api_disk_probe(api_ctx *ctx) {
     pthread_mutex_lock(&ctx->disk_mu);
-    int due = ctx->disk_backoff > 0 && ctx->disk_until <= hpo_monotonic() && ctx->disk_why != API_BACKOFF_STORE_FAILED;
+    int why = ctx->disk_why;
+    int due = ctx->disk_backoff > 0 && ctx->disk_until <= hpo_monotonic() && why != API_BACKOFF_STORE_FAILED;
     pthread_mutex_unlock(&ctx->disk_mu);
-    if (!due) return;
-    int e = probe_write(ctx->opt.data_dir);
-    if (e == 0) {
-        api_disk_ok(ctx);
-    } else if (hpo_errno_rc(e) == HPO_ENOSPACE) {
-        api_disk_full(ctx);
-    } else {
-        char why[160];
-        snprintf(why, sizeof why, "a probe file under checkpoints/: %s", strerror(e));
-        api_files_failed(ctx, why);
-    }
+    if (due && probe_ok(ctx->opt.data_dir, why)) api_disk_ok(ctx);
 }
 
 /* The entry of trial_id, or (add) a free one, else the one with the

@@ -110,12 +110,14 @@ int api_jobs_stop_reason(api_ctx *ctx, const api_job *job);
  * Nothing during a disk-full back-off. Returns how many. */
 int api_jobs_reap(api_ctx *ctx, const api_job *busy, size_t n_busy);
 /* Once the wait of a disk-full (or failing-files) back-off has passed, the
- * scheduler asks the disk itself, each pass until it answers: a probe file
- * of 1 MiB is written, synced and removed under <root>/checkpoints. Room
- * again: the back-off ends (and /metrics' hpo_disk_full with it), though no
- * job is waiting to show it; still full or failing: it doubles, and no job
- * starts only to find it so. Nothing outside a back-off, nor in one that
- * an epoch the database refused started (a file says nothing of it). */
+ * scheduler asks the file system itself, each pass, without taking the
+ * room a job or a client needs: after a full disk, whether 16 MiB are
+ * free (statvfs); after failing files, whether a 4 KiB file can be
+ * written, synced and removed under <root>/checkpoints. Yes: the back-off
+ * ends (and /metrics' hpo_disk_full with it), though no job is waiting to
+ * show it. No: nothing changes (jobs try again as before, and one that
+ * stores progress ends it). Nothing outside a back-off, nor in one that an
+ * epoch the database refused started (a file says nothing of it). */
 void api_disk_probe(api_ctx *ctx);
 /* Completes embedded studies whose budget is spent and whose trials have
  * all ended (study_complete event); cancels the queued trials of cancelled

@@ -16,7 +16,7 @@
  *   hpo_disk_full, hpo_files_failing               gauges: 1 while the jobs back off because one found the
  *                                                  data disk full, or its files failing on the file
  *                                                  system (api_disk_backoff_why); 0 once a job stores
- *                                                  progress again or hpod's probe finds room (jobs.h)
+ *                                                  progress again or the file system has room (jobs.h)
  *   hpo_epochs_total{slot}                         counter: trial epochs trained on the slot
  *   hpo_samples_per_second{slot}                   gauge: the slot's last trial epoch (0 before one)
  *   hpo_slot_info{slot,device} 1                   the device a slot trains on: "cpu", "cuda:G" ("cuda:G+H")
@@ -507,9 +507,9 @@ char *api_metrics_render(api_ctx *ctx, size_t *len_out) {
     }
     int why = api_disk_backoff_why(ctx);
     put(&t, "# HELP hpo_disk_full 1 while jobs back off because one found the data disk full, until a job stores "
-            "progress again or a probe write finds room.\n# TYPE hpo_disk_full gauge\nhpo_disk_full %d\n"
+            "progress again or 16 MiB are free.\n# TYPE hpo_disk_full gauge\nhpo_disk_full %d\n"
             "# HELP hpo_files_failing 1 while jobs back off because hpod's files failed on the file system "
-            "(permissions, read-only, I/O errors), until a job stores progress again or a probe write succeeds.\n"
+            "(permissions, read-only, I/O errors), until a job stores progress again or a probe file can be written.\n"
             "# TYPE hpo_files_failing gauge\nhpo_files_failing %d\n",
         why == API_BACKOFF_DISK_FULL, why == API_BACKOFF_FILES_FAILED || why == API_BACKOFF_STORE_FAILED);
     put(&t, "# HELP hpo_uptime_seconds Seconds since hpod started.\n# TYPE hpo_uptime_seconds gauge\n"
