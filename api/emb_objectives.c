@@ -15,7 +15,9 @@
  * - train_seconds: the trial's wall time (every execution's training).
  * The trial's outcome is then {"values": [...], "metrics": {...}} checked
  * by api_parse_outcome as a tell is, so embedded and external trials store
- * and replay the same way.
+ * and replay the same way; with several executions and an epoch metric
+ * first, its value_n is their count and value_std their spread (as a
+ * one-objective study's), else 1 and none (one measurement).
  * With a pruner (MO-ASHA), every epoch of the first execution reports the
  * objectives' vector: the epoch metrics, params, flops and latency_ms
  * measured once at its first epoch (a run's, after a resume), and
@@ -121,8 +123,10 @@ done:
 }
 
 /* The epoch metrics at best_epoch, the mean over the executions' stored
- * epochs. */
-static int epoch_figures(api_ctx *ctx, int64_t trial_id, int best_epoch, json_t *metrics, hpo_error *err) {
+ * epochs; and first's (an epoch metric, else NULL) value in each
+ * execution: first_vals, *n_first of them (at most API_MAX_EXECUTIONS). */
+static int epoch_figures(api_ctx *ctx, int64_t trial_id, int best_epoch, json_t *metrics, const char *first,
+                         double *first_vals, int *n_first, hpo_error *err) {
     sto_epoch *eps = NULL;
     size_t n = 0;
     double sum[HPO_ARRAY_LEN(epoch_metrics)] = {0};
@@ -132,6 +136,8 @@ static int epoch_figures(api_ctx *ctx, int64_t trial_id, int best_epoch, json_t 
     for (size_t i = 0; i < n; i++) {
         if (eps[i].epoch != best_epoch) continue;
         json_t *m = json_loads(eps[i].metrics, 0, NULL);
+        const json_t *fv = first ? json_object_get(m, first) : NULL;
+        if (json_is_number(fv) && *n_first < API_MAX_EXECUTIONS) first_vals[(*n_first)++] = json_number_value(fv);
         for (size_t k = 0; k < HPO_ARRAY_LEN(epoch_metrics); k++) {
             const json_t *v = json_object_get(m, epoch_metrics[k]);
             if (json_is_number(v)) {
@@ -150,7 +156,10 @@ static int epoch_figures(api_ctx *ctx, int64_t trial_id, int best_epoch, json_t 
 int api_emb_outcome(api_ctx *ctx, const api_study_def *d, int64_t trial_id, int best_epoch, const json_t *model_tmpl,
                     const json_t *params, double seconds, api_outcome *o, hpo_error *err) {
     json_t *metrics = json_object(), *values = json_array();
-    int rc = epoch_figures(ctx, trial_id, best_epoch, metrics, err);
+    const char *first = is_epoch_metric(d->obj[0].metric) ? d->obj[0].metric : NULL;
+    double first_vals[API_MAX_EXECUTIONS];
+    int n_first = 0;
+    int rc = epoch_figures(ctx, trial_id, best_epoch, metrics, first, first_vals, &n_first, err);
     if (rc == 0) rc = api_emb_engine_figures(&d->emb, model_tmpl, params, metrics, err);
     json_object_set_new(metrics, "train_seconds", json_real(seconds));
     for (int i = 0; rc == 0 && i < d->n_obj; i++) {
@@ -164,6 +173,10 @@ int api_emb_outcome(api_ctx *ctx, const api_study_def *d, int64_t trial_id, int 
         json_t *body = json_pack("{s:s, s:O, s:O}", "state", "complete", "values", values, "metrics", metrics);
         rc = api_parse_outcome(d, body, o, err);
         json_decref(body);
+    }
+    if (rc == 0 && n_first > 1) { /* the first objective is the mean of the executions': their count and spread */
+        o->value_n = n_first;
+        tun_mean_std(first_vals, n_first, NULL, &o->value_std);
     }
     json_decref(values);
     json_decref(metrics);

@@ -571,10 +571,10 @@ int api_run_trial(api_ctx *ctx, const api_job *job, const char *slot, int thread
             finish(ctx, st, job, STO_TRIAL_FAILED, NAN, NAN, 0, msg, "trial_failed", json_object());
         } else if (st->def.multi) {
             json_t *vals = json_loads(o.values_json, 0, NULL);
-            finish_as(ctx, st, job, STO_TRIAL_COMPLETE, o.value, NAN, 1, NULL, "trial_complete",
-                      json_pack("{s:f, s:o, s:o, s:i, s:i, s:f}", "value", o.value, "value_std", json_null(),
-                                "values", vals ? vals : json_null(), "value_n", 1, "best_epoch", best_epoch, "seconds",
-                                secs),
+            finish_as(ctx, st, job, STO_TRIAL_COMPLETE, o.value, o.value_std, o.value_n, NULL, "trial_complete",
+                      json_pack("{s:f, s:o, s:o, s:i, s:i, s:f}", "value", o.value, "value_std",
+                                api_json_real(o.value_std), "values", vals ? vals : json_null(), "value_n", o.value_n,
+                                "best_epoch", best_epoch, "seconds", secs),
                       &o);
         } else {
             finish(ctx, st, job, STO_TRIAL_COMPLETE, mean, std, executions, NULL, "trial_complete",

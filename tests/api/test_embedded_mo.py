@@ -14,6 +14,8 @@ latency_ms, train_seconds) on a tiny Fashion-MNIST subset.
   front member is accepted.
 - 14 trials: every member of the front keeps its checkpoint (not only the
   8 best by the first objective), and a model is made from the smallest.
+- With executions_per_trial 2, a trial whose first objective is an epoch
+  metric says value_n 2 and the executions' spread (before: 1 and null).
 - The figures (params, flops, latency) are measured on a model of their
   own before the trial's model exists: hpod's peak memory with two
   objectives and a pruner is that of one objective (before: a second full
@@ -114,6 +116,36 @@ def check_front_checkpoints(args, c):
         hp.cleanup()
 
 
+def check_executions(c, hp):
+    """With executions_per_trial 2 the first objective (an epoch metric) is
+    the mean of the executions': the trial says so with value_n 2 and their
+    spread, as a one-objective trial does; an engine figure first (one
+    measurement) says value_n 1."""
+    base = {"model": MODEL, "space": {"units": {"type": "int", "low": 8, "high": 8}},
+            "dataset": {"name": "fashion-mnist", "limit": 300, "validation_split": 200},
+            "training": {"max_epochs": 1, "batch_size": 64},
+            "tuner": {"algorithm": "random", "seed": 2, "max_trials": 1, "executions_per_trial": 2}}
+    got = {}
+    for name, objectives in (("acc-first", OBJECTIVES), ("flops-first", OBJECTIVES[::-1])):
+        sid = hp.ok("POST", "/api/v1/studies", dict(base, name=name, objectives=objectives))["id"]
+        wait_for(lambda: hp.ok("GET", "/api/v1/studies/%d" % sid)["state"] == "complete", 120)
+        tid = hp.ok("GET", "/api/v1/studies/%d/trials" % sid)["trials"][0]["id"]
+        got[name] = hp.ok("GET", "/api/v1/trials/%d" % tid)
+    t = got["acc-first"]
+    accs = [p["metrics"]["val_accuracy"] for p in t["curves"] if p["epoch"] == t["best_epoch"]]
+    mean = sum(accs) / len(accs) if accs else None
+    std = (sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) ** 0.5 if len(accs) == 2 else None
+    print("2 executions, val_accuracy first: %s -> value %s value_n %s value_std %s"
+          % (accs, t["value"], t["value_n"], t["value_std"]))
+    c.check(t["state"] == "complete" and t["value_n"] == 2 and len(accs) == 2 and abs(t["value"] - mean) < 1e-12
+            and abs(t["value_std"] - std) < 1e-12,
+            "an objective averaged over 2 executions says value_n 2 and their spread (%s %s, by hand %s %s)"
+            % (t["value_n"], t["value_std"], mean, std))
+    f = got["flops-first"]
+    c.check(f["state"] == "complete" and f["value_n"] == 1 and f["value_std"] is None,
+            "flops first (one measurement): value_n 1, no spread (%s %s)" % (f["value_n"], f["value_std"]))
+
+
 def main():
     args = parse_args()
     c = Checks()
@@ -170,6 +202,7 @@ def main():
             c.check(len(r) == 1 and r[0]["trial_id"] == got[0], "a front member is refitted: %s" % r)
             e = study.ensemble(trials=got[:2])
             c.check(e.info["kind"] == "ensemble", "an ensemble of chosen front members is queued: %s" % e.info)
+        check_executions(c, hp)
     finally:
         hp.stop()
         hp.cleanup()
