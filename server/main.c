@@ -4,7 +4,7 @@
  *        [--artifacts-dir DIR] [--node-timeout S] [--node-name NAME]
  *        [--devices cpu:N[xT],cuda:G[xK],...] [--token T] [--sync normal|full]
  *        [--max-connections N] [--max-connections-per-client N] [--max-streams N]
- *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES]
+ *        [--header-timeout S] [--allowed-host NAME]... [--max-body BYTES] [--max-upload BYTES]
  *        [--max-model-bytes SIZE] [--max-dataset-bytes SIZE] [--max-dataset-loads N]
  *        [--log-level debug|info|warn|error] [--log-format text|json]
  *   hpod --help | --version
@@ -36,10 +36,8 @@
  * --max-dataset-bytes and --max-dataset-loads set the engine's process-wide
  * dataset limits (engine/data.h: the most bytes one dataset may take, and
  * how many are loaded at once) before anything is loaded.
- *
- * Not listed by --help (tests, special set-ups): --max-upload BYTES, the
- * largest dataset upload (POST /api/v1/datasets, the whole multipart body;
- * default 1 GiB); over it the upload gets 413.
+ * --max-upload BYTES is the largest dataset upload (POST /api/v1/datasets,
+ * the whole multipart body; default 1 GiB); over it the upload gets 413.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -121,6 +119,8 @@ static void usage(FILE *f) {
             "                      the bind address (repeatable; without --token other names\n"
             "                      get 421, against DNS rebinding)\n"
             "  --max-body BYTES    largest accepted request body (default 1048576)\n"
+            "  --max-upload BYTES  largest dataset upload, the whole multipart body of\n"
+            "                      POST /api/v1/datasets (default 1073741824); over it: 413\n"
             "  --max-model-bytes SIZE  memory one model may take to train (weights,\n"
             "                      gradients, optimiser state, activations; e.g. 2G, 512M);\n"
             "                      larger models fail their trial with the reason. Default:\n"
@@ -193,7 +193,7 @@ static int parse_flags(int argc, char **argv, config *cfg) {
     enum { O_PORT = 1, O_BIND, O_DATA, O_TOKEN, O_SYNC, O_THREADS, O_MAXBODY, O_LOG, O_HELP, O_VERSION,
            O_DEVICES, O_MAXMODEL };
     enum { O_PERCLIENT = 32, O_STREAMS, O_HEADERTIMEOUT, O_ALLOWEDHOST };
-    enum { O_MAXUPLOAD = 64, O_MAXDSBYTES, O_MAXDSLOADS }; /* --max-upload: not in --help */
+    enum { O_MAXUPLOAD = 64, O_MAXDSBYTES, O_MAXDSLOADS };
     enum { O_LOGFORMAT = 96, O_DATABASE, O_ARTIFACTS, O_NODETIMEOUT, O_NODENAME };
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},       {"bind", required_argument, 0, O_BIND},
