@@ -116,7 +116,7 @@ void api_fail_rc(api_response *resp, int rc, const hpo_error *err) {
     const char *message = err && err->message[0] ? err->message : hpo_strerror(rc);
     char why[320];
     if (!(err && err->message[0]) && (rc == HPO_ESTORAGE || rc == HPO_ENOSPACE) && sto_error_reason()[0]) {
-        snprintf(why, sizeof why, "%s (%s)", message, sto_error_reason()); /* the database's words */
+        snprintf(why, sizeof why, "%.80s (%.230s)", message, sto_error_reason()); /* the database's words */
         message = why;
     }
     if (status >= 500) HPO_ERROR("request failed: %s (%s)", message, hpo_strerror(rc));
