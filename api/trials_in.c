@@ -74,11 +74,10 @@ static void reply_trial(api_ctx *ctx, int64_t trial_id, api_response *resp) {
  * 0. A started trial holds every active parameter, so a partial enqueue
  * finds the enqueued trials waiting with it, not those that ran. */
 static int64_t same_params(api_ctx *ctx, int64_t study_id, const json_t *params, int *rc) {
-    sto_trial_filter all = {.state = -1, .order = STO_ORDER_NUMBER};
     sto_trial *t = NULL;
     size_t n = 0;
     int64_t found = 0;
-    if ((*rc = sto_trial_list(ctx->db, study_id, &all, &t, &n))) return 0;
+    if ((*rc = sto_trial_outcomes(ctx->db, study_id, -1, &t, &n))) return 0;
     for (size_t i = 0; i < n && !found; i++) {
         json_t *p = json_loads(t[i].params, 0, NULL);
         if (json_equal(p, (json_t *)params)) found = t[i].id;

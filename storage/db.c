@@ -430,6 +430,9 @@ static const char *const stmt_sql[STO_Q_N] = {
     [STO_Q_TRIAL_LIST + 5] = TRIAL_LIST(BY_STATE, "number DESC"),
     [STO_Q_TRIAL_LIST + 6] = TRIAL_LIST(BY_STATE, "value ASC NULLS LAST, number ASC"),
     [STO_Q_TRIAL_LIST + 7] = TRIAL_LIST(BY_STATE, "value DESC NULLS LAST, number ASC"),
+    [STO_Q_TRIAL_OUTCOMES] = "SELECT " STO_TRIAL_COLS_LEAN " FROM trials WHERE study_id = ?1 ORDER BY number",
+    [STO_Q_TRIAL_OUTCOMES_STATE] =
+        "SELECT " STO_TRIAL_COLS_LEAN " FROM trials WHERE study_id = ?1 AND state = ?2 ORDER BY number",
     [STO_Q_TRIAL_COUNTS_STUDY] =
         "SELECT state, COUNT(*) FROM trials WHERE study_id = ?1 GROUP BY state",
     [STO_Q_TRIAL_COUNTS_ALL] = "SELECT state, COUNT(*) FROM trials GROUP BY state",

@@ -95,6 +95,8 @@ enum {
     /* 8 list variants: + 4 * (state filter) + 2 * (order by value) + (descending) */
     STO_Q_TRIAL_LIST,
     STO_Q_TRIAL_LIST_LAST = STO_Q_TRIAL_LIST + 7,
+    STO_Q_TRIAL_OUTCOMES,
+    STO_Q_TRIAL_OUTCOMES_STATE,
     STO_Q_TRIAL_COUNTS_STUDY,
     STO_Q_TRIAL_COUNTS_ALL,
     STO_Q_JOBS_QUEUED,
@@ -193,6 +195,12 @@ enum {
     "last_value, created, started, finished, lease_expires, error, best_epoch, slot, "  \
     "train_seconds, user_attrs, note, values_json, metrics_json, lineage, pbt_epoch, node_id, seq"
 #define STO_TRIAL_N_COLS 26 /* the columns of STO_TRIAL_COLS */
+/* The same columns with error, user_attrs and note read as NULL: the
+ * rows sto_trial_outcomes lists (a client can make those large). */
+#define STO_TRIAL_COLS_LEAN                                                            \
+    "id, study_id, number, state, params, value, value_std, value_n, last_step, "     \
+    "last_value, created, started, finished, lease_expires, NULL, best_epoch, slot, "   \
+    "train_seconds, NULL, NULL, values_json, metrics_json, lineage, pbt_epoch, node_id, seq"
 
 /* Column list of a study row, in the order studies.c reads it. */
 #define STO_STUDY_COLS "id, name, spec, state, created, updated, user_attrs, note"

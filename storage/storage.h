@@ -329,6 +329,11 @@ enum { STO_ORDER_NUMBER = 0, STO_ORDER_VALUE = 1 };
  * HPO_ENOTFOUND for an unknown study, HPO_EINVAL for a bad filter. */
 int sto_trial_list(sto_db *db, int64_t study_id, const sto_trial_filter *f, sto_trial **out,
                    size_t *n_out);
+/* The trials of a study in state (-1: all), by number, without the
+ * columns a client can make large: error, user_attrs and note are NULL
+ * (for reads of every trial's outcome: a front, a look for params). Free
+ * with sto_trial_list_free. HPO_ENOTFOUND for an unknown study. */
+int sto_trial_outcomes(sto_db *db, int64_t study_id, int state, sto_trial **out, size_t *n_out);
 /* counts[s] = number of trials in state s; study_id < 0 counts all studies;
  * HPO_ENOTFOUND for an unknown study (counts untouched). */
 int sto_trial_counts(sto_db *db, int64_t study_id, int64_t counts[STO_TRIAL_N_STATES]);

@@ -208,6 +208,21 @@ done:
     return rc;
 }
 
+int sto_trial_outcomes(sto_db *db, int64_t study_id, int state, sto_trial **out, size_t *n_out) {
+    if (!db || !out || !n_out || state < -1 || state >= STO_TRIAL_N_STATES) return HPO_EINVAL;
+    sto_db_lock(db);
+    sto_stmt *s = db->q[state >= 0 ? STO_Q_TRIAL_OUTCOMES_STATE : STO_Q_TRIAL_OUTCOMES];
+    int rc = sto_db_exists(db, STO_Q_STUDY_EXISTS, study_id);
+    if (rc) goto done;
+    sto_bind_int64(s, 1, study_id);
+    if (state >= 0) sto_bind_int64(s, 2, state);
+    rc = collect_trials(db, s, "trial outcomes", out, n_out);
+done:
+    sto_db_done(s);
+    sto_db_unlock(db);
+    return rc;
+}
+
 int sto_trial_counts(sto_db *db, int64_t study_id, int64_t counts[STO_TRIAL_N_STATES]) {
     if (!db || !counts) return HPO_EINVAL;
     int64_t c[STO_TRIAL_N_STATES] = {0};

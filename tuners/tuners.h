@@ -409,6 +409,17 @@ void tun_hv_contributions(const double *F, size_t n, int m, const double *ref, d
  * (n^m <= 10^7: WFG is exponential in m, and 8 objectives and 150 points
  * took hours); else tun_hv_greedy. */
 int tun_hv_contributions_affordable(size_t n, int m);
+/* Whether tun_hypervolume of n points in m objectives is affordable on a
+ * request's time (m <= 3, or n^(m-2) <= 10^7: 8 objectives and 160 points
+ * on one front took 15 s); else tun_hypervolume_mc. */
+int tun_hypervolume_affordable(size_t n, int m);
+/* The same estimated from `samples` points drawn uniformly (rng seeded
+ * with seed: the same figure for the same front) in the box from the
+ * points' best values to ref: the box's volume times the share of them
+ * some point dominates, and in *std_error that figure's standard error.
+ * O(samples n m) at worst. */
+double tun_hypervolume_mc(const double *F, size_t n, int m, const double *ref, size_t samples, uint64_t seed,
+                          double *std_error);
 /* k (<= n) of the n points of F, chosen greedily: each the one adding the
  * most hypervolume to those chosen before (ties to the earlier point),
  * their indices in order of choice in out: k n hypervolumes of at most k

@@ -1,6 +1,7 @@
 /* tuners: Pareto geometry (pareto.c) - the non-dominated sort (ENS-BS)
  * against naive peeling and, on 3,000 points, against its definition, the exact hypervolume (2-D, 3-D, WFG for 4 and 5
- * objectives) against counting grid cells, on random inputs with ties;
+ * objectives) against counting grid cells, on random inputs with ties; the
+ * Monte Carlo estimate against the exact figure (4 to 8 objectives);
  * crowding distance and constrained domination on hand-made cases. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,6 +98,40 @@ static void test_hypervolume_matches_naive(void **state) {
     }
 }
 
+/* The Monte Carlo estimate (for fronts the exact figure cannot afford)
+ * against the exact one: within 4 standard errors on random fronts of 4
+ * to 8 objectives, the same figure for the same seed, and 0 without a
+ * point inside ref. */
+static void test_hypervolume_estimate(void **state) {
+    (void)state;
+    hpo_rng rng;
+    hpo_rng_seed(&rng, 5);
+    double F[12 * 8], ref[8];
+    for (int m = 4; m <= 8; m++) {
+        double worst = 0, max_diff = 0;
+        for (int round = 0; round < 40; round++) {
+            size_t n = 2 + hpo_rng_below(&rng, 10);
+            random_points(&rng, F, n, m, 0);
+            for (int k = 0; k < m; k++) ref[k] = 1.05;
+            double se, se2, exact = tun_hypervolume(F, n, m, ref);
+            double est = tun_hypervolume_mc(F, n, m, ref, 65536, 1, &se);
+            assert_true(tun_hypervolume_mc(F, n, m, ref, 65536, 1, &se2) == est && se2 == se);
+            double z = fabs(est - exact) / (se > 0 ? se : 1e-300);
+            if (fabs(est - exact) > max_diff) max_diff = fabs(est - exact);
+            if (z > worst) worst = z;
+        }
+        printf("hypervolume m=%d, Monte Carlo (65,536 samples) vs exact: max |difference| %.3g, worst %.2f "
+               "standard errors over 40 random fronts\n", m, max_diff, worst);
+        assert_true(worst < 4.5);
+    }
+    double se, far[2] = {2, 2}, r[2] = {1, 1};
+    assert_true(tun_hypervolume_mc(far, 1, 2, r, 1000, 1, &se) == 0 && se == 0);
+    /* affordable: every front of up to 3 objectives, small ones above */
+    assert_true(tun_hypervolume_affordable(1000000, 3));
+    assert_true(tun_hypervolume_affordable(3000, 4) && !tun_hypervolume_affordable(4000, 4));
+    assert_true(tun_hypervolume_affordable(14, 8) && !tun_hypervolume_affordable(160, 8));
+}
+
 static void test_hypervolume_known(void **state) {
     (void)state;
     /* two points in 2-D: 2*1 + 1*2 - 1*1 overlap */
@@ -184,6 +219,7 @@ int main(void) {
         cmocka_unit_test(test_sort_large),
         cmocka_unit_test(test_hypervolume_matches_naive),
         cmocka_unit_test(test_hypervolume_known),
+        cmocka_unit_test(test_hypervolume_estimate),
         cmocka_unit_test(test_crowding),
         cmocka_unit_test(test_constrained_domination),
     };
