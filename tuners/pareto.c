@@ -330,40 +330,6 @@ int tun_hv_contributions_affordable(size_t n, int m) { return pow((double)n, m) 
 
 int tun_hypervolume_affordable(size_t n, int m) { return m <= 3 || pow((double)n, m - 2) <= 1e7; }
 
-double tun_hypervolume_mc(const double *F, size_t n, int m, const double *ref, size_t samples, uint64_t seed,
-                          double *std_error) {
-    *std_error = 0.0;
-    if (n == 0 || m < 1 || samples == 0) return 0.0;
-    double *P = hpo_xmalloc(n * (size_t)m * sizeof *P);
-    size_t k = inside(F, n, m, ref, P); /* dominated points change nothing but the time */
-    double lo[TUN_MAX_OBJECTIVES], box = 1.0;
-    for (int o = 0; o < m; o++) {
-        lo[o] = INFINITY;
-        for (size_t i = 0; i < k; i++) lo[o] = fmin(lo[o], P[i * (size_t)m + (size_t)o]);
-        box *= k ? ref[o] - lo[o] : 0.0;
-    }
-    size_t hits = 0;
-    hpo_rng rng;
-    hpo_rng_seed(&rng, seed);
-    double x[TUN_MAX_OBJECTIVES];
-    for (size_t s = 0; k && s < samples; s++) {
-        for (int o = 0; o < m; o++) x[o] = lo[o] + hpo_rng_uniform(&rng) * (ref[o] - lo[o]);
-        for (size_t i = 0; i < k; i++) { /* dominated by some point: it is at or below x everywhere */
-            const double *p = P + i * (size_t)m;
-            int o = 0;
-            while (o < m && p[o] <= x[o]) o++;
-            if (o == m) {
-                hits++;
-                break;
-            }
-        }
-    }
-    free(P);
-    double frac = (double)hits / (double)samples;
-    *std_error = box * sqrt(frac * (1.0 - frac) / (double)samples);
-    return box * frac;
-}
-
 void tun_hv_greedy(const double *F, size_t n, int m, const double *ref, size_t k, size_t *out) {
     char *taken = hpo_xcalloc(n ? n : 1, 1);
     double *S = hpo_xmalloc((k ? k : 1) * (size_t)m * sizeof *S), hv_sel = 0;

@@ -420,6 +420,15 @@ int tun_hypervolume_affordable(size_t n, int m);
  * O(samples n m) at worst. */
 double tun_hypervolume_mc(const double *F, size_t n, int m, const double *ref, size_t samples, uint64_t seed,
                           double *std_error);
+/* tun_hv_contributions and tun_hv_greedy estimated from the same kind of
+ * samples (pareto_mc.c): a point's contribution is the share of samples
+ * it alone dominates times the box; a greedy pick is the point that
+ * dominates the most samples none chosen before does (ties to the earlier
+ * point). O(samples n m), and the greedy O(k n samples / 64) besides. */
+void tun_hv_contributions_mc(const double *F, size_t n, int m, const double *ref, size_t samples, uint64_t seed,
+                             double *out);
+void tun_hv_greedy_mc(const double *F, size_t n, int m, const double *ref, size_t k, size_t samples, uint64_t seed,
+                      size_t *out);
 /* k (<= n) of the n points of F, chosen greedily: each the one adding the
  * most hypervolume to those chosen before (ties to the earlier point),
  * their indices in order of choice in out: k n hypervolumes of at most k

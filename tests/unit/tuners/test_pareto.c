@@ -1,7 +1,8 @@
 /* tuners: Pareto geometry (pareto.c) - the non-dominated sort (ENS-BS)
  * against naive peeling and, on 3,000 points, against its definition, the exact hypervolume (2-D, 3-D, WFG for 4 and 5
  * objectives) against counting grid cells, on random inputs with ties; the
- * Monte Carlo estimate against the exact figure (4 to 8 objectives);
+ * Monte Carlo estimates (hypervolume, contributions, greedy selection)
+ * against the exact figures (4 to 8 objectives);
  * crowding distance and constrained domination on hand-made cases. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -132,6 +133,47 @@ static void test_hypervolume_estimate(void **state) {
     assert_true(tun_hypervolume_affordable(14, 8) && !tun_hypervolume_affordable(160, 8));
 }
 
+/* The Monte Carlo contributions and greedy selection against the exact
+ * ones on random fronts of 4 and 5 objectives: contributions within 3% of
+ * the box, and the greedy subset's exact hypervolume within 3% of the
+ * exact greedy's. */
+static void test_hv_selection_estimate(void **state) {
+    (void)state;
+    hpo_rng rng;
+    hpo_rng_seed(&rng, 9);
+    double F[12 * 5], ref[5], c[12], cm[12], S[12 * 5];
+    size_t ge[12], gm[12];
+    for (int m = 4; m <= 5; m++) {
+        double worst_c = 0, worst_g = 0;
+        for (int round = 0; round < 30; round++) {
+            size_t n = 3 + hpo_rng_below(&rng, 9), k = 1 + hpo_rng_below(&rng, n);
+            random_points(&rng, F, n, m, 0);
+            double box = 1;
+            for (int o = 0; o < m; o++) {
+                ref[o] = 1.05;
+                double lo = 1;
+                for (size_t i = 0; i < n; i++) lo = fmin(lo, F[i * (size_t)m + (size_t)o]);
+                box *= ref[o] - lo;
+            }
+            tun_hv_contributions(F, n, m, ref, c);
+            tun_hv_contributions_mc(F, n, m, ref, 65536, 3, cm);
+            for (size_t i = 0; i < n; i++) worst_c = fmax(worst_c, fabs(c[i] - cm[i]) / box);
+            tun_hv_greedy(F, n, m, ref, k, ge);
+            tun_hv_greedy_mc(F, n, m, ref, k, 65536, 3, gm);
+            double hv[2];
+            for (int w = 0; w < 2; w++) {
+                for (size_t j = 0; j < k; j++)
+                    memcpy(S + j * (size_t)m, F + (w ? gm : ge)[j] * (size_t)m, (size_t)m * sizeof *S);
+                hv[w] = tun_hypervolume(S, k, m, ref);
+            }
+            worst_g = fmax(worst_g, (hv[0] - hv[1]) / hv[0]);
+        }
+        printf("m=%d, Monte Carlo vs exact: contributions max |difference| %.4f of the box; greedy subset's "
+               "hypervolume at most %.4f below the exact greedy's (30 random fronts)\n", m, worst_c, worst_g);
+        assert_true(worst_c < 0.03 && worst_g < 0.03);
+    }
+}
+
 static void test_hypervolume_known(void **state) {
     (void)state;
     /* two points in 2-D: 2*1 + 1*2 - 1*1 overlap */
@@ -220,6 +262,7 @@ int main(void) {
         cmocka_unit_test(test_hypervolume_matches_naive),
         cmocka_unit_test(test_hypervolume_known),
         cmocka_unit_test(test_hypervolume_estimate),
+        cmocka_unit_test(test_hv_selection_estimate),
         cmocka_unit_test(test_crowding),
         cmocka_unit_test(test_constrained_domination),
     };
