@@ -73,7 +73,11 @@ int tun_nondominated_sort(const double *F, const double *viol, size_t n, int m, 
     /* ENS-BS (Zhang et al. 2015): in that order, each point joins the first
      * front none of whose members dominates it, found by binary search: a
      * point dominated by a member of front k is dominated by a member of
-     * every front before k. O(n) memory. */
+     * every front before k. O(n) memory. With 2 objectives (no
+     * violations) the members of a front, in that order, have f2 falling:
+     * a point comes after them (f1 no smaller), so only the last, of the
+     * smallest f2, can dominate it, and the sort is O(n log n) (a rung of
+     * MO-ASHA sorted at each report: 40 ms at 5,000 trials before). */
     ens_key *key = hpo_xmalloc(n * sizeof *key);
     size_t *head = hpo_xmalloc(n * sizeof *head), *next = hpo_xmalloc(n * sizeof *next);
     for (size_t i = 0; i < n; i++) key[i] = (ens_key){viol_of(viol, i), F + i * (size_t)m, m, i};
@@ -84,7 +88,10 @@ int tun_nondominated_sort(const double *F, const double *viol, size_t n, int m, 
         while (lo < hi) {
             size_t mid = (lo + hi) / 2, q = head[mid];
             int beaten = 0;
-            for (; q != SIZE_MAX && !beaten; q = next[q]) beaten = dom(F, viol, m, q, p);
+            if (m == 2 && !viol) /* the front's last member has its smallest f2: it alone can dominate p */
+                beaten = q != SIZE_MAX && dom(F, viol, m, q, p);
+            else
+                for (; q != SIZE_MAX && !beaten; q = next[q]) beaten = dom(F, viol, m, q, p);
             if (beaten)
                 lo = mid + 1;
             else
