@@ -18,9 +18,12 @@ const char *api_budget_spent(api_study *st, double now, int probe) {
     /* pbt samples its population once; later members are bred (pbt.c) */
     if (st->def.tuner.algorithm == TUN_PBT && st->pbt_members >= st->def.tuner.pbt_population)
         return "tuner.population_size";
-    if (!st->exhausted && probe && st->def.tuner.algorithm == TUN_GRID) {
+    if (!st->exhausted && probe && st->def.tuner.algorithm == TUN_GRID &&
+        (uint64_t)st->next_number >= tun_grid_size(st->def.space)) {
         /* the grid's suggestion changes nothing: it finds the first point no
-         * trial holds, or none (every point stays held: trials are kept) */
+         * trial holds, or none (every point stays held: trials are kept).
+         * Only once there are as many trials as points can none be left:
+         * before, each tell re-encoded the whole history for nothing */
         double *x = hpo_xcalloc((size_t)st->def.space->n + 1, sizeof *x);
         if (tun_study_suggest(st->tuner, st->next_number, x) == HPO_EEXHAUSTED) st->exhausted = 1;
         free(x);

@@ -436,6 +436,11 @@ void tun_hv_greedy_mc(const double *F, size_t n, int m, const double *ref, size_
  * fronts). */
 void tun_hv_greedy(const double *F, size_t n, int m, const double *ref, size_t k, size_t *out);
 
+/* ---- grid ---- */
+/* Grid size (conditions respected); saturates at TUN_GRID_MAX + 1. */
+#define TUN_GRID_MAX 1000000
+uint64_t tun_grid_size(const tun_space *s);
+
 /* ---- Hyperband's brackets (Li et al. 2018), for synchronous schedulers ---- */
 #define TUN_HB_MAX_ROUNDS 32
 typedef struct tun_hb_bracket {

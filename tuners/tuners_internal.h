@@ -110,9 +110,6 @@ void tun_unit_dim(const tun_param *p, tun_cma_dim *d);
 /* Upper bound on trial numbers a study accepts (the history is dense). */
 #define TUN_MAX_TRIAL_NUMBER 10000000
 
-/* Grid size (conditions respected); saturates at TUN_GRID_MAX + 1. */
-#define TUN_GRID_MAX 1000000
-uint64_t tun_grid_size(const tun_space *s);
 
 /* Whether a present trial other than `number` has configuration x (NaN
  * equals NaN; random.c). */
