@@ -474,6 +474,9 @@ int api_parse_time(const json_t *j, const char *field, double *out, hpo_error *e
  * field. */
 int api_parse_intermediates(const json_t *obj, const char *field, int64_t **steps, double **values, size_t *n,
                             hpo_error *err);
+/* Whether key is a step as intermediate_values' keys are written (an
+ * integer >= 0 in digits, no leading zero), into *step. */
+int api_step_key(const char *key, int64_t *step);
 
 /* A trial's "reports" in a study document (study_io_reports.c): the
  * object of one stored report (its vector, read from eps as a replay

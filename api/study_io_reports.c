@@ -122,9 +122,8 @@ static int cmp_step(const void *a, const void *b) {
 /* The index in steps (sorted as by, n of them) of the step key names as
  * intermediate_values' keys are written, or -1. */
 static long find_step(const char *key, const step_at *by, size_t n) {
-    char *end = NULL;
-    long long step = strtoll(key, &end, 10);
-    if (!*key || *end || key[0] < '0' || key[0] > '9' || (key[0] == '0' && key[1])) return -1;
+    int64_t step;
+    if (!api_step_key(key, &step)) return -1;
     step_at want = {step, 0}, *hit = bsearch(&want, by, n, sizeof *by, cmp_step);
     return hit ? (long)hit->i : -1;
 }

@@ -186,6 +186,16 @@ int api_trial_add(api_ctx *ctx, api_study *st, const sto_trial_in *in, const dou
     return 0; /* stored: the tuner learns of it again at the next load */
 }
 
+int api_step_key(const char *key, int64_t *step) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(key, &end, 10);
+    /* written as hpod writes it: "07" would be a second value for step 7 */
+    if (!*key || *end || errno || v < 0 || key[0] < '0' || key[0] > '9' || (key[0] == '0' && key[1])) return 0;
+    *step = v;
+    return 1;
+}
+
 int api_parse_intermediates(const json_t *obj, const char *field, int64_t **steps, double **values, size_t *n,
                             hpo_error *err) {
     *steps = NULL;
@@ -202,11 +212,8 @@ int api_parse_intermediates(const json_t *obj, const char *field, int64_t **step
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)obj, key, val) {
-        char *end = NULL;
-        errno = 0;
-        long long step = strtoll(key, &end, 10);
-        /* written as hpod writes it: "07" would be a second value for step 7 */
-        if (!*key || *end || errno || step < 0 || (key[0] < '0' || key[0] > '9') || (key[0] == '0' && key[1])) {
+        int64_t step;
+        if (!api_step_key(key, &step)) {
             free(s);
             free(v);
             return hpo_fail(err, HPO_EINVAL, field, "%s: the step \"%.40s\" is not an integer >= 0 (digits, no leading zero)",
@@ -215,7 +222,7 @@ int api_parse_intermediates(const json_t *obj, const char *field, int64_t **step
         if (!json_is_number(val) && !json_is_null(val)) {
             free(s);
             free(v);
-            return hpo_fail(err, HPO_EINVAL, field, "%s[\"%lld\"] must be a number", field, step);
+            return hpo_fail(err, HPO_EINVAL, field, "%s[\"%lld\"] must be a number", field, (long long)step);
         }
         s[k] = step;
         v[k++] = json_is_null(val) ? NAN : json_number_value(val);
